@@ -1,0 +1,120 @@
+# seqrec - build, test, demo and benchmark entry points.
+#
+#   make            build every program into build/bin
+#   make check      unit tests + bats suites (SANITIZE=1: under ASan+UBSan)
+#   make demo       the whole pipeline on synthetic data
+#   make bench      benchmarks, CSV under bench/out
+#   make install    PREFIX=/usr/local
+#
+# Sources are found by wildcard: a new lib/*.c, tools/*.c, tests/unit/test_*.c
+# or tests/bats/*.bats needs no edit here.
+
+SANITIZE ?= 0
+PREFIX ?= /usr/local
+VERSION := 0.1.0
+
+ifeq ($(SANITIZE),1)
+BUILD := build-san
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+OPT := -O1
+else
+BUILD := build
+SANFLAGS :=
+OPT := -O2
+endif
+
+CFLAGS_ALL := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wvla \
+  -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -DSEQREC_VERSION='"$(VERSION)"' \
+  -fopenmp -Ilib $(SANFLAGS) $(CFLAGS)
+LDLIBS_ALL := -larchive -lxxhash -lopenblas -lm -fopenmp $(LDLIBS)
+
+LIB_SRC := $(sort $(wildcard lib/*.c))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+TOOL_SRC := $(sort $(wildcard tools/*.c))
+TOOL_NAMES := $(filter-out seqrec,$(notdir $(TOOL_SRC:.c=)))
+PROGS := $(BUILD)/bin/seqrec $(TOOL_NAMES:%=$(BUILD)/bin/seqrec-%)
+UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/main.o
+
+include cuda/cuda.mk
+-include $(wildcard lib/*.mk)
+
+.PHONY: all check unit bats demo bench bench-data deps install clean clang-check man-check
+all: $(PROGS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(BUILD)/libseqrec.a: $(LIB_OBJ) $(CUDA_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/bin/seqrec: $(BUILD)/tools/seqrec.o $(BUILD)/libseqrec.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_ALL) $(CUDA_LDLIBS) -o $@
+
+$(BUILD)/bin/seqrec-%: $(BUILD)/tools/%.o $(BUILD)/libseqrec.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_ALL) $(CUDA_LDLIBS) -o $@
+
+# The unit runner's table is generated from the UNIT_TEST(name) lines.
+$(BUILD)/tests/unit/list.h: $(UNIT_SRC)
+	@mkdir -p $(dir $@)
+	grep -ho '^UNIT_TEST([a-z0-9_]*)' $(UNIT_SRC) /dev/null | sed 's/UNIT_TEST(\(.*\))/X(\1)/' > $@
+
+$(BUILD)/tests/unit/main.o: tests/unit/main.c $(BUILD)/tests/unit/list.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -I$(BUILD)/tests/unit -Itests/unit -c $< -o $@
+
+$(BUILD)/tests/unit/%.o: tests/unit/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/unit -MMD -MP -c $< -o $@
+
+$(BUILD)/unit_tests: $(UNIT_OBJ) $(BUILD)/libseqrec.a
+	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_ALL) $(CUDA_LDLIBS) -o $@
+
+deps:
+	@sh .ci/deps
+
+unit: $(BUILD)/unit_tests
+	$(BUILD)/unit_tests
+
+bats: $(PROGS)
+	SEQREC_BIN=$(CURDIR)/$(BUILD)/bin SEQREC_ROOT=$(CURDIR) bats tests/bats
+
+# Every source must also compile warning-free with clang (when present).
+clang-check:
+	@if command -v clang >/dev/null 2>&1; then \
+	  for f in $(LIB_SRC) $(TOOL_SRC) $(UNIT_SRC); do \
+	    clang -std=c11 -fsyntax-only -Wall -Wextra -Werror -Wshadow -Wvla -D_DEFAULT_SOURCE \
+	      -D_FILE_OFFSET_BITS=64 -DSEQREC_VERSION='"$(VERSION)"' -Ilib -Itests/unit -I$(BUILD)/tests/unit $$f || exit 1; \
+	  done; echo "clang: all sources clean"; \
+	else echo "clang not found: skipping the clang warning check"; fi
+
+# Man pages must render without warnings.
+man-check:
+	@for f in man/man1/*.1 man/man5/*.5; do \
+	  out=$$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l "$$f" 2>&1 >/dev/null); \
+	  if [ -n "$$out" ]; then echo "$$f: $$out"; exit 1; fi; \
+	done; echo "man pages: all render cleanly"
+
+check: deps $(BUILD)/tests/unit/list.h
+	$(MAKE) --no-print-directory all $(BUILD)/unit_tests
+	$(MAKE) --no-print-directory clang-check man-check
+	$(MAKE) --no-print-directory bats
+	$(MAKE) --no-print-directory unit
+
+include pipelines/demo.mk
+include bench/bench.mk
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
+	install -m 755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 man/man1/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 man/man5/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
+
+clean:
+	rm -rf build build-san bench/out demo-out
+
+-include $(LIB_OBJ:.o=.d) $(UNIT_OBJ:.o=.d) $(TOOL_SRC:%.c=$(BUILD)/%.d)

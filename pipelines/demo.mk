@@ -1,0 +1,3 @@
+# pipelines/demo.mk - `make demo` (filled in below as programs land)
+demo: deps all
+	@echo "demo: not wired yet"

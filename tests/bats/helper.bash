@@ -1,0 +1,55 @@
+# helper.bash - shared setup for the bats suites (load with `load helper`).
+#
+# SEQREC_BIN (set by `make bats`) holds the programs under test; the suites
+# run them by their installed names. Each test gets its own scratch dir.
+
+bats_require_minimum_version 1.5.0
+
+common_setup() {
+  : "${SEQREC_BIN:?run the suites through make bats}"
+  : "${SEQREC_ROOT:?run the suites through make bats}"
+  PATH="$SEQREC_BIN:$PATH"
+  T="$BATS_TEST_TMPDIR"
+  FIX="$SEQREC_ROOT/tests/fixtures"
+  GOLD="$SEQREC_ROOT/tests/golden"
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
+}
+
+# no_leftovers DIR: fails if DIR holds any file (final or temp) besides
+# those named after it.
+no_leftovers() {
+  local dir=$1; shift
+  local f base keep
+  for f in "$dir"/* "$dir"/.[!.]*; do
+    [ -e "$f" ] || continue
+    base=${f##*/}
+    keep=0
+    for k in "$@"; do [ "$base" = "$k" ] && keep=1; done
+    if [ $keep = 0 ]; then echo "left behind: $f"; return 1; fi
+  done
+}
+
+# flip_byte FILE OFFSET: xor the byte at OFFSET with 0x01, in place.
+flip_byte() {
+  python3 - "$1" "$2" <<'PY'
+import sys
+p, off = sys.argv[1], int(sys.argv[2])
+b = bytearray(open(p, 'rb').read())
+b[off] ^= 1
+open(p, 'wb').write(bytes(b))
+PY
+}
+
+# set_u32 FILE OFFSET VALUE: overwrite a little-endian u32 in place.
+set_u32() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import sys, struct
+p, off, v = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+b = bytearray(open(p, 'rb').read())
+b[off:off+4] = struct.pack('<I', v)
+open(p, 'wb').write(bytes(b))
+PY
+}
+
+# file_size FILE
+file_size() { stat -c %s "$1"; }
