@@ -1,0 +1,299 @@
+/* seqrec-cat - print a seqrec stream as text, check it, or encode text.
+ * See man/man1/seqrec-cat.1. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fileio.h"
+#include "stream.h"
+#include "text.h"
+
+static const char *PROG = "seqrec-cat";
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: seqrec-cat [options] [FILE...]\n"
+"Print seqrec streams as text (one record per line, TSV), or check them.\n"
+"\n"
+"  -H, --header          print the header, meta and counts instead of records\n"
+"  -c, --verify          read and check everything, print nothing\n"
+"      --no-ts           do not print timestamps\n"
+"  -o, --output FILE     write to FILE (atomically) instead of stdout\n"
+"\n"
+"Encoding text into a stream (the inverse of printing):\n"
+"      --from-text KIND  read the text form of KIND records (sequences, split,\n"
+"                        padded, ranks, topk) and write a binary stream\n"
+"      --n-items N       header n_items (default: the largest item id seen)\n"
+"      --max-len N       header max_len (required for padded)\n"
+"      --timestamps      the text has a timestamps field\n"
+"      --meta KEY=VALUE  add a meta line (repeatable)\n"
+"\n"
+"  -h, --help            this help      --version   print the version\n"
+"\n"
+"Exit status: 0 ok, 64 usage, 65 bad data, 66 missing input, 73 cannot\n"
+"create output, 74 I/O error. See seqrec-cat(1) and seqrec(5).\n");
+}
+
+typedef struct {
+    int header, verify, no_ts;
+    const char *output;
+    int from_kind;
+    long n_items, max_len;
+    int with_ts;
+    char **meta;
+    int n_meta;
+} opts;
+
+/* Prints (or just checks) one stream. */
+static int dump(const char *path, const opts *o, FILE *out, sq_err *e)
+{
+    FILE *in;
+    if (sq_in_open(&in, path, e))
+        return e->code;
+    const char *name = sq_in_name(path);
+    sq_reader r;
+    sq_record rec;
+    int rc = sq_reader_open(&r, in, name, e);
+    if (!rc && o->header && !o->verify) {
+        const sq_header *h = &r.hdr;
+        fprintf(out, "file\t%s\nversion\t%u\nkind\t%s\nn_items\t%" PRIu32 "\nmax_len\t%" PRIu32
+                "\ntimestamps\t%s\n", name, h->version, sq_kind_name(h->kind), h->n_items,
+                h->max_len, (h->flags & SQ_FLAG_TS) ? "yes" : "no");
+        for (const char *l = h->meta; l && *l;) {
+            size_t n = strcspn(l, "\n");
+            fprintf(out, "meta\t%.*s\n", (int)n, l);
+            l += n + (l[n] == '\n');
+        }
+    }
+    int st = -1;
+    while (!rc && (st = sq_reader_next(&r, &rec, e)) == 1) {
+        if (o->header || o->verify)
+            continue;
+        if (o->no_ts)
+            rec.ts = NULL;
+        if (sq_text_write(out, &r.hdr, &rec)) {
+            rc = sq_fail(e, SQ_EX_IO, "%s: write error", o->output ? o->output : "<stdout>");
+            break;
+        }
+    }
+    if (!rc && st < 0)
+        rc = e->code;
+    if (!rc && o->header && !o->verify)
+        fprintf(out, "records\t%" PRIu64 "\ninteractions\t%" PRIu64 "\nchecksum\tok\n",
+                r.n_records, r.n_inter);
+    sq_reader_free(&r);
+    sq_in_close(in);
+    return rc;
+}
+
+/* Text records, kept until n_items is known. */
+typedef struct {
+    sq_record *recs;
+    size_t n, cap;
+    uint32_t *items;
+    int64_t *ts;
+    float *scores;
+    size_t n_items, cap_items;
+} record_list;
+
+static int keep(record_list *l, const sq_record *r, sq_err *e)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 256;
+        sq_record *p = realloc(l->recs, cap * sizeof *p);
+        if (!p)
+            return sq_fail(e, SQ_EX_OSERR, "out of memory");
+        l->recs = p;
+        l->cap = cap;
+    }
+    while (l->n_items + r->len > l->cap_items) {
+        size_t cap = l->cap_items ? l->cap_items * 2 : 4096;
+        uint32_t *it = realloc(l->items, cap * sizeof *it);
+        if (it)
+            l->items = it;
+        int64_t *ts = it ? realloc(l->ts, cap * sizeof *ts) : NULL;
+        if (ts)
+            l->ts = ts;
+        float *sc = ts ? realloc(l->scores, cap * sizeof *sc) : NULL;
+        if (!sc)
+            return sq_fail(e, SQ_EX_OSERR, "out of memory");
+        l->scores = sc;
+        l->cap_items = cap;
+    }
+    sq_record *k = &l->recs[l->n++];
+    *k = *r;
+    /* Arrays are stored as offsets until the end, as the buffers move. */
+    k->items = (uint32_t *)(uintptr_t)l->n_items;
+    if (r->items)
+        memcpy(l->items + l->n_items, r->items, r->len * sizeof *r->items);
+    if (r->ts)
+        memcpy(l->ts + l->n_items, r->ts, r->len * sizeof *r->ts);
+    if (r->scores)
+        memcpy(l->scores + l->n_items, r->scores, r->len * sizeof *r->scores);
+    l->n_items += r->items ? r->len : 0;
+    return 0;
+}
+
+static int encode(const char *path, const opts *o, sq_outfile *out, sq_err *e)
+{
+    FILE *in;
+    if (sq_in_open(&in, path, e))
+        return e->code;
+    const char *name = sq_in_name(path);
+    record_list l = {0};
+    sq_text_buf b = {0};
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    uint64_t lineno = 0;
+    uint32_t max_item = 0;
+    int rc = 0;
+    while (!rc && (n = getline(&line, &cap, in)) >= 0) {
+        lineno++;
+        if (n > 0 && line[n - 1] == '\n')
+            line[--n] = '\0';
+        if (n == 0 || line[0] == '#')
+            continue;
+        char where[512];
+        snprintf(where, sizeof where, "%s: line %" PRIu64, name, lineno);
+        sq_record rec;
+        rc = sq_text_parse(line, (uint16_t)o->from_kind, o->with_ts, &b, &rec, where, e);
+        if (!rc) {
+            for (uint32_t i = 0; i < rec.len && rec.items; i++)
+                if (rec.items[i] > max_item)
+                    max_item = rec.items[i];
+            if (rec.item > max_item)
+                max_item = rec.item;
+            rc = keep(&l, &rec, e);
+        }
+    }
+    if (!rc && ferror(in))
+        rc = sq_fail(e, SQ_EX_IO, "%s: read error", name);
+    free(line);
+    sq_text_buf_free(&b);
+    sq_in_close(in);
+
+    sq_header h;
+    sq_header_init(&h, (uint16_t)o->from_kind, o->n_items >= 0 ? (uint32_t)o->n_items : max_item);
+    h.max_len = o->max_len > 0 ? (uint32_t)o->max_len : 0;
+    h.flags = o->with_ts ? SQ_FLAG_TS : 0;
+    for (int i = 0; !rc && i < o->n_meta; i++) {
+        char *eq = strchr(o->meta[i], '=');
+        *eq = '\0';
+        rc = sq_meta_add(&h, e, o->meta[i], "%s", eq + 1);
+        *eq = '=';
+    }
+    if (!rc)
+        rc = sq_meta_add(&h, e, "cat.from_text", "%s", name);
+    sq_writer w = {0};
+    if (!rc)
+        rc = sq_writer_open(&w, out->fp, sq_out_name(o->output), &h, e);
+    for (size_t i = 0; !rc && i < l.n; i++) {
+        sq_record rec = l.recs[i];
+        size_t off = (size_t)(uintptr_t)rec.items;
+        rec.items = o->from_kind == SQ_RANKS ? NULL : l.items + off;
+        rec.ts = o->with_ts ? l.ts + off : NULL;
+        rec.scores = o->from_kind == SQ_TOPK ? l.scores + off : NULL;
+        rc = sq_write(&w, &rec, e);
+    }
+    if (!rc)
+        rc = sq_writer_finish(&w, e);
+    sq_writer_free(&w);
+    sq_header_free(&h);
+    free(l.recs);
+    free(l.items);
+    free(l.ts);
+    free(l.scores);
+    return rc;
+}
+
+static long parse_count(const char *s, const char *opt, sq_err *e)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || v < 0 || v > (long)SQ_MAX_RECORD_ITEMS * 256L) {
+        sq_fail(e, SQ_EX_USAGE, "%s: expected a non-negative number, got '%s'", opt, s);
+        return -1;
+    }
+    return v;
+}
+
+int main(int argc, char **argv)
+{
+    enum { O_NO_TS = 256, O_FROM, O_NITEMS, O_MAXLEN, O_TS, O_META, O_VERSION };
+    static const struct option longs[] = {
+        {"header", no_argument, 0, 'H'},       {"verify", no_argument, 0, 'c'},
+        {"no-ts", no_argument, 0, O_NO_TS},     {"output", required_argument, 0, 'o'},
+        {"from-text", required_argument, 0, O_FROM}, {"n-items", required_argument, 0, O_NITEMS},
+        {"max-len", required_argument, 0, O_MAXLEN}, {"timestamps", no_argument, 0, O_TS},
+        {"meta", required_argument, 0, O_META}, {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0},
+    };
+    opts o = {.n_items = -1, .max_len = -1};
+    sq_err e = {0};
+    char **meta = calloc((size_t)argc, sizeof *meta);
+    if (!meta) {
+        fprintf(stderr, "%s: out of memory\n", PROG);
+        return SQ_EX_OSERR;
+    }
+    o.meta = meta;
+    int c;
+    while (!e.code && (c = getopt_long(argc, argv, "Hco:h", longs, NULL)) != -1) {
+        switch (c) {
+        case 'H': o.header = 1; break;
+        case 'c': o.verify = 1; break;
+        case 'o': o.output = optarg; break;
+        case O_NO_TS: o.no_ts = 1; break;
+        case O_FROM:
+            if (!(o.from_kind = sq_kind_parse(optarg)))
+                sq_fail(&e, SQ_EX_USAGE, "--from-text: unknown kind '%s' (sequences, split, padded, ranks, topk)", optarg);
+            break;
+        case O_NITEMS: o.n_items = parse_count(optarg, "--n-items", &e); break;
+        case O_MAXLEN: o.max_len = parse_count(optarg, "--max-len", &e); break;
+        case O_TS: o.with_ts = 1; break;
+        case O_META:
+            if (!strchr(optarg, '=') || optarg[0] == '=')
+                sq_fail(&e, SQ_EX_USAGE, "--meta: expected KEY=VALUE, got '%s'", optarg);
+            o.meta[o.n_meta++] = optarg;
+            break;
+        case 'h': usage(stdout); free(meta); return 0;
+        case O_VERSION: printf("seqrec-cat %s\n", SEQREC_VERSION); free(meta); return 0;
+        default: usage(stderr); free(meta); return SQ_EX_USAGE;
+        }
+    }
+    if (!e.code && o.from_kind && optind + 1 < argc)
+        sq_fail(&e, SQ_EX_USAGE, "--from-text reads one input");
+    if (!e.code && o.from_kind == SQ_PADDED && o.max_len <= 0)
+        sq_fail(&e, SQ_EX_USAGE, "--from-text padded needs --max-len");
+    if (!e.code && !o.from_kind && (o.n_items >= 0 || o.max_len >= 0 || o.with_ts || o.n_meta))
+        sq_fail(&e, SQ_EX_USAGE, "--n-items, --max-len, --timestamps and --meta go with --from-text");
+    if (e.code) {
+        free(meta);
+        return sq_report(PROG, &e);
+    }
+
+    sq_outfile out = {0};
+    int binary = o.from_kind != 0;
+    int rc = 0;
+    if (!o.verify || binary)
+        rc = sq_out_open(&out, o.output, binary, &e);
+    if (!rc && binary) {
+        rc = encode(optind < argc ? argv[optind] : NULL, &o, &out, &e);
+    } else if (!rc) {
+        FILE *f = out.fp ? out.fp : stdout;
+        if (optind == argc)
+            rc = dump(NULL, &o, f, &e);
+        for (int i = optind; !rc && i < argc; i++)
+            rc = dump(argv[i], &o, f, &e);
+    }
+    if (!rc && out.fp)
+        rc = sq_out_commit(&out, &e);
+    free(meta);
+    if (rc) {
+        sq_out_abort(&out);
+        return sq_report(PROG, &e);
+    }
+    return 0;
+}

@@ -1,0 +1,67 @@
+/* seqrec - run `seqrec NAME ARGS...` as `seqrec-NAME ARGS...`, the way git
+ * dispatches its subcommands: first next to this executable, then on PATH. */
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *commands[][2] = {
+    {"preprocess", "raw interaction logs -> sequences stream"},
+    {"split", "sequences -> split stream (leave-one-out, ratio, time)"},
+    {"pad", "split -> padded rows (zero or RandomPad)"},
+    {"cat", "print, check or encode a stream"},
+    {"synth", "generate a synthetic interaction log"},
+    {"metrics", "ranks -> HR, NDCG, MRR, Precision, Recall"},
+    {"train", "train a model"},
+    {"score", "score users with a model"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: seqrec COMMAND [ARGS...]   (runs seqrec-COMMAND)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-11s %s\n", commands[i][0], commands[i][1]);
+    fprintf(f, "\n`seqrec COMMAND --help` or `man seqrec-COMMAND` for each; man 5 seqrec for the format.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 64 : 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("seqrec %s\n", SEQREC_VERSION);
+        return 0;
+    }
+    const char *cmd = argv[1];
+    if (strchr(cmd, '/') || cmd[0] == '-') {
+        fprintf(stderr, "seqrec: '%s' is not a command\n", cmd);
+        return 64;
+    }
+    char name[256];
+    if (snprintf(name, sizeof name, "seqrec-%s", cmd) >= (int)sizeof name) {
+        fprintf(stderr, "seqrec: command name too long\n");
+        return 64;
+    }
+    argv[1] = name;
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        char path[PATH_MAX + 300];
+        snprintf(path, sizeof path, "%s/%s", dirname(self), name);
+        if (access(path, X_OK) == 0) {
+            execv(path, argv + 1);
+            fprintf(stderr, "seqrec: %s: %s\n", path, strerror(errno));
+            return 71;
+        }
+    }
+    execvp(name, argv + 1);
+    fprintf(stderr, "seqrec: '%s' is not a seqrec command (no %s found)\n", cmd, name);
+    usage(stderr);
+    return 64;
+}
