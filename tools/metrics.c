@@ -1,0 +1,95 @@
+/* seqrec-metrics - HR, Recall, NDCG, MRR and Precision at K from ranks.
+ * Argument parsing only; the metrics are lib/metrics.c. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "err.h"
+#include "fileio.h"
+#include "metrics.h"
+
+static const char *prog = "seqrec-metrics";
+
+static const char usage[] =
+    "Usage: seqrec-metrics [OPTION]... [FILE]\n"
+    "Print ranking metrics of the rank records in FILE (a ranks stream or the\n"
+    "text form \"user TAB rank TAB n_cand [TAB item]\"; standard input without FILE\n"
+    "or when FILE is -).\n"
+    "\n"
+    "  -k, --cutoffs LIST  cutoffs K, comma-separated (default 10,20)\n"
+    "      --json          print one JSON object instead of the table\n"
+    "  -o, --output FILE   write to FILE (atomically) instead of standard output\n"
+    "  -h, --help          show this help and exit\n"
+    "      --version       show the version and exit\n";
+
+enum { OPT_JSON = 256, OPT_VERSION };
+
+static int usage_error(const char *what, const char *arg)
+{
+    fprintf(stderr, "%s: %s%s\nTry '%s --help' for more information.\n", prog, what, arg, prog);
+    return SQ_EX_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"cutoffs", required_argument, NULL, 'k'},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0},
+    };
+    uint32_t k[SQ_METRICS_MAX_K] = {10, 20};
+    int n_k = 2;
+    int json = 0;
+    const char *output = NULL;
+    sq_err err = {0};
+    int c;
+    opterr = 0; /* we print our own messages */
+    while ((c = getopt_long(argc, argv, ":k:o:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'k':
+            if (sq_metrics_parse_k(optarg, k, &n_k, &err))
+                return usage_error(err.msg, "");
+            break;
+        case OPT_JSON: json = 1; break;
+        case 'o': output = optarg; break;
+        case 'h': fputs(usage, stdout); return 0;
+        case OPT_VERSION: printf("%s %s\n", prog, SEQREC_VERSION); return 0;
+        case ':': return usage_error("missing argument to ", argv[optind - 1]);
+        default: return usage_error("unknown option ", argv[optind - 1]);
+        }
+    }
+    if (argc - optind > 1)
+        return usage_error("at most one input file, got another: ", argv[optind + 1]);
+    const char *input = optind < argc ? argv[optind] : NULL;
+
+    sq_metrics m;
+    if (sq_metrics_init(&m, k, n_k, &err))
+        return sq_report(prog, &err);
+    FILE *in = NULL;
+    if (sq_in_open(&in, input, &err)) {
+        sq_metrics_free(&m);
+        return sq_report(prog, &err);
+    }
+    int rc = sq_metrics_read(&m, in, sq_in_name(input), &err);
+    sq_in_close(in);
+    sq_outfile out;
+    memset(&out, 0, sizeof out);
+    if (rc == SQ_OK)
+        rc = sq_out_open(&out, output, 0, &err);
+    if (rc == SQ_OK) {
+        const char *name = sq_out_name(output);
+        rc = json ? sq_metrics_write_json(&m, out.fp, name, &err)
+                  : sq_metrics_write_table(&m, out.fp, name, &err);
+    }
+    if (rc == SQ_OK)
+        rc = sq_out_commit(&out, &err);
+    sq_metrics_free(&m);
+    if (rc) {
+        sq_out_abort(&out);
+        return sq_report(prog, &err);
+    }
+    return 0;
+}

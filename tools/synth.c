@@ -1,0 +1,180 @@
+/* seqrec-synth - seeded synthetic interaction logs with sequential structure.
+ * Argument parsing only; the generator is lib/synth.c. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "fileio.h"
+#include "synth.h"
+
+static const char *prog = "seqrec-synth";
+
+static const char usage[] =
+    "Usage: seqrec-synth [OPTION]...\n"
+    "Write a seeded synthetic interaction log with learnable sequential structure.\n"
+    "\n"
+    "  --users N          users 1..N (default 2000)\n"
+    "  --items N          items 1..N (default 500)\n"
+    "  --clusters N       latent interest clusters (default 20)\n"
+    "  --user-clusters N  preferred clusters per user (default 3)\n"
+    "  --min-len N        shortest sequence (default 5)\n"
+    "  --mean-len X       mean sequence length before clipping (default 20)\n"
+    "  --max-len N        longest sequence (default 200)\n"
+    "  --zipf S           popularity exponent inside a cluster (default 1)\n"
+    "  --p-next P         probability of the item's fixed successor (default 0.5)\n"
+    "  --p-stay P         else, probability to stay in the cluster (default 0.7)\n"
+    "  --seed N           random seed (default 42)\n"
+    "  --format FMT       text (TSV user, item, rating, timestamp) or stream\n"
+    "                     (a sequences stream with timestamps); default text\n"
+    "  -o, --output FILE  write to FILE (atomically) instead of standard output\n"
+    "  -h, --help         show this help and exit\n"
+    "      --version      show the version and exit\n";
+
+enum { OPT_USERS = 256, OPT_ITEMS, OPT_CLUSTERS, OPT_USER_CLUSTERS, OPT_MIN_LEN,
+       OPT_MEAN_LEN, OPT_MAX_LEN, OPT_ZIPF, OPT_P_NEXT, OPT_P_STAY, OPT_SEED,
+       OPT_FORMAT, OPT_VERSION };
+
+static int usage_error(const char *fmt, const char *a, const char *b)
+{
+    fprintf(stderr, "%s: ", prog);
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, "\nTry '%s --help' for more information.\n", prog);
+    return SQ_EX_USAGE;
+}
+
+/* Whole-string unsigned decimal in [0, max]; 0 on success. */
+static int parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+    if (!s[0] || s[0] == '-' || s[0] == '+' || s[0] == ' ')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!s[0] || errno || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"users", required_argument, NULL, OPT_USERS},
+        {"items", required_argument, NULL, OPT_ITEMS},
+        {"clusters", required_argument, NULL, OPT_CLUSTERS},
+        {"user-clusters", required_argument, NULL, OPT_USER_CLUSTERS},
+        {"min-len", required_argument, NULL, OPT_MIN_LEN},
+        {"mean-len", required_argument, NULL, OPT_MEAN_LEN},
+        {"max-len", required_argument, NULL, OPT_MAX_LEN},
+        {"zipf", required_argument, NULL, OPT_ZIPF},
+        {"p-next", required_argument, NULL, OPT_P_NEXT},
+        {"p-stay", required_argument, NULL, OPT_P_STAY},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"format", required_argument, NULL, OPT_FORMAT},
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0},
+    };
+    sq_synth_opts o;
+    sq_synth_defaults(&o);
+    const char *output = NULL;
+    int stream = 0;
+    int c;
+    opterr = 0; /* we print our own messages */
+    while ((c = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
+        uint64_t v = 0;
+        double x = 0;
+        int bad = 0;
+        switch (c) {
+        case OPT_USERS:
+        case OPT_ITEMS:
+        case OPT_CLUSTERS:
+        case OPT_USER_CLUSTERS:
+        case OPT_MIN_LEN:
+        case OPT_MAX_LEN:
+            bad = parse_u64(optarg, UINT32_MAX, &v);
+            break;
+        case OPT_SEED:
+            bad = parse_u64(optarg, UINT64_MAX, &v);
+            break;
+        case OPT_MEAN_LEN:
+        case OPT_ZIPF:
+        case OPT_P_NEXT:
+        case OPT_P_STAY:
+            bad = parse_double(optarg, &x);
+            break;
+        default:
+            break;
+        }
+        if (bad)
+            return usage_error("%s: invalid number '%s'", argv[optind - 1], optarg);
+        switch (c) {
+        case OPT_USERS: o.users = (uint32_t)v; break;
+        case OPT_ITEMS: o.items = (uint32_t)v; break;
+        case OPT_CLUSTERS: o.clusters = (uint32_t)v; break;
+        case OPT_USER_CLUSTERS: o.user_clusters = (uint32_t)v; break;
+        case OPT_MIN_LEN: o.min_len = (uint32_t)v; break;
+        case OPT_MAX_LEN: o.max_len = (uint32_t)v; break;
+        case OPT_SEED: o.seed = v; break;
+        case OPT_MEAN_LEN: o.mean_len = x; break;
+        case OPT_ZIPF: o.zipf = x; break;
+        case OPT_P_NEXT: o.p_next = x; break;
+        case OPT_P_STAY: o.p_stay = x; break;
+        case OPT_FORMAT:
+            if (strcmp(optarg, "text") == 0)
+                stream = 0;
+            else if (strcmp(optarg, "stream") == 0)
+                stream = 1;
+            else
+                return usage_error("--format: expected text or stream, got '%s'%s", optarg, "");
+            break;
+        case 'o': output = optarg; break;
+        case 'h': fputs(usage, stdout); return 0;
+        case OPT_VERSION: printf("%s %s\n", prog, SEQREC_VERSION); return 0;
+        case ':': return usage_error("%s: missing argument%s", argv[optind - 1], "");
+        default: return usage_error("unknown option '%s'%s", argv[optind - 1], "");
+        }
+    }
+    if (optind < argc)
+        return usage_error("unexpected argument '%s'%s", argv[optind], "");
+
+    sq_err err = {0};
+    sq_synth s;
+    if (sq_synth_init(&s, &o, &err)) {
+        if (err.code == SQ_EX_USAGE)
+            return usage_error("%s%s", err.msg, "");
+        return sq_report(prog, &err);
+    }
+    sq_outfile out;
+    if (sq_out_open(&out, output, stream, &err)) {
+        sq_synth_free(&s);
+        return sq_report(prog, &err);
+    }
+    const char *name = sq_out_name(output);
+    int rc = stream ? sq_synth_write_stream(&s, out.fp, name, &err)
+                    : sq_synth_write_text(&s, out.fp, name, &err);
+    if (rc == SQ_OK)
+        rc = sq_out_commit(&out, &err);
+    sq_synth_free(&s);
+    if (rc) {
+        sq_out_abort(&out);
+        return sq_report(prog, &err);
+    }
+    return 0;
+}
