@@ -274,7 +274,7 @@ int sq_metrics_read(sq_metrics *m, FILE *f, const char *name, sq_err *e)
 static int write_check(FILE *out, const char *name, sq_err *e)
 {
     if (ferror(out))
-        return sq_fail(e, SQ_EX_IO, "%s: write failed", name);
+        return sq_fail(e, SQ_EX_IO, "%s: write error: %s", name, strerror(errno));
     return SQ_OK;
 }
 

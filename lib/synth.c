@@ -3,6 +3,7 @@
  * two in step, since "same seed, same bytes" is a promise to users). */
 #include "synth.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,7 +302,7 @@ int sq_synth_write_text(sq_synth *s, FILE *f, const char *name, sq_err *e)
         size_t n = (size_t)(p - buf);
         if (fwrite(buf, 1, n, f) != n) {
             free(buf);
-            return sq_fail(e, SQ_EX_IO, "%s: write failed", name);
+            return sq_fail(e, SQ_EX_IO, "%s: write error: %s", name, strerror(errno));
         }
     }
     free(buf);

@@ -122,8 +122,13 @@ int main(int argc, char **argv)
         default:
             break;
         }
-        if (bad)
-            return usage_error("%s: invalid number '%s'", argv[optind - 1], optarg);
+        if (bad) {
+            const char *name = "?";
+            for (const struct option *lo = longopts; lo->name; lo++)
+                if (lo->val == c)
+                    name = lo->name;
+            return usage_error("--%s: invalid number '%s'", name, optarg);
+        }
         switch (c) {
         case OPT_USERS: o.users = (uint32_t)v; break;
         case OPT_ITEMS: o.items = (uint32_t)v; break;
