@@ -7,6 +7,10 @@
 #ifndef SQ_ERR_H
 #define SQ_ERR_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum {
     SQ_OK = 0,
     SQ_EX_USAGE = 64,   /* bad command line */
@@ -30,4 +34,7 @@ int sq_fail(sq_err *e, int code, const char *fmt, ...)
 /* Prints "PROG: MSG" to stderr and returns e->code (for `return`). */
 int sq_report(const char *prog, const sq_err *e);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

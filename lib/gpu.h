@@ -1,0 +1,39 @@
+/* gpu.h - the CUDA backend's entry points, callable from C.
+ *
+ * Built from the .cu files in cuda/ when the Makefile finds nvcc (CUDA=auto|1); without
+ * CUDA, lib/gpu_stub.c provides the same functions, reporting that no GPU
+ * backend is compiled in. A context owns the cuBLAS handle: no globals. */
+#ifndef SQ_GPU_H
+#define SQ_GPU_H
+
+#include <stddef.h>
+#include "err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sq_gpu sq_gpu;
+
+/* 1 when the backend is compiled in and a device is usable; name gets the
+ * device name or the reason why not. */
+int sq_gpu_probe(char *name, size_t n);
+int sq_gpu_open(sq_gpu **g, int device, sq_err *e);
+void sq_gpu_close(sq_gpu *g);
+
+/* Device memory; every call checked, failures reported through e. */
+int sq_gpu_alloc(sq_gpu *g, void **ptr, size_t bytes, sq_err *e);
+void sq_gpu_free(sq_gpu *g, void *ptr);
+int sq_gpu_upload(sq_gpu *g, void *dst, const void *src, size_t bytes, sq_err *e);
+int sq_gpu_download(sq_gpu *g, void *dst, const void *src, size_t bytes, sq_err *e);
+
+/* Row-major C[M,N] = alpha * op(A) op(B) + beta * C, the semantics of
+ * cblas_sgemm(CblasRowMajor, ...), on device pointers (cuBLAS). */
+int sq_gpu_sgemm(sq_gpu *g, int trans_a, int trans_b, int M, int N, int K,
+                 float alpha, const float *A, int lda, const float *B, int ldb,
+                 float beta, float *C, int ldc, sq_err *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
