@@ -22,7 +22,7 @@ enum sq_split_mode {
 
 typedef struct {
     enum sq_split_mode mode;
-    double ratio[3];  /* train, valid, test, normalised to sum 1 */
+    double ratio[3];  /* train, valid, test (train, test when n_ratio == 2), sum 1 */
     int n_ratio;      /* 3, or 2 (train, test: no validation) */
     int64_t t1, t2;   /* time: ts < t1 train, t1 <= ts < t2 valid, rest test */
     int has_t2;       /* 0: one cut, no validation part */
