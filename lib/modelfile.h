@@ -1,0 +1,52 @@
+/* modelfile.h - the .sqm model file: a config and named tensors.
+ *
+ * Layout (little-endian; see man 5 seqrec, section MODEL FILES):
+ *   "SQRM" u16 version u16 reserved u32 config_len, config (key=value lines:
+ *   model, every hyper-parameter, n_items, the training stream's meta under
+ *   "data." keys, seqrec.version), u32 n_tensors, then per tensor:
+ *   u16 name_len, name, u8 dtype, u8 ndim, ndim x u64 shape, u64 bytes, data;
+ *   trailer u64 XXH3-64 of every byte before it.
+ * Written atomically (temp file + rename); a reader checks everything and
+ * reports "FILE: byte N: reason" with code 65. A checkpoint for --resume is
+ * the same container with the optimizer and RNG state as extra tensors. */
+#ifndef SQ_MODELFILE_H
+#define SQ_MODELFILE_H
+
+#include <stdint.h>
+#include "err.h"
+
+#define SQ_MODEL_MAGIC "SQRM"
+#define SQ_MODEL_VERSION 1
+
+enum sq_dtype { SQ_F32 = 1, SQ_U32 = 2, SQ_U64 = 3, SQ_BYTES = 4 };
+
+typedef struct {
+    char name[64];
+    uint8_t dtype;
+    uint8_t ndim;
+    uint64_t shape[4];
+    uint64_t bytes;   /* = product of shape x dtype size */
+    void *data;       /* borrowed when writing; owned by the file when read */
+} sq_tensor;
+
+typedef struct {
+    char *config;     /* owned, NUL-terminated key=value lines */
+    sq_tensor *tensors;
+    int n_tensors, cap;
+    int owns_data;    /* set by sq_modelfile_read */
+} sq_modelfile;
+
+/* Appends "key=value\n" to the config (printf-formatted value). */
+int sq_modelfile_set(sq_modelfile *mf, sq_err *e, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Value of the last "key=" line into buf; 1 if found. */
+int sq_modelfile_get(const sq_modelfile *mf, const char *key, char *buf, size_t n);
+/* Registers a tensor to be written; data is borrowed, not copied. */
+int sq_modelfile_add(sq_modelfile *mf, const char *name, uint8_t dtype, int ndim,
+                     const uint64_t *shape, const void *data, sq_err *e);
+const sq_tensor *sq_modelfile_find(const sq_modelfile *mf, const char *name);
+int sq_modelfile_write(const char *path, const sq_modelfile *mf, sq_err *e);
+int sq_modelfile_read(const char *path, sq_modelfile *mf, sq_err *e);
+void sq_modelfile_free(sq_modelfile *mf);
+
+#endif
