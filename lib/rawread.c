@@ -83,16 +83,27 @@ static int arc_open(sq_lines *L, sq_err *e)
     if (!L->a)
         return sq_fail(e, SQ_EX_OSERR, "out of memory (libarchive)");
     archive_read_support_filter_all(L->a);
-    archive_read_support_format_all(L->a);
+    /* The archive formats a dataset comes in, not format_all: its mtree
+     * reader bids on plain text and takes "1::1193::5::978300760" or a CSV
+     * header for a list of file names. */
+    archive_read_support_format_zip(L->a);
+    archive_read_support_format_tar(L->a);
+    archive_read_support_format_7zip(L->a);
+    archive_read_support_format_rar(L->a);
+    archive_read_support_format_rar5(L->a);
     archive_read_support_format_empty(L->a);
     archive_read_support_format_raw(L->a); /* plain or compressed text */
     int r = L->path ? archive_read_open_filename(L->a, L->path, SQ_BLOCK)
                     : archive_read_open_fd(L->a, 0, SQ_BLOCK);
     if (r != ARCHIVE_OK) {
+        /* a system errno means the file could not be opened; anything else
+         * comes from reading the first bytes (a truncated gzip header) */
         int en = archive_errno(L->a);
-        const char *msg = archive_error_string(L->a);
-        return sq_fail(e, en == ENOMEM ? SQ_EX_OSERR : SQ_EX_NOINPUT, "%s: %s", L->name,
-                       en > 0 ? strerror(en) : msg ? msg : "cannot open");
+        if (en == ENOMEM)
+            return sq_fail(e, SQ_EX_OSERR, "out of memory (libarchive)");
+        if (en > 0 && en != EILSEQ && en != EINVAL)
+            return sq_fail(e, SQ_EX_NOINPUT, "%s: cannot open: %s", L->name, strerror(en));
+        return arc_fail(L, e, "cannot read");
     }
     return 0;
 }
