@@ -273,6 +273,10 @@ int sq_lines_next(sq_lines *L, const char **line, size_t *len, sq_err *e)
     L->lineno++;
     if (*len && (*line)[*len - 1] == '\r')
         (*len)--;
+    if (L->lineno == 1 && *len >= 3 && memcmp(*line, "\xEF\xBB\xBF", 3) == 0) {
+        *line += 3; /* a UTF-8 byte order mark would hide the first header name */
+        *len -= 3;
+    }
     return 1;
 }
 

@@ -1,8 +1,8 @@
 /* rawread.h - reading raw interaction logs into an sq_inter table.
  *
  * Every input goes through libarchive, so a plain text file, a compressed
- * one (gz, bz2, xz, zstd, ...) and a member of a zip or tar archive all read
- * the same way, from a named file or from standard input. Inside an archive
+ * one (gz, bz2, xz, zstd, ...) and a member of a zip, tar, 7z or rar archive
+ * all read the same way, from a named file or from standard input. Inside an archive
  * the member is the one named by --member, else the first whose base name
  * is a known ratings file (u.data, ratings.dat, ratings.csv, *.inter), else
  * the only regular file of the archive.

@@ -16,9 +16,10 @@ static void usage(FILE *f)
 {
     fprintf(f,
 "usage: seqrec-preprocess [options] [FILE...]\n"
-"Read raw interaction logs (plain text, gz/bz2/xz, or a member of a zip or\n"
-"tar archive) and write one chronological sequence per user as a seqrec\n"
-"`sequences` stream. With no FILE, or when FILE is -, read standard input.\n"
+"Read raw interaction logs (plain text, gz/bz2/xz/zstd, or a member of a zip,\n"
+"tar, 7z or rar archive) and write one chronological sequence per user as a\n"
+"seqrec `sequences` stream. With no FILE, or when FILE is -, read standard\n"
+"input.\n"
 "\n"
 "Input:\n"
 "  -f, --format FMT      auto (default), movielens, recbole, sasrec, s3rec, csv, tsv\n"

@@ -335,3 +335,23 @@ PY
   run -0 seqrec-preprocess --stats -o "$T/out/m.sqr" "$D/ml-100k.zip"
   [[ "$output" == *$'users\t943\nitems\t1682\ninteractions\t100000\n'* ]]
 }
+
+@test "--stats on a terminal without -o prints only the statistics" {
+  command -v script >/dev/null || skip "no script(1) to fake a terminal"
+  cd "$T/out"
+  run -0 script -qec "seqrec-preprocess --stats '$P/ratings.dat'" /dev/null
+  [[ "$output" == *"interactions"*"9"* ]]
+  run -64 script -qec "seqrec-preprocess '$P/ratings.dat'" /dev/null
+  [[ "$output" == *"refusing to write a binary stream to a terminal"* ]]
+  no_leftovers "$T/out"
+}
+
+@test "recbole: a UTF-8 byte order mark, a missing item_id column" {
+  printf '\xef\xbb\xbfuser_id:token\titem_id:token\nu\ti\n' > "$T/bom.inter"
+  run -0 bash -c "seqrec-preprocess '$T/bom.inter' | seqrec-cat"
+  [ "$output" = $'1\t1' ]
+  printf 'user_id:token\titem_id_list:token_seq\nu\ti j\n' > "$T/seq.inter"
+  run -65 seqrec-preprocess -o "$T/out/x.sqr" "$T/seq.inter"
+  [[ "$output" == *"seq.inter: line 1: no column named item_id in the header"* ]]
+  no_leftovers "$T/out"
+}
