@@ -87,7 +87,7 @@ bats: $(PROGS)
 clang-check:
 	@if command -v clang >/dev/null 2>&1; then \
 	  for f in $(LIB_SRC) $(TOOL_SRC) $(UNIT_SRC); do \
-	    clang -std=c11 -fsyntax-only -Wall -Wextra -Werror -Wshadow -Wvla -D_DEFAULT_SOURCE \
+	    clang -std=c11 -fsyntax-only -fopenmp -Wall -Wextra -Werror -Wshadow -Wvla -D_DEFAULT_SOURCE \
 	      -D_FILE_OFFSET_BITS=64 -DSEQREC_VERSION='"$(VERSION)"' -Ilib -Itests/unit -I$(BUILD)/tests/unit $$f || exit 1; \
 	  done; echo "clang: all sources clean"; \
 	else echo "clang not found: skipping the clang warning check"; fi
