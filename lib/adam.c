@@ -1,0 +1,64 @@
+/* adam.c - Adam / AdamW and gradient clipping (see adam.h). Compiled as
+ * float here and as double by adam_f64.c (see real.h). */
+#ifndef SQ_REAL
+#define SQ_REAL float
+#endif
+
+#include "adam.h"
+#include "real.h"
+
+/* The norm is summed over a fixed number of contiguous blocks, each in
+ * order and in double, then the block sums in order: the result does not
+ * depend on the thread count. */
+#define NORM_BLOCKS 64
+
+void R(sq_adam_update)(real *param, const real *grad, real *m, real *v,
+                       size_t n, const sq_adam_cfg *cfg, long t)
+{
+    real b1 = (real)cfg->beta1, b2 = (real)cfg->beta2;
+    real lr = (real)cfg->lr, eps = (real)cfg->eps, wd = (real)cfg->weight_decay;
+    /* bias corrections 1 - beta^t, in double: beta^t underflows gracefully */
+    real bc1 = (real)(1.0 - pow(cfg->beta1, (double)t));
+    real bc2_sqrt = (real)sqrt(1.0 - pow(cfg->beta2, (double)t));
+    real decay = cfg->decoupled ? (real)1 - lr * wd : (real)1;
+    real l2 = cfg->decoupled ? (real)0 : wd;
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        real g = grad[i] + l2 * param[i];
+        m[i] = b1 * m[i] + ((real)1 - b1) * g;
+        v[i] = b2 * v[i] + ((real)1 - b2) * g * g;
+        real mhat = m[i] / bc1;
+        real denom = r_sqrt(v[i]) / bc2_sqrt + eps;
+        param[i] = param[i] * decay - lr * mhat / denom;
+    }
+}
+
+double R(sq_grad_norm)(const real *g, size_t n)
+{
+    double part[NORM_BLOCKS];
+    size_t bs = (n + NORM_BLOCKS - 1) / NORM_BLOCKS;
+    #pragma omp parallel for schedule(static)
+    for (int k = 0; k < NORM_BLOCKS; k++) {
+        size_t i0 = (size_t)k * bs, i1 = i0 + bs < n ? i0 + bs : n;
+        double s = 0;
+        for (size_t i = i0; i < i1; i++)
+            s += (double)g[i] * (double)g[i];
+        part[k] = s;
+    }
+    double s = 0;
+    for (int k = 0; k < NORM_BLOCKS; k++)
+        s += part[k];
+    return sqrt(s);
+}
+
+double R(sq_grad_clip)(real *g, size_t n, double max_norm)
+{
+    double norm = R(sq_grad_norm)(g, n);
+    if (!isfinite(norm) || max_norm <= 0 || norm <= max_norm)
+        return norm;
+    real s = (real)(max_norm / (norm + 1e-6));
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        g[i] *= s;
+    return norm;
+}

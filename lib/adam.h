@@ -1,0 +1,63 @@
+/* adam.h - Adam / AdamW and global-norm gradient clipping.
+ *
+ * The optimiser state is two flat arrays m, v of the parameters' size (zero
+ * at the start), so a checkpoint saves them as they are, plus the step
+ * counter t that the caller keeps (1 for the first update). Parameters in
+ * several groups (say, no weight decay for biases) are updated by one call
+ * per group on the matching slices of param, grad, m and v.
+ *
+ * Like the ops, every function exists for float (the name) and double
+ * (name_f64), compiled from the same source (see real.h). */
+#ifndef SQ_ADAM_H
+#define SQ_ADAM_H
+
+#include <stddef.h>
+
+typedef struct {
+    double lr;           /* learning rate */
+    double beta1, beta2; /* moment decay rates, e.g. 0.9, 0.999 (0.98 SASRec) */
+    double eps;          /* 1e-8 */
+    double weight_decay; /* 0 for none */
+    int decoupled;       /* 1: AdamW (decay the weights, Loshchilov & Hutter);
+                            0: Adam (add weight_decay * param to the gradient,
+                            PyTorch's Adam(weight_decay=...)) */
+} sq_adam_cfg;
+
+#pragma push_macro("real")
+#pragma push_macro("R")
+#undef real
+#undef R
+#define SQ_ADAM_DECLARE
+#define real float
+#define R(name) name
+#include "adam.h"
+#undef real
+#undef R
+#define real double
+#define R(name) name##_f64
+#include "adam.h"
+#undef real
+#undef R
+#undef SQ_ADAM_DECLARE
+#pragma pop_macro("R")
+#pragma pop_macro("real")
+
+#elif defined(SQ_ADAM_DECLARE)
+
+/* One update of n parameters at step t >= 1, in PyTorch's form:
+ *   g = grad (+ wd * param for Adam)      param *= 1 - lr wd (AdamW)
+ *   m = b1 m + (1 - b1) g                 v = b2 v + (1 - b2) g^2
+ *   param -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) */
+void R(sq_adam_update)(real *param, const real *grad, real *m, real *v,
+                       size_t n, const sq_adam_cfg *cfg, long t);
+
+/* The L2 norm of g[n], summed in double in a fixed order. */
+double R(sq_grad_norm)(const real *g, size_t n);
+
+/* Global-norm clipping: when the norm exceeds max_norm > 0, scales g by
+ * max_norm / (norm + 1e-6) (PyTorch clip_grad_norm_). Returns the norm
+ * before clipping; a non-finite norm is returned and g left alone, so the
+ * caller can stop on divergence. */
+double R(sq_grad_clip)(real *g, size_t n, double max_norm);
+
+#endif

@@ -1,0 +1,570 @@
+/* ops.c - the CPU ops (layouts and conventions: ops.h).
+ *
+ * Written over `real` and compiled twice: as float here and as double by
+ * ops_f64.c, which defines SQ_REAL and includes this file (see real.h).
+ * GEMMs go to CBLAS; everything else is a plain loop, parallelised with
+ * OpenMP where it pays. No BLAS call is made inside a parallel region: the
+ * OpenBLAS build is threaded itself and would oversubscribe. */
+#ifndef SQ_REAL
+#define SQ_REAL float
+#endif
+
+#include "ops.h"
+#include "real.h"
+#include "rng.h"
+
+#include <float.h>
+#include <string.h>
+
+/* Column-parallel reductions (bias gradients, scatter-adds into tables) give
+ * each thread a block of columns and loop over rows in order inside it: the
+ * sum for every element is then taken in row order, whatever the thread
+ * count. 16 floats = one cache line. */
+#define COL_BLOCK 16
+
+/* ------------------------------------------------------------------------ */
+/* Layout helpers (precision-free: compiled once, in the float build).      */
+
+#if !SQ_REAL_IS_F64
+int sq_pack_offsets(int *off, const int *len, int B)
+{
+    off[0] = 0;
+    for (int b = 0; b < B; b++)
+        off[b + 1] = off[b] + len[b];
+    return off[B];
+}
+
+void sq_pack_positions(int *pos, const int *off, int B, int max_len)
+{
+    for (int b = 0; b < B; b++) {
+        int len = off[b + 1] - off[b];
+        for (int t = 0; t < len; t++)
+            pos[off[b] + t] = max_len - len + t;
+    }
+}
+
+size_t sq_attention_cache_size(const int *off, int B, int H)
+{
+    size_t n = 0;
+    for (int b = 0; b < B; b++) {
+        size_t len = (size_t)(off[b + 1] - off[b]);
+        n += len * len;
+    }
+    return n * (size_t)H;
+}
+
+size_t sq_ce_scratch_size(int chunk, int V1, int C)
+{
+    /* logits/dlogits [chunk, V1], gathered h [chunk, C], dh [chunk, C],
+     * per-row loss [chunk] */
+    return (size_t)chunk * ((size_t)V1 + 2 * (size_t)C + 1);
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* 1. Embedding lookup                                                      */
+
+void R(sq_embedding_forward)(real *out, const real *table, const int *ids,
+                             int T, int C, real scale)
+{
+    #pragma omp parallel for schedule(static)
+    for (int t = 0; t < T; t++) {
+        real *o = out + (size_t)t * C;
+        const real *e = table + (size_t)ids[t] * C;
+        for (int c = 0; c < C; c++)
+            o[c] = ids[t] ? scale * e[c] : (real)0; /* id 0 = padding */
+    }
+}
+
+void R(sq_embedding_backward)(real *dtable, const real *dout, const int *ids,
+                              int T, int C, real scale)
+{
+    /* Several tokens share an item: scatter-add by column blocks, tokens in
+     * order (deterministic, no atomics). Row 0 never gets gradient. */
+    #pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += COL_BLOCK) {
+        int c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
+        for (int t = 0; t < T; t++) {
+            if (!ids[t])
+                continue;
+            real *d = dtable + (size_t)ids[t] * C;
+            const real *g = dout + (size_t)t * C;
+            for (int c = c0; c < c1; c++)
+                d[c] += scale * g[c];
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* 2. Learned positional embedding                                          */
+
+void R(sq_posemb_forward)(real *out, const real *inp, const real *pe,
+                          const int *pos, int T, int C)
+{
+    #pragma omp parallel for schedule(static)
+    for (int t = 0; t < T; t++) {
+        const real *p = pe + (size_t)pos[t] * C;
+        for (int c = 0; c < C; c++)
+            out[(size_t)t * C + c] = inp[(size_t)t * C + c] + p[c];
+    }
+}
+
+void R(sq_posemb_backward)(real *dinp, real *dpe, const real *dout,
+                           const int *pos, int T, int C)
+{
+    #pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += COL_BLOCK) {
+        int c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
+        for (int t = 0; t < T; t++) {
+            const real *g = dout + (size_t)t * C;
+            real *dp = dpe + (size_t)pos[t] * C;
+            for (int c = c0; c < c1; c++) {
+                dinp[(size_t)t * C + c] += g[c];
+                dp[c] += g[c];
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* 3. Layer norm                                                            */
+
+void R(sq_layernorm_forward)(real *out, real *mean, real *rstd,
+                             const real *inp, const real *w, const real *b,
+                             int T, int C, real eps)
+{
+    #pragma omp parallel for schedule(static)
+    for (int t = 0; t < T; t++) {
+        const real *x = inp + (size_t)t * C;
+        real m = 0;
+        for (int c = 0; c < C; c++)
+            m += x[c];
+        m /= C;
+        /* two-pass variance: no cancellation when |mean| >> std */
+        real var = 0;
+        for (int c = 0; c < C; c++)
+            var += (x[c] - m) * (x[c] - m);
+        var /= C;
+        real s = (real)1 / r_sqrt(var + eps);
+        real *o = out + (size_t)t * C;
+        for (int c = 0; c < C; c++)
+            o[c] = (x[c] - m) * s * w[c] + b[c];
+        mean[t] = m;
+        rstd[t] = s;
+    }
+}
+
+void R(sq_layernorm_backward)(real *dinp, real *dw, real *db,
+                              const real *dout, const real *inp,
+                              const real *w, const real *mean,
+                              const real *rstd, int T, int C)
+{
+    /* With n = xhat = (x - mean) rstd and g = w * dout:
+     * dx = rstd (g - mean(g) - n mean(g n))   (the llm.c derivation). */
+    #pragma omp parallel for schedule(static)
+    for (int t = 0; t < T; t++) {
+        const real *x = inp + (size_t)t * C, *d = dout + (size_t)t * C;
+        real m = mean[t], s = rstd[t];
+        real gmean = 0, gnmean = 0;
+        for (int c = 0; c < C; c++) {
+            real g = w[c] * d[c];
+            gmean += g;
+            gnmean += g * (x[c] - m) * s;
+        }
+        gmean /= C;
+        gnmean /= C;
+        real *dx = dinp + (size_t)t * C;
+        for (int c = 0; c < C; c++) {
+            real n = (x[c] - m) * s;
+            dx[c] += s * (w[c] * d[c] - gmean - n * gnmean);
+        }
+    }
+    /* dw = sum_t n * dout, db = sum_t dout: column blocks, tokens in order. */
+    #pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += COL_BLOCK) {
+        int c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
+        for (int t = 0; t < T; t++) {
+            const real *x = inp + (size_t)t * C, *d = dout + (size_t)t * C;
+            for (int c = c0; c < c1; c++) {
+                dw[c] += (x[c] - mean[t]) * rstd[t] * d[c];
+                db[c] += d[c];
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* 4. Linear                                                                */
+
+void R(sq_linear_forward)(real *out, const real *inp, const real *w,
+                          const real *b, int T, int C, int OC)
+{
+    /* out = b broadcast, then out += inp W^T in one GEMM (beta = 1). */
+    if (b) {
+        #pragma omp parallel for schedule(static)
+        for (int t = 0; t < T; t++)
+            memcpy(out + (size_t)t * OC, b, (size_t)OC * sizeof *out);
+    }
+    r_gemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, OC, C,
+           1, inp, C, w, C, b ? 1 : 0, out, OC);
+}
+
+void R(sq_linear_backward)(real *dinp, real *dw, real *db, const real *dout,
+                           const real *inp, const real *w, int T, int C,
+                           int OC)
+{
+    if (dinp) /* dinp[T, C] += dout[T, OC] W[OC, C] */
+        r_gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, C, OC,
+               1, dout, OC, w, C, 1, dinp, C);
+    /* dW[OC, C] += dout^T[OC, T] inp[T, C] */
+    r_gemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, T,
+           1, dout, OC, inp, C, 1, dw, C);
+    if (db) {
+        #pragma omp parallel for schedule(static)
+        for (int o0 = 0; o0 < OC; o0 += COL_BLOCK) {
+            int o1 = o0 + COL_BLOCK < OC ? o0 + COL_BLOCK : OC;
+            for (int t = 0; t < T; t++)
+                for (int o = o0; o < o1; o++)
+                    db[o] += dout[(size_t)t * OC + o];
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* 5. GELU and ReLU                                                         */
+
+void R(sq_gelu_forward)(real *out, const real *inp, size_t n)
+{
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        out[i] = sq_gelu(inp[i]);
+}
+
+void R(sq_gelu_backward)(real *dinp, const real *dout, const real *inp,
+                         size_t n)
+{
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        dinp[i] += dout[i] * sq_gelu_grad(inp[i]);
+}
+
+void R(sq_relu_forward)(real *out, const real *inp, size_t n)
+{
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        out[i] = inp[i] > 0 ? inp[i] : (real)0;
+}
+
+void R(sq_relu_backward)(real *dinp, const real *dout, const real *inp,
+                         size_t n)
+{
+    /* the subgradient 0 at x = 0, as PyTorch */
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        dinp[i] += inp[i] > 0 ? dout[i] : (real)0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* 6. Dropout                                                               */
+
+/* The rng stream of one token row: a hash of (step, site, row), so that
+ * the mask is a pure function of (seed, step, site, row). */
+static inline uint64_t dropout_stream(uint64_t step, uint64_t site, int t)
+{
+    uint64_t x = step * 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 31)) + site * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 29)) * 0x94d049bb133111ebull;
+    return (x ^ (x >> 32)) + (uint64_t)t * 0xd6e8feb86659fd93ull;
+}
+
+void R(sq_dropout_forward)(real *out, uint8_t *mask, const real *inp,
+                           int T, int C, real p, uint64_t seed,
+                           uint64_t step, uint64_t site)
+{
+    real keep_scale = (real)1 / ((real)1 - p);
+    #pragma omp parallel for schedule(static)
+    for (int t = 0; t < T; t++) {
+        sq_rng rng;
+        sq_rng_seed(&rng, seed, dropout_stream(step, site, t));
+        for (int c = 0; c < C; c++) {
+            size_t i = (size_t)t * C + c;
+            /* the draw is in double in both builds: same mask */
+            mask[i] = p > 0 ? sq_rng_uniform(&rng) >= (double)p : 1;
+            out[i] = mask[i] ? inp[i] * keep_scale : (real)0;
+        }
+    }
+}
+
+void R(sq_dropout_backward)(real *dinp, const real *dout,
+                            const uint8_t *mask, size_t n, real p)
+{
+    real keep_scale = (real)1 / ((real)1 - p);
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        if (mask[i])
+            dinp[i] += dout[i] * keep_scale;
+}
+
+/* ------------------------------------------------------------------------ */
+/* 7. Residual                                                              */
+
+void R(sq_residual_forward)(real *out, const real *a, const real *b, size_t n)
+{
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+void R(sq_residual_backward)(real *da, real *db, const real *dout, size_t n)
+{
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        da[i] += dout[i];
+        db[i] += dout[i];
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* 8. Multi-head attention on packed segments                               */
+
+/* Offset of segment b's probability blocks: H * sum_{b'<b} len[b']^2.
+ * O(B) per call, negligible next to the O(len^2 hs) work of a pair. */
+static size_t R(att_base)(const int *off, int b, int H)
+{
+    size_t n = 0;
+    for (int i = 0; i < b; i++) {
+        size_t len = (size_t)(off[i + 1] - off[i]);
+        n += len * len;
+    }
+    return n * (size_t)H;
+}
+
+static inline real R(dot)(const real *a, const real *b, int n)
+{
+    real s = 0;
+    for (int i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+void R(sq_attention_forward)(real *out, real *att, const real *q,
+                             const real *k, const real *v, int ld,
+                             const int *off, int B, int H, int C, int causal)
+{
+    int hs = C / H;
+    real scale = (real)1 / r_sqrt((real)hs);
+    /* One (segment, head) pair per iteration. Pairs write disjoint outputs
+     * and each is computed by one thread in a fixed order, so dynamic
+     * scheduling (segments differ in length) stays deterministic. Segments
+     * are short (tens of rows), so plain loops beat a GEMM call per pair. */
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (int bh = 0; bh < B * H; bh++) {
+        int b = bh / H, h = bh % H;
+        int o = off[b], L = off[b + 1] - off[b];
+        real *a = att + R(att_base)(off, b, H) + (size_t)h * L * L;
+        for (int i = 0; i < L; i++) {
+            const real *qi = q + (size_t)(o + i) * ld + h * hs;
+            real *arow = a + (size_t)i * L;
+            int jend = causal ? i + 1 : L;
+            /* softmax(s) = exp(s - max s) / sum: no overflow */
+            real mx = -FLT_MAX;
+            for (int j = 0; j < jend; j++) {
+                arow[j] = scale * R(dot)(qi, k + (size_t)(o + j) * ld + h * hs, hs);
+                if (arow[j] > mx)
+                    mx = arow[j];
+            }
+            real sum = 0;
+            for (int j = 0; j < jend; j++) {
+                arow[j] = r_exp(arow[j] - mx);
+                sum += arow[j];
+            }
+            real inv = (real)1 / sum;
+            for (int j = 0; j < jend; j++)
+                arow[j] *= inv;
+            for (int j = jend; j < L; j++)
+                arow[j] = 0;
+            real *oi = out + (size_t)(o + i) * C + h * hs;
+            for (int d = 0; d < hs; d++)
+                oi[d] = 0;
+            for (int j = 0; j < jend; j++) {
+                const real *vj = v + (size_t)(o + j) * ld + h * hs;
+                for (int d = 0; d < hs; d++)
+                    oi[d] += arow[j] * vj[d];
+            }
+        }
+    }
+}
+
+void R(sq_attention_backward)(real *dq, real *dk, real *dv, const real *dout,
+                              const real *out, const real *q, const real *k,
+                              const real *v, const real *att, int ld,
+                              const int *off, int B, int H, int C, int causal)
+{
+    int hs = C / H;
+    real scale = (real)1 / r_sqrt((real)hs);
+    /* Per row i, with p = softmax(s), dp_ij = dout_i . v_j:
+     *   dv_j += p_ij dout_i
+     *   ds_ij = p_ij (dp_ij - sum_j' p_ij' dp_ij'),  and the sum equals
+     *           dout_i . out_i since out_i = sum_j p_ij v_j
+     *   dq_i += scale sum_j ds_ij k_j,  dk_j += scale ds_ij q_i */
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (int bh = 0; bh < B * H; bh++) {
+        int b = bh / H, h = bh % H;
+        int o = off[b], L = off[b + 1] - off[b];
+        const real *a = att + R(att_base)(off, b, H) + (size_t)h * L * L;
+        for (int i = 0; i < L; i++) {
+            const real *arow = a + (size_t)i * L;
+            const real *doi = dout + (size_t)(o + i) * C + h * hs;
+            const real *qi = q + (size_t)(o + i) * ld + h * hs;
+            real *dqi = dq + (size_t)(o + i) * ld + h * hs;
+            real rowdot = R(dot)(doi, out + (size_t)(o + i) * C + h * hs, hs);
+            int jend = causal ? i + 1 : L;
+            for (int j = 0; j < jend; j++) {
+                const real *kj = k + (size_t)(o + j) * ld + h * hs;
+                const real *vj = v + (size_t)(o + j) * ld + h * hs;
+                real *dkj = dk + (size_t)(o + j) * ld + h * hs;
+                real *dvj = dv + (size_t)(o + j) * ld + h * hs;
+                real p = arow[j];
+                real ds = scale * p * (R(dot)(doi, vj, hs) - rowdot);
+                for (int d = 0; d < hs; d++) {
+                    dvj[d] += p * doi[d];
+                    dqi[d] += ds * kj[d];
+                    dkj[d] += ds * qi[d];
+                }
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* 9. Full-softmax cross-entropy with tied item embeddings                  */
+
+double R(sq_ce_full)(real *dh, real *dE, real *scratch, const real *h,
+                     const real *E, const int *rows, const int *targets,
+                     int n, int C, int V1, int chunk, real dloss, int *count)
+{
+    int cnt = 0;
+    for (int i = 0; i < n; i++)
+        cnt += targets[i] != 0;
+    *count = cnt;
+    if (cnt == 0)
+        return 0;
+    int grad = dh && dE;
+    /* d(dloss * mean_i loss_i) / dlogit_ij = g (p_ij - [j = target_i]) */
+    real g = dloss / (real)cnt;
+    real *logits = scratch;                      /* [chunk, V1] */
+    real *hc = logits + (size_t)chunk * V1;      /* [chunk, C] */
+    real *dhc = hc + (size_t)chunk * C;          /* [chunk, C] */
+    real *rowloss = dhc + (size_t)chunk * C;     /* [chunk] */
+    double total = 0;
+    for (int e0 = 0; e0 < n; e0 += chunk) {
+        int m = n - e0 < chunk ? n - e0 : chunk; /* entries e0 .. e0+m-1 */
+        /* Gather the rows of h: O(m C), nothing next to the GEMMs. Ignored
+         * entries (rare: the batch builder lists real targets) ride along
+         * with zero gradient. */
+        for (int r = 0; r < m; r++) {
+            int e = e0 + r;
+            memcpy(hc + (size_t)r * C, h + (size_t)(rows ? rows[e] : e) * C,
+                   (size_t)C * sizeof *hc);
+        }
+        /* logits[m, V1] = hc[m, C] E[V1, C]^T */
+        r_gemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, V1, C,
+               1, hc, C, E, C, 0, logits, V1);
+        /* Softmax over items 1..V1-1 in place, the loss, and (training)
+         * dlogits in the same buffer. Item 0 (padding) is out of the
+         * softmax: its probability and gradient are 0. */
+        #pragma omp parallel for schedule(static)
+        for (int r = 0; r < m; r++) {
+            int y = targets[e0 + r];
+            real *lr = logits + (size_t)r * V1;
+            if (!y) {
+                rowloss[r] = 0;
+                memset(lr, 0, (size_t)V1 * sizeof *lr);
+                continue;
+            }
+            real mx = -FLT_MAX;
+            for (int j = 1; j < V1; j++)
+                if (lr[j] > mx)
+                    mx = lr[j];
+            real ly = lr[y], sum = 0;
+            for (int j = 1; j < V1; j++) {
+                lr[j] = r_exp(lr[j] - mx);
+                sum += lr[j];
+            }
+            /* -log p_y = log sum_j exp(l_j - mx) + mx - l_y */
+            rowloss[r] = r_log(sum) + mx - ly;
+            if (grad) {
+                real inv = g / sum;
+                lr[0] = 0;
+                for (int j = 1; j < V1; j++)
+                    lr[j] *= inv;
+                lr[y] -= g;
+            }
+        }
+        for (int r = 0; r < m; r++) /* fixed order */
+            total += rowloss[r];
+        if (!grad)
+            continue;
+        /* dhc[m, C] = dlogits[m, V1] E[V1, C] */
+        r_gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, C, V1,
+               1, logits, V1, E, C, 0, dhc, C);
+        /* dE[V1, C] += dlogits^T[V1, m] hc[m, C] */
+        r_gemm(CblasRowMajor, CblasTrans, CblasNoTrans, V1, C, m,
+               1, logits, V1, hc, C, 1, dE, C);
+        /* scatter dhc back to the rows of h, entries in order */
+        for (int r = 0; r < m; r++) {
+            int e = e0 + r;
+            if (!targets[e])
+                continue;
+            real *d = dh + (size_t)(rows ? rows[e] : e) * C;
+            for (int c = 0; c < C; c++)
+                d[c] += dhc[(size_t)r * C + c];
+        }
+    }
+    return total / cnt;
+}
+
+/* ------------------------------------------------------------------------ */
+/* 10. BCE with sampled negatives                                           */
+
+double R(sq_bce_sampled)(real *dh, real *dE, const real *h, const real *E,
+                         const int *rows, const int *pos, const int *neg,
+                         int n, int K, int C, real dloss, int *count)
+{
+    int cnt = 0;
+    for (int i = 0; i < n; i++)
+        cnt += pos[i] != 0;
+    *count = cnt;
+    if (cnt == 0)
+        return 0;
+    int grad = dh && dE;
+    real g = dloss / (real)cnt;
+    double total = 0;
+    /* Sequential: O(n (K+1) C) work, and the scatter into rows of E that
+     * several entries share must be ordered to be deterministic. */
+    for (int i = 0; i < n; i++) {
+        if (!pos[i])
+            continue;
+        const real *hi = h + (size_t)(rows ? rows[i] : i) * C;
+        real *dhi = grad ? dh + (size_t)(rows ? rows[i] : i) * C : NULL;
+        for (int k = -1; k < K; k++) {
+            int item = k < 0 ? pos[i] : neg[(size_t)i * K + k];
+            if (!item)
+                continue;
+            const real *e = E + (size_t)item * C;
+            real s = R(dot)(hi, e, C);
+            /* positive: -log sigmoid(s) = softplus(-s), d/ds = sigmoid(s) - 1
+             * negative: -log(1 - sigmoid(s)) = softplus(s), d/ds = sigmoid(s) */
+            total += k < 0 ? sq_softplus(-s) : sq_softplus(s);
+            if (!grad)
+                continue;
+            real ds = g * (sq_sigmoid(s) - (k < 0 ? (real)1 : (real)0));
+            real *de = dE + (size_t)item * C;
+            for (int c = 0; c < C; c++) {
+                dhi[c] += ds * e[c];
+                de[c] += ds * hi[c];
+            }
+        }
+    }
+    return total / cnt;
+}

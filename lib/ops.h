@@ -1,0 +1,182 @@
+/* ops.h - the CPU ops of the transformer recommenders: forward/backward
+ * pairs on flat arrays with explicit shapes (llm.c's train_gpt2.c style).
+ *
+ * PRECISION. Every op exists twice: `sq_op_forward` on float (the code that
+ * trains) and `sq_op_forward_f64` on double (the same source compiled again,
+ * see real.h; the unit tests finite-difference the double build). The
+ * declarations below are written once over `real`/`R(name)` and expanded for
+ * both types.
+ *
+ * PACKED LAYOUT. A batch of B sequences of lengths len[b] >= 1 is stored as
+ * T = sum(len) token rows of width C, no padding rows:
+ *
+ *     off[b] = len[0] + ... + len[b-1]   (off has B+1 entries, off[B] = T)
+ *     sequence b, step t (oldest first) is row off[b] + t, 0 <= t < len[b]
+ *     activation x[T, C]: element (row, c) is x[row * C + c]
+ *
+ * Token-wise ops (embedding, layer norm, linear, GELU/ReLU, dropout,
+ * residual) see only [T, C] and never touch padding. Attention works per
+ * segment off[b] .. off[b+1]-1, so keys of other sequences and padding are
+ * excluded by construction (= a key-padding mask). Learned positions use
+ * pos[row] = (max_len - len[b]) + t, the SASRec left-padding convention in
+ * which the newest item always sits at position max_len - 1
+ * (sq_pack_positions fills it; a right-padded or random-pad convention is
+ * just another pos array).
+ *
+ * Other layouts:
+ *   embedding table  [V+1, C], row 0 = padding item, kept zero
+ *   linear weight    W[OC, C] row-major (PyTorch nn.Linear), bias b[OC]
+ *   q, k, v          rows of stride ld >= C (ld = C for separate arrays,
+ *                    ld = 3C for a fused [T, 3C] qkv with k = q + C, ...);
+ *                    head h owns columns h*hs .. h*hs+hs-1, C = H * hs
+ *   attention cache  segment b, head h: a [len, len] row-major block of
+ *                    probabilities at H * sum_{b'<b} len[b']^2 + h * len^2
+ *                    (sq_attention_cache_size gives the total); causal
+ *                    blocks hold 0 above the diagonal
+ *   dropout mask     uint8 [T, C], 1 = kept
+ *
+ * CONVENTIONS. Every _backward ADDS into its gradient buffers (the caller
+ * zeroes them once per step), so a tensor used twice accumulates both
+ * contributions. Forward ops may run in place (out == inp) where they are
+ * element-wise: GELU, ReLU, dropout, residual, positional add. OpenMP loops
+ * use fixed partitions and fixed-order sums: results are bitwise identical
+ * for any thread count (GEMMs: OpenBLAS, deterministic for a fixed build).
+ * Indices (ids, rows, targets, positions) are int and must be in range: the
+ * batch builder validates them, the hot loops do not. */
+#ifndef SQ_OPS_H
+#define SQ_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* off[0..B] = exclusive prefix sum of len[0..B-1]; returns T = off[B]. */
+int sq_pack_offsets(int *off, const int *len, int B);
+
+/* pos[T]: pos[off[b] + t] = max_len - len[b] + t (needs len[b] <= max_len). */
+void sq_pack_positions(int *pos, const int *off, int B, int max_len);
+
+/* Number of reals in the attention probability cache: H * sum(len^2). */
+size_t sq_attention_cache_size(const int *off, int B, int H);
+
+/* Number of reals of scratch sq_ce_full needs for a chunk of rows. */
+size_t sq_ce_scratch_size(int chunk, int V1, int C);
+
+/* The declarations, expanded once for float and once for double. */
+#pragma push_macro("real")
+#pragma push_macro("R")
+#undef real
+#undef R
+#define SQ_OPS_DECLARE
+#define real float
+#define R(name) name
+#include "ops.h"
+#undef real
+#undef R
+#define real double
+#define R(name) name##_f64
+#include "ops.h"
+#undef real
+#undef R
+#undef SQ_OPS_DECLARE
+#pragma pop_macro("R")
+#pragma pop_macro("real")
+
+#elif defined(SQ_OPS_DECLARE)
+
+/* 1. Embedding lookup: out[t] = scale * table[ids[t]] (scale = sqrt(C) for
+ * SASRec's item embeddings, 1 otherwise); id 0 gives a zero row and never
+ * receives gradient. out [T, C], table [V+1, C]. */
+void R(sq_embedding_forward)(real *out, const real *table, const int *ids,
+                             int T, int C, real scale);
+void R(sq_embedding_backward)(real *dtable, const real *dout, const int *ids,
+                              int T, int C, real scale);
+
+/* 2. Learned positional embedding: out[t] = inp[t] + pe[pos[t]], pe [P, C]. */
+void R(sq_posemb_forward)(real *out, const real *inp, const real *pe,
+                          const int *pos, int T, int C);
+void R(sq_posemb_backward)(real *dinp, real *dpe, const real *dout,
+                           const int *pos, int T, int C);
+
+/* 3. Layer norm over C: out = (x - mean) * rstd * w + b,
+ * rstd = 1 / sqrt(var + eps) with the biased variance (PyTorch). eps: 1e-8
+ * (SASRec TF), 1e-12 (RecBole), 1e-5 (PyTorch default). mean, rstd [T] are
+ * the cache for backward. */
+void R(sq_layernorm_forward)(real *out, real *mean, real *rstd,
+                             const real *inp, const real *w, const real *b,
+                             int T, int C, real eps);
+void R(sq_layernorm_backward)(real *dinp, real *dw, real *db,
+                              const real *dout, const real *inp,
+                              const real *w, const real *mean,
+                              const real *rstd, int T, int C);
+
+/* 4. Linear: out[T, OC] = inp[T, C] W^T + b, W [OC, C]; b may be NULL.
+ * Backward adds dinp = dout W, dW = dout^T inp, db = column sums of dout;
+ * dinp, db may be NULL when not wanted. */
+void R(sq_linear_forward)(real *out, const real *inp, const real *w,
+                          const real *b, int T, int C, int OC);
+void R(sq_linear_backward)(real *dinp, real *dw, real *db, const real *dout,
+                           const real *inp, const real *w, int T, int C,
+                           int OC);
+
+/* 5. Activations on n elements: GELU (exact erf form) and ReLU. */
+void R(sq_gelu_forward)(real *out, const real *inp, size_t n);
+void R(sq_gelu_backward)(real *dinp, const real *dout, const real *inp,
+                         size_t n);
+void R(sq_relu_forward)(real *out, const real *inp, size_t n);
+void R(sq_relu_backward)(real *dinp, const real *dout, const real *inp,
+                         size_t n);
+
+/* 6. Inverted dropout: out = inp * mask / (1 - p), 0 <= p < 1. The mask of
+ * row t is drawn from the stream sq_rng_seed(seed, hash(step, site, t)), so
+ * it depends only on (seed, step, site, t), never on the thread count; site
+ * tells apart the dropouts of one step (e.g. layer * 8 + which). */
+void R(sq_dropout_forward)(real *out, uint8_t *mask, const real *inp,
+                           int T, int C, real p, uint64_t seed,
+                           uint64_t step, uint64_t site);
+void R(sq_dropout_backward)(real *dinp, const real *dout,
+                            const uint8_t *mask, size_t n, real p);
+
+/* 7. Residual: out = a + b. */
+void R(sq_residual_forward)(real *out, const real *a, const real *b,
+                            size_t n);
+void R(sq_residual_backward)(real *da, real *db, const real *dout, size_t n);
+
+/* 8. Multi-head scaled dot-product attention on packed segments:
+ * out_i = sum_j softmax_j(q_i . k_j / sqrt(hs)) v_j per head, over keys
+ * j <= i of the same segment (causal != 0) or all keys of the segment.
+ * q, k, v (and dq, dk, dv) have row stride ld; out, dout [T, C]; att is the
+ * probability cache (sq_attention_cache_size). Backward needs the forward
+ * output `out` unchanged (it uses sum_j p_ij dp_ij = dout_i . out_i). */
+void R(sq_attention_forward)(real *out, real *att, const real *q,
+                             const real *k, const real *v, int ld,
+                             const int *off, int B, int H, int C, int causal);
+void R(sq_attention_backward)(real *dq, real *dk, real *dv, const real *dout,
+                              const real *out, const real *q, const real *k,
+                              const real *v, const real *att, int ld,
+                              const int *off, int B, int H, int C,
+                              int causal);
+
+/* 9. Full-softmax cross-entropy over all items with tied embeddings, fused
+ * with the logits GEMM. Entry i scores row rows[i] of h [*, C] (rows NULL:
+ * row i) against target item targets[i] (0 = ignore); logits = h E^T over
+ * E [V1 = V+1, C], item 0 excluded from the softmax. Returns the mean loss
+ * over the *count non-ignored entries (0 when there are none) and, when dh
+ * and dE are not NULL, adds the gradients of dloss * mean loss to dh and dE.
+ * Works in chunks of `chunk` entries, so memory is O(chunk * V1): scratch
+ * holds sq_ce_scratch_size(chunk, V1, C) reals. */
+double R(sq_ce_full)(real *dh, real *dE, real *scratch, const real *h,
+                     const real *E, const int *rows, const int *targets,
+                     int n, int C, int V1, int chunk, real dloss, int *count);
+
+/* 10. Binary cross-entropy with sampled negatives (original SASRec): for
+ * entry i with positive item pos[i] != 0 and negatives neg[i*K .. i*K+K-1]
+ * (0 = none), loss_i = -log sigmoid(h.E_pos) - sum_k log(1 - sigmoid(h.E_nk)),
+ * averaged over the *count entries with pos != 0 (the TF SASRec loss; equal
+ * to SASRec.pytorch's two BCEWithLogits means for K = 1). rows as in
+ * sq_ce_full. Adds the gradients of dloss * loss to dh and dE (rows of the
+ * table) when they are not NULL. */
+double R(sq_bce_sampled)(real *dh, real *dE, const real *h, const real *E,
+                         const int *rows, const int *pos, const int *neg,
+                         int n, int K, int C, real dloss, int *count);
+
+#endif

@@ -1,0 +1,94 @@
+/* real.h - one source, two precisions.
+ *
+ * The ops are written once over the type `real` and compiled twice: lib/ops.c
+ * as float (the code that trains) and lib/ops_f64.c as double (the same code,
+ * so that the unit tests can check every gradient against central finite
+ * differences without float round-off drowning the comparison).
+ *
+ * A source file defines SQ_REAL to float or double and then includes this
+ * header, which provides
+ *   real            the scalar type
+ *   R(name)         the exported name: `name` for float, `name_f64` for double
+ *   r_exp, r_log, ... the libm function of the matching precision
+ *   r_gemm          cblas_sgemm or cblas_dgemm
+ *   SQ_REAL_IS_F64  1 in the double build (for code that must exist once)
+ * and the scalar maths shared by the CPU and CUDA backends as `static inline`
+ * functions marked SQ_HD (host and device under nvcc). */
+#ifndef SQ_REAL_H
+#define SQ_REAL_H
+
+#ifndef SQ_REAL
+#error "define SQ_REAL (float or double) before including real.h"
+#endif
+
+#include <math.h>
+
+#ifdef __CUDACC__
+#define SQ_HD __host__ __device__
+#else
+#define SQ_HD
+#include <cblas.h>
+#endif
+
+/* The preprocessor cannot compare tokens, so map the type name to 0/1. */
+#define SQ_PREC_float 0
+#define SQ_PREC_double 1
+#define SQ_CAT2_(a, b) a##b
+#define SQ_CAT2(a, b) SQ_CAT2_(a, b)
+#define SQ_REAL_IS_F64 SQ_CAT2(SQ_PREC_, SQ_REAL)
+
+typedef SQ_REAL real;
+
+#if SQ_REAL_IS_F64
+#define R(name) name##_f64
+#define r_exp exp
+#define r_log log
+#define r_log1p log1p
+#define r_sqrt sqrt
+#define r_erf erf
+#define r_fabs fabs
+#define r_gemm cblas_dgemm
+#else
+#define R(name) name
+#define r_exp expf
+#define r_log logf
+#define r_log1p log1pf
+#define r_sqrt sqrtf
+#define r_erf erff
+#define r_fabs fabsf
+#define r_gemm cblas_sgemm
+#endif
+
+/* GELU, exact erf form (PyTorch nn.GELU() default, RecBole's "gelu"):
+ * gelu(x) = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2. */
+static inline SQ_HD real sq_gelu(real x)
+{
+    return (real)0.5 * x * ((real)1 + r_erf(x * (real)0.70710678118654752440));
+}
+
+/* d gelu / dx = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi). */
+static inline SQ_HD real sq_gelu_grad(real x)
+{
+    real cdf = (real)0.5 * ((real)1 + r_erf(x * (real)0.70710678118654752440));
+    real pdf = (real)0.39894228040143267794 * r_exp((real)-0.5 * x * x);
+    return cdf + x * pdf;
+}
+
+/* softplus(x) = log(1 + e^x) = -log sigmoid(-x), without overflow:
+ * max(x, 0) + log1p(e^-|x|). */
+static inline SQ_HD real sq_softplus(real x)
+{
+    return (x > 0 ? x : (real)0) + r_log1p(r_exp(-r_fabs(x)));
+}
+
+/* sigmoid(x) = 1 / (1 + e^-x), evaluated on the side where exp cannot
+ * overflow. */
+static inline SQ_HD real sq_sigmoid(real x)
+{
+    if (x >= 0)
+        return (real)1 / ((real)1 + r_exp(-x));
+    real e = r_exp(x);
+    return e / ((real)1 + e);
+}
+
+#endif

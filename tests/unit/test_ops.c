@@ -1,0 +1,1006 @@
+/* Unit tests for lib/ops.c and lib/adam.c.
+ *
+ * Every gradient of every op is checked against central finite differences
+ * on the double build (the same source as the float build that trains), on
+ * random small shapes with odd sizes; the float build must then agree with
+ * the double one on the same inputs. Set SQ_TEST_VERBOSE=1 to print the
+ * measured errors. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "adam.h"
+#include "gradcheck.h"
+#include "ops.h"
+#include "rng.h"
+#include "unit.h"
+
+#define GRAD_TOL 1e-6 /* finite differences vs backward, double build */
+#define F32_TOL 1e-5  /* float build vs double build, normwise */
+#define TRIALS 4      /* random shapes per op */
+
+/* A random packed batch: B in 1..maxb sequences of lengths 1..maxlen. */
+typedef struct {
+    int B, T;
+    int len[8], off[9];
+} segs;
+
+static void rand_segs(sq_rng *r, segs *s, int maxb, int maxlen)
+{
+    s->B = 1 + (int)sq_rng_below(r, (uint64_t)maxb);
+    for (int b = 0; b < s->B; b++)
+        s->len[b] = 1 + (int)sq_rng_below(r, (uint64_t)maxlen);
+    s->T = sq_pack_offsets(s->off, s->len, s->B);
+}
+
+static int rand_int(sq_rng *r, int lo, int hi) /* inclusive */
+{
+    return lo + (int)sq_rng_below(r, (uint64_t)(hi - lo + 1));
+}
+
+/* Float-vs-double check of one array, recording the worst value seen. */
+#define CHECK_F32(fa, da, n, worst) do { \
+    double e_ = gc_rel_diff((fa), (da), (n)); \
+    CHECK(e_ < F32_TOL); \
+    if (!(e_ <= (worst))) (worst) = e_; \
+    } while (0)
+
+#define CHECK_GRAD(err, worst) do { \
+    double e_ = (err); \
+    CHECK(e_ < GRAD_TOL); \
+    if (!(e_ <= (worst))) (worst) = e_; \
+    } while (0)
+
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    int T, C;
+    const int *ids;
+    double *table, *out, *w, scale;
+} emb_ctx;
+
+static double emb_obj(void *p)
+{
+    emb_ctx *c = p;
+    sq_embedding_forward_f64(c->out, c->table, c->ids, c->T, c->C, c->scale);
+    return gc_dot(c->out, c->w, (size_t)c->T * c->C);
+}
+
+UNIT_TEST(test_ops_embedding)
+{
+    sq_rng r;
+    sq_rng_seed(&r, 1, 0);
+    double gworst = 0, fworst = 0;
+    for (int trial = 0; trial < TRIALS; trial++) {
+        segs s;
+        rand_segs(&r, &s, 4, 7);
+        int C = trial == 0 ? 5 : rand_int(&r, 1, 6), V1 = 12, T = s.T;
+        size_t n = (size_t)T * C, tn = (size_t)V1 * C;
+        int ids[64];
+        for (int i = 0; i < T; i++)
+            ids[i] = rand_int(&r, 0, V1 - 1);
+        ids[0] = 0;
+        ids[T - 1] = 3; /* a repeated item accumulates */
+        if (T > 1)
+            ids[T - 2] = 3;
+        emb_ctx c = {T, C, ids, gc_normal(&r, tn, 1), gc_zeros(n),
+                     gc_normal(&r, n, 1), sqrt((double)C)};
+        double *dtable = gc_zeros(tn);
+        emb_obj(&c);
+        sq_embedding_backward_f64(dtable, c.w, ids, T, C, c.scale);
+        CHECK_GRAD(gc_check(emb_obj, &c, c.table, dtable, tn), gworst);
+        emb_obj(&c); /* out at the unperturbed table again */
+        /* padding: the garbage in table row 0 never shows, row 0 gets no
+         * gradient */
+        int pad_ok = 1;
+        for (int i = 0; i < T; i++)
+            for (int k = 0; k < C; k++)
+                if (ids[i] == 0 && c.out[(size_t)i * C + k] != 0)
+                    pad_ok = 0;
+        for (int k = 0; k < C; k++)
+            if (dtable[k] != 0)
+                pad_ok = 0;
+        CHECK(pad_ok);
+        /* float build */
+        float *ft = gc_to_float(c.table, tn), *fw = gc_to_float(c.w, n);
+        float *fo = calloc(n, sizeof *fo), *fd = calloc(tn, sizeof *fd);
+        sq_embedding_forward(fo, ft, ids, T, C, (float)c.scale);
+        sq_embedding_backward(fd, fw, ids, T, C, (float)c.scale);
+        CHECK_F32(fo, c.out, n, fworst);
+        CHECK_F32(fd, dtable, tn, fworst);
+        free(ft); free(fw); free(fo); free(fd);
+        free(c.table); free(c.out); free(c.w); free(dtable);
+    }
+    gc_note(t->name, "grad table", gworst);
+    gc_note(t->name, "float vs double", fworst);
+}
+
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    int T, C;
+    const int *pos;
+    double *inp, *pe, *out, *w;
+} pos_ctx;
+
+static double pos_obj(void *p)
+{
+    pos_ctx *c = p;
+    sq_posemb_forward_f64(c->out, c->inp, c->pe, c->pos, c->T, c->C);
+    return gc_dot(c->out, c->w, (size_t)c->T * c->C);
+}
+
+UNIT_TEST(test_ops_posemb)
+{
+    sq_rng r;
+    sq_rng_seed(&r, 2, 0);
+    double gworst = 0, fworst = 0;
+    for (int trial = 0; trial < TRIALS; trial++) {
+        segs s;
+        rand_segs(&r, &s, 4, 7);
+        int C = rand_int(&r, 1, 6), T = s.T, P = 7;
+        size_t n = (size_t)T * C, pn = (size_t)P * C;
+        int pos[64];
+        sq_pack_positions(pos, s.off, s.B, P);
+        /* the SASRec convention: the newest item of each sequence at P-1 */
+        int conv_ok = 1;
+        for (int b = 0; b < s.B; b++)
+            conv_ok &= pos[s.off[b + 1] - 1] == P - 1 && pos[s.off[b]] == P - s.len[b];
+        CHECK(conv_ok);
+        pos_ctx c = {T, C, pos, gc_normal(&r, n, 1), gc_normal(&r, pn, 1),
+                     gc_zeros(n), gc_normal(&r, n, 1)};
+        double *dinp = gc_zeros(n), *dpe = gc_zeros(pn);
+        pos_obj(&c);
+        sq_posemb_backward_f64(dinp, dpe, c.w, pos, T, C);
+        CHECK_GRAD(gc_check(pos_obj, &c, c.inp, dinp, n), gworst);
+        CHECK_GRAD(gc_check(pos_obj, &c, c.pe, dpe, pn), gworst);
+        pos_obj(&c);
+        float *fi = gc_to_float(c.inp, n), *fp = gc_to_float(c.pe, pn);
+        float *fw = gc_to_float(c.w, n), *fo = calloc(n, sizeof *fo);
+        float *fdi = calloc(n, sizeof *fdi), *fdp = calloc(pn, sizeof *fdp);
+        sq_posemb_forward(fo, fi, fp, pos, T, C);
+        sq_posemb_backward(fdi, fdp, fw, pos, T, C);
+        CHECK_F32(fo, c.out, n, fworst);
+        CHECK_F32(fdi, dinp, n, fworst);
+        CHECK_F32(fdp, dpe, pn, fworst);
+        free(fi); free(fp); free(fw); free(fo); free(fdi); free(fdp);
+        free(c.inp); free(c.pe); free(c.out); free(c.w); free(dinp); free(dpe);
+    }
+    gc_note(t->name, "grad inp, pe", gworst);
+    gc_note(t->name, "float vs double", fworst);
+}
+
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    int T, C;
+    double eps;
+    double *inp, *wt, *bias, *out, *mean, *rstd, *w;
+} ln_ctx;
+
+static double ln_obj(void *p)
+{
+    ln_ctx *c = p;
+    sq_layernorm_forward_f64(c->out, c->mean, c->rstd, c->inp, c->wt, c->bias,
+                             c->T, c->C, c->eps);
+    return gc_dot(c->out, c->w, (size_t)c->T * c->C);
+}
+
+UNIT_TEST(test_ops_layernorm)
+{
+    sq_rng r;
+    sq_rng_seed(&r, 3, 0);
+    const double eps_list[TRIALS] = {1e-5, 1e-8, 1e-12, 1e-5};
+    double gworst = 0, fworst = 0;
+    for (int trial = 0; trial < TRIALS; trial++) {
+        segs s;
+        rand_segs(&r, &s, 4, 7);
+        /* C >= 3: for C = 2 the output is +-w + b whatever x, a zero
+         * gradient that float round-off would dominate */
+        int C = trial == 0 ? 5 : rand_int(&r, 3, 9), T = s.T;
+        size_t n = (size_t)T * C;
+        ln_ctx c = {T, C, eps_list[trial], gc_normal(&r, n, 1),
+                    gc_normal(&r, (size_t)C, 1), gc_normal(&r, (size_t)C, 1),
+                    gc_zeros(n), gc_zeros((size_t)T), gc_zeros((size_t)T),
+                    gc_normal(&r, n, 1)};
+        for (size_t i = 0; i < n; i++) /* an offset mean, as real activations */
+            c.inp[i] += 3;
+        double *dinp = gc_zeros(n), *dwt = gc_zeros((size_t)C), *db = gc_zeros((size_t)C);
+        ln_obj(&c);
+        sq_layernorm_backward_f64(dinp, dwt, db, c.w, c.inp, c.wt, c.mean, c.rstd, T, C);
+        CHECK_GRAD(gc_check(ln_obj, &c, c.inp, dinp, n), gworst);
+        CHECK_GRAD(gc_check(ln_obj, &c, c.wt, dwt, (size_t)C), gworst);
+        CHECK_GRAD(gc_check(ln_obj, &c, c.bias, db, (size_t)C), gworst);
+        /* the normalised row has mean 0 and variance var / (var + eps) */
+        ln_obj(&c);
+        float *fi = gc_to_float(c.inp, n), *fwt = gc_to_float(c.wt, (size_t)C);
+        float *fb = gc_to_float(c.bias, (size_t)C), *fw = gc_to_float(c.w, n);
+        float *fo = calloc(n, sizeof *fo), *fm = calloc((size_t)T, sizeof *fm);
+        float *fr = calloc((size_t)T, sizeof *fr), *fdi = calloc(n, sizeof *fdi);
+        float *fdw = calloc((size_t)C, sizeof *fdw), *fdb = calloc((size_t)C, sizeof *fdb);
+        sq_layernorm_forward(fo, fm, fr, fi, fwt, fb, T, C, (float)c.eps);
+        sq_layernorm_backward(fdi, fdw, fdb, fw, fi, fwt, fm, fr, T, C);
+        CHECK_F32(fo, c.out, n, fworst);
+        CHECK_F32(fdi, dinp, n, fworst);
+        CHECK_F32(fdw, dwt, (size_t)C, fworst);
+        CHECK_F32(fdb, db, (size_t)C, fworst);
+        free(fi); free(fwt); free(fb); free(fw); free(fo); free(fm); free(fr);
+        free(fdi); free(fdw); free(fdb);
+        free(c.inp); free(c.wt); free(c.bias); free(c.out); free(c.mean);
+        free(c.rstd); free(c.w); free(dinp); free(dwt); free(db);
+    }
+    gc_note(t->name, "grad inp, w, b", gworst);
+    gc_note(t->name, "float vs double", fworst);
+}
+
+UNIT_TEST(test_ops_layernorm_values)
+{
+    /* Hand values: x = (1, 2, 3, 4): mean 2.5, var 1.25, w = 1, b = 0. */
+    double x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 1, 1}, b[4] = {0}, out[4], m, s;
+    sq_layernorm_forward_f64(out, &m, &s, x, w, b, 1, 4, 1e-12);
+    CHECK_NEAR(m, 2.5, 1e-15);
+    CHECK_NEAR(s, 1 / sqrt(1.25), 1e-12);
+    CHECK_NEAR(out[0], -1.5 / sqrt(1.25), 1e-12);
+    CHECK_NEAR(out[3], 1.5 / sqrt(1.25), 1e-12);
+}
+
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    int T, C, OC;
+    double *inp, *wt, *bias, *out, *w;
+} lin_ctx;
+
+static double lin_obj(void *p)
+{
+    lin_ctx *c = p;
+    sq_linear_forward_f64(c->out, c->inp, c->wt, c->bias, c->T, c->C, c->OC);
+    return gc_dot(c->out, c->w, (size_t)c->T * c->OC);
+}
+
+UNIT_TEST(test_ops_linear)
+{
+    sq_rng r;
+    sq_rng_seed(&r, 4, 0);
+    double gworst = 0, fworst = 0;
+    for (int trial = 0; trial < TRIALS; trial++) {
+        segs s;
+        rand_segs(&r, &s, 4, 7);
+        int C = rand_int(&r, 1, 7), OC = trial == 0 ? 5 : rand_int(&r, 1, 9), T = s.T;
+        size_t n = (size_t)T * C, on = (size_t)T * OC, wn = (size_t)OC * C;
+        int has_bias = trial != 3;
+        lin_ctx c = {T, C, OC, gc_normal(&r, n, 1), gc_normal(&r, wn, 1),
+                     has_bias ? gc_normal(&r, (size_t)OC, 1) : NULL,
+                     gc_zeros(on), gc_normal(&r, on, 1)};
+        double *dinp = gc_zeros(n), *dwt = gc_zeros(wn), *db = gc_zeros((size_t)OC);
+        lin_obj(&c);
+        sq_linear_backward_f64(dinp, dwt, has_bias ? db : NULL, c.w, c.inp, c.wt, T, C, OC);
+        CHECK_GRAD(gc_check(lin_obj, &c, c.inp, dinp, n), gworst);
+        CHECK_GRAD(gc_check(lin_obj, &c, c.wt, dwt, wn), gworst);
+        if (has_bias)
+            CHECK_GRAD(gc_check(lin_obj, &c, c.bias, db, (size_t)OC), gworst);
+        lin_obj(&c);
+        float *fi = gc_to_float(c.inp, n), *fwt = gc_to_float(c.wt, wn);
+        float *fb = has_bias ? gc_to_float(c.bias, (size_t)OC) : NULL;
+        float *fw = gc_to_float(c.w, on), *fo = calloc(on, sizeof *fo);
+        float *fdi = calloc(n, sizeof *fdi), *fdw = calloc(wn, sizeof *fdw);
+        float *fdb = calloc((size_t)OC, sizeof *fdb);
+        sq_linear_forward(fo, fi, fwt, fb, T, C, OC);
+        sq_linear_backward(fdi, fdw, has_bias ? fdb : NULL, fw, fi, fwt, T, C, OC);
+        CHECK_F32(fo, c.out, on, fworst);
+        CHECK_F32(fdi, dinp, n, fworst);
+        CHECK_F32(fdw, dwt, wn, fworst);
+        if (has_bias)
+            CHECK_F32(fdb, db, (size_t)OC, fworst);
+        free(fi); free(fwt); free(fb); free(fw); free(fo); free(fdi); free(fdw); free(fdb);
+        free(c.inp); free(c.wt); free(c.bias); free(c.out); free(c.w);
+        free(dinp); free(dwt); free(db);
+    }
+    gc_note(t->name, "grad inp, W, b", gworst);
+    gc_note(t->name, "float vs double", fworst);
+}
+
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    size_t n;
+    int relu;
+    double *inp, *out, *w;
+} act_ctx;
+
+static double act_obj(void *p)
+{
+    act_ctx *c = p;
+    if (c->relu)
+        sq_relu_forward_f64(c->out, c->inp, c->n);
+    else
+        sq_gelu_forward_f64(c->out, c->inp, c->n);
+    return gc_dot(c->out, c->w, c->n);
+}
+
+UNIT_TEST(test_ops_activations)
+{
+    sq_rng r;
+    sq_rng_seed(&r, 5, 0);
+    double gworst = 0, fworst = 0;
+    for (int relu = 0; relu < 2; relu++) {
+        for (int trial = 0; trial < TRIALS; trial++) {
+            size_t n = (size_t)rand_int(&r, 1, 40);
+            act_ctx c = {n, relu, gc_normal(&r, n, 2), gc_zeros(n), gc_normal(&r, n, 1)};
+            for (size_t i = 0; i < n; i++) /* keep ReLU's kink out of reach of h */
+                if (fabs(c.inp[i]) < 1e-3)
+                    c.inp[i] = 0.5;
+            double *dinp = gc_zeros(n);
+            act_obj(&c);
+            if (relu)
+                sq_relu_backward_f64(dinp, c.w, c.inp, n);
+            else
+                sq_gelu_backward_f64(dinp, c.w, c.inp, n);
+            CHECK_GRAD(gc_check(act_obj, &c, c.inp, dinp, n), gworst);
+            act_obj(&c);
+            float *fi = gc_to_float(c.inp, n), *fw = gc_to_float(c.w, n);
+            float *fo = calloc(n, sizeof *fo), *fd = calloc(n, sizeof *fd);
+            if (relu) {
+                sq_relu_forward(fo, fi, n);
+                sq_relu_backward(fd, fw, fi, n);
+            } else {
+                sq_gelu_forward(fo, fi, n);
+                sq_gelu_backward(fd, fw, fi, n);
+            }
+            CHECK_F32(fo, c.out, n, fworst);
+            CHECK_F32(fd, dinp, n, fworst);
+            free(fi); free(fw); free(fo); free(fd);
+            free(c.inp); free(c.out); free(c.w); free(dinp);
+        }
+    }
+    /* GELU reference values (PyTorch nn.GELU()(x)) */
+    double x[3] = {-1, 0.5, 2}, y[3];
+    sq_gelu_forward_f64(y, x, 3);
+    CHECK_NEAR(y[0], -0.15865525393145707, 1e-15);
+    CHECK_NEAR(y[1], 0.34573123063700656, 1e-15);
+    CHECK_NEAR(y[2], 1.9544997361036416, 1e-15);
+    gc_note(t->name, "grad inp (gelu, relu)", gworst);
+    gc_note(t->name, "float vs double", fworst);
+}
+
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    int T, C;
+    double p;
+    uint8_t *mask;
+    double *inp, *out, *w;
+} drop_ctx;
+
+static double drop_obj(void *p)
+{
+    drop_ctx *c = p;
+    sq_dropout_forward_f64(c->out, c->mask, c->inp, c->T, c->C, c->p, 42, 7, 3);
+    return gc_dot(c->out, c->w, (size_t)c->T * c->C);
+}
+
+UNIT_TEST(test_ops_dropout)
+{
+    sq_rng r;
+    sq_rng_seed(&r, 6, 0);
+    double gworst = 0, fworst = 0;
+    for (int trial = 0; trial < TRIALS; trial++) {
+        segs s;
+        rand_segs(&r, &s, 4, 7);
+        int C = rand_int(&r, 1, 7), T = s.T;
+        size_t n = (size_t)T * C;
+        drop_ctx c = {T, C, trial == 3 ? 0.0 : 0.3, calloc(n, 1),
+                      gc_normal(&r, n, 1), gc_zeros(n), gc_normal(&r, n, 1)};
+        double *dinp = gc_zeros(n);
+        drop_obj(&c);
+        sq_dropout_backward_f64(dinp, c.w, c.mask, n, c.p);
+        CHECK_GRAD(gc_check(drop_obj, &c, c.inp, dinp, n), gworst);
+        drop_obj(&c);
+        /* the float build draws the same mask */
+        float *fi = gc_to_float(c.inp, n), *fw = gc_to_float(c.w, n);
+        float *fo = calloc(n, sizeof *fo), *fd = calloc(n, sizeof *fd);
+        uint8_t *fmask = calloc(n, 1);
+        sq_dropout_forward(fo, fmask, fi, T, C, (float)c.p, 42, 7, 3);
+        sq_dropout_backward(fd, fw, fmask, n, (float)c.p);
+        CHECK(memcmp(fmask, c.mask, n) == 0);
+        CHECK_F32(fo, c.out, n, fworst);
+        CHECK_F32(fd, dinp, n, fworst);
+        free(fi); free(fw); free(fo); free(fd); free(fmask);
+        free(c.mask); free(c.inp); free(c.out); free(c.w); free(dinp);
+    }
+    gc_note(t->name, "grad inp", gworst);
+    gc_note(t->name, "float vs double", fworst);
+}
+
+UNIT_TEST(test_ops_dropout_mask)
+{
+    /* Rate, scaling, and the mask as a function of (seed, step, site, row). */
+    int T = 400, C = 50;
+    size_t n = (size_t)T * C;
+    float *inp = malloc(n * sizeof *inp), *out = malloc(n * sizeof *out);
+    uint8_t *m1 = malloc(n), *m2 = malloc(n), *m3 = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        inp[i] = 1.0f;
+    sq_dropout_forward(out, m1, inp, T, C, 0.25f, 9, 100, 2);
+    size_t kept = 0;
+    int scale_ok = 1;
+    for (size_t i = 0; i < n; i++) {
+        kept += m1[i];
+        scale_ok &= m1[i] ? fabsf(out[i] - 1 / 0.75f) < 1e-6f : out[i] == 0;
+    }
+    CHECK(scale_ok);
+    /* 20000 Bernoulli(0.75): sd = 61; 5 sd */
+    CHECK(fabs((double)kept - 0.75 * (double)n) < 310);
+    sq_dropout_forward(out, m2, inp, T, C, 0.25f, 9, 100, 2);
+    CHECK(memcmp(m1, m2, n) == 0);
+    sq_dropout_forward(out, m3, inp, T, C, 0.25f, 9, 101, 2);
+    CHECK(memcmp(m1, m3, n) != 0);
+    sq_dropout_forward(out, m3, inp, T, C, 0.25f, 9, 100, 3);
+    CHECK(memcmp(m1, m3, n) != 0);
+    /* a row's mask does not depend on how many rows the batch has */
+    sq_dropout_forward(out, m3, inp, T / 2, C, 0.25f, 9, 100, 2);
+    CHECK(memcmp(m1, m3, n / 2) == 0);
+#ifdef _OPENMP
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    sq_dropout_forward(out, m3, inp, T, C, 0.25f, 9, 100, 2);
+    omp_set_num_threads(nt);
+    CHECK(memcmp(m1, m3, n) == 0);
+#endif
+    free(inp); free(out); free(m1); free(m2); free(m3);
+}
+
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    size_t n;
+    double *a, *b, *out, *w;
+} res_ctx;
+
+static double res_obj(void *p)
+{
+    res_ctx *c = p;
+    sq_residual_forward_f64(c->out, c->a, c->b, c->n);
+    return gc_dot(c->out, c->w, c->n);
+}
+
+UNIT_TEST(test_ops_residual)
+{
+    sq_rng r;
+    sq_rng_seed(&r, 7, 0);
+    double gworst = 0, fworst = 0;
+    for (int trial = 0; trial < TRIALS; trial++) {
+        size_t n = (size_t)rand_int(&r, 1, 40);
+        res_ctx c = {n, gc_normal(&r, n, 1), gc_normal(&r, n, 1), gc_zeros(n),
+                     gc_normal(&r, n, 1)};
+        double *da = gc_zeros(n), *db = gc_zeros(n);
+        res_obj(&c);
+        sq_residual_backward_f64(da, db, c.w, n);
+        CHECK_GRAD(gc_check(res_obj, &c, c.a, da, n), gworst);
+        CHECK_GRAD(gc_check(res_obj, &c, c.b, db, n), gworst);
+        res_obj(&c);
+        float *fa = gc_to_float(c.a, n), *fb = gc_to_float(c.b, n), *fw = gc_to_float(c.w, n);
+        float *fo = calloc(n, sizeof *fo), *fda = calloc(n, sizeof *fda), *fdb = calloc(n, sizeof *fdb);
+        sq_residual_forward(fo, fa, fb, n);
+        sq_residual_backward(fda, fdb, fw, n);
+        CHECK_F32(fo, c.out, n, fworst);
+        CHECK_F32(fda, da, n, fworst);
+        CHECK_F32(fdb, db, n, fworst);
+        free(fa); free(fb); free(fw); free(fo); free(fda); free(fdb);
+        free(c.a); free(c.b); free(c.out); free(c.w); free(da); free(db);
+    }
+    gc_note(t->name, "grad a, b", gworst);
+    gc_note(t->name, "float vs double", fworst);
+}
+
+/* ------------------------------------------------------------------------ */
+
+/* q, k, v live in one array qkv: separate [T, C] blocks (ld = C) or
+ * interleaved rows [T, 3C] (ld = 3C), the fused-projection layout. */
+typedef struct {
+    const segs *s;
+    int H, C, ld, causal;
+    double *qkv, *out, *att, *w;
+} att_ctx;
+
+static void att_ptrs(const att_ctx *c, double *base, double **q, double **k, double **v)
+{
+    size_t T = (size_t)c->s->T;
+    int fused = c->ld == 3 * c->C;
+    *q = base;
+    *k = fused ? base + c->C : base + T * c->C;
+    *v = fused ? base + 2 * c->C : base + 2 * T * c->C;
+}
+
+static double att_obj(void *p)
+{
+    att_ctx *c = p;
+    double *q, *k, *v;
+    att_ptrs(c, c->qkv, &q, &k, &v);
+    sq_attention_forward_f64(c->out, c->att, q, k, v, c->ld, c->s->off,
+                             c->s->B, c->H, c->C, c->causal);
+    return gc_dot(c->out, c->w, (size_t)c->s->T * c->C);
+}
+
+/* Naive reference: scores for every pair of rows with an explicit mask. */
+static void att_naive(const att_ctx *c, double *out)
+{
+    double *q, *k, *v;
+    att_ptrs(c, c->qkv, &q, &k, &v);
+    int T = c->s->T, hs = c->C / c->H;
+    int seg[64];
+    for (int b = 0; b < c->s->B; b++)
+        for (int i = c->s->off[b]; i < c->s->off[b + 1]; i++)
+            seg[i] = b;
+    for (int h = 0; h < c->H; h++)
+        for (int i = 0; i < T; i++) {
+            double sc[64], mx = -1e300, sum = 0;
+            for (int j = 0; j < T; j++) {
+                int ok = seg[j] == seg[i] && (!c->causal || j <= i);
+                sc[j] = -INFINITY;
+                if (!ok)
+                    continue;
+                double d = 0;
+                for (int e = 0; e < hs; e++)
+                    d += q[(size_t)i * c->ld + h * hs + e] * k[(size_t)j * c->ld + h * hs + e];
+                sc[j] = d / sqrt(hs);
+                mx = fmax(mx, sc[j]);
+            }
+            for (int j = 0; j < T; j++) {
+                sc[j] = exp(sc[j] - mx);
+                sum += sc[j];
+            }
+            for (int e = 0; e < hs; e++) {
+                double o = 0;
+                for (int j = 0; j < T; j++)
+                    o += sc[j] / sum * v[(size_t)j * c->ld + h * hs + e];
+                out[(size_t)i * c->C + h * hs + e] = o;
+            }
+        }
+}
+
+UNIT_TEST(test_ops_attention)
+{
+    sq_rng r;
+    sq_rng_seed(&r, 8, 0);
+    double gworst[2] = {0, 0}, fworst = 0, nworst = 0;
+    for (int causal = 0; causal < 2; causal++) {
+        for (int trial = 0; trial < TRIALS + 2; trial++) {
+            segs s;
+            rand_segs(&r, &s, 4, 7);
+            int H = trial == 0 ? 1 : rand_int(&r, 1, 3);
+            int hs = trial == 0 ? 5 : rand_int(&r, 1, 3), C = H * hs;
+            int ld = trial % 2 ? 3 * C : C;
+            size_t T = (size_t)s.T, n = T * C, qn = 3 * n;
+            size_t an = sq_attention_cache_size(s.off, s.B, H);
+            att_ctx c = {&s, H, C, ld, causal, gc_normal(&r, qn, 1), gc_zeros(n),
+                         gc_zeros(an), gc_normal(&r, n, 1)};
+            double *dqkv = gc_zeros(qn), *ref = gc_zeros(n);
+            att_obj(&c);
+            att_naive(&c, ref);
+            for (size_t i = 0; i < n; i++)
+                nworst = fmax(nworst, fabs(ref[i] - c.out[i]));
+            double *q, *k, *v, *dq, *dk, *dv;
+            att_ptrs(&c, c.qkv, &q, &k, &v);
+            att_ptrs(&c, dqkv, &dq, &dk, &dv);
+            sq_attention_backward_f64(dq, dk, dv, c.w, c.out, q, k, v, c.att, ld,
+                                      s.off, s.B, H, C, causal);
+            CHECK_GRAD(gc_check(att_obj, &c, c.qkv, dqkv, qn), gworst[causal]);
+            att_obj(&c);
+            /* float build */
+            float *fqkv = gc_to_float(c.qkv, qn), *fw = gc_to_float(c.w, n);
+            float *fo = calloc(n, sizeof *fo), *fatt = calloc(an, sizeof *fatt);
+            float *fd = calloc(qn, sizeof *fd);
+            float *fq = fqkv, *fk = ld == C ? fqkv + n : fqkv + C;
+            float *fv = ld == C ? fqkv + 2 * n : fqkv + 2 * C;
+            float *fdq = fd, *fdk = ld == C ? fd + n : fd + C;
+            float *fdv = ld == C ? fd + 2 * n : fd + 2 * C;
+            sq_attention_forward(fo, fatt, fq, fk, fv, ld, s.off, s.B, H, C, causal);
+            sq_attention_backward(fdq, fdk, fdv, fw, fo, fq, fk, fv, fatt, ld,
+                                  s.off, s.B, H, C, causal);
+            CHECK_F32(fo, c.out, n, fworst);
+            CHECK_F32(fatt, c.att, an, fworst);
+            CHECK_F32(fd, dqkv, qn, fworst);
+            free(fqkv); free(fw); free(fo); free(fatt); free(fd);
+            free(c.qkv); free(c.out); free(c.att); free(c.w); free(dqkv); free(ref);
+        }
+    }
+    CHECK(nworst < 1e-12);
+    gc_note(t->name, "grad q, k, v (bidir)", gworst[0]);
+    gc_note(t->name, "grad q, k, v (causal)", gworst[1]);
+    gc_note(t->name, "vs naive masked (abs)", nworst);
+    gc_note(t->name, "float vs double", fworst);
+}
+
+UNIT_TEST(test_ops_attention_layout)
+{
+    /* Causal probabilities: row i of each block sums to 1 over j <= i and
+     * is 0 above the diagonal; a length-1 segment attends to itself. */
+    int len[3] = {3, 1, 4}, off[4], H = 2, C = 4;
+    int T = sq_pack_offsets(off, len, 3);
+    size_t an = sq_attention_cache_size(off, 3, H);
+    CHECK_EQ(an, (size_t)H * (9 + 1 + 16));
+    double q[32], k[32], v[32], out[32], *att = gc_zeros(an);
+    sq_rng r;
+    sq_rng_seed(&r, 9, 0);
+    for (int i = 0; i < T * C; i++) {
+        q[i] = sq_rng_normal(&r);
+        k[i] = sq_rng_normal(&r);
+        v[i] = sq_rng_normal(&r);
+    }
+    sq_attention_forward_f64(out, att, q, k, v, C, off, 3, H, C, 1);
+    int ok = 1;
+    size_t base = 0;
+    for (int b = 0; b < 3; b++)
+        for (int h = 0; h < H; h++, base += (size_t)len[b] * len[b])
+            for (int i = 0; i < len[b]; i++) {
+                double sum = 0;
+                for (int j = 0; j < len[b]; j++) {
+                    double p = att[base + (size_t)i * len[b] + j];
+                    if (j > i && p != 0)
+                        ok = 0;
+                    sum += p;
+                }
+                if (fabs(sum - 1) > 1e-12)
+                    ok = 0;
+            }
+    CHECK(ok);
+    /* the one-row segment (row 3) copies its own v */
+    CHECK_NEAR(out[3 * C + 0], v[3 * C + 0], 1e-15);
+    CHECK_NEAR(out[3 * C + 3], v[3 * C + 3], 1e-15);
+    /* the first row of a causal segment copies its own v */
+    CHECK_NEAR(out[4 * C + 1], v[4 * C + 1], 1e-15);
+    free(att);
+}
+
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    int n, C, V1, chunk;
+    const int *rows, *targets;
+    double *h, *E, *scratch;
+} ce_ctx;
+
+static double ce_obj(void *p)
+{
+    ce_ctx *c = p;
+    int count;
+    return sq_ce_full_f64(NULL, NULL, c->scratch, c->h, c->E, c->rows, c->targets,
+                          c->n, c->C, c->V1, c->chunk, 1, &count);
+}
+
+/* Naive: every logit of every entry, in double, no chunks, no fusion. */
+static double ce_naive(const ce_ctx *c, int *count)
+{
+    double total = 0;
+    *count = 0;
+    for (int i = 0; i < c->n; i++) {
+        if (!c->targets[i])
+            continue;
+        const double *hi = c->h + (size_t)(c->rows ? c->rows[i] : i) * c->C;
+        double lse = 0, ly = 0;
+        for (int j = 1; j < c->V1; j++) {
+            double l = gc_dot(hi, c->E + (size_t)j * c->C, (size_t)c->C);
+            lse += exp(l);
+            if (j == c->targets[i])
+                ly = l;
+        }
+        total += log(lse) - ly;
+        ++*count;
+    }
+    return *count ? total / *count : 0;
+}
+
+UNIT_TEST(test_ops_ce_full)
+{
+    sq_rng r;
+    sq_rng_seed(&r, 10, 0);
+    double gworst = 0, fworst = 0, lworst = 0;
+    for (int trial = 0; trial < TRIALS + 2; trial++) {
+        segs s;
+        rand_segs(&r, &s, 4, 7);
+        int C = trial == 0 ? 5 : rand_int(&r, 1, 6), V1 = 12, T = s.T;
+        /* entries: every row (rows NULL) or the last row of each sequence,
+         * as the `all` and `last` training targets select them */
+        int last = trial % 2, n = last ? s.B : T;
+        int rows[64], targets[64];
+        for (int i = 0; i < n; i++) {
+            rows[i] = last ? s.off[i + 1] - 1 : i;
+            targets[i] = rand_int(&r, 1, V1 - 1);
+        }
+        if (!last && n > 2)
+            targets[1] = 0; /* ignored */
+        int chunk = rand_int(&r, 1, 5);
+        size_t hn = (size_t)T * C, en = (size_t)V1 * C;
+        ce_ctx c = {n, C, V1, chunk, last ? rows : NULL, targets,
+                    gc_normal(&r, hn, 1), gc_normal(&r, en, 1),
+                    gc_zeros(sq_ce_scratch_size(chunk, V1, C))};
+        for (int k = 0; k < C; k++)
+            c.E[k] = 0; /* padding row, as the embedding keeps it */
+        double *dh = gc_zeros(hn), *dE = gc_zeros(en);
+        int count, ncount;
+        double loss = sq_ce_full_f64(dh, dE, c.scratch, c.h, c.E, c.rows, targets,
+                                     n, C, V1, chunk, 1, &count);
+        double ref = ce_naive(&c, &ncount);
+        CHECK_EQ(count, ncount);
+        lworst = fmax(lworst, fabs(loss - ref) / ref);
+        CHECK_NEAR(loss, ref, 1e-12);
+        CHECK_GRAD(gc_check(ce_obj, &c, c.h, dh, hn), gworst);
+        CHECK_GRAD(gc_check(ce_obj, &c, c.E, dE, en), gworst);
+        int pad_ok = 1;
+        for (int k = 0; k < C; k++)
+            pad_ok &= dE[k] == 0;
+        CHECK(pad_ok);
+        /* float build; dloss scales the gradient */
+        float *fh = gc_to_float(c.h, hn), *fE = gc_to_float(c.E, en);
+        float *fdh = calloc(hn, sizeof *fdh), *fdE = calloc(en, sizeof *fdE);
+        float *fs = calloc(sq_ce_scratch_size(chunk, V1, C), sizeof *fs);
+        int fcount;
+        double floss = sq_ce_full(fdh, fdE, fs, fh, fE, c.rows, targets, n, C, V1,
+                                  chunk, 2.0f, &fcount);
+        CHECK_EQ(fcount, count);
+        CHECK_NEAR(floss, loss, 1e-5);
+        for (size_t i = 0; i < hn; i++)
+            dh[i] *= 2;
+        for (size_t i = 0; i < en; i++)
+            dE[i] *= 2;
+        CHECK_F32(fdh, dh, hn, fworst);
+        CHECK_F32(fdE, dE, en, fworst);
+        free(fh); free(fE); free(fdh); free(fdE); free(fs);
+        free(c.h); free(c.E); free(c.scratch); free(dh); free(dE);
+    }
+    /* nothing to score */
+    int zero[2] = {0, 0}, count = -1;
+    double h2[2] = {1, 2}, E2[4] = {0, 0, 1, 1}, sc[16];
+    CHECK(sq_ce_full_f64(NULL, NULL, sc, h2, E2, NULL, zero, 2, 1, 2, 4, 1, &count) == 0);
+    CHECK_EQ(count, 0);
+    gc_note(t->name, "grad h, E", gworst);
+    gc_note(t->name, "loss vs naive", lworst);
+    gc_note(t->name, "float vs double", fworst);
+}
+
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    int n, K, C;
+    const int *rows, *pos, *neg;
+    double *h, *E;
+} bce_ctx;
+
+static double bce_obj(void *p)
+{
+    bce_ctx *c = p;
+    int count;
+    return sq_bce_sampled_f64(NULL, NULL, c->h, c->E, c->rows, c->pos, c->neg,
+                              c->n, c->K, c->C, 1, &count);
+}
+
+/* Naive: TF SASRec's loss, -log sigmoid written literally. */
+static double bce_naive(const bce_ctx *c, int *count)
+{
+    double total = 0;
+    *count = 0;
+    for (int i = 0; i < c->n; i++) {
+        if (!c->pos[i])
+            continue;
+        const double *hi = c->h + (size_t)(c->rows ? c->rows[i] : i) * c->C;
+        double sp = gc_dot(hi, c->E + (size_t)c->pos[i] * c->C, (size_t)c->C);
+        total -= log(1 / (1 + exp(-sp)));
+        for (int k = 0; k < c->K; k++) {
+            int item = c->neg[i * c->K + k];
+            if (!item)
+                continue;
+            double sn = gc_dot(hi, c->E + (size_t)item * c->C, (size_t)c->C);
+            total -= log(1 - 1 / (1 + exp(-sn)));
+        }
+        ++*count;
+    }
+    return *count ? total / *count : 0;
+}
+
+UNIT_TEST(test_ops_bce_sampled)
+{
+    sq_rng r;
+    sq_rng_seed(&r, 11, 0);
+    double gworst = 0, fworst = 0, lworst = 0;
+    for (int trial = 0; trial < TRIALS + 2; trial++) {
+        segs s;
+        rand_segs(&r, &s, 4, 7);
+        int C = trial == 0 ? 5 : rand_int(&r, 1, 6), V1 = 12, T = s.T;
+        int K = rand_int(&r, 1, 3), last = trial % 2, n = last ? s.B : T;
+        int rows[64], pos[64], neg[64 * 3];
+        for (int i = 0; i < n; i++) {
+            rows[i] = last ? s.off[i + 1] - 1 : i;
+            pos[i] = rand_int(&r, 1, V1 - 1);
+            for (int k = 0; k < K; k++)
+                neg[i * K + k] = rand_int(&r, 1, V1 - 1);
+        }
+        if (n > 2) {
+            pos[1] = 0;       /* ignored entry */
+            neg[2 * K] = 0;   /* a missing negative */
+        }
+        size_t hn = (size_t)T * C, en = (size_t)V1 * C;
+        bce_ctx c = {n, K, C, last ? rows : NULL, pos, neg,
+                     gc_normal(&r, hn, 1), gc_normal(&r, en, 1)};
+        double *dh = gc_zeros(hn), *dE = gc_zeros(en);
+        int count, ncount;
+        double loss = sq_bce_sampled_f64(dh, dE, c.h, c.E, c.rows, pos, neg, n, K, C,
+                                         1, &count);
+        double ref = bce_naive(&c, &ncount);
+        CHECK_EQ(count, ncount);
+        lworst = fmax(lworst, fabs(loss - ref) / ref);
+        CHECK_NEAR(loss, ref, 1e-12);
+        CHECK_GRAD(gc_check(bce_obj, &c, c.h, dh, hn), gworst);
+        CHECK_GRAD(gc_check(bce_obj, &c, c.E, dE, en), gworst);
+        float *fh = gc_to_float(c.h, hn), *fE = gc_to_float(c.E, en);
+        float *fdh = calloc(hn, sizeof *fdh), *fdE = calloc(en, sizeof *fdE);
+        int fcount;
+        double floss = sq_bce_sampled(fdh, fdE, fh, fE, c.rows, pos, neg, n, K, C,
+                                      1.0f, &fcount);
+        CHECK_EQ(fcount, count);
+        CHECK_NEAR(floss, loss, 1e-5);
+        CHECK_F32(fdh, dh, hn, fworst);
+        CHECK_F32(fdE, dE, en, fworst);
+        free(fh); free(fE); free(fdh); free(fdE);
+        free(c.h); free(c.E); free(dh); free(dE);
+    }
+    /* no overflow for huge scores: softplus(1000) = 1000 */
+    double h1[1] = {1000}, E1[2] = {0, 1};
+    int p1[1] = {1}, n1[1] = {1}, count;
+    double l = sq_bce_sampled_f64(NULL, NULL, h1, E1, NULL, p1, n1, 1, 1, 1, 1, &count);
+    CHECK(isfinite(l));
+    CHECK_NEAR(l, 1000, 1e-12);
+    gc_note(t->name, "grad h, E", gworst);
+    gc_note(t->name, "loss vs naive", lworst);
+    gc_note(t->name, "float vs double", fworst);
+}
+
+/* ------------------------------------------------------------------------ */
+
+UNIT_TEST(test_ops_adam)
+{
+    /* Two steps on three parameters, against the formulas written out. */
+    double p0[3] = {0.5, -1.0, 2.0}, g1[3] = {0.1, -0.2, 0.3}, g2[3] = {-0.05, 0.4, 0.0};
+    for (int decoupled = 0; decoupled < 2; decoupled++) {
+        sq_adam_cfg cfg = {0.01, 0.9, 0.999, 1e-8, 0.1, decoupled};
+        double p[3], m[3] = {0}, v[3] = {0};
+        memcpy(p, p0, sizeof p);
+        sq_adam_update_f64(p, g1, m, v, 3, &cfg, 1);
+        sq_adam_update_f64(p, g2, m, v, 3, &cfg, 2);
+        float pf[3], gf1[3], gf2[3], mf[3] = {0}, vf[3] = {0};
+        for (int i = 0; i < 3; i++) {
+            pf[i] = (float)p0[i];
+            gf1[i] = (float)g1[i];
+            gf2[i] = (float)g2[i];
+        }
+        sq_adam_update(pf, gf1, mf, vf, 3, &cfg, 1);
+        sq_adam_update(pf, gf2, mf, vf, 3, &cfg, 2);
+        for (int i = 0; i < 3; i++) {
+            double x = p0[i], mm = 0, vv = 0;
+            const double *gs[2] = {g1, g2};
+            for (int s = 1; s <= 2; s++) {
+                double g = gs[s - 1][i] + (decoupled ? 0 : 0.1 * x);
+                if (decoupled)
+                    x *= 1 - 0.01 * 0.1;
+                mm = 0.9 * mm + 0.1 * g;
+                vv = 0.999 * vv + 0.001 * g * g;
+                double mhat = mm / (1 - pow(0.9, s)), vhat = vv / (1 - pow(0.999, s));
+                x -= 0.01 * mhat / (sqrt(vhat) + 1e-8);
+            }
+            CHECK_NEAR(p[i], x, 1e-14);
+            CHECK_NEAR(m[i], mm, 1e-15);
+            CHECK_NEAR(v[i], vv, 1e-15);
+            CHECK_NEAR(pf[i], x, 1e-6);
+        }
+    }
+    /* The first Adam step moves every weight by about lr (sign of g). */
+    sq_adam_cfg plain = {0.001, 0.9, 0.999, 1e-8, 0, 0};
+    double p[2] = {0, 0}, g[2] = {3, -1e-3}, m[2] = {0}, v[2] = {0};
+    sq_adam_update_f64(p, g, m, v, 2, &plain, 1);
+    CHECK_NEAR(p[0], -0.001, 1e-10);
+    CHECK_NEAR(p[1], 0.001, 1e-7);
+}
+
+UNIT_TEST(test_ops_grad_clip)
+{
+    double g[2] = {3, 4};
+    CHECK_NEAR(sq_grad_norm_f64(g, 2), 5, 1e-15);
+    CHECK_NEAR(sq_grad_clip_f64(g, 2, 10), 5, 1e-15); /* below: untouched */
+    CHECK(g[0] == 3 && g[1] == 4);
+    CHECK_NEAR(sq_grad_clip_f64(g, 2, 1), 5, 1e-15);
+    CHECK_NEAR(g[0], 0.6, 1e-6);
+    CHECK_NEAR(g[1], 0.8, 1e-6);
+    CHECK_NEAR(sq_grad_norm_f64(g, 2), 1, 1e-6);
+    /* float, many elements (several blocks, uneven last block) */
+    size_t n = 1001;
+    float *gf = malloc(n * sizeof *gf);
+    for (size_t i = 0; i < n; i++)
+        gf[i] = 2.0f;
+    CHECK_NEAR(sq_grad_clip(gf, n, 2.0), 2 * sqrt(1001.0), 1e-12);
+    CHECK_NEAR(sq_grad_norm(gf, n), 2.0, 1e-5);
+    gf[7] = NAN; /* divergence: reported, nothing scaled */
+    CHECK(isnan(sq_grad_clip(gf, n, 1.0)));
+    CHECK(gf[0] == gf[1]);
+    CHECK_EQ(sq_grad_norm(gf, 0) == 0, 1);
+    free(gf);
+}
+
+/* ------------------------------------------------------------------------ */
+
+/* Every op once with one thread and once with four: bitwise equal. */
+#ifdef _OPENMP
+static void run_all_float(float *res, size_t *nres, int T, int C, const int *off, int B)
+{
+    sq_rng r;
+    sq_rng_seed(&r, 12, 0);
+    int H = 2, V1 = 97, ld = C;
+    size_t n = (size_t)T * C, k = 0;
+    float *x = malloc(n * sizeof *x), *w = malloc(n * sizeof *w), *y = calloc(n, sizeof *y);
+    float *E = malloc((size_t)V1 * C * sizeof *E), *dE = calloc((size_t)V1 * C, sizeof *dE);
+    float *dx = calloc(n, sizeof *dx), *mean = calloc((size_t)T, sizeof *mean);
+    float *rstd = calloc((size_t)T, sizeof *rstd), *lw = malloc((size_t)C * sizeof *lw);
+    float *lb = calloc((size_t)C, sizeof *lb), *dlw = calloc((size_t)C, sizeof *dlw);
+    float *dlb = calloc((size_t)C, sizeof *dlb);
+    size_t an = sq_attention_cache_size(off, B, H);
+    float *att = calloc(an, sizeof *att);
+    float *scratch = calloc(sq_ce_scratch_size(64, V1, C), sizeof *scratch);
+    int *ids = malloc((size_t)T * sizeof *ids);
+    for (size_t i = 0; i < n; i++) {
+        x[i] = (float)sq_rng_normal(&r);
+        w[i] = (float)sq_rng_normal(&r);
+    }
+    for (size_t i = 0; i < (size_t)V1 * C; i++)
+        E[i] = (float)sq_rng_normal(&r) * 0.1f;
+    for (int c = 0; c < C; c++)
+        lw[c] = 1 + 0.1f * (float)c;
+    for (int i = 0; i < T; i++)
+        ids[i] = 1 + (int)sq_rng_below(&r, (uint64_t)(V1 - 1));
+    sq_layernorm_forward(y, mean, rstd, x, lw, lb, T, C, 1e-8f);
+    sq_layernorm_backward(dx, dlw, dlb, w, x, lw, mean, rstd, T, C);
+    sq_embedding_backward(dE, w, ids, T, C, 2.0f);
+    sq_attention_forward(y, att, x, w, x, ld, off, B, H, C, 1);
+    sq_attention_backward(dx, dx, dx, w, y, x, w, x, att, ld, off, B, H, C, 1);
+    int count;
+    double loss = sq_ce_full(dx, dE, scratch, y, E, NULL, ids, T, C, V1, 64, 1, &count);
+    double norm = sq_grad_norm(dx, n);
+    memcpy(res + k, dx, n * sizeof *dx), k += n;
+    memcpy(res + k, dE, (size_t)V1 * C * sizeof *dE), k += (size_t)V1 * C;
+    memcpy(res + k, dlw, (size_t)C * sizeof *dlw), k += (size_t)C;
+    memcpy(res + k, dlb, (size_t)C * sizeof *dlb), k += (size_t)C;
+    memcpy(res + k, att, an * sizeof *att), k += an;
+    res[k++] = (float)loss;
+    res[k++] = (float)norm;
+    *nres = k;
+    free(x); free(w); free(y); free(E); free(dE); free(dx); free(mean); free(rstd);
+    free(lw); free(lb); free(dlw); free(dlb); free(att); free(scratch); free(ids);
+}
+#endif
+
+UNIT_TEST(test_ops_deterministic_threads)
+{
+#ifndef _OPENMP
+    SKIP("built without OpenMP");
+#else
+    int len[40], off[41], B = 40, C = 36;
+    sq_rng r;
+    sq_rng_seed(&r, 13, 0);
+    for (int b = 0; b < B; b++)
+        len[b] = 1 + (int)sq_rng_below(&r, 50);
+    int T = sq_pack_offsets(off, len, B);
+    size_t cap = (size_t)T * C * 2 + 97 * (size_t)C + 2 * (size_t)C + 2 * 2500 * 40 + 2;
+    float *a = malloc(cap * sizeof *a), *b1 = malloc(cap * sizeof *b1);
+    size_t na, nb;
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    run_all_float(a, &na, T, C, off, B);
+    omp_set_num_threads(4);
+    run_all_float(b1, &nb, T, C, off, B);
+    omp_set_num_threads(nt);
+    CHECK_EQ(na, nb);
+    CHECK(memcmp(a, b1, na * sizeof *a) == 0);
+    free(a); free(b1);
+#endif
+}
