@@ -162,8 +162,9 @@ int sq_lines_open(sq_lines *L, const char *path, const char *member, sq_err *e)
         /* no ratings file by name, but only one file: reopen and take it */
         archive_read_free(L->a);
         L->a = NULL;
+        char again[SQ_MEMBER_MAX];
         if (arc_open(L, e) ||
-            select_member(L, NULL, first, &found, &is_archive, &n_reg, first, e))
+            select_member(L, NULL, first, &found, &is_archive, &n_reg, again, e))
             return e->code;
     }
     if (!found && is_archive) {
