@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include "err.h"
 #include "modelfile.h"
+#include "stream.h"
 
 /* A batch of B histories, packed oldest first: history b is
  * items[off[b] .. off[b] + len[b]); len[b] may be 0 (cold user). */
@@ -40,5 +41,22 @@ struct sq_model {
 /* Loads any model file, dispatching on its "model" config key. */
 int sq_model_load(sq_model *m, const char *path, sq_err *e);
 void sq_model_free(sq_model *m);
+
+/* What each model provides to sq_model_load (one line per model in the
+ * table of lib/model.c): sq_model_load has already set m->name, n_items and
+ * meta; the loader copies what it needs from mf, which is freed after it
+ * returns (or takes a tensor's data over by setting that tensor's data to
+ * NULL), and sets impl, scores and free_impl. */
+typedef int (*sq_model_loader)(sq_model *m, sq_modelfile *mf, sq_err *e);
+
+/* Writes the keys every model file carries after its "model" key: n_items,
+ * the training stream's meta as "data.KEY=value" lines and seqrec.version.
+ * Each model's save calls it, so that sq_model_load can restore m->meta. */
+int sq_model_set_data(sq_modelfile *mf, const sq_header *train, sq_err *e);
+
+/* Refuses (65) a stream of another dataset: n_items differs, or both the
+ * stream and the model's training stream have a "dataset" meta key and the
+ * values differ. name is the stream's name for the message. */
+int sq_model_check_stream(const sq_model *m, const sq_header *h, const char *name, sq_err *e);
 
 #endif

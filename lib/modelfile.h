@@ -12,6 +12,7 @@
 #ifndef SQ_MODELFILE_H
 #define SQ_MODELFILE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "err.h"
 

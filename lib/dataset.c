@@ -1,0 +1,267 @@
+/* dataset.c - a split, padded or sequences stream in memory (dataset.h),
+ * and the id maps of seqrec-preprocess. */
+#include "dataset.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fileio.h"
+
+int sq_dataset_init(sq_dataset *ds, const sq_header *h, sq_err *e)
+{
+    memset(ds, 0, sizeof *ds);
+    if (h->kind != SQ_SPLIT && h->kind != SQ_PADDED && h->kind != SQ_SEQUENCES)
+        return sq_fail(e, SQ_EX_DATA, "expected a split, padded or sequences stream, got %s",
+                       sq_kind_name(h->kind) ? sq_kind_name(h->kind) : "?");
+    return sq_header_copy(&ds->hdr, h, e);
+}
+
+/* Start of the last run of non-zero items in row[0, n): the sequence itself
+ * whatever the padding policy. */
+static uint32_t last_run(const uint32_t *row, uint32_t n)
+{
+    uint32_t end = n;
+    while (end > 0 && row[end - 1] == 0)
+        end--;
+    uint32_t start = end;
+    while (start > 0 && row[start - 1] != 0)
+        start--;
+    return start;
+}
+
+int sq_dataset_add(sq_dataset *ds, const sq_record *rec, sq_err *e)
+{
+    if (ds->n_seq == ds->cap_seq) {
+        uint64_t cap = ds->cap_seq ? ds->cap_seq * 2 : 1024;
+        sq_seq *s = realloc(ds->seq, cap * sizeof *s);
+        if (!s)
+            return sq_fail(e, SQ_EX_OSERR, "out of memory for %llu users",
+                           (unsigned long long)cap);
+        ds->seq = s;
+        ds->cap_seq = cap;
+    }
+    if (ds->n_items_total + rec->len > ds->cap_items) {
+        uint64_t cap = ds->cap_items ? ds->cap_items : 4096;
+        while (cap < ds->n_items_total + rec->len)
+            cap *= 2;
+        uint32_t *it = realloc(ds->items, cap * sizeof *it);
+        if (!it)
+            return sq_fail(e, SQ_EX_OSERR, "out of memory for %llu interactions",
+                           (unsigned long long)cap);
+        ds->items = it;
+        ds->cap_items = cap;
+    }
+    sq_seq *s = &ds->seq[ds->n_seq++];
+    memset(s, 0, sizeof *s);
+    s->user = rec->user;
+    s->len = rec->len;
+    s->off = ds->n_items_total;
+    if (rec->len)
+        memcpy(ds->items + s->off, rec->items, (size_t)rec->len * sizeof *rec->items);
+    ds->n_items_total += rec->len;
+    if (ds->hdr.kind == SQ_SEQUENCES) {
+        s->n_train = rec->len;
+    } else {
+        s->n_train = rec->n_train;
+        s->n_valid = rec->n_valid;
+    }
+    if (ds->hdr.kind == SQ_PADDED) {
+        s->view = rec->view;
+        s->hist = last_run(rec->items, rec->n_train);
+    }
+    return 0;
+}
+
+int sq_dataset_finish(sq_dataset *ds, sq_err *e)
+{
+    uint32_t n = ds->hdr.n_items;
+    free(ds->pop);
+    ds->pop = calloc((size_t)n + 1, sizeof *ds->pop);
+    if (!ds->pop)
+        return sq_fail(e, SQ_EX_OSERR, "out of memory for %u item counts", n);
+    ds->n_train_total = 0;
+    for (uint64_t r = 0; r < ds->n_seq; r++) {
+        const sq_seq *s = &ds->seq[r];
+        if (s->view != 0)
+            continue; /* another view of a user already counted */
+        const uint32_t *it = sq_dataset_items(ds, r);
+        for (uint32_t j = s->hist; j < s->n_train; j++)
+            ds->pop[it[j]]++;
+        ds->n_train_total += s->n_train - s->hist;
+    }
+    ds->pop[0] = 0; /* a padded row's zeros are not an item */
+    return 0;
+}
+
+int sq_dataset_read(sq_dataset *ds, FILE *f, const char *name, sq_err *e)
+{
+    sq_reader rd;
+    memset(ds, 0, sizeof *ds);
+    if (sq_reader_open(&rd, f, name, e))
+        goto fail;
+    if (rd.hdr.kind != SQ_SPLIT && rd.hdr.kind != SQ_PADDED && rd.hdr.kind != SQ_SEQUENCES) {
+        sq_fail(e, SQ_EX_DATA, "%s: expected a split, padded or sequences stream, got %s",
+                name, sq_kind_name(rd.hdr.kind));
+        goto fail;
+    }
+    if (sq_dataset_init(ds, &rd.hdr, e))
+        goto fail;
+    sq_record rec;
+    int got;
+    while ((got = sq_reader_next(&rd, &rec, e)) == 1)
+        if (sq_dataset_add(ds, &rec, e))
+            goto fail;
+    if (got < 0 || sq_dataset_finish(ds, e))
+        goto fail;
+    sq_reader_free(&rd);
+    return 0;
+fail:
+    sq_reader_free(&rd);
+    sq_dataset_free(ds);
+    return e->code;
+}
+
+void sq_dataset_free(sq_dataset *ds)
+{
+    sq_header_free(&ds->hdr);
+    free(ds->seq);
+    free(ds->items);
+    free(ds->pop);
+    memset(ds, 0, sizeof *ds);
+}
+
+/* ---- id maps ---- */
+
+static int parse_dense(const char *s, uint32_t *v)
+{
+    if (*s < '0' || *s > '9')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 10);
+    if (errno || *end || x == 0 || x > UINT32_MAX)
+        return -1;
+    *v = (uint32_t)x;
+    return 0;
+}
+
+/* Sets tab[dense] = val, growing tab (NULL-filled) as needed. */
+static int map_put(const char ***tab, uint32_t *n, uint32_t dense, const char *val)
+{
+    if (dense > *n) {
+        uint64_t cap = *n ? (uint64_t)*n * 2 : 1024;
+        while (cap < dense)
+            cap *= 2;
+        if (cap > UINT32_MAX)
+            cap = UINT32_MAX;
+        const char **t = realloc(*tab, ((size_t)cap + 1) * sizeof *t);
+        if (!t)
+            return -1;
+        for (uint64_t i = *n + (*tab ? 1 : 0); i <= cap; i++)
+            t[i] = NULL;
+        *tab = t;
+        *n = (uint32_t)cap;
+    }
+    (*tab)[dense] = val;
+    return 0;
+}
+
+int sq_idmap_read(sq_idmap *m, const char *path, sq_err *e)
+{
+    memset(m, 0, sizeof *m);
+    FILE *f;
+    if (sq_in_open(&f, path, e))
+        return e->code;
+    const char *name = sq_in_name(path);
+    size_t cap = 1 << 16, len = 0;
+    m->text = malloc(cap + 1);
+    if (!m->text) {
+        sq_in_close(f);
+        return sq_fail(e, SQ_EX_OSERR, "out of memory");
+    }
+    for (;;) {
+        if (len == cap) {
+            char *t = realloc(m->text, cap * 2 + 1);
+            if (!t) {
+                sq_in_close(f);
+                sq_idmap_free(m);
+                return sq_fail(e, SQ_EX_OSERR, "out of memory for the map %s", name);
+            }
+            m->text = t;
+            cap *= 2;
+        }
+        size_t got = fread(m->text + len, 1, cap - len, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    int rerr = ferror(f);
+    sq_in_close(f);
+    if (rerr) {
+        sq_idmap_free(m);
+        return sq_fail(e, SQ_EX_IO, "%s: read error", name);
+    }
+    m->text[len] = '\0';
+    if (memchr(m->text, '\0', len)) {
+        sq_idmap_free(m);
+        return sq_fail(e, SQ_EX_DATA, "%s: NUL byte in a map file", name);
+    }
+    /* Split in place: each field ends in a NUL. */
+    char *p = m->text;
+    for (uint64_t line = 1; *p; line++) {
+        char *eol = strchr(p, '\n');
+        char *next = eol ? eol + 1 : p + strlen(p);
+        if (eol)
+            *eol = '\0';
+        if (eol > p && eol[-1] == '\r')
+            eol[-1] = '\0';
+        char *t1 = strchr(p, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+        uint32_t dense;
+        if (!t1 || !t2 || strchr(t2 + 1, '\t')) {
+            sq_idmap_free(m);
+            return sq_fail(e, SQ_EX_DATA, "%s: line %llu: expected kind<TAB>dense<TAB>original",
+                           name, (unsigned long long)line);
+        }
+        *t1 = *t2 = '\0';
+        if (parse_dense(t1 + 1, &dense)) {
+            sq_idmap_free(m);
+            return sq_fail(e, SQ_EX_DATA, "%s: line %llu: bad dense id '%s'", name,
+                           (unsigned long long)line, t1 + 1);
+        }
+        int rc;
+        if (strcmp(p, "user") == 0)
+            rc = map_put(&m->user, &m->n_user, dense, t2 + 1);
+        else if (strcmp(p, "item") == 0)
+            rc = map_put(&m->item, &m->n_item, dense, t2 + 1);
+        else {
+            sq_idmap_free(m);
+            return sq_fail(e, SQ_EX_DATA, "%s: line %llu: kind must be user or item, not '%s'",
+                           name, (unsigned long long)line, p);
+        }
+        if (rc) {
+            sq_idmap_free(m);
+            return sq_fail(e, SQ_EX_OSERR, "out of memory for the map %s", name);
+        }
+        p = next;
+    }
+    return 0;
+}
+
+const char *sq_idmap_user(const sq_idmap *m, uint32_t dense)
+{
+    return dense >= 1 && dense <= m->n_user ? m->user[dense] : NULL;
+}
+
+const char *sq_idmap_item(const sq_idmap *m, uint32_t dense)
+{
+    return dense >= 1 && dense <= m->n_item ? m->item[dense] : NULL;
+}
+
+void sq_idmap_free(sq_idmap *m)
+{
+    free(m->text);
+    free(m->user);
+    free(m->item);
+    memset(m, 0, sizeof *m);
+}

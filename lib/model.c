@@ -1,0 +1,149 @@
+/* model.c - loading any model file (model.h): read the .sqm, restore what
+ * every model shares (name, n_items, the training meta), then hand the file
+ * to the loader named by the config key "model". */
+#include "model.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pop.h"
+
+/* The models seqrec-score can load. A new model adds one line here (and
+ * includes its header above); its loader's contract is in model.h. */
+static const struct {
+    const char *name;
+    sq_model_loader load;
+} models[] = {
+    {"pop", sq_pop_load},
+};
+
+int sq_model_set_data(sq_modelfile *mf, const sq_header *train, sq_err *e)
+{
+    if (sq_modelfile_set(mf, e, "n_items", "%u", train->n_items))
+        return e->code;
+    /* Each meta line "key=value" becomes "data.key=value". */
+    for (const char *line = train->meta; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        const char *eq = memchr(line, '=', len);
+        if (eq && eq > line) {
+            char key[256];
+            int klen = (int)(eq - line);
+            if (klen > (int)sizeof key - 6)
+                klen = (int)sizeof key - 6;
+            snprintf(key, sizeof key, "data.%.*s", klen, line);
+            if (sq_modelfile_set(mf, e, key, "%.*s", (int)(len - (size_t)(eq - line) - 1), eq + 1))
+                return e->code;
+        }
+        line += len + (end ? 1 : 0);
+    }
+    return sq_modelfile_set(mf, e, "seqrec.version", "%s", SEQREC_VERSION);
+}
+
+/* The "data." lines of the config, without the prefix: the training meta. */
+static int restore_meta(sq_model *m, const sq_modelfile *mf, sq_err *e)
+{
+    const char *c = mf->config ? mf->config : "";
+    char *meta = malloc(strlen(c) + 1), *w = meta;
+    if (!meta)
+        return sq_fail(e, SQ_EX_OSERR, "out of memory");
+    for (const char *line = c; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
+        if (strncmp(line, "data.", 5) == 0 && len > 5) {
+            memcpy(w, line + 5, len - 5);
+            w += len - 5;
+        }
+        line += len;
+    }
+    *w = '\0';
+    m->meta = meta;
+    return 0;
+}
+
+/* Puts "PATH: " before a loader's message, which cannot know the path. */
+static void prefix_path(sq_err *e, const char *path)
+{
+    size_t p = strlen(path) + 2, n = strlen(e->msg);
+    if (p + n >= sizeof e->msg)
+        return;
+    memmove(e->msg + p, e->msg, n + 1);
+    memcpy(e->msg, path, p - 2);
+    memcpy(e->msg + p - 2, ": ", 2);
+}
+
+int sq_model_load(sq_model *m, const char *path, sq_err *e)
+{
+    memset(m, 0, sizeof *m);
+    sq_modelfile mf;
+    if (sq_modelfile_read(path, &mf, e))
+        return e->code;
+    char name[64], num[32];
+    int rc = 0;
+    if (!sq_modelfile_get(&mf, "model", name, sizeof name)) {
+        rc = sq_fail(e, SQ_EX_DATA, "%s: no \"model\" key in the model config", path);
+        goto done;
+    }
+    if (!sq_modelfile_get(&mf, "n_items", num, sizeof num)) {
+        rc = sq_fail(e, SQ_EX_DATA, "%s: no \"n_items\" key in the model config", path);
+        goto done;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(num, &end, 10);
+    if (errno || *end || end == num || n == 0 || n >= UINT32_MAX) {
+        rc = sq_fail(e, SQ_EX_DATA, "%s: bad n_items '%s' in the model config", path, num);
+        goto done;
+    }
+    size_t i, n_models = sizeof models / sizeof models[0];
+    for (i = 0; i < n_models; i++)
+        if (strcmp(models[i].name, name) == 0)
+            break;
+    if (i == n_models) {
+        char known[256] = "";
+        for (size_t k = 0; k < n_models; k++)
+            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
+                     k ? ", " : "", models[k].name);
+        rc = sq_fail(e, SQ_EX_DATA, "%s: unknown model '%s' (this build knows %s)", path, name,
+                     known);
+        goto done;
+    }
+    if (strlen(name) >= sizeof m->name) { /* not reached: no such model is in the table */
+        rc = sq_fail(e, SQ_EX_DATA, "%s: model name too long", path);
+        goto done;
+    }
+    memcpy(m->name, name, strlen(name) + 1);
+    m->n_items = (uint32_t)n;
+    if ((rc = restore_meta(m, &mf, e)) != 0)
+        goto done;
+    if ((rc = models[i].load(m, &mf, e)) != 0)
+        prefix_path(e, path);
+done:
+    sq_modelfile_free(&mf);
+    if (rc)
+        sq_model_free(m);
+    return rc;
+}
+
+void sq_model_free(sq_model *m)
+{
+    if (m->free_impl)
+        m->free_impl(m);
+    free(m->meta);
+    memset(m, 0, sizeof *m);
+}
+
+int sq_model_check_stream(const sq_model *m, const sq_header *h, const char *name, sq_err *e)
+{
+    if (h->n_items != m->n_items)
+        return sq_fail(e, SQ_EX_DATA, "%s: the stream has %u items, the model was trained on %u "
+                       "(another dataset?)", name, h->n_items, m->n_items);
+    char a[512], b[512];
+    sq_header mh = {.meta = m->meta};
+    if (sq_meta_get(h, "dataset", a, sizeof a) && sq_meta_get(&mh, "dataset", b, sizeof b) &&
+        strcmp(a, b) != 0)
+        return sq_fail(e, SQ_EX_DATA, "%s: dataset '%s', but the model was trained on '%s'",
+                       name, a, b);
+    return 0;
+}
