@@ -329,7 +329,7 @@ void R(sq_residual_backward)(real *da, real *db, const real *dout, size_t n)
 
 /* Offset of segment b's probability blocks: H * sum_{b'<b} len[b']^2.
  * O(B) per call, negligible next to the O(len^2 hs) work of a pair. */
-static size_t R(att_base)(const int *off, int b, int H)
+static size_t att_base(const int *off, int b, int H)
 {
     size_t n = 0;
     for (int i = 0; i < b; i++) {
@@ -339,7 +339,7 @@ static size_t R(att_base)(const int *off, int b, int H)
     return n * (size_t)H;
 }
 
-static inline real R(dot)(const real *a, const real *b, int n)
+static inline real dot(const real *a, const real *b, int n)
 {
     real s = 0;
     for (int i = 0; i < n; i++)
@@ -361,7 +361,7 @@ void R(sq_attention_forward)(real *out, real *att, const real *q,
     for (int bh = 0; bh < B * H; bh++) {
         int b = bh / H, h = bh % H;
         int o = off[b], L = off[b + 1] - off[b];
-        real *a = att + R(att_base)(off, b, H) + (size_t)h * L * L;
+        real *a = att + att_base(off, b, H) + (size_t)h * L * L;
         for (int i = 0; i < L; i++) {
             const real *qi = q + (size_t)(o + i) * ld + h * hs;
             real *arow = a + (size_t)i * L;
@@ -369,7 +369,7 @@ void R(sq_attention_forward)(real *out, real *att, const real *q,
             /* softmax(s) = exp(s - max s) / sum: no overflow */
             real mx = -FLT_MAX;
             for (int j = 0; j < jend; j++) {
-                arow[j] = scale * R(dot)(qi, k + (size_t)(o + j) * ld + h * hs, hs);
+                arow[j] = scale * dot(qi, k + (size_t)(o + j) * ld + h * hs, hs);
                 if (arow[j] > mx)
                     mx = arow[j];
             }
@@ -411,13 +411,13 @@ void R(sq_attention_backward)(real *dq, real *dk, real *dv, const real *dout,
     for (int bh = 0; bh < B * H; bh++) {
         int b = bh / H, h = bh % H;
         int o = off[b], L = off[b + 1] - off[b];
-        const real *a = att + R(att_base)(off, b, H) + (size_t)h * L * L;
+        const real *a = att + att_base(off, b, H) + (size_t)h * L * L;
         for (int i = 0; i < L; i++) {
             const real *arow = a + (size_t)i * L;
             const real *doi = dout + (size_t)(o + i) * C + h * hs;
             const real *qi = q + (size_t)(o + i) * ld + h * hs;
             real *dqi = dq + (size_t)(o + i) * ld + h * hs;
-            real rowdot = R(dot)(doi, out + (size_t)(o + i) * C + h * hs, hs);
+            real rowdot = dot(doi, out + (size_t)(o + i) * C + h * hs, hs);
             int jend = causal ? i + 1 : L;
             for (int j = 0; j < jend; j++) {
                 const real *kj = k + (size_t)(o + j) * ld + h * hs;
@@ -425,7 +425,7 @@ void R(sq_attention_backward)(real *dq, real *dk, real *dv, const real *dout,
                 real *dkj = dk + (size_t)(o + j) * ld + h * hs;
                 real *dvj = dv + (size_t)(o + j) * ld + h * hs;
                 real p = arow[j];
-                real ds = scale * p * (R(dot)(doi, vj, hs) - rowdot);
+                real ds = scale * p * (dot(doi, vj, hs) - rowdot);
                 for (int d = 0; d < hs; d++) {
                     dvj[d] += p * doi[d];
                     dqi[d] += ds * kj[d];
@@ -464,8 +464,11 @@ double R(sq_ce_full)(real *dh, real *dE, real *scratch, const real *h,
          * with zero gradient. */
         for (int r = 0; r < m; r++) {
             int e = e0 + r;
-            memcpy(hc + (size_t)r * C, h + (size_t)(rows ? rows[e] : e) * C,
-                   (size_t)C * sizeof *hc);
+            if (targets[e])
+                memcpy(hc + (size_t)r * C, h + (size_t)(rows ? rows[e] : e) * C,
+                       (size_t)C * sizeof *hc);
+            else
+                memset(hc + (size_t)r * C, 0, (size_t)C * sizeof *hc);
         }
         /* logits[m, V1] = hc[m, C] E[V1, C]^T */
         r_gemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, V1, C,
@@ -486,15 +489,17 @@ double R(sq_ce_full)(real *dh, real *dE, real *scratch, const real *h,
             for (int j = 1; j < V1; j++)
                 if (lr[j] > mx)
                     mx = lr[j];
-            real ly = lr[y], sum = 0;
+            /* the sum runs over all V items: accumulate it in double */
+            real ly = lr[y];
+            double sum = 0;
             for (int j = 1; j < V1; j++) {
                 lr[j] = r_exp(lr[j] - mx);
                 sum += lr[j];
             }
             /* -log p_y = log sum_j exp(l_j - mx) + mx - l_y */
-            rowloss[r] = r_log(sum) + mx - ly;
+            rowloss[r] = (real)log(sum) + mx - ly;
             if (grad) {
-                real inv = g / sum;
+                real inv = (real)(g / sum);
                 lr[0] = 0;
                 for (int j = 1; j < V1; j++)
                     lr[j] *= inv;
@@ -552,7 +557,7 @@ double R(sq_bce_sampled)(real *dh, real *dE, const real *h, const real *E,
             if (!item)
                 continue;
             const real *e = E + (size_t)item * C;
-            real s = R(dot)(hi, e, C);
+            real s = dot(hi, e, C);
             /* positive: -log sigmoid(s) = softplus(-s), d/ds = sigmoid(s) - 1
              * negative: -log(1 - sigmoid(s)) = softplus(s), d/ds = sigmoid(s) */
             total += k < 0 ? sq_softplus(-s) : sq_softplus(s);
