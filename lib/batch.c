@@ -1,0 +1,251 @@
+/* batch.c - training samples and packed batches (see batch.h). */
+#include "batch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "rng.h"
+
+/* Stream ids of the builder's generators (sq_rng_seed's `stream`), kept
+ * apart from those of dropout and initialisation. */
+#define STREAM_SHUFFLE 0x5348554646000000ull /* "SHUFF" */
+#define STREAM_NEG 0x4e45470000000000ull     /* "NEG" */
+
+const char *sq_target_name(int mode)
+{
+    return mode == SQ_TARGET_LAST ? "last" : "all";
+}
+
+int sq_target_parse(const char *name)
+{
+    if (!strcmp(name, "all"))
+        return SQ_TARGET_ALL;
+    if (!strcmp(name, "last"))
+        return SQ_TARGET_LAST;
+    return -1;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmp_len_desc(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x < y) - (x > y);
+}
+
+static uint32_t sample_len(uint32_t e, int max_len)
+{
+    uint32_t n = e - 1;
+    return n < (uint32_t)max_len ? n : (uint32_t)max_len;
+}
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+int sq_batcher_init(sq_batcher *b, const sq_seqs *d, int mode, int max_len,
+                    int batch, int K, uint64_t seed, sq_err *e)
+{
+    memset(b, 0, sizeof *b);
+    b->d = *d;
+    b->mode = mode;
+    b->max_len = max_len;
+    b->batch = batch;
+    b->K = K;
+    b->seed = seed;
+    uint32_t *lens = NULL;
+
+    uint64_t n = 0;
+    for (uint32_t u = 0; u < d->n_users; u++)
+        if (d->n_train[u] >= 2)
+            n += mode == SQ_TARGET_LAST ? d->n_train[u] - 1 : 1;
+    if (n == 0)
+        return sq_fail(e, SQ_EX_DATA, "no user has 2 or more training items: nothing to train on");
+    b->n_samples = n;
+    b->samples = malloc(n * sizeof *b->samples);
+    b->order = malloc(n * sizeof *b->order);
+    lens = malloc(n * sizeof *lens);
+    if (!b->samples || !b->order || !lens)
+        goto oom;
+    uint64_t k = 0;
+    for (uint32_t u = 0; u < d->n_users; u++) {
+        uint32_t nt = d->n_train[u];
+        if (nt < 2)
+            continue;
+        for (uint32_t end = mode == SQ_TARGET_LAST ? 2 : nt; end <= nt; end++) {
+            lens[k] = sample_len(end, max_len);
+            b->samples[k++] = ((uint64_t)u << 32) | end;
+        }
+    }
+    memcpy(b->order, b->samples, n * sizeof *b->order);
+
+    /* Capacity bounds: the `batch` longest samples. */
+    qsort(lens, n, sizeof *lens, cmp_len_desc);
+    uint64_t cap_T = 0, cap_att = 0;
+    for (uint64_t i = 0; i < n && i < (uint64_t)batch; i++) {
+        cap_T += lens[i];
+        cap_att += (uint64_t)lens[i] * lens[i];
+    }
+    free(lens);
+    lens = NULL;
+    if (cap_T > (uint64_t)INT32_MAX / 2)
+        return sq_fail(e, SQ_EX_USAGE, "a batch of %d sequences of up to %d items is too large",
+                       batch, max_len);
+    b->cap_T = (int)cap_T;
+    b->cap_att = (size_t)cap_att;
+
+    if (K > 0) {
+        uint64_t total = d->start[d->n_users - 1] + d->n_train[d->n_users - 1];
+        b->sorted = malloc((total ? total : 1) * sizeof *b->sorted);
+        b->distinct = malloc(d->n_users * sizeof *b->distinct);
+        if (!b->sorted || !b->distinct)
+            goto oom;
+        for (uint32_t u = 0; u < d->n_users; u++) {
+            uint32_t *s = b->sorted + d->start[u];
+            uint32_t nt = d->n_train[u], m = 0;
+            memcpy(s, d->items + d->start[u], nt * sizeof *s);
+            qsort(s, nt, sizeof *s, cmp_u32);
+            for (uint32_t i = 0; i < nt; i++)
+                if (i == 0 || s[i] != s[i - 1])
+                    s[m++] = s[i];
+            b->distinct[u] = m;
+        }
+    }
+
+    /* One block for the packed batch: ids, pos, rows, targets [cap_T or
+     * batch], off [batch+1], user [batch], neg [cap_T * K]. */
+    size_t T = (size_t)b->cap_T, B = (size_t)batch, KK = (size_t)K;
+    size_t sz_ids = align64(T * sizeof(int)), sz_off = align64((B + 1) * sizeof(int));
+    size_t sz_user = align64(B * sizeof(uint32_t)), sz_neg = align64(T * KK * sizeof(int));
+    size_t total = 4 * sz_ids + sz_off + sz_user + sz_neg;
+    unsigned char *mem = b->mem = malloc(total);
+    if (!mem)
+        goto oom;
+    b->pb.ids = (int *)mem;
+    mem += sz_ids;
+    b->pb.pos = (int *)mem;
+    mem += sz_ids;
+    b->pb.rows = (int *)mem;
+    mem += sz_ids;
+    b->pb.targets = (int *)mem;
+    mem += sz_ids;
+    b->pb.off = (int *)mem;
+    mem += sz_off;
+    b->pb.user = (uint32_t *)mem;
+    mem += sz_user;
+    b->pb.neg = K > 0 ? (int *)mem : NULL;
+    b->pb.K = K;
+    return 0;
+
+oom:
+    free(lens);
+    sq_batcher_free(b);
+    return sq_fail(e, SQ_EX_OSERR, "out of memory for the batch builder");
+}
+
+void sq_batcher_free(sq_batcher *b)
+{
+    free(b->samples);
+    free(b->order);
+    free(b->sorted);
+    free(b->distinct);
+    free(b->mem);
+    memset(b, 0, sizeof *b);
+}
+
+uint64_t sq_batcher_n_batches(const sq_batcher *b)
+{
+    return (b->n_samples + (uint64_t)b->batch - 1) / (uint64_t)b->batch;
+}
+
+void sq_batcher_shuffle(sq_batcher *b, uint64_t epoch)
+{
+    /* Fisher-Yates on the samples in user order: the permutation is a pure
+     * function of (seed, epoch). */
+    sq_rng r;
+    sq_rng_seed(&r, b->seed, STREAM_SHUFFLE ^ epoch);
+    memcpy(b->order, b->samples, b->n_samples * sizeof *b->order);
+    for (uint64_t i = b->n_samples - 1; i > 0; i--) {
+        uint64_t j = sq_rng_below(&r, i + 1);
+        uint64_t t = b->order[i];
+        b->order[i] = b->order[j];
+        b->order[j] = t;
+    }
+}
+
+static int in_sorted(const uint32_t *s, uint32_t n, uint32_t x)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (s[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && s[lo] == x;
+}
+
+/* The generator of sample (u, end)'s negatives in epoch `epoch`. */
+static void neg_rng(sq_rng *r, uint64_t seed, uint64_t epoch, uint32_t u, uint32_t end)
+{
+    uint64_t x = (epoch + 1) * 0x9e3779b97f4a7c15ull;
+    x ^= ((uint64_t)u << 32 | end) * 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 29;
+    sq_rng_seed(r, seed, STREAM_NEG ^ x);
+}
+
+const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
+{
+    sq_packed *p = &b->pb;
+    uint64_t first = i * (uint64_t)b->batch;
+    uint64_t last = first + (uint64_t)b->batch;
+    if (last > b->n_samples)
+        last = b->n_samples;
+    int B = (int)(last - first), T = 0, n = 0, K = b->K;
+    uint32_t n_items = b->d.n_items;
+    p->off[0] = 0;
+    for (int j = 0; j < B; j++) {
+        uint64_t s = b->order[first + (uint64_t)j];
+        uint32_t u = (uint32_t)(s >> 32), end = (uint32_t)s;
+        uint32_t len = sample_len(end, b->max_len);
+        const uint32_t *it = b->d.items + b->d.start[u] + (end - 1 - len);
+        p->user[j] = u;
+        int o = T;
+        for (uint32_t t = 0; t < len; t++) {
+            p->ids[o + (int)t] = (int)it[t];
+            p->pos[o + (int)t] = b->max_len - (int)len + (int)t;
+        }
+        T += (int)len;
+        p->off[j + 1] = T;
+        /* the trained positions of this sample, oldest first */
+        uint32_t t0 = b->mode == SQ_TARGET_LAST ? len - 1 : 0;
+        int n0 = n;
+        for (uint32_t t = t0; t < len; t++) {
+            p->rows[n] = o + (int)t;
+            p->targets[n] = (int)it[t + 1];
+            n++;
+        }
+        if (K > 0) {
+            sq_rng r;
+            neg_rng(&r, b->seed, epoch, u, end);
+            const uint32_t *srt = b->sorted + b->d.start[u];
+            uint32_t nd = b->distinct[u];
+            for (int m = n0; m < n; m++)
+                for (int k = 0; k < K; k++) {
+                    uint32_t x = 0;
+                    if (nd < n_items)
+                        do
+                            x = 1 + (uint32_t)sq_rng_below(&r, n_items);
+                        while (in_sorted(srt, nd, x));
+                    p->neg[(size_t)m * K + k] = (int)x;
+                }
+        }
+    }
+    p->B = B;
+    p->T = T;
+    p->n = n;
+    return p;
+}

@@ -1,0 +1,95 @@
+/* batch.h - training samples and packed batches (the batch builder).
+ *
+ * SAMPLES. The training part of user u is items[0, n_train). A sample is a
+ * pair (u, e), 2 <= e <= n_train: the slice items[s, e) with
+ * s = max(0, e - 1 - max_len) gives the inputs items[s, e-1) (len = e-1-s,
+ * at most max_len) and the targets items[s+1, e), so input t predicts the
+ * item that follows it.
+ *   SQ_TARGET_ALL   one sample per user with n_train >= 2, e = n_train; every
+ *                   position is trained (SASRec, FPARec's `training_target
+ *                   all`): one pass per user and epoch.
+ *   SQ_TARGET_LAST  one sample per prefix, e = 2 .. n_train; only the last
+ *                   position of a sample is trained (RecBole's prefix
+ *                   augmentation, used by LinRec's published numbers).
+ *
+ * EPOCHS AND BATCHES. Each epoch shuffles the samples with a generator seeded
+ * by (seed, epoch) alone; batch i takes samples order[i*B .. i*B+B-1] and
+ * packs their inputs with no padding rows (ops.h: PACKED LAYOUT), positions
+ * max_len - len + t (the newest input sits at max_len - 1). Nothing depends
+ * on state carried from an earlier epoch, so a run resumed at an epoch
+ * boundary draws exactly what the uninterrupted run draws.
+ *
+ * NEGATIVES (--loss bce). Every trained position gets K negatives drawn
+ * uniformly from the items NOT in the user's training part (original
+ * SASRec's random_neq over the training set), from a generator seeded by
+ * (seed, epoch, user, e): they do not depend on batching or thread count.
+ * A user whose training part holds every item gets no negatives (0). */
+#ifndef SQ_BATCH_H
+#define SQ_BATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+enum sq_target_mode { SQ_TARGET_ALL = 0, SQ_TARGET_LAST = 1 };
+
+/* "all" / "last"; parse returns -1 for an unknown name. */
+const char *sq_target_name(int mode);
+int sq_target_parse(const char *name);
+
+/* The training sequences the builder reads (borrowed, not copied). */
+typedef struct {
+    uint32_t n_users;
+    uint32_t n_items;
+    const uint32_t *items;   /* every user's items, concatenated */
+    const uint64_t *start;   /* user u's items start at items[start[u]] */
+    const uint32_t *n_train; /* [n_users] length of the training part */
+} sq_seqs;
+
+/* One packed batch, the input of a model step (ops.h layouts). */
+typedef struct {
+    int B, T;        /* sequences, token rows */
+    int *ids;        /* [T] input item ids (1..n_items; 0 = padding token) */
+    int *off;        /* [B+1] row offsets, off[B] = T */
+    int *pos;        /* [T] learned-position index, 0..max_len-1 */
+    uint32_t *user;  /* [B] user index of each sequence */
+    int n;           /* loss entries */
+    int *rows;       /* [n] row of entry i; NULL: entry i is row i (n = T) */
+    int *targets;    /* [n] the item to predict (0 = none) */
+    int K;           /* negatives per entry (0 for --loss ce) */
+    int *neg;        /* [n * K] negative items, 0 = none; NULL when K = 0 */
+} sq_packed;
+
+typedef struct {
+    sq_seqs d;
+    int mode, max_len, batch, K;
+    uint64_t seed;
+    uint64_t n_samples;
+    uint64_t *samples;   /* (u << 32) | e, in user order */
+    uint64_t *order;     /* this epoch's permutation of samples */
+    uint32_t *sorted;    /* every user's training items, sorted (negatives) */
+    uint32_t *distinct;  /* [n_users] distinct training items (negatives) */
+    int cap_T;           /* most token rows in one batch (bound) */
+    size_t cap_att;      /* most sum(len^2) in one batch (bound) */
+    void *mem;           /* one block for the packed batch's arrays */
+    sq_packed pb;
+} sq_batcher;
+
+/* Lists the samples of d (users with n_train >= 2) and allocates a batch of
+ * `batch` samples; K > 0 prepares negative sampling. SQ_EX_DATA when there
+ * is no sample at all, SQ_EX_OSERR when out of memory. */
+int sq_batcher_init(sq_batcher *b, const sq_seqs *d, int mode, int max_len,
+                    int batch, int K, uint64_t seed, sq_err *e);
+void sq_batcher_free(sq_batcher *b);
+
+/* Number of batches of an epoch: ceil(n_samples / batch). */
+uint64_t sq_batcher_n_batches(const sq_batcher *b);
+
+/* Shuffles the samples for epoch `epoch` (0-based). */
+void sq_batcher_shuffle(sq_batcher *b, uint64_t epoch);
+
+/* Packs batch i of the current epoch into b->pb and returns it. */
+const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i);
+
+#endif
