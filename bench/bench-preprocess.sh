@@ -27,15 +27,7 @@ shuf --random-source="$tmp/rand" "$tmp/log.tsv" > "$tmp/shuf.tsv"
 gzip -1 -c "$tmp/shuf.tsv" > "$tmp/shuf.tsv.gz"
 n=$(wc -l < "$tmp/log.tsv" | tr -d ' ')
 
-now() { date +%s.%N; }
-best() { # best wall seconds of 3 runs of "$@"
-  b=""
-  for _ in 1 2 3; do
-    t0=$(now); "$@"; t1=$(now)
-    b=$(echo "$t0 $t1 $b" | awk '{d=$2-$1; if ($3=="" || d<$3) print d; else print $3}')
-  done
-  echo "$b"
-}
+. "$(dirname "$0")/timing.sh"
 rate() { echo "$1 $2" | awk '{printf "%.0f", $1 / $2}'; }
 secs() { echo "$1" | awk '{printf "%.3f", $1}'; }
 

@@ -8,15 +8,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$BIN/seqrec-synth" --users 500000 --mean-len 20 --seed 3 --format stream -o "$tmp/seq.sqr"
 "$BIN/seqrec-split" --leave-one-out "$tmp/seq.sqr" -o "$tmp/split.sqr" 2>/dev/null
-now() { date +%s.%N; }
-best() { # best wall seconds of 3 runs of "$@"
-  b=""
-  for _ in 1 2 3; do
-    t0=$(now); "$@"; t1=$(now)
-    b=$(echo "$t0 $t1 $b" | awk '{d=$2-$1; if ($3=="" || d<$3) print d; else print $3}')
-  done
-  echo "$b"
-}
+. "$(dirname "$0")/timing.sh"
 mb() { echo "$1 $2" | awk '{printf "%.1f", $1 / 1e6 / $2}'; }
 size=$(stat -c %s "$tmp/seq.sqr")
 ssize=$(stat -c %s "$tmp/split.sqr")
