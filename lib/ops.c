@@ -339,12 +339,28 @@ static size_t att_base(const int *off, int b, int H)
     return n * (size_t)H;
 }
 
+/* Dot product with 8 partial sums: breaks the dependency chain of the
+ * additions and lets the compiler use SIMD lanes, while the order of the
+ * sum stays fixed (deterministic, and no -ffast-math needed). */
 static inline real dot(const real *a, const real *b, int n)
 {
-    real s = 0;
+    real acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++)
+            acc[l] += a[i + l] * b[i + l];
+    real tail = 0;
+    for (; i < n; i++)
+        tail += a[i] * b[i];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) +
+           ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
+}
+
+/* y += a x; y and x never overlap here (distinct tensors or rows). */
+static inline void axpy(real *restrict y, real a, const real *restrict x, int n)
+{
     for (int i = 0; i < n; i++)
-        s += a[i] * b[i];
-    return s;
+        y[i] += a * x[i];
 }
 
 void R(sq_attention_forward)(real *out, real *att, const real *q,
@@ -386,11 +402,8 @@ void R(sq_attention_forward)(real *out, real *att, const real *q,
             real *oi = out + (size_t)(o + i) * C + h * hs;
             for (int d = 0; d < hs; d++)
                 oi[d] = 0;
-            for (int j = 0; j < jend; j++) {
-                const real *vj = v + (size_t)(o + j) * ld + h * hs;
-                for (int d = 0; d < hs; d++)
-                    oi[d] += arow[j] * vj[d];
-            }
+            for (int j = 0; j < jend; j++)
+                axpy(oi, arow[j], v + (size_t)(o + j) * ld + h * hs, hs);
         }
     }
 }
@@ -426,11 +439,9 @@ void R(sq_attention_backward)(real *dq, real *dk, real *dv, const real *dout,
                 real *dvj = dv + (size_t)(o + j) * ld + h * hs;
                 real p = arow[j];
                 real ds = scale * p * (dot(doi, vj, hs) - rowdot);
-                for (int d = 0; d < hs; d++) {
-                    dvj[d] += p * doi[d];
-                    dqi[d] += ds * kj[d];
-                    dkj[d] += ds * qi[d];
-                }
+                axpy(dvj, p, doi, hs);
+                axpy(dqi, ds, kj, hs);
+                axpy(dkj, ds, qi, hs);
             }
         }
     }
