@@ -1,0 +1,707 @@
+/* eval.c - ranks of held-out targets and top-K lists (eval.h).
+ *
+ * Work is a list of jobs (one per target, or one per user for top-K) taken
+ * B at a time: their histories are packed into one sq_batch, the model
+ * scores the batch once into a [B x (n_items + 1)] buffer, then OpenMP
+ * threads rank the jobs of the batch, each with its own scratch, and the
+ * results are emitted in job order. Every random draw of a job comes from
+ * a generator seeded by (seed, user, position), so nothing depends on the
+ * batch size or the number of threads. */
+#include "eval.h"
+
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "rng.h"
+
+/* ---- options ---- */
+
+void sq_eval_defaults(sq_eval_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->target = SQ_EVAL_TEST;
+    o->cand = SQ_CAND_FULL;
+    o->seed = 1;
+    o->batch = 256;
+}
+
+static int parse_u32(const char *s, uint32_t *v)
+{
+    if (*s < '0' || *s > '9')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 10);
+    if (errno || *end || x > UINT32_MAX)
+        return -1;
+    *v = (uint32_t)x;
+    return 0;
+}
+
+int sq_eval_parse_candidates(const char *s, sq_eval_opts *o, sq_err *e)
+{
+    if (strcmp(s, "full") == 0) {
+        o->cand = SQ_CAND_FULL;
+        o->n_neg = 0;
+        return 0;
+    }
+    int kind = strncmp(s, "uni:", 4) == 0 ? SQ_CAND_UNI
+             : strncmp(s, "pop:", 4) == 0 ? SQ_CAND_POP : -1;
+    uint32_t n;
+    if (kind < 0 || parse_u32(s + 4, &n) || n == 0)
+        return sq_fail(e, SQ_EX_USAGE, "--candidates: expected full, uni:N or pop:N "
+                       "(N a positive integer), got '%s'", s);
+    o->cand = kind;
+    o->n_neg = n;
+    return 0;
+}
+
+int sq_eval_parse_shard(const char *s, sq_eval_opts *o, sq_err *e)
+{
+    char buf[64];
+    const char *slash = strchr(s, '/');
+    uint32_t i, n;
+    if (!slash || (size_t)(slash - s) >= sizeof buf)
+        goto bad;
+    memcpy(buf, s, (size_t)(slash - s));
+    buf[slash - s] = '\0';
+    if (parse_u32(buf, &i) || parse_u32(slash + 1, &n) || n == 0 || i >= n)
+        goto bad;
+    o->shard_i = i;
+    o->shard_n = n;
+    return 0;
+bad:
+    return sq_fail(e, SQ_EX_USAGE, "--shard: expected i/n with 0 <= i < n, got '%s'", s);
+}
+
+void sq_eval_candidates_name(const sq_eval_opts *o, char *buf, size_t n)
+{
+    if (o->cand == SQ_CAND_FULL)
+        snprintf(buf, n, "full");
+    else
+        snprintf(buf, n, "%s:%u", o->cand == SQ_CAND_UNI ? "uni" : "pop", o->n_neg);
+}
+
+uint64_t sq_shard_hash(uint32_t user)
+{
+    unsigned char b[4] = {(unsigned char)user, (unsigned char)(user >> 8),
+                          (unsigned char)(user >> 16), (unsigned char)(user >> 24)};
+    return XXH3_64bits(b, sizeof b);
+}
+
+int sq_shard_has(uint32_t user, uint32_t i, uint32_t n)
+{
+    return n <= 1 || sq_shard_hash(user) % n == i;
+}
+
+/* ---- jobs and scratch ---- */
+
+typedef struct {
+    uint64_t rec;   /* record of the dataset */
+    uint32_t pos;   /* target position (ranks) or len (top-K): history ends here */
+} job;
+
+typedef struct {
+    float score;
+    uint32_t item;
+} scored;
+
+/* Per-thread memory: two stamp arrays over the items (a mark is current
+ * when it equals stamp, so nothing is cleared between jobs), and room for
+ * pop sampling's fallback and for a top-K heap. */
+typedef struct {
+    uint32_t *hist;   /* hist[i] == stamp: i is in the excluded history */
+    uint32_t *drawn;  /* drawn[i] == stamp: i already drawn (or left out) */
+    uint32_t stamp;
+    scored *keys;     /* [n_items] for pop sampling's exact fallback, or [K] heap */
+} scratch;
+
+typedef struct {
+    const sq_dataset *ds;
+    const sq_eval_opts *o;
+    uint32_t n;        /* n_items */
+    uint64_t *cum;     /* pop: cum[i] = pop[1] + ... + pop[i] */
+    uint32_t n_pos;    /* pop: items with a positive count */
+    uint32_t K;        /* top-K */
+} ctx;
+
+static void scratch_free(scratch *s, int nt)
+{
+    for (int t = 0; s && t < nt; t++) {
+        free(s[t].hist);
+        free(s[t].drawn);
+        free(s[t].keys);
+    }
+    free(s);
+}
+
+static scratch *scratch_new(int nt, uint32_t n, size_t n_keys)
+{
+    scratch *s = calloc((size_t)nt, sizeof *s);
+    if (!s)
+        return NULL;
+    for (int t = 0; t < nt; t++) {
+        s[t].hist = calloc((size_t)n + 1, sizeof *s[t].hist);
+        s[t].drawn = calloc((size_t)n + 1, sizeof *s[t].drawn);
+        s[t].keys = n_keys ? malloc(n_keys * sizeof *s[t].keys) : NULL;
+        if (!s[t].hist || !s[t].drawn || (n_keys && !s[t].keys)) {
+            scratch_free(s, nt);
+            return NULL;
+        }
+    }
+    return s;
+}
+
+/* A fresh stamp: every mark of earlier jobs is stale at once. */
+static void next_stamp(scratch *s, uint32_t n)
+{
+    if (++s->stamp == 0) {
+        memset(s->hist, 0, ((size_t)n + 1) * sizeof *s->hist);
+        memset(s->drawn, 0, ((size_t)n + 1) * sizeof *s->drawn);
+        s->stamp = 1;
+    }
+}
+
+/* Marks the history items except keep; returns how many distinct ones,
+ * and in *n_pos how many of those have a positive training count. */
+static uint32_t mark_history(scratch *s, const uint32_t *h, uint32_t len, uint32_t keep,
+                             const uint64_t *pop, uint32_t *n_pos)
+{
+    uint32_t d = 0, dp = 0;
+    for (uint32_t j = 0; j < len; j++) {
+        uint32_t it = h[j];
+        if (it == keep || s->hist[it] == s->stamp)
+            continue;
+        s->hist[it] = s->stamp;
+        d++;
+        dp += pop && pop[it] > 0;
+    }
+    if (n_pos)
+        *n_pos = dp;
+    return d;
+}
+
+/* ---- ranking one target ---- */
+
+/* Candidates compared with the target score so far. */
+typedef struct {
+    float st;         /* the target's score */
+    uint32_t above;   /* scoring strictly higher */
+    uint32_t equal;   /* scoring the same */
+    uint32_t n;       /* candidates other than the target */
+    int nan;
+    uint32_t *list;   /* when set, the candidates are listed here (tests) */
+} tally;
+
+static inline void cmp(tally *t, const float *sc, uint32_t i)
+{
+    float x = sc[i];
+    t->above += x > t->st;
+    t->equal += x == t->st;
+    t->nan |= x != x;
+    if (t->list)
+        t->list[t->n] = i;
+    t->n++;
+}
+
+/* Every item other than the target that is not excluded (and, with
+ * pop_only, has a positive count) and not already drawn. */
+static void tally_all(tally *t, const float *sc, const ctx *c, const scratch *s,
+                      uint32_t target, int excl, int pop_only, int skip_drawn)
+{
+    const uint64_t *pop = c->ds->pop;
+    for (uint32_t i = 1; i <= c->n; i++) {
+        if (i == target || (excl && s->hist[i] == s->stamp) ||
+            (pop_only && pop[i] == 0) || (skip_drawn && s->drawn[i] == s->stamp))
+            continue;
+        cmp(t, sc, i);
+    }
+}
+
+/* Whether i may be drawn as a negative. */
+static inline int eligible(const scratch *s, uint32_t i, uint32_t target, int excl)
+{
+    return i != target && !(excl && s->hist[i] == s->stamp) && s->drawn[i] != s->stamp;
+}
+
+/* Uniform negatives without replacement. Rejection sampling while at most
+ * half the pool is wanted; beyond that the complement (the items left out)
+ * is drawn instead, so the expected cost stays below two draws per item. */
+static void sample_uniform(tally *t, const float *sc, const ctx *c, scratch *s, sq_rng *r,
+                           uint32_t target, int excl, uint32_t pool, uint32_t need)
+{
+    if (need == pool) {
+        tally_all(t, sc, c, s, target, excl, 0, 0);
+        return;
+    }
+    int complement = need > pool / 2;
+    uint32_t todo = complement ? pool - need : need;
+    while (todo) {
+        uint32_t i = 1 + (uint32_t)sq_rng_below(r, c->n);
+        if (!eligible(s, i, target, excl))
+            continue;
+        s->drawn[i] = s->stamp;
+        if (!complement)
+            cmp(t, sc, i);
+        todo--;
+    }
+    if (complement) /* candidates: what was not left out */
+        tally_all(t, sc, c, s, target, excl, 0, 1);
+}
+
+static int by_key(const void *a, const void *b)
+{
+    const scored *x = a, *y = b;
+    if (x->score != y->score)
+        return x->score < y->score ? -1 : 1;
+    return x->item < y->item ? -1 : x->item > y->item;
+}
+
+/* The item i with cum[i-1] <= x < cum[i]. */
+static uint32_t pop_item(const uint64_t *cum, uint32_t n, uint64_t x)
+{
+    uint32_t lo = 1, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (cum[mid] > x)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* Popularity negatives without replacement: draws proportional to the
+ * training counts, rejecting the target, the excluded history and repeats.
+ * When the items left are so unpopular that rejection stalls, the rest is
+ * drawn exactly by an exponential race (key -log(u) / count, smallest keys
+ * first), which continues the same successive sampling. */
+static void sample_pop(tally *t, const float *sc, const ctx *c, scratch *s, sq_rng *r,
+                       uint32_t target, int excl, uint32_t pool, uint32_t need)
+{
+    if (need == pool) {
+        tally_all(t, sc, c, s, target, excl, 1, 0);
+        return;
+    }
+    const uint64_t *pop = c->ds->pop;
+    uint64_t total = c->cum[c->n], tries = 32 * (uint64_t)need + 1024;
+    uint32_t got = 0;
+    while (got < need && tries--) {
+        uint32_t i = pop_item(c->cum, c->n, sq_rng_below(r, total));
+        if (!eligible(s, i, target, excl))
+            continue;
+        s->drawn[i] = s->stamp;
+        cmp(t, sc, i);
+        got++;
+    }
+    if (got == need)
+        return;
+    uint32_t m = 0;
+    for (uint32_t i = 1; i <= c->n; i++) {
+        if (pop[i] == 0 || !eligible(s, i, target, excl))
+            continue;
+        double u = 1.0 - sq_rng_uniform(r); /* (0, 1] */
+        s->keys[m].score = (float)(-log(u) / (double)pop[i]);
+        s->keys[m++].item = i;
+    }
+    qsort(s->keys, m, sizeof *s->keys, by_key);
+    for (uint32_t j = 0; j < need - got && j < m; j++)
+        cmp(t, sc, s->keys[j].item);
+}
+
+/* Rank and candidate count of one target; -1 on a NaN score. With list,
+ * the candidates other than the target are also listed there. */
+static int rank_one(const ctx *c, scratch *s, const float *sc, uint32_t user, uint32_t pos,
+                    const uint32_t *h, uint32_t hlen, uint32_t target,
+                    uint32_t *rank, uint32_t *n_cand, uint32_t *list)
+{
+    const sq_eval_opts *o = c->o;
+    int excl = o->exclude_history;
+    tally t = {.st = sc[target], .list = list};
+    next_stamp(s, c->n);
+    uint32_t nh = 0, nh_pos = 0;
+    if (excl)
+        nh = mark_history(s, h, hlen, target, c->ds->pop, &nh_pos);
+    if (o->cand == SQ_CAND_FULL) {
+        tally_all(&t, sc, c, s, target, excl, 0, 0);
+    } else {
+        sq_rng r;
+        sq_rng_seed(&r, o->seed, sq_eval_stream(user, pos));
+        uint32_t pool = o->cand == SQ_CAND_UNI
+                            ? c->n - 1 - nh
+                            : c->n_pos - (c->ds->pop[target] > 0) - nh_pos;
+        uint32_t need = o->n_neg < pool ? o->n_neg : pool;
+        if (o->cand == SQ_CAND_UNI)
+            sample_uniform(&t, sc, c, s, &r, target, excl, pool, need);
+        else
+            sample_pop(&t, sc, c, s, &r, target, excl, pool, need);
+    }
+    if (t.nan || t.st != t.st)
+        return -1;
+    *rank = 1 + t.above + (o->optimistic ? 0 : t.equal);
+    *n_cand = 1 + t.n;
+    return 0;
+}
+
+/* ---- top-K of one user ---- */
+
+/* a ranks before b: higher score, then lower item id. */
+static inline int better(const scored *a, const scored *b)
+{
+    return a->score > b->score || (a->score == b->score && a->item < b->item);
+}
+
+/* Sift down in a heap whose root is the worst kept entry. */
+static void sift(scored *hp, uint32_t n, uint32_t i)
+{
+    for (;;) {
+        uint32_t w = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && better(&hp[w], &hp[l]))
+            w = l;
+        if (r < n && better(&hp[w], &hp[r]))
+            w = r;
+        if (w == i)
+            return;
+        scored tmp = hp[i];
+        hp[i] = hp[w];
+        hp[w] = tmp;
+        i = w;
+    }
+}
+
+/* The best K items into items/scores, best first; returns k, or -1 on NaN. */
+static int64_t topk_one(const ctx *c, scratch *s, const float *sc, const uint32_t *h,
+                        uint32_t hlen, uint32_t *items, float *scores)
+{
+    int excl = c->o->exclude_history;
+    next_stamp(s, c->n);
+    if (excl)
+        mark_history(s, h, hlen, 0, NULL, NULL);
+    scored *hp = s->keys;
+    uint32_t k = 0, K = c->K;
+    for (uint32_t i = 1; i <= c->n; i++) {
+        if (excl && s->hist[i] == s->stamp)
+            continue;
+        scored x = {sc[i], i};
+        if (x.score != x.score)
+            return -1;
+        if (k < K) { /* fill, then heapify once full */
+            hp[k++] = x;
+            if (k == K)
+                for (uint32_t j = K / 2; j-- > 0;)
+                    sift(hp, K, j);
+        } else if (better(&x, &hp[0])) {
+            hp[0] = x;
+            sift(hp, K, 0);
+        }
+    }
+    if (k < K)
+        for (uint32_t j = k / 2; j-- > 0;)
+            sift(hp, k, j);
+    /* Pop the worst to the back: the array ends up best first. */
+    for (uint32_t n = k; n > 1; n--) {
+        scored tmp = hp[0];
+        hp[0] = hp[n - 1];
+        hp[n - 1] = tmp;
+        sift(hp, n - 1, 0);
+    }
+    for (uint32_t j = 0; j < k; j++) {
+        items[j] = hp[j].item;
+        scores[j] = hp[j].score;
+    }
+    return k;
+}
+
+/* ---- the batched driver ---- */
+
+/* Lists the jobs: targets (topk == 0) or users (topk != 0) of ds under o. */
+static int list_jobs(const sq_dataset *ds, const sq_eval_opts *o, int topk, job **out,
+                     uint64_t *n_out, sq_err *e)
+{
+    uint64_t n = 0, cap = 0;
+    job *jobs = NULL;
+    for (uint64_t r = 0; r < ds->n_seq; r++) {
+        const sq_seq *q = &ds->seq[r];
+        if (q->view != 0 || !sq_shard_has(q->user, o->shard_i, o->shard_n))
+            continue;
+        uint32_t a = q->len, b = q->len + 1; /* top-K: one job at len */
+        if (!topk) {
+            a = o->target == SQ_EVAL_VALID ? q->n_train : q->n_train + q->n_valid;
+            b = o->target == SQ_EVAL_VALID ? q->n_train + q->n_valid : q->len;
+        }
+        for (uint32_t p = a; p < b; p++) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 1024;
+                job *j = realloc(jobs, cap * sizeof *j);
+                if (!j) {
+                    free(jobs);
+                    return sq_fail(e, SQ_EX_OSERR, "out of memory for %llu targets",
+                                   (unsigned long long)cap);
+                }
+                jobs = j;
+            }
+            jobs[n++] = (job){r, p};
+        }
+    }
+    *out = jobs;
+    *n_out = n;
+    return 0;
+}
+
+typedef struct {
+    int B, nt;
+    uint32_t *items;   /* packed histories */
+    size_t cap_items;
+    uint32_t *off, *len;
+    float *scores;     /* [B x (n_items + 1)] */
+    uint32_t *rank, *n_cand; /* ranks: per job; top-K: k per job in rank */
+    int *bad;
+    uint32_t *top;     /* top-K: [B x K] items */
+    float *top_sc;     /* [B x K] scores */
+    scratch *s;
+} work;
+
+static void work_free(work *w)
+{
+    free(w->items);
+    free(w->off);
+    free(w->len);
+    free(w->scores);
+    free(w->rank);
+    free(w->n_cand);
+    free(w->bad);
+    free(w->top);
+    free(w->top_sc);
+    scratch_free(w->s, w->nt);
+}
+
+static int work_new(work *w, const ctx *c, int topk, sq_err *e)
+{
+    const sq_eval_opts *o = c->o;
+    memset(w, 0, sizeof *w);
+    w->B = o->batch > 0 ? o->batch : 256;
+    w->nt = o->threads > 0 ? o->threads : omp_get_max_threads();
+    size_t B = (size_t)w->B, row = (size_t)c->n + 1;
+    size_t n_keys = topk ? c->K : o->cand == SQ_CAND_POP ? c->n : 0;
+    w->off = malloc(B * sizeof *w->off);
+    w->len = malloc(B * sizeof *w->len);
+    w->scores = B <= SIZE_MAX / row / sizeof(float) ? malloc(B * row * sizeof *w->scores) : NULL;
+    w->rank = malloc(B * sizeof *w->rank);
+    w->n_cand = malloc(B * sizeof *w->n_cand);
+    w->bad = malloc(B * sizeof *w->bad);
+    if (topk) {
+        w->top = malloc(B * c->K * sizeof *w->top);
+        w->top_sc = malloc(B * c->K * sizeof *w->top_sc);
+    }
+    w->s = scratch_new(w->nt, c->n, n_keys);
+    if (!w->off || !w->len || !w->scores || !w->rank || !w->n_cand || !w->bad || !w->s ||
+        (topk && (!w->top || !w->top_sc))) {
+        work_free(w);
+        memset(w, 0, sizeof *w);
+        return sq_fail(e, SQ_EX_OSERR, "out of memory for a batch of %d x %u scores "
+                       "(try a smaller --batch)", (int)B, c->n);
+    }
+    return 0;
+}
+
+/* Packs the histories of jobs[0, B) into w and has the model score them. */
+static int score_batch(sq_model *m, const ctx *c, work *w, const job *jobs, int B, sq_err *e)
+{
+    size_t total = 0;
+    for (int b = 0; b < B; b++)
+        total += jobs[b].pos - c->ds->seq[jobs[b].rec].hist;
+    if (total > UINT32_MAX)
+        return sq_fail(e, SQ_EX_SOFTWARE, "batch histories exceed 2^32 items (smaller --batch)");
+    if (total > w->cap_items) {
+        uint32_t *it = realloc(w->items, (total ? total : 1) * sizeof *it);
+        if (!it)
+            return sq_fail(e, SQ_EX_OSERR, "out of memory for %zu history items", total);
+        w->items = it;
+        w->cap_items = total;
+    }
+    uint32_t at = 0;
+    for (int b = 0; b < B; b++) {
+        const sq_seq *q = &c->ds->seq[jobs[b].rec];
+        uint32_t n = jobs[b].pos - q->hist;
+        if (n)
+            memcpy(w->items + at, sq_dataset_items(c->ds, jobs[b].rec) + q->hist,
+                   (size_t)n * sizeof *w->items);
+        w->off[b] = at;
+        w->len[b] = n;
+        at += n;
+    }
+    sq_batch batch = {w->items, w->off, w->len, B};
+    return m->scores(m, &batch, w->scores, e);
+}
+
+/* The cumulative popularity pop:N draws from. */
+static int pop_table(ctx *c, sq_err *e)
+{
+    c->cum = malloc(((size_t)c->n + 1) * sizeof *c->cum);
+    if (!c->cum)
+        return sq_fail(e, SQ_EX_OSERR, "out of memory");
+    c->cum[0] = 0;
+    for (uint32_t i = 1; i <= c->n; i++) {
+        c->cum[i] = c->cum[i - 1] + c->ds->pop[i];
+        c->n_pos += c->ds->pop[i] > 0;
+    }
+    return 0;
+}
+
+static int nan_error(sq_err *e, uint32_t user)
+{
+    return sq_fail(e, SQ_EX_SOFTWARE, "user %u: the model gave a NaN score (did training diverge?)",
+                   user);
+}
+
+static int check_model(const sq_model *m, const sq_dataset *ds, sq_err *e)
+{
+    if (!m->scores)
+        return sq_fail(e, SQ_EX_SOFTWARE, "model '%s' cannot score", m->name);
+    if (m->n_items != ds->hdr.n_items || !ds->pop)
+        return sq_fail(e, SQ_EX_SOFTWARE, "model of %u items, dataset of %u",
+                       m->n_items, ds->hdr.n_items);
+    return 0;
+}
+
+int sq_eval_ranks(sq_model *m, const sq_dataset *ds, const sq_eval_opts *o,
+                  sq_rank_fn emit, void *emit_ctx, sq_metrics *acc, sq_err *e)
+{
+    if (check_model(m, ds, e))
+        return e->code;
+    ctx c = {ds, o, ds->hdr.n_items, NULL, 0, 0};
+    job *jobs = NULL;
+    uint64_t n_jobs = 0;
+    work w = {0};
+    int rc = 0;
+    if (o->cand == SQ_CAND_POP && pop_table(&c, e))
+        return e->code;
+    if ((rc = list_jobs(ds, o, 0, &jobs, &n_jobs, e)) || (rc = work_new(&w, &c, 0, e)))
+        goto done;
+    for (uint64_t j0 = 0; j0 < n_jobs; j0 += (uint64_t)w.B) {
+        int B = n_jobs - j0 < (uint64_t)w.B ? (int)(n_jobs - j0) : w.B;
+        const job *jb = jobs + j0;
+        if ((rc = score_batch(m, &c, &w, jb, B, e)))
+            goto done;
+        size_t row = (size_t)c.n + 1;
+#pragma omp parallel for schedule(dynamic, 4) num_threads(w.nt)
+        for (int b = 0; b < B; b++) {
+            const sq_seq *q = &ds->seq[jb[b].rec];
+            const uint32_t *it = sq_dataset_items(ds, jb[b].rec);
+            w.bad[b] = rank_one(&c, &w.s[omp_get_thread_num()], w.scores + (size_t)b * row,
+                                q->user, jb[b].pos, it + q->hist, jb[b].pos - q->hist,
+                                it[jb[b].pos], &w.rank[b], &w.n_cand[b], NULL);
+        }
+        for (int b = 0; b < B; b++) {
+            const sq_seq *q = &ds->seq[jb[b].rec];
+            if (w.bad[b]) {
+                rc = nan_error(e, q->user);
+                goto done;
+            }
+            sq_rank r = {q->user, sq_dataset_items(ds, jb[b].rec)[jb[b].pos], w.rank[b],
+                         w.n_cand[b]};
+            if ((acc && (rc = sq_metrics_add(acc, r.user, r.rank, r.n_cand, e))) ||
+                (emit && (rc = emit(emit_ctx, &r, e))))
+                goto done;
+        }
+    }
+done:
+    work_free(&w);
+    free(jobs);
+    free(c.cum);
+    return rc;
+}
+
+int sq_eval_means(sq_model *m, const sq_dataset *ds, const sq_eval_opts *o, uint32_t k,
+                  double *hr, double *ndcg, uint64_t *n_targets, sq_err *e)
+{
+    sq_metrics acc;
+    if (sq_metrics_init(&acc, &k, 1, e))
+        return e->code;
+    int rc = sq_eval_ranks(m, ds, o, NULL, NULL, &acc, e);
+    if (!rc) {
+        sq_metrics_at a = sq_metrics_get(&acc, 0);
+        *hr = a.hr;
+        *ndcg = a.ndcg;
+        *n_targets = acc.records;
+    }
+    sq_metrics_free(&acc);
+    return rc;
+}
+
+int sq_eval_topk(sq_model *m, const sq_dataset *ds, const sq_eval_opts *o, uint32_t K,
+                 sq_topk_fn emit, void *emit_ctx, sq_err *e)
+{
+    if (check_model(m, ds, e))
+        return e->code;
+    if (K == 0)
+        return sq_fail(e, SQ_EX_USAGE, "top-K needs K >= 1");
+    ctx c = {ds, o, ds->hdr.n_items, NULL, 0, K < ds->hdr.n_items ? K : ds->hdr.n_items};
+    job *jobs = NULL;
+    uint64_t n_jobs = 0;
+    work w = {0};
+    int rc;
+    if ((rc = list_jobs(ds, o, 1, &jobs, &n_jobs, e)) || (rc = work_new(&w, &c, 1, e)))
+        goto done;
+    for (uint64_t j0 = 0; j0 < n_jobs; j0 += (uint64_t)w.B) {
+        int B = n_jobs - j0 < (uint64_t)w.B ? (int)(n_jobs - j0) : w.B;
+        const job *jb = jobs + j0;
+        if ((rc = score_batch(m, &c, &w, jb, B, e)))
+            goto done;
+        size_t row = (size_t)c.n + 1;
+#pragma omp parallel for schedule(dynamic, 4) num_threads(w.nt)
+        for (int b = 0; b < B; b++) {
+            const sq_seq *q = &ds->seq[jb[b].rec];
+            const uint32_t *it = sq_dataset_items(ds, jb[b].rec);
+            int64_t k = topk_one(&c, &w.s[omp_get_thread_num()], w.scores + (size_t)b * row,
+                                 it + q->hist, q->len - q->hist, w.top + (size_t)b * c.K,
+                                 w.top_sc + (size_t)b * c.K);
+            w.bad[b] = k < 0;
+            w.rank[b] = k < 0 ? 0 : (uint32_t)k;
+        }
+        for (int b = 0; b < B; b++) {
+            uint32_t user = ds->seq[jb[b].rec].user;
+            if (w.bad[b]) {
+                rc = nan_error(e, user);
+                goto done;
+            }
+            if ((rc = emit(emit_ctx, user, w.rank[b], w.top + (size_t)b * c.K,
+                           w.top_sc + (size_t)b * c.K, e)))
+                goto done;
+        }
+    }
+done:
+    work_free(&w);
+    free(jobs);
+    return rc;
+}
+
+int sq_eval_candidates(const sq_dataset *ds, const sq_eval_opts *o, uint64_t rec, uint32_t pos,
+                       uint32_t *list, uint32_t *n_list, sq_err *e)
+{
+    const sq_seq *q = &ds->seq[rec];
+    if (rec >= ds->n_seq || pos < q->hist || pos >= q->len || !ds->pop)
+        return sq_fail(e, SQ_EX_SOFTWARE, "sq_eval_candidates: no target %u in record %llu",
+                       pos, (unsigned long long)rec);
+    ctx c = {ds, o, ds->hdr.n_items, NULL, 0, 0};
+    float *zero = calloc((size_t)c.n + 1, sizeof *zero);
+    scratch *s = scratch_new(1, c.n, o->cand == SQ_CAND_POP ? c.n : 0);
+    int rc = 0;
+    if (!zero || !s)
+        rc = sq_fail(e, SQ_EX_OSERR, "out of memory");
+    else if (o->cand != SQ_CAND_POP || !(rc = pop_table(&c, e))) {
+        const uint32_t *it = sq_dataset_items(ds, rec);
+        uint32_t rank, n_cand;
+        rank_one(&c, s, zero, q->user, pos, it + q->hist, pos - q->hist, it[pos], &rank,
+                 &n_cand, list);
+        *n_list = n_cand - 1;
+    }
+    free(zero);
+    free(c.cum);
+    scratch_free(s, 1);
+    return rc;
+}
