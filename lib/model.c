@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "pop.h"
+#include "sasrec.h"
 
 /* The models seqrec-score can load. A new model adds one line here (and
  * includes its header above); its loader's contract is in model.h. */
@@ -16,6 +17,7 @@ static const struct {
     sq_model_loader load;
 } models[] = {
     {"pop", sq_pop_load},
+    {"sasrec", sq_sasrec_load},
 };
 
 int sq_model_set_data(sq_modelfile *mf, const sq_header *train, sq_err *e)

@@ -96,9 +96,7 @@ int sq_sasrec_config_check(const sq_sasrec_config *c, sq_err *e)
 
 int sq_sasrec_config_write(const sq_sasrec_config *c, sq_modelfile *mf, sq_err *e)
 {
-    if (sq_modelfile_set(mf, e, "model", "sasrec") ||
-        sq_modelfile_set(mf, e, "n_items", "%" PRIu32, c->n_items) ||
-        sq_modelfile_set(mf, e, "layers", "%d", c->n_layers) ||
+    if (sq_modelfile_set(mf, e, "layers", "%d", c->n_layers) ||
         sq_modelfile_set(mf, e, "heads", "%d", c->n_heads) ||
         sq_modelfile_set(mf, e, "dim", "%d", c->dim) ||
         sq_modelfile_set(mf, e, "ffn", "%d", c->ffn) ||
@@ -600,25 +598,19 @@ static void owned_free(sq_model *mm)
     mm->impl = NULL;
 }
 
-int sq_sasrec_open(sq_model *mm, const sq_modelfile *mf, const char *path, sq_err *e)
+int sq_sasrec_load(sq_model *mm, sq_modelfile *mf, sq_err *e)
 {
     sq_sasrec_config c;
-    if (sq_sasrec_config_read(&c, mf, path, e))
+    if (sq_sasrec_config_read(&c, mf, "sasrec", e))
         return e->code;
     sq_sasrec *m = malloc(sizeof *m);
     if (!m)
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
-    sq_err ae = {0};
-    if (sq_sasrec_alloc(m, &c, &ae)) {
-        free(m);
-        return sq_fail(e, ae.code, "%s: %s", path, ae.msg);
-    }
-    if (sq_sasrec_get_tensors(m, mf, path, e)) {
+    if (sq_sasrec_alloc(m, &c, e) || sq_sasrec_get_tensors(m, mf, "sasrec", e)) {
         sq_sasrec_free(m);
         free(m);
         return e->code;
     }
-    snprintf(mm->name, sizeof mm->name, "sasrec");
     mm->n_items = c.n_items;
     mm->impl = m;
     mm->scores = view_scores;

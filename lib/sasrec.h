@@ -79,8 +79,9 @@ size_t sq_sasrec_sizes(const sq_sasrec_config *c, size_t sizes[SQ_SASREC_NT]);
 /* SQ_EX_USAGE with a message when the config cannot be built (dim not a
  * multiple of heads, non-positive sizes, dropout outside [0, 1), ...). */
 int sq_sasrec_config_check(const sq_sasrec_config *c, sq_err *e);
-/* The architecture keys of a model file: model=sasrec, n_items, layers,
- * heads, dim, ffn, max_len, dropout, ln_eps. */
+/* The architecture keys of a model file: layers, heads, dim, ffn, max_len,
+ * dropout, ln_eps ("model" and n_items are written by the caller, with
+ * sq_model_set_data); read also takes n_items. */
 int sq_sasrec_config_write(const sq_sasrec_config *c, sq_modelfile *mf, sq_err *e);
 int sq_sasrec_config_read(sq_sasrec_config *c, const sq_modelfile *mf,
                           const char *path, sq_err *e);
@@ -94,9 +95,9 @@ typedef struct {
     int train;  /* 1: gradient buffers and the loss scratch */
 } sq_sasrec_cap;
 
-/* sq_model glue (float build): opens a model file read by
- * sq_modelfile_read into m (takes over nothing: the tensors are copied). */
-int sq_sasrec_open(sq_model *m, const sq_modelfile *mf, const char *path, sq_err *e);
+/* The loader of sq_model_load's table (model.h): copies the config and
+ * tensors of mf into a model that m owns. */
+int sq_sasrec_load(sq_model *m, sq_modelfile *mf, sq_err *e);
 
 #pragma push_macro("real")
 #pragma push_macro("R")

@@ -1,0 +1,91 @@
+/* train.h - the training loop of seqrec-train: epochs of packed batches,
+ * Adam, validation with lib/eval (the code seqrec-score runs), early
+ * stopping on validation NDCG@10, checkpoints and resume.
+ *
+ * EPOCH e (0-based): shuffle the samples by (seed, e) (batch.h); for each
+ * batch: zero the gradients, forward with dropout drawn from (seed, step),
+ * loss, backward, optional global-norm clipping, Adam (AdamW-style decoupled
+ * weight decay on matrices and embeddings only), step += 1. Every
+ * eval_every epochs (and after the last) the validation targets are ranked
+ * against every item (history not excluded); a higher NDCG@10 than the best
+ * so far makes this the best model, written to the output at once (so a
+ * run that is stopped keeps the best model so far); `patience` evaluations
+ * in a row without improvement stop the run (0: never). Without validation
+ * targets there is no evaluation and the model of the last epoch is kept.
+ *
+ * CHECKPOINT. After every epoch OUT.ckpt is written atomically: the model
+ * file's config and tensors plus the Adam moments ("adam.m", "adam.v"), the
+ * best parameters ("best.params") and the loop state ("train.state": epochs
+ * done, step, best epoch, evaluations without improvement, best HR/NDCG,
+ * stop flag). Every random draw is a pure function of (seed, epoch, step,
+ * user), so that state is all the generator state there is: a run resumed
+ * from the checkpoint of epoch k ends bit-identical to the uninterrupted
+ * run (same thread count). A finished run's checkpoint stays; resuming it
+ * rewrites the same final model (or trains on with a larger epochs).
+ *
+ * DIVERGENCE. A non-finite loss or gradient norm stops the run with
+ * SQ_EX_SOFTWARE before the update is applied; the output keeps the best
+ * model written so far (none when no evaluation had happened), and no
+ * checkpoint of the diverged state is written. */
+#ifndef SQ_TRAIN_H
+#define SQ_TRAIN_H
+
+#include <stdint.h>
+
+#include "dataset.h"
+#include "err.h"
+#include "sasrec.h"
+
+typedef struct {
+    sq_sasrec_config arch;  /* n_items is taken from the data */
+    int loss;               /* SQ_LOSS_CE or SQ_LOSS_BCE */
+    int neg;                /* negatives per position (bce) */
+    int target;             /* SQ_TARGET_ALL or SQ_TARGET_LAST */
+    double lr, beta1, beta2, eps, weight_decay, clip;
+    int batch, epochs, patience, eval_every;
+    uint64_t seed;
+    int threads;            /* 0: the OpenMP default */
+} sq_train_opts;
+
+/* The defaults of seqrec-train(1). */
+void sq_train_defaults(sq_train_opts *o);
+/* SQ_EX_USAGE with a message naming the option when o is not usable. */
+int sq_train_check(const sq_train_opts *o, sq_err *e);
+
+/* What one epoch did, for the caller's log line. */
+typedef struct {
+    uint64_t epoch;         /* 1-based */
+    uint64_t step;          /* updates so far */
+    double loss;            /* mean training loss over the epoch's trained positions */
+    int evaluated;          /* validation ran this epoch */
+    double hr10, ndcg10;    /* validation HR@10 and NDCG@10 when evaluated */
+    int improved;           /* new best model */
+    uint64_t samples;       /* training sequences of the epoch */
+    double seconds;         /* wall time of the epoch, validation included */
+    double seq_per_s;       /* samples / training seconds */
+} sq_epoch_stats;
+
+/* Callbacks (each may be NULL); a non-zero return from `epoch` stops the
+ * run with that code (e.g. the log could not be written). */
+typedef struct {
+    void *ctx;
+    void (*progress)(void *ctx, uint64_t epoch, uint64_t batch, uint64_t n_batches,
+                     double loss);
+    int (*epoch)(void *ctx, const sq_epoch_stats *s, sq_err *e);
+} sq_train_hooks;
+
+/* Trains SASRec on ds (split or padded) and writes the model to out_path
+ * and the checkpoint to out_path.ckpt. With resume_path the options (all
+ * but threads and epochs, which o gives) and the state come from that
+ * checkpoint; a checkpoint of another dataset (n_items or data meta) is
+ * refused with SQ_EX_DATA. */
+int sq_train_sasrec(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
+                    const char *resume_path, const sq_train_hooks *hooks, sq_err *e);
+
+/* Reads the training options stored in a checkpoint (to resume it). */
+int sq_train_read_opts(sq_train_opts *o, const char *ckpt_path, sq_err *e);
+
+/* Fits the popularity model (pop.h) to ds and writes it to out_path. */
+int sq_train_pop(const sq_dataset *ds, const char *out_path, sq_err *e);
+
+#endif
