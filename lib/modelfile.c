@@ -288,6 +288,14 @@ static int fits(const rctx *r, uint64_t n)
     return r->off <= r->size && n <= r->size - r->off && r->size - r->off - n >= 8;
 }
 
+/* Bytes left before the trailer, for messages. */
+static unsigned long long left(const rctx *r)
+{
+    if (r->size == UINT64_MAX || r->off + 8 > r->size)
+        return 0;
+    return (unsigned long long)(r->size - r->off - 8);
+}
+
 static int read_tensor(rctx *r, sq_modelfile *mf)
 {
     uint64_t at = r->off;
@@ -326,8 +334,8 @@ static int read_tensor(rctx *r, sq_modelfile *mf)
         return bad(r, pos, "tensor '%s': %llu data bytes, its shape and dtype need %llu",
                    t->name, (unsigned long long)t->bytes, (unsigned long long)want);
     if (!fits(r, t->bytes))
-        return bad(r, pos, "tensor '%s': oversize: %llu data bytes, more than the file holds",
-                   t->name, (unsigned long long)t->bytes);
+        return bad(r, pos, "tensor '%s': %llu data bytes, more than the %llu left in the file "
+                   "(truncated or corrupted)", t->name, (unsigned long long)t->bytes, left(r));
     if (t->bytes > SIZE_MAX)
         return bad(r, pos, "tensor '%s' too large for this machine", t->name);
     t->data = malloc(t->bytes ? (size_t)t->bytes : 1);
@@ -357,8 +365,11 @@ static int read_body(rctx *r, sq_modelfile *mf)
                    version, SQ_MODEL_VERSION);
     if (reserved != 0)
         return bad(r, 6, "reserved field is %u, not 0", reserved);
-    if (clen > MAX_CONFIG || !fits(r, clen))
-        return bad(r, 8, "oversize config: %u bytes", clen);
+    if (clen > MAX_CONFIG)
+        return bad(r, 8, "oversize config: %u bytes (limit %u)", clen, MAX_CONFIG);
+    if (!fits(r, clen))
+        return bad(r, 8, "config of %u bytes, more than the %llu left in the file "
+                   "(truncated or corrupted)", clen, left(r));
     mf->config = malloc((size_t)clen + 1);
     if (!mf->config)
         return sq_fail(r->e, SQ_EX_OSERR, "out of memory");
@@ -372,8 +383,11 @@ static int read_body(rctx *r, sq_modelfile *mf)
     uint64_t at = r->off;
     if (get(r, &nt, 4, 1))
         return r->e->code;
-    if (nt > MAX_TENSORS || !fits(r, (uint64_t)nt * 12)) /* 12: the smallest tensor entry */
-        return bad(r, at, "oversize tensor count %u", nt);
+    if (nt > MAX_TENSORS)
+        return bad(r, at, "oversize tensor count %u (limit %d)", nt, MAX_TENSORS);
+    if (!fits(r, (uint64_t)nt * 12)) /* 12: the smallest tensor entry */
+        return bad(r, at, "%u tensors cannot fit in the %llu bytes left in the file "
+                   "(truncated or corrupted)", nt, left(r));
     for (uint32_t i = 0; i < nt; i++)
         if (read_tensor(r, mf))
             return r->e->code;
