@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "batch.h"
 #include "gradcheck.h"
@@ -339,4 +340,239 @@ UNIT_TEST(test_batch_negatives)
           memcmp(q->user, users3, sizeof users3) != 0);
     sq_batcher_free(&b1);
     sq_batcher_free(&b3);
+}
+
+/* ------------------------------------------------------------------------ */
+/* PyTorch oracle (tests/reference/sasrec_ref.py, README.md there)          */
+
+static int dump_tensor(FILE *idx, const char *dir, const char *name, const char *dt,
+                       const void *data, size_t elem, size_t n, int nd, const size_t *shape)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.bin", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    int ok = fwrite(data, elem, n, f) == n;
+    ok &= fclose(f) == 0;
+    fprintf(idx, "tensor %s %s", name, dt);
+    for (int d = 0; d < nd; d++)
+        fprintf(idx, " %zu", shape[d]);
+    fprintf(idx, "\n");
+    return ok ? 0 : -1;
+}
+
+static double *read_f64(const char *dir, const char *name, size_t n)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.bin", dir, name);
+    FILE *f = fopen(path, "rb");
+    double *x = calloc(n ? n : 1, sizeof *x);
+    if (!f || !x) {
+        if (f)
+            fclose(f);
+        free(x);
+        return NULL;
+    }
+    size_t got = fread(x, sizeof *x, n, f);
+    int extra = fgetc(f) != EOF;
+    fclose(f);
+    if (got != n || extra) {
+        free(x);
+        return NULL;
+    }
+    return x;
+}
+
+/* max |a - b| / max(max |b|, floor) over n: the normwise relative
+ * difference, with a floor for tensors whose exact value is 0 (the key
+ * bias: softmax ignores a shift common to all keys), where only round-off
+ * remains. */
+static double rel_f64(const double *a, const double *b, size_t n, double floor_)
+{
+    double d = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!(fabs(a[i] - b[i]) <= d))
+            d = fabs(a[i] - b[i]);
+        if (fabs(b[i]) > m)
+            m = fabs(b[i]);
+    }
+    return d / fmax(m, fmax(floor_, 1e-300));
+}
+
+UNIT_TEST(test_sasrec_torch_reference)
+{
+    const char *root = getenv("SEQREC_ROOT") ? getenv("SEQREC_ROOT") : ".";
+    char script[512];
+    snprintf(script, sizeof script, "%s/tests/reference/sasrec_ref.py", root);
+    FILE *probe = fopen(script, "r");
+    if (!probe)
+        SKIP("tests/reference/sasrec_ref.py not found (run from the repository root)");
+    fclose(probe);
+
+    sq_err e = {0};
+    sq_sasrec_config cfg = {.n_items = 20, .n_layers = 2, .n_heads = 2, .dim = 8, .ffn = 12,
+                            .max_len = 6, .dropout = 0, .ln_eps = 1e-8};
+    enum { B = 3, T = 13, K = 2 };
+    int len[B] = {2, 5, 6}, off[B + 1], pos[T], ids[T], rows[T], targets[T], neg[T * K];
+    sq_pack_offsets(off, len, B);
+    sq_pack_positions(pos, off, B, cfg.max_len);
+    sq_rng r;
+    sq_rng_seed(&r, 77, 0);
+    for (int i = 0; i < T; i++) {
+        ids[i] = 1 + (int)sq_rng_below(&r, 20);
+        rows[i] = i;
+        targets[i] = 1 + (int)sq_rng_below(&r, 20);
+        for (int k = 0; k < K; k++)
+            neg[i * K + k] = (int)sq_rng_below(&r, 21); /* 0 = none, sometimes */
+    }
+    ids[9] = 0;     /* a padding token inside a sequence */
+    targets[4] = 0; /* an ignored target */
+    sq_packed pb = {.B = B, .T = T, .ids = ids, .off = off, .pos = pos, .n = T, .rows = rows,
+                    .targets = targets, .K = K, .neg = neg};
+    sq_sasrec_cap cap = {.B = B, .T = T, .n = T, .att = sq_attention_cache_size(off, B, 1),
+                         .K = K, .train = 1};
+
+    sq_sasrec_f64 md, gd;
+    sq_sasrec mf, gf;
+    sq_sasrec_work_f64 wd;
+    sq_sasrec_work wf;
+    CHECK_EQ(sq_sasrec_alloc_f64(&md, &cfg, &e) || sq_sasrec_alloc_f64(&gd, &cfg, &e) ||
+             sq_sasrec_alloc(&mf, &cfg, &e) || sq_sasrec_alloc(&gf, &cfg, &e) ||
+             sq_sasrec_work_alloc_f64(&wd, &cfg, &cap, &e) ||
+             sq_sasrec_work_alloc(&wf, &cfg, &cap, &e), 0);
+    sq_sasrec_init_weights_f64(&md, 5);
+    for (size_t i = md.n_decay; i < md.n; i++)
+        md.mem[i] += 0.2 * sq_rng_normal(&r);
+    for (size_t i = (size_t)cfg.dim; i < md.sizes[0]; i++)
+        md.mem[i] *= 4;
+    /* the same weights in both builds: round to float */
+    for (size_t i = 0; i < md.n; i++) {
+        mf.mem[i] = (float)md.mem[i];
+        md.mem[i] = mf.mem[i];
+    }
+
+    char dir[] = "/tmp/sqref.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[600];
+    snprintf(path, sizeof path, "%s/index.txt", dir);
+    FILE *idx = fopen(path, "w");
+    CHECK(idx != NULL);
+    if (!idx)
+        return;
+    fprintf(idx, "config n_items %u\nconfig layers %d\nconfig heads %d\nconfig dim %d\n"
+            "config ffn %d\nconfig max_len %d\nconfig ln_eps %.17g\n", cfg.n_items,
+            cfg.n_layers, cfg.n_heads, cfg.dim, cfg.ffn, cfg.max_len, cfg.ln_eps);
+    const double *pm = md.mem;
+    for (int i = 0; i < SQ_SASREC_NT; i++) {
+        uint64_t s[4];
+        size_t shape[4];
+        int nd = sq_sasrec_tensor_shape(&cfg, i, s);
+        for (int d = 0; d < nd; d++)
+            shape[d] = (size_t)s[d];
+        CHECK_EQ(dump_tensor(idx, dir, sq_sasrec_tensor_name(i), "f64", pm, 8, md.sizes[i],
+                             nd, shape), 0);
+        pm += md.sizes[i];
+    }
+    size_t sT[1] = {T}, sOff[1] = {B + 1}, sNeg[2] = {T, K};
+    CHECK_EQ(dump_tensor(idx, dir, "ids", "i32", ids, 4, T, 1, sT), 0);
+    CHECK_EQ(dump_tensor(idx, dir, "off", "i32", off, 4, B + 1, 1, sOff), 0);
+    CHECK_EQ(dump_tensor(idx, dir, "rows", "i32", rows, 4, T, 1, sT), 0);
+    CHECK_EQ(dump_tensor(idx, dir, "targets", "i32", targets, 4, T, 1, sT), 0);
+    CHECK_EQ(dump_tensor(idx, dir, "neg", "i32", neg, 4, T * K, 2, sNeg), 0);
+    CHECK_EQ(fclose(idx), 0);
+
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "for p in python3 /usr/bin/python3; do "
+             "if \"$p\" -c 'import torch' >/dev/null 2>&1; then exec \"$p\" '%s' '%s'; fi; "
+             "done; exit 77", script, dir);
+    int st = system(cmd);
+    int rc = st == -1 ? -1 : WEXITSTATUS(st);
+    if (rc == 77) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        (void)!system(cmd);
+        sq_sasrec_work_free(&wf);
+        sq_sasrec_work_free_f64(&wd);
+        sq_sasrec_free(&gf);
+        sq_sasrec_free(&mf);
+        sq_sasrec_free_f64(&gd);
+        sq_sasrec_free_f64(&md);
+        SKIP("python3-torch not installed");
+    }
+    CHECK_EQ(rc, 0);
+
+    double worst_f = 0, worst_d = 0;
+#define NOTE(errf, errd) do { \
+        double ef_ = (errf), ed_ = (errd); \
+        CHECK(ef_ < 1e-5); \
+        CHECK(ed_ < 1e-10); \
+        if (!(ef_ <= worst_f)) worst_f = ef_; \
+        if (!(ed_ <= worst_d)) worst_d = ed_; \
+    } while (0)
+    double *th = read_f64(dir, "h", (size_t)T * cfg.dim);
+    CHECK(th != NULL);
+    for (int loss = SQ_LOSS_CE; th && loss <= SQ_LOSS_BCE; loss++) {
+        const char *ln = loss == SQ_LOSS_CE ? "ce" : "bce";
+        int cnt;
+        memset(gd.mem, 0, gd.n * sizeof *gd.mem);
+        memset(gf.mem, 0, gf.n * sizeof *gf.mem);
+        sq_sasrec_forward_f64(&md, &wd, &pb, 1, 1, 0);
+        sq_sasrec_forward(&mf, &wf, &pb, 1, 1, 0);
+        if (loss == SQ_LOSS_CE) {
+            double *hf = calloc((size_t)T * cfg.dim, sizeof *hf);
+            for (size_t i = 0; hf && i < (size_t)T * cfg.dim; i++)
+                hf[i] = wf.out[i];
+            NOTE(rel_f64(hf, th, (size_t)T * cfg.dim, 0), rel_f64(wd.out, th, (size_t)T * cfg.dim, 0));
+            free(hf);
+        }
+        double ld = sq_sasrec_loss_f64(&md, &wd, &pb, loss, &gd, &cnt);
+        double lf = sq_sasrec_loss(&mf, &wf, &pb, loss, &gf, &cnt);
+        sq_sasrec_backward_f64(&md, &wd, &pb, &gd);
+        sq_sasrec_backward(&mf, &wf, &pb, &gf);
+        char name[64];
+        snprintf(name, sizeof name, "loss_%s", ln);
+        double *tl = read_f64(dir, name, 1);
+        CHECK(tl != NULL);
+        if (tl)
+            NOTE(fabs(lf - tl[0]) / fabs(tl[0]), fabs(ld - tl[0]) / fabs(tl[0]));
+        free(tl);
+        double *gfd = calloc(gf.n, sizeof *gfd);
+        for (size_t i = 0; gfd && i < gf.n; i++)
+            gfd[i] = gf.mem[i];
+        /* floor: 1e-2 of the largest gradient of the loss */
+        double gmax = 0;
+        for (size_t i = 0; i < gd.n; i++)
+            gmax = fmax(gmax, fabs(gd.mem[i]));
+        size_t at = 0;
+        for (int i = 0; gfd && i < SQ_SASREC_NT; i++) {
+            snprintf(name, sizeof name, "grad_%s.%s", ln, sq_sasrec_tensor_name(i));
+            double *tg = read_f64(dir, name, md.sizes[i]);
+            CHECK(tg != NULL);
+            if (tg) {
+                NOTE(rel_f64(gfd + at, tg, md.sizes[i], 1e-2 * gmax),
+                     rel_f64(gd.mem + at, tg, md.sizes[i], 1e-2 * gmax));
+                gc_note(t->name, name, rel_f64(gfd + at, tg, md.sizes[i], 1e-2 * gmax));
+            }
+            free(tg);
+            at += md.sizes[i];
+        }
+        free(gfd);
+    }
+#undef NOTE
+    free(th);
+    gc_note(t->name, "torch vs C float (max rel)", worst_f);
+    gc_note(t->name, "torch vs C double (max rel)", worst_d);
+    if (!getenv("SQ_REF_KEEP")) { /* keep the exchange for a look by hand */
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        (void)!system(cmd);
+    } else {
+        printf("    kept %s\n", dir);
+    }
+    sq_sasrec_work_free(&wf);
+    sq_sasrec_work_free_f64(&wd);
+    sq_sasrec_free(&gf);
+    sq_sasrec_free(&mf);
+    sq_sasrec_free_f64(&gd);
+    sq_sasrec_free_f64(&md);
 }
