@@ -325,13 +325,18 @@ void R(sq_fixed_forward)(real *out, const real *v, int ld, const int *off,
         const int *p = pos + o;
         for (int i = 0; i < L; i++) {
             int jend = causal ? i + 1 : L;
-            real inv = fixed_inv(kind, p, i, jend, max_len, logdecay, causal);
-            real *oi = out + (size_t)(o + i) * C;
+            /* out_i = (sum_j a_ij v_j) / sum_j a_ij: one weight per pair */
+            real *oi = out + (size_t)(o + i) * C, sum = 0;
             for (int c = 0; c < C; c++)
                 oi[c] = 0;
-            for (int j = 0; j < jend; j++)
-                axpy(oi, inv * fixed_a(kind, p[i], p[j], max_len, logdecay, causal),
-                     v + (size_t)(o + j) * ld, C);
+            for (int j = 0; j < jend; j++) {
+                real a = fixed_a(kind, p[i], p[j], max_len, logdecay, causal);
+                sum += a;
+                axpy(oi, a, v + (size_t)(o + j) * ld, C);
+            }
+            real inv = (real)1 / sum;
+            for (int c = 0; c < C; c++)
+                oi[c] *= inv;
         }
     }
 }
