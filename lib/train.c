@@ -502,12 +502,33 @@ done:
     return rc;
 }
 
-int sq_train_pop(const sq_dataset *ds, const char *out_path, sq_err *e)
+int sq_train_pop(const sq_dataset *ds, const char *out_path, int threads, int *evaluated,
+                 double *hr10, double *ndcg10, sq_err *e)
 {
     sq_modelfile mf;
+    *evaluated = 0;
     if (sq_pop_fit(ds, &mf, e))
         return e->code;
     int rc = sq_modelfile_write(out_path, &mf, e);
     sq_modelfile_free(&mf);
+    int has_valid = 0;
+    for (uint64_t i = 0; i < ds->n_seq; i++)
+        if (ds->seq[i].view == 0 && ds->seq[i].n_valid > 0)
+            has_valid = 1;
+    if (rc || !has_valid)
+        return rc;
+    /* validate the model as written, through the loader seqrec-score uses */
+    sq_model m;
+    if ((rc = sq_model_load(&m, out_path, e)) != 0)
+        return rc;
+    sq_eval_opts eo;
+    sq_eval_defaults(&eo);
+    eo.target = SQ_EVAL_VALID;
+    eo.cand = SQ_CAND_FULL;
+    eo.threads = threads;
+    uint64_t nt = 0;
+    rc = sq_eval_means(&m, ds, &eo, 10, hr10, ndcg10, &nt, e);
+    sq_model_free(&m);
+    *evaluated = rc == 0;
     return rc;
 }

@@ -85,7 +85,10 @@ int sq_train_sasrec(const sq_train_opts *o, const sq_dataset *ds, const char *ou
 /* Reads the training options stored in a checkpoint (to resume it). */
 int sq_train_read_opts(sq_train_opts *o, const char *ckpt_path, sq_err *e);
 
-/* Fits the popularity model (pop.h) to ds and writes it to out_path. */
-int sq_train_pop(const sq_dataset *ds, const char *out_path, sq_err *e);
+/* Fits the popularity model (pop.h) to ds and writes it to out_path; when
+ * ds has validation targets, *evaluated = 1 and hr10, ndcg10 are its
+ * validation HR@10 and NDCG@10 (the same ranking as for SASRec). */
+int sq_train_pop(const sq_dataset *ds, const char *out_path, int threads, int *evaluated,
+                 double *hr10, double *ndcg10, sq_err *e);
 
 #endif

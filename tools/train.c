@@ -298,8 +298,23 @@ int main(int argc, char **argv)
         goto fail;
     }
     if (!strcmp(model, "pop")) {
-        if (sq_train_pop(&ds, out_path, &err))
+        int evaluated;
+        double hr, ndcg;
+        if (sq_train_pop(&ds, out_path, o.threads, &evaluated, &hr, &ndcg, &err))
             goto fail;
+        if (evaluated) {
+            FILE *lf = log_path ? fopen(log_path, "w") : stderr;
+            if (!lf) {
+                sq_fail(&err, SQ_EX_CANTCREAT, "%s: %s", log_path, strerror(errno));
+                goto fail;
+            }
+            fprintf(lf, "{\"model\":\"pop\",\"valid\":{\"hr@10\":%.6f,\"ndcg@10\":%.6f}}\n",
+                    hr, ndcg);
+            if ((lf != stderr && fclose(lf)) || (lf == stderr && fflush(lf))) {
+                sq_fail(&err, SQ_EX_IO, "cannot write the log");
+                goto fail;
+            }
+        }
         goto ok;
     }
     if (resume) {

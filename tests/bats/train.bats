@@ -1,0 +1,142 @@
+#!/usr/bin/env bats
+# seqrec-train: determinism, resume after SIGKILL, divergence, bad inputs,
+# and SASRec learning what popularity cannot. Tiny data and models only.
+
+load helper
+
+setup() {
+  common_setup
+  # 300 users, 100 items: a strong successor signal (seqrec-synth(1))
+  seqrec-synth --users 300 --items 100 --seed 1 --format stream | seqrec-split 2>/dev/null > "$T/s.sqr"
+  TINY=(--dim 16 --ffn 32 --max-len 20 --batch 32 --threads 2)
+}
+
+strip_times() { sed 's/,"seconds":.*//' "$1"; }
+
+@test "train: --help and --version" {
+  run seqrec-train --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"Usage: seqrec-train"* ]]
+  [[ "$output" == *"--resume CKPT"* ]]
+  run seqrec-train --version
+  [ "$status" -eq 0 ]
+  [[ "$output" == "seqrec-train (seqrec) "* ]]
+}
+
+@test "train: one JSON line per epoch, model and checkpoint written" {
+  mkdir "$T/o"
+  run --separate-stderr seqrec-train "${TINY[@]}" --epochs 3 -o "$T/o/m.sqm" "$T/s.sqr"
+  [ "$status" -eq 0 ]
+  [ -z "$output" ]
+  [ "${#stderr_lines[@]}" -eq 3 ]
+  [[ "${stderr_lines[0]}" =~ ^\{\"epoch\":1,\"loss\":[0-9.]+,\"valid\":\{\"hr@10\":[0-9.]+,\"ndcg@10\":[0-9.]+\},\"seconds\":[0-9.]+,\"seq_per_s\":[0-9.]+\}$ ]]
+  [ -s "$T/o/m.sqm" ]
+  [ -s "$T/o/m.sqm.ckpt" ]
+  no_leftovers "$T/o" m.sqm m.sqm.ckpt
+}
+
+@test "train: same seed and threads give the same model and log (bce, --target last)" {
+  for i in 1 2; do
+    seqrec-train "${TINY[@]}" --epochs 2 --loss bce --neg 2 --dropout 0.3 --log "$T/log$i" \
+      -o "$T/m$i.sqm" "$T/s.sqr"
+    seqrec-train "${TINY[@]}" --epochs 1 --target last --eval-every 2 --log "$T/last$i" \
+      -o "$T/l$i.sqm" "$T/s.sqr"
+  done
+  cmp "$T/m1.sqm" "$T/m2.sqm"
+  cmp "$T/l1.sqm" "$T/l2.sqm"
+  diff <(strip_times "$T/log1") <(strip_times "$T/log2")
+  diff <(strip_times "$T/last1") <(strip_times "$T/last2")
+  # another seed, another model
+  seqrec-train "${TINY[@]}" --epochs 2 --loss bce --neg 2 --dropout 0.3 --seed 2 \
+    --log /dev/null -o "$T/m3.sqm" "$T/s.sqr"
+  ! cmp -s "$T/m1.sqm" "$T/m3.sqm"
+}
+
+@test "train: a run killed with SIGKILL and resumed ends bit-identical" {
+  # big enough that an epoch takes a noticeable time
+  seqrec-synth --users 1500 --items 300 --seed 3 --format stream | seqrec-split 2>/dev/null > "$T/big.sqr"
+  opts=(--dim 32 --ffn 64 --max-len 30 --batch 64 --threads 2 --epochs 12 --patience 0 --dropout 0.2)
+  seqrec-train "${opts[@]}" --log "$T/full.log" -o "$T/full.sqm" "$T/big.sqr"
+  seqrec-train "${opts[@]}" --log "$T/cut.log" -o "$T/cut.sqm" "$T/big.sqr" &
+  pid=$!
+  for _ in $(seq 600); do
+    [ -e "$T/cut.sqm.ckpt" ] && [ "$(wc -l < "$T/cut.log")" -ge 2 ] && break
+    sleep 0.05
+  done
+  kill -9 $pid
+  wait $pid || true
+  done_epochs=$(wc -l < "$T/cut.log")
+  [ "$done_epochs" -lt 12 ]
+  seqrec-train --resume "$T/cut.sqm.ckpt" --threads 2 --log "$T/cut.log" "$T/big.sqr"
+  cmp "$T/full.sqm" "$T/cut.sqm"
+  # the resumed log goes on where the checkpoint was: epochs 1..12, some twice
+  [ "$(tail -n 1 "$T/cut.log" | cut -c1-12)" = '{"epoch":12,' ]
+  # resuming a finished run rewrites the same model
+  seqrec-train --resume "$T/cut.sqm.ckpt" --threads 2 --log /dev/null "$T/big.sqr"
+  cmp "$T/full.sqm" "$T/cut.sqm"
+}
+
+@test "train: --resume refuses another dataset and changed options" {
+  seqrec-train "${TINY[@]}" --epochs 1 --log /dev/null -o "$T/m.sqm" "$T/s.sqr"
+  seqrec-synth --users 50 --items 40 --seed 1 --format stream | seqrec-split 2>/dev/null > "$T/other.sqr"
+  run seqrec-train --resume "$T/m.sqm.ckpt" --log /dev/null "$T/other.sqr"
+  [ "$status" -eq 65 ]
+  [[ "$output" == *"trained on 100 items"* ]]
+  run seqrec-train --resume "$T/m.sqm.ckpt" --lr 0.1 "$T/s.sqr"
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--lr cannot be given with --resume"* ]]
+  run seqrec-train --resume "$T/nothing.ckpt" "$T/s.sqr"
+  [ "$status" -eq 66 ]
+  run seqrec-train --resume "$T/s.sqr" -o "$T/x.sqm" "$T/s.sqr"
+  [ "$status" -eq 65 ]
+}
+
+@test "train: a diverging run stops with 70 and a clear message" {
+  run seqrec-train "${TINY[@]}" --epochs 3 --lr 1e6 -o "$T/d.sqm" "$T/s.sqr"
+  [ "$status" -eq 70 ]
+  [[ "$output" == *"training diverged in epoch 1"* ]]
+  [[ "$output" == *"no model written"* ]]
+  [ ! -e "$T/d.sqm" ]
+  [ ! -e "$T/d.sqm.ckpt" ]
+  # a model from an earlier run is kept as it was
+  seqrec-train "${TINY[@]}" --epochs 1 --log /dev/null -o "$T/d.sqm" "$T/s.sqr"
+  cp "$T/d.sqm" "$T/keep.sqm"
+  run seqrec-train "${TINY[@]}" --epochs 3 --lr 1e6 --loss bce -o "$T/d.sqm" "$T/s.sqr"
+  [ "$status" -eq 70 ]
+  cmp "$T/d.sqm" "$T/keep.sqm"
+}
+
+@test "train: bad inputs" {
+  run seqrec-train -o "$T/m.sqm" "$T/missing.sqr"
+  [ "$status" -eq 66 ]
+  seqrec-synth --users 20 --items 30 --seed 1 --format stream > "$T/seq.sqr"
+  run seqrec-train -o "$T/m.sqm" "$T/seq.sqr"
+  [ "$status" -eq 65 ]
+  [[ "$output" == *"expected a split or padded stream, got sequences"* ]]
+  head -c 300 "$T/s.sqr" > "$T/cut.sqr"
+  run seqrec-train -o "$T/m.sqm" "$T/cut.sqr"
+  [ "$status" -eq 65 ]
+  run seqrec-train "${TINY[@]}" -o "$T/no/such/dir/m.sqm" "$T/s.sqr"
+  [ "$status" -eq 73 ]
+  for bad in "--dim 0" "--heads 3" "--dropout 1" "--lr -1" "--loss mse" "--model gru" \
+             "--target first" "--batch x" "--epochs -1" "--eval-every 0" "--seed 1.5" \
+             "--neg 0" "--bogus"; do
+    run seqrec-train $bad -o "$T/m.sqm" "$T/s.sqr"
+    [ "$status" -eq 64 ] || { echo "$bad: $status"; false; }
+  done
+  run seqrec-train "$T/s.sqr"
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"-o MODEL"* ]]
+  no_leftovers "$T" s.sqr seq.sqr cut.sqr
+}
+
+@test "train: SASRec beats popularity on validation NDCG@10" {
+  run --separate-stderr seqrec-train --model pop -o "$T/pop.sqm" "$T/s.sqr"
+  [ "$status" -eq 0 ]
+  pop=$(sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' <<< "$stderr")
+  seqrec-train --dim 32 --ffn 64 --max-len 20 --batch 32 --threads 2 --dropout 0.1 --lr 3e-3 \
+    --epochs 8 --log "$T/log" -o "$T/m.sqm" "$T/s.sqr"
+  sas=$(tail -n 1 "$T/log" | sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p')
+  echo "pop $pop sasrec $sas"
+  awk -v p="$pop" -v s="$sas" 'BEGIN { exit !(s > 2 * p && s > 0.3) }'
+}
