@@ -175,21 +175,17 @@ int sq_idmap_read(sq_idmap *m, const char *path, sq_err *e)
         return e->code;
     const char *name = sq_in_name(path);
     size_t cap = 1 << 16, len = 0;
-    m->text = malloc(cap + 1);
-    if (!m->text) {
-        sq_in_close(f);
-        return sq_fail(e, SQ_EX_OSERR, "out of memory");
-    }
     for (;;) {
-        if (len == cap) {
-            char *t = realloc(m->text, cap * 2 + 1);
+        if (!m->text || len == cap) {
+            size_t want = m->text ? cap * 2 : cap;
+            char *t = realloc(m->text, want + 1);
             if (!t) {
                 sq_in_close(f);
-                sq_idmap_free(m);
-                return sq_fail(e, SQ_EX_OSERR, "out of memory for the map %s", name);
+                sq_fail(e, SQ_EX_OSERR, "out of memory for the map %s", name);
+                goto fail;
             }
             m->text = t;
-            cap *= 2;
+            cap = want;
         }
         size_t got = fread(m->text + len, 1, cap - len, f);
         len += got;
@@ -199,15 +195,16 @@ int sq_idmap_read(sq_idmap *m, const char *path, sq_err *e)
     int rerr = ferror(f);
     sq_in_close(f);
     if (rerr) {
-        sq_idmap_free(m);
-        return sq_fail(e, SQ_EX_IO, "%s: read error", name);
+        sq_fail(e, SQ_EX_IO, "%s: read error", name);
+        goto fail;
     }
     m->text[len] = '\0';
     if (memchr(m->text, '\0', len)) {
-        sq_idmap_free(m);
-        return sq_fail(e, SQ_EX_DATA, "%s: NUL byte in a map file", name);
+        sq_fail(e, SQ_EX_DATA, "%s: NUL byte in a map file", name);
+        goto fail;
     }
-    /* Split in place: each field ends in a NUL. */
+    /* Split in place: each field ends in a NUL. Messages are formed before
+     * the map is freed, since they quote its text. */
     char *p = m->text;
     for (uint64_t line = 1; *p; line++) {
         char *eol = strchr(p, '\n');
@@ -219,33 +216,36 @@ int sq_idmap_read(sq_idmap *m, const char *path, sq_err *e)
         char *t1 = strchr(p, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
         uint32_t dense;
         if (!t1 || !t2 || strchr(t2 + 1, '\t')) {
-            sq_idmap_free(m);
-            return sq_fail(e, SQ_EX_DATA, "%s: line %llu: expected kind<TAB>dense<TAB>original",
-                           name, (unsigned long long)line);
+            sq_fail(e, SQ_EX_DATA, "%s: line %llu: expected kind<TAB>dense<TAB>original",
+                    name, (unsigned long long)line);
+            goto fail;
         }
         *t1 = *t2 = '\0';
         if (parse_dense(t1 + 1, &dense)) {
-            sq_idmap_free(m);
-            return sq_fail(e, SQ_EX_DATA, "%s: line %llu: bad dense id '%s'", name,
-                           (unsigned long long)line, t1 + 1);
+            sq_fail(e, SQ_EX_DATA, "%s: line %llu: bad dense id '%s'", name,
+                    (unsigned long long)line, t1 + 1);
+            goto fail;
         }
-        int rc;
+        int bad;
         if (strcmp(p, "user") == 0)
-            rc = map_put(&m->user, &m->n_user, dense, t2 + 1);
+            bad = map_put(&m->user, &m->n_user, dense, t2 + 1);
         else if (strcmp(p, "item") == 0)
-            rc = map_put(&m->item, &m->n_item, dense, t2 + 1);
+            bad = map_put(&m->item, &m->n_item, dense, t2 + 1);
         else {
-            sq_idmap_free(m);
-            return sq_fail(e, SQ_EX_DATA, "%s: line %llu: kind must be user or item, not '%s'",
-                           name, (unsigned long long)line, p);
+            sq_fail(e, SQ_EX_DATA, "%s: line %llu: kind must be user or item, not '%s'",
+                    name, (unsigned long long)line, p);
+            goto fail;
         }
-        if (rc) {
-            sq_idmap_free(m);
-            return sq_fail(e, SQ_EX_OSERR, "out of memory for the map %s", name);
+        if (bad) {
+            sq_fail(e, SQ_EX_OSERR, "out of memory for the map %s", name);
+            goto fail;
         }
         p = next;
     }
     return 0;
+fail:
+    sq_idmap_free(m);
+    return e->code;
 }
 
 const char *sq_idmap_user(const sq_idmap *m, uint32_t dense)

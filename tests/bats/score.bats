@@ -254,6 +254,15 @@ man_options() {
   [[ "$output" == *"$T/bad.tsv: line 1: bad dense id 'x'"* ]]
 }
 
+@test "a binary stream is never written to a terminal (64); TSV is" {
+  need_model
+  command -v script >/dev/null || skip "script(1) is needed for a terminal"
+  run -64 script -qec "seqrec-score -m '$T/m.sqm' '$T/split.sqr'" /dev/null
+  [[ "$output" == *"refusing to write a binary stream to a terminal"* ]]
+  run -0 script -qec "seqrec-score -m '$T/m.sqm' -k 1 '$T/split.sqr'" /dev/null
+  [[ "$output" == *$'1\t1:2'* ]]
+}
+
 @test "bad arguments are usage errors (64)" {
   for c in uni uni:0 pop:-1 all uni:5x ''; do
     run -64 seqrec-score -m "$T/m.sqm" --candidates "$c" "$T/split.sqr"

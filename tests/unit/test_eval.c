@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dataset.h"
 #include "eval.h"
@@ -586,4 +587,44 @@ UNIT_TEST(test_eval_padded_history_is_the_rows_sequence)
         sq_dataset_free(&ds);
     }
     sq_header_free(&h);
+}
+
+UNIT_TEST(test_dataset_idmap_reads_preprocess_maps)
+{
+    char path[] = "/tmp/seqrec-map-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fputs("user\t1\tann\nuser\t2\tbob smith\nitem\t1\tB00X\r\nitem\t3\tC\n", f);
+    fclose(f);
+    sq_err e = {0};
+    sq_idmap m;
+    CHECK_EQ(sq_idmap_read(&m, path, &e), 0);
+    CHECK_STR(sq_idmap_user(&m, 1), "ann");
+    CHECK_STR(sq_idmap_user(&m, 2), "bob smith");
+    CHECK(sq_idmap_user(&m, 3) == NULL);
+    CHECK(sq_idmap_user(&m, 0) == NULL);
+    CHECK_STR(sq_idmap_item(&m, 1), "B00X"); /* CRLF line ends are fine */
+    CHECK(sq_idmap_item(&m, 2) == NULL);
+    CHECK_STR(sq_idmap_item(&m, 3), "C");
+    sq_idmap_free(&m);
+    const char *bad[] = {"user\t1\n", "thing\t1\tx\n", "user\t0\tx\n", "item\tx\ty\n",
+                         "user\t1\ta\tb\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        f = fopen(path, "w");
+        CHECK(f != NULL);
+        if (!f)
+            break;
+        fputs(bad[i], f);
+        fclose(f);
+        e.code = 0;
+        CHECK_EQ(sq_idmap_read(&m, path, &e), SQ_EX_DATA);
+        CHECK(strstr(e.msg, ": line 1: ") != NULL);
+    }
+    unlink(path);
+    e.code = 0;
+    CHECK_EQ(sq_idmap_read(&m, path, &e), SQ_EX_NOINPUT);
 }
