@@ -683,8 +683,8 @@ done:
 int sq_eval_candidates(const sq_dataset *ds, const sq_eval_opts *o, uint64_t rec, uint32_t pos,
                        uint32_t *list, uint32_t *n_list, sq_err *e)
 {
-    const sq_seq *q = &ds->seq[rec];
-    if (rec >= ds->n_seq || pos < q->hist || pos >= q->len || !ds->pop)
+    const sq_seq *q = rec < ds->n_seq ? &ds->seq[rec] : NULL;
+    if (!q || pos < q->hist || pos >= q->len || !ds->pop)
         return sq_fail(e, SQ_EX_SOFTWARE, "sq_eval_candidates: no target %u in record %llu",
                        pos, (unsigned long long)rec);
     ctx c = {ds, o, ds->hdr.n_items, NULL, 0, 0};
