@@ -1,0 +1,771 @@
+/* attn_linear.c - linear-complexity attention kernels (equations, buffers
+ * and conventions: attn_linear.h).
+ *
+ * Written over `real` and compiled twice: as float here and as double by
+ * attn_linear_f64.c (see real.h). Each kind is a pair of per-(segment,
+ * head) sweeps driven by the same loop: work item (g, h) owns state slot
+ * g*H + h of the scratch and does head h of segments g, g+G, ... in order.
+ * Every output element and every gradient element is written by exactly one
+ * work item in a fixed order, so results are bitwise the same for any
+ * thread count.
+ *
+ * Backward pattern (all kinds). With out_t = u_t^T S_t, S_t = sum_{j in K(t)}
+ * f(k_j) v_j^T:
+ *   forward sweep   recompute S_t; du_t = S_t dout_t gives dq_t; per-row
+ *                   terms the reverse sweep needs go to a [T, C] row buffer
+ *   reverse sweep   G_j = sum_{t : j in K(t)} u_t dout_t^T (running, hs x hs)
+ *                   gives dv_j = G_j^T f(k_j) and dk_j from G_j v_j
+ * so no len x len matrix is ever formed. */
+#ifndef SQ_REAL
+#define SQ_REAL float
+#endif
+
+#include "attn_linear.h"
+#include "real.h"
+
+#include <string.h>
+
+#if SQ_REAL_IS_F64
+#define r_expm1 expm1
+#else
+#define r_expm1 expm1f
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Buffer sizes (precision-free: compiled once, in the float build).        */
+
+static int n_groups(int B)
+{
+    return B < SQ_LATTN_GROUPS ? B : SQ_LATTN_GROUPS;
+}
+
+/* Reals of one state slot: two hs x hs matrices and six hs vectors. */
+static size_t slot_size(int hs)
+{
+    return 2 * (size_t)hs * hs + 6 * (size_t)hs;
+}
+
+#if !SQ_REAL_IS_F64
+/* Row buffers (each [T, C]) the backward of a kind needs. */
+static int row_bufs(sq_lattn_kind kind)
+{
+    return kind == SQ_LATTN_HYDRA ? 2 : 1;
+}
+
+size_t sq_lattn_cache_size(sq_lattn_kind kind, const int *off, int B, int H,
+                           int C)
+{
+    size_t T = (size_t)off[B];
+    switch (kind) {
+    case SQ_LATTN_LINREC:
+    case SQ_LATTN_LINREC_PAPER:
+        return T * (size_t)C + T * (size_t)H;
+    case SQ_LATTN_LINEAR:
+        return T * (size_t)H;
+    case SQ_LATTN_EFFICIENT:
+        return T * (size_t)C;
+    case SQ_LATTN_HYDRA:
+        return 2 * T;
+    }
+    return 0;
+}
+
+size_t sq_lattn_scratch_size(sq_lattn_kind kind, const int *off, int B,
+                             int H, int C)
+{
+    size_t T = (size_t)off[B];
+    return (size_t)row_bufs(kind) * T * (size_t)C +
+           (size_t)n_groups(B) * (size_t)H * slot_size(C / H);
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Small helpers                                                             */
+
+static inline real elu(real x)
+{
+    return x > 0 ? x : r_expm1(x);
+}
+
+/* d elu / dx = 1 (x > 0), e^x (x <= 0). */
+static inline real elu_grad(real x)
+{
+    return x > 0 ? (real)1 : r_exp(x);
+}
+
+static inline real dot(const real *a, const real *b, int n)
+{
+    real s = 0;
+    for (int i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+/* y += a x */
+static inline void axpy(real *restrict y, real a, const real *restrict x,
+                        int n)
+{
+    for (int i = 0; i < n; i++)
+        y[i] += a * x[i];
+}
+
+/* M += x y^T, M [n, n] row-major. */
+static inline void outer_add(real *M, const real *x, const real *y, int n)
+{
+    for (int a = 0; a < n; a++)
+        axpy(M + (size_t)a * n, x[a], y, n);
+}
+
+/* y = M^T x: y[e] = sum_a x[a] M[a][e] (row-wise axpy, no reduction). */
+static inline void mt_vec(real *restrict y, const real *M, const real *x,
+                          int n)
+{
+    for (int e = 0; e < n; e++)
+        y[e] = 0;
+    for (int a = 0; a < n; a++)
+        axpy(y, x[a], M + (size_t)a * n, n);
+}
+
+/* y[a] = sum_e M[a][e] x[e] */
+static inline void m_vec(real *y, const real *M, const real *x, int n)
+{
+    for (int a = 0; a < n; a++)
+        y[a] = dot(M + (size_t)a * n, x, n);
+}
+
+/* The running state of query t holds the keys it sees. Before query t the
+ * forward sweep adds keys keys_from .. keys_to - 1: key t (causal), or all
+ * keys before the first query and none after (bidirectional). */
+static inline int keys_from(int t, int causal)
+{
+    return causal ? t : 0;
+}
+
+static inline int keys_to(int t, int L, int causal)
+{
+    return causal ? t + 1 : (t == 0 ? L : 0);
+}
+
+/* Mirror for the reverse sweep: before key j it adds the queries that see
+ * key j and are not in yet: query j (causal), or all queries at the first
+ * step j = L - 1 (bidirectional). */
+static inline int queries_from(int j, int L, int causal)
+{
+    return causal ? j : (j == L - 1 ? 0 : L);
+}
+
+static inline int queries_to(int j, int L, int causal)
+{
+    return causal ? j + 1 : L;
+}
+
+/* Below this many multiply-adds (~ T C (hs + 4)) an op runs on one thread:
+ * forking a team for a few microseconds of work costs more than it saves,
+ * and much more on a loaded machine. Results are the same either way. */
+#define PAR_MIN_WORK 16384
+
+static int par_worth(int T, int C, int hs)
+{
+    return (double)T * C * (hs + 4) >= PAR_MIN_WORK;
+}
+
+/* The work-item loop shared by every kind: BODY runs for segment b
+ * (rows o .. o+L-1), head h, with the slot `st`. */
+#define FOR_SEGMENT_HEADS(scratch, rowbufs, T, B, H, C, BODY) do { \
+    int G_ = n_groups(B), hs_ = (C) / (H), par_ = par_worth(T, C, hs_); \
+    real *slots_ = (scratch) + (size_t)(rowbufs) * (size_t)(T) * (size_t)(C); \
+    _Pragma("omp parallel for schedule(dynamic, 1) if(par_)") \
+    for (int gh_ = 0; gh_ < G_ * (H); gh_++) { \
+        int h = gh_ % (H); \
+        real *st = slots_ + (size_t)gh_ * slot_size(hs_); \
+        for (int b = gh_ / (H); b < (B); b += G_) { \
+            int o = off[b], L = off[b + 1] - off[b]; \
+            BODY; \
+        } \
+    } } while (0)
+
+#define ROW(p, t) ((p) + (size_t)(o + (t)) * ld + (size_t)h * hs)
+#define OROW(p, t) ((p) + (size_t)(o + (t)) * C + (size_t)h * hs)
+
+/* ------------------------------------------------------------------------ */
+/* 1. LinRec                                                                 */
+
+/* Key-column factor c_k(t): 1/sqrt(N(t)) (paper scaling), else 1. */
+static inline real linrec_ck(int paper, int causal, int t, int L)
+{
+    return paper ? (real)1 / r_sqrt((real)(causal ? t + 1 : L)) : (real)1;
+}
+
+static void linrec_fwd(real *out, real *rk, real *rq, const real *q,
+                       const real *k, const real *v, int ld, int C, int H,
+                       int o, int L, int h, int causal, int paper, real *st)
+{
+    int hs = C / H;
+    real *S = st, *z = S + (size_t)hs * hs, *u = z + hs, *kb = u + hs;
+    real cq = (real)1 / r_sqrt((real)hs), eps = (real)SQ_LATTN_EPS;
+    memset(S, 0, (size_t)hs * hs * sizeof *S);
+    memset(z, 0, (size_t)hs * sizeof *z);
+    for (int t = 0; t < L; t++) {
+        /* bidirectional: all keys before the first query */
+        for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
+            const real *kj = ROW(k, j);
+            for (int a = 0; a < hs; a++) {
+                kb[a] = elu(kj[a]);
+                z[a] += kb[a] * kb[a];
+            }
+            outer_add(S, kb, ROW(v, j), hs);
+        }
+        real ck = linrec_ck(paper, causal, t, L);
+        const real *qt = ROW(q, t);
+        real n2 = 0;
+        for (int a = 0; a < hs; a++) {
+            u[a] = elu(qt[a]);
+            n2 += u[a] * u[a];
+        }
+        real nq = (real)1 / r_sqrt(n2 + eps);
+        rq[(size_t)(o + t) * H + h] = nq;
+        real *rkt = OROW(rk, t);
+        for (int a = 0; a < hs; a++) {
+            rkt[a] = (real)1 / r_sqrt(z[a] + eps);
+            u[a] *= cq * ck * nq * rkt[a];
+        }
+        mt_vec(OROW(out, t), S, u, hs);
+    }
+}
+
+/* u_t = c_q c_k elu(q_t) nq_t rk_t (also returns elu(q_t) in ah, scaled by
+ * nq_t: the unit row qh_t / c_q). */
+static void linrec_u(real *u, real *ah, const real *qt, const real *rkt,
+                     real nq, real c, int hs)
+{
+    for (int a = 0; a < hs; a++) {
+        ah[a] = elu(qt[a]) * nq;
+        u[a] = c * ah[a] * rkt[a];
+    }
+}
+
+static void linrec_bwd(real *dq, real *dk, real *dv, real *dz,
+                       const real *dout, const real *q, const real *k,
+                       const real *v, const real *rk, const real *rq, int ld,
+                       int C, int H, int o, int L, int h, int causal,
+                       int paper, real *st)
+{
+    int hs = C / H;
+    real *S = st, *Gm = S + (size_t)hs * hs, *g = Gm + (size_t)hs * hs;
+    real *u = g + hs, *ah = u + hs, *du = ah + hs, *kb = du + hs;
+    real cq = (real)1 / r_sqrt((real)hs);
+    memset(S, 0, (size_t)hs * hs * sizeof *S);
+    /* Forward sweep: dq, and dz_t[a] = d loss / d z_t[a] to the row buffer */
+    for (int t = 0; t < L; t++) {
+        for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
+            const real *kj = ROW(k, j);
+            for (int a = 0; a < hs; a++)
+                kb[a] = elu(kj[a]);
+            outer_add(S, kb, ROW(v, j), hs);
+        }
+        real ck = linrec_ck(paper, causal, t, L);
+        const real *qt = ROW(q, t), *rkt = OROW(rk, t);
+        real nq = rq[(size_t)(o + t) * H + h];
+        linrec_u(u, ah, qt, rkt, nq, cq * ck, hs);
+        m_vec(du, S, OROW(dout, t), hs);
+        /* u = c ah rk: d ah = c rk du; ah = x nq with x = elu(q) and
+         * nq = (|x|^2 + eps)^-1/2: dx = (d ah - ah (ah . d ah)) nq */
+        real s = 0;
+        for (int a = 0; a < hs; a++) {
+            kb[a] = cq * ck * rkt[a] * du[a]; /* d ah */
+            s += ah[a] * kb[a];
+        }
+        real *dqt = ROW(dq, t), *dzt = OROW(dz, t);
+        for (int a = 0; a < hs; a++) {
+            dqt[a] += elu_grad(qt[a]) * (kb[a] - ah[a] * s) * nq;
+            /* u = c ah (z + eps)^-1/2: du/dz = -u rk^2 / 2 */
+            dzt[a] = -(real)0.5 * u[a] * du[a] * rkt[a] * rkt[a];
+        }
+    }
+    /* Reverse sweep: G = sum u_t dout_t^T, g = sum dz_t over the queries that
+     * see key j (t >= j causal, all t bidirectional). */
+    memset(Gm, 0, (size_t)hs * hs * sizeof *Gm);
+    memset(g, 0, (size_t)hs * sizeof *g);
+    for (int j = L - 1; j >= 0; j--) {
+        for (int t = queries_from(j, L, causal); t < queries_to(j, L, causal); t++) {
+            real ck = linrec_ck(paper, causal, t, L);
+            linrec_u(u, ah, ROW(q, t), OROW(rk, t),
+                     rq[(size_t)(o + t) * H + h], cq * ck, hs);
+            outer_add(Gm, u, OROW(dout, t), hs);
+            axpy(g, 1, OROW(dz, t), hs);
+        }
+        const real *kj = ROW(k, j), *vj = ROW(v, j);
+        for (int a = 0; a < hs; a++)
+            kb[a] = elu(kj[a]);
+        mt_vec(du, Gm, kb, hs);
+        axpy(ROW(dv, j), 1, du, hs);
+        real *dkj = ROW(dk, j);
+        for (int a = 0; a < hs; a++)
+            dkj[a] += elu_grad(kj[a]) *
+                      (dot(Gm + (size_t)a * hs, vj, hs) + 2 * kb[a] * g[a]);
+    }
+}
+
+void R(sq_linrec_forward)(real *out, real *cache, real *scratch,
+                          const real *q, const real *k, const real *v, int ld,
+                          const int *off, int B, int H, int C, int causal,
+                          sq_linrec_scale scale)
+{
+    int T = off[B], paper = scale == SQ_LINREC_PAPER;
+    real *rk = cache, *rq = cache + (size_t)T * C;
+    FOR_SEGMENT_HEADS(scratch, 0, T, B, H, C,
+        linrec_fwd(out, rk, rq, q, k, v, ld, C, H, o, L, h, causal, paper, st));
+}
+
+void R(sq_linrec_backward)(real *dq, real *dk, real *dv, real *scratch,
+                           const real *dout, const real *q, const real *k,
+                           const real *v, const real *cache, int ld,
+                           const int *off, int B, int H, int C, int causal,
+                           sq_linrec_scale scale)
+{
+    int T = off[B], paper = scale == SQ_LINREC_PAPER;
+    const real *rk = cache, *rq = cache + (size_t)T * C;
+    real *dz = scratch;
+    FOR_SEGMENT_HEADS(scratch, 1, T, B, H, C,
+        linrec_bwd(dq, dk, dv, dz, dout, q, k, v, rk, rq, ld, C, H, o, L, h,
+                   causal, paper, st));
+}
+
+/* ------------------------------------------------------------------------ */
+/* 2. Linear attention, phi = elu + 1                                        */
+
+static inline void phi1(real *y, const real *x, int n)
+{
+    for (int a = 0; a < n; a++)
+        y[a] = elu(x[a]) + 1;
+}
+
+static void linear_fwd(real *out, real *rden, const real *q, const real *k,
+                       const real *v, int ld, int C, int H, int o, int L,
+                       int h, int causal, real *st)
+{
+    int hs = C / H;
+    real *S = st, *z = S + (size_t)hs * hs, *pq = z + hs, *pk = pq + hs;
+    memset(S, 0, (size_t)hs * hs * sizeof *S);
+    memset(z, 0, (size_t)hs * sizeof *z);
+    for (int t = 0; t < L; t++) {
+        for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
+            phi1(pk, ROW(k, j), hs);
+            axpy(z, 1, pk, hs);
+            outer_add(S, pk, ROW(v, j), hs);
+        }
+        phi1(pq, ROW(q, t), hs);
+        real inv = (real)1 / (dot(pq, z, hs) + (real)SQ_LATTN_EPS_DEN);
+        rden[(size_t)(o + t) * H + h] = inv;
+        for (int a = 0; a < hs; a++)
+            pq[a] *= inv;
+        mt_vec(OROW(out, t), S, pq, hs);
+    }
+}
+
+static void linear_bwd(real *dq, real *dk, real *dv, real *dden,
+                       const real *dout, const real *q, const real *k,
+                       const real *v, const real *rden, int ld, int C, int H,
+                       int o, int L, int h, int causal, real *st)
+{
+    int hs = C / H;
+    real *S = st, *Gm = S + (size_t)hs * hs, *z = Gm + (size_t)hs * hs;
+    real *g = z + hs, *pq = g + hs, *pk = pq + hs, *num = pk + hs;
+    real *tmp = num + hs;
+    memset(S, 0, (size_t)hs * hs * sizeof *S);
+    memset(z, 0, (size_t)hs * sizeof *z);
+    /* out = num / den: dnum = dout / den, dden = -(dout . num) / den^2;
+     * dphi(q_t) = S_t dnum + z_t dden */
+    for (int t = 0; t < L; t++) {
+        for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
+            phi1(pk, ROW(k, j), hs);
+            axpy(z, 1, pk, hs);
+            outer_add(S, pk, ROW(v, j), hs);
+        }
+        const real *qt = ROW(q, t), *dt = OROW(dout, t);
+        real inv = rden[(size_t)(o + t) * H + h];
+        phi1(pq, qt, hs);
+        mt_vec(num, S, pq, hs);
+        real dd = -dot(dt, num, hs) * inv * inv;
+        m_vec(tmp, S, dt, hs);
+        real *dqt = ROW(dq, t);
+        for (int a = 0; a < hs; a++)
+            dqt[a] += elu_grad(qt[a]) * (tmp[a] * inv + z[a] * dd);
+        dden[(size_t)(o + t) * C + (size_t)h * hs] = dd;
+    }
+    /* G = sum phi(q_t) dnum_t^T, g = sum phi(q_t) dden_t over t seeing j:
+     * dphi(k_j) = G v_j + g, dv_j = G^T phi(k_j). */
+    memset(Gm, 0, (size_t)hs * hs * sizeof *Gm);
+    memset(g, 0, (size_t)hs * sizeof *g);
+    for (int j = L - 1; j >= 0; j--) {
+        for (int t = queries_from(j, L, causal); t < queries_to(j, L, causal); t++) {
+            real inv = rden[(size_t)(o + t) * H + h];
+            real dd = dden[(size_t)(o + t) * C + (size_t)h * hs];
+            phi1(pq, ROW(q, t), hs);
+            axpy(g, dd, pq, hs);
+            for (int a = 0; a < hs; a++)
+                pq[a] *= inv;
+            outer_add(Gm, pq, OROW(dout, t), hs);
+        }
+        const real *kj = ROW(k, j), *vj = ROW(v, j);
+        phi1(pk, kj, hs);
+        mt_vec(tmp, Gm, pk, hs);
+        axpy(ROW(dv, j), 1, tmp, hs);
+        real *dkj = ROW(dk, j);
+        for (int a = 0; a < hs; a++)
+            dkj[a] += elu_grad(kj[a]) *
+                      (dot(Gm + (size_t)a * hs, vj, hs) + g[a]);
+    }
+}
+
+void R(sq_linear_attn_forward)(real *out, real *cache, real *scratch,
+                               const real *q, const real *k, const real *v,
+                               int ld, const int *off, int B, int H, int C,
+                               int causal)
+{
+    int T = off[B];
+    FOR_SEGMENT_HEADS(scratch, 0, T, B, H, C,
+        linear_fwd(out, cache, q, k, v, ld, C, H, o, L, h, causal, st));
+}
+
+void R(sq_linear_attn_backward)(real *dq, real *dk, real *dv, real *scratch,
+                                const real *dout, const real *q,
+                                const real *k, const real *v,
+                                const real *cache, int ld, const int *off,
+                                int B, int H, int C, int causal)
+{
+    int T = off[B];
+    real *dden = scratch;
+    FOR_SEGMENT_HEADS(scratch, 1, T, B, H, C,
+        linear_bwd(dq, dk, dv, dden, dout, q, k, v, cache, ld, C, H, o, L, h,
+                   causal, st));
+}
+
+/* ------------------------------------------------------------------------ */
+/* 3. Efficient attention: softmax of q over features, of k over positions  */
+
+/* p = softmax(x) over n entries. */
+static inline void softmax_row(real *p, const real *x, int n)
+{
+    real mx = x[0];
+    for (int a = 1; a < n; a++)
+        if (x[a] > mx)
+            mx = x[a];
+    real sum = 0;
+    for (int a = 0; a < n; a++) {
+        p[a] = r_exp(x[a] - mx);
+        sum += p[a];
+    }
+    real inv = (real)1 / sum;
+    for (int a = 0; a < n; a++)
+        p[a] *= inv;
+}
+
+/* Online column softmax: add key row kj (value vj) to the running max m,
+ * sum Z = sum exp(k - m) and S = sum exp(k - m) v^T; first != 0 starts the
+ * columns. Every exp has an argument <= 0. */
+static inline void eff_add(real *S, real *m, real *Z, const real *kj,
+                           const real *vj, int hs, int first)
+{
+    for (int a = 0; a < hs; a++) {
+        real x = kj[a], *Sa = S + (size_t)a * hs;
+        if (first) {
+            m[a] = x;
+            Z[a] = 0;
+            for (int e = 0; e < hs; e++)
+                Sa[e] = 0;
+        } else if (x > m[a]) {
+            real f = r_exp(m[a] - x);
+            Z[a] *= f;
+            for (int e = 0; e < hs; e++)
+                Sa[e] *= f;
+            m[a] = x;
+        }
+        real w = r_exp(x - m[a]);
+        Z[a] += w;
+        axpy(Sa, w, vj, hs);
+    }
+}
+
+static void eff_fwd(real *out, real *lse, const real *q, const real *k,
+                    const real *v, int ld, int C, int H, int o, int L, int h,
+                    int causal, real *st)
+{
+    int hs = C / H;
+    real *S = st, *m = S + (size_t)hs * hs, *Z = m + hs, *p = Z + hs;
+    for (int t = 0; t < L; t++) {
+        for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++)
+            eff_add(S, m, Z, ROW(k, j), ROW(v, j), hs, j == 0);
+        softmax_row(p, ROW(q, t), hs);
+        real *lt = OROW(lse, t);
+        for (int a = 0; a < hs; a++) {
+            lt[a] = m[a] + r_log(Z[a]);
+            p[a] /= Z[a];
+        }
+        mt_vec(OROW(out, t), S, p, hs);
+    }
+}
+
+static void eff_bwd(real *dq, real *dk, real *dv, real *c, const real *dout,
+                    const real *q, const real *k, const real *v,
+                    const real *lse, int ld, int C, int H, int o, int L,
+                    int h, int causal, real *st)
+{
+    int hs = C / H;
+    real *S = st, *Gm = S + (size_t)hs * hs, *m = Gm + (size_t)hs * hs;
+    real *Z = m + hs, *g = Z + hs, *p = g + hs, *dp = p + hs;
+    real *sg = dp + hs;
+    /* Forward sweep: W_t = S / Z (the normalised key-weighted values),
+     * dp_t = W_t dout_t, dq_t = p (dp - p.dp); c_t = p (.) dp to the row
+     * buffer. */
+    for (int t = 0; t < L; t++) {
+        for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++)
+            eff_add(S, m, Z, ROW(k, j), ROW(v, j), hs, j == 0);
+        softmax_row(p, ROW(q, t), hs);
+        m_vec(dp, S, OROW(dout, t), hs);
+        real s = 0;
+        for (int a = 0; a < hs; a++) {
+            dp[a] /= Z[a];
+            s += p[a] * dp[a];
+        }
+        real *dqt = ROW(dq, t), *ct = OROW(c, t);
+        for (int a = 0; a < hs; a++) {
+            dqt[a] += p[a] * (dp[a] - s);
+            ct[a] = p[a] * dp[a];
+        }
+    }
+    /* Reverse sweep with G_j = sum_{t sees j} exp(lse_j - lse_t) p_t dout_t^T
+     * and g_j likewise over c_t (every factor <= 1 since lse_t grows with t):
+     * with s_j = exp(k_j - lse_j),
+     *   dv_j = G_j^T s_j,  dk_j[a] = s_j[a] (G_j[a] . v_j - g_j[a]). */
+    memset(Gm, 0, (size_t)hs * hs * sizeof *Gm);
+    memset(g, 0, (size_t)hs * sizeof *g);
+    for (int j = L - 1; j >= 0; j--) {
+        const real *lj = OROW(lse, j);
+        if (causal && j < L - 1) {
+            const real *lj1 = OROW(lse, j + 1);
+            for (int a = 0; a < hs; a++) {
+                real f = r_exp(lj[a] - lj1[a]);
+                g[a] *= f;
+                real *Ga = Gm + (size_t)a * hs;
+                for (int e = 0; e < hs; e++)
+                    Ga[e] *= f;
+            }
+        }
+        for (int t = queries_from(j, L, causal); t < queries_to(j, L, causal); t++) {
+            softmax_row(p, ROW(q, t), hs);
+            outer_add(Gm, p, OROW(dout, t), hs);
+            axpy(g, 1, OROW(c, t), hs);
+        }
+        const real *kj = ROW(k, j), *vj = ROW(v, j);
+        for (int a = 0; a < hs; a++)
+            sg[a] = r_exp(kj[a] - lj[a]);
+        mt_vec(dp, Gm, sg, hs);
+        axpy(ROW(dv, j), 1, dp, hs);
+        real *dkj = ROW(dk, j);
+        for (int a = 0; a < hs; a++)
+            dkj[a] += sg[a] * (dot(Gm + (size_t)a * hs, vj, hs) - g[a]);
+    }
+}
+
+void R(sq_efficient_attn_forward)(real *out, real *cache, real *scratch,
+                                  const real *q, const real *k,
+                                  const real *v, int ld, const int *off,
+                                  int B, int H, int C, int causal)
+{
+    int T = off[B];
+    FOR_SEGMENT_HEADS(scratch, 0, T, B, H, C,
+        eff_fwd(out, cache, q, k, v, ld, C, H, o, L, h, causal, st));
+}
+
+void R(sq_efficient_attn_backward)(real *dq, real *dk, real *dv,
+                                   real *scratch, const real *dout,
+                                   const real *q, const real *k,
+                                   const real *v, const real *cache, int ld,
+                                   const int *off, int B, int H, int C,
+                                   int causal)
+{
+    int T = off[B];
+    real *c = scratch;
+    FOR_SEGMENT_HEADS(scratch, 1, T, B, H, C,
+        eff_bwd(dq, dk, dv, c, dout, q, k, v, cache, ld, C, H, o, L, h,
+                causal, st));
+}
+
+/* ------------------------------------------------------------------------ */
+/* 4. Hydra: cosine kernel over the whole token vector, per-head products   */
+
+static void hydra_fwd(real *out, const real *nq, const real *nk,
+                      const real *q, const real *k, const real *v, int ld,
+                      int C, int H, int o, int L, int h, int causal, real *st)
+{
+    int hs = C / H;
+    real *S = st, *x = S + (size_t)hs * hs;
+    memset(S, 0, (size_t)hs * hs * sizeof *S);
+    for (int t = 0; t < L; t++) {
+        for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
+            const real *kj = ROW(k, j);
+            real n = nk[o + j];
+            for (int a = 0; a < hs; a++)
+                x[a] = kj[a] * n;
+            outer_add(S, x, ROW(v, j), hs);
+        }
+        const real *qt = ROW(q, t);
+        real n = nq[o + t];
+        for (int a = 0; a < hs; a++)
+            x[a] = qt[a] * n;
+        mt_vec(OROW(out, t), S, x, hs);
+    }
+}
+
+/* Writes dphi(q) and dphi(k) of the head's columns into the row buffers
+ * (assigned, not added) and adds dv. */
+static void hydra_bwd(real *dv, real *dpq, real *dpk, const real *dout,
+                      const real *nq, const real *nk, const real *q,
+                      const real *k, const real *v, int ld, int C, int H,
+                      int o, int L, int h, int causal, real *st)
+{
+    int hs = C / H;
+    real *S = st, *Gm = S + (size_t)hs * hs, *x = Gm + (size_t)hs * hs;
+    real *y = x + hs;
+    memset(S, 0, (size_t)hs * hs * sizeof *S);
+    for (int t = 0; t < L; t++) {
+        for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
+            const real *kj = ROW(k, j);
+            real n = nk[o + j];
+            for (int a = 0; a < hs; a++)
+                x[a] = kj[a] * n;
+            outer_add(S, x, ROW(v, j), hs);
+        }
+        m_vec(OROW(dpq, t), S, OROW(dout, t), hs);
+    }
+    memset(Gm, 0, (size_t)hs * hs * sizeof *Gm);
+    for (int j = L - 1; j >= 0; j--) {
+        for (int t = queries_from(j, L, causal); t < queries_to(j, L, causal); t++) {
+            const real *qt = ROW(q, t);
+            real n = nq[o + t];
+            for (int a = 0; a < hs; a++)
+                x[a] = qt[a] * n;
+            outer_add(Gm, x, OROW(dout, t), hs);
+        }
+        const real *kj = ROW(k, j);
+        real n = nk[o + j];
+        for (int a = 0; a < hs; a++)
+            x[a] = kj[a] * n;
+        mt_vec(y, Gm, x, hs);
+        axpy(ROW(dv, j), 1, y, hs);
+        m_vec(OROW(dpk, j), Gm, ROW(v, j), hs);
+    }
+}
+
+/* n[t] = 1 / sqrt(|x_t|^2 + eps) over the C columns of row t. */
+static void row_rnorms(real *n, const real *x, int ld, int T, int C)
+{
+    #pragma omp parallel for schedule(static) if(par_worth(T, C, 0))
+    for (int t = 0; t < T; t++) {
+        const real *xt = x + (size_t)t * ld;
+        n[t] = (real)1 / r_sqrt(dot(xt, xt, C) + (real)SQ_LATTN_EPS);
+    }
+}
+
+/* dx_t += n_t (dphi_t - phi_t (phi_t . dphi_t)), phi_t = n_t x_t. */
+static void row_rnorms_backward(real *dx, const real *dphi, const real *x,
+                                const real *n, int ld, int T, int C)
+{
+    #pragma omp parallel for schedule(static) if(par_worth(T, C, 0))
+    for (int t = 0; t < T; t++) {
+        const real *xt = x + (size_t)t * ld, *dp = dphi + (size_t)t * C;
+        real nt = n[t], s = dot(xt, dp, C) * nt * nt;
+        real *d = dx + (size_t)t * ld;
+        for (int c = 0; c < C; c++)
+            d[c] += nt * (dp[c] - xt[c] * s);
+    }
+}
+
+void R(sq_hydra_attn_forward)(real *out, real *cache, real *scratch,
+                              const real *q, const real *k, const real *v,
+                              int ld, const int *off, int B, int H, int C,
+                              int causal)
+{
+    int T = off[B];
+    real *nq = cache, *nk = cache + T;
+    row_rnorms(nq, q, ld, T, C);
+    row_rnorms(nk, k, ld, T, C);
+    FOR_SEGMENT_HEADS(scratch, 0, T, B, H, C,
+        hydra_fwd(out, nq, nk, q, k, v, ld, C, H, o, L, h, causal, st));
+}
+
+void R(sq_hydra_attn_backward)(real *dq, real *dk, real *dv, real *scratch,
+                               const real *dout, const real *q,
+                               const real *k, const real *v,
+                               const real *cache, int ld, const int *off,
+                               int B, int H, int C, int causal)
+{
+    int T = off[B];
+    const real *nq = cache, *nk = cache + T;
+    real *dpq = scratch, *dpk = scratch + (size_t)T * C;
+    FOR_SEGMENT_HEADS(scratch, 2, T, B, H, C,
+        hydra_bwd(dv, dpq, dpk, dout, nq, nk, q, k, v, ld, C, H, o, L, h,
+                  causal, st));
+    row_rnorms_backward(dq, dpq, q, nq, ld, T, C);
+    row_rnorms_backward(dk, dpk, k, nk, ld, T, C);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dispatch                                                                  */
+
+void R(sq_lattn_forward)(sq_lattn_kind kind, real *out, real *cache,
+                         real *scratch, const real *q, const real *k,
+                         const real *v, int ld, const int *off, int B, int H,
+                         int C, int causal)
+{
+    switch (kind) {
+    case SQ_LATTN_LINREC:
+    case SQ_LATTN_LINREC_PAPER:
+        R(sq_linrec_forward)(out, cache, scratch, q, k, v, ld, off, B, H, C,
+                             causal, kind == SQ_LATTN_LINREC_PAPER ?
+                             SQ_LINREC_PAPER : SQ_LINREC_CODE);
+        break;
+    case SQ_LATTN_LINEAR:
+        R(sq_linear_attn_forward)(out, cache, scratch, q, k, v, ld, off, B,
+                                  H, C, causal);
+        break;
+    case SQ_LATTN_EFFICIENT:
+        R(sq_efficient_attn_forward)(out, cache, scratch, q, k, v, ld, off,
+                                     B, H, C, causal);
+        break;
+    case SQ_LATTN_HYDRA:
+        R(sq_hydra_attn_forward)(out, cache, scratch, q, k, v, ld, off, B, H,
+                                 C, causal);
+        break;
+    }
+}
+
+void R(sq_lattn_backward)(sq_lattn_kind kind, real *dq, real *dk, real *dv,
+                          real *scratch, const real *dout, const real *q,
+                          const real *k, const real *v, const real *cache,
+                          int ld, const int *off, int B, int H, int C,
+                          int causal)
+{
+    switch (kind) {
+    case SQ_LATTN_LINREC:
+    case SQ_LATTN_LINREC_PAPER:
+        R(sq_linrec_backward)(dq, dk, dv, scratch, dout, q, k, v, cache, ld,
+                              off, B, H, C, causal,
+                              kind == SQ_LATTN_LINREC_PAPER ?
+                              SQ_LINREC_PAPER : SQ_LINREC_CODE);
+        break;
+    case SQ_LATTN_LINEAR:
+        R(sq_linear_attn_backward)(dq, dk, dv, scratch, dout, q, k, v, cache,
+                                   ld, off, B, H, C, causal);
+        break;
+    case SQ_LATTN_EFFICIENT:
+        R(sq_efficient_attn_backward)(dq, dk, dv, scratch, dout, q, k, v,
+                                      cache, ld, off, B, H, C, causal);
+        break;
+    case SQ_LATTN_HYDRA:
+        R(sq_hydra_attn_backward)(dq, dk, dv, scratch, dout, q, k, v, cache,
+                                  ld, off, B, H, C, causal);
+        break;
+    }
+}

@@ -1,0 +1,548 @@
+/* Unit tests for lib/attn_linear.c (linrec, linear, efficient, hydra).
+ *
+ * For every kind, causal and bidirectional, on odd shapes (C = 6 with H = 2
+ * or 3, C = 5 with H = 1; hydra also with H = C) and packed batches of
+ * segments of lengths 1..7 (a length-1 segment always included), separate
+ * and fused (ld = 3C) q, k, v:
+ *   - the double build equals an explicit quadratic reference (the masked
+ *     len x len score matrix, in long double) to 1e-10, the float build to
+ *     1e-5 (normwise relative);
+ *   - dq, dk, dv of the double build match fourth-order central finite
+ *     differences (gradcheck.h) to 1e-6; backward adds into the gradients
+ *     (they start non-zero) and the scratch starts as NaN garbage;
+ *   - the float build agrees with the double one (output and gradients).
+ * Then: efficient attention with logits ~ +-80..100 (where exp overflows in
+ * float) stays finite and equal to the long double reference; the results
+ * are bitwise the same for 1 and 2 threads; and one segment of N = 8192,
+ * C = 64 runs forward + backward with buffers of O(N C + C^2) reals (and a
+ * peak-RSS growth far below N^2 floats). SQ_TEST_VERBOSE=1 prints the
+ * measured errors. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "attn_linear.h"
+#include "gradcheck.h"
+#include "ops.h"
+#include "rng.h"
+#include "unit.h"
+
+#define GRAD_TOL 1e-6 /* finite differences vs backward, double build */
+#define REF_TOL_F64 1e-10
+#define REF_TOL_F32 1e-5
+#define F32_TOL 1e-5  /* float build vs double build, normwise */
+#define MAXL 64       /* longest segment the quadratic reference takes */
+
+typedef struct {
+    int B, T;
+    int len[8], off[9];
+} segs;
+
+/* B in 2..5 segments of lengths 1..7, the first of length 1 on even trials
+ * and some other one of length 1 otherwise. */
+static void rand_segs(sq_rng *r, segs *s, int trial)
+{
+    s->B = 2 + (int)sq_rng_below(r, 4);
+    for (int b = 0; b < s->B; b++)
+        s->len[b] = 1 + (int)sq_rng_below(r, 7);
+    s->len[trial % 2 ? s->B - 1 : 0] = 1;
+    s->len[trial % 2 ? 0 : s->B - 1] = 7;
+    s->T = sq_pack_offsets(s->off, s->len, s->B);
+}
+
+static const char *kind_name(sq_lattn_kind kind)
+{
+    switch (kind) {
+    case SQ_LATTN_LINREC: return "linrec";
+    case SQ_LATTN_LINREC_PAPER: return "linrec-paper";
+    case SQ_LATTN_LINEAR: return "linear";
+    case SQ_LATTN_EFFICIENT: return "efficient";
+    case SQ_LATTN_HYDRA: return "hydra";
+    }
+    return "?";
+}
+
+/* ------------------------------------------------------------------------ */
+/* The quadratic reference: for every query the explicit row of scores over
+ * the keys it sees, from the definitions in attn_linear.h, in long double. */
+
+typedef long double ldbl;
+
+static ldbl elu_l(ldbl x)
+{
+    return x > 0 ? x : expm1l(x);
+}
+
+static void ref_forward(sq_lattn_kind kind, double *out, const double *q,
+                        const double *k, const double *v, int ld,
+                        const int *off, int B, int H, int C, int causal)
+{
+    int hs = C / H;
+    const ldbl eps = SQ_LATTN_EPS;
+    for (int b = 0; b < B; b++) {
+        int o = off[b], L = off[b + 1] - off[b];
+        if (L > MAXL)
+            abort();
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < L; t++) {
+                int n = causal ? t + 1 : L; /* keys 0 .. n-1 */
+                ldbl A[MAXL] = {0}, den = 0;
+                const double *qt = q + (size_t)(o + t) * ld + h * hs;
+                if (kind == SQ_LATTN_LINREC || kind == SQ_LATTN_LINREC_PAPER) {
+                    ldbl cq = 1 / sqrtl(hs), ck = 1, nq = 0;
+                    if (kind == SQ_LATTN_LINREC_PAPER)
+                        ck = 1 / sqrtl(n);
+                    for (int a = 0; a < hs; a++)
+                        nq += elu_l(qt[a]) * elu_l(qt[a]);
+                    nq = sqrtl(nq + eps);
+                    for (int a = 0; a < hs; a++) {
+                        ldbl z = 0;
+                        for (int j = 0; j < n; j++) {
+                            ldbl x = elu_l(k[(size_t)(o + j) * ld + h * hs + a]);
+                            z += x * x;
+                        }
+                        z = sqrtl(z + eps);
+                        for (int j = 0; j < n; j++)
+                            A[j] += cq * elu_l(qt[a]) / nq * ck *
+                                    elu_l(k[(size_t)(o + j) * ld + h * hs + a]) / z;
+                    }
+                } else if (kind == SQ_LATTN_LINEAR) {
+                    for (int j = 0; j < n; j++) {
+                        for (int a = 0; a < hs; a++)
+                            A[j] += (elu_l(qt[a]) + 1) *
+                                    (elu_l(k[(size_t)(o + j) * ld + h * hs + a]) + 1);
+                        den += A[j];
+                    }
+                    den += (ldbl)SQ_LATTN_EPS_DEN;
+                    for (int j = 0; j < n; j++)
+                        A[j] /= den;
+                } else if (kind == SQ_LATTN_EFFICIENT) {
+                    ldbl p[MAXL], mx = qt[0], sum = 0;
+                    for (int a = 1; a < hs; a++)
+                        mx = fmaxl(mx, qt[a]);
+                    for (int a = 0; a < hs; a++)
+                        sum += p[a] = expl(qt[a] - mx);
+                    for (int a = 0; a < hs; a++) {
+                        const double *kc = k + (size_t)o * ld + h * hs + a;
+                        ldbl km = kc[0], ks = 0;
+                        for (int j = 1; j < n; j++)
+                            km = fmaxl(km, kc[(size_t)j * ld]);
+                        for (int j = 0; j < n; j++)
+                            ks += expl(kc[(size_t)j * ld] - km);
+                        for (int j = 0; j < n; j++)
+                            A[j] += p[a] / sum * expl(kc[(size_t)j * ld] - km) / ks;
+                    }
+                } else { /* hydra: norms over the whole row of C */
+                    const double *qr = q + (size_t)(o + t) * ld;
+                    ldbl nq = 0;
+                    for (int c = 0; c < C; c++)
+                        nq += (ldbl)qr[c] * qr[c];
+                    nq = sqrtl(nq + eps);
+                    for (int j = 0; j < n; j++) {
+                        const double *kr = k + (size_t)(o + j) * ld;
+                        ldbl nk = 0;
+                        for (int c = 0; c < C; c++)
+                            nk += (ldbl)kr[c] * kr[c];
+                        nk = sqrtl(nk + eps);
+                        for (int a = 0; a < hs; a++)
+                            A[j] += qr[h * hs + a] / nq * kr[h * hs + a] / nk;
+                    }
+                }
+                for (int e = 0; e < hs; e++) {
+                    ldbl s = 0;
+                    for (int j = 0; j < n; j++)
+                        s += A[j] * v[(size_t)(o + j) * ld + h * hs + e];
+                    out[(size_t)(o + t) * C + h * hs + e] = (double)s;
+                }
+            }
+    }
+}
+
+/* Normwise max |a - b| / max |b| of two double arrays. */
+static double rel_diff(const double *a, const double *b, size_t n)
+{
+    double dmax = 0, bmax = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs(a[i] - b[i]);
+        if (!(d <= dmax))
+            dmax = d;
+        bmax = fmax(bmax, fabs(b[i]));
+    }
+    return dmax / fmax(bmax, 1e-30);
+}
+
+/* ------------------------------------------------------------------------ */
+
+/* q, k, v in one array: separate [T, C] blocks (ld = C) or interleaved rows
+ * [T, 3C] (ld = 3C). */
+typedef struct {
+    sq_lattn_kind kind;
+    const segs *s;
+    int H, C, ld, causal;
+    double *qkv, *out, *cache, *scratch, *w;
+} lk_ctx;
+
+static void qkv_ptrs(size_t T, int C, int ld, double *base, double **q,
+                     double **k, double **v)
+{
+    int fused = ld == 3 * C;
+    *q = base;
+    *k = fused ? base + C : base + T * C;
+    *v = fused ? base + 2 * C : base + 2 * T * C;
+}
+
+static void qkv_ptrs_f(size_t T, int C, int ld, float *base, float **q,
+                       float **k, float **v)
+{
+    int fused = ld == 3 * C;
+    *q = base;
+    *k = fused ? base + C : base + T * C;
+    *v = fused ? base + 2 * C : base + 2 * T * C;
+}
+
+static double lk_obj(void *p)
+{
+    lk_ctx *c = p;
+    double *q, *k, *v;
+    qkv_ptrs((size_t)c->s->T, c->C, c->ld, c->qkv, &q, &k, &v);
+    sq_lattn_forward_f64(c->kind, c->out, c->cache, c->scratch, q, k, v,
+                         c->ld, c->s->off, c->s->B, c->H, c->C, c->causal);
+    return gc_dot(c->out, c->w, (size_t)c->s->T * c->C);
+}
+
+static void fill_nan(double *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = NAN;
+}
+
+static void fill_nan_f(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = NAN;
+}
+
+typedef struct {
+    double grad[2], ref64[2], ref32[2], f32[2];
+} worst;
+
+#define UPD(w, e) do { double e_ = (e); if (!(e_ <= (w))) (w) = e_; } while (0)
+
+/* One random instance of a kind: reference, gradient and float checks. */
+static void check_instance(unit_ctx *t, sq_rng *r, sq_lattn_kind kind, int C,
+                           int H, int causal, int trial, double scale,
+                           worst *wo)
+{
+    segs s;
+    rand_segs(r, &s, trial);
+    int ld = trial % 2 ? 3 * C : C;
+    size_t T = (size_t)s.T, n = T * C, qn = 3 * n;
+    size_t cn = sq_lattn_cache_size(kind, s.off, s.B, H, C);
+    size_t sn = sq_lattn_scratch_size(kind, s.off, s.B, H, C);
+    lk_ctx c = {kind, &s, H, C, ld, causal, gc_normal(r, qn, scale),
+                gc_zeros(n), gc_zeros(cn), gc_zeros(sn), gc_normal(r, n, 1)};
+    /* elu has a kink in its second derivative at 0: keep inputs off it so
+     * that the O(h^4) finite differences stay valid */
+    for (size_t i = 0; i < qn; i++)
+        if (fabs(c.qkv[i]) < 0.01)
+            c.qkv[i] += c.qkv[i] < 0 ? -0.01 : 0.01;
+    fill_nan(c.scratch, sn);
+    double *q, *k, *v, *dq, *dk, *dv;
+    qkv_ptrs(T, C, ld, c.qkv, &q, &k, &v);
+
+    /* reference */
+    double *ref = gc_zeros(n);
+    lk_obj(&c);
+    ref_forward(kind, ref, q, k, v, ld, s.off, s.B, H, C, causal);
+    double e = rel_diff(c.out, ref, n);
+    CHECK(e < REF_TOL_F64);
+    UPD(wo->ref64[causal], e);
+
+    /* gradients: backward adds into non-zero buffers */
+    double *d0 = gc_normal(r, qn, 1), *dqkv = gc_zeros(qn), *g = gc_zeros(qn);
+    memcpy(dqkv, d0, qn * sizeof *dqkv);
+    qkv_ptrs(T, C, ld, dqkv, &dq, &dk, &dv);
+    fill_nan(c.scratch, sn);
+    sq_lattn_backward_f64(kind, dq, dk, dv, c.scratch, c.w, q, k, v, c.cache,
+                          ld, s.off, s.B, H, C, causal);
+    for (size_t i = 0; i < qn; i++)
+        g[i] = dqkv[i] - d0[i];
+    e = gc_check(lk_obj, &c, c.qkv, g, qn);
+    CHECK(e < GRAD_TOL);
+    UPD(wo->grad[causal], e);
+    lk_obj(&c);
+
+    /* float build */
+    float *fqkv = gc_to_float(c.qkv, qn), *fw = gc_to_float(c.w, n);
+    float *fo = calloc(n, sizeof *fo), *fc = calloc(cn ? cn : 1, sizeof *fc);
+    float *fs = calloc(sn ? sn : 1, sizeof *fs), *fd = calloc(qn, sizeof *fd);
+    float *fq, *fk, *fv, *fdq, *fdk, *fdv;
+    qkv_ptrs_f(T, C, ld, fqkv, &fq, &fk, &fv);
+    qkv_ptrs_f(T, C, ld, fd, &fdq, &fdk, &fdv);
+    fill_nan_f(fs, sn);
+    sq_lattn_forward(kind, fo, fc, fs, fq, fk, fv, ld, s.off, s.B, H, C, causal);
+    fill_nan_f(fs, sn);
+    sq_lattn_backward(kind, fdq, fdk, fdv, fs, fw, fq, fk, fv, fc, ld, s.off,
+                      s.B, H, C, causal);
+    e = gc_rel_diff(fo, ref, n);
+    CHECK(e < REF_TOL_F32);
+    UPD(wo->ref32[causal], e);
+    e = fmax(gc_rel_diff(fo, c.out, n), gc_rel_diff(fd, g, qn));
+    CHECK(e < F32_TOL);
+    UPD(wo->f32[causal], e);
+    if (t->failed && getenv("SQ_TEST_VERBOSE"))
+        fprintf(stderr, "    (%s C=%d H=%d causal=%d trial=%d)\n",
+                kind_name(kind), C, H, causal, trial);
+
+    free(fqkv); free(fw); free(fo); free(fc); free(fs); free(fd);
+    free(c.qkv); free(c.out); free(c.cache); free(c.scratch); free(c.w);
+    free(ref); free(d0); free(dqkv); free(g);
+}
+
+static void check_kind(unit_ctx *t, sq_lattn_kind kind, uint64_t seed)
+{
+    static const int plain[][2] = {{6, 2}, {6, 3}, {5, 1}, {6, 2}};
+    static const int hydra[][2] = {{6, 6}, {5, 5}, {6, 2}, {6, 3}};
+    const int (*shape)[2] = kind == SQ_LATTN_HYDRA ? hydra : plain;
+    sq_rng r;
+    sq_rng_seed(&r, seed, 0);
+    worst wo = {{0, 0}, {0, 0}, {0, 0}, {0, 0}};
+    for (int causal = 0; causal < 2; causal++)
+        for (int trial = 0; trial < 4; trial++)
+            check_instance(t, &r, kind, shape[trial][0], shape[trial][1],
+                           causal, trial, 1, &wo);
+    gc_note(t->name, "grad q, k, v (bidir)", wo.grad[0]);
+    gc_note(t->name, "grad q, k, v (causal)", wo.grad[1]);
+    gc_note(t->name, "f64 vs quadratic (bidir)", wo.ref64[0]);
+    gc_note(t->name, "f64 vs quadratic (causal)", wo.ref64[1]);
+    gc_note(t->name, "f32 vs quadratic (bidir)", wo.ref32[0]);
+    gc_note(t->name, "f32 vs quadratic (causal)", wo.ref32[1]);
+    gc_note(t->name, "f32 vs f64 out+grad (bidir)", wo.f32[0]);
+    gc_note(t->name, "f32 vs f64 out+grad (causal)", wo.f32[1]);
+}
+
+UNIT_TEST(test_attn_linear_linrec)
+{
+    check_kind(t, SQ_LATTN_LINREC, 101);
+}
+
+UNIT_TEST(test_attn_linear_linrec_paper)
+{
+    check_kind(t, SQ_LATTN_LINREC_PAPER, 102);
+}
+
+UNIT_TEST(test_attn_linear_linear)
+{
+    check_kind(t, SQ_LATTN_LINEAR, 103);
+}
+
+UNIT_TEST(test_attn_linear_efficient)
+{
+    check_kind(t, SQ_LATTN_EFFICIENT, 104);
+}
+
+UNIT_TEST(test_attn_linear_hydra)
+{
+    check_kind(t, SQ_LATTN_HYDRA, 105);
+}
+
+/* ------------------------------------------------------------------------ */
+
+/* Efficient attention with logits of size 80..100: exp overflows float at
+ * 88.7, so a naive column softmax gives inf/NaN. The float build must stay
+ * finite and match the long double reference on the same (float-rounded)
+ * inputs; the double backward must still match finite differences. */
+UNIT_TEST(test_attn_linear_efficient_large)
+{
+    sq_rng r;
+    sq_rng_seed(&r, 106, 0);
+    double eref[2] = {0, 0}, egrad = 0, ef = 0;
+    for (int causal = 0; causal < 2; causal++)
+        for (int trial = 0; trial < 2; trial++) {
+            segs s;
+            rand_segs(&r, &s, trial);
+            int C = 6, H = trial ? 2 : 1, ld = C;
+            size_t T = (size_t)s.T, n = T * C, qn = 3 * n;
+            size_t cn = sq_lattn_cache_size(SQ_LATTN_EFFICIENT, s.off, s.B, H, C);
+            size_t sn = sq_lattn_scratch_size(SQ_LATTN_EFFICIENT, s.off, s.B, H, C);
+            double *x = gc_normal(&r, qn, 1);
+            /* q, k: +-(80 + 10 N(0,1)); a column grows over the sequence so
+             * the running max is rescaled often */
+            for (size_t i = 0; i < 2 * n; i++) {
+                double sign = sq_rng_uniform(&r) < 0.3 ? -1 : 1;
+                x[i] = (float)(sign * (80 + 10 * x[i]) + (double)(i / C % 7));
+            }
+            for (size_t i = 2 * n; i < qn; i++)
+                x[i] = (float)x[i];
+            float *fx = gc_to_float(x, qn), *fo = calloc(n, sizeof *fo);
+            float *fc = calloc(cn, sizeof *fc), *fs = calloc(sn, sizeof *fs);
+            float *fw = calloc(n, sizeof *fw), *fd = calloc(qn, sizeof *fd);
+            double *ref = gc_zeros(n);
+            for (size_t i = 0; i < n; i++)
+                fw[i] = (float)sq_rng_normal(&r);
+            sq_efficient_attn_forward(fo, fc, fs, fx, fx + n, fx + 2 * n, ld,
+                                      s.off, s.B, H, C, causal);
+            sq_efficient_attn_backward(fd, fd + n, fd + 2 * n, fs, fw, fx,
+                                       fx + n, fx + 2 * n, fc, ld, s.off, s.B,
+                                       H, C, causal);
+            ref_forward(SQ_LATTN_EFFICIENT, ref, x, x + n, x + 2 * n, ld,
+                        s.off, s.B, H, C, causal);
+            int finite = 1;
+            for (size_t i = 0; i < n; i++)
+                finite &= isfinite(fo[i]) != 0;
+            for (size_t i = 0; i < qn; i++)
+                finite &= isfinite(fd[i]) != 0;
+            CHECK(finite);
+            double e = gc_rel_diff(fo, ref, n);
+            CHECK(e < REF_TOL_F32);
+            UPD(eref[causal], e);
+            /* double: gradient check at these logits, float vs double grads */
+            double *dw = gc_zeros(n);
+            for (size_t i = 0; i < n; i++)
+                dw[i] = fw[i];
+            segs *sp = &s;
+            lk_ctx c = {SQ_LATTN_EFFICIENT, sp, H, C, ld, causal, x,
+                        gc_zeros(n), gc_zeros(cn), gc_zeros(sn), dw};
+            double *g = gc_zeros(qn);
+            lk_obj(&c);
+            e = rel_diff(c.out, ref, n);
+            CHECK(e < REF_TOL_F64);
+            sq_efficient_attn_backward_f64(g, g + n, g + 2 * n, c.scratch, dw,
+                                           x, x + n, x + 2 * n, c.cache, ld,
+                                           s.off, s.B, H, C, causal);
+            e = gc_check(lk_obj, &c, x, g, qn);
+            CHECK(e < GRAD_TOL);
+            UPD(egrad, e);
+            e = gc_rel_diff(fd, g, qn);
+            CHECK(e < 1e-4); /* k - lse in float at |k| ~ 100: ulp 7.6e-6 */
+            UPD(ef, e);
+            free(x); free(fx); free(fo); free(fc); free(fs); free(fw); free(fd);
+            free(ref); free(dw); free(c.out); free(c.cache); free(c.scratch); free(g);
+        }
+    /* and the naive float column softmax does overflow at these sizes */
+    volatile float big = 95.0f;
+    CHECK(isinf(expf(big)));
+    gc_note(t->name, "f32 vs quadratic (bidir)", eref[0]);
+    gc_note(t->name, "f32 vs quadratic (causal)", eref[1]);
+    gc_note(t->name, "grad q, k, v (f64)", egrad);
+    gc_note(t->name, "f32 vs f64 grad", ef);
+}
+
+/* ------------------------------------------------------------------------ */
+
+/* Float forward + backward of one kind on the given inputs; returns out and
+ * the gradients (3 arrays of n) in res [4n]. */
+static void run_f32(sq_lattn_kind kind, float *res, const float *qkv,
+                    const float *w, const int *off, int B, int H, int C,
+                    int causal)
+{
+    size_t n = (size_t)off[B] * C;
+    size_t cn = sq_lattn_cache_size(kind, off, B, H, C);
+    size_t sn = sq_lattn_scratch_size(kind, off, B, H, C);
+    float *cache = calloc(cn, sizeof *cache), *scratch = calloc(sn, sizeof *scratch);
+    memset(res, 0, 4 * n * sizeof *res);
+    sq_lattn_forward(kind, res, cache, scratch, qkv, qkv + n, qkv + 2 * n, C,
+                     off, B, H, C, causal);
+    sq_lattn_backward(kind, res + n, res + 2 * n, res + 3 * n, scratch, w, qkv,
+                      qkv + n, qkv + 2 * n, cache, C, off, B, H, C, causal);
+    free(cache);
+    free(scratch);
+}
+
+/* Bitwise the same results with 1 and 2 threads, with more segments than
+ * SQ_LATTN_GROUPS so that groups hold several segments, and enough work
+ * (T C (hs + 4) >= 16384) that the ops do fork a team. */
+UNIT_TEST(test_attn_linear_threads)
+{
+#ifndef _OPENMP
+    SKIP("built without OpenMP");
+#else
+    enum { B = 40 };
+    int len[B], off[B + 1], C = 16;
+    sq_rng r;
+    sq_rng_seed(&r, 107, 0);
+    for (int b = 0; b < B; b++)
+        len[b] = 1 + (int)sq_rng_below(&r, 60);
+    int T = sq_pack_offsets(off, len, B);
+    size_t n = (size_t)T * C;
+    float *qkv = calloc(3 * n, sizeof *qkv), *w = calloc(n, sizeof *w);
+    for (size_t i = 0; i < 3 * n; i++)
+        qkv[i] = (float)sq_rng_normal(&r);
+    for (size_t i = 0; i < n; i++)
+        w[i] = (float)sq_rng_normal(&r);
+    float *a = calloc(4 * n, sizeof *a), *b2 = calloc(4 * n, sizeof *b2);
+    int saved = omp_get_max_threads(), same = 1;
+    for (int kind = SQ_LATTN_LINREC; kind <= SQ_LATTN_HYDRA; kind++)
+        for (int causal = 0; causal < 2; causal++) {
+            int H = kind == SQ_LATTN_HYDRA ? C : 2;
+            omp_set_num_threads(1);
+            run_f32((sq_lattn_kind)kind, a, qkv, w, off, B, H, C, causal);
+            omp_set_num_threads(2);
+            run_f32((sq_lattn_kind)kind, b2, qkv, w, off, B, H, C, causal);
+            same &= memcmp(a, b2, 4 * n * sizeof *a) == 0;
+        }
+    omp_set_num_threads(saved);
+    CHECK(same);
+    free(qkv); free(w); free(a); free(b2);
+#endif
+}
+
+/* ------------------------------------------------------------------------ */
+
+static long max_rss_kb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* One segment of N = 8192 rows, C = 64 (H = 1, hs = 64; hydra H = C):
+ * causal forward + backward (the prefix-sum form; the bidirectional one
+ * uses the same buffers) with caller buffers whose sizes are O(N C + C^2):
+ * an N x N float matrix would be 256 MiB, ~20 times everything the test
+ * allocates. The peak RSS may not grow by half of that either (ASan's
+ * quarantine keeps freed blocks resident), and the test stays fast. */
+UNIT_TEST(test_attn_linear_memory)
+{
+    enum { N = 8192, C = 64 };
+    int off[2] = {0, N};
+    size_t n = (size_t)N * C;
+    long rss0 = max_rss_kb();
+    double t0 = (double)clock() / CLOCKS_PER_SEC;
+    float *qkv = malloc(3 * n * sizeof *qkv), *w = malloc(n * sizeof *w);
+    float *res = malloc(4 * n * sizeof *res);
+    sq_rng r;
+    sq_rng_seed(&r, 108, 0);
+    for (size_t i = 0; i < 3 * n; i++)
+        qkv[i] = (float)(0.5 * sq_rng_normal(&r));
+    for (size_t i = 0; i < n; i++)
+        w[i] = (float)sq_rng_normal(&r);
+    int ok = 1;
+    for (int kind = SQ_LATTN_LINREC; kind <= SQ_LATTN_HYDRA; kind++) {
+        if (kind == SQ_LATTN_LINREC_PAPER)
+            continue; /* same code path as linrec */
+        int H = kind == SQ_LATTN_HYDRA ? C : 1;
+        size_t cn = sq_lattn_cache_size((sq_lattn_kind)kind, off, 1, H, C);
+        size_t sn = sq_lattn_scratch_size((sq_lattn_kind)kind, off, 1, H, C);
+        CHECK(cn <= 2 * n);
+        CHECK(sn <= 2 * n + 3 * (size_t)C * C);
+        CHECK(cn + sn < (size_t)N * N / 16);
+        run_f32((sq_lattn_kind)kind, res, qkv, w, off, 1, H, C, 1);
+        for (size_t i = 0; i < 4 * n; i++)
+            ok &= isfinite(res[i]) != 0;
+    }
+    CHECK(ok);
+    double secs = (double)clock() / CLOCKS_PER_SEC - t0;
+    long grow_kb = max_rss_kb() - rss0;
+    /* N^2 floats = 256 MiB; everything here is ~14 MiB */
+    CHECK(grow_kb < 128 * 1024);
+    CHECK(secs < 60); /* CPU seconds, generous: ~1 s here under ASan */
+    gc_note(t->name, "peak RSS growth (MiB)", grow_kb / 1024.0);
+    gc_note(t->name, "CPU seconds", secs);
+    free(qkv); free(w); free(res);
+}
