@@ -14,14 +14,18 @@
  * features; K(t) = {j <= t} (causal) or {0 .. L-1} (bidirectional) is the
  * set of keys query t sees, and N(t) = |K(t)| (t + 1 or L);
  * elu(x) = x (x > 0), e^x - 1 (x <= 0); eps = SQ_LATTN_EPS = 1e-12 unless
- * stated.
+ * stated. eps is added to every squared L2 norm, x / sqrt(|x|^2 + eps), so
+ * each normalisation is smooth everywhere and maps a zero vector to 0; the
+ * backward differentiates this exact form (the published LinRec code has no
+ * eps; at |x|^2 ~ 1 the difference is ~1e-12 relative).
  *
  * linrec (LinRec, Liu et al. 2023, eq. 9):
  *     qh_t = c_q elu(q_t) / sqrt(|elu(q_t)|^2 + eps)          (row L2 norm)
  *     kh_j[a] = c_k(t) elu(k_j[a]) / sqrt(z_t[a] + eps),
  *         z_t[a] = sum_{j in K(t)} elu(k_j[a])^2       (column L2 norm over
  *                                                        the keys t sees)
- *     out_t = sum_{j in K(t)} (qh_t . kh_j) v_j = (qh_t / sqrt(z_t + eps))^T S_t,
+ *     out_t = sum_{j in K(t)} (qh_t . kh_j) v_j
+ *           = c_k(t) (qh_t (/) sqrt(z_t + eps))^T S_t     ((/): elementwise)
  *         S_t = sum_{j in K(t)} elu(k_j) v_j^T              (hs x hs)
  *   Scaling (sq_linrec_scale): SQ_LINREC_CODE (the published code, default):
  *   c_q = 1/sqrt(hs), c_k = 1 (a 1/sqrt(hs) on the product);
@@ -72,7 +76,9 @@
  *              + G*H*(2 hs^2 + 6 hs), G = min(B, SQ_LATTN_GROUPS)
  *            The G*H slots hold the running states: work item (g, h) does
  *            head h of segments g, g+G, g+2G, ... in order, so the results
- *            do not depend on the thread count.
+ *            do not depend on the thread count (parallelism is over these
+ *            G*H items: one long segment with H = 1 runs on one thread;
+ *            below ~16k multiply-adds an op does not fork at all).
  * Both are O(T C + H hs^2) = O(T C + C^2): never len^2.
  *
  * CONVENTIONS (ops.h): backward ADDS into dq, dk, dv (stride ld, like q,
