@@ -298,8 +298,8 @@ done:
 /* The loop                                                                 */
 
 /* The training sequences of ds for the batch builder: split records train
- * on items[0, n_train); a padded row on its span from the first non-zero
- * item (RandomPad's separating zeros stay, as padding tokens). */
+ * on items[0, n_train); a padded row on its span from the first to the last
+ * non-zero item (RandomPad's separating zeros stay, as padding tokens). */
 static int make_seqs(const sq_dataset *ds, sq_seqs *s, uint64_t **start, uint32_t **ntr,
                      sq_err *e)
 {
@@ -313,12 +313,15 @@ static int make_seqs(const sq_dataset *ds, sq_seqs *s, uint64_t **start, uint32_
     for (uint64_t i = 0; i < ds->n_seq; i++) {
         const sq_seq *q = &ds->seq[i];
         const uint32_t *it = ds->items + q->off;
-        uint32_t first = 0;
-        if (ds->hdr.kind == SQ_PADDED)
-            while (first < q->n_train && it[first] == 0)
+        uint32_t first = 0, end = q->n_train;
+        if (ds->hdr.kind == SQ_PADDED) {
+            while (first < end && it[first] == 0)
                 first++;
+            while (end > first && it[end - 1] == 0)
+                end--;
+        }
         (*start)[i] = q->off + first;
-        (*ntr)[i] = q->n_train - first;
+        (*ntr)[i] = end - first;
     }
     *s = (sq_seqs){.n_users = (uint32_t)ds->n_seq, .n_items = ds->hdr.n_items,
                    .items = ds->items, .start = *start, .n_train = *ntr};

@@ -140,3 +140,25 @@ strip_times() { sed 's/,"seconds":.*//' "$1"; }
   echo "pop $pop sasrec $sas"
   awk -v p="$pop" -v s="$sas" 'BEGIN { exit !(s > 2 * p && s > 0.3) }'
 }
+
+@test "train: seqrec-score on the model reproduces the validation NDCG@10 of the log" {
+  seqrec-train "${TINY[@]}" --epochs 2 --log "$T/log" -o "$T/m.sqm" "$T/s.sqr"
+  best=$(sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$T/log" | sort -g | tail -n 1)
+  seqrec-score -m "$T/m.sqm" --target valid "$T/s.sqr" | seqrec-metrics --json -k 10 > "$T/metrics"
+  cat "$T/metrics"
+  got=$(sed -n 's/.*"ndcg@10": *\([0-9.]*\).*/\1/p' "$T/metrics")
+  echo "log $best score $got"
+  awk -v a="$best" -v b="$got" 'BEGIN { d = a - b; exit !(d < 5e-6 && d > -5e-6) }'
+}
+
+@test "train: a padded stream trains as it is (zero and randompad rows)" {
+  seqrec-pad --len 20 "$T/s.sqr" > "$T/zero.sqr"
+  seqrec-pad --len 20 --mode randompad --copies 2 "$T/s.sqr" > "$T/rp.sqr"
+  for f in zero rp; do
+    run --separate-stderr seqrec-train --dim 16 --ffn 32 --batch 32 --threads 2 --epochs 2 \
+      -o "$T/$f.sqm" "$T/$f.sqr"
+    [ "$status" -eq 0 ]
+    [ "${#stderr_lines[@]}" -eq 2 ]
+    seqrec-score -m "$T/$f.sqm" "$T/$f.sqr" > /dev/null
+  done
+}
