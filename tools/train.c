@@ -174,7 +174,6 @@ int main(int argc, char **argv)
     const char *out_path = NULL, *resume = NULL, *log_path = NULL, *model = "sasrec";
     int given[OPT_END - OPT_MODEL] = {0};
     int c, bad = 0;
-    double seed = 0;
 
     while ((c = getopt_long(argc, argv, "o:hV", longopts, NULL)) != -1) {
         if (c >= OPT_MODEL && c < OPT_END)
@@ -215,12 +214,14 @@ int main(int argc, char **argv)
             break;
         case OPT_PATIENCE: bad = parse_int(a, 0, 1000000000, &o.patience); break;
         case OPT_EVAL_EVERY: bad = parse_int(a, 1, 1000000000, &o.eval_every); break;
-        case OPT_SEED:
-            bad = parse_double(a, &seed) || seed < 0 || seed != (double)(uint64_t)seed ||
-                  strchr(a, '.') || strchr(a, 'e') || strchr(a, 'E');
-            if (!bad)
-                o.seed = strtoull(a, NULL, 10);
+        case OPT_SEED: {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(a, &end, 10);
+            bad = !a[0] || a[0] == '-' || a[0] == '+' || a[0] == ' ' || errno || *end;
+            o.seed = v;
             break;
+        }
         case OPT_THREADS: bad = parse_int(a, 1, 4096, &o.threads); break;
         case 'o': out_path = a; break;
         case OPT_RESUME: resume = a; break;
