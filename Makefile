@@ -107,6 +107,7 @@ check: deps $(BUILD)/tests/unit/list.h
 
 include pipelines/demo.mk
 include bench/bench.mk
+include $(filter-out bench/bench.mk,$(wildcard bench/*.mk))
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5

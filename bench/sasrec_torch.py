@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""sasrec_torch.py - time SASRec training epochs in PyTorch, the same model
+as the C engine (the oracle's SASRec class from tests/reference/sasrec_ref.py,
+plus the C model's dropout sites), on the same data and thread count.
+
+Usage: seqrec-cat SPLIT | sasrec_torch.py --epochs 2 --threads 2 [--max-len 50
+       --dim 64 --ffn 64 --layers 2 --heads 1 --dropout 0.5 --batch 128]
+
+Prints one CSV line per epoch: torch,epoch_seconds,S (training steps only:
+forward, backward and Adam; batches are built with numpy before the clock
+starts, as SASRec.pytorch's sampler works in separate processes).
+Loss: BCE with one uniform negative per position outside the user's training
+items, mean over real positions (lib/ops.h sq_bce_sampled)."""
+import argparse
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
+import sasrec_ref  # noqa: E402
+
+
+class TrainSASRec(sasrec_ref.SASRec):
+    """The oracle's model with dropout where lib/sasrec.c applies it: after
+    the embeddings, on the attention output and in the feed-forward."""
+
+    def __init__(self, cfg, arrays, p):
+        super().__init__(cfg, arrays)
+        self.drop = p
+
+    def forward(self, ids, valid):
+        p, C, N = self.p, self.C, self.N
+        d = lambda t: F.dropout(t, self.drop, self.training)  # noqa: E731
+        x = F.embedding(ids, p["item_emb"], padding_idx=0) * math.sqrt(C) + p["pos_emb"][None]
+        x = d(x)
+        causal = torch.tril(torch.ones(N, N, dtype=torch.bool))
+        allowed = (causal[None] & valid[:, None, :]) | torch.eye(N, dtype=torch.bool)[None]
+        for l in range(self.L):
+            q_in = F.layer_norm(x, (C,), p["ln1_w"][l], p["ln1_b"][l], self.eps)
+            x = q_in + d(self.mha(l, q_in, x, allowed))
+            y = F.layer_norm(x, (C,), p["ln2_w"][l], p["ln2_b"][l], self.eps)
+            h = d(torch.relu(F.linear(y, p["w1"][l], p["b1"][l])))
+            x = y + d(F.linear(h, p["w2"][l], p["b2"][l]))
+        return F.layer_norm(x, (C,), p["lnf_w"], p["lnf_b"], self.eps)
+
+
+def init_arrays(V, N, C, F_, L, rng):
+    def xavier(*shape):
+        fan = shape[-2] + shape[-1]
+        return rng.normal(0, math.sqrt(2.0 / fan), size=shape).astype(np.float32)
+    a = {"item_emb": xavier(V + 1, C), "pos_emb": xavier(N, C)}
+    a["item_emb"][0] = 0
+    for w, shp in (("wq", (C, C)), ("wk", (C, C)), ("wv", (C, C)), ("wo", (C, C)),
+                   ("w1", (F_, C)), ("w2", (C, F_))):
+        a[w] = np.stack([xavier(*shp) for _ in range(L)])
+    for b, n in (("bq", C), ("bk", C), ("bv", C), ("bo", C), ("b1", F_), ("b2", C),
+                 ("ln1_b", C), ("ln2_b", C)):
+        a[b] = np.zeros((L, n), np.float32)
+    a["ln1_w"] = np.ones((L, C), np.float32)
+    a["ln2_w"] = np.ones((L, C), np.float32)
+    a["lnf_w"] = np.ones(C, np.float32)
+    a["lnf_b"] = np.zeros(C, np.float32)
+    return a
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for k, v in (("epochs", 2), ("threads", 2), ("max-len", 50), ("dim", 64), ("ffn", 64),
+                 ("layers", 2), ("heads", 1), ("batch", 128), ("seed", 1)):
+        ap.add_argument("--" + k, type=int, default=v)
+    ap.add_argument("--dropout", type=float, default=0.5)
+    o = ap.parse_args()
+    torch.set_num_threads(o.threads)
+    torch.manual_seed(o.seed)
+    rng = np.random.default_rng(o.seed)
+    torch.set_default_dtype(torch.float32)
+
+    train = []  # per user: training items (split record's first list)
+    for line in sys.stdin:
+        f = line.rstrip("\n").split("\t")
+        items = [int(x) for x in f[1].split()] if f[1] else []
+        if len(items) >= 2:
+            train.append(np.array(items, np.int64))
+    V = max(int(t.max()) for t in train)
+    N = o.max_len
+    cfg = {"layers": o.layers, "heads": o.heads, "dim": o.dim, "max_len": N, "ln_eps": 1e-8}
+    model = TrainSASRec(cfg, init_arrays(V, N, o.dim, o.ffn, o.layers, rng), o.dropout)
+    for k in model.p:
+        model.p[k].data = model.p[k].data.float()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.98))
+
+    # SASRec.pytorch's sample: input = the newest N+1 training items but the
+    # last, target = the next item, one negative outside the user's items.
+    U = len(train)
+    ids = np.zeros((U, N), np.int64)
+    pos = np.zeros((U, N), np.int64)
+    for u, t in enumerate(train):
+        s = t[-(N + 1):]
+        ids[u, N - len(s) + 1:] = s[:-1]
+        pos[u, N - len(s) + 1:] = s[1:]
+    sets = [set(t.tolist()) for t in train]
+
+    for epoch in range(1, o.epochs + 1):
+        neg = rng.integers(1, V + 1, size=(U, N))
+        for u in range(U):  # redraw the few negatives that hit the user's items
+            bad = [i for i in range(N) if pos[u, i] and neg[u, i] in sets[u]]
+            for i in bad:
+                while neg[u, i] in sets[u]:
+                    neg[u, i] = rng.integers(1, V + 1)
+        order = rng.permutation(U)
+        batches = [order[i:i + o.batch] for i in range(0, U, o.batch)]
+        model.train()
+        t0 = time.perf_counter()
+        for b in batches:
+            bi, bp, bn = (torch.from_numpy(a[b]) for a in (ids, pos, neg))
+            valid = bi != 0
+            h = model(bi, valid)
+            E = model.p["item_emb"]
+            keep = bp != 0
+            s_pos = (h * E[bp]).sum(-1)
+            s_neg = (h * E[bn]).sum(-1)
+            loss = (F.softplus(-s_pos)[keep].sum() + F.softplus(s_neg)[keep].sum()) / keep.sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        secs = time.perf_counter() - t0
+        print("torch,epoch_seconds,%.3f" % secs, flush=True)
+        print("torch,seq_per_s,%.1f" % (U / secs), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
