@@ -6,6 +6,7 @@
  * Nothing is trusted before it is checked: a length is compared with what
  * is left in the file before anything is allocated for it. */
 #include "modelfile.h"
+#include "kv.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -54,52 +55,17 @@ static int tensor_bytes(uint8_t dtype, int ndim, const uint64_t *shape, uint64_t
 
 int sq_modelfile_set(sq_modelfile *mf, sq_err *e, const char *key, const char *fmt, ...)
 {
-    if (!*key || strpbrk(key, "=\n\r"))
-        return sq_fail(e, SQ_EX_SOFTWARE, "bad model config key '%s'", key);
-    char val[4096];
+    size_t len = mf->config ? strlen(mf->config) : 0;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(val, sizeof val, fmt, ap);
+    int rc = sq_kv_add(&mf->config, &len, MAX_CONFIG, e, key, fmt, ap);
     va_end(ap);
-    for (char *p = val; *p; p++) /* one line per key, whatever the value */
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
-    size_t old = mf->config ? strlen(mf->config) : 0;
-    size_t add = strlen(key) + 1 + strlen(val) + 1;
-    if (old + add > MAX_CONFIG)
-        return sq_fail(e, SQ_EX_SOFTWARE, "model config would exceed %u bytes", MAX_CONFIG);
-    char *c = realloc(mf->config, old + add + 1);
-    if (!c)
-        return sq_fail(e, SQ_EX_OSERR, "out of memory");
-    snprintf(c + old, add + 1, "%s=%s\n", key, val);
-    mf->config = c;
-    return 0;
+    return rc;
 }
 
 int sq_modelfile_get(const sq_modelfile *mf, const char *key, char *buf, size_t n)
 {
-    if (!mf->config)
-        return 0;
-    size_t klen = strlen(key);
-    const char *found = NULL;
-    for (const char *line = mf->config; *line;) {
-        const char *end = strchr(line, '\n');
-        if (!end)
-            end = line + strlen(line);
-        if ((size_t)(end - line) > klen && strncmp(line, key, klen) == 0 && line[klen] == '=')
-            found = line + klen + 1;
-        line = *end ? end + 1 : end;
-    }
-    if (!found)
-        return 0;
-    size_t len = strcspn(found, "\n");
-    if (n) {
-        if (len >= n)
-            len = n - 1;
-        memcpy(buf, found, len);
-        buf[len] = '\0';
-    }
-    return 1;
+    return sq_kv_get(mf->config, key, buf, n);
 }
 
 /* ---- tensors ---- */

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "kv.h"
+
 #define BUF_CAP (256u << 10)
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -65,50 +67,18 @@ void sq_header_free(sq_header *h)
 
 int sq_meta_add(sq_header *h, sq_err *e, const char *key, const char *fmt, ...)
 {
-    char val[4096];
+    size_t len = h->meta_len;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(val, sizeof val, fmt, ap);
+    int rc = sq_kv_add(&h->meta, &len, SQ_MAX_META, e, key, fmt, ap);
     va_end(ap);
-    for (char *p = val; *p; p++) /* one line per key, whatever the value */
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
-    size_t add = strlen(key) + 1 + strlen(val) + 1;
-    if (h->meta_len + add > SQ_MAX_META)
-        return sq_fail(e, SQ_EX_SOFTWARE, "stream meta would exceed %u bytes", SQ_MAX_META);
-    char *m = realloc(h->meta, h->meta_len + add + 1);
-    if (!m)
-        return sq_fail(e, SQ_EX_OSERR, "out of memory");
-    snprintf(m + h->meta_len, add + 1, "%s=%s\n", key, val);
-    h->meta = m;
-    h->meta_len += (uint32_t)add;
-    return 0;
+    h->meta_len = (uint32_t)len;
+    return rc;
 }
 
 int sq_meta_get(const sq_header *h, const char *key, char *buf, size_t n)
 {
-    if (!h->meta)
-        return 0;
-    size_t klen = strlen(key);
-    const char *found = NULL;
-    for (const char *line = h->meta; *line;) {
-        const char *end = strchr(line, '\n');
-        if (!end)
-            end = line + strlen(line);
-        if ((size_t)(end - line) > klen && strncmp(line, key, klen) == 0 && line[klen] == '=')
-            found = line + klen + 1;
-        line = *end ? end + 1 : end;
-    }
-    if (!found)
-        return 0;
-    size_t len = strcspn(found, "\n");
-    if (n) {
-        if (len >= n)
-            len = n - 1;
-        memcpy(buf, found, len);
-        buf[len] = '\0';
-    }
-    return 1;
+    return sq_kv_get(h->meta, key, buf, n);
 }
 
 /* ---- record checks shared by reader and writer ----
