@@ -93,27 +93,11 @@ static inline real elu_grad(real x)
     return x > 0 ? (real)1 : r_exp(x);
 }
 
-static inline real dot(const real *a, const real *b, int n)
-{
-    real s = 0;
-    for (int i = 0; i < n; i++)
-        s += a[i] * b[i];
-    return s;
-}
-
-/* y += a x */
-static inline void axpy(real *restrict y, real a, const real *restrict x,
-                        int n)
-{
-    for (int i = 0; i < n; i++)
-        y[i] += a * x[i];
-}
-
 /* M += x y^T, M [n, n] row-major. */
 static inline void outer_add(real *M, const real *x, const real *y, int n)
 {
     for (int a = 0; a < n; a++)
-        axpy(M + (size_t)a * n, x[a], y, n);
+        sq_axpy(M + (size_t)a * n, x[a], y, n);
 }
 
 /* y = M^T x: y[e] = sum_a x[a] M[a][e] (row-wise axpy, no reduction). */
@@ -123,14 +107,14 @@ static inline void mt_vec(real *restrict y, const real *M, const real *x,
     for (int e = 0; e < n; e++)
         y[e] = 0;
     for (int a = 0; a < n; a++)
-        axpy(y, x[a], M + (size_t)a * n, n);
+        sq_axpy(y, x[a], M + (size_t)a * n, n);
 }
 
 /* y[a] = sum_e M[a][e] x[e] */
 static inline void m_vec(real *y, const real *M, const real *x, int n)
 {
     for (int a = 0; a < n; a++)
-        y[a] = dot(M + (size_t)a * n, x, n);
+        y[a] = sq_dot(M + (size_t)a * n, x, n);
 }
 
 /* The running state of query t holds the keys it sees. Before query t the
@@ -292,17 +276,17 @@ static void linrec_bwd(real *dq, real *dk, real *dv, real *dz,
             linrec_u(u, ah, ROW(q, t), OROW(rk, t),
                      rq[(size_t)(o + t) * H + h], cq * ck, hs);
             outer_add(Gm, u, OROW(dout, t), hs);
-            axpy(g, 1, OROW(dz, t), hs);
+            sq_axpy(g, 1, OROW(dz, t), hs);
         }
         const real *kj = ROW(k, j), *vj = ROW(v, j);
         for (int a = 0; a < hs; a++)
             kb[a] = elu(kj[a]);
         mt_vec(du, Gm, kb, hs);
-        axpy(ROW(dv, j), 1, du, hs);
+        sq_axpy(ROW(dv, j), 1, du, hs);
         real *dkj = ROW(dk, j);
         for (int a = 0; a < hs; a++)
             dkj[a] += elu_grad(kj[a]) *
-                      (dot(Gm + (size_t)a * hs, vj, hs) + 2 * kb[a] * g[a]);
+                      (sq_dot(Gm + (size_t)a * hs, vj, hs) + 2 * kb[a] * g[a]);
     }
 }
 
@@ -351,11 +335,11 @@ static void linear_fwd(real *out, real *rden, const real *q, const real *k,
     for (int t = 0; t < L; t++) {
         for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
             phi1(pk, ROW(k, j), hs);
-            axpy(z, 1, pk, hs);
+            sq_axpy(z, 1, pk, hs);
             outer_add(S, pk, ROW(v, j), hs);
         }
         phi1(pq, ROW(q, t), hs);
-        real inv = (real)1 / (dot(pq, z, hs) + (real)SQ_LATTN_EPS_DEN);
+        real inv = (real)1 / (sq_dot(pq, z, hs) + (real)SQ_LATTN_EPS_DEN);
         rden[(size_t)(o + t) * H + h] = inv;
         for (int a = 0; a < hs; a++)
             pq[a] *= inv;
@@ -379,14 +363,14 @@ static void linear_bwd(real *dq, real *dk, real *dv, real *dden,
     for (int t = 0; t < L; t++) {
         for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
             phi1(pk, ROW(k, j), hs);
-            axpy(z, 1, pk, hs);
+            sq_axpy(z, 1, pk, hs);
             outer_add(S, pk, ROW(v, j), hs);
         }
         const real *qt = ROW(q, t), *dt = OROW(dout, t);
         real inv = rden[(size_t)(o + t) * H + h];
         phi1(pq, qt, hs);
         mt_vec(num, S, pq, hs);
-        real dd = -dot(dt, num, hs) * inv * inv;
+        real dd = -sq_dot(dt, num, hs) * inv * inv;
         m_vec(tmp, S, dt, hs);
         real *dqt = ROW(dq, t);
         for (int a = 0; a < hs; a++)
@@ -402,7 +386,7 @@ static void linear_bwd(real *dq, real *dk, real *dv, real *dden,
             real inv = rden[(size_t)(o + t) * H + h];
             real dd = dden[(size_t)(o + t) * C + (size_t)h * hs];
             phi1(pq, ROW(q, t), hs);
-            axpy(g, dd, pq, hs);
+            sq_axpy(g, dd, pq, hs);
             for (int a = 0; a < hs; a++)
                 pq[a] *= inv;
             outer_add(Gm, pq, OROW(dout, t), hs);
@@ -410,11 +394,11 @@ static void linear_bwd(real *dq, real *dk, real *dv, real *dden,
         const real *kj = ROW(k, j), *vj = ROW(v, j);
         phi1(pk, kj, hs);
         mt_vec(tmp, Gm, pk, hs);
-        axpy(ROW(dv, j), 1, tmp, hs);
+        sq_axpy(ROW(dv, j), 1, tmp, hs);
         real *dkj = ROW(dk, j);
         for (int a = 0; a < hs; a++)
             dkj[a] += elu_grad(kj[a]) *
-                      (dot(Gm + (size_t)a * hs, vj, hs) + g[a]);
+                      (sq_dot(Gm + (size_t)a * hs, vj, hs) + g[a]);
     }
 }
 
@@ -483,7 +467,7 @@ static inline void eff_add(real *S, real *m, real *Z, const real *kj,
         }
         real w = r_exp(x - m[a]);
         Z[a] += w;
-        axpy(Sa, w, vj, hs);
+        sq_axpy(Sa, w, vj, hs);
     }
 }
 
@@ -555,16 +539,16 @@ static void eff_bwd(real *dq, real *dk, real *dv, real *c, const real *dout,
         for (int t = queries_from(j, L, causal); t < queries_to(j, L, causal); t++) {
             softmax_row(p, ROW(q, t), hs);
             outer_add(Gm, p, OROW(dout, t), hs);
-            axpy(g, 1, OROW(c, t), hs);
+            sq_axpy(g, 1, OROW(c, t), hs);
         }
         const real *kj = ROW(k, j), *vj = ROW(v, j);
         for (int a = 0; a < hs; a++)
             sg[a] = r_exp(kj[a] - lj[a]);
         mt_vec(dp, Gm, sg, hs);
-        axpy(ROW(dv, j), 1, dp, hs);
+        sq_axpy(ROW(dv, j), 1, dp, hs);
         real *dkj = ROW(dk, j);
         for (int a = 0; a < hs; a++)
-            dkj[a] += sg[a] * (dot(Gm + (size_t)a * hs, vj, hs) - g[a]);
+            dkj[a] += sg[a] * (sq_dot(Gm + (size_t)a * hs, vj, hs) - g[a]);
     }
 }
 
@@ -653,7 +637,7 @@ static void hydra_bwd(real *dv, real *dpq, real *dpk, const real *dout,
         for (int a = 0; a < hs; a++)
             x[a] = kj[a] * n;
         mt_vec(y, Gm, x, hs);
-        axpy(ROW(dv, j), 1, y, hs);
+        sq_axpy(ROW(dv, j), 1, y, hs);
         m_vec(OROW(dpk, j), Gm, ROW(v, j), hs);
     }
 }
@@ -664,7 +648,7 @@ static void row_rnorms(real *n, const real *x, int ld, int T, int C)
     #pragma omp parallel for schedule(static) if(par_worth(T, C, 0))
     for (int t = 0; t < T; t++) {
         const real *xt = x + (size_t)t * ld;
-        n[t] = (real)1 / r_sqrt(dot(xt, xt, C) + (real)SQ_LATTN_EPS);
+        n[t] = (real)1 / r_sqrt(sq_dot(xt, xt, C) + (real)SQ_LATTN_EPS);
     }
 }
 
@@ -675,7 +659,7 @@ static void row_rnorms_backward(real *dx, const real *dphi, const real *x,
     #pragma omp parallel for schedule(static) if(par_worth(T, C, 0))
     for (int t = 0; t < T; t++) {
         const real *xt = x + (size_t)t * ld, *dp = dphi + (size_t)t * C;
-        real nt = n[t], s = dot(xt, dp, C) * nt * nt;
+        real nt = n[t], s = sq_dot(xt, dp, C) * nt * nt;
         real *d = dx + (size_t)t * ld;
         for (int c = 0; c < C; c++)
             d[c] += nt * (dp[c] - xt[c] * s);

@@ -100,28 +100,6 @@ static int seg_row(const int *p, int L, int q)
     return -1;
 }
 
-/* Dot product with 8 partial sums in a fixed order (as ops.c). */
-static inline real dot(const real *a, const real *b, int n)
-{
-    real acc[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++)
-            acc[l] += a[i + l] * b[i + l];
-    real tail = 0;
-    for (; i < n; i++)
-        tail += a[i] * b[i];
-    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) +
-           ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
-}
-
-/* y += a x (never overlapping here). */
-static inline void axpy(real *restrict y, real a, const real *restrict x, int n)
-{
-    for (int i = 0; i < n; i++)
-        y[i] += a * x[i];
-}
-
 /* ------------------------------------------------------------------------ */
 /* 1. positional (PARec)                                                    */
 
@@ -165,7 +143,7 @@ void R(sq_pa_forward)(real *out, real *att, const real *Rw, const real *v,
             for (int d = 0; d < hs; d++)
                 oi[d] = 0;
             for (int j = 0; j < jend; j++)
-                axpy(oi, arow[j], v + (size_t)(o + j) * ld + h * hs, hs);
+                sq_axpy(oi, arow[j], v + (size_t)(o + j) * ld + h * hs, hs);
         }
     }
 }
@@ -190,7 +168,7 @@ void R(sq_pa_backward)(real *dRw, real *dv, const real *dout,
                 const real *doi = dout + (size_t)(o + i) * C + h * hs;
                 int jend = causal ? i + 1 : L;
                 for (int j = 0; j < jend; j++)
-                    axpy(dv + (size_t)(o + j) * ld + h * hs, arow[j], doi, hs);
+                    sq_axpy(dv + (size_t)(o + j) * ld + h * hs, arow[j], doi, hs);
             }
         }
     }
@@ -212,10 +190,10 @@ void R(sq_pa_backward)(real *dRw, real *dv, const real *dout,
             if (i >= 0) {
                 const real *arow = att + base + (size_t)h * L * L + (size_t)i * L;
                 const real *doi = dout + (size_t)(o + i) * C + h * hs;
-                real rowdot = dot(doi, out + (size_t)(o + i) * C + h * hs, hs);
+                real rowdot = sq_dot(doi, out + (size_t)(o + i) * C + h * hs, hs);
                 int jend = causal ? i + 1 : L;
                 for (int j = 0; j < jend; j++) {
-                    real dA = dot(doi, v + (size_t)(o + j) * ld + h * hs, hs);
+                    real dA = sq_dot(doi, v + (size_t)(o + j) * ld + h * hs, hs);
                     drow[p[j]] += scale * arow[j] * (dA - rowdot);
                 }
             }
@@ -332,7 +310,7 @@ void R(sq_fixed_forward)(real *out, const real *v, int ld, const int *off,
             for (int j = 0; j < jend; j++) {
                 real a = fixed_a(kind, p[i], p[j], max_len, logdecay, causal);
                 sum += a;
-                axpy(oi, a, v + (size_t)(o + j) * ld, C);
+                sq_axpy(oi, a, v + (size_t)(o + j) * ld, C);
             }
             real inv = (real)1 / sum;
             for (int c = 0; c < C; c++)
@@ -355,7 +333,7 @@ void R(sq_fixed_backward)(real *dv, const real *dout, int ld, const int *off,
             real inv = fixed_inv(kind, p, i, jend, max_len, logdecay, causal);
             const real *doi = dout + (size_t)(o + i) * C;
             for (int j = 0; j < jend; j++)
-                axpy(dv + (size_t)(o + j) * ld,
+                sq_axpy(dv + (size_t)(o + j) * ld,
                      inv * fixed_a(kind, p[i], p[j], max_len, logdecay, causal),
                      doi, C);
         }
@@ -384,7 +362,7 @@ void R(sq_mixing_forward)(real *out, real *cache, const real *x, int ld,
                 ut[c] = b1[p[t]];
             int jend = causal ? t + 1 : L;
             for (int j = 0; j < jend; j++)
-                axpy(ut, w1row[p[j]], x + (size_t)(o + j) * ld, C);
+                sq_axpy(ut, w1row[p[j]], x + (size_t)(o + j) * ld, C);
             for (int c = 0; c < C; c++)
                 gt[c] = sq_gelu(ut[c]);
         }
@@ -396,7 +374,7 @@ void R(sq_mixing_forward)(real *out, real *cache, const real *x, int ld,
                 oi[c] = b2[p[i]];
             int tend = causal ? i + 1 : L;
             for (int t = 0; t < tend; t++)
-                axpy(oi, w2row[p[t]], g + (size_t)(o + t) * C, C);
+                sq_axpy(oi, w2row[p[t]], g + (size_t)(o + t) * C, C);
         }
     }
 }
@@ -423,7 +401,7 @@ void R(sq_mixing_backward)(real *dx, real *dW1, real *db1, real *dW2,
             for (int c = 0; c < C; c++)
                 dut[c] = 0;
             for (int i = causal ? t : 0; i < L; i++)
-                axpy(dut, W2[(size_t)p[i] * max_len + p[t]],
+                sq_axpy(dut, W2[(size_t)p[i] * max_len + p[t]],
                      dout + (size_t)(o + i) * C, C);
             for (int c = 0; c < C; c++)
                 dut[c] *= sq_gelu_grad(ut[c]);
@@ -435,7 +413,7 @@ void R(sq_mixing_backward)(real *dx, real *dW1, real *db1, real *dW2,
             const real *dut = du + (size_t)(o + t) * C;
             int jend = causal ? t + 1 : L;
             for (int j = 0; j < jend; j++)
-                axpy(dx + (size_t)(o + j) * ld, w1row[p[j]], dut, C);
+                sq_axpy(dx + (size_t)(o + j) * ld, w1row[p[j]], dut, C);
         }
     }
     /* Parameter rows: position q's rows of W1, W2 and entries of b1, b2,
@@ -460,8 +438,8 @@ void R(sq_mixing_backward)(real *dx, real *dW1, real *db1, real *dW2,
             db1[q] += s1;
             int jend = causal ? i + 1 : L;
             for (int j = 0; j < jend; j++) {
-                dw2[p[j]] += dot(doi, g + (size_t)(o + j) * C, C);
-                dw1[p[j]] += dot(dui, x + (size_t)(o + j) * ld, C);
+                dw2[p[j]] += sq_dot(doi, g + (size_t)(o + j) * C, C);
+                dw1[p[j]] += sq_dot(dui, x + (size_t)(o + j) * ld, C);
             }
         }
     }

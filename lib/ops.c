@@ -339,30 +339,6 @@ static size_t att_base(const int *off, int b, int H)
     return n * (size_t)H;
 }
 
-/* Dot product with 8 partial sums: breaks the dependency chain of the
- * additions and lets the compiler use SIMD lanes, while the order of the
- * sum stays fixed (deterministic, and no -ffast-math needed). */
-static inline real dot(const real *a, const real *b, int n)
-{
-    real acc[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++)
-            acc[l] += a[i + l] * b[i + l];
-    real tail = 0;
-    for (; i < n; i++)
-        tail += a[i] * b[i];
-    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) +
-           ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
-}
-
-/* y += a x; y and x never overlap here (distinct tensors or rows). */
-static inline void axpy(real *restrict y, real a, const real *restrict x, int n)
-{
-    for (int i = 0; i < n; i++)
-        y[i] += a * x[i];
-}
-
 void R(sq_attention_forward)(real *out, real *att, const real *q,
                              const real *k, const real *v, int ld,
                              const int *off, int B, int H, int C, int causal)
@@ -385,7 +361,7 @@ void R(sq_attention_forward)(real *out, real *att, const real *q,
             /* softmax(s) = exp(s - max s) / sum: no overflow */
             real mx = -FLT_MAX;
             for (int j = 0; j < jend; j++) {
-                arow[j] = scale * dot(qi, k + (size_t)(o + j) * ld + h * hs, hs);
+                arow[j] = scale * sq_dot(qi, k + (size_t)(o + j) * ld + h * hs, hs);
                 if (arow[j] > mx)
                     mx = arow[j];
             }
@@ -403,7 +379,7 @@ void R(sq_attention_forward)(real *out, real *att, const real *q,
             for (int d = 0; d < hs; d++)
                 oi[d] = 0;
             for (int j = 0; j < jend; j++)
-                axpy(oi, arow[j], v + (size_t)(o + j) * ld + h * hs, hs);
+                sq_axpy(oi, arow[j], v + (size_t)(o + j) * ld + h * hs, hs);
         }
     }
 }
@@ -430,7 +406,7 @@ void R(sq_attention_backward)(real *dq, real *dk, real *dv, const real *dout,
             const real *doi = dout + (size_t)(o + i) * C + h * hs;
             const real *qi = q + (size_t)(o + i) * ld + h * hs;
             real *dqi = dq + (size_t)(o + i) * ld + h * hs;
-            real rowdot = dot(doi, out + (size_t)(o + i) * C + h * hs, hs);
+            real rowdot = sq_dot(doi, out + (size_t)(o + i) * C + h * hs, hs);
             int jend = causal ? i + 1 : L;
             for (int j = 0; j < jend; j++) {
                 const real *kj = k + (size_t)(o + j) * ld + h * hs;
@@ -438,10 +414,10 @@ void R(sq_attention_backward)(real *dq, real *dk, real *dv, const real *dout,
                 real *dkj = dk + (size_t)(o + j) * ld + h * hs;
                 real *dvj = dv + (size_t)(o + j) * ld + h * hs;
                 real p = arow[j];
-                real ds = scale * p * (dot(doi, vj, hs) - rowdot);
-                axpy(dvj, p, doi, hs);
-                axpy(dqi, ds, kj, hs);
-                axpy(dkj, ds, qi, hs);
+                real ds = scale * p * (sq_dot(doi, vj, hs) - rowdot);
+                sq_axpy(dvj, p, doi, hs);
+                sq_axpy(dqi, ds, kj, hs);
+                sq_axpy(dkj, ds, qi, hs);
             }
         }
     }
@@ -568,7 +544,7 @@ double R(sq_bce_sampled)(real *dh, real *dE, const real *h, const real *E,
             if (!item)
                 continue;
             const real *e = E + (size_t)item * C;
-            real s = dot(hi, e, C);
+            real s = sq_dot(hi, e, C);
             /* positive: -log sigmoid(s) = softplus(-s), d/ds = sigmoid(s) - 1
              * negative: -log(1 - sigmoid(s)) = softplus(s), d/ds = sigmoid(s) */
             total += k < 0 ? sq_softplus(-s) : sq_softplus(s);

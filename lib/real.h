@@ -91,4 +91,28 @@ static inline SQ_HD real sq_sigmoid(real x)
     return e / ((real)1 + e);
 }
 
+/* Dot product with 8 partial sums: breaks the dependency chain of the
+ * additions and lets the compiler use SIMD lanes, while the order of the
+ * sum stays fixed (deterministic, and no -ffast-math needed). */
+static inline real sq_dot(const real *a, const real *b, int n)
+{
+    real acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++)
+            acc[l] += a[i + l] * b[i + l];
+    real tail = 0;
+    for (; i < n; i++)
+        tail += a[i] * b[i];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) +
+           ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
+}
+
+/* y += a x; callers never pass overlapping y and x. */
+static inline void sq_axpy(real *restrict y, real a, const real *restrict x, int n)
+{
+    for (int i = 0; i < n; i++)
+        y[i] += a * x[i];
+}
+
 #endif
