@@ -10,6 +10,7 @@
  * apart from those of dropout and initialisation. */
 #define STREAM_SHUFFLE 0x5348554646000000ull /* "SHUFF" */
 #define STREAM_NEG 0x4e45470000000000ull     /* "NEG" */
+#define STREAM_MASK 0x4d41534b00000000ull    /* "MASK" */
 
 const char *sq_target_name(int mode)
 {
@@ -37,19 +38,21 @@ static int cmp_len_desc(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-static uint32_t sample_len(uint32_t e, int max_len)
+/* Inputs of sample (u, e): the e - 1 items before the last (next-item), or
+ * all e (cloze), at most max_len of them. */
+static uint32_t sample_len(uint32_t e, int max_len, int cloze)
 {
-    uint32_t n = e - 1;
+    uint32_t n = cloze ? e : e - 1;
     return n < (uint32_t)max_len ? n : (uint32_t)max_len;
 }
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-int sq_batcher_init(sq_batcher *b, const sq_seqs *d, int mode, int max_len,
-                    int batch, int K, uint64_t seed, sq_err *e)
+static int init(sq_batcher *b, const sq_seqs *d, int mode, int max_len, int batch, int K,
+                int cloze, uint64_t seed, sq_err *e)
 {
-    memset(b, 0, sizeof *b);
     b->d = *d;
+    b->cloze = cloze;
     b->mode = mode;
     b->max_len = max_len;
     b->batch = batch;
@@ -75,7 +78,7 @@ int sq_batcher_init(sq_batcher *b, const sq_seqs *d, int mode, int max_len,
         if (nt < 2)
             continue;
         for (uint32_t end = mode == SQ_TARGET_LAST ? 2 : nt; end <= nt; end++) {
-            lens[k] = sample_len(end, max_len);
+            lens[k] = sample_len(end, max_len, cloze);
             b->samples[k++] = ((uint64_t)u << 32) | end;
         }
     }
@@ -145,6 +148,25 @@ oom:
     return sq_fail(e, SQ_EX_OSERR, "out of memory for the batch builder");
 }
 
+int sq_batcher_init(sq_batcher *b, const sq_seqs *d, int mode, int max_len,
+                    int batch, int K, uint64_t seed, sq_err *e)
+{
+    memset(b, 0, sizeof *b);
+    return init(b, d, mode, max_len, batch, K, 0, seed, e);
+}
+
+int sq_batcher_init_cloze(sq_batcher *b, const sq_seqs *d, int mode, int max_len,
+                          int batch, double mask_prob, int mask_id, uint64_t seed,
+                          sq_err *e)
+{
+    memset(b, 0, sizeof *b);
+    if (!(mask_prob > 0 && mask_prob <= 1))
+        return sq_fail(e, SQ_EX_USAGE, "--mask-prob must be in (0, 1]");
+    b->mask_prob = mask_prob;
+    b->mask_id = mask_id;
+    return init(b, d, mode, max_len, batch, 0, 1, seed, e);
+}
+
 void sq_batcher_free(sq_batcher *b)
 {
     free(b->samples);
@@ -188,13 +210,47 @@ static int in_sorted(const uint32_t *s, uint32_t n, uint32_t x)
     return lo < n && s[lo] == x;
 }
 
-/* The generator of sample (u, end)'s negatives in epoch `epoch`. */
-static void neg_rng(sq_rng *r, uint64_t seed, uint64_t epoch, uint32_t u, uint32_t end)
+/* The generator of sample (u, end)'s negatives (stream STREAM_NEG) or masks
+ * (STREAM_MASK) in epoch `epoch`. */
+static void sample_rng(sq_rng *r, uint64_t stream, uint64_t seed, uint64_t epoch, uint32_t u,
+                       uint32_t end)
 {
     uint64_t x = (epoch + 1) * 0x9e3779b97f4a7c15ull;
     x ^= ((uint64_t)u << 32 | end) * 0xbf58476d1ce4e5b9ull;
     x ^= x >> 29;
-    sq_rng_seed(r, seed, STREAM_NEG ^ x);
+    sq_rng_seed(r, seed, stream ^ x);
+}
+
+/* Masks the cloze window of rows o .. o+len-1 (items it[0..len)), appending
+ * its loss entries at *n. */
+static void mask_window(sq_batcher *b, sq_packed *p, int o, uint32_t len, const uint32_t *it,
+                        uint64_t epoch, uint32_t u, uint32_t end, int *n)
+{
+    sq_rng r;
+    sample_rng(&r, STREAM_MASK, b->seed, epoch, u, end);
+    int n0 = *n, real_items = 0;
+    for (uint32_t t = 0; t < len; t++) {
+        if (!it[t])
+            continue; /* a padding token stays one and is never a target */
+        real_items++;
+        if (sq_rng_uniform(&r) < b->mask_prob) {
+            p->ids[o + (int)t] = b->mask_id;
+            p->rows[*n] = o + (int)t;
+            p->targets[*n] = (int)it[t];
+            (*n)++;
+        }
+    }
+    if (*n > n0 || real_items == 0)
+        return;
+    uint64_t pick = sq_rng_below(&r, (uint64_t)real_items);
+    for (uint32_t t = 0; t < len; t++)
+        if (it[t] && pick-- == 0) {
+            p->ids[o + (int)t] = b->mask_id;
+            p->rows[*n] = o + (int)t;
+            p->targets[*n] = (int)it[t];
+            (*n)++;
+            break;
+        }
 }
 
 const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
@@ -210,8 +266,8 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
     for (int j = 0; j < B; j++) {
         uint64_t s = b->order[first + (uint64_t)j];
         uint32_t u = (uint32_t)(s >> 32), end = (uint32_t)s;
-        uint32_t len = sample_len(end, b->max_len);
-        const uint32_t *it = b->d.items + b->d.start[u] + (end - 1 - len);
+        uint32_t len = sample_len(end, b->max_len, b->cloze);
+        const uint32_t *it = b->d.items + b->d.start[u] + (end - len - (b->cloze ? 0 : 1));
         p->user[j] = u;
         int o = T;
         for (uint32_t t = 0; t < len; t++) {
@@ -220,6 +276,10 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
         }
         T += (int)len;
         p->off[j + 1] = T;
+        if (b->cloze) {
+            mask_window(b, p, o, len, it, epoch, u, end, &n);
+            continue;
+        }
         /* the trained positions of this sample, oldest first */
         uint32_t t0 = b->mode == SQ_TARGET_LAST ? len - 1 : 0;
         int n0 = n;
@@ -230,7 +290,7 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
         }
         if (K > 0) {
             sq_rng r;
-            neg_rng(&r, b->seed, epoch, u, end);
+            sample_rng(&r, STREAM_NEG, b->seed, epoch, u, end);
             const uint32_t *srt = b->sorted + b->d.start[u];
             uint32_t nd = b->distinct[u];
             for (int m = n0; m < n; m++)

@@ -23,7 +23,19 @@
  * uniformly from the items NOT in the user's training part (original
  * SASRec's random_neq over the training set), from a generator seeded by
  * (seed, epoch, user, e): they do not depend on batching or thread count.
- * A user whose training part holds every item gets no negatives (0). */
+ * A user whose training part holds every item gets no negatives (0).
+ *
+ * CLOZE (BERT4Rec's masked-item task, sq_batcher_init_cloze). Sample (u, e)
+ * is the window items[s, e), s = max(0, e - max_len): all len = e - s items
+ * are inputs (no shift). Each non-padding item of the window is replaced by
+ * the mask token with probability mask_prob; when none is drawn, one
+ * non-padding position chosen uniformly is masked, so every sequence trains
+ * at least once. The masked rows are the loss entries, each predicting the
+ * item it hides. The draws come from a generator seeded by (seed, epoch,
+ * user, e), so they do not depend on batching or thread count and a new
+ * epoch masks anew. SQ_TARGET_ALL gives one window per user (the newest
+ * max_len training items), SQ_TARGET_LAST every prefix e = 2 .. n_train
+ * (RecBole's sequential samples, each masked). */
 #ifndef SQ_BATCH_H
 #define SQ_BATCH_H
 
@@ -64,6 +76,9 @@ typedef struct {
 typedef struct {
     sq_seqs d;
     int mode, max_len, batch, K;
+    int cloze;           /* CLOZE samples */
+    double mask_prob;    /* cloze: probability to mask an item */
+    int mask_id;         /* cloze: the mask token's id */
     uint64_t seed;
     uint64_t n_samples;
     uint64_t *samples;   /* (u << 32) | e, in user order */
@@ -81,6 +96,11 @@ typedef struct {
  * is no sample at all, SQ_EX_OSERR when out of memory. */
 int sq_batcher_init(sq_batcher *b, const sq_seqs *d, int mode, int max_len,
                     int batch, int K, uint64_t seed, sq_err *e);
+/* The same for CLOZE samples: masked items become mask_id; 0 < mask_prob
+ * <= 1. */
+int sq_batcher_init_cloze(sq_batcher *b, const sq_seqs *d, int mode, int max_len,
+                          int batch, double mask_prob, int mask_id, uint64_t seed,
+                          sq_err *e);
 void sq_batcher_free(sq_batcher *b);
 
 /* Number of batches of an epoch: ceil(n_samples / batch). */

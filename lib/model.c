@@ -18,6 +18,7 @@ static const struct {
 } models[] = {
     {"pop", sq_pop_load},
     {"sasrec", sq_sasrec_load},
+    {"bert4rec", sq_bert4rec_load},
 };
 
 int sq_model_set_data(sq_modelfile *mf, const sq_header *train, sq_err *e)

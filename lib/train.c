@@ -13,6 +13,8 @@
 #include "eval.h"
 #include "fileio.h"
 #include "modelfile.h"
+#include "attn_linear.h"
+#include "attn_pos.h"
 #include "ops.h"
 #include "pop.h"
 
@@ -26,7 +28,11 @@ void sq_train_defaults(sq_train_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->arch = (sq_sasrec_config){.n_items = 0, .n_layers = 2, .n_heads = 1, .dim = 64,
-                                 .ffn = 256, .max_len = 50, .dropout = 0.2, .ln_eps = 1e-8};
+                                 .ffn = 256, .max_len = 50, .dropout = 0.2, .ln_eps = 1e-8,
+                                 .backbone = SQ_BACKBONE_SASREC, .attn = SQ_AK_SOFTMAX,
+                                 .causal = 0, .linrec_scale = SQ_LINREC_CODE, .rank = 40,
+                                 .decay = SQ_EXP_ANNEAL_DECAY};
+    o->mask_prob = 0.2;
     o->loss = SQ_LOSS_CE;
     o->neg = 1;
     o->target = SQ_TARGET_ALL;
@@ -62,6 +68,13 @@ int sq_train_check(const sq_train_opts *o, sq_err *e)
         return sq_fail(e, SQ_EX_USAGE, "--neg must be in 1..1024");
     if (o->threads < 0)
         return sq_fail(e, SQ_EX_USAGE, "--threads must be >= 1");
+    if (o->arch.backbone == SQ_BACKBONE_BERT4REC) {
+        if (o->loss != SQ_LOSS_CE)
+            return sq_fail(e, SQ_EX_USAGE, "--loss bce is for --model sasrec (BERT4Rec's "
+                           "cloze task uses ce)");
+        if (!(o->mask_prob > 0 && o->mask_prob <= 1))
+            return sq_fail(e, SQ_EX_USAGE, "--mask-prob must be in (0, 1]");
+    }
     sq_sasrec_config a = o->arch;
     if (a.n_items == 0)
         a.n_items = 1; /* checked again once the data is known */
@@ -81,7 +94,8 @@ static double now(void)
 static int put_config(sq_modelfile *mf, const sq_train_opts *o, const sq_dataset *ds,
                       sq_err *e)
 {
-    if (sq_modelfile_set(mf, e, "model", "sasrec") ||
+    int bert = o->arch.backbone == SQ_BACKBONE_BERT4REC;
+    if (sq_modelfile_set(mf, e, "model", "%s", sq_backbone_name(o->arch.backbone)) ||
         sq_model_set_data(mf, &ds->hdr, e) ||
         sq_sasrec_config_write(&o->arch, mf, e) ||
         sq_modelfile_set(mf, e, "train.loss", "%s", o->loss == SQ_LOSS_BCE ? "bce" : "ce") ||
@@ -97,7 +111,8 @@ static int put_config(sq_modelfile *mf, const sq_train_opts *o, const sq_dataset
         sq_modelfile_set(mf, e, "train.epochs", "%d", o->epochs) ||
         sq_modelfile_set(mf, e, "train.patience", "%d", o->patience) ||
         sq_modelfile_set(mf, e, "train.eval_every", "%d", o->eval_every) ||
-        sq_modelfile_set(mf, e, "train.seed", "%" PRIu64, o->seed))
+        sq_modelfile_set(mf, e, "train.seed", "%" PRIu64, o->seed) ||
+        (bert && sq_modelfile_set(mf, e, "train.mask_prob", "%.17g", o->mask_prob)))
         return e->code;
     return 0;
 }
@@ -141,9 +156,13 @@ static int opts_from_file(sq_train_opts *o, const sq_modelfile *mf, const char *
     sq_train_defaults(o);
     if (cfg_str(mf, path, "model", buf, sizeof buf, e))
         return e->code;
-    if (strcmp(buf, "sasrec") != 0)
-        return sq_fail(e, SQ_EX_DATA, "%s: a %s model, not a sasrec checkpoint", path, buf);
+    if (sq_backbone_parse(buf) < 0)
+        return sq_fail(e, SQ_EX_DATA, "%s: a %s model, not a sasrec or bert4rec checkpoint",
+                       path, buf);
     if (sq_sasrec_config_read(&o->arch, mf, path, e))
+        return e->code;
+    if (o->arch.backbone == SQ_BACKBONE_BERT4REC &&
+        cfg_double(mf, path, "train.mask_prob", &o->mask_prob, e))
         return e->code;
     if (cfg_str(mf, path, "train.loss", buf, sizeof buf, e))
         return e->code;
@@ -253,7 +272,11 @@ static int same_arch(const sq_sasrec_config *a, const sq_sasrec_config *b)
 {
     return a->n_items == b->n_items && a->n_layers == b->n_layers &&
            a->n_heads == b->n_heads && a->dim == b->dim && a->ffn == b->ffn &&
-           a->max_len == b->max_len && a->dropout == b->dropout && a->ln_eps == b->ln_eps;
+           a->max_len == b->max_len && a->dropout == b->dropout && a->ln_eps == b->ln_eps &&
+           a->backbone == b->backbone && a->attn == b->attn && a->causal == b->causal &&
+           (a->attn != SQ_AK_LINREC || a->linrec_scale == b->linrec_scale) &&
+           (a->attn != SQ_AK_FPOSITIONAL || a->rank == b->rank) &&
+           (a->attn != SQ_AK_EXP_ANNEAL || a->decay == b->decay);
 }
 
 static int load_ckpt(run *r, const char *path, sq_err *e)
@@ -383,8 +406,13 @@ int sq_train_sasrec(const sq_train_opts *o, const sq_dataset *ds, const char *ou
         if (ds->seq[i].view == 0 && ds->seq[i].n_valid > 0)
             r.has_valid = 1;
 
-    if ((rc = sq_batcher_init(&bt, &seqs, o->target, o->arch.max_len, o->batch,
-                              o->loss == SQ_LOSS_BCE ? o->neg : 0, o->seed, e)) != 0)
+    if (o->arch.backbone == SQ_BACKBONE_BERT4REC)
+        rc = sq_batcher_init_cloze(&bt, &seqs, o->target, o->arch.max_len, o->batch,
+                                   o->mask_prob, sq_mask_id(&o->arch), o->seed, e);
+    else
+        rc = sq_batcher_init(&bt, &seqs, o->target, o->arch.max_len, o->batch,
+                             o->loss == SQ_LOSS_BCE ? o->neg : 0, o->seed, e);
+    if (rc)
         goto done;
     if ((rc = sq_sasrec_alloc(&r.model, &o->arch, e)) != 0 ||
         (rc = sq_sasrec_alloc(&r.grads, &o->arch, e)) != 0 ||

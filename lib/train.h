@@ -41,6 +41,7 @@ typedef struct {
     int loss;               /* SQ_LOSS_CE or SQ_LOSS_BCE */
     int neg;                /* negatives per position (bce) */
     int target;             /* SQ_TARGET_ALL or SQ_TARGET_LAST */
+    double mask_prob;       /* BERT4Rec: cloze masking probability */
     double lr, beta1, beta2, eps, weight_decay, clip;
     int batch, epochs, patience, eval_every;
     uint64_t seed;
@@ -74,7 +75,7 @@ typedef struct {
     int (*epoch)(void *ctx, const sq_epoch_stats *s, sq_err *e);
 } sq_train_hooks;
 
-/* Trains SASRec on ds (split or padded) and writes the model to out_path
+/* Trains the model of o->arch (SASRec or BERT4Rec, any attention) on ds (split or padded) and writes the model to out_path
  * and the checkpoint to out_path.ckpt. With resume_path the options (all
  * but threads and epochs, which o gives) and the state come from that
  * checkpoint; a checkpoint of another dataset (n_items or data meta) is

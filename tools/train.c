@@ -25,9 +25,28 @@ static const char usage[] =
     "standard input) and write the model file MODEL.\n"
     "\n"
     "Model:\n"
-    "  --model NAME        sasrec (default) or pop (item popularity)\n"
+    "  --model NAME        sasrec (default; causal, next item), bert4rec\n"
+    "                      (bidirectional, cloze task) or pop (popularity)\n"
+    "  --attn NAME         the attention of every block (default softmax):\n"
+    "                        softmax        scaled dot product, O(N^2 d)\n"
+    "                        linrec         LinRec L2-normalised elu, O(N d^2/h)\n"
+    "                        linear         elu+1 linear transformer, O(N d^2/h)\n"
+    "                        efficient      row/column softmax, O(N d^2/h)\n"
+    "                        hydra          cosine Hydra attention, O(N d^2/h)\n"
+    "                        positional     PARec learned N x N, O(N^2 d)\n"
+    "                        fpositional    FPARec R1 R2^T of rank --rank\n"
+    "                        average, linear-anneal, exp-anneal  fixed\n"
+    "                                       patterns (FPARec Table 4), O(N^2 d)\n"
+    "                        mixing         masked token-mixing MLP, O(N^2 d)\n"
+    "  --linrec-scale S    linrec: code (default: 1/sqrt(d/h) on the product)\n"
+    "                      or paper (also 1/sqrt(N) on the key columns)\n"
+    "  --rank K            fpositional: rank of R1 R2^T (default 40)\n"
+    "  --decay X           exp-anneal: weight decay per step (default e^-1)\n"
+    "  --causal            bert4rec: causal attention (HydraRecUni)\n"
+    "  --mask-prob P       bert4rec: cloze masking probability (default 0.2)\n"
     "  --layers N          transformer blocks (default 2)\n"
-    "  --heads N           attention heads, dividing --dim (default 1)\n"
+    "  --heads N           attention heads, dividing --dim (default 1; with\n"
+    "                      --attn hydra: --dim)\n"
     "  --dim N             hidden size d (default 64)\n"
     "  --ffn N             feed-forward inner size (default 256)\n"
     "  --max-len N         newest N items per sequence (default 50; a padded\n"
@@ -35,7 +54,7 @@ static const char usage[] =
     "  --dropout P         dropout rate (default 0.2)\n"
     "Training:\n"
     "  --loss ce|bce       full softmax cross-entropy (default) or BCE with\n"
-    "                      sampled negatives\n"
+    "                      sampled negatives (sasrec only)\n"
     "  --neg K             negatives per position for bce (default 1)\n"
     "  --target all|last   train every position (default) or the last one of\n"
     "                      every prefix\n"
@@ -68,7 +87,8 @@ enum {
     OPT_MODEL = 256, OPT_LAYERS, OPT_HEADS, OPT_DIM, OPT_FFN, OPT_MAX_LEN, OPT_DROPOUT,
     OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_CLIP, OPT_BATCH, OPT_EPOCHS,
     OPT_LOSS, OPT_NEG, OPT_TARGET, OPT_PATIENCE, OPT_EVAL_EVERY, OPT_SEED, OPT_THREADS,
-    OPT_RESUME, OPT_LOG, OPT_END
+    OPT_RESUME, OPT_LOG, OPT_ATTN, OPT_LINREC_SCALE, OPT_RANK, OPT_DECAY, OPT_CAUSAL,
+    OPT_MASK_PROB, OPT_END
 };
 
 static int usage_error(const char *fmt, const char *a, const char *b)
@@ -140,6 +160,12 @@ int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"model", required_argument, NULL, OPT_MODEL},
+        {"attn", required_argument, NULL, OPT_ATTN},
+        {"linrec-scale", required_argument, NULL, OPT_LINREC_SCALE},
+        {"rank", required_argument, NULL, OPT_RANK},
+        {"decay", required_argument, NULL, OPT_DECAY},
+        {"causal", no_argument, NULL, OPT_CAUSAL},
+        {"mask-prob", required_argument, NULL, OPT_MASK_PROB},
         {"layers", required_argument, NULL, OPT_LAYERS},
         {"heads", required_argument, NULL, OPT_HEADS},
         {"dim", required_argument, NULL, OPT_DIM},
@@ -181,9 +207,31 @@ int main(int argc, char **argv)
         const char *a = optarg;
         switch (c) {
         case OPT_MODEL:
-            if (strcmp(a, "sasrec") && strcmp(a, "pop"))
-                return usage_error("unknown --model '%s'%s (sasrec or pop)", a, "");
+            if (strcmp(a, "pop") && sq_backbone_parse(a) < 0)
+                return usage_error("unknown --model '%s'%s (sasrec, bert4rec or pop)", a, "");
             model = a;
+            break;
+        case OPT_ATTN:
+            if ((o.arch.attn = sq_attn_kind_parse(a)) < 0)
+                return usage_error("unknown --attn '%s'%s (softmax, linrec, linear, efficient, "
+                                   "hydra, positional, fpositional, average, linear-anneal, "
+                                   "exp-anneal or mixing)", a, "");
+            break;
+        case OPT_LINREC_SCALE:
+            if (!strcmp(a, "code"))
+                o.arch.linrec_scale = SQ_LINREC_CODE;
+            else if (!strcmp(a, "paper"))
+                o.arch.linrec_scale = SQ_LINREC_PAPER;
+            else
+                return usage_error("unknown --linrec-scale '%s'%s (paper or code)", a, "");
+            break;
+        case OPT_RANK: bad = parse_int(a, 1, 65536, &o.arch.rank); break;
+        case OPT_DECAY:
+            bad = parse_double(a, &o.arch.decay) || !(o.arch.decay > 0 && o.arch.decay <= 1);
+            break;
+        case OPT_CAUSAL: o.arch.causal = 1; break;
+        case OPT_MASK_PROB:
+            bad = parse_double(a, &o.mask_prob) || !(o.mask_prob > 0 && o.mask_prob <= 1);
             break;
         case OPT_LAYERS: bad = parse_int(a, 1, 64, &o.arch.n_layers); break;
         case OPT_HEADS: bad = parse_int(a, 1, 8192, &o.arch.n_heads); break;
@@ -260,7 +308,17 @@ int main(int argc, char **argv)
     if (strcmp(out_path, "-") == 0)
         return usage_error("-o: a model file cannot go to standard output%s%s", "", "");
     if (resume && !strcmp(model, "pop"))
-        return usage_error("--resume is for sasrec runs%s%s", "", "");
+        return usage_error("--resume is for sasrec and bert4rec runs%s%s", "", "");
+    if (strcmp(model, "bert4rec") &&
+        (given[OPT_CAUSAL - OPT_MODEL] || given[OPT_MASK_PROB - OPT_MODEL]))
+        return usage_error("--causal and --mask-prob are for --model bert4rec (SASRec is "
+                           "always causal%s)%s", "", "");
+    if (!strcmp(model, "bert4rec")) {
+        o.arch.backbone = SQ_BACKBONE_BERT4REC;
+        o.arch.ln_eps = 1e-12; /* RecBole's BERT4Rec */
+    }
+    if (o.arch.attn == SQ_AK_HYDRA && !given[OPT_HEADS - OPT_MODEL])
+        o.arch.n_heads = o.arch.dim; /* Hydra attention: one feature per head */
     if (resume) {
         /* The checkpoint's options are used; only these may be given again. */
         for (int i = 0; i < OPT_END - OPT_MODEL; i++) {
