@@ -5,9 +5,11 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "dataset.h"
@@ -15,6 +17,7 @@
 #include "eval.h"
 #include "fileio.h"
 #include "model.h"
+#include "sasrec.h"
 #include "stream.h"
 
 static const char *prog = "seqrec-score";
@@ -45,9 +48,15 @@ static void usage(FILE *f)
         "      --map FILE         with --topk tsv: print original user and item ids\n"
         "                         from the map of seqrec-preprocess --map\n"
         "      --shard i/n        only the users whose XXH3-64 of the id is i mod n\n"
+        "      --attention-map U  instead: write the attention weights of every\n"
+        "                         layer for user U's history (the one --target\n"
+        "                         ranks) to PREFIX.lL.hH.tsv, PREFIX.lL.mean.tsv\n"
+        "                         and PREFIX.items.tsv, and a gnuplot heat map\n"
+        "                         PREFIX.gp, PREFIX.png (-o PREFIX required)\n"
         "  -b, --batch B          histories per model call (default 256)\n"
         "  -j, --threads T        threads for ranking (default: all)\n"
-        "  -o, --output FILE      write to FILE (atomically) instead of stdout\n"
+        "  -o, --output FILE      write to FILE (atomically) instead of stdout;\n"
+        "                         with --attention-map the files' PREFIX\n"
         "  -h, --help             show this help and exit\n"
         "  -V, --version          show the version and exit\n"
         "\n"
@@ -128,9 +137,205 @@ static int parse_pos(const char *opt, const char *s, uint32_t max, uint32_t *v, 
     return 0;
 }
 
+/* ---- --attention-map ---- */
+
+/* One n x n matrix as TSV (query rows, key columns) at path, atomically. */
+static int write_matrix(const char *path, const float *a, int n, sq_err *e)
+{
+    sq_outfile o = {0};
+    if (sq_out_open(&o, path, 0, e))
+        return e->code;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            fprintf(o.fp, "%.7g%c", (double)a[(size_t)i * n + j], j + 1 < n ? '\t' : '\n');
+    if (ferror(o.fp)) {
+        sq_out_abort(&o);
+        return sq_fail(e, SQ_EX_IO, "%s: write error", path);
+    }
+    return sq_out_commit(&o, e);
+}
+
+/* The gnuplot script: one panel per layer, the head mean of each, rows =
+ * queries (oldest at the top), columns = keys; name = the prefix's last
+ * component (gnuplot runs in the prefix's directory). */
+static int write_gnuplot(const char *path, const char *name, const char *title, int L, int n,
+                         const int *ids, int mask_id, double signed_max, sq_err *e)
+{
+    sq_outfile o = {0};
+    if (sq_out_open(&o, path, 0, e))
+        return e->code;
+    FILE *f = o.fp;
+    int w = 80 + 330 * L;
+    fprintf(f, "# %s\n# written by seqrec-score --attention-map; run: gnuplot %s.gp\n", title,
+            name);
+    fprintf(f, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+               "    set terminal pngcairo size %d,380 font ',9'\n"
+               "} else {\n    set terminal png size %d,380\n}\n", w, w);
+    fprintf(f, "set output '%s.png'\n", name);
+    fprintf(f, "set multiplot layout 1,%d title \"%s\" noenhanced\n", L, title);
+    fprintf(f, "set size ratio -1\nset xrange [-0.5:%d.5]\nset yrange [%d.5:-0.5]\n", n - 1,
+            n - 1);
+    fprintf(f, "set xlabel 'key'\nset ylabel 'query'\nunset key\n");
+    if (signed_max > 0) /* weights of either sign: a diverging palette around 0 */
+        fprintf(f, "set palette defined (-1 '#b2182b', 0 'white', 1 '#2166ac')\n"
+                   "set cbrange [%.7g:%.7g]\n", -signed_max, signed_max);
+    else
+        fprintf(f, "set palette defined (0 'white', 1 '#fdd49e', 2 '#d7301f', 3 '#7f0000')\n"
+                   "set cbrange [0:*]\n");
+    if (n <= 30) { /* item ids as tics */
+        for (int axis = 0; axis < 2; axis++) {
+            fprintf(f, "set %ctics (", axis ? 'y' : 'x');
+            for (int i = 0; i < n; i++) {
+                if (ids[i] == mask_id)
+                    fprintf(f, "%s\"[M]\" %d", i ? ", " : "", i);
+                else
+                    fprintf(f, "%s\"%d\" %d", i ? ", " : "", ids[i], i);
+            }
+            fprintf(f, ")%s\n", axis ? "" : " rotate by 90 right");
+        }
+    }
+    for (int l = 1; l <= L; l++)
+        fprintf(f, "set title 'layer %d (mean over heads)'\n"
+                   "plot '%s.l%d.mean.tsv' matrix with image\n", l, name, l);
+    fprintf(f, "unset multiplot\n");
+    if (ferror(f)) {
+        sq_out_abort(&o);
+        return sq_fail(e, SQ_EX_IO, "%s: write error", path);
+    }
+    return sq_out_commit(&o, e);
+}
+
+/* Runs gnuplot on PREFIX.gp in PREFIX's directory; 1 when gnuplot is not
+ * installed (the script stays, for later). */
+static int run_gnuplot(const char *dir, const char *name, sq_err *e)
+{
+    char script[4096];
+    snprintf(script, sizeof script, "%s.gp", name);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0)
+        return sq_fail(e, SQ_EX_OSERR, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        if (dir[0] && chdir(dir) != 0)
+            _exit(126);
+        execlp("gnuplot", "gnuplot", script, (char *)NULL);
+        _exit(errno == ENOENT ? 127 : 126);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return sq_fail(e, SQ_EX_OSERR, "waitpid: %s", strerror(errno));
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
+        return 1;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return sq_fail(e, SQ_EX_SOFTWARE, "gnuplot failed on %s%s.gp", dir, name);
+    return 0;
+}
+
+static int attention_map(const sq_model *model, const char *model_path, const sq_dataset *ds,
+                         const char *in_name, uint32_t user, int target, const char *prefix,
+                         sq_err *e)
+{
+    const sq_sasrec *m = sq_sasrec_of(model);
+    if (!m)
+        return sq_fail(e, SQ_EX_USAGE, "--attention-map: %s is a %s model, which has no "
+                       "attention (sasrec and bert4rec models have)", model_path, model->name);
+    uint64_t r;
+    for (r = 0; r < ds->n_seq; r++)
+        if (ds->seq[r].user == user && ds->seq[r].view == 0)
+            break;
+    if (r == ds->n_seq)
+        return sq_fail(e, SQ_EX_DATA, "--attention-map: %s has no user %" PRIu32, in_name, user);
+    /* the history sq_eval_ranks gives this user's first target of the set */
+    const sq_seq *q = &ds->seq[r];
+    uint32_t end = target == SQ_EVAL_VALID ? q->n_train : q->n_train + q->n_valid;
+    if (end > q->len)
+        end = q->len;
+    const uint32_t *hist = sq_dataset_items(ds, r) + q->hist;
+    uint32_t len = end > q->hist ? end - q->hist : 0;
+    float *map = NULL;
+    int *ids = NULL, *pos = NULL, n = 0, H = 0, rc = 0;
+    if (sq_sasrec_attention_map(m, hist, len, &map, &ids, &pos, &n, &H, e))
+        return e->code;
+    const sq_sasrec_config *c = &m->cfg;
+    int L = c->n_layers;
+    size_t plen = strlen(prefix);
+    char *path = malloc(plen + 64), *dir = malloc(plen + 1);
+    float *mean = malloc((size_t)n * n * sizeof *mean);
+    sq_outfile o = {0};
+    if (!path || !dir || !mean) {
+        rc = sq_fail(e, SQ_EX_OSERR, "out of memory");
+        goto done;
+    }
+    /* the rows of the input: window position and item (or the mask) */
+    snprintf(path, plen + 64, "%s.items.tsv", prefix);
+    if ((rc = sq_out_open(&o, path, 0, e)) != 0)
+        goto done;
+    fprintf(o.fp, "row\tposition\titem\n");
+    for (int i = 0; i < n; i++) {
+        if (ids[i] == sq_mask_id(c))
+            fprintf(o.fp, "%d\t%d\tmask\n", i, pos[i]);
+        else
+            fprintf(o.fp, "%d\t%d\t%d\n", i, pos[i], ids[i]);
+    }
+    if ((rc = sq_out_commit(&o, e)) != 0)
+        goto done;
+    size_t nn = (size_t)n * n;
+    double smax = 0; /* the largest |weight| of the head means (the picture) */
+    for (int l = 0; l < L; l++) {
+        memset(mean, 0, nn * sizeof *mean);
+        for (int h = 0; h < H; h++) {
+            const float *a = map + ((size_t)l * H + h) * nn;
+            for (size_t i = 0; i < nn; i++)
+                mean[i] += a[i] / (float)H;
+            snprintf(path, plen + 64, "%s.l%d.h%d.tsv", prefix, l + 1, h + 1);
+            if ((rc = write_matrix(path, a, n, e)) != 0)
+                goto done;
+        }
+        for (size_t i = 0; i < nn; i++)
+            smax = fabs(mean[i]) > smax ? fabs(mean[i]) : smax;
+        snprintf(path, plen + 64, "%s.l%d.mean.tsv", prefix, l + 1);
+        if ((rc = write_matrix(path, mean, n, e)) != 0)
+            goto done;
+    }
+    /* the script and the picture, made in the prefix's directory */
+    const char *slash = strrchr(prefix, '/'), *name = slash ? slash + 1 : prefix;
+    size_t dlen = slash ? (size_t)(slash - prefix) + 1 : 0;
+    memcpy(dir, prefix, dlen);
+    dir[dlen] = '\0';
+    char title[256];
+    snprintf(title, sizeof title, "%s --attn %s%s, user %" PRIu32 " (%d items)",
+             sq_backbone_name(c->backbone), sq_attn_kind_name(c->attn),
+             c->backbone == SQ_BACKBONE_BERT4REC && c->causal ? " --causal" : "", user, n);
+    /* weights of either sign (linrec, hydra: no normaliser; mixing: a
+     * Jacobian) get a diverging palette over [-max |w|, max |w|] */
+    int signed_map = c->attn == SQ_AK_LINREC || c->attn == SQ_AK_HYDRA ||
+                     c->attn == SQ_AK_MIXING;
+    smax = !signed_map ? 0 : smax > 0 ? smax : 1;
+    snprintf(path, plen + 64, "%s.gp", prefix);
+    if ((rc = write_gnuplot(path, name, title, L, n, ids, sq_mask_id(c), smax, e)) != 0)
+        goto done;
+    rc = run_gnuplot(dir, name, e);
+    if (rc == 1) {
+        fprintf(stderr, "%s: note: gnuplot not found: %s.gp written, %s.png not drawn\n", prog,
+                prefix, prefix);
+        rc = 0;
+    }
+done:
+    sq_out_abort(&o);
+    free(path);
+    free(dir);
+    free(mean);
+    free(map);
+    free(ids);
+    free(pos);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
-    enum { O_TIES = 256, O_MAP, O_SHARD };
+    enum { O_TIES = 256, O_MAP, O_SHARD, O_ATTN_MAP };
     static const struct option longopts[] = {
         {"model", required_argument, NULL, 'm'},
         {"target", required_argument, NULL, 't'},
@@ -142,6 +347,7 @@ int main(int argc, char **argv)
         {"format", required_argument, NULL, 'f'},
         {"map", required_argument, NULL, O_MAP},
         {"shard", required_argument, NULL, O_SHARD},
+        {"attention-map", required_argument, NULL, O_ATTN_MAP},
         {"batch", required_argument, NULL, 'b'},
         {"threads", required_argument, NULL, 'j'},
         {"output", required_argument, NULL, 'o'},
@@ -152,8 +358,8 @@ int main(int argc, char **argv)
     sq_eval_opts eo;
     sq_eval_defaults(&eo);
     const char *model_path = NULL, *out_path = NULL, *map_path = NULL, *shard = NULL;
-    uint32_t topk = 0, v;
-    int as_stream = 0, rank_opts = 0, fmt_given = 0, c;
+    uint32_t topk = 0, v, map_user = 0;
+    int as_stream = 0, rank_opts = 0, fmt_given = 0, c, amap = 0, cand_opts = 0;
     sq_err err = {0};
 
     while ((c = getopt_long(argc, argv, "m:t:c:xs:k:f:b:j:o:hV", longopts, NULL)) != -1) {
@@ -174,8 +380,9 @@ int main(int argc, char **argv)
             if (sq_eval_parse_candidates(optarg, &eo, &err))
                 return sq_report(prog, &err);
             rank_opts = 1;
+            cand_opts = 1;
             break;
-        case 'x': eo.exclude_history = 1; break;
+        case 'x': eo.exclude_history = 1; cand_opts = 1; break;
         case O_TIES:
             if (strcmp(optarg, "pessimistic") == 0)
                 eo.optimistic = 0;
@@ -187,7 +394,21 @@ int main(int argc, char **argv)
                 return SQ_EX_USAGE;
             }
             rank_opts = 1;
+            cand_opts = 1;
             break;
+        case O_ATTN_MAP: {
+            char *end;
+            errno = 0;
+            unsigned long long u = strtoull(optarg, &end, 10);
+            if (*optarg < '0' || *optarg > '9' || errno || *end || u > UINT32_MAX) {
+                fprintf(stderr, "%s: --attention-map: expected a user id, got '%s'\n", prog,
+                        optarg);
+                return SQ_EX_USAGE;
+            }
+            map_user = (uint32_t)u;
+            amap = 1;
+            break;
+        }
         case 's': {
             char *end;
             errno = 0;
@@ -244,6 +465,10 @@ int main(int argc, char **argv)
         why = "a model is required (-m MODEL.sqm)";
     else if (argc - optind > 1)
         why = "at most one input FILE";
+    else if (amap && (topk || cand_opts || shard || fmt_given || map_path))
+        why = "--attention-map takes -m, -t, -o PREFIX and the input only";
+    else if (amap && (!out_path || !strcmp(out_path, "-")))
+        why = "--attention-map writes several files: give their prefix with -o PREFIX";
     else if (topk && rank_opts)
         why = "--topk ranks every item: --target, --candidates and --ties apply to ranks only";
     else if (!topk && (fmt_given || map_path))
@@ -267,6 +492,18 @@ int main(int argc, char **argv)
     FILE *in = NULL;
     int writer_open = 0;
 
+    if (amap) {
+        if (sq_model_load(&model, model_path, &err) || sq_in_open(&in, in_path, &err) ||
+            sq_dataset_read(&ds, in, in_name, &err) ||
+            sq_model_check_stream(&model, &ds.hdr, in_name, &err) ||
+            attention_map(&model, model_path, &ds, in_name, map_user, eo.target, out_path,
+                          &err))
+            goto fail;
+        sq_dataset_free(&ds);
+        sq_in_close(in);
+        sq_model_free(&model);
+        return 0;
+    }
     if (sq_model_load(&model, model_path, &err) ||
         (map_path && sq_idmap_read(&map, map_path, &err)) ||
         sq_out_open(&out, out_path, !tsv, &err) ||
