@@ -2,6 +2,10 @@
  * Adam, validation with lib/eval (the code seqrec-score runs), early
  * stopping on validation NDCG@10, checkpoints and resume.
  *
+ * The model is o->arch: SASRec (next-item samples) or BERT4Rec (cloze
+ * samples, batch.h: CLOZE, masked with o->mask_prob), with any attention
+ * kind (sasrec.h).
+ *
  * EPOCH e (0-based): shuffle the samples by (seed, e) (batch.h); for each
  * batch: zero the gradients, forward with dropout drawn from (seed, step),
  * loss, backward, optional global-norm clipping, Adam (AdamW-style decoupled
