@@ -886,7 +886,10 @@ static double rel_f64(const double *a, const double *b, size_t n, double floor_)
     return d / fmax(m, fmax(floor_, 1e-300));
 }
 
-UNIT_TEST(test_sasrec_torch_reference)
+/* The C model (float and double) against sasrec_ref.py: SASRec (CE and
+ * BCE) or BERT4Rec (bert != 0: cloze CE at 5 masked rows, bidirectional or
+ * causal, torch's own TransformerEncoderLayer on the Python side). */
+static void torch_reference(unit_ctx *t, int bert, int causal)
 {
     const char *root = getenv("SEQREC_ROOT") ? getenv("SEQREC_ROOT") : ".";
     char script[512];
@@ -898,7 +901,9 @@ UNIT_TEST(test_sasrec_torch_reference)
 
     sq_err e = {0};
     sq_sasrec_config cfg = {.n_items = 20, .n_layers = 2, .n_heads = 2, .dim = 8, .ffn = 12,
-                            .max_len = 6, .dropout = 0, .ln_eps = 1e-8};
+                            .max_len = 6, .dropout = 0, .ln_eps = bert ? 1e-12 : 1e-8,
+                            .backbone = bert ? SQ_BACKBONE_BERT4REC : SQ_BACKBONE_SASREC,
+                            .causal = causal};
     enum { B = 3, T = 13, K = 2 };
     int len[B] = {2, 5, 6}, off[B + 1], pos[T], ids[T], rows[T], targets[T], neg[T * K];
     sq_pack_offsets(off, len, B);
@@ -914,8 +919,18 @@ UNIT_TEST(test_sasrec_torch_reference)
     }
     ids[9] = 0;     /* a padding token inside a sequence */
     targets[4] = 0; /* an ignored target */
-    sq_packed pb = {.B = B, .T = T, .ids = ids, .off = off, .pos = pos, .n = T, .rows = rows,
-                    .targets = targets, .K = K, .neg = neg};
+    int n = T;
+    if (bert) { /* cloze: masked rows predict the items they hide */
+        static const int masked[5] = {1, 2, 5, 8, 12};
+        n = 5;
+        for (int i = 0; i < n; i++) {
+            rows[i] = masked[i];
+            targets[i] = ids[masked[i]];
+            ids[masked[i]] = sq_mask_id(&cfg);
+        }
+    }
+    sq_packed pb = {.B = B, .T = T, .ids = ids, .off = off, .pos = pos, .n = n, .rows = rows,
+                    .targets = targets, .K = bert ? 0 : K, .neg = bert ? NULL : neg};
     sq_sasrec_cap cap = {.B = B, .T = T, .n = T, .att = sq_attention_cache_size(off, B, 1),
                          .K = K, .train = 1};
 
@@ -930,8 +945,10 @@ UNIT_TEST(test_sasrec_torch_reference)
     sq_sasrec_init_weights_f64(&md, 5);
     for (size_t i = md.n_decay; i < md.n; i++)
         md.mem[i] += 0.2 * sq_rng_normal(&r);
-    for (size_t i = (size_t)cfg.dim; i < md.sizes[0]; i++)
-        md.mem[i] *= 4;
+    for (size_t i = bert ? 0 : (size_t)cfg.dim; i < (bert ? md.n_decay : md.sizes[0]); i++)
+        md.mem[i] *= bert ? 10 : 4; /* BERT4Rec: N(0, 0.02^2) to ~0.2 */
+    if (bert)
+        memset(md.mem, 0, (size_t)cfg.dim * sizeof *md.mem); /* padding row */
     /* the same weights in both builds: round to float */
     for (size_t i = 0; i < md.n; i++) {
         mf.mem[i] = (float)md.mem[i];
@@ -947,14 +964,15 @@ UNIT_TEST(test_sasrec_torch_reference)
     if (!idx)
         return;
     fprintf(idx, "config n_items %u\nconfig layers %d\nconfig heads %d\nconfig dim %d\n"
-            "config ffn %d\nconfig max_len %d\nconfig ln_eps %.17g\n", cfg.n_items,
-            cfg.n_layers, cfg.n_heads, cfg.dim, cfg.ffn, cfg.max_len, cfg.ln_eps);
+            "config ffn %d\nconfig max_len %d\nconfig ln_eps %.17g\nconfig model %s\n"
+            "config causal %d\n", cfg.n_items, cfg.n_layers, cfg.n_heads, cfg.dim, cfg.ffn,
+            cfg.max_len, cfg.ln_eps, sq_backbone_name(cfg.backbone), cfg.causal);
     const double *pm = md.mem;
     for (int i = 0; i < SQ_SASREC_NT; i++) {
         uint64_t s[4];
         size_t shape[4];
         if (!md.sizes[i])
-            continue; /* not a tensor of a softmax SASRec */
+            continue; /* not a tensor of this config */
         int nd = sq_sasrec_tensor_shape(&cfg, i, s);
         for (int d = 0; d < nd; d++)
             shape[d] = (size_t)s[d];
@@ -962,11 +980,11 @@ UNIT_TEST(test_sasrec_torch_reference)
                              nd, shape), 0);
         pm += md.sizes[i];
     }
-    size_t sT[1] = {T}, sOff[1] = {B + 1}, sNeg[2] = {T, K};
+    size_t sT[1] = {T}, sN[1] = {(size_t)n}, sOff[1] = {B + 1}, sNeg[2] = {T, K};
     CHECK_EQ(dump_tensor(idx, dir, "ids", "i32", ids, 4, T, 1, sT), 0);
     CHECK_EQ(dump_tensor(idx, dir, "off", "i32", off, 4, B + 1, 1, sOff), 0);
-    CHECK_EQ(dump_tensor(idx, dir, "rows", "i32", rows, 4, T, 1, sT), 0);
-    CHECK_EQ(dump_tensor(idx, dir, "targets", "i32", targets, 4, T, 1, sT), 0);
+    CHECK_EQ(dump_tensor(idx, dir, "rows", "i32", rows, 4, (size_t)n, 1, sN), 0);
+    CHECK_EQ(dump_tensor(idx, dir, "targets", "i32", targets, 4, (size_t)n, 1, sN), 0);
     CHECK_EQ(dump_tensor(idx, dir, "neg", "i32", neg, 4, T * K, 2, sNeg), 0);
     CHECK_EQ(fclose(idx), 0);
 
@@ -1000,18 +1018,21 @@ UNIT_TEST(test_sasrec_torch_reference)
     } while (0)
     double *th = read_f64(dir, "h", (size_t)T * cfg.dim);
     CHECK(th != NULL);
-    for (int loss = SQ_LOSS_CE; th && loss <= SQ_LOSS_BCE; loss++) {
+    size_t TC = (size_t)T * cfg.dim;
+    for (int loss = SQ_LOSS_CE; th && loss <= (bert ? SQ_LOSS_CE : SQ_LOSS_BCE); loss++) {
         const char *ln = loss == SQ_LOSS_CE ? "ce" : "bce";
         int cnt;
         memset(gd.mem, 0, gd.n * sizeof *gd.mem);
         memset(gf.mem, 0, gf.n * sizeof *gf.mem);
         sq_sasrec_forward_f64(&md, &wd, &pb, 1, 1, 0);
         sq_sasrec_forward(&mf, &wf, &pb, 1, 1, 0);
-        if (loss == SQ_LOSS_CE) {
-            double *hf = calloc((size_t)T * cfg.dim, sizeof *hf);
-            for (size_t i = 0; hf && i < (size_t)T * cfg.dim; i++)
-                hf[i] = wf.out[i];
-            NOTE(rel_f64(hf, th, (size_t)T * cfg.dim, 0), rel_f64(wd.out, th, (size_t)T * cfg.dim, 0));
+        if (loss == SQ_LOSS_CE) { /* the states h: SASRec's LNf, BERT4Rec's x[L] */
+            const float *sf = states(&wf, &cfg);
+            const double *sd = bert ? wd.x + (size_t)cfg.n_layers * wd.cap.T * cfg.dim : wd.out;
+            double *hf = calloc(TC, sizeof *hf);
+            for (size_t i = 0; hf && i < TC; i++)
+                hf[i] = sf[i];
+            NOTE(rel_f64(hf, th, TC, 0), rel_f64(sd, th, TC, 0));
             free(hf);
         }
         double ld = sq_sasrec_loss_f64(&md, &wd, &pb, loss, &gd, &cnt);
@@ -1065,4 +1086,15 @@ UNIT_TEST(test_sasrec_torch_reference)
     sq_sasrec_free(&mf);
     sq_sasrec_free_f64(&gd);
     sq_sasrec_free_f64(&md);
+}
+
+UNIT_TEST(test_sasrec_torch_reference)
+{
+    torch_reference(t, 0, 0);
+}
+
+UNIT_TEST(test_bert4rec_torch_reference)
+{
+    torch_reference(t, 1, 0);
+    torch_reference(t, 1, 1);
 }
