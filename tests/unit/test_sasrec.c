@@ -12,6 +12,7 @@
  * measured errors. Further: packed segments stay independent for every
  * kind, BERT4Rec's scores by hand, config round trips, cloze batches, and
  * attention maps that reproduce each layer's mixer. */
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,8 +136,22 @@ static void perturb(sq_sasrec_f64 *m)
 /* Finite differences on every parameter of the double model (initialised
  * with `seed`, then perturbed); then the float model on the same
  * parameters. */
+static void gradcheck_cfg1(unit_ctx *t, const sq_sasrec_config *cfg, int loss, uint64_t seed,
+                           const char *what);
+
+/* One thread: thousands of forwards of a model this small are all fork and
+ * join otherwise (and crawl when the cores are shared). */
 static void gradcheck_cfg(unit_ctx *t, const sq_sasrec_config *cfg, int loss, uint64_t seed,
                           const char *what)
+{
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    gradcheck_cfg1(t, cfg, loss, seed, what);
+    omp_set_num_threads(saved);
+}
+
+static void gradcheck_cfg1(unit_ctx *t, const sq_sasrec_config *cfg, int loss, uint64_t seed,
+                           const char *what)
 {
     sq_err e = {0};
     int bert = cfg->backbone == SQ_BACKBONE_BERT4REC;

@@ -2,6 +2,7 @@
  * dataset (the loss falls, the written model loads through the model table
  * and validates to the number the loop reported), and resume with a larger
  * --epochs ending where a longer uninterrupted run ends. */
+#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +184,9 @@ UNIT_TEST(test_train_loop_and_resume)
  * takes more steps to grow than this tiny set offers.) */
 UNIT_TEST(test_train_bert4rec)
 {
+    /* one thread: this tiny model is all fork and join otherwise */
+    int saved_threads = omp_get_max_threads();
+    omp_set_num_threads(1);
     sq_err e = {0};
     sq_dataset ds = {0};
     CHECK_EQ(tiny_dataset(&ds, &e), 0);
@@ -253,4 +257,5 @@ UNIT_TEST(test_train_bert4rec)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     (void)!system(cmd);
     sq_dataset_free(&ds);
+    omp_set_num_threads(saved_threads);
 }
