@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "threads.h"
 #include "unit.h"
 
 #define X(fn) void fn(unit_ctx *t);
@@ -20,6 +21,8 @@ static const struct {
 
 int main(int argc, char **argv)
 {
+    /* Tiny models: idle OpenMP threads spinning would starve the rest. */
+    sq_threads_passive(argv);
     const char *filter = argc > 1 ? argv[1] : NULL;
     int passed = 0, failed = 0, skipped = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
