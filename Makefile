@@ -106,6 +106,7 @@ check: deps $(BUILD)/tests/unit/list.h
 	$(MAKE) --no-print-directory unit
 
 include pipelines/demo.mk
+include $(filter-out pipelines/demo.mk,$(wildcard pipelines/*.mk))
 include bench/bench.mk
 include $(filter-out bench/bench.mk,$(wildcard bench/*.mk))
 
