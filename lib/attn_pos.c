@@ -123,27 +123,11 @@ void R(sq_pa_forward)(real *out, real *att, const real *Rw, const real *v,
             const real *rrow = Rh + (size_t)p[i] * max_len;
             real *arow = a + (size_t)i * L;
             int jend = causal ? i + 1 : L;
-            real mx = -FLT_MAX;
-            for (int j = 0; j < jend; j++) {
+            for (int j = 0; j < jend; j++)
                 arow[j] = scale * rrow[p[j]];
-                if (arow[j] > mx)
-                    mx = arow[j];
-            }
-            real sum = 0;
-            for (int j = 0; j < jend; j++) {
-                arow[j] = r_exp(arow[j] - mx);
-                sum += arow[j];
-            }
-            real inv = (real)1 / sum;
-            for (int j = 0; j < jend; j++)
-                arow[j] *= inv;
-            for (int j = jend; j < L; j++)
-                arow[j] = 0;
-            real *oi = out + (size_t)(o + i) * C + h * hs;
-            for (int d = 0; d < hs; d++)
-                oi[d] = 0;
-            for (int j = 0; j < jend; j++)
-                sq_axpy(oi, arow[j], v + (size_t)(o + j) * ld + h * hs, hs);
+            sq_softmax_row(arow, jend, L);
+            sq_attend_row(out + (size_t)(o + i) * C + h * hs, arow,
+                          v + (size_t)o * ld + h * hs, jend, ld, hs);
         }
     }
 }

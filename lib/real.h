@@ -115,4 +115,35 @@ static inline void sq_axpy(real *restrict y, real a, const real *restrict x, int
         y[i] += a * x[i];
 }
 
+/* In place over a[0, n): a = softmax(a), computed as exp(a - max a) / sum
+ * so that nothing overflows; a[n, len) (keys a causal row may not see)
+ * are set to 0. n >= 1. */
+static inline void sq_softmax_row(real *a, int n, int len)
+{
+    real mx = a[0];
+    for (int j = 1; j < n; j++)
+        if (a[j] > mx)
+            mx = a[j];
+    real sum = 0;
+    for (int j = 0; j < n; j++) {
+        a[j] = r_exp(a[j] - mx);
+        sum += a[j];
+    }
+    real inv = (real)1 / sum;
+    for (int j = 0; j < n; j++)
+        a[j] *= inv;
+    for (int j = n; j < len; j++)
+        a[j] = 0;
+}
+
+/* out[0, hs) = sum_j a[j] v_j over j < n, v_j = v + j * ld: one attention
+ * row applied to the values of one head. */
+static inline void sq_attend_row(real *out, const real *a, const real *v, int n, int ld, int hs)
+{
+    for (int d = 0; d < hs; d++)
+        out[d] = 0;
+    for (int j = 0; j < n; j++)
+        sq_axpy(out, a[j], v + (size_t)j * ld, hs);
+}
+
 #endif
