@@ -23,16 +23,6 @@ key() {
 # ndcg of a ranks stream, on stdin.
 ndcg() { seqrec-metrics --json -k 10 | sed -n 's/.*"ndcg@10": *\([0-9.]*\).*/\1/p'; }
 
-help_options() {
-  sed -n 's/^  *\(-[A-Za-z], \)\{0,1\}\(--[a-z][a-z-]*\).*/\2/p' | sort
-}
-
-man_options() {
-  sed 's/\\-/-/g' "$1" |
-    awk '/^\.SH/ { opts = ($2 == "OPTIONS") } opts && tp { print } { tp = ($0 == ".TP") }' |
-    grep -o -- '--[a-z][a-z-]*' | sort
-}
-
 @test "attn: seqrec-train --help lists every option of its man page" {
   run -0 seqrec-train --help
   help_opts=$(printf '%s\n' "$output" | help_options)

@@ -53,3 +53,15 @@ PY
 
 # file_size FILE
 file_size() { stat -c %s "$1"; }
+
+# The long option that starts each option line of --help, sorted.
+help_options() {
+  sed -n 's/^  *\(-[A-Za-z], \)\{0,1\}\(--[a-z][a-z-]*\).*/\2/p' | sort
+}
+
+# The long option of each .TP entry of a man page's OPTIONS section, sorted.
+man_options() {
+  sed 's/\\-/-/g' "$1" |
+    awk '/^\.SH/ { opts = ($2 == "OPTIONS") } opts && tp { print } { tp = ($0 == ".TP") }' |
+    grep -o -- '--[a-z][a-z-]*' | sort
+}

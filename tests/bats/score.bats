@@ -24,16 +24,6 @@ need_model() {
   seqrec-train --model pop -o "$T/m.sqm" "$T/split.sqr" 2>/dev/null
 }
 
-help_options() {
-  sed -n 's/^  *\(-[A-Za-z], \)\{0,1\}\(--[a-z][a-z-]*\).*/\2/p' | sort
-}
-
-man_options() {
-  sed 's/\\-/-/g' "$1" |
-    awk '/^\.SH/ { opts = ($2 == "OPTIONS") } opts && tp { print } { tp = ($0 == ".TP") }' |
-    grep -o -- '--[a-z][a-z-]*' | sort
-}
-
 @test "ranks of the test targets: pessimistic ties, full candidates" {
   need_model
   run -0 --separate-stderr bash -c "seqrec-score -m '$T/m.sqm' '$T/split.sqr' | seqrec-cat"

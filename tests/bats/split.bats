@@ -16,18 +16,6 @@ setup() {
   mkdir -p "$T/out"
 }
 
-# The long option that starts each option line of --help, sorted.
-help_options() {
-  sed -n 's/^  *\(-[A-Za-z], \)\{0,1\}\(--[a-z][a-z-]*\).*/\2/p' | sort
-}
-
-# The long option of each .TP entry of a man page's OPTIONS section, sorted.
-man_options() {
-  sed 's/\\-/-/g' "$1" |
-    awk '/^\.SH/ { opts = ($2 == "OPTIONS") } opts && tp { print } { tp = ($0 == ".TP") }' |
-    grep -o -- '--[a-z][a-z-]*' | sort
-}
-
 @test "leave-one-out is the default: last item test, second-to-last validation" {
   run -0 --separate-stderr bash -c "seqrec-split '$T/seq.sqr' | seqrec-cat"
   [ "${lines[0]}" = $'1\t1 2 3\t4\t5' ]
