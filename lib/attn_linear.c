@@ -577,6 +577,13 @@ void R(sq_efficient_attn_backward)(real *dq, real *dk, real *dv,
 }
 
 /* ------------------------------------------------------------------------ */
+/* x = n * row: phi of a hydra row from the row and its saved 1/norm. */
+static inline void scale_row(real *x, const real *row, real n, int hs)
+{
+    for (int a = 0; a < hs; a++)
+        x[a] = row[a] * n;
+}
+
 /* 4. Hydra: cosine kernel over the whole token vector, per-head products   */
 
 static void hydra_fwd(real *out, const real *nq, const real *nk,
@@ -588,16 +595,10 @@ static void hydra_fwd(real *out, const real *nq, const real *nk,
     memset(S, 0, (size_t)hs * hs * sizeof *S);
     for (int t = 0; t < L; t++) {
         for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
-            const real *kj = ROW(k, j);
-            real n = nk[o + j];
-            for (int a = 0; a < hs; a++)
-                x[a] = kj[a] * n;
+            scale_row(x, ROW(k, j), nk[o + j], hs);
             outer_add(S, x, ROW(v, j), hs);
         }
-        const real *qt = ROW(q, t);
-        real n = nq[o + t];
-        for (int a = 0; a < hs; a++)
-            x[a] = qt[a] * n;
+        scale_row(x, ROW(q, t), nq[o + t], hs);
         mt_vec(OROW(out, t), S, x, hs);
     }
 }
@@ -615,10 +616,7 @@ static void hydra_bwd(real *dv, real *dpq, real *dpk, const real *dout,
     memset(S, 0, (size_t)hs * hs * sizeof *S);
     for (int t = 0; t < L; t++) {
         for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
-            const real *kj = ROW(k, j);
-            real n = nk[o + j];
-            for (int a = 0; a < hs; a++)
-                x[a] = kj[a] * n;
+            scale_row(x, ROW(k, j), nk[o + j], hs);
             outer_add(S, x, ROW(v, j), hs);
         }
         m_vec(OROW(dpq, t), S, OROW(dout, t), hs);
@@ -626,16 +624,10 @@ static void hydra_bwd(real *dv, real *dpq, real *dpk, const real *dout,
     memset(Gm, 0, (size_t)hs * hs * sizeof *Gm);
     for (int j = L - 1; j >= 0; j--) {
         for (int t = queries_from(j, L, causal); t < queries_to(j, L, causal); t++) {
-            const real *qt = ROW(q, t);
-            real n = nq[o + t];
-            for (int a = 0; a < hs; a++)
-                x[a] = qt[a] * n;
+            scale_row(x, ROW(q, t), nq[o + t], hs);
             outer_add(Gm, x, OROW(dout, t), hs);
         }
-        const real *kj = ROW(k, j);
-        real n = nk[o + j];
-        for (int a = 0; a < hs; a++)
-            x[a] = kj[a] * n;
+        scale_row(x, ROW(k, j), nk[o + j], hs);
         mt_vec(y, Gm, x, hs);
         sq_axpy(ROW(dv, j), 1, y, hs);
         m_vec(OROW(dpk, j), Gm, ROW(v, j), hs);
