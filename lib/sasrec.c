@@ -925,6 +925,9 @@ static void R(sasrec_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
     R(sq_embedding_backward)(gp->item_emb, w->dy, b->ids, T, C, r_sqrt((real)C));
 }
 
+/* Same steps as sasrec_backward in another order: post-LN blocks, GELU and
+ * no dropout inside the FFN. Kept as its own function so each backward reads
+ * as its forward in reverse. */
 static void R(bert_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
                              const sq_packed *b, R(sq_sasrec) *g)
 {

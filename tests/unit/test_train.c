@@ -55,6 +55,14 @@ static int on_epoch(void *p, const sq_epoch_stats *s, sq_err *e)
     return 0;
 }
 
+/* The files of a full run and of a run cut short and resumed, in dir. */
+static void run_paths(const char *dir, char full[64], char part[64], char ckpt[80])
+{
+    snprintf(full, 64, "%s/full.sqm", dir);
+    snprintf(part, 64, "%s/part.sqm", dir);
+    snprintf(ckpt, 80, "%s/part.sqm.ckpt", dir);
+}
+
 static int same_file(const char *a, const char *b)
 {
     FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
@@ -103,9 +111,7 @@ UNIT_TEST(test_train_loop_and_resume)
     char dir[] = "/tmp/sqtrain.XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     char full[64], part[64], ckpt[80];
-    snprintf(full, sizeof full, "%s/full.sqm", dir);
-    snprintf(part, sizeof part, "%s/part.sqm", dir);
-    snprintf(ckpt, sizeof ckpt, "%s/part.sqm.ckpt", dir);
+    run_paths(dir, full, part, ckpt);
 
     sq_train_opts o;
     sq_train_defaults(&o);
@@ -193,9 +199,7 @@ UNIT_TEST(test_train_bert4rec)
     char dir[] = "/tmp/sqtrain.XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     char full[64], part[64], ckpt[80];
-    snprintf(full, sizeof full, "%s/full.sqm", dir);
-    snprintf(part, sizeof part, "%s/part.sqm", dir);
-    snprintf(ckpt, sizeof ckpt, "%s/part.sqm.ckpt", dir);
+    run_paths(dir, full, part, ckpt);
     for (int kind = 0; kind < 2; kind++) {
         sq_train_opts o;
         sq_train_defaults(&o);
