@@ -6,8 +6,9 @@
 #   make bench      benchmarks, CSV under bench/out
 #   make install    PREFIX=/usr/local
 #
-# Sources are found by wildcard: a new lib/*.c, tools/*.c, tests/unit/test_*.c
-# or tests/bats/*.bats needs no edit here.
+# Sources are found by wildcard: a new lib/LAYER/*.c, tools/*.c,
+# tests/unit/test_*.c or tests/bats/*.bats needs no edit here. lib/ is one
+# folder per layer (HACKING.md); every one is on the include path.
 
 SANITIZE ?= 0
 PREFIX ?= /usr/local
@@ -23,12 +24,14 @@ SANFLAGS :=
 OPT := -O2
 endif
 
+LIB_DIRS := $(sort $(patsubst %/,%,$(dir $(wildcard lib/*/*.h lib/*/*.c))))
+LIB_INC := $(LIB_DIRS:%=-I%)
 CFLAGS_ALL := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wvla \
   -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -DSEQREC_VERSION='"$(VERSION)"' \
-  -fopenmp -Ilib $(SANFLAGS) $(CFLAGS)
+  -fopenmp $(LIB_INC) $(SANFLAGS) $(CFLAGS)
 LDLIBS_ALL := -larchive -lxxhash -lopenblas -lm -fopenmp $(LDLIBS)
 
-LIB_SRC := $(sort $(wildcard lib/*.c))
+LIB_SRC := $(sort $(wildcard lib/*/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_NAMES := $(filter-out seqrec,$(notdir $(TOOL_SRC:.c=)))
@@ -37,9 +40,12 @@ UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/main.o
 
 include cuda/cuda.mk
--include $(wildcard lib/*.mk)
 
-.PHONY: all check unit bats demo bench bench-data deps install clean clang-check man-check
+# tags for editors: .ctags.d/ teaches ctags the R(name) functions of real.h.
+tags: $(LIB_SRC) $(TOOL_SRC)
+	ctags -R lib tools tests/unit
+
+.PHONY: all tags check unit bats demo bench bench-data deps install clean clang-check man-check
 all: $(PROGS)
 
 $(BUILD)/%.o: %.c
@@ -88,7 +94,7 @@ clang-check:
 	@if command -v clang >/dev/null 2>&1; then \
 	  for f in $(LIB_SRC) $(TOOL_SRC) $(UNIT_SRC); do \
 	    clang -std=c11 -fsyntax-only -fopenmp -Wall -Wextra -Werror -Wshadow -Wvla -D_DEFAULT_SOURCE \
-	      -D_FILE_OFFSET_BITS=64 -DSEQREC_VERSION='"$(VERSION)"' -Ilib -Itests/unit -I$(BUILD)/tests/unit $$f || exit 1; \
+	      -D_FILE_OFFSET_BITS=64 -DSEQREC_VERSION='"$(VERSION)"' $(LIB_INC) -Itests/unit -I$(BUILD)/tests/unit $$f || exit 1; \
 	  done; echo "clang: all sources clean"; \
 	else echo "clang not found: skipping the clang warning check"; fi
 

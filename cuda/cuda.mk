@@ -1,7 +1,7 @@
 # cuda/cuda.mk - the CUDA build hook, included by the top-level Makefile.
 #
 # CUDA=auto (default) builds the backend when nvcc is on PATH, CUDA=1 forces
-# it, CUDA=0 disables it (lib/gpu_stub.c then answers "no CUDA backend").
+# it, CUDA=0 disables it (lib/ops/gpu_stub.c then answers "no CUDA backend").
 # Code for sm_80 and sm_90 (A100, H100/H200), plus PTX for newer devices.
 CUDA ?= auto
 NVCC ?= nvcc
@@ -15,9 +15,9 @@ CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
 CFLAGS_ALL += -DSEQREC_CUDA=1
-$(BUILD)/cuda/%.o: cuda/%.cu lib/gpu.h lib/err.h
+$(BUILD)/cuda/%.o: cuda/%.cu lib/ops/gpu.h lib/util/err.h
 	@mkdir -p $(dir $@)
-	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror -Ilib -c $< -o $@
+	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror -Ilib/ops -Ilib/util -c $< -o $@
 else
 CUDA_OBJ :=
 CUDA_LDLIBS :=

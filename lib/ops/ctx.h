@@ -1,0 +1,52 @@
+/* ctx.h - the context every op takes: which backend runs it and with what.
+ *
+ * Model code (lib/model/) never touches memory itself: it calls ops, and
+ * every op takes a `const sq_ctx *` first. On the CPU the context names the
+ * thread count of the op's OpenMP loops; the CUDA backend (cuda/) adds its
+ * stream and cuBLAS handle, so that the same model sources, compiled against
+ * the CUDA ops, run on a GPU without a second copy of the model.
+ *
+ * Buffers (parameters, gradients, optimiser moments, workspaces) come from
+ * sq_ctx_alloc, so that they live where the backend computes: host memory,
+ * 64-byte aligned, on the CPU; device memory on CUDA. Host-side work that is
+ * not an op (initialisation from the seeded generator, model-file I/O)
+ * runs on host copies; the trainer moves them (sq_ctx_upload/_download).
+ *
+ * The context owns nothing that outlives the program's main: it is a plain
+ * struct that main (or a test) fills and passes down; no globals. */
+#ifndef SQ_CTX_H
+#define SQ_CTX_H
+
+#include <stddef.h>
+
+#include "err.h"
+
+enum sq_backend { SQ_BACKEND_CPU = 0, SQ_BACKEND_CUDA = 1 };
+
+typedef struct sq_ctx {
+    int backend;   /* SQ_BACKEND_* */
+    int threads;   /* CPU: threads of the ops' OpenMP loops (0: OpenMP's
+                      current default, as sq_threads_set left it) */
+    void *gpu;     /* CUDA: the sq_gpu of gpu.h (stream, cuBLAS handle) */
+} sq_ctx;
+
+/* The CPU context with OpenMP's default thread count. */
+static inline sq_ctx sq_ctx_cpu(void)
+{
+    sq_ctx c = {SQ_BACKEND_CPU, 0, NULL};
+    return c;
+}
+
+/* bytes of backend memory, zeroed (64-byte aligned on the CPU); NULL and
+ * SQ_EX_OSERR in e when it cannot be had. bytes == 0 gives a valid
+ * minimal block. */
+void *sq_ctx_alloc(const sq_ctx *cx, size_t bytes, sq_err *e);
+void sq_ctx_free(const sq_ctx *cx, void *p);
+/* Host <-> backend copies (plain memcpy on the CPU). */
+int sq_ctx_upload(const sq_ctx *cx, void *dst, const void *src, size_t bytes, sq_err *e);
+int sq_ctx_download(const sq_ctx *cx, void *dst, const void *src, size_t bytes, sq_err *e);
+/* The thread count an OpenMP loop of an op uses: cx->threads, or OpenMP's
+ * default when it is 0 (or cx is NULL). */
+int sq_ctx_threads(const sq_ctx *cx);
+
+#endif
