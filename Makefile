@@ -32,7 +32,11 @@ CFLAGS_ALL := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wvla \
 LDLIBS_ALL := -larchive -lxxhash -lopenblas -lm -fopenmp $(LDLIBS)
 
 LIB_SRC := $(sort $(wildcard lib/*/*.c))
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# Sources written over real.h's `real` (they start with `#define SQ_REAL
+# float`) are compiled twice: as float, and as double into NAME_f64.o (the
+# _f64 twins the finite-difference checks use).
+REAL_SRC := $(shell grep -l '^\#define SQ_REAL float' $(LIB_SRC) /dev/null)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(REAL_SRC:%.c=$(BUILD)/%_f64.o)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_NAMES := $(filter-out seqrec,$(notdir $(TOOL_SRC:.c=)))
 PROGS := $(BUILD)/bin/seqrec $(TOOL_NAMES:%=$(BUILD)/bin/seqrec-%)
@@ -45,12 +49,16 @@ include cuda/cuda.mk
 tags: $(LIB_SRC) $(TOOL_SRC)
 	ctags -R lib tools tests/unit
 
-.PHONY: all tags check unit bats demo bench bench-data deps install clean clang-check man-check
+.PHONY: all tags check unit bats demo bench bench-data deps install clean clang-check man-check fnlen-check
 all: $(PROGS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(BUILD)/%_f64.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -DSQ_REAL=double -MMD -MP -c $< -o $@
 
 $(BUILD)/libseqrec.a: $(LIB_OBJ) $(CUDA_OBJ)
 	@rm -f $@
@@ -104,6 +112,10 @@ man-check:
 	  out=$$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l "$$f" 2>&1 >/dev/null); \
 	  if [ -n "$$out" ]; then echo "$$f: $$out"; exit 1; fi; \
 	done; echo "man pages: all render cleanly"
+
+# No function in lib/ or tools/ over 150 lines (.ci/fnlen lists them).
+fnlen-check:
+	@sh .ci/fnlen && echo "fnlen: no function over 150 lines"
 
 check: deps $(BUILD)/tests/unit/list.h
 	$(MAKE) --no-print-directory all $(BUILD)/unit_tests
