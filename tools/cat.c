@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "fileio.h"
 #include "stream.h"
 #include "text.h"
@@ -209,18 +210,17 @@ static int encode(const char *path, const opts *o, sq_outfile *out, sq_err *e)
     return rc;
 }
 
-static long parse_count(const char *s, const char *opt, sq_err *e)
+/* A header count option (--n-items, --max-len). */
+static int parse_count(const char *s, const char *opt, long *v)
 {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || v < 0 || v > (long)SQ_MAX_RECORD_ITEMS * 256L) {
-        sq_fail(e, SQ_EX_USAGE, "%s: expected a non-negative number, got '%s'", opt, s);
-        return -1;
-    }
-    return v;
+    if (sq_cli_long(s, 0, (long)SQ_MAX_RECORD_ITEMS * 256L, v))
+        return sq_cli_usage_error(PROG, "%s: expected a non-negative number, got '%s'", opt, s);
+    return 0;
 }
 
-int main(int argc, char **argv)
+/* The options into *o (o->meta: room for argc entries); 0, or the exit
+ * status (-1: --help or --version, 0). */
+static int parse_args(int argc, char **argv, opts *o)
 {
     enum { O_NO_TS = 256, O_FROM, O_NITEMS, O_MAXLEN, O_TS, O_META, O_VERSION };
     static const struct option longs[] = {
@@ -231,69 +231,79 @@ int main(int argc, char **argv)
         {"meta", required_argument, 0, O_META}, {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0},
     };
+    int c, rc = 0;
+    while (!rc && (c = getopt_long(argc, argv, "Hco:h", longs, NULL)) != -1) {
+        switch (c) {
+        case 'H': o->header = 1; break;
+        case 'c': o->verify = 1; break;
+        case 'o': o->output = optarg; break;
+        case O_NO_TS: o->no_ts = 1; break;
+        case O_FROM:
+            if (!(o->from_kind = sq_kind_parse(optarg)))
+                rc = sq_cli_usage_error(PROG, "--from-text: unknown kind '%s' (sequences, "
+                                        "split, padded, ranks, topk)", optarg);
+            break;
+        case O_NITEMS: rc = parse_count(optarg, "--n-items", &o->n_items); break;
+        case O_MAXLEN: rc = parse_count(optarg, "--max-len", &o->max_len); break;
+        case O_TS: o->with_ts = 1; break;
+        case O_META:
+            if (!strchr(optarg, '=') || optarg[0] == '=')
+                rc = sq_cli_usage_error(PROG, "--meta: expected KEY=VALUE, got '%s'", optarg);
+            o->meta[o->n_meta++] = optarg;
+            break;
+        case 'h': usage(stdout); return -1;
+        case O_VERSION: printf("seqrec-cat %s\n", SEQREC_VERSION); return -1;
+        default: usage(stderr); return SQ_EX_USAGE;
+        }
+    }
+    if (rc)
+        return rc;
+    if (o->from_kind && optind + 1 < argc)
+        return sq_cli_usage_error(PROG, "--from-text reads one input");
+    if (o->from_kind == SQ_PADDED && o->max_len <= 0)
+        return sq_cli_usage_error(PROG, "--from-text padded needs --max-len");
+    if (!o->from_kind && (o->n_items >= 0 || o->max_len >= 0 || o->with_ts || o->n_meta))
+        return sq_cli_usage_error(PROG, "--n-items, --max-len, --timestamps and --meta go "
+                                  "with --from-text");
+    return 0;
+}
+
+/* Encodes the one input, or prints (checks) every input. */
+static int run(const opts *o, char **inputs, int n_inputs, sq_err *e)
+{
+    sq_outfile out = {0};
+    int binary = o->from_kind != 0;
+    int rc = 0;
+    if (!o->verify || binary)
+        rc = sq_out_open(&out, o->output, binary, e);
+    if (!rc && binary) {
+        rc = encode(n_inputs ? inputs[0] : NULL, o, &out, e);
+    } else if (!rc) {
+        FILE *f = out.fp ? out.fp : stdout;
+        if (n_inputs == 0)
+            rc = dump(NULL, o, f, e);
+        for (int i = 0; !rc && i < n_inputs; i++)
+            rc = dump(inputs[i], o, f, e);
+    }
+    if (!rc && out.fp)
+        rc = sq_out_commit(&out, e);
+    if (rc)
+        sq_out_abort(&out);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
     opts o = {.n_items = -1, .max_len = -1};
     sq_err e = {0};
-    char **meta = calloc((size_t)argc, sizeof *meta);
-    if (!meta) {
+    o.meta = calloc((size_t)argc, sizeof *o.meta);
+    if (!o.meta) {
         fprintf(stderr, "%s: out of memory\n", PROG);
         return SQ_EX_OSERR;
     }
-    o.meta = meta;
-    int c;
-    while (!e.code && (c = getopt_long(argc, argv, "Hco:h", longs, NULL)) != -1) {
-        switch (c) {
-        case 'H': o.header = 1; break;
-        case 'c': o.verify = 1; break;
-        case 'o': o.output = optarg; break;
-        case O_NO_TS: o.no_ts = 1; break;
-        case O_FROM:
-            if (!(o.from_kind = sq_kind_parse(optarg)))
-                sq_fail(&e, SQ_EX_USAGE, "--from-text: unknown kind '%s' (sequences, split, padded, ranks, topk)", optarg);
-            break;
-        case O_NITEMS: o.n_items = parse_count(optarg, "--n-items", &e); break;
-        case O_MAXLEN: o.max_len = parse_count(optarg, "--max-len", &e); break;
-        case O_TS: o.with_ts = 1; break;
-        case O_META:
-            if (!strchr(optarg, '=') || optarg[0] == '=')
-                sq_fail(&e, SQ_EX_USAGE, "--meta: expected KEY=VALUE, got '%s'", optarg);
-            o.meta[o.n_meta++] = optarg;
-            break;
-        case 'h': usage(stdout); free(meta); return 0;
-        case O_VERSION: printf("seqrec-cat %s\n", SEQREC_VERSION); free(meta); return 0;
-        default: usage(stderr); free(meta); return SQ_EX_USAGE;
-        }
-    }
-    if (!e.code && o.from_kind && optind + 1 < argc)
-        sq_fail(&e, SQ_EX_USAGE, "--from-text reads one input");
-    if (!e.code && o.from_kind == SQ_PADDED && o.max_len <= 0)
-        sq_fail(&e, SQ_EX_USAGE, "--from-text padded needs --max-len");
-    if (!e.code && !o.from_kind && (o.n_items >= 0 || o.max_len >= 0 || o.with_ts || o.n_meta))
-        sq_fail(&e, SQ_EX_USAGE, "--n-items, --max-len, --timestamps and --meta go with --from-text");
-    if (e.code) {
-        free(meta);
-        return sq_report(PROG, &e);
-    }
-
-    sq_outfile out = {0};
-    int binary = o.from_kind != 0;
-    int rc = 0;
-    if (!o.verify || binary)
-        rc = sq_out_open(&out, o.output, binary, &e);
-    if (!rc && binary) {
-        rc = encode(optind < argc ? argv[optind] : NULL, &o, &out, &e);
-    } else if (!rc) {
-        FILE *f = out.fp ? out.fp : stdout;
-        if (optind == argc)
-            rc = dump(NULL, &o, f, &e);
-        for (int i = optind; !rc && i < argc; i++)
-            rc = dump(argv[i], &o, f, &e);
-    }
-    if (!rc && out.fp)
-        rc = sq_out_commit(&out, &e);
-    free(meta);
-    if (rc) {
-        sq_out_abort(&out);
-        return sq_report(PROG, &e);
-    }
-    return 0;
+    int rc = parse_args(argc, argv, &o);
+    if (!rc && run(&o, argv + optind, argc - optind, &e))
+        rc = sq_report(PROG, &e);
+    free(o.meta);
+    return rc < 0 ? 0 : rc;
 }

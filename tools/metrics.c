@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "err.h"
 #include "fileio.h"
 #include "metrics.h"
@@ -23,12 +24,6 @@ static const char usage[] =
     "      --version       show the version and exit\n";
 
 enum { OPT_JSON = 256, OPT_VERSION };
-
-static int usage_error(const char *what, const char *arg)
-{
-    fprintf(stderr, "%s: %s%s\nTry '%s --help' for more information.\n", prog, what, arg, prog);
-    return SQ_EX_USAGE;
-}
 
 int main(int argc, char **argv)
 {
@@ -51,18 +46,19 @@ int main(int argc, char **argv)
         switch (c) {
         case 'k':
             if (sq_metrics_parse_k(optarg, k, &n_k, &err))
-                return usage_error(err.msg, "");
+                return sq_cli_usage_error(prog, "%s", err.msg);
             break;
         case OPT_JSON: json = 1; break;
         case 'o': output = optarg; break;
         case 'h': fputs(usage, stdout); return 0;
         case OPT_VERSION: printf("%s %s\n", prog, SEQREC_VERSION); return 0;
-        case ':': return usage_error("missing argument to ", argv[optind - 1]);
-        default: return usage_error("unknown option ", argv[optind - 1]);
+        case ':': return sq_cli_usage_error(prog, "missing argument to %s", argv[optind - 1]);
+        default: return sq_cli_usage_error(prog, "unknown option %s", argv[optind - 1]);
         }
     }
     if (argc - optind > 1)
-        return usage_error("at most one input file, got another: ", argv[optind + 1]);
+        return sq_cli_usage_error(prog, "at most one input file, got another: %s",
+                                  argv[optind + 1]);
     const char *input = optind < argc ? argv[optind] : NULL;
 
     sq_metrics m;

@@ -1,16 +1,15 @@
 /* seqrec-pad - turn each user's training sequence into fixed-length rows
  * (see seqrec-pad(1)). Argument parsing and wiring only: the rows come from
  * lib/pad.c, which the training engine uses too. */
-#include <ctype.h>
-#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "err.h"
-#include "fileio.h"
+#include "filter.h"
 #include "pad.h"
 #include "rng.h"
 #include "stream.h"
@@ -44,21 +43,15 @@ static void usage(FILE *f)
         "73 cannot create output, 74 I/O error.\n");
 }
 
-/* Whole-string unsigned decimal in [lo, hi]; no sign, no spaces. */
-static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *v)
-{
-    if (!isdigit((unsigned char)s[0]))
-        return -1;
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(s, &end, 10);
-    if (*end || errno || x < lo || x > hi)
-        return -1;
-    *v = x;
-    return 0;
-}
+typedef struct {
+    uint32_t len, copies;
+    uint64_t seed;
+    int mode, right;
+    const char *in_path, *out_path;
+} pad_args;
 
-int main(int argc, char **argv)
+/* The options into *a; 0, or the exit status (-1: --help or --version, 0). */
+static int parse_args(int argc, char **argv, pad_args *a)
 {
     enum { OPT_RIGHT = 256 };
     static const struct option longopts[] = {
@@ -72,112 +65,88 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    uint64_t len = 0, copies = 1, seed = 1;
-    int mode = SQ_PAD_ZERO_LEFT, right = 0, c;
-    const char *out_path = NULL;
-    sq_err err = {0};
-
+    int c;
     while ((c = getopt_long(argc, argv, "n:m:k:s:o:hV", longopts, NULL)) != -1) {
         switch (c) {
         case 'n':
-            if (parse_u64(optarg, 1, SQ_MAX_RECORD_ITEMS, &len)) {
-                fprintf(stderr, "%s: --len '%s': expected an integer in 1..%u\n", prog,
-                        optarg, SQ_MAX_RECORD_ITEMS);
-                return SQ_EX_USAGE;
-            }
+            if (sq_cli_u32(optarg, 1, SQ_MAX_RECORD_ITEMS, &a->len))
+                return sq_cli_usage_error(prog, "--len '%s': expected an integer in 1..%u",
+                                          optarg, SQ_MAX_RECORD_ITEMS);
             break;
         case 'm':
-            mode = sq_pad_mode_parse(optarg);
-            if (mode < 0) {
-                fprintf(stderr, "%s: --mode '%s': expected zero or randompad\n", prog, optarg);
-                return SQ_EX_USAGE;
-            }
+            if ((a->mode = sq_pad_mode_parse(optarg)) < 0)
+                return sq_cli_usage_error(prog, "--mode '%s': expected zero or randompad",
+                                          optarg);
             break;
-        case OPT_RIGHT: right = 1; break;
+        case OPT_RIGHT: a->right = 1; break;
         case 'k':
-            if (parse_u64(optarg, 1, UINT32_MAX, &copies)) {
-                fprintf(stderr, "%s: --copies '%s': expected an integer in 1..%u\n", prog,
-                        optarg, UINT32_MAX);
-                return SQ_EX_USAGE;
-            }
+            if (sq_cli_u32(optarg, 1, UINT32_MAX, &a->copies))
+                return sq_cli_usage_error(prog, "--copies '%s': expected an integer in 1..%u",
+                                          optarg, UINT32_MAX);
             break;
         case 's':
-            if (parse_u64(optarg, 0, UINT64_MAX, &seed)) {
-                fprintf(stderr, "%s: --seed '%s': expected a non-negative integer\n", prog,
-                        optarg);
-                return SQ_EX_USAGE;
-            }
+            if (sq_cli_u64(optarg, 0, UINT64_MAX, &a->seed))
+                return sq_cli_usage_error(prog, "--seed '%s': expected a non-negative integer",
+                                          optarg);
             break;
-        case 'o': out_path = optarg; break;
-        case 'h': usage(stdout); return 0;
-        case 'V': printf("%s (seqrec) %s\n", prog, SEQREC_VERSION); return 0;
-        default:
-            fprintf(stderr, "Try '%s --help' for more information.\n", prog);
-            return SQ_EX_USAGE;
+        case 'o': a->out_path = optarg; break;
+        case 'h': usage(stdout); return -1;
+        case 'V': printf("%s (seqrec) %s\n", prog, SEQREC_VERSION); return -1;
+        default: return sq_cli_try_help(prog);
         }
     }
-    if (len == 0) {
-        fprintf(stderr, "%s: --len N is required\n", prog);
-        return SQ_EX_USAGE;
-    }
-    if (right && mode == SQ_PAD_RANDOM) {
-        /* RandomPad's original sequence must end at the last position. */
-        fprintf(stderr, "%s: --right applies to --mode zero only\n", prog);
-        return SQ_EX_USAGE;
-    }
-    if (right)
-        mode = SQ_PAD_ZERO_RIGHT;
-    if (argc - optind > 1) {
-        fprintf(stderr, "%s: at most one input FILE\n", prog);
-        return SQ_EX_USAGE;
-    }
-    const char *in_path = optind < argc ? argv[optind] : NULL;
-    const char *in_name = sq_in_name(in_path), *out_name = sq_out_name(out_path);
-    uint32_t n = (uint32_t)len;
+    if (a->len == 0)
+        return sq_cli_usage_error(prog, "--len N is required");
+    /* RandomPad's original sequence must end at the last position. */
+    if (a->right && a->mode == SQ_PAD_RANDOM)
+        return sq_cli_usage_error(prog, "--right applies to --mode zero only");
+    if (a->right)
+        a->mode = SQ_PAD_ZERO_RIGHT;
+    if (argc - optind > 1)
+        return sq_cli_usage_error(prog, "at most one input FILE");
+    a->in_path = optind < argc ? argv[optind] : NULL;
+    return 0;
+}
 
-    FILE *in = NULL;
-    sq_reader rd = {0};
-    sq_writer wr = {0};
-    sq_outfile out = {0};
-    sq_header hdr = {0};
-    sq_record rec;
+/* The output header: the input's, as a padded stream, and how it was padded. */
+static int pad_header(sq_filter *f, const pad_args *a, sq_err *e)
+{
+    uint16_t kind = f->rd.hdr.kind;
+    if (kind != SQ_SPLIT && kind != SQ_SEQUENCES)
+        return sq_fail(e, SQ_EX_DATA, "%s: expected a split or sequences stream, got %s",
+                       f->in_name, sq_kind_name(kind));
+    sq_header *h = &f->hdr;
+    h->kind = SQ_PADDED;
+    h->max_len = a->len;
+    h->flags &= ~(uint32_t)SQ_FLAG_TS; /* rows have padding: no timestamps */
+    if (sq_meta_add(h, e, "pad.len", "%u", a->len) ||
+        sq_meta_add(h, e, "pad.mode", "%s", sq_pad_policy_name((enum sq_pad_policy)a->mode)) ||
+        (a->mode != SQ_PAD_RANDOM &&
+         sq_meta_add(h, e, "pad.side", "%s", a->right ? "right" : "left")) ||
+        sq_meta_add(h, e, "pad.copies", "%" PRIu32, a->copies) ||
+        (a->mode == SQ_PAD_RANDOM && sq_meta_add(h, e, "pad.seed", "%" PRIu64, a->seed)) ||
+        sq_meta_add(h, e, "pad.input", "%s", sq_kind_name(kind)))
+        return e->code;
+    return 0;
+}
+
+/* Every record of the input as `copies` padded rows. */
+static int pad_rows(sq_filter *f, const pad_args *a, sq_err *e)
+{
+    uint32_t n = a->len;
     uint32_t *row = NULL; /* the padded row, then the held-out targets */
     size_t row_cap = 0;
-
-    if (sq_in_open(&in, in_path, &err) || sq_reader_open(&rd, in, in_name, &err))
-        goto fail;
-    if (rd.hdr.kind != SQ_SPLIT && rd.hdr.kind != SQ_SEQUENCES) {
-        sq_fail(&err, SQ_EX_DATA, "%s: expected a split or sequences stream, got %s",
-                in_name, sq_kind_name(rd.hdr.kind));
-        goto fail;
-    }
-    if (sq_header_copy(&hdr, &rd.hdr, &err))
-        goto fail;
-    hdr.kind = SQ_PADDED;
-    hdr.max_len = n;
-    hdr.flags &= ~(uint32_t)SQ_FLAG_TS; /* rows have padding: no timestamps */
-    if (sq_meta_add(&hdr, &err, "pad.len", "%u", n) ||
-        sq_meta_add(&hdr, &err, "pad.mode", "%s", sq_pad_policy_name((enum sq_pad_policy)mode)) ||
-        (mode != SQ_PAD_RANDOM &&
-         sq_meta_add(&hdr, &err, "pad.side", "%s", right ? "right" : "left")) ||
-        sq_meta_add(&hdr, &err, "pad.copies", "%" PRIu64, copies) ||
-        (mode == SQ_PAD_RANDOM && sq_meta_add(&hdr, &err, "pad.seed", "%" PRIu64, seed)) ||
-        sq_meta_add(&hdr, &err, "pad.input", "%s", sq_kind_name(rd.hdr.kind)))
-        goto fail;
-    if (sq_out_open(&out, out_path, 1, &err) ||
-        sq_writer_open(&wr, out.fp, out_name, &hdr, &err))
-        goto fail;
-
+    sq_record rec;
     int got;
-    while ((got = sq_reader_next(&rd, &rec, &err)) == 1) {
-        uint32_t n_train = rd.hdr.kind == SQ_SPLIT ? rec.n_train : rec.len;
+    while ((got = sq_reader_next(&f->rd, &rec, e)) == 1) {
+        uint32_t n_train = f->rd.hdr.kind == SQ_SPLIT ? rec.n_train : rec.len;
         uint32_t held = rec.len - n_train;
         size_t need = (size_t)n + held;
         if (need > row_cap) {
             uint32_t *p = realloc(row, need * sizeof *row);
             if (!p) {
-                sq_fail(&err, SQ_EX_OSERR, "out of memory for a row of %zu items", need);
-                goto fail;
+                sq_fail(e, SQ_EX_OSERR, "out of memory for a row of %zu items", need);
+                break;
             }
             row = p;
             row_cap = need;
@@ -188,32 +157,32 @@ int main(int argc, char **argv)
         o.len = (uint32_t)need;
         o.items = row;
         o.n_train = n;
-        o.n_valid = rd.hdr.kind == SQ_SPLIT ? rec.n_valid : 0;
-        for (uint64_t v = 0; v < copies; v++) {
+        o.n_valid = f->rd.hdr.kind == SQ_SPLIT ? rec.n_valid : 0;
+        for (uint32_t v = 0; v < a->copies && !e->code; v++) {
             sq_rng rng;
-            sq_rng_seed(&rng, seed, sq_pad_stream(rec.user, (uint32_t)v));
-            sq_pad_row(row, n, rec.items, n_train, (enum sq_pad_policy)mode, &rng);
-            o.view = (uint32_t)v;
-            if (sq_write(&wr, &o, &err))
-                goto fail;
+            sq_rng_seed(&rng, a->seed, sq_pad_stream(rec.user, v));
+            sq_pad_row(row, n, rec.items, n_train, (enum sq_pad_policy)a->mode, &rng);
+            o.view = v;
+            sq_write(&f->wr, &o, e);
         }
+        if (e->code)
+            break;
     }
-    if (got < 0 || sq_writer_finish(&wr, &err) || sq_out_commit(&out, &err))
-        goto fail;
     free(row);
-    sq_writer_free(&wr);
-    sq_header_free(&hdr);
-    sq_reader_free(&rd);
-    sq_in_close(in);
-    return 0;
+    return e->code;
+}
 
-fail:
-    sq_report(prog, &err);
-    sq_out_abort(&out);
-    free(row);
-    sq_writer_free(&wr);
-    sq_header_free(&hdr);
-    sq_reader_free(&rd);
-    sq_in_close(in);
+int main(int argc, char **argv)
+{
+    pad_args a = {.copies = 1, .seed = 1, .mode = SQ_PAD_ZERO_LEFT};
+    int rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    sq_err err = {0};
+    sq_filter f = {0};
+    if (sq_filter_open(&f, a.in_path, a.out_path, &err) || pad_header(&f, &a, &err) ||
+        sq_filter_start(&f, &err) || pad_rows(&f, &a, &err) || sq_filter_finish(&f, &err))
+        sq_report(prog, &err);
+    sq_filter_close(&f);
     return err.code;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "fileio.h"
 #include "interactions.h"
 #include "rawread.h"
@@ -59,6 +60,9 @@ static void usage(FILE *f)
 "73 cannot create output, 74 I/O error. See seqrec-preprocess(1).\n");
 }
 
+/* --dedup's words, by enum sq_dedup. */
+static const char *const dedup_names[] = {"keep", "first", "last"};
+
 typedef struct {
     sq_rawopts raw;
     const char *output, *map, *dataset;
@@ -68,15 +72,12 @@ typedef struct {
     int stats;
 } opts;
 
-static long parse_count(const char *s, const char *opt, sq_err *e)
+/* A --*-core option. */
+static int parse_count(const char *s, const char *opt, long *v)
 {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || v < 0 || v > (long)UINT32_MAX) {
-        sq_fail(e, SQ_EX_USAGE, "%s: expected a non-negative number, got '%s'", opt, s);
-        return 0;
-    }
-    return v;
+    if (sq_cli_long(s, 0, UINT32_MAX, v))
+        return sq_cli_usage_error(PROG, "%s: expected a non-negative number, got '%s'", opt, s);
+    return 0;
 }
 
 /* "path/Beauty.txt.gz" -> "Beauty" */
@@ -139,7 +140,6 @@ static int add_source_meta(sq_header *h, const opts *o, const char *path,
 static int add_meta(sq_header *h, const opts *o, const char *dataset, const char **inputs,
                     const sq_rawinfo *info, int n_inputs, const sq_inter *t, sq_err *e)
 {
-    const char *dedup[] = {"keep", "first", "last"};
     if (sq_meta_add(h, e, "dataset", "%s", dataset) ||
         sq_meta_add(h, e, "seqrec.version", "%s", SEQREC_VERSION))
         return e->code;
@@ -148,7 +148,7 @@ static int add_meta(sq_header *h, const opts *o, const char *dataset, const char
             return e->code;
     if (sq_meta_add(h, e, "preprocess.min_rating", "%s",
                     o->raw.use_min_rating ? o->min_rating_text : "none") ||
-        sq_meta_add(h, e, "preprocess.dedup", "%s", dedup[o->dedup]) ||
+        sq_meta_add(h, e, "preprocess.dedup", "%s", dedup_names[o->dedup]) ||
         sq_meta_add(h, e, "preprocess.user_core", "%ld", o->ucore) ||
         sq_meta_add(h, e, "preprocess.item_core", "%ld", o->icore) ||
         sq_meta_add(h, e, "preprocess.order", "%s",
@@ -164,7 +164,8 @@ static int add_meta(sq_header *h, const opts *o, const char *dataset, const char
     return 0;
 }
 
-int main(int argc, char **argv)
+/* The options into *o; 0, or the exit status (-1: --help or --version, 0). */
+static int parse_args(int argc, char **argv, opts *o)
 {
     enum { O_SEP = 256, O_HEADER, O_UCOL, O_ICOL, O_TCOL, O_RCOL, O_MINR, O_DEDUP,
            O_UCORE, O_ICORE, O_CORE, O_MAP, O_STATS };
@@ -180,62 +181,140 @@ int main(int argc, char **argv)
         {"stats", no_argument, 0, O_STATS},      {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},        {0, 0, 0, 0},
     };
-    opts o;
-    memset(&o, 0, sizeof o);
-    sq_err e = {0};
-    int c;
-    while (!e.code && (c = getopt_long(argc, argv, "f:m:o:d:hV", longs, NULL)) != -1) {
+    sq_rawopts *r = &o->raw;
+    int c, rc = 0;
+    while (!rc && (c = getopt_long(argc, argv, "f:m:o:d:hV", longs, NULL)) != -1) {
         switch (c) {
         case 'f':
-            o.raw.format = sq_format_parse(optarg);
-            if (o.raw.format < 0)
-                sq_fail(&e, SQ_EX_USAGE, "--format: unknown format '%s' (auto, movielens, "
-                        "recbole, sasrec, s3rec, csv, tsv)", optarg);
+            if ((r->format = sq_format_parse(optarg)) < 0)
+                rc = sq_cli_usage_error(PROG, "--format: unknown format '%s' (auto, movielens, "
+                                        "recbole, sasrec, s3rec, csv, tsv)", optarg);
             break;
-        case 'm': o.raw.member = optarg; break;
-        case O_SEP: o.raw.sep = optarg; break;
-        case O_HEADER: o.raw.header = 1; break;
-        case O_UCOL: o.raw.user_col = optarg; break;
-        case O_ICOL: o.raw.item_col = optarg; break;
-        case O_TCOL: o.raw.time_col = optarg; break;
-        case O_RCOL: o.raw.rating_col = optarg; break;
-        case O_MINR: {
-            char *end;
-            o.raw.min_rating = strtod(optarg, &end);
-            if (end == optarg || *end)
-                sq_fail(&e, SQ_EX_USAGE, "--min-rating: expected a number, got '%s'", optarg);
-            o.raw.use_min_rating = 1;
-            o.min_rating_text = optarg;
+        case 'm': r->member = optarg; break;
+        case O_SEP: r->sep = optarg; break;
+        case O_HEADER: r->header = 1; break;
+        case O_UCOL: r->user_col = optarg; break;
+        case O_ICOL: r->item_col = optarg; break;
+        case O_TCOL: r->time_col = optarg; break;
+        case O_RCOL: r->rating_col = optarg; break;
+        case O_MINR:
+            if (sq_cli_real(optarg, &r->min_rating))
+                rc = sq_cli_usage_error(PROG, "--min-rating: expected a number, got '%s'",
+                                        optarg);
+            r->use_min_rating = 1;
+            o->min_rating_text = optarg;
             break;
-        }
         case O_DEDUP:
-            if (strcmp(optarg, "keep") == 0)
-                o.dedup = SQ_DEDUP_KEEP;
-            else if (strcmp(optarg, "first") == 0)
-                o.dedup = SQ_DEDUP_FIRST;
-            else if (strcmp(optarg, "last") == 0)
-                o.dedup = SQ_DEDUP_LAST;
-            else
-                sq_fail(&e, SQ_EX_USAGE, "--dedup: expected keep, first or last, got '%s'", optarg);
+            o->dedup = -1;
+            for (int i = 0; i < 3; i++)
+                if (strcmp(optarg, dedup_names[i]) == 0)
+                    o->dedup = i;
+            if (o->dedup < 0)
+                rc = sq_cli_usage_error(PROG, "--dedup: expected keep, first or last, got '%s'",
+                                        optarg);
             break;
-        case O_UCORE: o.ucore = parse_count(optarg, "--user-core", &e); break;
-        case O_ICORE: o.icore = parse_count(optarg, "--item-core", &e); break;
-        case O_CORE: o.ucore = o.icore = parse_count(optarg, "--core", &e); break;
-        case 'o': o.output = optarg; break;
-        case 'd': o.dataset = optarg; break;
-        case O_MAP: o.map = optarg; break;
-        case O_STATS: o.stats = 1; break;
-        case 'h': usage(stdout); return 0;
-        case 'V': printf("%s %s\n", PROG, SEQREC_VERSION); return 0;
+        case O_UCORE: rc = parse_count(optarg, "--user-core", &o->ucore); break;
+        case O_ICORE: rc = parse_count(optarg, "--item-core", &o->icore); break;
+        case O_CORE:
+            rc = parse_count(optarg, "--core", &o->ucore);
+            o->icore = o->ucore;
+            break;
+        case 'o': o->output = optarg; break;
+        case 'd': o->dataset = optarg; break;
+        case O_MAP: o->map = optarg; break;
+        case O_STATS: o->stats = 1; break;
+        case 'h': usage(stdout); return -1;
+        case 'V': printf("%s %s\n", PROG, SEQREC_VERSION); return -1;
         default: usage(stderr); return SQ_EX_USAGE;
         }
     }
-    int is_csv = o.raw.format == SQ_FMT_CSV || o.raw.format == SQ_FMT_TSV;
-    if (!e.code && !is_csv && (o.raw.sep || o.raw.header || o.raw.user_col || o.raw.item_col ||
-                               o.raw.time_col || o.raw.rating_col))
-        sq_fail(&e, SQ_EX_USAGE, "--sep, --header and --*-col go with --format csv or tsv");
-    if (e.code)
-        return sq_report(PROG, &e);
+    int is_csv = r->format == SQ_FMT_CSV || r->format == SQ_FMT_TSV;
+    if (!rc && !is_csv && (r->sep || r->header || r->user_col || r->item_col || r->time_col ||
+                           r->rating_col))
+        rc = sq_cli_usage_error(PROG, "--sep, --header and --*-col go with --format csv or tsv");
+    return rc;
+}
+
+/* Reads every input into t, then sorts, deduplicates, k-cores and remaps
+ * it; *input: the interactions read (rated high enough). */
+static int load(sq_inter *t, const opts *o, const char **inputs, int n_inputs,
+                sq_rawinfo *info, uint64_t *input, sq_err *e)
+{
+    uint64_t below = 0;
+    for (int i = 0; i < n_inputs; i++) {
+        if (sq_raw_load(t, inputs[i], &o->raw, &info[i], e))
+            return e->code;
+        below += info[i].below_rating;
+    }
+    *input = t->n;
+    if (t->n == 0 && below)
+        return sq_fail(e, SQ_EX_DATA, "no interactions left: all %llu are rated below "
+                       "--min-rating %s", (unsigned long long)below, o->min_rating_text);
+    if (t->n == 0)
+        return sq_fail(e, SQ_EX_DATA, "no interactions in the input");
+    if (sq_inter_sort(t, e) || sq_inter_dedup(t, o->dedup, e) ||
+        sq_inter_kcore(t, (uint32_t)o->ucore, (uint32_t)o->icore, NULL, e))
+        return e->code;
+    if (t->n == 0)
+        return sq_fail(e, SQ_EX_DATA, "no interactions left after --user-core %ld --item-core "
+                       "%ld (%llu before)", o->ucore, o->icore, (unsigned long long)*input);
+    return sq_inter_remap(t, e);
+}
+
+/* Writes the stream (when stream) and the map (with --map), both opened
+ * before the long read so that a bad path fails first. */
+static int run(const opts *o, const char **inputs, int n_inputs, const char *dataset,
+               int stream, FILE *stats_f, sq_err *e)
+{
+    sq_outfile out = {0}, map = {0};
+    sq_inter t;
+    sq_inter_init(&t);
+    sq_header h;
+    sq_header_init(&h, SQ_SEQUENCES, 0);
+    sq_writer w = {0};
+    uint64_t input = 0;
+    sq_rawinfo *info = calloc((size_t)n_inputs, sizeof *info);
+    int rc = info ? 0 : sq_fail(e, SQ_EX_OSERR, "out of memory");
+    if (!rc && ((stream && sq_out_open(&out, o->output, 1, e)) ||
+                (o->map && sq_out_open(&map, o->map, 0, e)) ||
+                load(&t, o, inputs, n_inputs, info, &input, e)))
+        rc = e->code;
+    if (!rc) {
+        h.n_items = t.n_items;
+        h.flags = t.has_ts == 1 ? SQ_FLAG_TS : 0;
+        rc = add_meta(&h, o, dataset, inputs, info, n_inputs, &t, e);
+    }
+    if (!rc && stream &&
+        (sq_writer_open(&w, out.fp, sq_out_name(o->output), &h, e) ||
+         sq_inter_write(&t, &w, e) || sq_writer_finish(&w, e)))
+        rc = e->code;
+    if (!rc && o->map && (sq_inter_write_map(&t, map.fp, o->map, e) || sq_out_commit(&map, e)))
+        rc = e->code;
+    if (!rc && stream)
+        rc = sq_out_commit(&out, e);
+    if (!rc && o->stats) {
+        sq_inter_stats s;
+        sq_inter_get_stats(&t, &s);
+        print_stats(stats_f, dataset, &s, input);
+    }
+    sq_writer_free(&w);
+    sq_header_free(&h);
+    sq_inter_free(&t);
+    free(info);
+    if (rc) {
+        sq_out_abort(&map);
+        sq_out_abort(&out);
+    }
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    opts o;
+    memset(&o, 0, sizeof o);
+    int rc = parse_args(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
 
     const char **inputs = (const char **)argv + optind;
     int n_inputs = argc - optind;
@@ -255,77 +334,8 @@ int main(int argc, char **argv)
     int to_stdout = !o.output || strcmp(o.output, "-") == 0;
     int stream = !(o.stats && to_stdout && isatty(STDOUT_FILENO));
     FILE *stats_f = to_stdout && stream ? stderr : stdout;
-
-    sq_outfile out = {0}, map = {0};
-    sq_inter t;
-    sq_inter_init(&t);
-    sq_header h;
-    sq_header_init(&h, SQ_SEQUENCES, 0);
-    sq_writer w = {0};
-    int rc = 0;
-    /* open the outputs first: a bad -o fails before a long read */
-    if (stream)
-        rc = sq_out_open(&out, o.output, 1, &e);
-    if (!rc && o.map)
-        rc = sq_out_open(&map, o.map, 0, &e);
-
-    sq_rawinfo *info = calloc((size_t)n_inputs, sizeof *info);
-    if (!rc && !info)
-        rc = sq_fail(&e, SQ_EX_OSERR, "out of memory");
-    uint64_t below = 0;
-    for (int i = 0; !rc && i < n_inputs; i++) {
-        rc = sq_raw_load(&t, inputs[i], &o.raw, &info[i], &e);
-        below += info[i].below_rating;
-    }
-    uint64_t input = t.n;
-    if (!rc && t.n == 0) {
-        if (below)
-            rc = sq_fail(&e, SQ_EX_DATA, "no interactions left: all %llu are rated below "
-                         "--min-rating %s", (unsigned long long)below, o.min_rating_text);
-        else
-            rc = sq_fail(&e, SQ_EX_DATA, "no interactions in the input");
-    }
-    if (!rc)
-        rc = sq_inter_sort(&t, &e);
-    if (!rc)
-        rc = sq_inter_dedup(&t, o.dedup, &e);
-    if (!rc)
-        rc = sq_inter_kcore(&t, (uint32_t)o.ucore, (uint32_t)o.icore, NULL, &e);
-    if (!rc && t.n == 0)
-        rc = sq_fail(&e, SQ_EX_DATA, "no interactions left after --user-core %ld --item-core %ld "
-                     "(%llu before)", o.ucore, o.icore, (unsigned long long)input);
-    if (!rc)
-        rc = sq_inter_remap(&t, &e);
-    if (!rc) {
-        h.n_items = t.n_items;
-        h.flags = t.has_ts == 1 ? SQ_FLAG_TS : 0;
-        rc = add_meta(&h, &o, dataset, inputs, info, n_inputs, &t, &e);
-    }
-    if (!rc && stream)
-        rc = sq_writer_open(&w, out.fp, sq_out_name(o.output), &h, &e);
-    if (!rc && stream)
-        rc = sq_inter_write(&t, &w, &e);
-    if (!rc && stream)
-        rc = sq_writer_finish(&w, &e);
-    if (!rc && o.map)
-        rc = sq_inter_write_map(&t, map.fp, o.map, &e);
-    if (!rc && o.map)
-        rc = sq_out_commit(&map, &e);
-    if (!rc && stream)
-        rc = sq_out_commit(&out, &e);
-    if (!rc && o.stats) {
-        sq_inter_stats s;
-        sq_inter_get_stats(&t, &s);
-        print_stats(stats_f, dataset, &s, input);
-    }
-    sq_writer_free(&w);
-    sq_header_free(&h);
-    sq_inter_free(&t);
-    free(info);
-    if (rc) {
-        sq_out_abort(&map);
-        sq_out_abort(&out);
+    sq_err e = {0};
+    if (run(&o, inputs, n_inputs, dataset, stream, stats_f, &e))
         return sq_report(PROG, &e);
-    }
     return 0;
 }

@@ -7,8 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "err.h"
-#include "fileio.h"
+#include "filter.h"
 #include "split.h"
 #include "stream.h"
 
@@ -62,7 +63,15 @@ static const char *short_action(const sq_split_opts *o, int drop)
     return o->mode == SQ_SPLIT_TIME ? "kept without history" : "kept for training only";
 }
 
-int main(int argc, char **argv)
+typedef struct {
+    sq_split_opts opts;
+    const char *mode_arg; /* the text of --ratio or --time */
+    int drop_short, verbose;
+    const char *in_path, *out_path;
+} split_args;
+
+/* The options into *a; 0, or the exit status (-1: --help or --version, 0). */
+static int parse_args(int argc, char **argv, split_args *a)
 {
     enum { OPT_DROP_SHORT = 256 };
     static const struct option longopts[] = {
@@ -76,123 +85,101 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    sq_split_opts opts = {.mode = SQ_SPLIT_LOO};
-    const char *out_path = NULL, *mode_arg = NULL;
-    int drop_short = 0, verbose = 0, modes = 0, c;
     sq_err err = {0};
-
+    int modes = 0, c;
     while ((c = getopt_long(argc, argv, "lr:t:o:vhV", longopts, NULL)) != -1) {
         switch (c) {
-        case 'l':
-            opts.mode = SQ_SPLIT_LOO;
-            modes |= 1 << opts.mode;
-            break;
+        case 'l': a->opts.mode = SQ_SPLIT_LOO; break;
         case 'r':
-            if (sq_split_parse_ratio(&opts, optarg, &err))
-                return sq_report(prog, &err);
-            mode_arg = optarg;
-            modes |= 1 << opts.mode;
-            break;
         case 't':
-            if (sq_split_parse_time(&opts, optarg, &err))
+            if ((c == 'r' ? sq_split_parse_ratio : sq_split_parse_time)(&a->opts, optarg, &err))
                 return sq_report(prog, &err);
-            mode_arg = optarg;
-            modes |= 1 << opts.mode;
+            a->mode_arg = optarg;
             break;
-        case OPT_DROP_SHORT: drop_short = 1; break;
-        case 'o': out_path = optarg; break;
-        case 'v': verbose = 1; break;
-        case 'h': usage(stdout); return 0;
-        case 'V': printf("%s (seqrec) %s\n", prog, SEQREC_VERSION); return 0;
-        default:
-            fprintf(stderr, "Try '%s --help' for more information.\n", prog);
-            return SQ_EX_USAGE;
+        case OPT_DROP_SHORT: a->drop_short = 1; break;
+        case 'o': a->out_path = optarg; break;
+        case 'v': a->verbose = 1; break;
+        case 'h': usage(stdout); return -1;
+        case 'V': printf("%s (seqrec) %s\n", prog, SEQREC_VERSION); return -1;
+        default: return sq_cli_try_help(prog);
         }
+        if (c == 'l' || c == 'r' || c == 't')
+            modes |= 1 << a->opts.mode;
     }
-    if (modes & (modes - 1)) { /* more than one bit */
-        fprintf(stderr, "%s: choose one of --leave-one-out, --ratio and --time\n", prog);
-        return SQ_EX_USAGE;
-    }
-    if (argc - optind > 1) {
-        fprintf(stderr, "%s: at most one input FILE\n", prog);
-        return SQ_EX_USAGE;
-    }
-    const char *in_path = optind < argc ? argv[optind] : NULL;
-    const char *in_name = sq_in_name(in_path), *out_name = sq_out_name(out_path);
+    if (modes & (modes - 1)) /* more than one bit */
+        return sq_cli_usage_error(prog, "choose one of --leave-one-out, --ratio and --time");
+    if (argc - optind > 1)
+        return sq_cli_usage_error(prog, "at most one input FILE");
+    a->in_path = optind < argc ? argv[optind] : NULL;
+    return 0;
+}
 
-    FILE *in = NULL;
-    sq_reader rd = {0};
-    sq_writer wr = {0};
-    sq_outfile out = {0};
-    sq_header hdr = {0};
+/* The output header: the input's, as a split stream, and how it was cut. */
+static int split_header(sq_filter *f, const split_args *a, sq_err *e)
+{
+    const sq_split_opts *o = &a->opts;
+    if (f->rd.hdr.kind != SQ_SEQUENCES)
+        return sq_fail(e, SQ_EX_DATA, "%s: expected a sequences stream, got %s", f->in_name,
+                       sq_kind_name(f->rd.hdr.kind));
+    if (o->mode == SQ_SPLIT_TIME && !(f->rd.hdr.flags & SQ_FLAG_TS))
+        return sq_fail(e, SQ_EX_DATA, "%s: --time needs timestamps, but this stream has none "
+                       "(preprocess a source that has them)", f->in_name);
+    sq_header *h = &f->hdr;
+    h->kind = SQ_SPLIT;
+    if (sq_meta_add(h, e, "split.mode", "%s", sq_split_mode_name(o->mode)) ||
+        (a->mode_arg && o->mode == SQ_SPLIT_RATIO &&
+         sq_meta_add(h, e, "split.ratio", "%s", a->mode_arg)) ||
+        (a->mode_arg && o->mode == SQ_SPLIT_TIME &&
+         sq_meta_add(h, e, "split.time", "%s", a->mode_arg)) ||
+        sq_meta_add(h, e, "split.short", "%s", a->drop_short ? "drop" : "train"))
+        return e->code;
+    return 0;
+}
+
+/* Cuts every record; counts the users and the short ones. */
+static int split_records(sq_filter *f, const split_args *a, uint64_t *n_users,
+                         uint64_t *n_short, sq_err *e)
+{
+    const sq_split_opts *o = &a->opts;
     sq_record rec;
-    uint64_t n_users = 0, n_short = 0, n_dropped = 0;
-
-    if (sq_in_open(&in, in_path, &err) || sq_reader_open(&rd, in, in_name, &err))
-        goto fail;
-    if (rd.hdr.kind != SQ_SEQUENCES) {
-        sq_fail(&err, SQ_EX_DATA, "%s: expected a sequences stream, got %s", in_name,
-                sq_kind_name(rd.hdr.kind));
-        goto fail;
-    }
-    if (opts.mode == SQ_SPLIT_TIME && !(rd.hdr.flags & SQ_FLAG_TS)) {
-        sq_fail(&err, SQ_EX_DATA, "%s: --time needs timestamps, but this stream has none "
-                "(preprocess a source that has them)", in_name);
-        goto fail;
-    }
-    if (sq_header_copy(&hdr, &rd.hdr, &err))
-        goto fail;
-    hdr.kind = SQ_SPLIT;
-    if (sq_meta_add(&hdr, &err, "split.mode", "%s", sq_split_mode_name(opts.mode)) ||
-        (mode_arg && opts.mode == SQ_SPLIT_RATIO &&
-         sq_meta_add(&hdr, &err, "split.ratio", "%s", mode_arg)) ||
-        (mode_arg && opts.mode == SQ_SPLIT_TIME &&
-         sq_meta_add(&hdr, &err, "split.time", "%s", mode_arg)) ||
-        sq_meta_add(&hdr, &err, "split.short", "%s", drop_short ? "drop" : "train"))
-        goto fail;
-    if (sq_out_open(&out, out_path, 1, &err) ||
-        sq_writer_open(&wr, out.fp, out_name, &hdr, &err))
-        goto fail;
-
     int got;
-    while ((got = sq_reader_next(&rd, &rec, &err)) == 1) {
+    while ((got = sq_reader_next(&f->rd, &rec, e)) == 1) {
         sq_cut cut;
-        if (sq_split_record(&opts, &rec, in_name, &cut, &err))
-            goto fail;
-        n_users++;
+        if (sq_split_record(o, &rec, f->in_name, &cut, e))
+            return e->code;
+        ++*n_users;
         if (cut.is_short) {
-            n_short++;
-            if (verbose)
+            ++*n_short;
+            if (a->verbose)
                 fprintf(stderr, "%s: user %" PRIu32 ": %" PRIu32 " items, %s: %s\n", prog,
-                        rec.user, rec.len, short_reason(&opts),
-                        short_action(&opts, drop_short));
-            if (drop_short) {
-                n_dropped++;
+                        rec.user, rec.len, short_reason(o), short_action(o, a->drop_short));
+            if (a->drop_short)
                 continue;
-            }
         }
         rec.n_train = cut.n_train;
         rec.n_valid = cut.n_valid;
-        if (sq_write(&wr, &rec, &err))
-            goto fail;
+        if (sq_write(&f->wr, &rec, e))
+            return e->code;
     }
-    if (got < 0 || sq_writer_finish(&wr, &err) || sq_out_commit(&out, &err))
-        goto fail;
-    if (n_short)
-        fprintf(stderr, "%s: %" PRIu64 " of %" PRIu64 " users short (%s): %s\n", prog,
-                n_short, n_users, short_reason(&opts), short_action(&opts, drop_short));
-    sq_writer_free(&wr);
-    sq_header_free(&hdr);
-    sq_reader_free(&rd);
-    sq_in_close(in);
-    return 0;
+    return got < 0 ? e->code : 0;
+}
 
-fail:
-    sq_report(prog, &err);
-    sq_out_abort(&out);
-    sq_writer_free(&wr);
-    sq_header_free(&hdr);
-    sq_reader_free(&rd);
-    sq_in_close(in);
+int main(int argc, char **argv)
+{
+    split_args a = {.opts = {.mode = SQ_SPLIT_LOO}};
+    int rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    sq_err err = {0};
+    sq_filter f = {0};
+    uint64_t n_users = 0, n_short = 0;
+    if (sq_filter_open(&f, a.in_path, a.out_path, &err) || split_header(&f, &a, &err) ||
+        sq_filter_start(&f, &err) || split_records(&f, &a, &n_users, &n_short, &err) ||
+        sq_filter_finish(&f, &err))
+        sq_report(prog, &err);
+    else if (n_short)
+        fprintf(stderr, "%s: %" PRIu64 " of %" PRIu64 " users short (%s): %s\n", prog, n_short,
+                n_users, short_reason(&a.opts), short_action(&a.opts, a.drop_short));
+    sq_filter_close(&f);
     return err.code;
 }

@@ -1,12 +1,11 @@
 /* seqrec-synth - seeded synthetic interaction logs with sequential structure.
  * Argument parsing only; the generator is lib/synth.c. */
-#include <errno.h>
 #include <getopt.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "err.h"
 #include "fileio.h"
 #include "synth.h"
@@ -37,39 +36,6 @@ static const char usage[] =
 enum { OPT_USERS = 256, OPT_ITEMS, OPT_CLUSTERS, OPT_USER_CLUSTERS, OPT_MIN_LEN,
        OPT_MEAN_LEN, OPT_MAX_LEN, OPT_ZIPF, OPT_P_NEXT, OPT_P_STAY, OPT_SEED,
        OPT_FORMAT, OPT_VERSION };
-
-static int usage_error(const char *fmt, const char *a, const char *b)
-{
-    fprintf(stderr, "%s: ", prog);
-    fprintf(stderr, fmt, a, b);
-    fprintf(stderr, "\nTry '%s --help' for more information.\n", prog);
-    return SQ_EX_USAGE;
-}
-
-/* Whole-string unsigned decimal in [0, max]; 0 on success. */
-static int parse_u64(const char *s, uint64_t max, uint64_t *out)
-{
-    if (!s[0] || s[0] == '-' || s[0] == '+' || s[0] == ' ')
-        return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || v > max)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static int parse_double(const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!s[0] || errno || *end)
-        return -1;
-    *out = v;
-    return 0;
-}
 
 int main(int argc, char **argv)
 {
@@ -107,28 +73,17 @@ int main(int argc, char **argv)
         case OPT_CLUSTERS:
         case OPT_USER_CLUSTERS:
         case OPT_MIN_LEN:
-        case OPT_MAX_LEN:
-            bad = parse_u64(optarg, UINT32_MAX, &v);
-            break;
-        case OPT_SEED:
-            bad = parse_u64(optarg, UINT64_MAX, &v);
-            break;
+        case OPT_MAX_LEN: bad = sq_cli_u64(optarg, 0, UINT32_MAX, &v); break;
+        case OPT_SEED: bad = sq_cli_u64(optarg, 0, UINT64_MAX, &v); break;
         case OPT_MEAN_LEN:
         case OPT_ZIPF:
         case OPT_P_NEXT:
-        case OPT_P_STAY:
-            bad = parse_double(optarg, &x);
-            break;
-        default:
-            break;
+        case OPT_P_STAY: bad = sq_cli_real(optarg, &x); break;
+        default: break;
         }
-        if (bad) {
-            const char *name = "?";
-            for (const struct option *lo = longopts; lo->name; lo++)
-                if (lo->val == c)
-                    name = lo->name;
-            return usage_error("--%s: invalid number '%s'", name, optarg);
-        }
+        if (bad)
+            return sq_cli_usage_error(prog, "--%s: invalid number '%s'",
+                                      sq_cli_opt_name(longopts, c), optarg);
         switch (c) {
         case OPT_USERS: o.users = (uint32_t)v; break;
         case OPT_ITEMS: o.items = (uint32_t)v; break;
@@ -147,23 +102,24 @@ int main(int argc, char **argv)
             else if (strcmp(optarg, "stream") == 0)
                 stream = 1;
             else
-                return usage_error("--format: expected text or stream, got '%s'%s", optarg, "");
+                return sq_cli_usage_error(prog, "--format: expected text or stream, got '%s'",
+                                          optarg);
             break;
         case 'o': output = optarg; break;
         case 'h': fputs(usage, stdout); return 0;
         case OPT_VERSION: printf("%s %s\n", prog, SEQREC_VERSION); return 0;
-        case ':': return usage_error("%s: missing argument%s", argv[optind - 1], "");
-        default: return usage_error("unknown option '%s'%s", argv[optind - 1], "");
+        case ':': return sq_cli_usage_error(prog, "%s: missing argument", argv[optind - 1]);
+        default: return sq_cli_usage_error(prog, "unknown option '%s'", argv[optind - 1]);
         }
     }
     if (optind < argc)
-        return usage_error("unexpected argument '%s'%s", argv[optind], "");
+        return sq_cli_usage_error(prog, "unexpected argument '%s'", argv[optind]);
 
     sq_err err = {0};
     sq_synth s;
     if (sq_synth_init(&s, &o, &err)) {
         if (err.code == SQ_EX_USAGE)
-            return usage_error("%s%s", err.msg, "");
+            return sq_cli_usage_error(prog, "%s", err.msg);
         return sq_report(prog, &err);
     }
     sq_outfile out;
