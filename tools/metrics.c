@@ -25,6 +25,16 @@ static const char usage[] =
 
 enum { OPT_JSON = 256, OPT_VERSION };
 
+static int write_table(void *m, FILE *f, const char *name, sq_err *e)
+{
+    return sq_metrics_write_table(m, f, name, e);
+}
+
+static int write_json(void *m, FILE *f, const char *name, sq_err *e)
+{
+    return sq_metrics_write_json(m, f, name, e);
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -71,21 +81,8 @@ int main(int argc, char **argv)
     }
     int rc = sq_metrics_read(&m, in, sq_in_name(input), &err);
     sq_in_close(in);
-    sq_outfile out;
-    memset(&out, 0, sizeof out);
     if (rc == SQ_OK)
-        rc = sq_out_open(&out, output, 0, &err);
-    if (rc == SQ_OK) {
-        const char *name = sq_out_name(output);
-        rc = json ? sq_metrics_write_json(&m, out.fp, name, &err)
-                  : sq_metrics_write_table(&m, out.fp, name, &err);
-    }
-    if (rc == SQ_OK)
-        rc = sq_out_commit(&out, &err);
+        rc = sq_out_write(output, 0, json ? write_json : write_table, &m, &err);
     sq_metrics_free(&m);
-    if (rc) {
-        sq_out_abort(&out);
-        return sq_report(prog, &err);
-    }
-    return 0;
+    return rc ? sq_report(prog, &err) : 0;
 }

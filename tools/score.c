@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "dataset.h"
 #include "err.h"
 #include "eval.h"
@@ -122,18 +123,6 @@ static int put_topk(void *ctx, uint32_t user, uint32_t k, const uint32_t *items,
     }
     if (fputc('\n', o->tsv) == EOF)
         return sq_fail(e, SQ_EX_IO, "%s: write error: %s", o->out_name, strerror(errno));
-    return 0;
-}
-
-/* A positive integer option into *v; 64 otherwise. */
-static int parse_pos(const char *opt, const char *s, uint32_t max, uint32_t *v, sq_err *e)
-{
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(s, &end, 10);
-    if (*s < '0' || *s > '9' || errno || *end || x < 1 || x > max)
-        return sq_fail(e, SQ_EX_USAGE, "%s: expected an integer in 1..%u, got '%s'", opt, max, s);
-    *v = (uint32_t)x;
     return 0;
 }
 
@@ -333,9 +322,129 @@ done:
     return rc;
 }
 
-int main(int argc, char **argv)
+/* ---- the command line ---- */
+
+enum { O_TIES = 256, O_MAP, O_SHARD, O_ATTN_MAP }; /* the long-only options */
+
+typedef struct {
+    sq_eval_opts eo;
+    const char *model_path, *in_path, *out_path, *map_path, *shard;
+    uint32_t topk, map_user;
+    int as_stream, amap;
+    int rank_opts;  /* --target, --candidates or --ties given */
+    int cand_opts;  /* --candidates, --exclude-history or --ties given */
+    int fmt_given;
+} score_args;
+
+/* A positive integer option in 1..max into *v; 64 (printed) otherwise. */
+static int parse_pos(const char *opt, const char *s, uint32_t max, uint32_t *v)
 {
-    enum { O_TIES = 256, O_MAP, O_SHARD, O_ATTN_MAP };
+    if (sq_cli_u32(s, 1, max, v))
+        return sq_cli_usage_error(prog, "%s: expected an integer in 1..%u, got '%s'", opt, max,
+                                  s);
+    return 0;
+}
+
+/* Which of two words s is: 0 or 1, or -1 (a usage error, printed). */
+static int parse_word(const char *opt, const char *s, const char *w0, const char *w1)
+{
+    if (strcmp(s, w0) == 0)
+        return 0;
+    if (strcmp(s, w1) == 0)
+        return 1;
+    sq_cli_usage_error(prog, "%s: expected %s or %s, got '%s'", opt, w0, w1, s);
+    return -1;
+}
+
+/* One option (not --help, --version); 0 or the exit status. */
+static int parse_opt(int c, const char *arg, score_args *a)
+{
+    sq_eval_opts *eo = &a->eo;
+    sq_err err = {0};
+    uint32_t v;
+    int w;
+    switch (c) {
+    case 'm': a->model_path = arg; return 0;
+    case 't':
+        if ((w = parse_word("--target", arg, "valid", "test")) < 0)
+            return SQ_EX_USAGE;
+        eo->target = w ? SQ_EVAL_TEST : SQ_EVAL_VALID;
+        a->rank_opts = 1;
+        return 0;
+    case 'c':
+        if (sq_eval_parse_candidates(arg, eo, &err))
+            return sq_report(prog, &err);
+        a->rank_opts = a->cand_opts = 1;
+        return 0;
+    case 'x': eo->exclude_history = a->cand_opts = 1; return 0;
+    case O_TIES:
+        if ((w = parse_word("--ties", arg, "pessimistic", "optimistic")) < 0)
+            return SQ_EX_USAGE;
+        eo->optimistic = w;
+        a->rank_opts = a->cand_opts = 1;
+        return 0;
+    case O_ATTN_MAP:
+        if (sq_cli_u32(arg, 0, UINT32_MAX, &a->map_user))
+            return sq_cli_usage_error(prog, "--attention-map: expected a user id, got '%s'", arg);
+        a->amap = 1;
+        return 0;
+    case 's':
+        if (sq_cli_u64(arg, 0, UINT64_MAX, &eo->seed))
+            return sq_cli_usage_error(prog, "--seed: expected a non-negative integer, got '%s'",
+                                      arg);
+        return 0;
+    case 'k': return parse_pos("--topk", arg, 1u << 20, &a->topk);
+    case 'f':
+        if ((w = parse_word("--format", arg, "tsv", "stream")) < 0)
+            return SQ_EX_USAGE;
+        a->as_stream = w;
+        a->fmt_given = 1;
+        return 0;
+    case O_MAP: a->map_path = arg; return 0;
+    case O_SHARD:
+        if (sq_eval_parse_shard(arg, eo, &err))
+            return sq_report(prog, &err);
+        a->shard = arg;
+        return 0;
+    case 'b':
+        if (parse_pos("--batch", arg, 1u << 20, &v))
+            return SQ_EX_USAGE;
+        eo->batch = (int)v;
+        return 0;
+    case 'j':
+        if (parse_pos("--threads", arg, 1024, &v))
+            return SQ_EX_USAGE;
+        eo->threads = (int)v;
+        return 0;
+    case 'o': a->out_path = arg; return 0;
+    default: return sq_cli_try_help(prog);
+    }
+}
+
+/* Why the options do not go together, or NULL. */
+static const char *conflict(const score_args *a, int n_inputs)
+{
+    if (!a->model_path)
+        return "a model is required (-m MODEL.sqm)";
+    if (n_inputs > 1)
+        return "at most one input FILE";
+    if (a->amap && (a->topk || a->cand_opts || a->shard || a->fmt_given || a->map_path))
+        return "--attention-map takes -m, -t, -o PREFIX and the input only";
+    if (a->amap && (!a->out_path || !strcmp(a->out_path, "-")))
+        return "--attention-map writes several files: give their prefix with -o PREFIX";
+    if (a->topk && a->rank_opts)
+        return "--topk ranks every item: --target, --candidates and --ties apply to ranks only";
+    if (!a->topk && (a->fmt_given || a->map_path))
+        return "--format and --map apply to --topk only";
+    if (a->as_stream && a->map_path)
+        return "--map translates ids for people: it needs --format tsv (a stream keeps dense "
+               "ids)";
+    return NULL;
+}
+
+/* The options into *a; 0, or the exit status (-1: --help or --version, 0). */
+static int parse_args(int argc, char **argv, score_args *a)
+{
     static const struct option longopts[] = {
         {"model", required_argument, NULL, 'm'},
         {"target", required_argument, NULL, 't'},
@@ -355,134 +464,82 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    sq_eval_opts eo;
-    sq_eval_defaults(&eo);
-    const char *model_path = NULL, *out_path = NULL, *map_path = NULL, *shard = NULL;
-    uint32_t topk = 0, v, map_user = 0;
-    int as_stream = 0, rank_opts = 0, fmt_given = 0, c, amap = 0, cand_opts = 0;
-    sq_err err = {0};
-
+    int c, rc;
     while ((c = getopt_long(argc, argv, "m:t:c:xs:k:f:b:j:o:hV", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'm': model_path = optarg; break;
-        case 't':
-            if (strcmp(optarg, "valid") == 0)
-                eo.target = SQ_EVAL_VALID;
-            else if (strcmp(optarg, "test") == 0)
-                eo.target = SQ_EVAL_TEST;
-            else {
-                fprintf(stderr, "%s: --target: expected valid or test, got '%s'\n", prog, optarg);
-                return SQ_EX_USAGE;
-            }
-            rank_opts = 1;
-            break;
-        case 'c':
-            if (sq_eval_parse_candidates(optarg, &eo, &err))
-                return sq_report(prog, &err);
-            rank_opts = 1;
-            cand_opts = 1;
-            break;
-        case 'x': eo.exclude_history = 1; cand_opts = 1; break;
-        case O_TIES:
-            if (strcmp(optarg, "pessimistic") == 0)
-                eo.optimistic = 0;
-            else if (strcmp(optarg, "optimistic") == 0)
-                eo.optimistic = 1;
-            else {
-                fprintf(stderr, "%s: --ties: expected pessimistic or optimistic, got '%s'\n",
-                        prog, optarg);
-                return SQ_EX_USAGE;
-            }
-            rank_opts = 1;
-            cand_opts = 1;
-            break;
-        case O_ATTN_MAP: {
-            char *end;
-            errno = 0;
-            unsigned long long u = strtoull(optarg, &end, 10);
-            if (*optarg < '0' || *optarg > '9' || errno || *end || u > UINT32_MAX) {
-                fprintf(stderr, "%s: --attention-map: expected a user id, got '%s'\n", prog,
-                        optarg);
-                return SQ_EX_USAGE;
-            }
-            map_user = (uint32_t)u;
-            amap = 1;
-            break;
+        if (c == 'h') {
+            usage(stdout);
+            return -1;
         }
-        case 's': {
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(optarg, &end, 10);
-            if (*optarg < '0' || *optarg > '9' || errno || *end) {
-                fprintf(stderr, "%s: --seed: expected a non-negative integer, got '%s'\n",
-                        prog, optarg);
-                return SQ_EX_USAGE;
-            }
-            eo.seed = s;
-            break;
+        if (c == 'V') {
+            printf("%s (seqrec) %s\n", prog, SEQREC_VERSION);
+            return -1;
         }
-        case 'k':
-            if (parse_pos("--topk", optarg, 1u << 20, &topk, &err))
-                return sq_report(prog, &err);
-            break;
-        case 'f':
-            if (strcmp(optarg, "tsv") == 0)
-                as_stream = 0;
-            else if (strcmp(optarg, "stream") == 0)
-                as_stream = 1;
-            else {
-                fprintf(stderr, "%s: --format: expected tsv or stream, got '%s'\n", prog, optarg);
-                return SQ_EX_USAGE;
-            }
-            fmt_given = 1;
-            break;
-        case O_MAP: map_path = optarg; break;
-        case O_SHARD:
-            if (sq_eval_parse_shard(optarg, &eo, &err))
-                return sq_report(prog, &err);
-            shard = optarg;
-            break;
-        case 'b':
-            if (parse_pos("--batch", optarg, 1u << 20, &v, &err))
-                return sq_report(prog, &err);
-            eo.batch = (int)v;
-            break;
-        case 'j':
-            if (parse_pos("--threads", optarg, 1024, &v, &err))
-                return sq_report(prog, &err);
-            eo.threads = (int)v;
-            break;
-        case 'o': out_path = optarg; break;
-        case 'h': usage(stdout); return 0;
-        case 'V': printf("%s (seqrec) %s\n", prog, SEQREC_VERSION); return 0;
-        default:
-            fprintf(stderr, "Try '%s --help' for more information.\n", prog);
-            return SQ_EX_USAGE;
-        }
+        if ((rc = parse_opt(c, optarg, a)) != 0)
+            return rc;
     }
-    const char *why = NULL;
-    if (!model_path)
-        why = "a model is required (-m MODEL.sqm)";
-    else if (argc - optind > 1)
-        why = "at most one input FILE";
-    else if (amap && (topk || cand_opts || shard || fmt_given || map_path))
-        why = "--attention-map takes -m, -t, -o PREFIX and the input only";
-    else if (amap && (!out_path || !strcmp(out_path, "-")))
-        why = "--attention-map writes several files: give their prefix with -o PREFIX";
-    else if (topk && rank_opts)
-        why = "--topk ranks every item: --target, --candidates and --ties apply to ranks only";
-    else if (!topk && (fmt_given || map_path))
-        why = "--format and --map apply to --topk only";
-    else if (as_stream && map_path)
-        why = "--map translates ids for people: it needs --format tsv (a stream keeps dense ids)";
-    if (why) {
-        fprintf(stderr, "%s: %s\nTry '%s --help' for more information.\n", prog, why, prog);
-        return SQ_EX_USAGE;
-    }
-    const char *in_path = optind < argc ? argv[optind] : NULL;
-    const char *in_name = sq_in_name(in_path), *out_name = sq_out_name(out_path);
-    int tsv = topk && !as_stream;
+    const char *why = conflict(a, argc - optind);
+    if (why)
+        return sq_cli_usage_error(prog, "%s", why);
+    a->in_path = optind < argc ? argv[optind] : NULL;
+    return 0;
+}
 
+/* ---- the run ---- */
+
+/* --attention-map: the maps of one user's history. */
+static int run_attention_map(const score_args *a, sq_err *err)
+{
+    const char *in_name = sq_in_name(a->in_path);
+    sq_model model = {0};
+    sq_dataset ds = {0};
+    FILE *in = NULL;
+    if (sq_model_load(&model, a->model_path, err) || sq_in_open(&in, a->in_path, err) ||
+        sq_dataset_read(&ds, in, in_name, err) ||
+        sq_model_check_stream(&model, &ds.hdr, in_name, err) ||
+        attention_map(&model, a->model_path, &ds, in_name, a->map_user, a->eo.target,
+                      a->out_path, err))
+        sq_report(prog, err);
+    sq_dataset_free(&ds);
+    sq_in_close(in);
+    sq_model_free(&model);
+    return err->code;
+}
+
+/* The header of the ranks or topk stream: the input's, and how it was scored. */
+static int score_header(sq_header *hdr, const sq_header *in, const score_args *a,
+                        const char *model_name, sq_err *e)
+{
+    const sq_eval_opts *eo = &a->eo;
+    uint32_t topk = a->topk;
+    char cand[64];
+    sq_eval_candidates_name(eo, cand, sizeof cand);
+    if (sq_header_copy(hdr, in, e))
+        return e->code;
+    hdr->kind = topk ? SQ_TOPK : SQ_RANKS;
+    hdr->flags = 0;
+    hdr->max_len = 0;
+    if (sq_meta_add(hdr, e, "score.model", "%s", model_name) ||
+        sq_meta_add(hdr, e, "score.model_file", "%s", a->model_path) ||
+        (!topk && sq_meta_add(hdr, e, "score.target", "%s",
+                              eo->target == SQ_EVAL_VALID ? "valid" : "test")) ||
+        (!topk && sq_meta_add(hdr, e, "score.candidates", "%s", cand)) ||
+        (!topk && sq_meta_add(hdr, e, "score.ties", "%s",
+                              eo->optimistic ? "optimistic" : "pessimistic")) ||
+        (topk && sq_meta_add(hdr, e, "score.topk", "%u", topk)) ||
+        sq_meta_add(hdr, e, "score.exclude_history", "%d", eo->exclude_history) ||
+        (!topk && eo->cand != SQ_CAND_FULL &&
+         sq_meta_add(hdr, e, "score.seed", "%" PRIu64, eo->seed)) ||
+        (a->shard && sq_meta_add(hdr, e, "score.shard", "%s", a->shard)))
+        return e->code;
+    return 0;
+}
+
+/* Ranks the held-out targets, or writes every user's top K. */
+static int run_score(const score_args *a, sq_err *err)
+{
+    const char *in_name = sq_in_name(a->in_path), *out_name = sq_out_name(a->out_path);
+    uint32_t topk = a->topk;
+    int tsv = topk && !a->as_stream;
     sq_model model = {0};
     sq_idmap map = {0};
     sq_dataset ds = {0};
@@ -490,89 +547,58 @@ int main(int argc, char **argv)
     sq_writer wr = {0};
     sq_header hdr = {0};
     FILE *in = NULL;
-    int writer_open = 0;
+    out_ctx oc = {.out_name = out_name, .map = a->map_path ? &map : NULL,
+                  .map_name = a->map_path, .progress = isatty(STDERR_FILENO)};
 
-    if (amap) {
-        if (sq_model_load(&model, model_path, &err) || sq_in_open(&in, in_path, &err) ||
-            sq_dataset_read(&ds, in, in_name, &err) ||
-            sq_model_check_stream(&model, &ds.hdr, in_name, &err) ||
-            attention_map(&model, model_path, &ds, in_name, map_user, eo.target, out_path,
-                          &err))
-            goto fail;
-        sq_dataset_free(&ds);
-        sq_in_close(in);
-        sq_model_free(&model);
-        return 0;
-    }
-    if (sq_model_load(&model, model_path, &err) ||
-        (map_path && sq_idmap_read(&map, map_path, &err)) ||
-        sq_out_open(&out, out_path, !tsv, &err) ||
-        sq_in_open(&in, in_path, &err) ||
-        sq_dataset_read(&ds, in, in_name, &err) ||
-        sq_model_check_stream(&model, &ds.hdr, in_name, &err))
-        goto fail;
+    if (sq_model_load(&model, a->model_path, err) ||
+        (a->map_path && sq_idmap_read(&map, a->map_path, err)) ||
+        sq_out_open(&out, a->out_path, !tsv, err) ||
+        sq_in_open(&in, a->in_path, err) ||
+        sq_dataset_read(&ds, in, in_name, err) ||
+        sq_model_check_stream(&model, &ds.hdr, in_name, err))
+        goto done;
     if (!topk && ds.hdr.kind == SQ_SEQUENCES) {
-        sq_fail(&err, SQ_EX_DATA, "%s: a sequences stream has no held-out targets "
+        sq_fail(err, SQ_EX_DATA, "%s: a sequences stream has no held-out targets "
                 "(cut it with seqrec-split first, or use --topk)", in_name);
-        goto fail;
+        goto done;
     }
+    if (!tsv && (score_header(&hdr, &ds.hdr, a, model.name, err) ||
+                 sq_writer_open(&wr, out.fp, out_name, &hdr, err)))
+        goto done;
+    oc.w = tsv ? NULL : &wr;
+    oc.tsv = tsv ? out.fp : NULL;
 
-    out_ctx oc = {.out_name = out_name, .map = map_path ? &map : NULL, .map_name = map_path,
-                  .progress = isatty(STDERR_FILENO)};
-    if (!tsv) {
-        char cand[64];
-        sq_eval_candidates_name(&eo, cand, sizeof cand);
-        if (sq_header_copy(&hdr, &ds.hdr, &err))
-            goto fail;
-        hdr.kind = topk ? SQ_TOPK : SQ_RANKS;
-        hdr.flags = 0;
-        hdr.max_len = 0;
-        if (sq_meta_add(&hdr, &err, "score.model", "%s", model.name) ||
-            sq_meta_add(&hdr, &err, "score.model_file", "%s", model_path) ||
-            (!topk && sq_meta_add(&hdr, &err, "score.target", "%s",
-                                  eo.target == SQ_EVAL_VALID ? "valid" : "test")) ||
-            (!topk && sq_meta_add(&hdr, &err, "score.candidates", "%s", cand)) ||
-            (!topk && sq_meta_add(&hdr, &err, "score.ties", "%s",
-                                  eo.optimistic ? "optimistic" : "pessimistic")) ||
-            (topk && sq_meta_add(&hdr, &err, "score.topk", "%u", topk)) ||
-            sq_meta_add(&hdr, &err, "score.exclude_history", "%d", eo.exclude_history) ||
-            (!topk && eo.cand != SQ_CAND_FULL &&
-             sq_meta_add(&hdr, &err, "score.seed", "%" PRIu64, eo.seed)) ||
-            (shard && sq_meta_add(&hdr, &err, "score.shard", "%s", shard)))
-            goto fail;
-        if (sq_writer_open(&wr, out.fp, out_name, &hdr, &err))
-            goto fail;
-        writer_open = 1;
-        oc.w = &wr;
-    } else {
-        oc.tsv = out.fp;
-    }
-
-    int rc = topk ? sq_eval_topk(&model, &ds, &eo, topk, put_topk, &oc, &err)
-                  : sq_eval_ranks(&model, &ds, &eo, put_rank, &oc, NULL, &err);
+    int rc = topk ? sq_eval_topk(&model, &ds, &a->eo, topk, put_topk, &oc, err)
+                  : sq_eval_ranks(&model, &ds, &a->eo, put_rank, &oc, NULL, err);
     if (oc.progress && oc.done >= 4096)
         fprintf(stderr, "\r%s: %" PRIu64 " scored\n", prog, oc.done);
-    if (rc || (writer_open && sq_writer_finish(&wr, &err)) || sq_out_commit(&out, &err))
-        goto fail;
-    if (oc.done == 0 && !shard)
+    if (rc || (!tsv && sq_writer_finish(&wr, err)) || sq_out_commit(&out, err))
+        goto done;
+    if (oc.done == 0 && !a->shard)
         fprintf(stderr, "%s: note: %s has no %s\n", prog, in_name,
-                topk ? "users" : eo.target == SQ_EVAL_VALID ? "validation targets" : "test targets");
+                topk ? "users" : a->eo.target == SQ_EVAL_VALID ? "validation targets"
+                                                               : "test targets");
+done:
+    if (err->code) {
+        sq_report(prog, err);
+        sq_out_abort(&out);
+    }
     sq_writer_free(&wr);
     sq_header_free(&hdr);
     sq_dataset_free(&ds);
     sq_in_close(in);
     sq_idmap_free(&map);
     sq_model_free(&model);
-    return 0;
+    return err->code;
+}
 
-fail:
-    sq_report(prog, &err);
-    sq_out_abort(&out);
-    sq_writer_free(&wr);
-    sq_header_free(&hdr);
-    sq_dataset_free(&ds);
-    sq_in_close(in);
-    sq_idmap_free(&map);
-    sq_model_free(&model);
-    return err.code;
+int main(int argc, char **argv)
+{
+    score_args a = {0};
+    sq_eval_defaults(&a.eo);
+    int rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    sq_err err = {0};
+    return a.amap ? run_attention_map(&a, &err) : run_score(&a, &err);
 }

@@ -37,7 +37,9 @@ enum { OPT_USERS = 256, OPT_ITEMS, OPT_CLUSTERS, OPT_USER_CLUSTERS, OPT_MIN_LEN,
        OPT_MEAN_LEN, OPT_MAX_LEN, OPT_ZIPF, OPT_P_NEXT, OPT_P_STAY, OPT_SEED,
        OPT_FORMAT, OPT_VERSION };
 
-int main(int argc, char **argv)
+/* The options into *o, *output and *stream; 0, or the exit status (-1:
+ * --help or --version, 0). */
+static int parse_args(int argc, char **argv, sq_synth_opts *o, const char **output, int *stream)
 {
     static const struct option longopts[] = {
         {"users", required_argument, NULL, OPT_USERS},
@@ -57,10 +59,6 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
     };
-    sq_synth_opts o;
-    sq_synth_defaults(&o);
-    const char *output = NULL;
-    int stream = 0;
     int c;
     opterr = 0; /* we print our own messages */
     while ((c = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
@@ -85,36 +83,57 @@ int main(int argc, char **argv)
             return sq_cli_usage_error(prog, "--%s: invalid number '%s'",
                                       sq_cli_opt_name(longopts, c), optarg);
         switch (c) {
-        case OPT_USERS: o.users = (uint32_t)v; break;
-        case OPT_ITEMS: o.items = (uint32_t)v; break;
-        case OPT_CLUSTERS: o.clusters = (uint32_t)v; break;
-        case OPT_USER_CLUSTERS: o.user_clusters = (uint32_t)v; break;
-        case OPT_MIN_LEN: o.min_len = (uint32_t)v; break;
-        case OPT_MAX_LEN: o.max_len = (uint32_t)v; break;
-        case OPT_SEED: o.seed = v; break;
-        case OPT_MEAN_LEN: o.mean_len = x; break;
-        case OPT_ZIPF: o.zipf = x; break;
-        case OPT_P_NEXT: o.p_next = x; break;
-        case OPT_P_STAY: o.p_stay = x; break;
+        case OPT_USERS: o->users = (uint32_t)v; break;
+        case OPT_ITEMS: o->items = (uint32_t)v; break;
+        case OPT_CLUSTERS: o->clusters = (uint32_t)v; break;
+        case OPT_USER_CLUSTERS: o->user_clusters = (uint32_t)v; break;
+        case OPT_MIN_LEN: o->min_len = (uint32_t)v; break;
+        case OPT_MAX_LEN: o->max_len = (uint32_t)v; break;
+        case OPT_SEED: o->seed = v; break;
+        case OPT_MEAN_LEN: o->mean_len = x; break;
+        case OPT_ZIPF: o->zipf = x; break;
+        case OPT_P_NEXT: o->p_next = x; break;
+        case OPT_P_STAY: o->p_stay = x; break;
         case OPT_FORMAT:
             if (strcmp(optarg, "text") == 0)
-                stream = 0;
+                *stream = 0;
             else if (strcmp(optarg, "stream") == 0)
-                stream = 1;
+                *stream = 1;
             else
                 return sq_cli_usage_error(prog, "--format: expected text or stream, got '%s'",
                                           optarg);
             break;
-        case 'o': output = optarg; break;
-        case 'h': fputs(usage, stdout); return 0;
-        case OPT_VERSION: printf("%s %s\n", prog, SEQREC_VERSION); return 0;
+        case 'o': *output = optarg; break;
+        case 'h': fputs(usage, stdout); return -1;
+        case OPT_VERSION: printf("%s %s\n", prog, SEQREC_VERSION); return -1;
         case ':': return sq_cli_usage_error(prog, "%s: missing argument", argv[optind - 1]);
         default: return sq_cli_usage_error(prog, "unknown option '%s'", argv[optind - 1]);
         }
     }
     if (optind < argc)
         return sq_cli_usage_error(prog, "unexpected argument '%s'", argv[optind]);
+    return 0;
+}
 
+static int write_text(void *s, FILE *f, const char *name, sq_err *e)
+{
+    return sq_synth_write_text(s, f, name, e);
+}
+
+static int write_stream(void *s, FILE *f, const char *name, sq_err *e)
+{
+    return sq_synth_write_stream(s, f, name, e);
+}
+
+int main(int argc, char **argv)
+{
+    sq_synth_opts o;
+    sq_synth_defaults(&o);
+    const char *output = NULL;
+    int stream = 0;
+    int rc = parse_args(argc, argv, &o, &output, &stream);
+    if (rc)
+        return rc < 0 ? 0 : rc;
     sq_err err = {0};
     sq_synth s;
     if (sq_synth_init(&s, &o, &err)) {
@@ -122,20 +141,7 @@ int main(int argc, char **argv)
             return sq_cli_usage_error(prog, "%s", err.msg);
         return sq_report(prog, &err);
     }
-    sq_outfile out;
-    if (sq_out_open(&out, output, stream, &err)) {
-        sq_synth_free(&s);
-        return sq_report(prog, &err);
-    }
-    const char *name = sq_out_name(output);
-    int rc = stream ? sq_synth_write_stream(&s, out.fp, name, &err)
-                    : sq_synth_write_text(&s, out.fp, name, &err);
-    if (rc == SQ_OK)
-        rc = sq_out_commit(&out, &err);
+    rc = sq_out_write(output, stream, stream ? write_stream : write_text, &s, &err);
     sq_synth_free(&s);
-    if (rc) {
-        sq_out_abort(&out);
-        return sq_report(prog, &err);
-    }
-    return 0;
+    return rc ? sq_report(prog, &err) : 0;
 }

@@ -96,6 +96,18 @@ void sq_out_abort(sq_outfile *o)
     o->tmp = o->path = NULL;
 }
 
+int sq_out_write(const char *path, int binary, sq_out_writer fn, void *ctx, sq_err *e)
+{
+    sq_outfile o = {0};
+    if (sq_out_open(&o, path, binary, e))
+        return e->code;
+    if (fn(ctx, o.fp, sq_out_name(path), e) || sq_out_commit(&o, e)) {
+        sq_out_abort(&o);
+        return e->code;
+    }
+    return 0;
+}
+
 int sq_in_open(FILE **fp, const char *path, sq_err *e)
 {
     *fp = NULL;

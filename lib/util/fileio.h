@@ -26,6 +26,12 @@ int sq_out_commit(sq_outfile *o, sq_err *e);
 /* Closes and removes the temp file; safe to call twice or after commit. */
 void sq_out_abort(sq_outfile *o);
 
+/* The whole life of one output: opens PATH (as sq_out_open), calls
+ * fn(ctx, fp, name, e) with name = sq_out_name(PATH), then commits, or
+ * on any failure removes the temp file. Returns 0 or e->code. */
+typedef int (*sq_out_writer)(void *ctx, FILE *fp, const char *name, sq_err *e);
+int sq_out_write(const char *path, int binary, sq_out_writer fn, void *ctx, sq_err *e);
+
 /* Opens PATH for reading ("-" or NULL = stdin). 66 when missing. */
 int sq_in_open(FILE **fp, const char *path, sq_err *e);
 /* Closes an input opened by sq_in_open (stdin is left open). */
