@@ -84,6 +84,14 @@ extern "C" void sq_gpu_free(sq_gpu *g, void *ptr)
         cudaFree(ptr);
 }
 
+extern "C" int sq_gpu_memset0(sq_gpu *g, void *p, size_t bytes, sq_err *e)
+{
+    (void)g;
+    if (bytes)
+        CUDA_TRY(cudaMemset(p, 0, bytes), e);
+    return 0;
+}
+
 extern "C" int sq_gpu_upload(sq_gpu *g, void *dst, const void *src, size_t bytes, sq_err *e)
 {
     (void)g;

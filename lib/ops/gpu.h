@@ -24,6 +24,8 @@ void sq_gpu_close(sq_gpu *g);
 /* Device memory; every call checked, failures reported through e. */
 int sq_gpu_alloc(sq_gpu *g, void **ptr, size_t bytes, sq_err *e);
 void sq_gpu_free(sq_gpu *g, void *ptr);
+/* Sets bytes of device memory at p to zero. */
+int sq_gpu_memset0(sq_gpu *g, void *p, size_t bytes, sq_err *e);
 int sq_gpu_upload(sq_gpu *g, void *dst, const void *src, size_t bytes, sq_err *e);
 int sq_gpu_download(sq_gpu *g, void *dst, const void *src, size_t bytes, sq_err *e);
 

@@ -26,6 +26,11 @@ int sq_gpu_alloc(sq_gpu *g, void **ptr, size_t bytes, sq_err *e)
     return sq_fail(e, SQ_EX_USAGE, "no CUDA backend");
 }
 void sq_gpu_free(sq_gpu *g, void *ptr) { (void)g; (void)ptr; }
+int sq_gpu_memset0(sq_gpu *g, void *p, size_t bytes, sq_err *e)
+{
+    (void)g; (void)p; (void)bytes;
+    return sq_fail(e, SQ_EX_USAGE, "no CUDA backend");
+}
 int sq_gpu_upload(sq_gpu *g, void *dst, const void *src, size_t bytes, sq_err *e)
 {
     (void)g; (void)dst; (void)src; (void)bytes;

@@ -1,0 +1,74 @@
+/* ctx.c - the op context's memory and threads (see ctx.h). The CPU backend
+ * uses the C library and OpenMP; the CUDA one forwards to gpu.h with the
+ * context's sq_gpu. */
+#include "ctx.h"
+#include "gpu.h"
+
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* CPU blocks: 64-byte aligned (a cache line, an AVX-512 register), so
+ * aligned_alloc needs the size rounded up to a multiple of 64. */
+#define CTX_ALIGN 64
+
+void *sq_ctx_alloc(const sq_ctx *cx, size_t bytes, sq_err *e)
+{
+    if (cx->backend == SQ_BACKEND_CUDA) {
+        void *p = NULL;
+        if (sq_gpu_alloc(cx->gpu, &p, bytes ? bytes : 1, e) != 0)
+            return NULL;
+        if (sq_gpu_memset0(cx->gpu, p, bytes, e) != 0) {
+            sq_gpu_free(cx->gpu, p);
+            return NULL;
+        }
+        return p;
+    }
+    size_t n = bytes ? bytes : 1;
+    if (n > SIZE_MAX - (CTX_ALIGN - 1)) {
+        sq_fail(e, SQ_EX_OSERR, "out of memory (%zu bytes)", bytes);
+        return NULL;
+    }
+    n = (n + CTX_ALIGN - 1) / CTX_ALIGN * CTX_ALIGN;
+    void *p = aligned_alloc(CTX_ALIGN, n);
+    if (!p) {
+        sq_fail(e, SQ_EX_OSERR, "out of memory (%zu bytes)", bytes);
+        return NULL;
+    }
+    memset(p, 0, n);
+    return p;
+}
+
+void sq_ctx_free(const sq_ctx *cx, void *p)
+{
+    if (!p)
+        return;
+    if (cx->backend == SQ_BACKEND_CUDA)
+        sq_gpu_free(cx->gpu, p);
+    else
+        free(p);
+}
+
+int sq_ctx_upload(const sq_ctx *cx, void *dst, const void *src, size_t bytes, sq_err *e)
+{
+    if (cx->backend == SQ_BACKEND_CUDA)
+        return sq_gpu_upload(cx->gpu, dst, src, bytes, e);
+    if (bytes)
+        memcpy(dst, src, bytes);
+    return 0;
+}
+
+int sq_ctx_download(const sq_ctx *cx, void *dst, const void *src, size_t bytes, sq_err *e)
+{
+    if (cx->backend == SQ_BACKEND_CUDA)
+        return sq_gpu_download(cx->gpu, dst, src, bytes, e);
+    if (bytes)
+        memcpy(dst, src, bytes);
+    return 0;
+}
+
+int sq_ctx_threads(const sq_ctx *cx)
+{
+    return cx && cx->threads > 0 ? cx->threads : omp_get_max_threads();
+}
