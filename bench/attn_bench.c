@@ -384,82 +384,83 @@ static void layer_alloc(layer *L)
  * backward alone (the rest is projections and zeroing). */
 static double layer_step(layer *L)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     int N = L->N, C = L->C, H = L->H, B = L->B, T = L->T, sub = L->sub;
     const int *off = L->off, *pos = L->pos;
 
     /* forward */
     if (L->fam == F_SOFTMAX || L->fam == F_LATTN) {
-        sq_linear_forward(L->q, L->x, L->Wq, L->bq, T, C, C);
-        sq_linear_forward(L->k_, L->x, L->Wk, L->bk, T, C, C);
+        sq_linear_forward(cx, L->q, L->x, L->Wq, L->bq, T, C, C);
+        sq_linear_forward(cx, L->k_, L->x, L->Wk, L->bk, T, C, C);
     }
     if (L->fam != F_MIXING)
-        sq_linear_forward(L->v, L->x, L->Wv, L->bv, T, C, C);
+        sq_linear_forward(cx, L->v, L->x, L->Wv, L->bv, T, C, C);
     double t0 = now();
     switch (L->fam) {
     case F_SOFTMAX:
-        sq_attention_forward(L->a, L->att, L->q, L->k_, L->v, C, off, B, H, C, 1);
+        sq_attention_forward(cx, L->a, L->att, L->q, L->k_, L->v, C, off, B, H, C, 1);
         break;
     case F_LATTN:
-        sq_lattn_forward((sq_lattn_kind)sub, L->a, L->cache, L->scratch, L->q, L->k_,
+        sq_lattn_forward(cx, (sq_lattn_kind)sub, L->a, L->cache, L->scratch, L->q, L->k_,
                          L->v, C, off, B, H, C, 1);
         break;
     case F_PA:
-        sq_pa_forward(L->a, L->att, L->Rw, L->v, C, off, pos, B, H, C, N, 1);
+        sq_pa_forward(cx, L->a, L->att, L->Rw, L->v, C, off, pos, B, H, C, N, 1);
         break;
     case F_FPA:
-        sq_fpa_forward(L->a, L->att, L->scratch, L->R1, L->R2, L->k, L->v, C, off, pos,
+        sq_fpa_forward(cx, L->a, L->att, L->scratch, L->R1, L->R2, L->k, L->v, C, off, pos,
                        B, H, C, N, 1);
         break;
     case F_FIXED:
-        sq_fixed_forward(L->a, L->v, C, off, pos, B, C, N, sub,
+        sq_fixed_forward(cx, L->a, L->v, C, off, pos, B, C, N, sub,
                          (float)SQ_EXP_ANNEAL_DECAY, 1);
         break;
     case F_MIXING:
-        sq_mixing_forward(L->a, L->cache, L->x, C, L->W1, L->b1, L->W2, L->b2, off, pos,
+        sq_mixing_forward(cx, L->a, L->cache, L->x, C, L->W1, L->b1, L->W2, L->b2, off, pos,
                           B, C, N, 1);
         break;
     }
     double tk = now() - t0;
-    sq_linear_forward(L->y, L->a, L->Wo, L->bo, T, C, C);
+    sq_linear_forward(cx, L->y, L->a, L->Wo, L->bo, T, C, C);
 
     /* backward */
     for (int i = 0; i < L->nzero; i++)
         memset(L->zero[i], 0, L->zero_n[i] * sizeof(float));
-    sq_linear_backward(L->da, L->dWo, L->dbo, L->dy, L->a, L->Wo, T, C, C);
+    sq_linear_backward(cx, L->da, L->dWo, L->dbo, L->dy, L->a, L->Wo, T, C, C);
     t0 = now();
     switch (L->fam) {
     case F_SOFTMAX:
-        sq_attention_backward(L->dq, L->dk, L->dv, L->da, L->a, L->q, L->k_, L->v,
+        sq_attention_backward(cx, L->dq, L->dk, L->dv, L->da, L->a, L->q, L->k_, L->v,
                               L->att, C, off, B, H, C, 1);
         break;
     case F_LATTN:
-        sq_lattn_backward((sq_lattn_kind)sub, L->dq, L->dk, L->dv, L->scratch, L->da,
+        sq_lattn_backward(cx, (sq_lattn_kind)sub, L->dq, L->dk, L->dv, L->scratch, L->da,
                           L->q, L->k_, L->v, L->cache, C, off, B, H, C, 1);
         break;
     case F_PA:
-        sq_pa_backward(L->dRw, L->dv, L->da, L->a, L->v, L->att, C, off, pos, B, H, C,
+        sq_pa_backward(cx, L->dRw, L->dv, L->da, L->a, L->v, L->att, C, off, pos, B, H, C,
                        N, 1);
         break;
     case F_FPA:
-        sq_fpa_backward(L->dR1, L->dR2, L->dv, L->scratch, L->da, L->a, L->v, L->att,
+        sq_fpa_backward(cx, L->dR1, L->dR2, L->dv, L->scratch, L->da, L->a, L->v, L->att,
                         L->R1, L->R2, L->k, C, off, pos, B, H, C, N, 1);
         break;
     case F_FIXED:
-        sq_fixed_backward(L->dv, L->da, C, off, pos, B, C, N, sub,
+        sq_fixed_backward(cx, L->dv, L->da, C, off, pos, B, C, N, sub,
                           (float)SQ_EXP_ANNEAL_DECAY, 1);
         break;
     case F_MIXING:
-        sq_mixing_backward(L->dx, L->dW1, L->db1, L->dW2, L->db2, L->scratch, L->da,
+        sq_mixing_backward(cx, L->dx, L->dW1, L->db1, L->dW2, L->db2, L->scratch, L->da,
                            L->x, L->cache, L->W1, L->W2, C, off, pos, B, C, N, 1);
         break;
     }
     tk += now() - t0;
     if (L->fam == F_SOFTMAX || L->fam == F_LATTN) {
-        sq_linear_backward(L->dx, L->dWq, L->dbq, L->dq, L->x, L->Wq, T, C, C);
-        sq_linear_backward(L->dx, L->dWk, L->dbk, L->dk, L->x, L->Wk, T, C, C);
+        sq_linear_backward(cx, L->dx, L->dWq, L->dbq, L->dq, L->x, L->Wq, T, C, C);
+        sq_linear_backward(cx, L->dx, L->dWk, L->dbk, L->dk, L->x, L->Wk, T, C, C);
     }
     if (L->fam != F_MIXING)
-        sq_linear_backward(L->dx, L->dWv, L->dbv, L->dv, L->x, L->Wv, T, C, C);
+        sq_linear_backward(cx, L->dx, L->dWv, L->dbv, L->dv, L->x, L->Wv, T, C, C);
     return tk;
 }
 

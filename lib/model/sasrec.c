@@ -558,6 +558,7 @@ void R(sq_sasrec_work_free)(R(sq_sasrec_work) *w)
 static void R(mix_core)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_packed *b,
                         int l, real *out)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     const sq_sasrec_config *c = &m->cfg;
     const R(sq_sasrec_params) *p = &m->p;
     int C = c->dim, H = c->n_heads, N = c->max_len, a = c->attn, causal = sq_sasrec_causal(c);
@@ -567,23 +568,23 @@ static void R(mix_core)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_pa
     size_t NN = (size_t)N * N, Nk = (size_t)N * c->rank;
     switch (a) {
     case SQ_AK_SOFTMAX:
-        R(sq_attention_forward)(out, cache, q, k, v, C, b->off, b->B, H, C, causal);
+        R(sq_attention_forward)(cx, out, cache, q, k, v, C, b->off, b->B, H, C, causal);
         break;
     case SQ_AK_LINREC: case SQ_AK_LINEAR: case SQ_AK_EFFICIENT: case SQ_AK_HYDRA:
-        R(sq_lattn_forward)(lattn_kind(c), out, cache, w->scratch, q, k, v, C, b->off, b->B,
+        R(sq_lattn_forward)(cx, lattn_kind(c), out, cache, w->scratch, q, k, v, C, b->off, b->B,
                             H, C, causal);
         break;
     case SQ_AK_POSITIONAL:
-        R(sq_pa_forward)(out, cache, p->pa_r + l * H * NN, v, C, b->off, b->pos, b->B, H, C,
+        R(sq_pa_forward)(cx, out, cache, p->pa_r + l * H * NN, v, C, b->off, b->pos, b->B, H, C,
                          N, causal);
         break;
     case SQ_AK_FPOSITIONAL:
-        R(sq_fpa_forward)(out, cache, w->scratch, p->fpa_r1 + l * H * Nk,
+        R(sq_fpa_forward)(cx, out, cache, w->scratch, p->fpa_r1 + l * H * Nk,
                           p->fpa_r2 + l * H * Nk, c->rank, v, C, b->off, b->pos, b->B, H, C,
                           N, causal);
         break;
     default: /* fixed patterns; mixing has no core on values */
-        R(sq_fixed_forward)(out, v, C, b->off, b->pos, b->B, C, N, fixed_kind(a),
+        R(sq_fixed_forward)(cx, out, v, C, b->off, b->pos, b->B, C, N, fixed_kind(a),
                             (real)c->decay, causal);
         break;
     }
@@ -593,6 +594,7 @@ static void R(mix_core)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_pa
 static void R(mix_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_packed *b,
                            int l, const real *qin, const real *kvin)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     const sq_sasrec_config *c = &m->cfg;
     const R(sq_sasrec_params) *p = &m->p;
     int T = b->T, C = c->dim, N = c->max_len, a = c->attn;
@@ -600,22 +602,22 @@ static void R(mix_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq
     real *proj = w->proj + l * sTC;
     if (a == SQ_AK_MIXING) {
         size_t lnn = (size_t)l * N * N, ln = (size_t)l * N;
-        R(sq_mixing_forward)(proj, w->cache + l * w->cache_n, qin, C, p->mix_w1 + lnn,
+        R(sq_mixing_forward)(cx, proj, w->cache + l * w->cache_n, qin, C, p->mix_w1 + lnn,
                              p->mix_b1 + ln, p->mix_w2 + lnn, p->mix_b2 + ln, b->off, b->pos,
                              b->B, C, N, sq_sasrec_causal(c));
         return;
     }
     if (uses_qkv(a)) {
         real *atty = w->atty + l * sTC;
-        R(sq_linear_forward)(w->q + l * sTC, qin, p->wq + lcc, p->bq + lc, T, C, C);
-        R(sq_linear_forward)(w->k + l * sTC, kvin, p->wk + lcc, p->bk + lc, T, C, C);
-        R(sq_linear_forward)(w->v + l * sTC, kvin, p->wv + lcc, p->bv + lc, T, C, C);
+        R(sq_linear_forward)(cx, w->q + l * sTC, qin, p->wq + lcc, p->bq + lc, T, C, C);
+        R(sq_linear_forward)(cx, w->k + l * sTC, kvin, p->wk + lcc, p->bk + lc, T, C, C);
+        R(sq_linear_forward)(cx, w->v + l * sTC, kvin, p->wv + lcc, p->bv + lc, T, C, C);
         R(mix_core)(m, w, b, l, atty);
-        R(sq_linear_forward)(proj, atty, p->wo + lcc, p->bo + lc, T, C, C);
+        R(sq_linear_forward)(cx, proj, atty, p->wo + lcc, p->bo + lc, T, C, C);
         return;
     }
     /* positional kinds and fixed patterns: V from the query input, no Wo */
-    R(sq_linear_forward)(w->v + l * sTC, qin, p->wv + lcc, p->bv + lc, T, C, C);
+    R(sq_linear_forward)(cx, w->v + l * sTC, qin, p->wv + lcc, p->bv + lc, T, C, C);
     R(mix_core)(m, w, b, l, proj);
 }
 
@@ -625,6 +627,7 @@ static void R(mix_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const s
                             R(sq_sasrec) *g, int l, const real *qin, const real *kvin,
                             real *dqin, real *dkvin)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     const sq_sasrec_config *c = &m->cfg;
     const R(sq_sasrec_params) *p = &m->p;
     R(sq_sasrec_params) *gp = &g->p;
@@ -635,7 +638,7 @@ static void R(mix_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const s
     const real *proj = w->proj + l * sTC, *cache = w->cache + l * w->cache_n;
     if (a == SQ_AK_MIXING) {
         size_t lnn = (size_t)l * N * N, ln = (size_t)l * N;
-        R(sq_mixing_backward)(dqin, gp->mix_w1 + lnn, gp->mix_b1 + ln, gp->mix_w2 + lnn,
+        R(sq_mixing_backward)(cx, dqin, gp->mix_w1 + lnn, gp->mix_b1 + ln, gp->mix_w2 + lnn,
                               gp->mix_b2 + ln, w->scratch, w->dproj, qin, cache,
                               p->mix_w1 + lnn, p->mix_w2 + lnn, C, b->off, b->pos, b->B, C, N,
                               causal);
@@ -646,37 +649,37 @@ static void R(mix_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const s
     if (uses_qkv(a)) {
         const real *q = w->q + l * sTC, *k = w->k + l * sTC, *atty = w->atty + l * sTC;
         memset(w->datty, 0, bc);
-        R(sq_linear_backward)(w->datty, gp->wo + lcc, gp->bo + lc, w->dproj, atty,
+        R(sq_linear_backward)(cx, w->datty, gp->wo + lcc, gp->bo + lc, w->dproj, atty,
                               p->wo + lcc, T, C, C);
         memset(w->dq, 0, bc);
         memset(w->dk, 0, bc);
         if (a == SQ_AK_SOFTMAX)
-            R(sq_attention_backward)(w->dq, w->dk, w->dv, w->datty, atty, q, k, v, cache, C,
+            R(sq_attention_backward)(cx, w->dq, w->dk, w->dv, w->datty, atty, q, k, v, cache, C,
                                      b->off, b->B, H, C, causal);
         else
-            R(sq_lattn_backward)(lattn_kind(c), w->dq, w->dk, w->dv, w->scratch, w->datty,
+            R(sq_lattn_backward)(cx, lattn_kind(c), w->dq, w->dk, w->dv, w->scratch, w->datty,
                                  q, k, v, cache, C, b->off, b->B, H, C, causal);
-        R(sq_linear_backward)(dqin, gp->wq + lcc, gp->bq + lc, w->dq, qin, p->wq + lcc,
+        R(sq_linear_backward)(cx, dqin, gp->wq + lcc, gp->bq + lc, w->dq, qin, p->wq + lcc,
                               T, C, C);
-        R(sq_linear_backward)(dkvin, gp->wk + lcc, gp->bk + lc, w->dk, kvin, p->wk + lcc,
+        R(sq_linear_backward)(cx, dkvin, gp->wk + lcc, gp->bk + lc, w->dk, kvin, p->wk + lcc,
                               T, C, C);
-        R(sq_linear_backward)(dkvin, gp->wv + lcc, gp->bv + lc, w->dv, kvin, p->wv + lcc,
+        R(sq_linear_backward)(cx, dkvin, gp->wv + lcc, gp->bv + lc, w->dv, kvin, p->wv + lcc,
                               T, C, C);
         return;
     }
     size_t NN = (size_t)N * N, Nk = (size_t)N * c->rank;
     if (a == SQ_AK_POSITIONAL)
-        R(sq_pa_backward)(gp->pa_r + l * H * NN, w->dv, w->dproj, proj, v, cache, C, b->off,
+        R(sq_pa_backward)(cx, gp->pa_r + l * H * NN, w->dv, w->dproj, proj, v, cache, C, b->off,
                           b->pos, b->B, H, C, N, causal);
     else if (a == SQ_AK_FPOSITIONAL)
-        R(sq_fpa_backward)(gp->fpa_r1 + l * H * Nk, gp->fpa_r2 + l * H * Nk, w->dv,
+        R(sq_fpa_backward)(cx, gp->fpa_r1 + l * H * Nk, gp->fpa_r2 + l * H * Nk, w->dv,
                            w->scratch, w->dproj, proj, v, cache, p->fpa_r1 + l * H * Nk,
                            p->fpa_r2 + l * H * Nk, c->rank, C, b->off, b->pos, b->B, H, C,
                            N, causal);
     else
-        R(sq_fixed_backward)(w->dv, w->dproj, C, b->off, b->pos, b->B, C, N, fixed_kind(a),
+        R(sq_fixed_backward)(cx, w->dv, w->dproj, C, b->off, b->pos, b->B, C, N, fixed_kind(a),
                              (real)c->decay, causal);
-    R(sq_linear_backward)(dqin, gp->wv + lcc, gp->bv + lc, w->dv, qin, p->wv + lcc, T, C, C);
+    R(sq_linear_backward)(cx, dqin, gp->wv + lcc, gp->bv + lc, w->dv, qin, p->wv + lcc, T, C, C);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -685,6 +688,7 @@ static void R(mix_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const s
 static void R(sasrec_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
                               const sq_packed *b, real pd, uint64_t seed, uint64_t step)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     const sq_sasrec_config *c = &m->cfg;
     const R(sq_sasrec_params) *p = &m->p;
     int T = b->T, C = c->dim, F = c->ffn, L = c->n_layers;
@@ -692,9 +696,9 @@ static void R(sasrec_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
     size_t sTC = (size_t)w->cap.T * C, sTF = (size_t)w->cap.T * F, sT = (size_t)w->cap.T;
     real eps = (real)c->ln_eps;
 
-    R(sq_embedding_forward)(w->emb, p->item_emb, b->ids, T, C, r_sqrt((real)C));
-    R(sq_posemb_forward)(w->emb, w->emb, p->pos_emb, b->pos, T, C);
-    R(sq_dropout_forward)(w->x, w->m_emb, w->emb, T, C, pd, seed, step, SITE_EMB);
+    R(sq_embedding_forward)(cx, w->emb, p->item_emb, b->ids, T, C, r_sqrt((real)C));
+    R(sq_posemb_forward)(cx, w->emb, w->emb, p->pos_emb, b->pos, T, C);
+    R(sq_dropout_forward)(cx, w->x, w->m_emb, w->emb, T, C, pd, seed, step, SITE_EMB);
     for (int l = 0; l < L; l++) {
         size_t lc = (size_t)l * C, lfc = (size_t)l * F * C;
         real *x = w->x + l * sTC, *xn = w->x + (l + 1) * sTC;
@@ -703,27 +707,29 @@ static void R(sasrec_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
         real *h1 = w->h1 + l * sTF, *r = w->r + l * sTF, *rd = w->rd + l * sTF;
         real *h2 = w->h2 + l * sTC, *h2d = w->h2d + l * sTC;
 
-        R(sq_layernorm_forward)(ln1, w->ln1_mean + l * sT, w->ln1_rstd + l * sT, x,
+        R(sq_layernorm_forward)(cx, ln1, w->ln1_mean + l * sT, w->ln1_rstd + l * sT, x,
                                 p->ln1w + lc, p->ln1b + lc, T, C, eps);
         R(mix_forward)(m, w, b, l, ln1, x);
-        R(sq_dropout_forward)(projd, w->m_att + l * sTC, proj, T, C, pd, seed, step, SITE(l, 0));
-        R(sq_residual_forward)(xmid, ln1, projd, TC);
-        R(sq_layernorm_forward)(ln2, w->ln2_mean + l * sT, w->ln2_rstd + l * sT, xmid,
+        R(sq_dropout_forward)(cx, projd, w->m_att + l * sTC, proj, T, C, pd, seed, step,
+                              SITE(l, 0));
+        R(sq_residual_forward)(cx, xmid, ln1, projd, TC);
+        R(sq_layernorm_forward)(cx, ln2, w->ln2_mean + l * sT, w->ln2_rstd + l * sT, xmid,
                                 p->ln2w + lc, p->ln2b + lc, T, C, eps);
-        R(sq_linear_forward)(h1, ln2, p->w1 + lfc, p->b1 + (size_t)l * F, T, C, F);
-        R(sq_relu_forward)(r, h1, TF);
-        R(sq_dropout_forward)(rd, w->m_ffn1 + l * sTF, r, T, F, pd, seed, step, SITE(l, 1));
-        R(sq_linear_forward)(h2, rd, p->w2 + lfc, p->b2 + lc, T, F, C);
-        R(sq_dropout_forward)(h2d, w->m_ffn2 + l * sTC, h2, T, C, pd, seed, step, SITE(l, 2));
-        R(sq_residual_forward)(xn, ln2, h2d, TC);
+        R(sq_linear_forward)(cx, h1, ln2, p->w1 + lfc, p->b1 + (size_t)l * F, T, C, F);
+        R(sq_relu_forward)(cx, r, h1, TF);
+        R(sq_dropout_forward)(cx, rd, w->m_ffn1 + l * sTF, r, T, F, pd, seed, step, SITE(l, 1));
+        R(sq_linear_forward)(cx, h2, rd, p->w2 + lfc, p->b2 + lc, T, F, C);
+        R(sq_dropout_forward)(cx, h2d, w->m_ffn2 + l * sTC, h2, T, C, pd, seed, step, SITE(l, 2));
+        R(sq_residual_forward)(cx, xn, ln2, h2d, TC);
     }
-    R(sq_layernorm_forward)(w->out, w->lnf_mean, w->lnf_rstd, w->x + (size_t)L * sTC,
+    R(sq_layernorm_forward)(cx, w->out, w->lnf_mean, w->lnf_rstd, w->x + (size_t)L * sTC,
                             p->lnfw, p->lnfb, T, C, eps);
 }
 
 static void R(bert_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
                             const sq_packed *b, real pd, uint64_t seed, uint64_t step)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     const sq_sasrec_config *c = &m->cfg;
     const R(sq_sasrec_params) *p = &m->p;
     int T = b->T, C = c->dim, F = c->ffn, L = c->n_layers;
@@ -731,11 +737,11 @@ static void R(bert_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
     size_t sTC = (size_t)w->cap.T * C, sTF = (size_t)w->cap.T * F, sT = (size_t)w->cap.T;
     real eps = (real)c->ln_eps;
 
-    R(sq_embedding_forward)(w->emb, p->item_emb, b->ids, T, C, 1);
-    R(sq_posemb_forward)(w->emb, w->emb, p->pos_emb, b->pos, T, C);
-    R(sq_layernorm_forward)(w->embn, w->embln_mean, w->embln_rstd, w->emb, p->emblnw,
+    R(sq_embedding_forward)(cx, w->emb, p->item_emb, b->ids, T, C, 1);
+    R(sq_posemb_forward)(cx, w->emb, w->emb, p->pos_emb, b->pos, T, C);
+    R(sq_layernorm_forward)(cx, w->embn, w->embln_mean, w->embln_rstd, w->emb, p->emblnw,
                             p->emblnb, T, C, eps);
-    R(sq_dropout_forward)(w->x, w->m_emb, w->embn, T, C, pd, seed, step, SITE_EMB);
+    R(sq_dropout_forward)(cx, w->x, w->m_emb, w->embn, T, C, pd, seed, step, SITE_EMB);
     for (int l = 0; l < L; l++) {
         size_t lc = (size_t)l * C, lfc = (size_t)l * F * C;
         real *x = w->x + l * sTC, *xn = w->x + (l + 1) * sTC;
@@ -746,17 +752,18 @@ static void R(bert_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
 
         /* x1 = LN1(x + dropout(MIX(x, x))) */
         R(mix_forward)(m, w, b, l, x, x);
-        R(sq_dropout_forward)(projd, w->m_att + l * sTC, proj, T, C, pd, seed, step, SITE(l, 0));
-        R(sq_residual_forward)(xmid, x, projd, TC);
-        R(sq_layernorm_forward)(ln1, w->ln1_mean + l * sT, w->ln1_rstd + l * sT, xmid,
+        R(sq_dropout_forward)(cx, projd, w->m_att + l * sTC, proj, T, C, pd, seed, step,
+                              SITE(l, 0));
+        R(sq_residual_forward)(cx, xmid, x, projd, TC);
+        R(sq_layernorm_forward)(cx, ln1, w->ln1_mean + l * sT, w->ln1_rstd + l * sT, xmid,
                                 p->ln1w + lc, p->ln1b + lc, T, C, eps);
         /* x' = LN2(x1 + dropout(W2 gelu(W1 x1 + b1) + b2)) */
-        R(sq_linear_forward)(h1, ln1, p->w1 + lfc, p->b1 + (size_t)l * F, T, C, F);
-        R(sq_gelu_forward)(r, h1, TF);
-        R(sq_linear_forward)(h2, r, p->w2 + lfc, p->b2 + lc, T, F, C);
-        R(sq_dropout_forward)(h2d, w->m_ffn2 + l * sTC, h2, T, C, pd, seed, step, SITE(l, 2));
-        R(sq_residual_forward)(ln2, ln1, h2d, TC);
-        R(sq_layernorm_forward)(xn, w->ln2_mean + l * sT, w->ln2_rstd + l * sT, ln2,
+        R(sq_linear_forward)(cx, h1, ln1, p->w1 + lfc, p->b1 + (size_t)l * F, T, C, F);
+        R(sq_gelu_forward)(cx, r, h1, TF);
+        R(sq_linear_forward)(cx, h2, r, p->w2 + lfc, p->b2 + lc, T, F, C);
+        R(sq_dropout_forward)(cx, h2d, w->m_ffn2 + l * sTC, h2, T, C, pd, seed, step, SITE(l, 2));
+        R(sq_residual_forward)(cx, ln2, ln1, h2d, TC);
+        R(sq_layernorm_forward)(cx, xn, w->ln2_mean + l * sT, w->ln2_rstd + l * sT, ln2,
                                 p->ln2w + lc, p->ln2b + lc, T, C, eps);
     }
 }
@@ -777,6 +784,7 @@ void R(sq_sasrec_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
 static void R(head_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const int *rows,
                             int n)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     const sq_sasrec_config *c = &m->cfg;
     const R(sq_sasrec_params) *p = &m->p;
     int C = c->dim;
@@ -784,9 +792,9 @@ static void R(head_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const i
     for (int i = 0; i < n; i++)
         memcpy(w->hx + (size_t)i * C, h + (size_t)(rows ? rows[i] : i) * C,
                (size_t)C * sizeof(real));
-    R(sq_linear_forward)(w->hd, w->hx, p->head_w, p->head_b, n, C, C);
-    R(sq_gelu_forward)(w->hg, w->hd, (size_t)n * C);
-    R(sq_layernorm_forward)(w->hln, w->hln_mean, w->hln_rstd, w->hg, p->headlnw, p->headlnb,
+    R(sq_linear_forward)(cx, w->hd, w->hx, p->head_w, p->head_b, n, C, C);
+    R(sq_gelu_forward)(cx, w->hg, w->hd, (size_t)n * C);
+    R(sq_layernorm_forward)(cx, w->hln, w->hln_mean, w->hln_rstd, w->hg, p->headlnw, p->headlnb,
                             n, C, (real)c->ln_eps);
 }
 
@@ -798,6 +806,7 @@ static void R(head_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const i
 static double R(bert_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_packed *b,
                            R(sq_sasrec) *g, int *count)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     const sq_sasrec_config *c = &m->cfg;
     const R(sq_sasrec_params) *p = &m->p;
     int C = c->dim, C1 = C + 1, V1 = (int)c->n_items + 1, n = b->n, T = b->T;
@@ -814,7 +823,7 @@ static double R(bert_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq
         memset(w->dhaug, 0, (size_t)n * C1 * sizeof(real));
         memset(w->deaug, 0, (size_t)V1 * C1 * sizeof(real));
     }
-    double loss = R(sq_ce_full)(g ? w->dhaug : NULL, g ? w->deaug : NULL, w->ce, w->haug,
+    double loss = R(sq_ce_full)(cx, g ? w->dhaug : NULL, g ? w->deaug : NULL, w->ce, w->haug,
                                 w->eaug, NULL, b->targets, n, C1, V1, w->ce_chunk, 1, count);
     if (!g)
         return loss;
@@ -829,12 +838,12 @@ static double R(bert_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq
     for (int i = 0; i < n; i++)
         memcpy(w->dhx + (size_t)i * C, w->dhaug + (size_t)i * C1, (size_t)C * sizeof(real));
     memset(w->dhg, 0, nc);
-    R(sq_layernorm_backward)(w->dhg, gp->headlnw, gp->headlnb, w->dhx, w->hg, p->headlnw,
+    R(sq_layernorm_backward)(cx, w->dhg, gp->headlnw, gp->headlnb, w->dhx, w->hg, p->headlnw,
                              w->hln_mean, w->hln_rstd, n, C);
     memset(w->dhd, 0, nc);
-    R(sq_gelu_backward)(w->dhd, w->dhg, w->hd, (size_t)n * C);
+    R(sq_gelu_backward)(cx, w->dhd, w->dhg, w->hd, (size_t)n * C);
     memset(w->dhx, 0, nc);
-    R(sq_linear_backward)(w->dhx, gp->head_w, gp->head_b, w->dhd, w->hx, p->head_w, n, C, C);
+    R(sq_linear_backward)(cx, w->dhx, gp->head_w, gp->head_b, w->dhd, w->hx, p->head_w, n, C, C);
     memset(w->dout, 0, (size_t)T * C * sizeof(real));
     for (int i = 0; i < n; i++) {
         real *d = w->dout + (size_t)(b->rows ? b->rows[i] : i) * C;
@@ -849,6 +858,7 @@ double R(sq_sasrec_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
                          const sq_packed *b, int loss, R(sq_sasrec) *g,
                          int *count)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     const sq_sasrec_config *c = &m->cfg;
     if (is_bert(c))
         return R(bert_loss)(m, w, b, g, count);
@@ -857,9 +867,9 @@ double R(sq_sasrec_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
     if (dh)
         memset(dh, 0, (size_t)b->T * C * sizeof *dh);
     if (loss == SQ_LOSS_BCE)
-        return R(sq_bce_sampled)(dh, dE, w->out, m->p.item_emb, b->rows, b->targets,
+        return R(sq_bce_sampled)(cx, dh, dE, w->out, m->p.item_emb, b->rows, b->targets,
                                  b->neg, b->n, b->K, C, 1, count);
-    return R(sq_ce_full)(dh, dE, w->ce, w->out, m->p.item_emb, b->rows, b->targets,
+    return R(sq_ce_full)(cx, dh, dE, w->ce, w->out, m->p.item_emb, b->rows, b->targets,
                          b->n, C, V1, w->ce_chunk, 1, count);
 }
 
@@ -869,6 +879,7 @@ double R(sq_sasrec_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
 static void R(sasrec_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
                                const sq_packed *b, R(sq_sasrec) *g)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     const sq_sasrec_config *c = &m->cfg;
     const R(sq_sasrec_params) *p = &m->p;
     R(sq_sasrec_params) *gp = &g->p;
@@ -880,7 +891,7 @@ static void R(sasrec_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
 
     /* h = LNf(x[L]) */
     memset(w->dx, 0, bc);
-    R(sq_layernorm_backward)(w->dx, gp->lnfw, gp->lnfb, w->dout, w->x + (size_t)L * sTC,
+    R(sq_layernorm_backward)(cx, w->dx, gp->lnfw, gp->lnfb, w->dout, w->x + (size_t)L * sTC,
                              p->lnfw, w->lnf_mean, w->lnf_rstd, T, C);
     for (int l = L - 1; l >= 0; l--) {
         size_t lc = (size_t)l * C, lfc = (size_t)l * F * C;
@@ -891,38 +902,38 @@ static void R(sasrec_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
         /* x[l+1] = y + dropout(h2),  h2 = W2 rd + b2 */
         memcpy(w->dy, w->dx, bc);
         memset(w->dh2, 0, bc);
-        R(sq_dropout_backward)(w->dh2, w->dx, w->m_ffn2 + l * sTC, TC, pd);
+        R(sq_dropout_backward)(cx, w->dh2, w->dx, w->m_ffn2 + l * sTC, TC, pd);
         memset(w->dF1, 0, bf);
-        R(sq_linear_backward)(w->dF1, gp->w2 + lfc, gp->b2 + lc, w->dh2, rd,
+        R(sq_linear_backward)(cx, w->dF1, gp->w2 + lfc, gp->b2 + lc, w->dh2, rd,
                               p->w2 + lfc, T, F, C);
         /* rd = dropout(relu(h1)),  h1 = W1 y + b1 */
         memset(w->dF2, 0, bf);
-        R(sq_dropout_backward)(w->dF2, w->dF1, w->m_ffn1 + l * sTF, TF, pd);
+        R(sq_dropout_backward)(cx, w->dF2, w->dF1, w->m_ffn1 + l * sTF, TF, pd);
         memset(w->dF3, 0, bf);
-        R(sq_relu_backward)(w->dF3, w->dF2, h1, TF);
-        R(sq_linear_backward)(w->dy, gp->w1 + lfc, gp->b1 + (size_t)l * F, w->dF3, ln2,
+        R(sq_relu_backward)(cx, w->dF3, w->dF2, h1, TF);
+        R(sq_linear_backward)(cx, w->dy, gp->w1 + lfc, gp->b1 + (size_t)l * F, w->dF3, ln2,
                               p->w1 + lfc, T, C, F);
         /* y = LN2(xmid) */
         memset(w->dxmid, 0, bc);
-        R(sq_layernorm_backward)(w->dxmid, gp->ln2w + lc, gp->ln2b + lc, w->dy, xmid,
+        R(sq_layernorm_backward)(cx, w->dxmid, gp->ln2w + lc, gp->ln2b + lc, w->dy, xmid,
                                  p->ln2w + lc, w->ln2_mean + l * sT, w->ln2_rstd + l * sT,
                                  T, C);
         /* xmid = q + dropout(proj),  proj = MIX(q, x),  q = LN1(x) */
         memcpy(w->dln1, w->dxmid, bc);
         memset(w->dproj, 0, bc);
-        R(sq_dropout_backward)(w->dproj, w->dxmid, w->m_att + l * sTC, TC, pd);
+        R(sq_dropout_backward)(cx, w->dproj, w->dxmid, w->m_att + l * sTC, TC, pd);
         memset(w->dx, 0, bc);
         R(mix_backward)(m, w, b, g, l, ln1, x, w->dln1, w->dx);
-        R(sq_layernorm_backward)(w->dx, gp->ln1w + lc, gp->ln1b + lc, w->dln1, x,
+        R(sq_layernorm_backward)(cx, w->dx, gp->ln1w + lc, gp->ln1b + lc, w->dln1, x,
                                  p->ln1w + lc, w->ln1_mean + l * sT, w->ln1_rstd + l * sT,
                                  T, C);
     }
     /* x0 = dropout(E[ids] sqrt(C) + P[pos]) */
     memset(w->demb, 0, bc);
-    R(sq_dropout_backward)(w->demb, w->dx, w->m_emb, TC, pd);
+    R(sq_dropout_backward)(cx, w->demb, w->dx, w->m_emb, TC, pd);
     memset(w->dy, 0, bc);
-    R(sq_posemb_backward)(w->dy, gp->pos_emb, w->demb, b->pos, T, C);
-    R(sq_embedding_backward)(gp->item_emb, w->dy, b->ids, T, C, r_sqrt((real)C));
+    R(sq_posemb_backward)(cx, w->dy, gp->pos_emb, w->demb, b->pos, T, C);
+    R(sq_embedding_backward)(cx, gp->item_emb, w->dy, b->ids, T, C, r_sqrt((real)C));
 }
 
 /* Same steps as sasrec_backward in another order: post-LN blocks, GELU and
@@ -931,6 +942,7 @@ static void R(sasrec_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
 static void R(bert_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
                              const sq_packed *b, R(sq_sasrec) *g)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     const sq_sasrec_config *c = &m->cfg;
     const R(sq_sasrec_params) *p = &m->p;
     R(sq_sasrec_params) *gp = &g->p;
@@ -949,39 +961,39 @@ static void R(bert_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
 
         /* x[l+1] = LN2(s2), s2 (in ln2) = x1 + dropout(h2) */
         memset(w->dy, 0, bc);
-        R(sq_layernorm_backward)(w->dy, gp->ln2w + lc, gp->ln2b + lc, w->dx, ln2,
+        R(sq_layernorm_backward)(cx, w->dy, gp->ln2w + lc, gp->ln2b + lc, w->dx, ln2,
                                  p->ln2w + lc, w->ln2_mean + l * sT, w->ln2_rstd + l * sT,
                                  T, C);
         memcpy(w->dln1, w->dy, bc);
         memset(w->dh2, 0, bc);
-        R(sq_dropout_backward)(w->dh2, w->dy, w->m_ffn2 + l * sTC, TC, pd);
+        R(sq_dropout_backward)(cx, w->dh2, w->dy, w->m_ffn2 + l * sTC, TC, pd);
         /* h2 = W2 gelu(h1) + b2, h1 = W1 x1 + b1 */
         memset(w->dF1, 0, bf);
-        R(sq_linear_backward)(w->dF1, gp->w2 + lfc, gp->b2 + lc, w->dh2, r, p->w2 + lfc,
+        R(sq_linear_backward)(cx, w->dF1, gp->w2 + lfc, gp->b2 + lc, w->dh2, r, p->w2 + lfc,
                               T, F, C);
         memset(w->dF3, 0, bf);
-        R(sq_gelu_backward)(w->dF3, w->dF1, h1, TF);
-        R(sq_linear_backward)(w->dln1, gp->w1 + lfc, gp->b1 + (size_t)l * F, w->dF3, ln1,
+        R(sq_gelu_backward)(cx, w->dF3, w->dF1, h1, TF);
+        R(sq_linear_backward)(cx, w->dln1, gp->w1 + lfc, gp->b1 + (size_t)l * F, w->dF3, ln1,
                               p->w1 + lfc, T, C, F);
         /* x1 (in ln1) = LN1(xmid), xmid = x + dropout(MIX(x, x)) */
         memset(w->dxmid, 0, bc);
-        R(sq_layernorm_backward)(w->dxmid, gp->ln1w + lc, gp->ln1b + lc, w->dln1, xmid,
+        R(sq_layernorm_backward)(cx, w->dxmid, gp->ln1w + lc, gp->ln1b + lc, w->dln1, xmid,
                                  p->ln1w + lc, w->ln1_mean + l * sT, w->ln1_rstd + l * sT,
                                  T, C);
         memcpy(w->dx, w->dxmid, bc);
         memset(w->dproj, 0, bc);
-        R(sq_dropout_backward)(w->dproj, w->dxmid, w->m_att + l * sTC, TC, pd);
+        R(sq_dropout_backward)(cx, w->dproj, w->dxmid, w->m_att + l * sTC, TC, pd);
         R(mix_backward)(m, w, b, g, l, x, x, w->dx, w->dx);
     }
     /* x0 = dropout(LNe(E[ids] + P[pos])) */
     memset(w->dy, 0, bc);
-    R(sq_dropout_backward)(w->dy, w->dx, w->m_emb, TC, pd);
+    R(sq_dropout_backward)(cx, w->dy, w->dx, w->m_emb, TC, pd);
     memset(w->demb, 0, bc);
-    R(sq_layernorm_backward)(w->demb, gp->emblnw, gp->emblnb, w->dy, w->emb, p->emblnw,
+    R(sq_layernorm_backward)(cx, w->demb, gp->emblnw, gp->emblnb, w->dy, w->emb, p->emblnw,
                              w->embln_mean, w->embln_rstd, T, C);
     memset(w->dy, 0, bc);
-    R(sq_posemb_backward)(w->dy, gp->pos_emb, w->demb, b->pos, T, C);
-    R(sq_embedding_backward)(gp->item_emb, w->dy, b->ids, T, C, 1);
+    R(sq_posemb_backward)(cx, w->dy, gp->pos_emb, w->demb, b->pos, T, C);
+    R(sq_embedding_backward)(cx, gp->item_emb, w->dy, b->ids, T, C, 1);
 }
 
 void R(sq_sasrec_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,

@@ -12,8 +12,8 @@
  * depend on the thread count. */
 #define NORM_BLOCKS 64
 
-void R(sq_adam_update)(real *param, const real *grad, real *m, real *v,
-                       size_t n, const sq_adam_cfg *cfg, long t)
+void R(sq_adam_update)(const sq_ctx *cx, real *param, const real *grad, real *m,
+                       real *v, size_t n, const sq_adam_cfg *cfg, long t)
 {
     real b1 = (real)cfg->beta1, b2 = (real)cfg->beta2;
     real lr = (real)cfg->lr, eps = (real)cfg->eps, wd = (real)cfg->weight_decay;
@@ -22,7 +22,7 @@ void R(sq_adam_update)(real *param, const real *grad, real *m, real *v,
     real bc2_sqrt = (real)sqrt(1.0 - pow(cfg->beta2, (double)t));
     real decay = cfg->decoupled ? (real)1 - lr * wd : (real)1;
     real l2 = cfg->decoupled ? (real)0 : wd;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
     for (size_t i = 0; i < n; i++) {
         real g = grad[i] + l2 * param[i];
         m[i] = b1 * m[i] + ((real)1 - b1) * g;
@@ -33,11 +33,11 @@ void R(sq_adam_update)(real *param, const real *grad, real *m, real *v,
     }
 }
 
-double R(sq_grad_norm)(const real *g, size_t n)
+double R(sq_grad_norm)(const sq_ctx *cx, const real *g, size_t n)
 {
     double part[NORM_BLOCKS];
     size_t bs = (n + NORM_BLOCKS - 1) / NORM_BLOCKS;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
     for (int k = 0; k < NORM_BLOCKS; k++) {
         size_t i0 = (size_t)k * bs, i1 = i0 + bs < n ? i0 + bs : n;
         double s = 0;
@@ -51,13 +51,13 @@ double R(sq_grad_norm)(const real *g, size_t n)
     return sqrt(s);
 }
 
-double R(sq_grad_clip)(real *g, size_t n, double max_norm)
+double R(sq_grad_clip)(const sq_ctx *cx, real *g, size_t n, double max_norm)
 {
-    double norm = R(sq_grad_norm)(g, n);
+    double norm = R(sq_grad_norm)(cx, g, n);
     if (!isfinite(norm) || max_norm <= 0 || norm <= max_norm)
         return norm;
     real s = (real)(max_norm / (norm + 1e-6));
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
     for (size_t i = 0; i < n; i++)
         g[i] *= s;
     return norm;

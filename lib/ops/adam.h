@@ -6,12 +6,15 @@
  * several groups (say, no weight decay for biases) are updated by one call
  * per group on the matching slices of param, grad, m and v.
  *
- * Like the ops, every function exists for float (the name) and double
- * (name_f64), compiled from the same source (see real.h). */
+ * Like the ops, every function takes the op context first (ctx.h) and
+ * exists for float (the name) and double (name_f64), compiled from the same
+ * source (see real.h). */
 #ifndef SQ_ADAM_H
 #define SQ_ADAM_H
 
 #include <stddef.h>
+
+#include "ctx.h"
 
 typedef struct {
     double lr;           /* learning rate */
@@ -48,16 +51,16 @@ typedef struct {
  *   g = grad (+ wd * param for Adam)      param *= 1 - lr wd (AdamW)
  *   m = b1 m + (1 - b1) g                 v = b2 v + (1 - b2) g^2
  *   param -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) */
-void R(sq_adam_update)(real *param, const real *grad, real *m, real *v,
-                       size_t n, const sq_adam_cfg *cfg, long t);
+void R(sq_adam_update)(const sq_ctx *cx, real *param, const real *grad, real *m,
+                       real *v, size_t n, const sq_adam_cfg *cfg, long t);
 
 /* The L2 norm of g[n], summed in double in a fixed order. */
-double R(sq_grad_norm)(const real *g, size_t n);
+double R(sq_grad_norm)(const sq_ctx *cx, const real *g, size_t n);
 
 /* Global-norm clipping: when the norm exceeds max_norm > 0, scales g by
  * max_norm / (norm + 1e-6) (PyTorch clip_grad_norm_). Returns the norm
  * before clipping; a non-finite norm is returned and g left alone, so the
  * caller can stop on divergence. */
-double R(sq_grad_clip)(real *g, size_t n, double max_norm);
+double R(sq_grad_clip)(const sq_ctx *cx, real *g, size_t n, double max_norm);
 
 #endif

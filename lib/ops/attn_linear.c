@@ -154,11 +154,13 @@ static int par_worth(int T, int C, int hs)
 }
 
 /* The work-item loop shared by every kind: BODY runs for segment b
- * (rows o .. o+L-1), head h, with the slot `st`. */
+ * (rows o .. o+L-1), head h, with the slot `st`; the op's `off` and `cx`
+ * (its thread count) must be in scope. */
 #define FOR_SEGMENT_HEADS(scratch, rowbufs, T, B, H, C, BODY) do { \
     int G_ = n_groups(B), hs_ = (C) / (H), par_ = par_worth(T, C, hs_); \
     real *slots_ = (scratch) + (size_t)(rowbufs) * (size_t)(T) * (size_t)(C); \
-    _Pragma("omp parallel for schedule(dynamic, 1) if(par_)") \
+    _Pragma("omp parallel for schedule(dynamic, 1) if(par_) \
+             num_threads(sq_ctx_threads(cx))") \
     for (int gh_ = 0; gh_ < G_ * (H); gh_++) { \
         int h = gh_ % (H); \
         real *st = slots_ + (size_t)gh_ * slot_size(hs_); \
@@ -290,10 +292,10 @@ static void linrec_bwd(real *dq, real *dk, real *dv, real *dz,
     }
 }
 
-void R(sq_linrec_forward)(real *out, real *cache, real *scratch,
-                          const real *q, const real *k, const real *v, int ld,
-                          const int *off, int B, int H, int C, int causal,
-                          sq_linrec_scale scale)
+void R(sq_linrec_forward)(const sq_ctx *cx, real *out, real *cache,
+                          real *scratch, const real *q, const real *k,
+                          const real *v, int ld, const int *off, int B, int H,
+                          int C, int causal, sq_linrec_scale scale)
 {
     int T = off[B], paper = scale == SQ_LINREC_PAPER;
     real *rk = cache, *rq = cache + (size_t)T * C;
@@ -301,11 +303,11 @@ void R(sq_linrec_forward)(real *out, real *cache, real *scratch,
         linrec_fwd(out, rk, rq, q, k, v, ld, C, H, o, L, h, causal, paper, st));
 }
 
-void R(sq_linrec_backward)(real *dq, real *dk, real *dv, real *scratch,
-                           const real *dout, const real *q, const real *k,
-                           const real *v, const real *cache, int ld,
-                           const int *off, int B, int H, int C, int causal,
-                           sq_linrec_scale scale)
+void R(sq_linrec_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
+                           real *scratch, const real *dout, const real *q,
+                           const real *k, const real *v, const real *cache,
+                           int ld, const int *off, int B, int H, int C,
+                           int causal, sq_linrec_scale scale)
 {
     int T = off[B], paper = scale == SQ_LINREC_PAPER;
     const real *rk = cache, *rq = cache + (size_t)T * C;
@@ -402,21 +404,21 @@ static void linear_bwd(real *dq, real *dk, real *dv, real *dden,
     }
 }
 
-void R(sq_linear_attn_forward)(real *out, real *cache, real *scratch,
-                               const real *q, const real *k, const real *v,
-                               int ld, const int *off, int B, int H, int C,
-                               int causal)
+void R(sq_linear_attn_forward)(const sq_ctx *cx, real *out, real *cache,
+                               real *scratch, const real *q, const real *k,
+                               const real *v, int ld, const int *off, int B,
+                               int H, int C, int causal)
 {
     int T = off[B];
     FOR_SEGMENT_HEADS(scratch, 0, T, B, H, C,
         linear_fwd(out, cache, q, k, v, ld, C, H, o, L, h, causal, st));
 }
 
-void R(sq_linear_attn_backward)(real *dq, real *dk, real *dv, real *scratch,
-                                const real *dout, const real *q,
-                                const real *k, const real *v,
-                                const real *cache, int ld, const int *off,
-                                int B, int H, int C, int causal)
+void R(sq_linear_attn_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
+                                real *scratch, const real *dout, const real *q,
+                                const real *k, const real *v, const real *cache,
+                                int ld, const int *off, int B, int H, int C,
+                                int causal)
 {
     int T = off[B];
     real *dden = scratch;
@@ -552,22 +554,21 @@ static void eff_bwd(real *dq, real *dk, real *dv, real *c, const real *dout,
     }
 }
 
-void R(sq_efficient_attn_forward)(real *out, real *cache, real *scratch,
-                                  const real *q, const real *k,
-                                  const real *v, int ld, const int *off,
-                                  int B, int H, int C, int causal)
+void R(sq_efficient_attn_forward)(const sq_ctx *cx, real *out, real *cache,
+                                  real *scratch, const real *q, const real *k,
+                                  const real *v, int ld, const int *off, int B,
+                                  int H, int C, int causal)
 {
     int T = off[B];
     FOR_SEGMENT_HEADS(scratch, 0, T, B, H, C,
         eff_fwd(out, cache, q, k, v, ld, C, H, o, L, h, causal, st));
 }
 
-void R(sq_efficient_attn_backward)(real *dq, real *dk, real *dv,
-                                   real *scratch, const real *dout,
-                                   const real *q, const real *k,
-                                   const real *v, const real *cache, int ld,
-                                   const int *off, int B, int H, int C,
-                                   int causal)
+void R(sq_efficient_attn_backward)(const sq_ctx *cx, real *dq, real *dk,
+                                   real *dv, real *scratch, const real *dout,
+                                   const real *q, const real *k, const real *v,
+                                   const real *cache, int ld, const int *off,
+                                   int B, int H, int C, int causal)
 {
     int T = off[B];
     real *c = scratch;
@@ -635,9 +636,11 @@ static void hydra_bwd(real *dv, real *dpq, real *dpk, const real *dout,
 }
 
 /* n[t] = 1 / sqrt(|x_t|^2 + eps) over the C columns of row t. */
-static void row_rnorms(real *n, const real *x, int ld, int T, int C)
+static void row_rnorms(const sq_ctx *cx, real *n, const real *x, int ld,
+                       int T, int C)
 {
-    #pragma omp parallel for schedule(static) if(par_worth(T, C, 0))
+    #pragma omp parallel for schedule(static) if(par_worth(T, C, 0)) \
+            num_threads(sq_ctx_threads(cx))
     for (int t = 0; t < T; t++) {
         const real *xt = x + (size_t)t * ld;
         n[t] = (real)1 / r_sqrt(sq_dot(xt, xt, C) + (real)SQ_LATTN_EPS);
@@ -645,10 +648,12 @@ static void row_rnorms(real *n, const real *x, int ld, int T, int C)
 }
 
 /* dx_t += n_t (dphi_t - phi_t (phi_t . dphi_t)), phi_t = n_t x_t. */
-static void row_rnorms_backward(real *dx, const real *dphi, const real *x,
-                                const real *n, int ld, int T, int C)
+static void row_rnorms_backward(const sq_ctx *cx, real *dx, const real *dphi,
+                                const real *x, const real *n, int ld, int T,
+                                int C)
 {
-    #pragma omp parallel for schedule(static) if(par_worth(T, C, 0))
+    #pragma omp parallel for schedule(static) if(par_worth(T, C, 0)) \
+            num_threads(sq_ctx_threads(cx))
     for (int t = 0; t < T; t++) {
         const real *xt = x + (size_t)t * ld, *dp = dphi + (size_t)t * C;
         real nt = n[t], s = sq_dot(xt, dp, C) * nt * nt;
@@ -658,24 +663,24 @@ static void row_rnorms_backward(real *dx, const real *dphi, const real *x,
     }
 }
 
-void R(sq_hydra_attn_forward)(real *out, real *cache, real *scratch,
-                              const real *q, const real *k, const real *v,
-                              int ld, const int *off, int B, int H, int C,
-                              int causal)
+void R(sq_hydra_attn_forward)(const sq_ctx *cx, real *out, real *cache,
+                              real *scratch, const real *q, const real *k,
+                              const real *v, int ld, const int *off, int B,
+                              int H, int C, int causal)
 {
     int T = off[B];
     real *nq = cache, *nk = cache + T;
-    row_rnorms(nq, q, ld, T, C);
-    row_rnorms(nk, k, ld, T, C);
+    row_rnorms(cx, nq, q, ld, T, C);
+    row_rnorms(cx, nk, k, ld, T, C);
     FOR_SEGMENT_HEADS(scratch, 0, T, B, H, C,
         hydra_fwd(out, nq, nk, q, k, v, ld, C, H, o, L, h, causal, st));
 }
 
-void R(sq_hydra_attn_backward)(real *dq, real *dk, real *dv, real *scratch,
-                               const real *dout, const real *q,
-                               const real *k, const real *v,
-                               const real *cache, int ld, const int *off,
-                               int B, int H, int C, int causal)
+void R(sq_hydra_attn_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
+                               real *scratch, const real *dout, const real *q,
+                               const real *k, const real *v, const real *cache,
+                               int ld, const int *off, int B, int H, int C,
+                               int causal)
 {
     int T = off[B];
     const real *nq = cache, *nk = cache + T;
@@ -683,64 +688,64 @@ void R(sq_hydra_attn_backward)(real *dq, real *dk, real *dv, real *scratch,
     FOR_SEGMENT_HEADS(scratch, 2, T, B, H, C,
         hydra_bwd(dv, dpq, dpk, dout, nq, nk, q, k, v, ld, C, H, o, L, h,
                   causal, st));
-    row_rnorms_backward(dq, dpq, q, nq, ld, T, C);
-    row_rnorms_backward(dk, dpk, k, nk, ld, T, C);
+    row_rnorms_backward(cx, dq, dpq, q, nq, ld, T, C);
+    row_rnorms_backward(cx, dk, dpk, k, nk, ld, T, C);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Dispatch                                                                  */
 
-void R(sq_lattn_forward)(sq_lattn_kind kind, real *out, real *cache,
-                         real *scratch, const real *q, const real *k,
-                         const real *v, int ld, const int *off, int B, int H,
-                         int C, int causal)
+void R(sq_lattn_forward)(const sq_ctx *cx, sq_lattn_kind kind, real *out,
+                         real *cache, real *scratch, const real *q,
+                         const real *k, const real *v, int ld, const int *off,
+                         int B, int H, int C, int causal)
 {
     switch (kind) {
     case SQ_LATTN_LINREC:
     case SQ_LATTN_LINREC_PAPER:
-        R(sq_linrec_forward)(out, cache, scratch, q, k, v, ld, off, B, H, C,
+        R(sq_linrec_forward)(cx, out, cache, scratch, q, k, v, ld, off, B, H, C,
                              causal, kind == SQ_LATTN_LINREC_PAPER ?
                              SQ_LINREC_PAPER : SQ_LINREC_CODE);
         break;
     case SQ_LATTN_LINEAR:
-        R(sq_linear_attn_forward)(out, cache, scratch, q, k, v, ld, off, B,
+        R(sq_linear_attn_forward)(cx, out, cache, scratch, q, k, v, ld, off, B,
                                   H, C, causal);
         break;
     case SQ_LATTN_EFFICIENT:
-        R(sq_efficient_attn_forward)(out, cache, scratch, q, k, v, ld, off,
+        R(sq_efficient_attn_forward)(cx, out, cache, scratch, q, k, v, ld, off,
                                      B, H, C, causal);
         break;
     case SQ_LATTN_HYDRA:
-        R(sq_hydra_attn_forward)(out, cache, scratch, q, k, v, ld, off, B, H,
-                                 C, causal);
+        R(sq_hydra_attn_forward)(cx, out, cache, scratch, q, k, v, ld, off, B,
+                                 H, C, causal);
         break;
     }
 }
 
-void R(sq_lattn_backward)(sq_lattn_kind kind, real *dq, real *dk, real *dv,
-                          real *scratch, const real *dout, const real *q,
-                          const real *k, const real *v, const real *cache,
-                          int ld, const int *off, int B, int H, int C,
-                          int causal)
+void R(sq_lattn_backward)(const sq_ctx *cx, sq_lattn_kind kind, real *dq,
+                          real *dk, real *dv, real *scratch, const real *dout,
+                          const real *q, const real *k, const real *v,
+                          const real *cache, int ld, const int *off, int B,
+                          int H, int C, int causal)
 {
     switch (kind) {
     case SQ_LATTN_LINREC:
     case SQ_LATTN_LINREC_PAPER:
-        R(sq_linrec_backward)(dq, dk, dv, scratch, dout, q, k, v, cache, ld,
+        R(sq_linrec_backward)(cx, dq, dk, dv, scratch, dout, q, k, v, cache, ld,
                               off, B, H, C, causal,
                               kind == SQ_LATTN_LINREC_PAPER ?
                               SQ_LINREC_PAPER : SQ_LINREC_CODE);
         break;
     case SQ_LATTN_LINEAR:
-        R(sq_linear_attn_backward)(dq, dk, dv, scratch, dout, q, k, v, cache,
-                                   ld, off, B, H, C, causal);
+        R(sq_linear_attn_backward)(cx, dq, dk, dv, scratch, dout, q, k, v,
+                                   cache, ld, off, B, H, C, causal);
         break;
     case SQ_LATTN_EFFICIENT:
-        R(sq_efficient_attn_backward)(dq, dk, dv, scratch, dout, q, k, v,
+        R(sq_efficient_attn_backward)(cx, dq, dk, dv, scratch, dout, q, k, v,
                                       cache, ld, off, B, H, C, causal);
         break;
     case SQ_LATTN_HYDRA:
-        R(sq_hydra_attn_backward)(dq, dk, dv, scratch, dout, q, k, v, cache,
+        R(sq_hydra_attn_backward)(cx, dq, dk, dv, scratch, dout, q, k, v, cache,
                                   ld, off, B, H, C, causal);
         break;
     }

@@ -89,6 +89,8 @@
 
 #include <stddef.h>
 
+#include "ctx.h"
+
 #define SQ_LATTN_EPS 1e-12     /* added to squared L2 norms */
 #define SQ_LATTN_EPS_DEN 1e-6  /* added to the linear kind's denominator */
 #define SQ_LATTN_GROUPS 32     /* segment groups = state slots per head */
@@ -133,56 +135,55 @@ size_t sq_lattn_scratch_size(sq_lattn_kind kind, const int *off, int B,
 
 #elif defined(SQ_ATTN_LINEAR_DECLARE)
 
-void R(sq_linrec_forward)(real *out, real *cache, real *scratch,
-                          const real *q, const real *k, const real *v, int ld,
-                          const int *off, int B, int H, int C, int causal,
-                          sq_linrec_scale scale);
-void R(sq_linrec_backward)(real *dq, real *dk, real *dv, real *scratch,
-                           const real *dout, const real *q, const real *k,
-                           const real *v, const real *cache, int ld,
-                           const int *off, int B, int H, int C, int causal,
-                           sq_linrec_scale scale);
+void R(sq_linrec_forward)(const sq_ctx *cx, real *out, real *cache,
+                          real *scratch, const real *q, const real *k,
+                          const real *v, int ld, const int *off, int B, int H,
+                          int C, int causal, sq_linrec_scale scale);
+void R(sq_linrec_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
+                           real *scratch, const real *dout, const real *q,
+                           const real *k, const real *v, const real *cache,
+                           int ld, const int *off, int B, int H, int C,
+                           int causal, sq_linrec_scale scale);
 
-void R(sq_linear_attn_forward)(real *out, real *cache, real *scratch,
-                               const real *q, const real *k, const real *v,
+void R(sq_linear_attn_forward)(const sq_ctx *cx, real *out, real *cache,
+                               real *scratch, const real *q, const real *k,
+                               const real *v, int ld, const int *off, int B,
+                               int H, int C, int causal);
+void R(sq_linear_attn_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
+                                real *scratch, const real *dout, const real *q,
+                                const real *k, const real *v, const real *cache,
+                                int ld, const int *off, int B, int H, int C,
+                                int causal);
+
+void R(sq_efficient_attn_forward)(const sq_ctx *cx, real *out, real *cache,
+                                  real *scratch, const real *q, const real *k,
+                                  const real *v, int ld, const int *off, int B,
+                                  int H, int C, int causal);
+void R(sq_efficient_attn_backward)(const sq_ctx *cx, real *dq, real *dk,
+                                   real *dv, real *scratch, const real *dout,
+                                   const real *q, const real *k, const real *v,
+                                   const real *cache, int ld, const int *off,
+                                   int B, int H, int C, int causal);
+
+void R(sq_hydra_attn_forward)(const sq_ctx *cx, real *out, real *cache,
+                              real *scratch, const real *q, const real *k,
+                              const real *v, int ld, const int *off, int B,
+                              int H, int C, int causal);
+void R(sq_hydra_attn_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
+                               real *scratch, const real *dout, const real *q,
+                               const real *k, const real *v, const real *cache,
                                int ld, const int *off, int B, int H, int C,
                                int causal);
-void R(sq_linear_attn_backward)(real *dq, real *dk, real *dv, real *scratch,
-                                const real *dout, const real *q,
-                                const real *k, const real *v,
-                                const real *cache, int ld, const int *off,
-                                int B, int H, int C, int causal);
-
-void R(sq_efficient_attn_forward)(real *out, real *cache, real *scratch,
-                                  const real *q, const real *k,
-                                  const real *v, int ld, const int *off,
-                                  int B, int H, int C, int causal);
-void R(sq_efficient_attn_backward)(real *dq, real *dk, real *dv,
-                                   real *scratch, const real *dout,
-                                   const real *q, const real *k,
-                                   const real *v, const real *cache, int ld,
-                                   const int *off, int B, int H, int C,
-                                   int causal);
-
-void R(sq_hydra_attn_forward)(real *out, real *cache, real *scratch,
-                              const real *q, const real *k, const real *v,
-                              int ld, const int *off, int B, int H, int C,
-                              int causal);
-void R(sq_hydra_attn_backward)(real *dq, real *dk, real *dv, real *scratch,
-                               const real *dout, const real *q,
-                               const real *k, const real *v,
-                               const real *cache, int ld, const int *off,
-                               int B, int H, int C, int causal);
 
 /* Dispatch on kind (for the model code: one call site per direction). */
-void R(sq_lattn_forward)(sq_lattn_kind kind, real *out, real *cache,
-                         real *scratch, const real *q, const real *k,
-                         const real *v, int ld, const int *off, int B, int H,
-                         int C, int causal);
-void R(sq_lattn_backward)(sq_lattn_kind kind, real *dq, real *dk, real *dv,
-                          real *scratch, const real *dout, const real *q,
-                          const real *k, const real *v, const real *cache,
-                          int ld, const int *off, int B, int H, int C,
-                          int causal);
+void R(sq_lattn_forward)(const sq_ctx *cx, sq_lattn_kind kind, real *out,
+                         real *cache, real *scratch, const real *q,
+                         const real *k, const real *v, int ld, const int *off,
+                         int B, int H, int C, int causal);
+void R(sq_lattn_backward)(const sq_ctx *cx, sq_lattn_kind kind, real *dq,
+                          real *dk, real *dv, real *scratch, const real *dout,
+                          const real *q, const real *k, const real *v,
+                          const real *cache, int ld, const int *off, int B,
+                          int H, int C, int causal);
 
 #endif

@@ -103,16 +103,17 @@ static int seg_row(const int *p, int L, int q)
 /* ------------------------------------------------------------------------ */
 /* 1. positional (PARec)                                                    */
 
-void R(sq_pa_forward)(real *out, real *att, const real *Rw, const real *v,
-                      int ld, const int *off, const int *pos, int B, int H,
-                      int C, int max_len, int causal)
+void R(sq_pa_forward)(const sq_ctx *cx, real *out, real *att, const real *Rw,
+                      const real *v, int ld, const int *off, const int *pos,
+                      int B, int H, int C, int max_len, int causal)
 {
     int hs = C / H;
     real scale = (real)1 / r_sqrt((real)hs);
     size_t nn = (size_t)max_len * max_len;
     /* One (segment, head) pair per iteration, one thread each: disjoint
      * outputs, fixed order inside, so dynamic scheduling is deterministic. */
-    #pragma omp parallel for schedule(dynamic, 1)
+    #pragma omp parallel for schedule(dynamic, 1) \
+            num_threads(sq_ctx_threads(cx))
     for (int bh = 0; bh < B * H; bh++) {
         int b = bh / H, h = bh % H;
         int o = off[b], L = off[b + 1] - off[b];
@@ -132,7 +133,7 @@ void R(sq_pa_forward)(real *out, real *att, const real *Rw, const real *v,
     }
 }
 
-void R(sq_pa_backward)(real *dRw, real *dv, const real *dout,
+void R(sq_pa_backward)(const sq_ctx *cx, real *dRw, real *dv, const real *dout,
                        const real *out, const real *v, const real *att,
                        int ld, const int *off, const int *pos, int B, int H,
                        int C, int max_len, int causal)
@@ -142,7 +143,8 @@ void R(sq_pa_backward)(real *dRw, real *dv, const real *dout,
     size_t nn = (size_t)max_len * max_len;
     /* dv_j += sum_i A_ij dout_i: per (segment, head), rows in order. */
     if (dv) {
-        #pragma omp parallel for schedule(dynamic, 1)
+        #pragma omp parallel for schedule(dynamic, 1) \
+                num_threads(sq_ctx_threads(cx))
         for (int bh = 0; bh < B * H; bh++) {
             int b = bh / H, h = bh % H;
             int o = off[b], L = off[b + 1] - off[b];
@@ -162,7 +164,8 @@ void R(sq_pa_backward)(real *dRw, real *dv, const real *dout,
      * softmax backward, with sum_j' A_ij' dA_ij' = dout_i . out_i. One row
      * (h, q) of dRw per iteration; the segments that occupy position q add
      * into it in segment order. */
-    #pragma omp parallel for schedule(dynamic, 1)
+    #pragma omp parallel for schedule(dynamic, 1) \
+            num_threads(sq_ctx_threads(cx))
     for (int hq = 0; hq < H * max_len; hq++) {
         int h = hq / max_len, q = hq % max_len;
         real *drow = dRw + (size_t)h * nn + (size_t)q * max_len;
@@ -200,10 +203,10 @@ static int min_pos(const int *off, const int *pos, int B, int max_len)
     return m;
 }
 
-void R(sq_fpa_forward)(real *out, real *att, real *scratch, const real *R1,
-                       const real *R2, int k, const real *v, int ld,
-                       const int *off, const int *pos, int B, int H, int C,
-                       int max_len, int causal)
+void R(sq_fpa_forward)(const sq_ctx *cx, real *out, real *att, real *scratch,
+                       const real *R1, const real *R2, int k, const real *v,
+                       int ld, const int *off, const int *pos, int B, int H,
+                       int C, int max_len, int causal)
 {
     int pmin = min_pos(off, pos, B, max_len), m = max_len - pmin;
     if (m <= 0)
@@ -217,15 +220,16 @@ void R(sq_fpa_forward)(real *out, real *att, real *scratch, const real *R1,
                scratch + (size_t)h * nn + (size_t)pmin * max_len + pmin,
                max_len);
     }
-    R(sq_pa_forward)(out, att, scratch, v, ld, off, pos, B, H, C, max_len,
+    R(sq_pa_forward)(cx, out, att, scratch, v, ld, off, pos, B, H, C, max_len,
                      causal);
 }
 
-void R(sq_fpa_backward)(real *dR1, real *dR2, real *dv, real *scratch,
-                        const real *dout, const real *out, const real *v,
-                        const real *att, const real *R1, const real *R2,
-                        int k, int ld, const int *off, const int *pos, int B,
-                        int H, int C, int max_len, int causal)
+void R(sq_fpa_backward)(const sq_ctx *cx, real *dR1, real *dR2, real *dv,
+                        real *scratch, const real *dout, const real *out,
+                        const real *v, const real *att, const real *R1,
+                        const real *R2, int k, int ld, const int *off,
+                        const int *pos, int B, int H, int C, int max_len,
+                        int causal)
 {
     int pmin = min_pos(off, pos, B, max_len), m = max_len - pmin;
     if (m <= 0)
@@ -235,7 +239,7 @@ void R(sq_fpa_backward)(real *dR1, real *dR2, real *dv, real *scratch,
         for (int q = pmin; q < max_len; q++)
             memset(scratch + (size_t)h * nn + (size_t)q * max_len + pmin, 0,
                    (size_t)m * sizeof *scratch);
-    R(sq_pa_backward)(scratch, dv, dout, out, v, att, ld, off, pos, B, H, C,
+    R(sq_pa_backward)(cx, scratch, dv, dout, out, v, att, ld, off, pos, B, H, C,
                       max_len, causal);
     for (int h = 0; h < H; h++) {
         size_t r0 = (size_t)h * nk + (size_t)pmin * k;
@@ -276,12 +280,13 @@ static inline real fixed_inv(int kind, const int *p, int i, int jend,
     return (real)1 / sum;
 }
 
-void R(sq_fixed_forward)(real *out, const real *v, int ld, const int *off,
-                         const int *pos, int B, int C, int max_len, int kind,
-                         real decay, int causal)
+void R(sq_fixed_forward)(const sq_ctx *cx, real *out, const real *v, int ld,
+                         const int *off, const int *pos, int B, int C,
+                         int max_len, int kind, real decay, int causal)
 {
     real logdecay = kind == SQ_ATTN_EXP_ANNEAL ? r_log(decay) : (real)0;
-    #pragma omp parallel for schedule(dynamic, 1)
+    #pragma omp parallel for schedule(dynamic, 1) \
+            num_threads(sq_ctx_threads(cx))
     for (int b = 0; b < B; b++) {
         int o = off[b], L = off[b + 1] - off[b];
         const int *p = pos + o;
@@ -303,12 +308,13 @@ void R(sq_fixed_forward)(real *out, const real *v, int ld, const int *off,
     }
 }
 
-void R(sq_fixed_backward)(real *dv, const real *dout, int ld, const int *off,
-                          const int *pos, int B, int C, int max_len, int kind,
-                          real decay, int causal)
+void R(sq_fixed_backward)(const sq_ctx *cx, real *dv, const real *dout, int ld,
+                          const int *off, const int *pos, int B, int C,
+                          int max_len, int kind, real decay, int causal)
 {
     real logdecay = kind == SQ_ATTN_EXP_ANNEAL ? r_log(decay) : (real)0;
-    #pragma omp parallel for schedule(dynamic, 1)
+    #pragma omp parallel for schedule(dynamic, 1) \
+            num_threads(sq_ctx_threads(cx))
     for (int b = 0; b < B; b++) {
         int o = off[b], L = off[b + 1] - off[b];
         const int *p = pos + o;
@@ -327,14 +333,15 @@ void R(sq_fixed_backward)(real *dv, const real *dout, int ld, const int *off,
 /* ------------------------------------------------------------------------ */
 /* 4. Token mixing                                                          */
 
-void R(sq_mixing_forward)(real *out, real *cache, const real *x, int ld,
-                          const real *W1, const real *b1, const real *W2,
-                          const real *b2, const int *off, const int *pos,
-                          int B, int C, int max_len, int causal)
+void R(sq_mixing_forward)(const sq_ctx *cx, real *out, real *cache,
+                          const real *x, int ld, const real *W1, const real *b1,
+                          const real *W2, const real *b2, const int *off,
+                          const int *pos, int B, int C, int max_len, int causal)
 {
     size_t TC = (size_t)off[B] * C;
     real *u = cache, *g = cache + TC;
-    #pragma omp parallel for schedule(dynamic, 1)
+    #pragma omp parallel for schedule(dynamic, 1) \
+            num_threads(sq_ctx_threads(cx))
     for (int b = 0; b < B; b++) {
         int o = off[b], L = off[b + 1] - off[b];
         const int *p = pos + o;
@@ -363,19 +370,20 @@ void R(sq_mixing_forward)(real *out, real *cache, const real *x, int ld,
     }
 }
 
-void R(sq_mixing_backward)(real *dx, real *dW1, real *db1, real *dW2,
-                           real *db2, real *scratch, const real *dout,
-                           const real *x, const real *cache, const real *W1,
-                           const real *W2, int ld, const int *off,
-                           const int *pos, int B, int C, int max_len,
-                           int causal)
+void R(sq_mixing_backward)(const sq_ctx *cx, real *dx, real *dW1, real *db1,
+                           real *dW2, real *db2, real *scratch,
+                           const real *dout, const real *x, const real *cache,
+                           const real *W1, const real *W2, int ld,
+                           const int *off, const int *pos, int B, int C,
+                           int max_len, int causal)
 {
     size_t TC = (size_t)off[B] * C;
     const real *u = cache, *g = cache + TC;
     real *du = scratch;
     /* Per segment: du_t = gelu'(u_t) * sum_{i: t in allowed(i)} W2[p_i, p_t]
      * dout_i, then dx_j += sum_{t: j in allowed(t)} W1[p_t, p_j] du_t. */
-    #pragma omp parallel for schedule(dynamic, 1)
+    #pragma omp parallel for schedule(dynamic, 1) \
+            num_threads(sq_ctx_threads(cx))
     for (int b = 0; b < B; b++) {
         int o = off[b], L = off[b + 1] - off[b];
         const int *p = pos + o;
@@ -402,7 +410,8 @@ void R(sq_mixing_backward)(real *dx, real *dW1, real *db1, real *dW2,
     }
     /* Parameter rows: position q's rows of W1, W2 and entries of b1, b2,
      * the segments that occupy q adding in segment order. */
-    #pragma omp parallel for schedule(dynamic, 1)
+    #pragma omp parallel for schedule(dynamic, 1) \
+            num_threads(sq_ctx_threads(cx))
     for (int q = 0; q < max_len; q++) {
         real *dw1 = dW1 + (size_t)q * max_len, *dw2 = dW2 + (size_t)q * max_len;
         for (int b = 0; b < B; b++) {

@@ -90,6 +90,8 @@
 
 #include <stddef.h>
 
+#include "ctx.h"
+
 /* e^-1: the exponential-annealing decay of Eq. 14. */
 #define SQ_EXP_ANNEAL_DECAY 0.36787944117144232160
 
@@ -142,10 +144,10 @@ size_t sq_mixing_scratch_size(int T, int C);
 /* 1. positional (PARec). Rw [H, max_len, max_len]; att: sq_pa_cache_size
  * reals; C = H * hs. Backward: dRw or dv may be NULL (not wanted); needs
  * the forward's out and att unchanged. */
-void R(sq_pa_forward)(real *out, real *att, const real *Rw, const real *v,
-                      int ld, const int *off, const int *pos, int B, int H,
-                      int C, int max_len, int causal);
-void R(sq_pa_backward)(real *dRw, real *dv, const real *dout,
+void R(sq_pa_forward)(const sq_ctx *cx, real *out, real *att, const real *Rw,
+                      const real *v, int ld, const int *off, const int *pos,
+                      int B, int H, int C, int max_len, int causal);
+void R(sq_pa_backward)(const sq_ctx *cx, real *dRw, real *dv, const real *dout,
                        const real *out, const real *v, const real *att,
                        int ld, const int *off, const int *pos, int B, int H,
                        int C, int max_len, int causal);
@@ -153,39 +155,41 @@ void R(sq_pa_backward)(real *dRw, real *dv, const real *dout,
 /* 2. fpositional (FPARec). R1, R2 [H, max_len, k]; scratch:
  * sq_fpa_scratch_size reals (forward and backward may share it). dv may be
  * NULL. */
-void R(sq_fpa_forward)(real *out, real *att, real *scratch, const real *R1,
-                       const real *R2, int k, const real *v, int ld,
-                       const int *off, const int *pos, int B, int H, int C,
-                       int max_len, int causal);
-void R(sq_fpa_backward)(real *dR1, real *dR2, real *dv, real *scratch,
-                        const real *dout, const real *out, const real *v,
-                        const real *att, const real *R1, const real *R2,
-                        int k, int ld, const int *off, const int *pos, int B,
-                        int H, int C, int max_len, int causal);
+void R(sq_fpa_forward)(const sq_ctx *cx, real *out, real *att, real *scratch,
+                       const real *R1, const real *R2, int k, const real *v,
+                       int ld, const int *off, const int *pos, int B, int H,
+                       int C, int max_len, int causal);
+void R(sq_fpa_backward)(const sq_ctx *cx, real *dR1, real *dR2, real *dv,
+                        real *scratch, const real *dout, const real *out,
+                        const real *v, const real *att, const real *R1,
+                        const real *R2, int k, int ld, const int *off,
+                        const int *pos, int B, int H, int C, int max_len,
+                        int causal);
 
 /* 3. Fixed patterns: kind SQ_ATTN_AVERAGE, SQ_ATTN_LINEAR_ANNEAL or
  * SQ_ATTN_EXP_ANNEAL (decay is read by the last only). */
-void R(sq_fixed_forward)(real *out, const real *v, int ld, const int *off,
-                         const int *pos, int B, int C, int max_len, int kind,
-                         real decay, int causal);
-void R(sq_fixed_backward)(real *dv, const real *dout, int ld, const int *off,
-                          const int *pos, int B, int C, int max_len, int kind,
-                          real decay, int causal);
+void R(sq_fixed_forward)(const sq_ctx *cx, real *out, const real *v, int ld,
+                         const int *off, const int *pos, int B, int C,
+                         int max_len, int kind, real decay, int causal);
+void R(sq_fixed_backward)(const sq_ctx *cx, real *dv, const real *dout, int ld,
+                          const int *off, const int *pos, int B, int C,
+                          int max_len, int kind, real decay, int causal);
 
 /* 4. mixing. x [T, C] stride ld (dx too; dx may be NULL); W1, W2
  * [max_len, max_len] row-major (W1[q, p]: input position p -> hidden unit
  * q; W2[p, q]: hidden unit q -> output position p); b1, b2 [max_len];
  * cache: sq_mixing_cache_size(T, C) reals, scratch:
  * sq_mixing_scratch_size(T, C) reals. */
-void R(sq_mixing_forward)(real *out, real *cache, const real *x, int ld,
-                          const real *W1, const real *b1, const real *W2,
-                          const real *b2, const int *off, const int *pos,
-                          int B, int C, int max_len, int causal);
-void R(sq_mixing_backward)(real *dx, real *dW1, real *db1, real *dW2,
-                           real *db2, real *scratch, const real *dout,
-                           const real *x, const real *cache, const real *W1,
-                           const real *W2, int ld, const int *off,
-                           const int *pos, int B, int C, int max_len,
-                           int causal);
+void R(sq_mixing_forward)(const sq_ctx *cx, real *out, real *cache,
+                          const real *x, int ld, const real *W1, const real *b1,
+                          const real *W2, const real *b2, const int *off,
+                          const int *pos, int B, int C, int max_len,
+                          int causal);
+void R(sq_mixing_backward)(const sq_ctx *cx, real *dx, real *dW1, real *db1,
+                           real *dW2, real *db2, real *scratch,
+                           const real *dout, const real *x, const real *cache,
+                           const real *W1, const real *W2, int ld,
+                           const int *off, const int *pos, int B, int C,
+                           int max_len, int causal);
 
 #endif

@@ -64,10 +64,10 @@ size_t sq_ce_scratch_size(int chunk, int V1, int C)
 /* ------------------------------------------------------------------------ */
 /* 1. Embedding lookup                                                      */
 
-void R(sq_embedding_forward)(real *out, const real *table, const int *ids,
-                             int T, int C, real scale)
+void R(sq_embedding_forward)(const sq_ctx *cx, real *out, const real *table,
+                             const int *ids, int T, int C, real scale)
 {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
     for (int t = 0; t < T; t++) {
         real *o = out + (size_t)t * C;
         const real *e = table + (size_t)ids[t] * C;
@@ -76,12 +76,12 @@ void R(sq_embedding_forward)(real *out, const real *table, const int *ids,
     }
 }
 
-void R(sq_embedding_backward)(real *dtable, const real *dout, const int *ids,
-                              int T, int C, real scale)
+void R(sq_embedding_backward)(const sq_ctx *cx, real *dtable, const real *dout,
+                              const int *ids, int T, int C, real scale)
 {
     /* Several tokens share an item: scatter-add by column blocks, tokens in
      * order (deterministic, no atomics). Row 0 never gets gradient. */
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
     for (int c0 = 0; c0 < C; c0 += COL_BLOCK) {
         int c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
         for (int t = 0; t < T; t++) {
@@ -98,10 +98,10 @@ void R(sq_embedding_backward)(real *dtable, const real *dout, const int *ids,
 /* ------------------------------------------------------------------------ */
 /* 2. Learned positional embedding                                          */
 
-void R(sq_posemb_forward)(real *out, const real *inp, const real *pe,
-                          const int *pos, int T, int C)
+void R(sq_posemb_forward)(const sq_ctx *cx, real *out, const real *inp,
+                          const real *pe, const int *pos, int T, int C)
 {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
     for (int t = 0; t < T; t++) {
         const real *p = pe + (size_t)pos[t] * C;
         for (int c = 0; c < C; c++)
@@ -109,10 +109,10 @@ void R(sq_posemb_forward)(real *out, const real *inp, const real *pe,
     }
 }
 
-void R(sq_posemb_backward)(real *dinp, real *dpe, const real *dout,
-                           const int *pos, int T, int C)
+void R(sq_posemb_backward)(const sq_ctx *cx, real *dinp, real *dpe,
+                           const real *dout, const int *pos, int T, int C)
 {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
     for (int c0 = 0; c0 < C; c0 += COL_BLOCK) {
         int c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
         for (int t = 0; t < T; t++) {
@@ -129,11 +129,11 @@ void R(sq_posemb_backward)(real *dinp, real *dpe, const real *dout,
 /* ------------------------------------------------------------------------ */
 /* 3. Layer norm                                                            */
 
-void R(sq_layernorm_forward)(real *out, real *mean, real *rstd,
-                             const real *inp, const real *w, const real *b,
-                             int T, int C, real eps)
+void R(sq_layernorm_forward)(const sq_ctx *cx, real *out, real *mean,
+                             real *rstd, const real *inp, const real *w,
+                             const real *b, int T, int C, real eps)
 {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
     for (int t = 0; t < T; t++) {
         const real *x = inp + (size_t)t * C;
         real m = 0;
@@ -154,14 +154,14 @@ void R(sq_layernorm_forward)(real *out, real *mean, real *rstd,
     }
 }
 
-void R(sq_layernorm_backward)(real *dinp, real *dw, real *db,
+void R(sq_layernorm_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db,
                               const real *dout, const real *inp,
                               const real *w, const real *mean,
                               const real *rstd, int T, int C)
 {
     /* With n = xhat = (x - mean) rstd and g = w * dout:
      * dx = rstd (g - mean(g) - n mean(g n))   (the llm.c derivation). */
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
     for (int t = 0; t < T; t++) {
         const real *x = inp + (size_t)t * C, *d = dout + (size_t)t * C;
         real m = mean[t], s = rstd[t];
@@ -180,7 +180,7 @@ void R(sq_layernorm_backward)(real *dinp, real *dw, real *db,
         }
     }
     /* dw = sum_t n * dout, db = sum_t dout: column blocks, tokens in order. */
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
     for (int c0 = 0; c0 < C; c0 += COL_BLOCK) {
         int c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
         for (int t = 0; t < T; t++) {
@@ -196,12 +196,13 @@ void R(sq_layernorm_backward)(real *dinp, real *dw, real *db,
 /* ------------------------------------------------------------------------ */
 /* 4. Linear                                                                */
 
-void R(sq_linear_forward)(real *out, const real *inp, const real *w,
-                          const real *b, int T, int C, int OC)
+void R(sq_linear_forward)(const sq_ctx *cx, real *out, const real *inp,
+                          const real *w, const real *b, int T, int C, int OC)
 {
     /* out = b broadcast, then out += inp W^T in one GEMM (beta = 1). */
     if (b) {
-        #pragma omp parallel for schedule(static)
+        #pragma omp parallel for schedule(static) \
+                num_threads(sq_ctx_threads(cx))
         for (int t = 0; t < T; t++)
             memcpy(out + (size_t)t * OC, b, (size_t)OC * sizeof *out);
     }
@@ -209,9 +210,9 @@ void R(sq_linear_forward)(real *out, const real *inp, const real *w,
            1, inp, C, w, C, b ? 1 : 0, out, OC);
 }
 
-void R(sq_linear_backward)(real *dinp, real *dw, real *db, const real *dout,
-                           const real *inp, const real *w, int T, int C,
-                           int OC)
+void R(sq_linear_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db,
+                           const real *dout, const real *inp, const real *w,
+                           int T, int C, int OC)
 {
     if (dinp) /* dinp[T, C] += dout[T, OC] W[OC, C] */
         r_gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, C, OC,
@@ -220,7 +221,8 @@ void R(sq_linear_backward)(real *dinp, real *dw, real *db, const real *dout,
     r_gemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, T,
            1, dout, OC, inp, C, 1, dw, C);
     if (db) {
-        #pragma omp parallel for schedule(static)
+        #pragma omp parallel for schedule(static) \
+                num_threads(sq_ctx_threads(cx))
         for (int o0 = 0; o0 < OC; o0 += COL_BLOCK) {
             int o1 = o0 + COL_BLOCK < OC ? o0 + COL_BLOCK : OC;
             for (int t = 0; t < T; t++)
@@ -233,33 +235,33 @@ void R(sq_linear_backward)(real *dinp, real *dw, real *db, const real *dout,
 /* ------------------------------------------------------------------------ */
 /* 5. GELU and ReLU                                                         */
 
-void R(sq_gelu_forward)(real *out, const real *inp, size_t n)
+void R(sq_gelu_forward)(const sq_ctx *cx, real *out, const real *inp, size_t n)
 {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
     for (size_t i = 0; i < n; i++)
         out[i] = sq_gelu(inp[i]);
 }
 
-void R(sq_gelu_backward)(real *dinp, const real *dout, const real *inp,
-                         size_t n)
+void R(sq_gelu_backward)(const sq_ctx *cx, real *dinp, const real *dout,
+                         const real *inp, size_t n)
 {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
     for (size_t i = 0; i < n; i++)
         dinp[i] += dout[i] * sq_gelu_grad(inp[i]);
 }
 
-void R(sq_relu_forward)(real *out, const real *inp, size_t n)
+void R(sq_relu_forward)(const sq_ctx *cx, real *out, const real *inp, size_t n)
 {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
     for (size_t i = 0; i < n; i++)
         out[i] = inp[i] > 0 ? inp[i] : (real)0;
 }
 
-void R(sq_relu_backward)(real *dinp, const real *dout, const real *inp,
-                         size_t n)
+void R(sq_relu_backward)(const sq_ctx *cx, real *dinp, const real *dout,
+                         const real *inp, size_t n)
 {
     /* the subgradient 0 at x = 0, as PyTorch */
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
     for (size_t i = 0; i < n; i++)
         dinp[i] += inp[i] > 0 ? dout[i] : (real)0;
 }
@@ -277,12 +279,12 @@ static inline uint64_t dropout_stream(uint64_t step, uint64_t site, int t)
     return (x ^ (x >> 32)) + (uint64_t)t * 0xd6e8feb86659fd93ull;
 }
 
-void R(sq_dropout_forward)(real *out, uint8_t *mask, const real *inp,
-                           int T, int C, real p, uint64_t seed,
+void R(sq_dropout_forward)(const sq_ctx *cx, real *out, uint8_t *mask,
+                           const real *inp, int T, int C, real p, uint64_t seed,
                            uint64_t step, uint64_t site)
 {
     real keep_scale = (real)1 / ((real)1 - p);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
     for (int t = 0; t < T; t++) {
         sq_rng rng;
         sq_rng_seed(&rng, seed, dropout_stream(step, site, t));
@@ -295,11 +297,11 @@ void R(sq_dropout_forward)(real *out, uint8_t *mask, const real *inp,
     }
 }
 
-void R(sq_dropout_backward)(real *dinp, const real *dout,
+void R(sq_dropout_backward)(const sq_ctx *cx, real *dinp, const real *dout,
                             const uint8_t *mask, size_t n, real p)
 {
     real keep_scale = (real)1 / ((real)1 - p);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
     for (size_t i = 0; i < n; i++)
         if (mask[i])
             dinp[i] += dout[i] * keep_scale;
@@ -308,16 +310,18 @@ void R(sq_dropout_backward)(real *dinp, const real *dout,
 /* ------------------------------------------------------------------------ */
 /* 7. Residual                                                              */
 
-void R(sq_residual_forward)(real *out, const real *a, const real *b, size_t n)
+void R(sq_residual_forward)(const sq_ctx *cx, real *out, const real *a,
+                            const real *b, size_t n)
 {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
     for (size_t i = 0; i < n; i++)
         out[i] = a[i] + b[i];
 }
 
-void R(sq_residual_backward)(real *da, real *db, const real *dout, size_t n)
+void R(sq_residual_backward)(const sq_ctx *cx, real *da, real *db,
+                             const real *dout, size_t n)
 {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
     for (size_t i = 0; i < n; i++) {
         da[i] += dout[i];
         db[i] += dout[i];
@@ -339,9 +343,10 @@ static size_t att_base(const int *off, int b, int H)
     return n * (size_t)H;
 }
 
-void R(sq_attention_forward)(real *out, real *att, const real *q,
-                             const real *k, const real *v, int ld,
-                             const int *off, int B, int H, int C, int causal)
+void R(sq_attention_forward)(const sq_ctx *cx, real *out, real *att,
+                             const real *q, const real *k, const real *v,
+                             int ld, const int *off, int B, int H, int C,
+                             int causal)
 {
     int hs = C / H;
     real scale = (real)1 / r_sqrt((real)hs);
@@ -349,7 +354,8 @@ void R(sq_attention_forward)(real *out, real *att, const real *q,
      * and each is computed by one thread in a fixed order, so dynamic
      * scheduling (segments differ in length) stays deterministic. Segments
      * are short (tens of rows), so plain loops beat a GEMM call per pair. */
-    #pragma omp parallel for schedule(dynamic, 1)
+    #pragma omp parallel for schedule(dynamic, 1) \
+            num_threads(sq_ctx_threads(cx))
     for (int bh = 0; bh < B * H; bh++) {
         int b = bh / H, h = bh % H;
         int o = off[b], L = off[b + 1] - off[b];
@@ -368,10 +374,11 @@ void R(sq_attention_forward)(real *out, real *att, const real *q,
     }
 }
 
-void R(sq_attention_backward)(real *dq, real *dk, real *dv, const real *dout,
-                              const real *out, const real *q, const real *k,
-                              const real *v, const real *att, int ld,
-                              const int *off, int B, int H, int C, int causal)
+void R(sq_attention_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
+                              const real *dout, const real *out, const real *q,
+                              const real *k, const real *v, const real *att,
+                              int ld, const int *off, int B, int H, int C,
+                              int causal)
 {
     int hs = C / H;
     real scale = (real)1 / r_sqrt((real)hs);
@@ -380,7 +387,8 @@ void R(sq_attention_backward)(real *dq, real *dk, real *dv, const real *dout,
      *   ds_ij = p_ij (dp_ij - sum_j' p_ij' dp_ij'),  and the sum equals
      *           dout_i . out_i since out_i = sum_j p_ij v_j
      *   dq_i += scale sum_j ds_ij k_j,  dk_j += scale ds_ij q_i */
-    #pragma omp parallel for schedule(dynamic, 1)
+    #pragma omp parallel for schedule(dynamic, 1) \
+            num_threads(sq_ctx_threads(cx))
     for (int bh = 0; bh < B * H; bh++) {
         int b = bh / H, h = bh % H;
         int o = off[b], L = off[b + 1] - off[b];
@@ -410,9 +418,10 @@ void R(sq_attention_backward)(real *dq, real *dk, real *dv, const real *dout,
 /* ------------------------------------------------------------------------ */
 /* 9. Full-softmax cross-entropy with tied item embeddings                  */
 
-double R(sq_ce_full)(real *dh, real *dE, real *scratch, const real *h,
-                     const real *E, const int *rows, const int *targets,
-                     int n, int C, int V1, int chunk, real dloss, int *count)
+double R(sq_ce_full)(const sq_ctx *cx, real *dh, real *dE, real *scratch,
+                     const real *h, const real *E, const int *rows,
+                     const int *targets, int n, int C, int V1, int chunk,
+                     real dloss, int *count)
 {
     int cnt = 0;
     for (int i = 0; i < n; i++)
@@ -447,7 +456,8 @@ double R(sq_ce_full)(real *dh, real *dE, real *scratch, const real *h,
         /* Softmax over items 1..V1-1 in place, the loss, and (training)
          * dlogits in the same buffer. Item 0 (padding) is out of the
          * softmax: its probability and gradient are 0. */
-        #pragma omp parallel for schedule(static)
+        #pragma omp parallel for schedule(static) \
+                num_threads(sq_ctx_threads(cx))
         for (int r = 0; r < m; r++) {
             int y = targets[e0 + r];
             real *lr = logits + (size_t)r * V1;
@@ -503,10 +513,12 @@ double R(sq_ce_full)(real *dh, real *dE, real *scratch, const real *h,
 /* ------------------------------------------------------------------------ */
 /* 10. BCE with sampled negatives                                           */
 
-double R(sq_bce_sampled)(real *dh, real *dE, const real *h, const real *E,
-                         const int *rows, const int *pos, const int *neg,
-                         int n, int K, int C, real dloss, int *count)
+double R(sq_bce_sampled)(const sq_ctx *cx, real *dh, real *dE, const real *h,
+                         const real *E, const int *rows, const int *pos,
+                         const int *neg, int n, int K, int C, real dloss,
+                         int *count)
 {
+    (void)cx; /* sequential, see below */
     int cnt = 0;
     for (int i = 0; i < n; i++)
         cnt += pos[i] != 0;
@@ -543,4 +555,96 @@ double R(sq_bce_sampled)(real *dh, real *dE, const real *h, const real *E,
         }
     }
     return total / cnt;
+}
+
+/* ------------------------------------------------------------------------ */
+/* 11. Memory                                                               */
+
+void R(sq_zero)(const sq_ctx *cx, real *x, size_t n)
+{
+    (void)cx; /* one memset: memory-bound, nothing for threads to gain */
+    if (n)
+        memset(x, 0, n * sizeof *x);
+}
+
+void R(sq_copy)(const sq_ctx *cx, real *dst, const real *src, size_t n)
+{
+    (void)cx;
+    if (n)
+        memcpy(dst, src, n * sizeof *dst);
+}
+
+void R(sq_fill2d)(const sq_ctx *cx, real *dst, int ld, int rows, int cols,
+                  real v)
+{
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
+    for (int r = 0; r < rows; r++) {
+        real *d = dst + (size_t)r * ld;
+        for (int c = 0; c < cols; c++)
+            d[c] = v;
+    }
+}
+
+void R(sq_copy2d)(const sq_ctx *cx, real *dst, int ld_dst, const real *src,
+                  int ld_src, int rows, int cols)
+{
+    if (cols <= 0)
+        return;
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
+    for (int r = 0; r < rows; r++)
+        memcpy(dst + (size_t)r * ld_dst, src + (size_t)r * ld_src,
+               (size_t)cols * sizeof *dst);
+}
+
+void R(sq_add2d)(const sq_ctx *cx, real *dst, int ld_dst, const real *src,
+                 int ld_src, int rows, int cols)
+{
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
+    for (int r = 0; r < rows; r++) {
+        real *d = dst + (size_t)r * ld_dst;
+        const real *s = src + (size_t)r * ld_src;
+        for (int c = 0; c < cols; c++)
+            d[c] += s[c];
+    }
+}
+
+void R(sq_gather_rows)(const sq_ctx *cx, real *out, const real *in,
+                       const int *rows, int n, int C)
+{
+    if (C <= 0)
+        return;
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
+    for (int i = 0; i < n; i++)
+        memcpy(out + (size_t)i * C, in + (size_t)(rows ? rows[i] : i) * C,
+               (size_t)C * sizeof *out);
+}
+
+void R(sq_scatter_add_rows)(const sq_ctx *cx, real *out, const real *in,
+                            const int *rows, int n, int C)
+{
+    /* Rows may repeat: column blocks in parallel, entries in order inside
+     * each (as sq_embedding_backward), so every sum runs in i order. */
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
+    for (int c0 = 0; c0 < C; c0 += COL_BLOCK) {
+        int c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
+        for (int i = 0; i < n; i++) {
+            real *o = out + (size_t)(rows ? rows[i] : i) * C;
+            const real *s = in + (size_t)i * C;
+            for (int c = c0; c < c1; c++)
+                o[c] += s[c];
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* 12. GEMM                                                                 */
+
+void R(sq_gemm)(const sq_ctx *cx, int trans_a, int trans_b, int M, int N,
+                int K, real alpha, const real *A, int lda, const real *B,
+                int ldb, real beta, real *Cm, int ldc)
+{
+    (void)cx; /* OpenBLAS keeps its own thread count (sq_threads_set) */
+    r_gemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+           trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
+           ldb, beta, Cm, ldc);
 }

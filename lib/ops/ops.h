@@ -35,9 +35,11 @@
  *                    blocks hold 0 above the diagonal
  *   dropout mask     uint8 [T, C], 1 = kept
  *
- * CONVENTIONS. Every _backward ADDS into its gradient buffers (the caller
- * zeroes them once per step), so a tensor used twice accumulates both
- * contributions. Forward ops may run in place (out == inp) where they are
+ * CONVENTIONS. Every op takes the op context (ctx.h) first: its OpenMP
+ * loops run on sq_ctx_threads(cx) threads, and its buffers are memory of
+ * cx's backend (sq_ctx_alloc). Every _backward ADDS into its gradient
+ * buffers (the caller zeroes them once per step), so a tensor used twice
+ * accumulates both contributions. Forward ops may run in place (out == inp) where they are
  * element-wise: GELU, ReLU, dropout, residual, positional add. OpenMP loops
  * use fixed partitions and fixed-order sums: results are bitwise identical
  * for any thread count (GEMMs: OpenBLAS, deterministic for a fixed build).
@@ -48,6 +50,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "ctx.h"
 
 /* off[0..B] = exclusive prefix sum of len[0..B-1]; returns T = off[B]. */
 int sq_pack_offsets(int *off, const int *len, int B);
@@ -86,25 +90,25 @@ size_t sq_ce_scratch_size(int chunk, int V1, int C);
 /* 1. Embedding lookup: out[t] = scale * table[ids[t]] (scale = sqrt(C) for
  * SASRec's item embeddings, 1 otherwise); id 0 gives a zero row and never
  * receives gradient. out [T, C], table [V+1, C]. */
-void R(sq_embedding_forward)(real *out, const real *table, const int *ids,
-                             int T, int C, real scale);
-void R(sq_embedding_backward)(real *dtable, const real *dout, const int *ids,
-                              int T, int C, real scale);
+void R(sq_embedding_forward)(const sq_ctx *cx, real *out, const real *table,
+                             const int *ids, int T, int C, real scale);
+void R(sq_embedding_backward)(const sq_ctx *cx, real *dtable, const real *dout,
+                              const int *ids, int T, int C, real scale);
 
 /* 2. Learned positional embedding: out[t] = inp[t] + pe[pos[t]], pe [P, C]. */
-void R(sq_posemb_forward)(real *out, const real *inp, const real *pe,
-                          const int *pos, int T, int C);
-void R(sq_posemb_backward)(real *dinp, real *dpe, const real *dout,
-                           const int *pos, int T, int C);
+void R(sq_posemb_forward)(const sq_ctx *cx, real *out, const real *inp,
+                          const real *pe, const int *pos, int T, int C);
+void R(sq_posemb_backward)(const sq_ctx *cx, real *dinp, real *dpe,
+                           const real *dout, const int *pos, int T, int C);
 
 /* 3. Layer norm over C: out = (x - mean) * rstd * w + b,
  * rstd = 1 / sqrt(var + eps) with the biased variance (PyTorch). eps: 1e-8
  * (SASRec TF), 1e-12 (RecBole), 1e-5 (PyTorch default). mean, rstd [T] are
  * the cache for backward. */
-void R(sq_layernorm_forward)(real *out, real *mean, real *rstd,
-                             const real *inp, const real *w, const real *b,
-                             int T, int C, real eps);
-void R(sq_layernorm_backward)(real *dinp, real *dw, real *db,
+void R(sq_layernorm_forward)(const sq_ctx *cx, real *out, real *mean,
+                             real *rstd, const real *inp, const real *w,
+                             const real *b, int T, int C, real eps);
+void R(sq_layernorm_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db,
                               const real *dout, const real *inp,
                               const real *w, const real *mean,
                               const real *rstd, int T, int C);
@@ -112,34 +116,35 @@ void R(sq_layernorm_backward)(real *dinp, real *dw, real *db,
 /* 4. Linear: out[T, OC] = inp[T, C] W^T + b, W [OC, C]; b may be NULL.
  * Backward adds dinp = dout W, dW = dout^T inp, db = column sums of dout;
  * dinp, db may be NULL when not wanted. */
-void R(sq_linear_forward)(real *out, const real *inp, const real *w,
-                          const real *b, int T, int C, int OC);
-void R(sq_linear_backward)(real *dinp, real *dw, real *db, const real *dout,
-                           const real *inp, const real *w, int T, int C,
-                           int OC);
+void R(sq_linear_forward)(const sq_ctx *cx, real *out, const real *inp,
+                          const real *w, const real *b, int T, int C, int OC);
+void R(sq_linear_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db,
+                           const real *dout, const real *inp, const real *w,
+                           int T, int C, int OC);
 
 /* 5. Activations on n elements: GELU (exact erf form) and ReLU. */
-void R(sq_gelu_forward)(real *out, const real *inp, size_t n);
-void R(sq_gelu_backward)(real *dinp, const real *dout, const real *inp,
-                         size_t n);
-void R(sq_relu_forward)(real *out, const real *inp, size_t n);
-void R(sq_relu_backward)(real *dinp, const real *dout, const real *inp,
-                         size_t n);
+void R(sq_gelu_forward)(const sq_ctx *cx, real *out, const real *inp, size_t n);
+void R(sq_gelu_backward)(const sq_ctx *cx, real *dinp, const real *dout,
+                         const real *inp, size_t n);
+void R(sq_relu_forward)(const sq_ctx *cx, real *out, const real *inp, size_t n);
+void R(sq_relu_backward)(const sq_ctx *cx, real *dinp, const real *dout,
+                         const real *inp, size_t n);
 
 /* 6. Inverted dropout: out = inp * mask / (1 - p), 0 <= p < 1. The mask of
  * row t is drawn from the stream sq_rng_seed(seed, hash(step, site, t)), so
  * it depends only on (seed, step, site, t), never on the thread count; site
  * tells apart the dropouts of one step (e.g. layer * 8 + which). */
-void R(sq_dropout_forward)(real *out, uint8_t *mask, const real *inp,
-                           int T, int C, real p, uint64_t seed,
+void R(sq_dropout_forward)(const sq_ctx *cx, real *out, uint8_t *mask,
+                           const real *inp, int T, int C, real p, uint64_t seed,
                            uint64_t step, uint64_t site);
-void R(sq_dropout_backward)(real *dinp, const real *dout,
+void R(sq_dropout_backward)(const sq_ctx *cx, real *dinp, const real *dout,
                             const uint8_t *mask, size_t n, real p);
 
 /* 7. Residual: out = a + b. */
-void R(sq_residual_forward)(real *out, const real *a, const real *b,
-                            size_t n);
-void R(sq_residual_backward)(real *da, real *db, const real *dout, size_t n);
+void R(sq_residual_forward)(const sq_ctx *cx, real *out, const real *a,
+                            const real *b, size_t n);
+void R(sq_residual_backward)(const sq_ctx *cx, real *da, real *db,
+                             const real *dout, size_t n);
 
 /* 8. Multi-head scaled dot-product attention on packed segments:
  * out_i = sum_j softmax_j(q_i . k_j / sqrt(hs)) v_j per head, over keys
@@ -147,13 +152,14 @@ void R(sq_residual_backward)(real *da, real *db, const real *dout, size_t n);
  * q, k, v (and dq, dk, dv) have row stride ld; out, dout [T, C]; att is the
  * probability cache (sq_attention_cache_size). Backward needs the forward
  * output `out` unchanged (it uses sum_j p_ij dp_ij = dout_i . out_i). */
-void R(sq_attention_forward)(real *out, real *att, const real *q,
-                             const real *k, const real *v, int ld,
-                             const int *off, int B, int H, int C, int causal);
-void R(sq_attention_backward)(real *dq, real *dk, real *dv, const real *dout,
-                              const real *out, const real *q, const real *k,
-                              const real *v, const real *att, int ld,
-                              const int *off, int B, int H, int C,
+void R(sq_attention_forward)(const sq_ctx *cx, real *out, real *att,
+                             const real *q, const real *k, const real *v,
+                             int ld, const int *off, int B, int H, int C,
+                             int causal);
+void R(sq_attention_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
+                              const real *dout, const real *out, const real *q,
+                              const real *k, const real *v, const real *att,
+                              int ld, const int *off, int B, int H, int C,
                               int causal);
 
 /* 9. Full-softmax cross-entropy over all items with tied embeddings, fused
@@ -164,9 +170,10 @@ void R(sq_attention_backward)(real *dq, real *dk, real *dv, const real *dout,
  * and dE are not NULL, adds the gradients of dloss * mean loss to dh and dE.
  * Works in chunks of `chunk` entries, so memory is O(chunk * V1): scratch
  * holds sq_ce_scratch_size(chunk, V1, C) reals. */
-double R(sq_ce_full)(real *dh, real *dE, real *scratch, const real *h,
-                     const real *E, const int *rows, const int *targets,
-                     int n, int C, int V1, int chunk, real dloss, int *count);
+double R(sq_ce_full)(const sq_ctx *cx, real *dh, real *dE, real *scratch,
+                     const real *h, const real *E, const int *rows,
+                     const int *targets, int n, int C, int V1, int chunk,
+                     real dloss, int *count);
 
 /* 10. Binary cross-entropy with sampled negatives (original SASRec): for
  * entry i with positive item pos[i] != 0 and negatives neg[i*K .. i*K+K-1]
@@ -175,8 +182,46 @@ double R(sq_ce_full)(real *dh, real *dE, real *scratch, const real *h,
  * to SASRec.pytorch's two BCEWithLogits means for K = 1). rows as in
  * sq_ce_full. Adds the gradients of dloss * loss to dh and dE (rows of the
  * table) when they are not NULL. */
-double R(sq_bce_sampled)(real *dh, real *dE, const real *h, const real *E,
-                         const int *rows, const int *pos, const int *neg,
-                         int n, int K, int C, real dloss, int *count);
+double R(sq_bce_sampled)(const sq_ctx *cx, real *dh, real *dE, const real *h,
+                         const real *E, const int *rows, const int *pos,
+                         const int *neg, int n, int K, int C, real dloss,
+                         int *count);
+
+/* 11. Memory: the buffer moves that the model code needs between ops, so
+ * that it never touches backend memory itself. 2-D views are `rows` rows
+ * of `cols` reals, row r at p + r * ld; the source of a copy never overlaps
+ * its destination. */
+
+/* x[0, n) = 0. */
+void R(sq_zero)(const sq_ctx *cx, real *x, size_t n);
+/* dst[0, n) = src[0, n). */
+void R(sq_copy)(const sq_ctx *cx, real *dst, const real *src, size_t n);
+/* Every element of the view dst (row stride ld) = v. */
+void R(sq_fill2d)(const sq_ctx *cx, real *dst, int ld, int rows, int cols,
+                  real v);
+/* dst = src (views of rows x cols); ld_src = 0 broadcasts the one row src
+ * to every row of dst (a bias). */
+void R(sq_copy2d)(const sq_ctx *cx, real *dst, int ld_dst, const real *src,
+                  int ld_src, int rows, int cols);
+/* dst += src, ld_src = 0 broadcasting one row as in sq_copy2d. */
+void R(sq_add2d)(const sq_ctx *cx, real *dst, int ld_dst, const real *src,
+                 int ld_src, int rows, int cols);
+
+/* Row gather: out row i = in row rows[i] (rows NULL: row i), i < n, rows
+ * of C reals; and its backward, the scatter-add out row rows[i] += in row
+ * i. Rows listed twice accumulate, each element in i order (deterministic,
+ * whatever the thread count). */
+void R(sq_gather_rows)(const sq_ctx *cx, real *out, const real *in,
+                       const int *rows, int n, int C);
+void R(sq_scatter_add_rows)(const sq_ctx *cx, real *out, const real *in,
+                            const int *rows, int n, int C);
+
+/* 12. GEMM, row-major, the semantics of cblas_?gemm(CblasRowMajor, ...):
+ * Cm[M, N] = alpha op(A) op(B) + beta Cm, op(X) = X^T when trans_X != 0;
+ * A is [M, K] (trans_a: [K, M]) of row stride lda, B [K, N] (trans_b:
+ * [N, K]) of stride ldb, Cm of stride ldc. beta = 0 ignores Cm's contents. */
+void R(sq_gemm)(const sq_ctx *cx, int trans_a, int trans_b, int M, int N,
+                int K, real alpha, const real *A, int lda, const real *B,
+                int ldb, real beta, real *Cm, int ldc);
 
 #endif

@@ -367,6 +367,7 @@ static int diverged(const run *r, uint64_t epoch, double what, const char *name,
 int sq_train_sasrec(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
                     const char *resume_path, const sq_train_hooks *hooks, sq_err *e)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     run r = {.o = o, .ds = ds};
     sq_batcher bt = {0};
     sq_sasrec_work w = {0};
@@ -468,14 +469,14 @@ int sq_train_sasrec(const sq_train_opts *o, const sq_dataset *ds, const char *ou
                 goto done;
             }
             sq_sasrec_backward(&r.model, &w, pb, &r.grads);
-            double norm = sq_grad_clip(r.grads.mem, n, o->clip);
+            double norm = sq_grad_clip(cx, r.grads.mem, n, o->clip);
             if (!isfinite(norm)) {
                 rc = diverged(&r, epoch, norm, "gradient norm", out_path, e);
                 goto done;
             }
             long t = (long)++r.st[ST_STEP];
-            sq_adam_update(r.model.mem, r.grads.mem, r.m.mem, r.v.mem, nd, &decay, t);
-            sq_adam_update(r.model.mem + nd, r.grads.mem + nd, r.m.mem + nd, r.v.mem + nd,
+            sq_adam_update(cx, r.model.mem, r.grads.mem, r.m.mem, r.v.mem, nd, &decay, t);
+            sq_adam_update(cx, r.model.mem + nd, r.grads.mem + nd, r.m.mem + nd, r.v.mem + nd,
                            n - nd, &plain, t);
             loss_sum += loss * cnt;
             loss_cnt += (uint64_t)cnt;

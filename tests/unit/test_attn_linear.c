@@ -207,10 +207,11 @@ static void qkv_ptrs_f(size_t T, int C, int ld, float *base, float **q,
 
 static double lk_obj(void *p)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     lk_ctx *c = p;
     double *q, *k, *v;
     qkv_ptrs((size_t)c->s->T, c->C, c->ld, c->qkv, &q, &k, &v);
-    sq_lattn_forward_f64(c->kind, c->out, c->cache, c->scratch, q, k, v,
+    sq_lattn_forward_f64(cx, c->kind, c->out, c->cache, c->scratch, q, k, v,
                          c->ld, c->s->off, c->s->B, c->H, c->C, c->causal);
     return gc_dot(c->out, c->w, (size_t)c->s->T * c->C);
 }
@@ -238,6 +239,7 @@ static void check_instance(unit_ctx *t, sq_rng *r, sq_lattn_kind kind, int C,
                            int H, int causal, int trial, double scale,
                            worst *wo)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     segs s;
     rand_segs(r, &s, trial);
     int ld = trial % 2 ? 3 * C : C;
@@ -268,7 +270,7 @@ static void check_instance(unit_ctx *t, sq_rng *r, sq_lattn_kind kind, int C,
     memcpy(dqkv, d0, qn * sizeof *dqkv);
     qkv_ptrs(T, C, ld, dqkv, &dq, &dk, &dv);
     fill_nan(c.scratch, sn);
-    sq_lattn_backward_f64(kind, dq, dk, dv, c.scratch, c.w, q, k, v, c.cache,
+    sq_lattn_backward_f64(cx, kind, dq, dk, dv, c.scratch, c.w, q, k, v, c.cache,
                           ld, s.off, s.B, H, C, causal);
     for (size_t i = 0; i < qn; i++)
         g[i] = dqkv[i] - d0[i];
@@ -285,9 +287,9 @@ static void check_instance(unit_ctx *t, sq_rng *r, sq_lattn_kind kind, int C,
     qkv_ptrs_f(T, C, ld, fqkv, &fq, &fk, &fv);
     qkv_ptrs_f(T, C, ld, fd, &fdq, &fdk, &fdv);
     fill_nan_f(fs, sn);
-    sq_lattn_forward(kind, fo, fc, fs, fq, fk, fv, ld, s.off, s.B, H, C, causal);
+    sq_lattn_forward(cx, kind, fo, fc, fs, fq, fk, fv, ld, s.off, s.B, H, C, causal);
     fill_nan_f(fs, sn);
-    sq_lattn_backward(kind, fdq, fdk, fdv, fs, fw, fq, fk, fv, fc, ld, s.off,
+    sq_lattn_backward(cx, kind, fdq, fdk, fdv, fs, fw, fq, fk, fv, fc, ld, s.off,
                       s.B, H, C, causal);
     e = gc_rel_diff(fo, ref, n);
     CHECK(e < REF_TOL_F32);
@@ -359,6 +361,7 @@ UNIT_TEST(test_attn_linear_hydra)
  * inputs; the double backward must still match finite differences. */
 UNIT_TEST(test_attn_linear_efficient_large)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     sq_rng r;
     sq_rng_seed(&r, 106, 0);
     double eref[2] = {0, 0}, egrad = 0, ef = 0;
@@ -385,9 +388,9 @@ UNIT_TEST(test_attn_linear_efficient_large)
             double *ref = gc_zeros(n);
             for (size_t i = 0; i < n; i++)
                 fw[i] = (float)sq_rng_normal(&r);
-            sq_efficient_attn_forward(fo, fc, fs, fx, fx + n, fx + 2 * n, ld,
+            sq_efficient_attn_forward(cx, fo, fc, fs, fx, fx + n, fx + 2 * n, ld,
                                       s.off, s.B, H, C, causal);
-            sq_efficient_attn_backward(fd, fd + n, fd + 2 * n, fs, fw, fx,
+            sq_efficient_attn_backward(cx, fd, fd + n, fd + 2 * n, fs, fw, fx,
                                        fx + n, fx + 2 * n, fc, ld, s.off, s.B,
                                        H, C, causal);
             ref_forward(SQ_LATTN_EFFICIENT, ref, x, x + n, x + 2 * n, ld,
@@ -412,7 +415,7 @@ UNIT_TEST(test_attn_linear_efficient_large)
             lk_obj(&c);
             e = rel_diff(c.out, ref, n);
             CHECK(e < REF_TOL_F64);
-            sq_efficient_attn_backward_f64(g, g + n, g + 2 * n, c.scratch, dw,
+            sq_efficient_attn_backward_f64(cx, g, g + n, g + 2 * n, c.scratch, dw,
                                            x, x + n, x + 2 * n, c.cache, ld,
                                            s.off, s.B, H, C, causal);
             e = gc_check(lk_obj, &c, x, g, qn);
@@ -441,14 +444,15 @@ static void run_f32(sq_lattn_kind kind, float *res, const float *qkv,
                     const float *w, const int *off, int B, int H, int C,
                     int causal)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     size_t n = (size_t)off[B] * C;
     size_t cn = sq_lattn_cache_size(kind, off, B, H, C);
     size_t sn = sq_lattn_scratch_size(kind, off, B, H, C);
     float *cache = calloc(cn, sizeof *cache), *scratch = calloc(sn, sizeof *scratch);
     memset(res, 0, 4 * n * sizeof *res);
-    sq_lattn_forward(kind, res, cache, scratch, qkv, qkv + n, qkv + 2 * n, C,
+    sq_lattn_forward(cx, kind, res, cache, scratch, qkv, qkv + n, qkv + 2 * n, C,
                      off, B, H, C, causal);
-    sq_lattn_backward(kind, res + n, res + 2 * n, res + 3 * n, scratch, w, qkv,
+    sq_lattn_backward(cx, kind, res + n, res + 2 * n, res + 3 * n, scratch, w, qkv,
                       qkv + n, qkv + 2 * n, cache, C, off, B, H, C, causal);
     free(cache);
     free(scratch);

@@ -108,23 +108,24 @@ static void cfg_free(cfg *c)
 
 static void fwd(cfg *c)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     switch (c->kind) {
     case SQ_ATTN_POSITIONAL:
-        sq_pa_forward_f64(c->out, c->cache, c->p[0], c->v, c->ld, c->off,
+        sq_pa_forward_f64(cx, c->out, c->cache, c->p[0], c->v, c->ld, c->off,
                           c->pos, c->B, c->H, c->C, c->max_len, c->causal);
         break;
     case SQ_ATTN_FPOSITIONAL:
-        sq_fpa_forward_f64(c->out, c->cache, c->scratch, c->p[0], c->p[1],
+        sq_fpa_forward_f64(cx, c->out, c->cache, c->scratch, c->p[0], c->p[1],
                            c->k, c->v, c->ld, c->off, c->pos, c->B, c->H,
                            c->C, c->max_len, c->causal);
         break;
     case SQ_ATTN_MIXING:
-        sq_mixing_forward_f64(c->out, c->cache, c->v, c->ld, c->p[0], c->p[1],
+        sq_mixing_forward_f64(cx, c->out, c->cache, c->v, c->ld, c->p[0], c->p[1],
                               c->p[2], c->p[3], c->off, c->pos, c->B, c->C,
                               c->max_len, c->causal);
         break;
     default:
-        sq_fixed_forward_f64(c->out, c->v, c->ld, c->off, c->pos, c->B, c->C,
+        sq_fixed_forward_f64(cx, c->out, c->v, c->ld, c->off, c->pos, c->B, c->C,
                              c->max_len, c->kind, c->decay, c->causal);
     }
 }
@@ -132,25 +133,26 @@ static void fwd(cfg *c)
 /* Backward of the last forward with dout = w: adds into dv, dp[0..np-1]. */
 static void bwd(cfg *c, double *dv, double **dp)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     switch (c->kind) {
     case SQ_ATTN_POSITIONAL:
-        sq_pa_backward_f64(dp[0], dv, c->w, c->out, c->v, c->cache, c->ld,
+        sq_pa_backward_f64(cx, dp[0], dv, c->w, c->out, c->v, c->cache, c->ld,
                            c->off, c->pos, c->B, c->H, c->C, c->max_len,
                            c->causal);
         break;
     case SQ_ATTN_FPOSITIONAL:
-        sq_fpa_backward_f64(dp[0], dp[1], dv, c->scratch, c->w, c->out, c->v,
+        sq_fpa_backward_f64(cx, dp[0], dp[1], dv, c->scratch, c->w, c->out, c->v,
                             c->cache, c->p[0], c->p[1], c->k, c->ld, c->off,
                             c->pos, c->B, c->H, c->C, c->max_len, c->causal);
         break;
     case SQ_ATTN_MIXING:
-        sq_mixing_backward_f64(dv, dp[0], dp[1], dp[2], dp[3], c->scratch,
+        sq_mixing_backward_f64(cx, dv, dp[0], dp[1], dp[2], dp[3], c->scratch,
                                c->w, c->v, c->cache, c->p[0], c->p[2], c->ld,
                                c->off, c->pos, c->B, c->C, c->max_len,
                                c->causal);
         break;
     default:
-        sq_fixed_backward_f64(dv, c->w, c->ld, c->off, c->pos, c->B, c->C,
+        sq_fixed_backward_f64(cx, dv, c->w, c->ld, c->off, c->pos, c->B, c->C,
                               c->max_len, c->kind, c->decay, c->causal);
     }
 }
@@ -165,6 +167,7 @@ static double obj(void *p)
 /* The float build on the same inputs: out and the gradients. */
 static void run_float(const cfg *c, float *out, float *dv, float **dp)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     float *v = gc_to_float(c->v, nv(c)), *w = gc_to_float(c->w, no(c));
     float *p[4] = {0};
     for (int i = 0; i < c->np; i++)
@@ -173,29 +176,29 @@ static void run_float(const cfg *c, float *out, float *dv, float **dp)
     float *scratch = calloc(c->sn + 1, sizeof *scratch);
     switch (c->kind) {
     case SQ_ATTN_POSITIONAL:
-        sq_pa_forward(out, cache, p[0], v, c->ld, c->off, c->pos, c->B, c->H,
+        sq_pa_forward(cx, out, cache, p[0], v, c->ld, c->off, c->pos, c->B, c->H,
                       c->C, c->max_len, c->causal);
-        sq_pa_backward(dp[0], dv, w, out, v, cache, c->ld, c->off, c->pos,
+        sq_pa_backward(cx, dp[0], dv, w, out, v, cache, c->ld, c->off, c->pos,
                        c->B, c->H, c->C, c->max_len, c->causal);
         break;
     case SQ_ATTN_FPOSITIONAL:
-        sq_fpa_forward(out, cache, scratch, p[0], p[1], c->k, v, c->ld, c->off,
+        sq_fpa_forward(cx, out, cache, scratch, p[0], p[1], c->k, v, c->ld, c->off,
                        c->pos, c->B, c->H, c->C, c->max_len, c->causal);
-        sq_fpa_backward(dp[0], dp[1], dv, scratch, w, out, v, cache, p[0],
+        sq_fpa_backward(cx, dp[0], dp[1], dv, scratch, w, out, v, cache, p[0],
                         p[1], c->k, c->ld, c->off, c->pos, c->B, c->H, c->C,
                         c->max_len, c->causal);
         break;
     case SQ_ATTN_MIXING:
-        sq_mixing_forward(out, cache, v, c->ld, p[0], p[1], p[2], p[3], c->off,
+        sq_mixing_forward(cx, out, cache, v, c->ld, p[0], p[1], p[2], p[3], c->off,
                           c->pos, c->B, c->C, c->max_len, c->causal);
-        sq_mixing_backward(dv, dp[0], dp[1], dp[2], dp[3], scratch, w, v,
+        sq_mixing_backward(cx, dv, dp[0], dp[1], dp[2], dp[3], scratch, w, v,
                            cache, p[0], p[2], c->ld, c->off, c->pos, c->B,
                            c->C, c->max_len, c->causal);
         break;
     default:
-        sq_fixed_forward(out, v, c->ld, c->off, c->pos, c->B, c->C,
+        sq_fixed_forward(cx, out, v, c->ld, c->off, c->pos, c->B, c->C,
                          c->max_len, c->kind, (float)c->decay, c->causal);
-        sq_fixed_backward(dv, w, c->ld, c->off, c->pos, c->B, c->C,
+        sq_fixed_backward(cx, dv, w, c->ld, c->off, c->pos, c->B, c->C,
                           c->max_len, c->kind, (float)c->decay, c->causal);
     }
     free(v); free(w); free(cache); free(scratch);
@@ -564,6 +567,7 @@ UNIT_TEST(test_attn_pos_fpositional)
 
 UNIT_TEST(test_attn_pos_fixed)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     sq_rng r;
     sq_rng_seed(&r, 103, 0);
     worst w = {{0, 0}, 0, 0};
@@ -594,19 +598,19 @@ UNIT_TEST(test_attn_pos_fixed)
     double v[16] = {0}, full[16];
     for (int j = 0; j < 4; j++)
         v[j * 4 + j] = 1; /* one-hot rows: out_i = row i of the weights */
-    sq_fixed_forward_f64(full, v, 4, off, pos, 1, 4, 4, SQ_ATTN_LINEAR_ANNEAL,
+    sq_fixed_forward_f64(cx, full, v, 4, off, pos, 1, 4, 4, SQ_ATTN_LINEAR_ANNEAL,
                          0, 1);
     for (int j = 0; j < 4; j++)
         CHECK_NEAR(full[3 * 4 + j], (j + 1) / 10.0, 1e-15);
     /* row 1 (position 1): weights 1:2 / 3 */
     CHECK_NEAR(full[1 * 4 + 0], 1 / 3.0, 1e-15);
     CHECK_NEAR(full[1 * 4 + 1], 2 / 3.0, 1e-15);
-    sq_fixed_forward_f64(full, v, 4, off, pos, 1, 4, 4, SQ_ATTN_EXP_ANNEAL,
+    sq_fixed_forward_f64(cx, full, v, 4, off, pos, 1, 4, 4, SQ_ATTN_EXP_ANNEAL,
                          SQ_EXP_ANNEAL_DECAY, 1);
     double z = 1 + exp(-1) + exp(-2) + exp(-3);
     for (int j = 0; j < 4; j++)
         CHECK_NEAR(full[3 * 4 + j], exp(j - 3) / z, 1e-15);
-    sq_fixed_forward_f64(full, v, 4, off, pos, 1, 4, 4, SQ_ATTN_AVERAGE, 0, 0);
+    sq_fixed_forward_f64(cx, full, v, 4, off, pos, 1, 4, 4, SQ_ATTN_AVERAGE, 0, 0);
     for (int j = 0; j < 4; j++)
         CHECK_NEAR(full[0 * 4 + j], 0.25, 1e-15);
     note(t, &w);
@@ -632,6 +636,7 @@ UNIT_TEST(test_attn_pos_mixing)
  * long enough for the parallel loops to split. */
 UNIT_TEST(test_attn_pos_threads)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
 #ifndef _OPENMP
     SKIP("built without OpenMP");
 #else
@@ -681,27 +686,27 @@ UNIT_TEST(test_attn_pos_threads)
         float *cache = calloc(2 * n, sizeof *cache), *mscr = calloc(n, sizeof *mscr);
         for (int causal = 0; causal < 2; causal++) {
             float *out = o, *dv = o + n;
-            sq_pa_forward(out, att, Rw, x, C, off, pos, B, H, C, N, causal);
-            sq_pa_backward(o + 2 * n, dv, dout, out, x, att, C, off, pos, B, H,
+            sq_pa_forward(cx, out, att, Rw, x, C, off, pos, B, H, C, N, causal);
+            sq_pa_backward(cx, o + 2 * n, dv, dout, out, x, att, C, off, pos, B, H,
                            C, N, causal);
             o += per;
             out = o;
             dv = o + n;
-            sq_fpa_forward(out, att, scr, R1, R2, K, x, C, off, pos, B, H, C,
+            sq_fpa_forward(cx, out, att, scr, R1, R2, K, x, C, off, pos, B, H, C,
                            N, causal);
-            sq_fpa_backward(o + 2 * n, o + 2 * n + (size_t)H * N * K, dv, scr,
+            sq_fpa_backward(cx, o + 2 * n, o + 2 * n + (size_t)H * N * K, dv, scr,
                             dout, out, x, att, R1, R2, K, C, off, pos, B, H, C,
                             N, causal);
             o += per;
-            sq_fixed_forward(o, x, C, off, pos, B, C, N, SQ_ATTN_EXP_ANNEAL,
+            sq_fixed_forward(cx, o, x, C, off, pos, B, C, N, SQ_ATTN_EXP_ANNEAL,
                              0.8f, causal);
-            sq_fixed_backward(o + n, dout, C, off, pos, B, C, N,
+            sq_fixed_backward(cx, o + n, dout, C, off, pos, B, C, N,
                               SQ_ATTN_EXP_ANNEAL, 0.8f, causal);
             o += per;
             float *g = o + 2 * n;
-            sq_mixing_forward(o, cache, x, C, W1, b1, W2, b2, off, pos, B, C,
+            sq_mixing_forward(cx, o, cache, x, C, W1, b1, W2, b2, off, pos, B, C,
                               N, causal);
-            sq_mixing_backward(o + n, g, g + nn, g + nn + N, g + 2 * nn + N,
+            sq_mixing_backward(cx, o + n, g, g + nn, g + nn + N, g + 2 * nn + N,
                                mscr, dout, x, cache, W1, W2, C, off, pos, B, C,
                                N, causal);
             o += per;

@@ -558,6 +558,7 @@ UNIT_TEST(test_sasrec_config_kinds)
  * the kernel's backward with unit output gradients. */
 UNIT_TEST(test_sasrec_attention_map)
 {
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     uint32_t hist[] = {3, 1, 4, 1, 5, 9, 2};
     for (int bb = 0; bb <= 1; bb++)
         for (int a = 0; a < SQ_AK_N; a++) {
@@ -610,7 +611,7 @@ UNIT_TEST(test_sasrec_attention_map)
                         memset(buf, 0, 2 * (size_t)n * C * sizeof *buf);
                         for (int k = 0; k < C; k++)
                             dout[i * C + k] = 1.0f / C;
-                        sq_mixing_backward(dx, dW, db, dW + NN, db + c.max_len, scr, dout, x,
+                        sq_mixing_backward(cx, dx, dW, db, dW + NN, db + c.max_len, scr, dout, x,
                                            w.cache + l * w.cache_n, m.p.mix_w1 + l * NN,
                                            m.p.mix_w2 + l * NN, C, off, pos, 1, C,
                                            c.max_len, causal);
