@@ -18,7 +18,7 @@
 #include "eval.h"
 #include "fileio.h"
 #include "model.h"
-#include "sasrec.h"
+#include "registry.h"
 #include "stream.h"
 
 static const char *prog = "seqrec-score";
@@ -226,8 +226,7 @@ static int attention_map(const sq_model *model, const char *model_path, const sq
                          const char *in_name, uint32_t user, int target, const char *prefix,
                          sq_err *e)
 {
-    const sq_sasrec *m = sq_sasrec_of(model);
-    if (!m)
+    if (!model->attention)
         return sq_fail(e, SQ_EX_USAGE, "--attention-map: %s is a %s model, which has no "
                        "attention (sasrec and bert4rec models have)", model_path, model->name);
     uint64_t r;
@@ -243,12 +242,12 @@ static int attention_map(const sq_model *model, const char *model_path, const sq
         end = q->len;
     const uint32_t *hist = sq_dataset_items(ds, r) + q->hist;
     uint32_t len = end > q->hist ? end - q->hist : 0;
-    float *map = NULL;
-    int *ids = NULL, *pos = NULL, n = 0, H = 0, rc = 0;
-    if (sq_sasrec_attention_map(m, hist, len, &map, &ids, &pos, &n, &H, e))
+    sq_attn_map am;
+    if (model->attention(model, hist, len, &am, e))
         return e->code;
-    const sq_sasrec_config *c = &m->cfg;
-    int L = c->n_layers;
+    const float *map = am.map;
+    const int *ids = am.ids, *pos = am.pos;
+    int n = am.n, H = am.heads, L = am.layers, rc = 0;
     size_t plen = strlen(prefix);
     char *path = malloc(plen + 64), *dir = malloc(plen + 1);
     float *mean = malloc((size_t)n * n * sizeof *mean);
@@ -263,7 +262,7 @@ static int attention_map(const sq_model *model, const char *model_path, const sq
         goto done;
     fprintf(o.fp, "row\tposition\titem\n");
     for (int i = 0; i < n; i++) {
-        if (ids[i] == sq_mask_id(c))
+        if (ids[i] == am.mask_id)
             fprintf(o.fp, "%d\t%d\tmask\n", i, pos[i]);
         else
             fprintf(o.fp, "%d\t%d\t%d\n", i, pos[i], ids[i]);
@@ -294,16 +293,13 @@ static int attention_map(const sq_model *model, const char *model_path, const sq
     memcpy(dir, prefix, dlen);
     dir[dlen] = '\0';
     char title[256];
-    snprintf(title, sizeof title, "%s --attn %s%s, user %" PRIu32 " (%d items)",
-             sq_backbone_name(c->backbone), sq_attn_kind_name(c->attn),
-             c->backbone == SQ_BACKBONE_BERT4REC && c->causal ? " --causal" : "", user, n);
+    snprintf(title, sizeof title, "%s, user %" PRIu32 " (%d items)", am.what, user, n);
     /* weights of either sign (linrec, hydra: no normaliser; mixing: a
      * Jacobian) get a diverging palette over [-max |w|, max |w|] */
-    int signed_map = c->attn == SQ_AK_LINREC || c->attn == SQ_AK_HYDRA ||
-                     c->attn == SQ_AK_MIXING;
+    int signed_map = am.signed_weights;
     smax = !signed_map ? 0 : smax > 0 ? smax : 1;
     snprintf(path, plen + 64, "%s.gp", prefix);
-    if ((rc = write_gnuplot(path, name, title, L, n, ids, sq_mask_id(c), smax, e)) != 0)
+    if ((rc = write_gnuplot(path, name, title, L, n, ids, am.mask_id, smax, e)) != 0)
         goto done;
     rc = run_gnuplot(dir, name, e);
     if (rc == 1) {
@@ -316,9 +312,7 @@ done:
     free(path);
     free(dir);
     free(mean);
-    free(map);
-    free(ids);
-    free(pos);
+    sq_attn_map_free(&am);
     return rc;
 }
 

@@ -1,25 +1,10 @@
-/* model.c - loading any model file (model.h): read the .sqm, restore what
- * every model shares (name, n_items, the training meta), then hand the file
- * to the loader named by the config key "model". */
+/* model.c - what every model file shares (model.h): the data keys, the
+ * training meta, loading through the loader the registry names. */
 #include "model.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "pop.h"
-#include "sasrec.h"
-
-/* The models seqrec-score can load. A new model adds one line here (and
- * includes its header above); its loader's contract is in model.h. */
-static const struct {
-    const char *name;
-    sq_model_loader load;
-} models[] = {
-    {"pop", sq_pop_load},
-    {"sasrec", sq_sasrec_load},
-    {"bert4rec", sq_bert4rec_load},
-};
 
 int sq_model_set_data(sq_modelfile *mf, const sq_header *train, sq_err *e)
 {
@@ -76,7 +61,9 @@ static void prefix_path(sq_err *e, const char *path)
     memcpy(e->msg + p - 2, ": ", 2);
 }
 
-int sq_model_load(sq_model *m, const char *path, sq_err *e)
+int sq_model_load_by(sq_model *m, const char *path,
+                     const sq_model_def *(*find)(const char *name), const char *known,
+                     sq_err *e)
 {
     memset(m, 0, sizeof *m);
     sq_modelfile mf;
@@ -84,6 +71,7 @@ int sq_model_load(sq_model *m, const char *path, sq_err *e)
         return e->code;
     char name[64], num[32];
     int rc = 0;
+    const sq_model_def *def = NULL;
     if (!sq_modelfile_get(&mf, "model", name, sizeof name)) {
         rc = sq_fail(e, SQ_EX_DATA, "%s: no \"model\" key in the model config", path);
         goto done;
@@ -99,15 +87,7 @@ int sq_model_load(sq_model *m, const char *path, sq_err *e)
         rc = sq_fail(e, SQ_EX_DATA, "%s: bad n_items '%s' in the model config", path, num);
         goto done;
     }
-    size_t i, n_models = sizeof models / sizeof models[0];
-    for (i = 0; i < n_models; i++)
-        if (strcmp(models[i].name, name) == 0)
-            break;
-    if (i == n_models) {
-        char known[256] = "";
-        for (size_t k = 0; k < n_models; k++)
-            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
-                     k ? ", " : "", models[k].name);
+    if (!(def = find(name)) || !def->load) {
         rc = sq_fail(e, SQ_EX_DATA, "%s: unknown model '%s' (this build knows %s)", path, name,
                      known);
         goto done;
@@ -120,13 +100,21 @@ int sq_model_load(sq_model *m, const char *path, sq_err *e)
     m->n_items = (uint32_t)n;
     if ((rc = restore_meta(m, &mf, e)) != 0)
         goto done;
-    if ((rc = models[i].load(m, &mf, e)) != 0)
+    if ((rc = def->load(m, &mf, e)) != 0)
         prefix_path(e, path);
 done:
     sq_modelfile_free(&mf);
     if (rc)
         sq_model_free(m);
     return rc;
+}
+
+void sq_attn_map_free(sq_attn_map *a)
+{
+    free(a->map);
+    free(a->ids);
+    free(a->pos);
+    memset(a, 0, sizeof *a);
 }
 
 void sq_model_free(sq_model *m)

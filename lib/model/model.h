@@ -1,20 +1,32 @@
 /* model.h - what every model offers to seqrec-train and seqrec-score.
  *
  * A model is a config (key=value text, stored in the .sqm file) plus named
- * tensors. seqrec-score only needs sq_model_scores: given a batch of user
- * histories it returns a score for every item; the evaluation code in
- * lib/eval.c turns scores into ranks the same way for every model, so that
- * training-time validation and seqrec-score agree by construction.
+ * tensors. Each model is one sq_model_def (below): its options, config,
+ * tensors, training step and scores; the registry (lib/train/registry.c)
+ * lists them, and seqrec-train, seqrec-score and the trainer find a model
+ * there by name, never by a case of their own. No model includes the
+ * registry.
  *
- * Implementations: lib/pop.c (popularity), lib/sasrec.c (SASRec) and the
- * backbones of later issues. Dispatch is by the config key "model". */
+ * seqrec-score only needs an sq_model's scores: given a batch of user
+ * histories it returns a score for every item; the evaluation code in
+ * lib/train/eval.c turns scores into ranks the same way for every model, so
+ * that training-time validation and seqrec-score agree by construction.
+ *
+ * Implementations: pop.c (popularity), sasrec.c (SASRec and BERT4Rec with
+ * every token mixer) and the models of later issues. */
 #ifndef SQ_MODEL_H
 #define SQ_MODEL_H
 
 #include <stdint.h>
+
+#include "batch.h"
+#include "ctx.h"
+#include "dataset.h"
 #include "err.h"
 #include "modelfile.h"
+#include "opt.h"
 #include "stream.h"
+#include "tensor.h"
 
 /* A batch of B histories, packed oldest first: history b is
  * items[off[b] .. off[b] + len[b]); len[b] may be 0 (cold user). */
@@ -27,6 +39,20 @@ typedef struct {
 
 typedef struct sq_model sq_model;
 
+/* The attention weights of a model for one history (seqrec-score
+ * --attention-map; what they are is the model's and its mixer's). */
+typedef struct {
+    float *map;          /* [layers, heads, n, n]: layer l, head h, query row
+                            i, key row j at ((l * heads + h) * n + i) * n + j */
+    int *ids, *pos;      /* [n] the input ids and their window positions */
+    int n, heads, layers;
+    int mask_id;         /* the id that is the mask token (-1: none) */
+    int signed_weights;  /* weights of either sign (no normaliser) */
+    char what[96];       /* e.g. "bert4rec --attn hydra --causal" */
+} sq_attn_map;
+
+void sq_attn_map_free(sq_attn_map *a);
+
 struct sq_model {
     char name[32];          /* "pop", "sasrec", ... */
     uint32_t n_items;       /* of the dataset it was trained on */
@@ -35,18 +61,29 @@ struct sq_model {
     /* scores[b * (n_items + 1) + i] for items i = 1..n_items (index 0 unused).
      * Must be deterministic and thread-safe for distinct batches. */
     int (*scores)(sq_model *m, const sq_batch *b, float *scores, sq_err *e);
+    /* The attention maps of one history (NULL: the model has none). */
+    int (*attention)(const sq_model *m, const uint32_t *hist, uint32_t len, sq_attn_map *out,
+                     sq_err *e);
     void (*free_impl)(sq_model *m);
 };
 
-/* Loads any model file, dispatching on its "model" config key. */
-int sq_model_load(sq_model *m, const char *path, sq_err *e);
 void sq_model_free(sq_model *m);
 
-/* What each model provides to sq_model_load (one line per model in the
- * table of lib/model.c): sq_model_load has already set m->name, n_items and
- * meta; the loader copies what it needs from mf, which is freed after it
- * returns (or takes a tensor's data over by setting that tensor's data to
- * NULL), and sets impl, scores and free_impl. */
+typedef struct sq_model_def sq_model_def;
+
+/* Loads a model file: reads it, restores what every model shares (name,
+ * n_items, the training meta) and hands it to the loader of find(its
+ * "model" key); known lists the names for the message when there is none.
+ * (registry.h's sq_model_load calls it with the registry.) */
+int sq_model_load_by(sq_model *m, const char *path,
+                     const sq_model_def *(*find)(const char *name), const char *known,
+                     sq_err *e);
+
+/* What each model provides to sq_model_load (registry.h): sq_model_load
+ * has already set m->name, n_items and meta; the loader copies what it
+ * needs from mf, which is freed after it returns (or takes a tensor's data
+ * over by setting that tensor's data to NULL), and sets impl, scores and
+ * free_impl. */
 typedef int (*sq_model_loader)(sq_model *m, sq_modelfile *mf, sq_err *e);
 
 /* Writes the keys every model file carries after its "model" key: n_items,
@@ -58,5 +95,69 @@ int sq_model_set_data(sq_modelfile *mf, const sq_header *train, sq_err *e);
  * stream and the model's training stream have a "dataset" meta key and the
  * values differ. name is the stream's name for the message. */
 int sq_model_check_stream(const sq_model *m, const sq_header *h, const char *name, sq_err *e);
+
+/* What the trainer tells a model's step (seqrec-train's training
+ * options that shape the batches and the loss). */
+typedef struct {
+    int loss;        /* SQ_LOSS_CE or SQ_LOSS_BCE (sasrec.h) */
+    int neg;         /* negatives per position (bce) */
+    int target;      /* SQ_TARGET_ALL or SQ_TARGET_LAST (batch.h) */
+    int batch;       /* sequences per batch */
+    uint64_t seed;
+} sq_step_opts;
+
+/* A model being trained, as the trainer holds it: its parameters and their
+ * gradients are flat blocks of ts->total floats on cx's backend, laid out
+ * by its tensor set. */
+typedef struct {
+    const sq_ctx *cx;
+    const sq_tensor_set *ts;
+    float *params, *grads;
+    const void *cfg;
+    void *impl;      /* the model's own */
+} sq_net;
+
+struct sq_model_def {
+    const char *name;
+    const char *summary;          /* seqrec-train --help's line */
+    const sq_opt *opts;           /* the model's options, bound into its config */
+    /* Further option tables, i = 0, 1, ... until NULL (sasrec: each
+     * attention kind's); NULL: none. */
+    const sq_opt *(*more_opts)(int i);
+    size_t cfg_size;              /* bytes of its config struct */
+    /* The config from the options given (kv text "key=value\n" under their
+     * config keys; NULL: none): the defaults, the given values, the
+     * defaults that depend on others, the checks (SQ_EX_USAGE naming the
+     * option; also for a given option the model does not have). n_items
+     * comes from the data, and padded_len, a padded stream's row length
+     * (0: none), as the default --max-len. */
+    int (*config)(void *cfg, const char *given, uint32_t n_items, int padded_len, sq_err *e);
+    /* The model's keys of a model file ("model" and the data keys are the
+     * caller's); read refuses (SQ_EX_DATA, naming path) a bad config. */
+    int (*config_write)(const void *cfg, sq_modelfile *mf, sq_err *e);
+    int (*config_read)(void *cfg, const sq_modelfile *mf, const char *path, sq_err *e);
+    /* For seqrec-score. */
+    sq_model_loader load;
+    /* One-pass models (pop): the whole model file from the data. */
+    int (*fit)(const sq_dataset *ds, sq_modelfile *mf, sq_err *e);
+    /* Trained models (fit NULL). SQ_EX_USAGE for training options the model
+     * cannot use (e.g. BERT4Rec and --loss bce). */
+    int (*check_step)(const void *cfg, const sq_step_opts *o, sq_err *e);
+    int (*net_alloc)(sq_net *n, const void *cfg, const sq_ctx *cx, sq_err *e);
+    void (*net_free)(sq_net *n);
+    void (*net_init)(sq_net *n, uint64_t seed);
+    /* The model's samples and batches (next item, cloze, views, ...). */
+    int (*batcher)(sq_batcher *bt, const sq_seqs *s, const void *cfg, const sq_step_opts *o,
+                   sq_err *e);
+    int (*work_alloc)(const sq_net *n, const sq_batcher *bt, void **work, sq_err *e);
+    void (*work_free)(void *work);
+    /* One batch: forward (dropout from (seed, step)), loss, backward, ADDING
+     * into n->grads (zeroed by the trainer). Returns the mean loss over the
+     * *count trained entries. */
+    double (*step)(sq_net *n, void *work, const sq_packed *b, const sq_step_opts *o,
+                   uint64_t step, int *count);
+    /* An sq_model scoring with the net's current parameters (borrowed). */
+    void (*view)(sq_model *out, const sq_net *n);
+};
 
 #endif

@@ -69,3 +69,28 @@ int sq_pop_load(sq_model *m, sq_modelfile *mf, sq_err *e)
     m->free_impl = pop_free;
     return 0;
 }
+
+/* pop has no options: any given is refused. */
+static int pop_config(void *cfg, const char *given, uint32_t n_items, int padded_len,
+                      sq_err *e)
+{
+    (void)cfg;
+    (void)n_items;
+    (void)padded_len;
+    if (given && *given)
+        return sq_fail(e, SQ_EX_USAGE, "%.*s is not an option of --model pop",
+                       (int)strcspn(given, "="), given);
+    return 0;
+}
+
+static const sq_opt pop_opts[] = {{0}};
+
+const sq_model_def sq_model_pop = {
+    .name = "pop",
+    .summary = "popularity: every user gets the training counts",
+    .opts = pop_opts,
+    .cfg_size = 1,
+    .config = pop_config,
+    .load = sq_pop_load,
+    .fit = sq_pop_fit,
+};

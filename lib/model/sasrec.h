@@ -1,6 +1,6 @@
 /* sasrec.h - the transformer recommenders on the packed ops: SASRec (Kang &
  * McAuley, ICDM 2018) and BERT4Rec (Sun et al., CIKM 2019), each with any of
- * the token mixers of `seqrec-train --attn` (ATTENTION KINDS below).
+ * the token mixers of `seqrec-train --attn` (mixer.h).
  *
  * One model type, sq_sasrec, serves both backbones (cfg.backbone): they share
  * the embeddings, the mixers, the feed-forward network, the parameter block,
@@ -48,60 +48,11 @@
  * never a candidate). Scoring appends a mask token after the history's newest
  * N - 1 items (at position N - 1) and scores at it.
  *
- * ATTENTION KINDS (cfg.attn; the kernels: ops.h, attn_linear.h,
- * attn_pos.h). MIX(qin, kvin) of a block, for one sequence of length n, hs =
- * C / H, rows i (query) and j (key), K(i) = {j <= i} when causal, else every
- * j of the sequence; p_i the window position of row i:
- *
- *   family QKV (softmax, linrec, linear, efficient, hydra): parameters Wq,
- *   Wk, Wv, Wo [C, C] and bq, bk, bv, bo [C] per layer;
- *     Q = qin Wq^T + bq, K = kvin Wk^T + bk, V = kvin Wv^T + bv,
- *     MIX = Wo concat_h A_h(Q_h, K_h, V_h) + bo
- *   with A per head:
- *     softmax     out_i = sum_{j in K(i)} softmax_j(q_i.k_j / sqrt(hs)) v_j
- *                 O(n^2 C) time, O(H n^2) memory (the probabilities)
- *     linrec      (LinRec eq. 9) qh_i = elu(q_i) / |elu(q_i)|, key columns
- *                 L2-normalised over K(i): kh_j[a] = elu(k_j[a]) /
- *                 sqrt(sum_{j' in K(i)} elu(k_j'[a])^2);
- *                 out_i = c sum_{j in K(i)} (qh_i . kh_j) v_j. Scaling
- *                 (cfg.linrec_scale): code (default) c = 1/sqrt(hs) on the
- *                 product; paper also 1/sqrt(|K(i)|) on the key columns.
- *                 O(n C hs) time, O(C hs) extra memory
- *     linear      (Katharopoulos et al.) phi = elu + 1,
- *                 out_i = phi(q_i)^T S_i / (phi(q_i) . z_i),
- *                 S_i = sum_{j in K(i)} phi(k_j) v_j^T, z_i = sum phi(k_j).
- *                 O(n C hs)
- *     efficient   (Shen et al.) out_i = sum_a softmax_a(q_i)[a]
- *                 sum_{j in K(i)} softmax_{j in K(i)}(k_j[a]) v_j.
- *                 O(n C hs); the causal prefix softmax is computed online
- *                 (stable for any logit size)
- *     hydra       (Hydra attention; HydraRec) phi(x) = x / |x| over all C
- *                 features; out_i,h = phi(q_i)_h^T sum_{j in K(i)}
- *                 phi(k_j)_h v_j,h^T. With H = C (the Hydra setting):
- *                 out_i = phi(q_i) (.) sum_j phi(k_j) (.) v_j, O(n C).
- *                 O(n C hs)
- *     The linear kinds never form an n x n matrix: causal by prefix sums.
- *
- *   positional (PARec): parameters Wv [C, C], bv [C], R [H, N, N] per layer;
- *     V = qin Wv^T + bv (SASRec: qin = LN1(x), FPARec Eq. 5's layer-normed
- *     input; BERT4Rec: the block input, already layer-normed),
- *     MIX_i,h = sum_{j in K(i)} softmax_{j in K(i)}(R[h, p_i, p_j] / sqrt(hs))
- *               V_j,h                                       (FPARec Eq. 6)
- *     no Q, K and no output projection (FPARec Table 1: d^2 + n^2 per
- *     layer). O(n^2 C) time, O(H n^2) memory.
- *   fpositional (FPARec): Wv, bv, R1, R2 [H, N, k] (k = cfg.rank): the
- *     same with R = R1 R2^T (Eq. 7), d^2 + 2 k N per layer.
- *     O(n^2 C + N^2 k) time per step.
- *   average, linear-anneal, exp-anneal (FPARec Table 4, Appendix B): Wv, bv
- *     only; MIX_i = sum_{j in K(i)} a_ij V_j / sum_{j in K(i)} a_ij with
- *     causal a_ij = 1, p_j + 1, decay^(p_i - p_j) (cfg.decay, e^-1 in the
- *     paper); bidirectional a_ij = 1, N - |p_i - p_j|, decay^|p_i - p_j|.
- *     O(n^2 C) time, no memory.
- *   mixing (FPARec's Token Mixing baseline, MLP-Mixer token mixing): W1, W2
- *     [N, N], b1, b2 [N] per layer, no V: per channel c,
- *     u_t = b1[p_t] + sum_{j in K(t)} W1[p_t, p_j] qin_j[c],
- *     MIX_i[c] = b2[p_i] + sum_{t in K(i)} W2[p_i, p_t] gelu(u_t).
- *     O(n^2 C) time, O(n C) memory.
+ * ATTENTION KINDS. MIX(qin, kvin) of a block is the token mixer of
+ * cfg.attn (mixer.h; the kinds, one per file of their family: mix_*.c;
+ * their equations: seqrec-train(1)). The backbone hands each block's slice
+ * of the mixer's tensors, its cache and the shared scratch to the mixer and
+ * never names a kind.
  *
  * INITIALISATION. SASRec (SASRec.pytorch's xavier_normal_ on every 2-D
  * parameter): every weight matrix, E, P, mixing's W1 and W2 are N(0, 2 /
@@ -125,47 +76,32 @@
  * BERT4Rec: the newest N - 1 items and a mask token at N - 1 (alone for an
  * empty history); head(h of the mask) E^T + ob.
  *
+ * TENSORS. The backbone's tensors are the X-macro table SQ_SASREC_TENSORS
+ * below (name, storage order, weight decay, init, shape, which backbone
+ * uses it); the mixer's follow them in the tensor set (tensor.h). One
+ * table serves allocation, pointers, model files, init and Adam.
+ *
  * Like the ops, the model is written once over `real` and compiled twice:
- * float (lib/sasrec.c, the code that trains) and double
- * (lib/sasrec_f64.c, names with _f64, for the whole-model gradient check). */
+ * float (the code that trains) and double (names with _f64, for the
+ * whole-model gradient check). It calls only ops (ops.h: also zero, copy,
+ * gather and scatter of rows, GEMM) on buffers from the context's
+ * allocator (ctx.h), so that a CUDA build of the same source runs it on a
+ * GPU. */
 #ifndef SQ_SASREC_H
 #define SQ_SASREC_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "attn_linear.h"
-#include "attn_pos.h"
 #include "batch.h"
+#include "ctx.h"
 #include "err.h"
+#include "mixer.h"
 #include "model.h"
 #include "modelfile.h"
+#include "tensor.h"
 
 enum sq_backbone { SQ_BACKBONE_SASREC = 0, SQ_BACKBONE_BERT4REC = 1 };
-
-/* The attention kinds of --attn (ATTENTION KINDS above). */
-enum sq_attn_kind {
-    SQ_AK_SOFTMAX = 0,
-    SQ_AK_LINREC,
-    SQ_AK_LINEAR,
-    SQ_AK_EFFICIENT,
-    SQ_AK_HYDRA,
-    SQ_AK_POSITIONAL,
-    SQ_AK_FPOSITIONAL,
-    SQ_AK_AVERAGE,
-    SQ_AK_LINEAR_ANNEAL,
-    SQ_AK_EXP_ANNEAL,
-    SQ_AK_MIXING,
-    SQ_AK_N
-};
-
-/* "softmax", "linrec", ..., "mixing" (NULL out of range); parse: -1 when
- * unknown. */
-const char *sq_attn_kind_name(int kind);
-int sq_attn_kind_parse(const char *s);
-/* "sasrec" / "bert4rec"; parse: -1 when unknown. */
-const char *sq_backbone_name(int backbone);
-int sq_backbone_parse(const char *s);
 
 typedef struct {
     uint32_t n_items;
@@ -173,11 +109,9 @@ typedef struct {
     double dropout;
     double ln_eps;
     int backbone;      /* SQ_BACKBONE_SASREC (0) or SQ_BACKBONE_BERT4REC */
-    int attn;          /* SQ_AK_* (0: softmax) */
     int causal;        /* BERT4Rec: causal mixers; SASRec is always causal */
-    int linrec_scale;  /* linrec: SQ_LINREC_CODE (0) or SQ_LINREC_PAPER */
-    int rank;          /* fpositional: k of R1, R2 [H, N, k] */
-    double decay;      /* exp-anneal: 0 < decay <= 1 */
+    double mask_prob;  /* BERT4Rec: the cloze task's masking probability */
+    sq_mixer_cfg attn; /* --attn KIND and the kind's options */
 } sq_sasrec_config;
 
 /* The mask token of a BERT4Rec config: n_items + 1. */
@@ -192,38 +126,66 @@ static inline int sq_sasrec_causal(const sq_sasrec_config *c)
     return c->backbone == SQ_BACKBONE_SASREC || c->causal;
 }
 
+/* What the mixer of c sees (points into c). */
+static inline sq_mixer_env sq_sasrec_env(const sq_sasrec_config *c)
+{
+    sq_mixer_env env = {c->dim, c->n_heads, c->max_len, c->n_layers, sq_sasrec_causal(c),
+                        &c->attn};
+    return env;
+}
+
 enum sq_loss { SQ_LOSS_CE = 0, SQ_LOSS_BCE = 1 };
 
-/* The parameter tensors, in storage order. The first SQ_SASREC_N_DECAY
- * (matrices and embeddings) form the weight-decay group; biases and
- * LayerNorm parameters follow. A tensor the config does not use (another
- * kind's, another backbone's) has no elements and is not stored in model
- * files; a softmax SASRec has exactly the 20 tensors of the original
- * layout, in the same order. */
-enum {
-    SQ_SASREC_NT = 34,
-    SQ_SASREC_N_DECAY = 14,
-};
+/* The backbone's tensors: X(name, order, decay, init, shape, use) with use
+ * ALL, SAS (SASRec only) or BERT (BERT4Rec only). Shape symbols: W item
+ * rows (n_items + 1, BERT4Rec + 1 for the mask token), V n_items + 1, N
+ * max_len, C dim, F ffn, L layers. */
+#define SQ_SASREC_TENSORS(X)                                                    \
+    X(item_emb, 0, 1, SQ_INIT_WEIGHT, "WC", ALL)                                \
+    X(pos_emb, 1, 1, SQ_INIT_WEIGHT, "NC", ALL)                                 \
+    X(w1, 6, 1, SQ_INIT_WEIGHT, "LFC", ALL)                                     \
+    X(w2, 7, 1, SQ_INIT_WEIGHT, "LCF", ALL)                                     \
+    X(head_w, 13, 1, SQ_INIT_WEIGHT, "CC", BERT)                                \
+    X(b1, 18, 0, SQ_INIT_ZERO, "LF", ALL)                                       \
+    X(b2, 19, 0, SQ_INIT_ZERO, "LC", ALL)                                       \
+    X(ln1_w, 20, 0, SQ_INIT_ONE, "LC", ALL)                                     \
+    X(ln1_b, 21, 0, SQ_INIT_ZERO, "LC", ALL)                                    \
+    X(ln2_w, 22, 0, SQ_INIT_ONE, "LC", ALL)                                     \
+    X(ln2_b, 23, 0, SQ_INIT_ZERO, "LC", ALL)                                    \
+    X(lnf_w, 24, 0, SQ_INIT_ONE, "C", SAS)                                      \
+    X(lnf_b, 25, 0, SQ_INIT_ZERO, "C", SAS)                                     \
+    X(embln_w, 28, 0, SQ_INIT_ONE, "C", BERT)                                   \
+    X(embln_b, 29, 0, SQ_INIT_ZERO, "C", BERT)                                  \
+    X(head_b, 30, 0, SQ_INIT_ZERO, "C", BERT)                                   \
+    X(headln_w, 31, 0, SQ_INIT_ONE, "C", BERT)                                  \
+    X(headln_b, 32, 0, SQ_INIT_ZERO, "C", BERT)                                 \
+    X(out_b, 33, 0, SQ_INIT_ZERO, "V", BERT)
 
-/* The tensor's name in model files ("item_emb", "wq", ...) and shape (an
- * unused tensor: one dimension of 0). */
-const char *sq_sasrec_tensor_name(int i);
-int sq_sasrec_tensor_shape(const sq_sasrec_config *c, int i, uint64_t shape[4]);
-/* Element counts of the tensors; returns the total. */
-size_t sq_sasrec_sizes(const sq_sasrec_config *c, size_t sizes[SQ_SASREC_NT]);
+#define SQ_SASREC_T_ENUM(name, ...) SQ_T_##name,
+enum { SQ_SASREC_TENSORS(SQ_SASREC_T_ENUM) SQ_SASREC_NT };
+#undef SQ_SASREC_T_ENUM
 
+/* The models of the registry: "sasrec" and "bert4rec". */
+extern const sq_model_def sq_model_sasrec, sq_model_bert4rec;
+
+/* The defaults of seqrec-train(1) for a backbone (attention softmax). */
+void sq_sasrec_defaults(sq_sasrec_config *c, int backbone);
+/* Sets --attn to the kind named kind with its options' defaults; -1 when
+ * there is no such kind. */
+int sq_sasrec_set_attn(sq_sasrec_config *c, const char *kind);
 /* SQ_EX_USAGE with a message when the config cannot be built (dim not a
- * multiple of heads, non-positive sizes, dropout outside [0, 1), an unknown
- * kind, a rank or decay out of range for the kind, ...). */
+ * multiple of heads, non-positive sizes, dropout outside [0, 1), the
+ * kind's own checks, ...). */
 int sq_sasrec_config_check(const sq_sasrec_config *c, sq_err *e);
-/* The architecture keys of a model file: layers, heads, dim, ffn, max_len,
- * dropout, ln_eps, attn and the kind's options (linrec_scale, rank,
- * decay), causal for BERT4Rec ("model" and n_items are written by the
- * caller, with sq_model_set_data); read also takes n_items and the backbone
- * from "model" (a file without "attn" is softmax). */
+/* The config keys of a model file: the options of the backbone's table and
+ * of its kind ("model" and n_items are written by the caller); read also
+ * takes n_items and the backbone from "model" (a file without "attn" is
+ * softmax). */
 int sq_sasrec_config_write(const sq_sasrec_config *c, sq_modelfile *mf, sq_err *e);
 int sq_sasrec_config_read(sq_sasrec_config *c, const sq_modelfile *mf,
                           const char *path, sq_err *e);
+/* The tensors of c: the backbone's table, then the mixer's. */
+int sq_sasrec_tensor_set(const sq_sasrec_config *c, sq_tensor_set *s, sq_err *e);
 
 /* Capacity of a workspace: most sequences, token rows, loss entries and
  * sum(len^2) of one batch, and whether it holds the backward buffers. */
@@ -233,11 +195,6 @@ typedef struct {
     int K;      /* negatives per entry */
     int train;  /* 1: gradient buffers and the loss scratch */
 } sq_sasrec_cap;
-
-/* The loaders of sq_model_load's table (model.h) for "sasrec" and
- * "bert4rec": copy the config and tensors of mf into a model that m owns. */
-int sq_sasrec_load(sq_model *m, sq_modelfile *mf, sq_err *e);
-int sq_bert4rec_load(sq_model *m, sq_modelfile *mf, sq_err *e);
 
 #pragma push_macro("real")
 #pragma push_macro("R")
@@ -284,8 +241,7 @@ const sq_sasrec *sq_sasrec_of(const sq_model *m);
  * [n_layers, H, n, n] array (layer l, head h, query row i, key row j at
  * ((l * H + h) * n + i) * n + j), *ids [n] the input ids (the mask token is
  * sq_mask_id) and *pos [n] their window positions (both malloc'd), *n_out =
- * n, *n_heads = H. The weights are what each head applies to the value rows
- * (rows of its output = A V):
+ * n, *n_heads = H. What the weights are is the kind's (mixer.h, map):
  *   softmax, positional, fpositional, the fixed patterns: the probabilities
  *     (rows sum to 1, zero above the diagonal when causal);
  *   linrec, linear, efficient, hydra: the implied A_ij, found by running the
@@ -300,30 +256,27 @@ int sq_sasrec_attention_map(const sq_sasrec *m, const uint32_t *hist, uint32_t l
 
 #elif defined(SQ_SASREC_DECLARE)
 
-/* Pointers into one block, one per tensor (order = the tensor table). */
+/* Pointers into one block, one per tensor of the table (p.t[i] is tensor
+ * i; the mixer's tensors, whole (all layers), in p.mix). */
 typedef struct {
-    real *item_emb, *pos_emb;                      /* [V+1(+1), C], [N, C] */
-    real *wq, *wk, *wv, *wo;                       /* [L, C, C] */
-    real *w1, *w2;                                 /* [L, F, C], [L, C, F] */
-    real *pa_r;                                    /* [L, H, N, N] */
-    real *fpa_r1, *fpa_r2;                         /* [L, H, N, k] */
-    real *mix_w1, *mix_w2;                         /* [L, N, N] */
-    real *head_w;                                  /* [C, C] */
-    real *bq, *bk, *bv, *bo, *b1, *b2;             /* [L, C] (b1: [L, F]) */
-    real *ln1w, *ln1b, *ln2w, *ln2b;               /* [L, C] */
-    real *lnfw, *lnfb;                             /* [C] */
-    real *mix_b1, *mix_b2;                         /* [L, N] */
-    real *emblnw, *emblnb;                         /* [C] */
-    real *head_b, *headlnw, *headlnb;              /* [C] */
-    real *out_b;                                   /* [V+1] */
+    union {
+        struct {
+#define SQ_SASREC_T_PTR(name, ...) real *name;
+            SQ_SASREC_TENSORS(SQ_SASREC_T_PTR)
+#undef SQ_SASREC_T_PTR
+        };
+        real *t[SQ_SASREC_NT];
+    };
+    real *mix[SQ_MIXER_MAXT];
 } R(sq_sasrec_params);
 
-/* Parameters (or their gradients, or Adam moments: same layout). */
+/* Parameters (or their gradients, or Adam moments: same layout), in one
+ * block of backend memory. */
 typedef struct {
     sq_sasrec_config cfg;
-    size_t sizes[SQ_SASREC_NT];
+    sq_ctx cx;         /* the backend the block lives on */
+    sq_tensor_set ts;  /* sizes, offsets, decay flags */
     size_t n;          /* total reals */
-    size_t n_decay;    /* reals of the weight-decay group (a prefix) */
     real *mem;         /* the one block */
     R(sq_sasrec_params) p;
 } R(sq_sasrec);
@@ -336,13 +289,15 @@ typedef struct {
  * x[l+1] = LN2(ln2). */
 typedef struct {
     sq_sasrec_cap cap;
+    sq_ctx cx;                     /* the backend of mem */
+    sq_mixer_env env;
     void *mem;
     real *emb;                     /* [T, C] E*sqrt(C) + P (BERT4Rec: E + P) */
     real *embn, *embln_mean, *embln_rstd; /* BERT4Rec: LNe(emb) */
     real *x;                       /* [L+1, T, C] block inputs; x[L] last */
     real *ln1, *ln1_mean, *ln1_rstd;
-    real *q, *k, *v, *atty, *proj, *projd, *xmid;
-    real *cache;                   /* [L, cache_n] the mixers' caches */
+    real *proj, *projd, *xmid;     /* the mixer's output, after dropout, sum */
+    real *cache;                   /* [L, cache_n] the mixer's caches */
     size_t cache_n;
     real *scratch;                 /* [scratch_n] shared by the layers */
     size_t scratch_n;
@@ -356,18 +311,21 @@ typedef struct {
     /* training only */
     real *ce;                      /* sq_ce_full scratch */
     int ce_chunk;
-    real *dout, *dx, *dy, *dxmid, *dln1, *dproj, *datty, *dq, *dk, *dv,
-         *dh2, *dF1, *dF2, *dF3, *demb;
+    real *dout, *dx, *dy, *dxmid, *dln1, *dproj, *dh2, *dF1, *dF2, *dF3, *demb;
     real *dhaug, *deaug, *dhx, *dhd, *dhg; /* BERT4Rec head */
 } R(sq_sasrec_work);
 
-/* Allocates parameters (zero) for a checked config. */
+/* Allocates parameters (zero) for a checked config, on the CPU or on the
+ * backend of cx. */
 int R(sq_sasrec_alloc)(R(sq_sasrec) *m, const sq_sasrec_config *c, sq_err *e);
+int R(sq_sasrec_alloc_on)(R(sq_sasrec) *m, const sq_sasrec_config *c, const sq_ctx *cx,
+                          sq_err *e);
 void R(sq_sasrec_free)(R(sq_sasrec) *m);
-/* The initialisation described above. */
+/* The initialisation described above (host memory: the CPU backend). */
 void R(sq_sasrec_init_weights)(R(sq_sasrec) *m, uint64_t seed);
 
-int R(sq_sasrec_work_alloc)(R(sq_sasrec_work) *w, const sq_sasrec_config *c,
+/* A workspace on m's backend. */
+int R(sq_sasrec_work_alloc)(R(sq_sasrec_work) *w, const R(sq_sasrec) *m,
                             const sq_sasrec_cap *cap, sq_err *e);
 void R(sq_sasrec_work_free)(R(sq_sasrec_work) *w);
 
@@ -385,6 +343,15 @@ void R(sq_sasrec_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
 double R(sq_sasrec_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
                          const sq_packed *b, int loss, R(sq_sasrec) *g,
                          int *count);
+
+/* BERT4Rec's output head on n rows of the states x[L] (rows NULL: row
+ * i): w->hln = LNh(gelu(Wh x[rows] + bh)). */
+void R(sq_sasrec_head)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const int *rows, int n);
+
+/* The mixer's view of layer l of the batch b in w (g: the gradients, or
+ * NULL), for a kind's forward, backward or map. */
+void R(sq_sasrec_mix_args)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_packed *b,
+                           const R(sq_sasrec) *g, int l, R(sq_mix_args) *a);
 
 /* Back-propagates w->dout through the model, adding into g (the caller
  * zeroes g once per step). Needs the forward of the same batch in w. */

@@ -1,12 +1,14 @@
 /* real.h - one source, two precisions.
  *
- * The ops are written once over the type `real` and compiled twice: lib/ops.c
- * as float (the code that trains) and lib/ops_f64.c as double (the same code,
- * so that the unit tests can check every gradient against central finite
- * differences without float round-off drowning the comparison).
+ * The ops (and the models on them) are written once over the type `real`
+ * and compiled twice: as float (the code that trains) and as double (the
+ * same code, so that the unit tests can check every gradient against
+ * central finite differences without float round-off drowning the
+ * comparison). A source starts with `#ifndef SQ_REAL / #define SQ_REAL float
+ * / #endif`; the Makefile finds such sources and compiles each a second time
+ * with -DSQ_REAL=double into NAME_f64.o.
  *
- * A source file defines SQ_REAL to float or double and then includes this
- * header, which provides
+ * Such a source includes this header, which provides
  *   real            the scalar type
  *   R(name)         the exported name: `name` for float, `name_f64` for double
  *   r_exp, r_log, ... the libm function of the matching precision

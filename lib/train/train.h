@@ -2,14 +2,17 @@
  * Adam, validation with lib/eval (the code seqrec-score runs), early
  * stopping on validation NDCG@10, checkpoints and resume.
  *
- * The model is o->arch: SASRec (next-item samples) or BERT4Rec (cloze
- * samples, batch.h: CLOZE, masked with o->mask_prob), with any attention
- * kind (sasrec.h).
+ * The model is any trained model of the registry (o->model, its config
+ * o->cfg): the loop never names one. The model supplies its batches (next
+ * item, cloze, ...) and its step (forward, loss, backward); the loop owns
+ * the optimiser, validation, early stopping, checkpoints and resume, on the
+ * flat parameter block the model's tensor table lays out (model.h).
  *
  * EPOCH e (0-based): shuffle the samples by (seed, e) (batch.h); for each
- * batch: zero the gradients, forward with dropout drawn from (seed, step),
- * loss, backward, optional global-norm clipping, Adam (AdamW-style decoupled
- * weight decay on matrices and embeddings only), step += 1. Every
+ * batch: zero the gradients, the model's step (dropout drawn from (seed,
+ * step)), optional global-norm clipping, Adam (AdamW-style decoupled
+ * weight decay on the tensors the model's table marks: matrices and
+ * embeddings), step += 1. Every
  * eval_every epochs (and after the last) the validation targets are ranked
  * against every item (history not excluded); a higher NDCG@10 than the best
  * so far makes this the best model, written to the output at once (so a
@@ -38,24 +41,32 @@
 
 #include "dataset.h"
 #include "err.h"
-#include "sasrec.h"
+#include "model.h"
+#include "opt.h"
 
 typedef struct {
-    sq_sasrec_config arch;  /* n_items is taken from the data */
+    const sq_model_def *model;  /* a trained model of the registry */
+    void *cfg;              /* its config (model->cfg_size bytes, the caller's) */
     int loss;               /* SQ_LOSS_CE or SQ_LOSS_BCE */
     int neg;                /* negatives per position (bce) */
     int target;             /* SQ_TARGET_ALL or SQ_TARGET_LAST */
-    double mask_prob;       /* BERT4Rec: cloze masking probability */
     double lr, beta1, beta2, eps, weight_decay, clip;
     int batch, epochs, patience, eval_every;
     uint64_t seed;
     int threads;            /* 0: the OpenMP default */
 } sq_train_opts;
 
-/* The defaults of seqrec-train(1). */
+/* The training options of seqrec-train(1) (keys "train.NAME" in model
+ * files), bound into sq_train_opts. */
+extern const sq_opt sq_train_options[];
+
+/* The defaults of seqrec-train(1) (no model). */
 void sq_train_defaults(sq_train_opts *o);
-/* SQ_EX_USAGE with a message naming the option when o is not usable. */
+/* SQ_EX_USAGE with a message naming the option when o is not usable (its
+ * values, and what the model refuses of them). */
 int sq_train_check(const sq_train_opts *o, sq_err *e);
+/* What the model's step is told of o. */
+sq_step_opts sq_train_step_opts(const sq_train_opts *o);
 
 /* What one epoch did, for the caller's log line. */
 typedef struct {
@@ -79,21 +90,22 @@ typedef struct {
     int (*epoch)(void *ctx, const sq_epoch_stats *s, sq_err *e);
 } sq_train_hooks;
 
-/* Trains the model of o->arch (SASRec or BERT4Rec, any attention) on ds (split or padded) and writes the model to out_path
+/* Trains o->model with o->cfg on ds (split or padded) and writes the model to out_path
  * and the checkpoint to out_path.ckpt. With resume_path the options (all
  * but threads and epochs, which o gives) and the state come from that
  * checkpoint; a checkpoint of another dataset (n_items or data meta) is
  * refused with SQ_EX_DATA. */
-int sq_train_sasrec(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
+int sq_train(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
                     const char *resume_path, const sq_train_hooks *hooks, sq_err *e);
 
-/* Reads the training options stored in a checkpoint (to resume it). */
+/* Reads the model and training options stored in a checkpoint (to resume
+ * it); o->cfg is malloc'd (the caller frees it). */
 int sq_train_read_opts(sq_train_opts *o, const char *ckpt_path, sq_err *e);
 
-/* Fits the popularity model (pop.h) to ds and writes it to out_path; when
- * ds has validation targets, *evaluated = 1 and hr10, ndcg10 are its
- * validation HR@10 and NDCG@10 (the same ranking as for SASRec). */
-int sq_train_pop(const sq_dataset *ds, const char *out_path, int threads, int *evaluated,
-                 double *hr10, double *ndcg10, sq_err *e);
+/* Fits a one-pass model (def->fit: pop) to ds and writes it to out_path;
+ * when ds has validation targets, *evaluated = 1 and hr10, ndcg10 are its
+ * validation HR@10 and NDCG@10 (the same ranking as for trained models). */
+int sq_train_fit(const sq_model_def *def, const sq_dataset *ds, const char *out_path,
+                 int threads, int *evaluated, double *hr10, double *ndcg10, sq_err *e);
 
 #endif

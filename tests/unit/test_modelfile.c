@@ -8,6 +8,7 @@
 
 #include "dataset.h"
 #include "model.h"
+#include "registry.h"
 #include "modelfile.h"
 #include "pop.h"
 #include "unit.h"

@@ -1,0 +1,627 @@
+/* sasrec_model.c - SASRec and BERT4Rec as registered models (model.h):
+ * their options and configs, the training step the generic trainer calls,
+ * model files, scoring and attention maps. The math is sasrec.c. */
+#include "sasrec.h"
+#include "kv.h"
+#include "ops.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int is_bert(const sq_sasrec_config *c) { return c->backbone == SQ_BACKBONE_BERT4REC; }
+
+/* ------------------------------------------------------------------------ */
+/* Options and configs                                                      */
+
+static int kind_parse(const char *s) { return sq_mixer_find(s); }
+static const char *kind_word(int k)
+{
+    const sq_mixer *m = sq_mixer_get(k);
+    return m ? m->name : NULL;
+}
+
+/* --attn's list of kinds in --help, from the mixer table. */
+static void kinds_help(FILE *f)
+{
+    for (int k = 0; k < sq_mixer_count(); k++) {
+        const sq_mixer *m = sq_mixer_get(k);
+        fprintf(f, "  %-20s  %-14s %s\n", "", m->name, m->help);
+    }
+}
+
+#define OFF(field) offsetof(sq_sasrec_config, field)
+#define COMMON_OPTS(eps)                                                                \
+    {.name = "attn", .type = SQ_OPT_ENUM, .offset = OFF(attn.kind), .def = "softmax",  \
+     .parse = kind_parse, .word = kind_word, .more_help = kinds_help, .arg = "NAME",   \
+     .help = "the attention of every block (default softmax):"},                       \
+    {.name = "layers", .type = SQ_OPT_INT, .offset = OFF(n_layers), .def = "2", .lo = 1, \
+     .hi = 64, .arg = "N", .help = "transformer blocks (default 2)"},                  \
+    {.name = "heads", .type = SQ_OPT_INT, .offset = OFF(n_heads), .def = "1", .lo = 1,   \
+     .hi = 8192, .arg = "N",                                                           \
+     .help = "attention heads, dividing --dim (default 1; for\nhydra: --dim)"},        \
+    {.name = "dim", .type = SQ_OPT_INT, .offset = OFF(dim), .def = "64", .lo = 1,        \
+     .hi = 8192, .arg = "N", .help = "hidden size d (default 64)"},                    \
+    {.name = "ffn", .type = SQ_OPT_INT, .offset = OFF(ffn), .def = "256", .lo = 1,       \
+     .hi = 65536, .arg = "N", .help = "feed-forward inner size (default 256)"},        \
+    {.name = "max-len", .type = SQ_OPT_INT, .offset = OFF(max_len), .def = "50",         \
+     .lo = 1, .hi = 65536, .arg = "N",                                                 \
+     .help = "newest N items per sequence (default 50; a padded\n"                     \
+             "stream's row length when it is one)"},                                   \
+    {.name = "dropout", .type = SQ_OPT_REAL, .offset = OFF(dropout), .def = "0.2",       \
+     .lo = 0, .hi = 1, .hi_open = 1, .arg = "P", .help = "dropout rate (default 0.2)"}, \
+    {.key = "ln_eps", .type = SQ_OPT_REAL, .offset = OFF(ln_eps), .def = eps,            \
+     .lo = 0, .hi = 1, .lo_open = 1}
+
+static const sq_opt sasrec_opts[] = {
+    COMMON_OPTS("1e-8"), /* LayerNorm eps of the TF SASRec */
+    {0},
+};
+
+static const sq_opt bert_opts[] = {
+    COMMON_OPTS("1e-12"), /* RecBole's BERT4Rec */
+    {.name = "causal", .type = SQ_OPT_FLAG, .offset = OFF(causal), .def = "0",
+     .help = "bert4rec: causal attention (HydraRecUni)"},
+    {.name = "mask-prob", .key = "train.mask_prob", .type = SQ_OPT_REAL,
+     .offset = OFF(mask_prob), .def = "0.2", .lo = 0, .hi = 1, .lo_open = 1, .arg = "P",
+     .help = "bert4rec: cloze masking probability (default 0.2)"},
+    {0},
+};
+
+static const sq_opt *backbone_opts(int backbone)
+{
+    return backbone == SQ_BACKBONE_BERT4REC ? bert_opts : sasrec_opts;
+}
+
+void sq_sasrec_defaults(sq_sasrec_config *c, int backbone)
+{
+    memset(c, 0, sizeof *c);
+    sq_opt_defaults(backbone_opts(backbone), c);
+    c->backbone = backbone;
+    sq_mixer_defaults(&c->attn, c->attn.kind);
+}
+
+int sq_sasrec_set_attn(sq_sasrec_config *c, const char *kind)
+{
+    int k = sq_mixer_find(kind);
+    if (k < 0)
+        return -1;
+    sq_mixer_defaults(&c->attn, k);
+    return 0;
+}
+
+int sq_sasrec_config_check(const sq_sasrec_config *c, sq_err *e)
+{
+    if (c->backbone != SQ_BACKBONE_SASREC && c->backbone != SQ_BACKBONE_BERT4REC)
+        return sq_fail(e, SQ_EX_USAGE, "unknown backbone %d", c->backbone);
+    if (c->n_items < 1 || c->n_items > (1u << 30))
+        return sq_fail(e, SQ_EX_USAGE, "n_items %" PRIu32 " out of range", c->n_items);
+    /* every option in its range (a config built in code) */
+    for (const sq_opt *o = backbone_opts(c->backbone); o->type; o++) {
+        char buf[64];
+        sq_sasrec_config tmp = *c;
+        if (sq_opt_set(o, &tmp, sq_opt_format(o, c, buf, sizeof buf), SQ_EX_USAGE, NULL, e))
+            return e->code;
+    }
+    /* the embedding table must stay addressable with int row indices */
+    if ((uint64_t)(c->n_items + 2) * (uint64_t)c->dim > (uint64_t)1 << 40)
+        return sq_fail(e, SQ_EX_USAGE, "item table too large");
+    sq_mixer_env env = sq_sasrec_env(c);
+    return sq_mixer_check(&env, e);
+}
+
+static int set_key(void *ctx, const char *key, const char *value, sq_err *e)
+{
+    return sq_modelfile_set(ctx, e, key, "%s", value);
+}
+
+int sq_sasrec_config_write(const sq_sasrec_config *c, sq_modelfile *mf, sq_err *e)
+{
+    const sq_mixer *m = sq_mixer_get(c->attn.kind);
+    if (sq_opt_write(backbone_opts(c->backbone), c, set_key, mf, e) ||
+        (m->opts && sq_opt_write(m->opts, &c->attn, set_key, mf, e)))
+        return e->code;
+    return 0;
+}
+
+int sq_sasrec_config_read(sq_sasrec_config *c, const sq_modelfile *mf, const char *path,
+                          sq_err *e)
+{
+    char buf[64];
+    int backbone = -1;
+    if (sq_modelfile_get(mf, "model", buf, sizeof buf))
+        backbone = !strcmp(buf, "sasrec") ? SQ_BACKBONE_SASREC
+                 : !strcmp(buf, "bert4rec") ? SQ_BACKBONE_BERT4REC : -1;
+    if (backbone < 0)
+        return sq_fail(e, SQ_EX_DATA, "%s: config has no model=sasrec or bert4rec", path);
+    sq_sasrec_defaults(c, backbone);
+    if (!sq_modelfile_get(mf, "n_items", buf, sizeof buf) ||
+        sscanf(buf, "%" SCNu32, &c->n_items) != 1)
+        return sq_fail(e, SQ_EX_DATA, "%s: config has no n_items", path);
+    /* every key but attn is required (the first SASRec files have none:
+     * softmax); BERT4Rec files keep the mask probability with the training
+     * options */
+    const sq_opt *t = backbone_opts(backbone);
+    const char *cfg = mf->config;
+    if (sq_opt_apply(t + 1, c, cfg, 1, SQ_EX_DATA, path, e) ||
+        sq_opt_apply(t, c, cfg, 0, SQ_EX_DATA, path, e))
+        return e->code;
+    sq_mixer_defaults(&c->attn, c->attn.kind);
+    const sq_mixer *m = sq_mixer_get(c->attn.kind);
+    if (m->opts && sq_opt_apply(m->opts, &c->attn, cfg, 1, SQ_EX_DATA, path, e))
+        return e->code;
+    sq_err ce = {0};
+    if (sq_sasrec_config_check(c, &ce))
+        return sq_fail(e, SQ_EX_DATA, "%s: bad config: %s", path, ce.msg);
+    return 0;
+}
+
+/* The options given on the command line (kv text) into a config. */
+static int config_from(void *cfg, int backbone, const char *given, uint32_t n_items,
+                       int padded_len, sq_err *e)
+{
+    sq_sasrec_config *c = cfg;
+    const sq_opt *t = backbone_opts(backbone);
+    char kb[64], val[64];
+    sq_sasrec_defaults(c, backbone);
+    c->n_items = n_items;
+    if (sq_opt_apply(t, c, given, 0, SQ_EX_USAGE, NULL, e))
+        return e->code;
+    /* the kind's options, after the kind is known */
+    int kind = c->attn.kind;
+    sq_mixer_defaults(&c->attn, kind);
+    const sq_mixer *m = sq_mixer_get(kind);
+    if (m->opts && sq_opt_apply(m->opts, &c->attn, given, 0, SQ_EX_USAGE, NULL, e))
+        return e->code;
+    /* options of other models or kinds are refused */
+    for (const char *line = given; line && *line; line = strchr(line, '\n') + 1) {
+        size_t kl = strcspn(line, "=");
+        snprintf(kb, sizeof kb, "%.*s", (int)kl, line);
+        int found = 0;
+        for (const sq_opt *o = t; o->type && !found; o++)
+            found = !strcmp(sq_opt_key(o, val, sizeof val), kb);
+        for (const sq_opt *o = m->opts; o && o->type && !found; o++)
+            found = !strcmp(sq_opt_key(o, val, sizeof val), kb);
+        if (!found)
+            return sq_fail(e, SQ_EX_USAGE, "%s is not an option of --model %s%s%s", kb,
+                           backbone ? "bert4rec" : "sasrec", " with --attn ", m->name);
+        if (!strchr(line, '\n'))
+            break;
+    }
+    if (padded_len > 0 && !sq_kv_get(given ? given : "", "max_len", val, sizeof val))
+        c->max_len = padded_len;
+    if (m->default_heads && !sq_kv_get(given ? given : "", "heads", val, sizeof val))
+        c->n_heads = m->default_heads(c->dim);
+    return sq_sasrec_config_check(c, e);
+}
+
+int sq_sasrec_tensor_set(const sq_sasrec_config *c, sq_tensor_set *s, sq_err *e)
+{
+    static const sq_tensor_desc table[SQ_SASREC_NT] = {
+#define DESC(name, order, decay, init, shape, use) {#name, order, decay, init, shape},
+        SQ_SASREC_TENSORS(DESC)
+#undef DESC
+    };
+#define USE(name, order, decay, init, shape, use) use,
+    enum { ALL, SAS, BERT };
+    static const int uses[SQ_SASREC_NT] = {SQ_SASREC_TENSORS(USE)};
+#undef USE
+    int bert = is_bert(c);
+    sq_dims d = {{0}};
+    sq_dims_set(&d, 'W', (uint64_t)c->n_items + 1 + (bert ? 1 : 0));
+    sq_dims_set(&d, 'V', (uint64_t)c->n_items + 1);
+    sq_dims_set(&d, 'N', (uint64_t)c->max_len);
+    sq_dims_set(&d, 'C', (uint64_t)c->dim);
+    sq_dims_set(&d, 'F', (uint64_t)c->ffn);
+    sq_dims_set(&d, 'L', (uint64_t)c->n_layers);
+    sq_dims_set(&d, 'H', (uint64_t)c->n_heads);
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < SQ_SASREC_NT; i++) {
+        int use = uses[i] == ALL || (uses[i] == BERT) == bert;
+        if (sq_tensors_add(s, &table[i], 1, &d, use, 0, e))
+            return e->code;
+    }
+    const sq_mixer *m = sq_mixer_get(c->attn.kind);
+    if (m->n_tensors > SQ_MIXER_MAXT)
+        return sq_fail(e, SQ_EX_SOFTWARE, "--attn %s: too many tensors", m->name);
+    /* a kind's rank symbol: its first integer option (fpositional --rank) */
+    sq_dims_set(&d, 'K', (uint64_t)c->attn.iopt[0]);
+    sq_mixer_env env = sq_sasrec_env(c);
+    if (sq_mixer_tensors(&env, s, &d, 1, e))
+        return e->code;
+    sq_tensors_layout(s);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Model files, scoring and attention maps                                  */
+
+int sq_sasrec_add_tensors(const sq_sasrec *m, sq_modelfile *mf, sq_err *e)
+{
+    return sq_tensors_to_file(&m->ts, m->mem, mf, e);
+}
+
+int sq_sasrec_get_tensors(sq_sasrec *m, const sq_modelfile *mf, const char *path,
+                          sq_err *e)
+{
+    return sq_tensors_from_file(&m->ts, m->mem, mf, path, e);
+}
+
+/* The scoring input of B histories (SCORING in sasrec.h) as a packed batch
+ * in one block *ints (ids, pos [T], off [B+1], rows [B]: each sequence's
+ * newest row); *att = sum(len^2). */
+static int scoring_input(const sq_sasrec_config *c, const sq_batch *hist, sq_packed *pb,
+                         int **ints, size_t *att, sq_err *e)
+{
+    int B = hist->B, N = c->max_len, bert = is_bert(c);
+    uint32_t keep = (uint32_t)N - (bert ? 1 : 0); /* items of the history kept */
+    size_t T = 0;
+    *att = 0;
+    for (int b = 0; b < B; b++) {
+        size_t len = hist->len[b] < keep ? hist->len[b] : keep;
+        len += bert ? 1 : len == 0; /* the mask token, or a padding token */
+        T += len;
+        *att += len * len;
+    }
+    if (T > (size_t)INT32_MAX / 2)
+        return sq_fail(e, SQ_EX_USAGE, "scoring batch too large");
+    *ints = malloc((2 * T + 2 * (size_t)B + 1) * sizeof **ints);
+    if (!*ints)
+        return sq_fail(e, SQ_EX_OSERR, "out of memory for scoring");
+    memset(pb, 0, sizeof *pb);
+    pb->ids = *ints;
+    pb->pos = *ints + T;
+    pb->off = *ints + 2 * T;
+    pb->rows = pb->off + B + 1;
+    pb->B = B;
+    pb->T = (int)T;
+    pb->n = B;
+    int o = 0;
+    pb->off[0] = 0;
+    for (int b = 0; b < B; b++) {
+        uint32_t n = hist->len[b], len = n < keep ? n : keep;
+        const uint32_t *it = hist->items + hist->off[b] + (n - len);
+        int extra = bert || len == 0, total = (int)len + extra;
+        for (uint32_t t = 0; t < len; t++) {
+            if (it[t] > c->n_items) {
+                free(*ints);
+                *ints = NULL;
+                return sq_fail(e, SQ_EX_DATA, "item %" PRIu32 " > n_items %" PRIu32,
+                               it[t], c->n_items);
+            }
+            pb->ids[o + (int)t] = (int)it[t];
+        }
+        if (extra) /* BERT4Rec: the mask token; SASRec: a cold user's padding */
+            pb->ids[o + (int)len] = bert ? sq_mask_id(c) : 0;
+        for (int t = 0; t < total; t++)
+            pb->pos[o + t] = N - total + t;
+        o += total;
+        pb->off[b + 1] = o;
+        pb->rows[b] = o - 1;
+    }
+    return 0;
+}
+
+/* scores[B, V1] = h[B, C] E[V1, C]^T (+ ob) for the scored states h;
+ * column 0 (padding) gets 0. */
+static void score_states(const sq_sasrec *m, const float *h, int B, float *scores)
+{
+    const sq_ctx *cx = &m->cx;
+    int C = m->cfg.dim, V1 = (int)m->cfg.n_items + 1;
+    sq_gemm(cx, 0, 1, B, V1, C, 1, h, C, m->p.item_emb, C, 0, scores, V1);
+    if (is_bert(&m->cfg)) {
+        sq_add2d(cx, scores, V1, m->p.out_b, 0, B, V1);
+        sq_fill2d(cx, scores, V1, B, 1, 0);
+    }
+}
+
+int sq_sasrec_scores(const sq_sasrec *m, const sq_batch *hist, float *scores, sq_err *e)
+{
+    const sq_sasrec_config *c = &m->cfg;
+    int B = hist->B, C = c->dim;
+    if (B <= 0)
+        return 0;
+    sq_packed pb;
+    int *ints = NULL;
+    size_t att;
+    if (scoring_input(c, hist, &pb, &ints, &att, e))
+        return e->code;
+    sq_sasrec_cap cap = {.B = B, .T = pb.T, .n = B, .att = att, .K = 0, .train = 0};
+    sq_sasrec_work w;
+    if (sq_sasrec_work_alloc(&w, m, &cap, e)) {
+        free(ints);
+        return e->code;
+    }
+    sq_sasrec_forward(m, &w, &pb, 0, 0, 0);
+    if (is_bert(c)) {
+        sq_sasrec_head(m, &w, pb.rows, B);
+        score_states(m, w.hln, B, scores);
+    } else {
+        /* the newest row of each sequence, in place of the first B rows of
+         * x[0] (no longer needed after the forward) */
+        sq_gather_rows(&m->cx, w.x, w.out, pb.rows, B, C);
+        score_states(m, w.x, B, scores);
+    }
+    sq_sasrec_work_free(&w);
+    free(ints);
+    return 0;
+}
+
+int sq_sasrec_attention_map(const sq_sasrec *m, const uint32_t *hist, uint32_t len,
+                            float **map, int **ids, int **pos, int *n_out, int *n_heads,
+                            sq_err *e)
+{
+    const sq_sasrec_config *c = &m->cfg;
+    const sq_mixer *mx = sq_mixer_get(c->attn.kind);
+    *map = NULL;
+    *ids = *pos = NULL;
+    uint32_t off0 = 0;
+    sq_batch hb = {.items = hist, .off = &off0, .len = &len, .B = 1};
+    sq_packed pb;
+    int *ints = NULL;
+    size_t att;
+    if (scoring_input(c, &hb, &pb, &ints, &att, e))
+        return e->code;
+    int n = pb.T, L = c->n_layers, H = c->n_heads;
+    sq_sasrec_cap cap = {.B = 1, .T = n, .n = 1, .att = att, .K = 0, .train = 0};
+    sq_sasrec_work w;
+    if (sq_sasrec_work_alloc(&w, m, &cap, e)) {
+        free(ints);
+        return e->code;
+    }
+    size_t nn = (size_t)n * n;
+    *map = malloc((size_t)L * H * nn * sizeof **map);
+    *ids = malloc((size_t)n * sizeof **ids);
+    *pos = malloc((size_t)n * sizeof **pos);
+    int rc = 0;
+    if (!*map || !*ids || !*pos) {
+        rc = sq_fail(e, SQ_EX_OSERR, "out of memory for the attention map");
+        goto done;
+    }
+    memcpy(*ids, pb.ids, (size_t)n * sizeof **ids);
+    memcpy(*pos, pb.pos, (size_t)n * sizeof **pos);
+    sq_sasrec_forward(m, &w, &pb, 0, 0, 0);
+    size_t sTC = (size_t)w.cap.T * c->dim;
+    int heads = H;
+    for (int l = 0; l < L && !rc; l++) {
+        sq_mix_args a;
+        sq_sasrec_mix_args(m, &w, &pb, NULL, l, &a);
+        /* the layer's query input: SASRec LN1(x), BERT4Rec x */
+        const float *qin = is_bert(c) ? w.x + l * sTC : w.ln1 + l * sTC;
+        int h = mx->map(&a, qin, *map + (size_t)l * heads * nn, e);
+        if (h < 0)
+            rc = e->code;
+        else if (l == 0 && h != heads) /* fewer maps than heads (mixing: one) */
+            heads = h;
+    }
+    *n_out = n;
+    *n_heads = heads;
+done:
+    if (rc) {
+        free(*map);
+        free(*ids);
+        free(*pos);
+        *map = NULL;
+        *ids = *pos = NULL;
+    }
+    sq_sasrec_work_free(&w);
+    free(ints);
+    return rc;
+}
+
+static int view_scores(sq_model *mm, const sq_batch *b, float *scores, sq_err *e)
+{
+    return sq_sasrec_scores(mm->impl, b, scores, e);
+}
+
+static int view_attention(const sq_model *mm, const uint32_t *hist, uint32_t len,
+                          sq_attn_map *a, sq_err *e)
+{
+    const sq_sasrec *m = mm->impl;
+    const sq_sasrec_config *c = &m->cfg;
+    const sq_mixer *mx = sq_mixer_get(c->attn.kind);
+    memset(a, 0, sizeof *a);
+    if (sq_sasrec_attention_map(m, hist, len, &a->map, &a->ids, &a->pos, &a->n, &a->heads, e))
+        return e->code;
+    a->layers = c->n_layers;
+    a->mask_id = is_bert(c) ? sq_mask_id(c) : -1;
+    a->signed_weights = mx->signed_map;
+    snprintf(a->what, sizeof a->what, "%s --attn %s%s", is_bert(c) ? "bert4rec" : "sasrec",
+             mx->name, is_bert(c) && c->causal ? " --causal" : "");
+    return 0;
+}
+
+void sq_sasrec_model_view(sq_model *out, const sq_sasrec *m)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", is_bert(&m->cfg) ? "bert4rec" : "sasrec");
+    out->n_items = m->cfg.n_items;
+    out->impl = (void *)m;
+    out->scores = view_scores;
+    out->attention = view_attention;
+}
+
+const sq_sasrec *sq_sasrec_of(const sq_model *m)
+{
+    if (m->scores != view_scores || !m->impl)
+        return NULL;
+    return m->impl;
+}
+
+static void owned_free(sq_model *mm)
+{
+    sq_sasrec *m = mm->impl;
+    if (m) {
+        sq_sasrec_free(m);
+        free(m);
+    }
+    mm->impl = NULL;
+}
+
+static int load(sq_model *mm, sq_modelfile *mf, sq_err *e)
+{
+    sq_sasrec_config c;
+    char name[32] = "model";
+    sq_modelfile_get(mf, "model", name, sizeof name);
+    if (sq_sasrec_config_read(&c, mf, name, e))
+        return e->code;
+    sq_sasrec *m = malloc(sizeof *m);
+    if (!m)
+        return sq_fail(e, SQ_EX_OSERR, "out of memory");
+    if (sq_sasrec_alloc(m, &c, e) || sq_sasrec_get_tensors(m, mf, name, e)) {
+        sq_sasrec_free(m);
+        free(m);
+        return e->code;
+    }
+    mm->n_items = c.n_items;
+    mm->impl = m;
+    mm->scores = view_scores;
+    mm->attention = view_attention;
+    mm->free_impl = owned_free;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The training step of the generic trainer (model.h)                       */
+
+typedef struct {
+    sq_sasrec model, grads;
+} net_impl;
+
+typedef struct {
+    sq_sasrec_work w;
+} net_work;
+
+static const sq_opt *kind_opts(int i)
+{
+    static const sq_opt none[] = {{0}};
+    const sq_mixer *m = sq_mixer_get(i);
+    return !m ? NULL : m->opts ? m->opts : none;
+}
+
+static int sasrec_config(void *cfg, const char *given, uint32_t n_items, int padded_len,
+                         sq_err *e)
+{
+    return config_from(cfg, SQ_BACKBONE_SASREC, given, n_items, padded_len, e);
+}
+
+static int bert_config(void *cfg, const char *given, uint32_t n_items, int padded_len,
+                       sq_err *e)
+{
+    return config_from(cfg, SQ_BACKBONE_BERT4REC, given, n_items, padded_len, e);
+}
+
+static int config_write(const void *cfg, sq_modelfile *mf, sq_err *e)
+{
+    return sq_sasrec_config_write(cfg, mf, e);
+}
+
+static int config_read(void *cfg, const sq_modelfile *mf, const char *path, sq_err *e)
+{
+    return sq_sasrec_config_read(cfg, mf, path, e);
+}
+
+static int check_step(const void *cfg, const sq_step_opts *o, sq_err *e)
+{
+    if (is_bert(cfg) && o->loss != SQ_LOSS_CE)
+        return sq_fail(e, SQ_EX_USAGE, "--loss bce is for --model sasrec (BERT4Rec's cloze "
+                       "task uses ce)");
+    return 0;
+}
+
+static int net_alloc(sq_net *n, const void *cfg, const sq_ctx *cx, sq_err *e)
+{
+    net_impl *p = calloc(1, sizeof *p);
+    if (!p)
+        return sq_fail(e, SQ_EX_OSERR, "out of memory");
+    n->impl = p;
+    if (sq_sasrec_alloc_on(&p->model, cfg, cx, e) || sq_sasrec_alloc_on(&p->grads, cfg, cx, e))
+        return e->code;
+    n->cx = &p->model.cx;
+    n->ts = &p->model.ts;
+    n->params = p->model.mem;
+    n->grads = p->grads.mem;
+    n->cfg = &p->model.cfg;
+    return 0;
+}
+
+static void net_free(sq_net *n)
+{
+    net_impl *p = n->impl;
+    if (p) {
+        sq_sasrec_free(&p->grads);
+        sq_sasrec_free(&p->model);
+        free(p);
+    }
+    memset(n, 0, sizeof *n);
+}
+
+static void net_init(sq_net *n, uint64_t seed)
+{
+    sq_sasrec_init_weights(&((net_impl *)n->impl)->model, seed);
+}
+
+static int batcher(sq_batcher *bt, const sq_seqs *s, const void *cfg, const sq_step_opts *o,
+                   sq_err *e)
+{
+    const sq_sasrec_config *c = cfg;
+    if (is_bert(c))
+        return sq_batcher_init_cloze(bt, s, o->target, c->max_len, o->batch, c->mask_prob,
+                                     sq_mask_id(c), o->seed, e);
+    return sq_batcher_init(bt, s, o->target, c->max_len, o->batch,
+                           o->loss == SQ_LOSS_BCE ? o->neg : 0, o->seed, e);
+}
+
+static int work_alloc(const sq_net *n, const sq_batcher *bt, void **work, sq_err *e)
+{
+    const net_impl *p = n->impl;
+    net_work *w = calloc(1, sizeof *w);
+    if (!w)
+        return sq_fail(e, SQ_EX_OSERR, "out of memory");
+    *work = w;
+    sq_sasrec_cap cap = {.B = bt->batch, .T = bt->cap_T, .n = bt->cap_T, .att = bt->cap_att,
+                         .K = bt->K, .train = 1};
+    return sq_sasrec_work_alloc(&w->w, &p->model, &cap, e);
+}
+
+static void work_free(void *work)
+{
+    net_work *w = work;
+    if (w) {
+        sq_sasrec_work_free(&w->w);
+        free(w);
+    }
+}
+
+static double step(sq_net *n, void *work, const sq_packed *b, const sq_step_opts *o,
+                   uint64_t t, int *count)
+{
+    net_impl *p = n->impl;
+    sq_sasrec_work *w = &((net_work *)work)->w;
+    sq_sasrec_forward(&p->model, w, b, 1, o->seed, t);
+    double loss = sq_sasrec_loss(&p->model, w, b, o->loss, &p->grads, count);
+    if (loss == loss && loss - loss == 0) /* finite: the trainer stops otherwise */
+        sq_sasrec_backward(&p->model, w, b, &p->grads);
+    return loss;
+}
+
+static void view(sq_model *out, const sq_net *n)
+{
+    sq_sasrec_model_view(out, &((const net_impl *)n->impl)->model);
+}
+
+#define TRANSFORMER(var, kname, ksummary, kconfig, kopts)                           \
+    const sq_model_def var = {                                                      \
+        .name = kname, .summary = ksummary, .opts = kopts, .more_opts = kind_opts,  \
+        .cfg_size = sizeof(sq_sasrec_config), .config = kconfig,                    \
+        .config_write = config_write, .config_read = config_read, .load = load,     \
+        .check_step = check_step, .net_alloc = net_alloc, .net_free = net_free,     \
+        .net_init = net_init, .batcher = batcher, .work_alloc = work_alloc,         \
+        .work_free = work_free, .step = step, .view = view,                         \
+    };
+
+TRANSFORMER(sq_model_sasrec, "sasrec", "SASRec: causal, next item (the default)",
+            sasrec_config, sasrec_opts)
+TRANSFORMER(sq_model_bert4rec, "bert4rec", "BERT4Rec: bidirectional, cloze task",
+            bert_config, bert_opts)

@@ -1,0 +1,22 @@
+/* registry.h - the models seqrec-train and seqrec-score know: one table
+ * (registry.c), above the models (model.h: sq_model_def). A new model adds
+ * one line there. */
+#ifndef SQ_REGISTRY_H
+#define SQ_REGISTRY_H
+
+#include <stddef.h>
+
+#include "err.h"
+#include "model.h"
+
+int sq_models_count(void);
+const sq_model_def *sq_models_get(int i);        /* NULL out of range */
+const sq_model_def *sq_models_find(const char *name); /* NULL when unknown */
+/* "pop, sasrec, bert4rec" for messages. */
+const char *sq_models_names(char *buf, size_t n);
+
+/* Loads any model file, dispatching on its "model" config key to the
+ * model's loader. */
+int sq_model_load(sq_model *m, const char *path, sq_err *e);
+
+#endif
