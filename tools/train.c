@@ -108,7 +108,8 @@ static void usage(const optset *s)
                     continue;
                 shown[n_shown++] = t;
                 if (!heading++)
-                    printf("Options of --model %s%s:\n", d->name, m ? "" : " (and others)");
+                    printf("Options of --model %s%s:\n", d->name,
+                           m ? " (and those above that it names)" : "");
                 sq_opt one[2] = {*t, {0}};
                 sq_opt_help(one, stdout);
             }

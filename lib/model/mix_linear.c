@@ -32,29 +32,25 @@ static void R(core)(const R(sq_mix_args) *a, real *out)
                         env->dim, a->b->off, a->b->B, env->heads, env->dim, env->causal);
 }
 
+static void R(core_backward)(const R(sq_mix_args) *a, const R(sq_qkv_bufs) *q)
+{
+    const sq_mixer_env *env = a->env;
+    R(sq_lattn_backward)(a->cx, lattn_of(env), q->dq, q->dk, q->dv, q->kscratch, q->datty,
+                         q->q, q->k, q->v, q->kcache, env->dim, a->b->off, a->b->B,
+                         env->heads, env->dim, env->causal);
+}
+
 void R(sq_mix_linear_forward)(const R(sq_mix_args) *a, real *out, const real *qin,
                               const real *kvin)
 {
-    R(sq_qkv_bufs) q;
-    R(sq_qkv_carve)(a, &q);
-    R(sq_qkv_in)(a, &q, qin, kvin);
-    R(core)(a, q.atty);
-    R(sq_qkv_out)(a, &q, out);
+    R(sq_qkv_forward)(a, out, qin, kvin, R(core));
 }
 
-void R(sq_mix_linear_backward)(const R(sq_mix_args) *a, const real *out,
-                               const real *dout, const real *qin, const real *kvin,
-                               real *dqin, real *dkvin)
+void R(sq_mix_linear_backward)(const R(sq_mix_args) *a, const real *out, const real *dout,
+                               const real *qin, const real *kvin, real *dqin, real *dkvin)
 {
-    const sq_mixer_env *env = a->env;
-    R(sq_qkv_bufs) q;
     (void)out;
-    R(sq_qkv_carve)(a, &q);
-    R(sq_qkv_out_backward)(a, &q, dout);
-    R(sq_lattn_backward)(a->cx, lattn_of(env), q.dq, q.dk, q.dv, q.kscratch, q.datty, q.q,
-                         q.k, q.v, q.kcache, env->dim, a->b->off, a->b->B, env->heads,
-                         env->dim, env->causal);
-    R(sq_qkv_in_backward)(a, &q, qin, kvin, dqin, dkvin);
+    R(sq_qkv_backward)(a, dout, qin, kvin, dqin, dkvin, R(core_backward));
 }
 
 #if !SQ_REAL_IS_F64

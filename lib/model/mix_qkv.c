@@ -97,3 +97,24 @@ void R(sq_qkv_in_backward)(const R(sq_mix_args) *a, const R(sq_qkv_bufs) *q,
     R(sq_linear_backward)(a->cx, dkvin, a->G[QKV_WV], a->G[QKV_BV], q->dv, kvin,
                           a->P[QKV_WV], T, C, C);
 }
+
+void R(sq_qkv_forward)(const R(sq_mix_args) *a, real *out, const real *qin, const real *kvin,
+                       R(sq_qkv_kernel) kernel)
+{
+    R(sq_qkv_bufs) q;
+    R(sq_qkv_carve)(a, &q);
+    R(sq_qkv_in)(a, &q, qin, kvin);
+    kernel(a, q.atty);
+    R(sq_qkv_out)(a, &q, out);
+}
+
+void R(sq_qkv_backward)(const R(sq_mix_args) *a, const real *dout, const real *qin,
+                        const real *kvin, real *dqin, real *dkvin,
+                        R(sq_qkv_kernel_bwd) kernel)
+{
+    R(sq_qkv_bufs) q;
+    R(sq_qkv_carve)(a, &q);
+    R(sq_qkv_out_backward)(a, &q, dout);
+    kernel(a, &q);
+    R(sq_qkv_in_backward)(a, &q, qin, kvin, dqin, dkvin);
+}

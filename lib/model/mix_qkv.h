@@ -17,30 +17,14 @@ extern const sq_tensor_desc sq_qkv_tensors[QKV_NT];
 size_t sq_qkv_cache_size(const sq_mixer_env *env, const sq_mixer_cap *cap, size_t kernel);
 size_t sq_qkv_scratch_size(const sq_mixer_env *env, const sq_mixer_cap *cap, size_t kernel);
 
-#pragma push_macro("real")
-#pragma push_macro("R")
-#undef real
-#undef R
-#define SQ_MIX_QKV_DECLARE
-#define real float
-#define R(name) name
-#include "mix_qkv.h"
-#undef real
-#undef R
-#define real double
-#define R(name) name##_f64
-#include "mix_qkv.h"
-#undef real
-#undef R
-#undef SQ_MIX_QKV_DECLARE
-#pragma pop_macro("R")
-#pragma pop_macro("real")
+#define SQ_TWICE "mix_qkv.h"
+#include "twice.h"
 
 /* The map of a QKV kind: probes its kernel (core writes atty from q, k, v). */
 int sq_qkv_map(const sq_mix_args *a, void (*core)(const sq_mix_args *a, float *out),
                float *map);
 
-#elif defined(SQ_MIX_QKV_DECLARE)
+#elif defined(SQ_DECLARE_TWICE)
 
 /* The layer's buffers, carved from a->cache and a->scratch. */
 typedef struct {
@@ -61,5 +45,17 @@ void R(sq_qkv_out_backward)(const R(sq_mix_args) *a, const R(sq_qkv_bufs) *q,
 /* Back through the projections from dq, dk, dv into dqin, dkvin and G. */
 void R(sq_qkv_in_backward)(const R(sq_mix_args) *a, const R(sq_qkv_bufs) *q,
                            const real *qin, const real *kvin, real *dqin, real *dkvin);
+
+/* A kind's kernel: forward from the layer's q, k, v to the heads' output
+ * out (carving its buffers itself: the attention map runs it on probe
+ * values); backward from q->datty into q->dq, dk, dv. */
+typedef void (*R(sq_qkv_kernel))(const R(sq_mix_args) *a, real *out);
+typedef void (*R(sq_qkv_kernel_bwd))(const R(sq_mix_args) *a, const R(sq_qkv_bufs) *q);
+/* The whole mixer of a QKV kind: projections, its kernel, output. */
+void R(sq_qkv_forward)(const R(sq_mix_args) *a, real *out, const real *qin, const real *kvin,
+                       R(sq_qkv_kernel) kernel);
+void R(sq_qkv_backward)(const R(sq_mix_args) *a, const real *dout, const real *qin,
+                        const real *kvin, real *dqin, real *dkvin,
+                        R(sq_qkv_kernel_bwd) kernel);
 
 #endif

@@ -55,24 +55,8 @@ typedef struct {
     int train;
 } sq_mixer_cap;
 
-#pragma push_macro("real")
-#pragma push_macro("R")
-#undef real
-#undef R
-#define SQ_MIXER_DECLARE
-#define real float
-#define R(name) name
-#include "mixer.h"
-#undef real
-#undef R
-#define real double
-#define R(name) name##_f64
-#include "mixer.h"
-#undef real
-#undef R
-#undef SQ_MIXER_DECLARE
-#pragma pop_macro("R")
-#pragma pop_macro("real")
+#define SQ_TWICE "mixer.h"
+#include "twice.h"
 
 typedef struct sq_mixer {
     const char *name;
@@ -133,7 +117,7 @@ int sq_mixer_tensors(const sq_mixer_env *env, sq_tensor_set *s, const sq_dims *d
 int sq_mixer_probe(const sq_mix_args *a, float *v, float *out,
                    void (*core)(const sq_mix_args *a, float *out), float *map);
 
-#elif defined(SQ_MIXER_DECLARE)
+#elif defined(SQ_DECLARE_TWICE)
 
 /* One call of a mixer on layer l of a batch. */
 typedef struct {

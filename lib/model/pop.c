@@ -77,9 +77,12 @@ static int pop_config(void *cfg, const char *given, uint32_t n_items, int padded
     (void)cfg;
     (void)n_items;
     (void)padded_len;
-    if (given && *given)
-        return sq_fail(e, SQ_EX_USAGE, "%.*s is not an option of --model pop",
-                       (int)strcspn(given, "="), given);
+    if (given && *given) {
+        char key[64], name[64];
+        snprintf(key, sizeof key, "%.*s", (int)strcspn(given, "="), given);
+        return sq_fail(e, SQ_EX_USAGE, "--%s is not an option of --model pop",
+                       sq_opt_name_of_key(key, name, sizeof name));
+    }
     return 0;
 }
 

@@ -196,24 +196,8 @@ typedef struct {
     int train;  /* 1: gradient buffers and the loss scratch */
 } sq_sasrec_cap;
 
-#pragma push_macro("real")
-#pragma push_macro("R")
-#undef real
-#undef R
-#define SQ_SASREC_DECLARE
-#define real float
-#define R(name) name
-#include "sasrec.h"
-#undef real
-#undef R
-#define real double
-#define R(name) name##_f64
-#include "sasrec.h"
-#undef real
-#undef R
-#undef SQ_SASREC_DECLARE
-#pragma pop_macro("R")
-#pragma pop_macro("real")
+#define SQ_TWICE "sasrec.h"
+#include "twice.h"
 
 /* ---- float build only ---- */
 
@@ -254,7 +238,7 @@ int sq_sasrec_attention_map(const sq_sasrec *m, const uint32_t *hist, uint32_t l
                             float **map, int **ids, int **pos, int *n_out,
                             int *n_heads, sq_err *e);
 
-#elif defined(SQ_SASREC_DECLARE)
+#elif defined(SQ_DECLARE_TWICE)
 
 /* Pointers into one block, one per tensor of the table (p.t[i] is tensor
  * i; the mixer's tensors, whole (all layers), in p.mix). */

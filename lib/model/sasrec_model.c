@@ -157,6 +157,21 @@ int sq_sasrec_config_read(sq_sasrec_config *c, const sq_modelfile *mf, const cha
     return 0;
 }
 
+/* A given option (by config key) that the config has no place for: name
+ * the kind it belongs to, if any. */
+static int not_an_option(const char *key, int backbone, const sq_mixer *m, sq_err *e)
+{
+    char name[64], kb[64];
+    sq_opt_name_of_key(key, name, sizeof name);
+    for (int k = 0; k < sq_mixer_count(); k++)
+        for (const sq_opt *o = sq_mixer_get(k)->opts; o && o->type; o++)
+            if (!strcmp(sq_opt_key(o, kb, sizeof kb), key))
+                return sq_fail(e, SQ_EX_USAGE, "--%s is for --attn %s, not %s", name,
+                               sq_mixer_get(k)->name, m->name);
+    return sq_fail(e, SQ_EX_USAGE, "--%s is not an option of --model %s", name,
+                   backbone ? "bert4rec" : "sasrec");
+}
+
 /* The options given on the command line (kv text) into a config. */
 static int config_from(void *cfg, int backbone, const char *given, uint32_t n_items,
                        int padded_len, sq_err *e)
@@ -184,8 +199,7 @@ static int config_from(void *cfg, int backbone, const char *given, uint32_t n_it
         for (const sq_opt *o = m->opts; o && o->type && !found; o++)
             found = !strcmp(sq_opt_key(o, val, sizeof val), kb);
         if (!found)
-            return sq_fail(e, SQ_EX_USAGE, "%s is not an option of --model %s%s%s", kb,
-                           backbone ? "bert4rec" : "sasrec", " with --attn ", m->name);
+            return not_an_option(kb, backbone, m, e);
         if (!strchr(line, '\n'))
             break;
     }

@@ -104,26 +104,10 @@ typedef struct {
     const void *ctx;
 } sq_init_rule;
 
-#pragma push_macro("real")
-#pragma push_macro("R")
-#undef real
-#undef R
-#define SQ_TENSOR_DECLARE
-#define real float
-#define R(name) name
-#include "tensor.h"
-#undef real
-#undef R
-#define real double
-#define R(name) name##_f64
-#include "tensor.h"
-#undef real
-#undef R
-#undef SQ_TENSOR_DECLARE
-#pragma pop_macro("R")
-#pragma pop_macro("real")
+#define SQ_TWICE "tensor.h"
+#include "twice.h"
 
-#elif defined(SQ_TENSOR_DECLARE)
+#elif defined(SQ_DECLARE_TWICE)
 
 /* Fills mem (host memory, s->total reals): zeros and ones where the table
  * says, and the draws of WEIGHT and TRUNC tensors from one generator seeded

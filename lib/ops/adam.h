@@ -26,26 +26,10 @@ typedef struct {
                             PyTorch's Adam(weight_decay=...)) */
 } sq_adam_cfg;
 
-#pragma push_macro("real")
-#pragma push_macro("R")
-#undef real
-#undef R
-#define SQ_ADAM_DECLARE
-#define real float
-#define R(name) name
-#include "adam.h"
-#undef real
-#undef R
-#define real double
-#define R(name) name##_f64
-#include "adam.h"
-#undef real
-#undef R
-#undef SQ_ADAM_DECLARE
-#pragma pop_macro("R")
-#pragma pop_macro("real")
+#define SQ_TWICE "adam.h"
+#include "twice.h"
 
-#elif defined(SQ_ADAM_DECLARE)
+#elif defined(SQ_DECLARE_TWICE)
 
 /* One update of n parameters at step t >= 1, in PyTorch's form:
  *   g = grad (+ wd * param for Adam)      param *= 1 - lr wd (AdamW)

@@ -114,26 +114,10 @@ size_t sq_lattn_cache_size(sq_lattn_kind kind, const int *off, int B, int H,
 size_t sq_lattn_scratch_size(sq_lattn_kind kind, const int *off, int B,
                              int H, int C);
 
-#pragma push_macro("real")
-#pragma push_macro("R")
-#undef real
-#undef R
-#define SQ_ATTN_LINEAR_DECLARE
-#define real float
-#define R(name) name
-#include "attn_linear.h"
-#undef real
-#undef R
-#define real double
-#define R(name) name##_f64
-#include "attn_linear.h"
-#undef real
-#undef R
-#undef SQ_ATTN_LINEAR_DECLARE
-#pragma pop_macro("R")
-#pragma pop_macro("real")
+#define SQ_TWICE "attn_linear.h"
+#include "twice.h"
 
-#elif defined(SQ_ATTN_LINEAR_DECLARE)
+#elif defined(SQ_DECLARE_TWICE)
 
 void R(sq_linrec_forward)(const sq_ctx *cx, real *out, real *cache,
                           real *scratch, const real *q, const real *k,

@@ -120,26 +120,10 @@ size_t sq_mixing_cache_size(int T, int C);
 size_t sq_mixing_scratch_size(int T, int C);
 
 /* The declarations, expanded once for float and once for double. */
-#pragma push_macro("real")
-#pragma push_macro("R")
-#undef real
-#undef R
-#define SQ_ATTN_POS_DECLARE
-#define real float
-#define R(name) name
-#include "attn_pos.h"
-#undef real
-#undef R
-#define real double
-#define R(name) name##_f64
-#include "attn_pos.h"
-#undef real
-#undef R
-#undef SQ_ATTN_POS_DECLARE
-#pragma pop_macro("R")
-#pragma pop_macro("real")
+#define SQ_TWICE "attn_pos.h"
+#include "twice.h"
 
-#elif defined(SQ_ATTN_POS_DECLARE)
+#elif defined(SQ_DECLARE_TWICE)
 
 /* 1. positional (PARec). Rw [H, max_len, max_len]; att: sq_pa_cache_size
  * reals; C = H * hs. Backward: dRw or dv may be NULL (not wanted); needs

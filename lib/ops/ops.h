@@ -66,26 +66,10 @@ size_t sq_attention_cache_size(const int *off, int B, int H);
 size_t sq_ce_scratch_size(int chunk, int V1, int C);
 
 /* The declarations, expanded once for float and once for double. */
-#pragma push_macro("real")
-#pragma push_macro("R")
-#undef real
-#undef R
-#define SQ_OPS_DECLARE
-#define real float
-#define R(name) name
-#include "ops.h"
-#undef real
-#undef R
-#define real double
-#define R(name) name##_f64
-#include "ops.h"
-#undef real
-#undef R
-#undef SQ_OPS_DECLARE
-#pragma pop_macro("R")
-#pragma pop_macro("real")
+#define SQ_TWICE "ops.h"
+#include "twice.h"
 
-#elif defined(SQ_OPS_DECLARE)
+#elif defined(SQ_DECLARE_TWICE)
 
 /* 1. Embedding lookup: out[t] = scale * table[ids[t]] (scale = sqrt(C) for
  * SASRec's item embeddings, 1 otherwise); id 0 gives a zero row and never

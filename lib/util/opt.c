@@ -20,6 +20,15 @@ const char *sq_opt_key(const sq_opt *o, char *buf, size_t n)
     return buf;
 }
 
+const char *sq_opt_name_of_key(const char *key, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s", strncmp(key, "train.", 6) ? key : key + 6);
+    for (char *p = buf; *p; p++)
+        if (*p == '_')
+            *p = '-';
+    return buf;
+}
+
 const sq_opt *sq_opt_find(const sq_opt *t, const char *name)
 {
     for (; t && t->type; t++)
@@ -214,12 +223,12 @@ void sq_opt_help(const sq_opt *t, FILE *f)
         const char *h = t->help ? t->help : "";
         const char *nl = strchr(h, '\n');
         int first = nl ? (int)(nl - h) : (int)strlen(h);
-        fprintf(f, "  %-18s %.*s\n", head, first, h);
+        fprintf(f, "  %-19s %.*s\n", head, first, h);
         while (nl) {
             h = nl + 1;
             nl = strchr(h, '\n');
             int l = nl ? (int)(nl - h) : (int)strlen(h);
-            fprintf(f, "  %-18s %.*s\n", "", l, h);
+            fprintf(f, "  %-19s %.*s\n", "", l, h);
         }
         if (t->more_help)
             t->more_help(f);
