@@ -7,10 +7,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The kinds, in the order of --help. */
-#define SQ_MIXERS(X)                                                            \
-    X(softmax) X(linrec) X(linear) X(efficient) X(hydra) X(positional)          \
-    X(fpositional) X(average) X(linear_anneal) X(exp_anneal) X(mixing)
+/* The kinds, in the order of --help: a new kind is one line. */
+#define SQ_MIXERS(X)   \
+    X(softmax)         \
+    X(linrec)          \
+    X(linear)          \
+    X(efficient)       \
+    X(hydra)           \
+    X(positional)      \
+    X(fpositional)     \
+    X(average)         \
+    X(linear_anneal)   \
+    X(exp_anneal)      \
+    X(mixing)          \
+    /* the list ends here */
 
 #define DECLARE(k) extern const sq_mixer sq_mixer_##k;
 SQ_MIXERS(DECLARE)

@@ -5,7 +5,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#define SQ_MODELS(X) X(sasrec) X(bert4rec) X(pop)
+/* The models, in the order of --help: a new model is one line. */
+#define SQ_MODELS(X)   \
+    X(sasrec)          \
+    X(bert4rec)        \
+    X(pop)             \
+    /* the list ends here */
 
 #define DECLARE(name) extern const sq_model_def sq_model_##name;
 SQ_MODELS(DECLARE)

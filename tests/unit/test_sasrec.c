@@ -21,6 +21,7 @@
 #include "attn_pos.h"
 #include "batch.h"
 #include "gradcheck.h"
+#include "mix_qkv.h"
 #include "ops.h"
 #include "rng.h"
 #include "sasrec.h"
@@ -68,23 +69,69 @@ static void tiny_batch_init(tiny_batch *t, int max_len, int K, int cloze)
                         .K = K, .neg = K ? t->neg : NULL};
 }
 
+/* The tiny config of a backbone (seqrec-train's defaults for what it does
+ * not set: softmax, BERT4Rec's mask probability). */
+static sq_sasrec_config tiny_config_of(int backbone, double dropout)
+{
+    sq_sasrec_config c;
+    sq_sasrec_defaults(&c, backbone);
+    c.n_items = 9;
+    c.n_layers = 2;
+    c.n_heads = 2;
+    c.dim = 6;
+    c.ffn = 7;
+    c.max_len = 5;
+    c.dropout = dropout;
+    c.ln_eps = 1e-8;
+    c.causal = 0;
+    return c;
+}
+
 static sq_sasrec_config tiny_config(double dropout)
 {
-    return (sq_sasrec_config){.n_items = 9, .n_layers = 2, .n_heads = 2, .dim = 6,
-                              .ffn = 7, .max_len = 5, .dropout = dropout, .ln_eps = 1e-8};
+    return tiny_config_of(SQ_BACKBONE_SASREC, dropout);
+}
+
+/* The kind named name (its row of the mixer table; -1 when unknown). */
+static int kind_of(const char *name)
+{
+    return sq_mixer_find(name);
+}
+
+static int is_kind(int k, const char *name)
+{
+    return k == sq_mixer_find(name);
+}
+
+static const char *kind_name(int k)
+{
+    const sq_mixer *mx = sq_mixer_get(k);
+    return mx ? mx->name : "(none)";
+}
+
+static const char *backbone_name(int bb)
+{
+    return bb == SQ_BACKBONE_BERT4REC ? "bert4rec" : "sasrec";
+}
+
+/* The QKV kinds (softmax and the linear family: Q/K/V/O projections). */
+static int is_qkv(int k)
+{
+    return sq_mixer_get(k)->tensors == sq_qkv_tensors;
 }
 
 /* The tiny config with another backbone and attention kind (the kinds'
  * options: linrec code scaling, rank 3, decay 0.7). */
 static sq_sasrec_config kind_config(int backbone, int attn, int causal, int heads)
 {
-    sq_sasrec_config c = tiny_config(0);
-    c.backbone = backbone;
-    c.attn = attn;
+    sq_sasrec_config c = tiny_config_of(backbone, 0);
+    sq_mixer_defaults(&c.attn, attn);
     c.causal = causal;
     c.n_heads = heads;
-    c.rank = 3;
-    c.decay = 0.7;
+    if (is_kind(attn, "fpositional"))
+        c.attn.iopt[0] = 3; /* --rank */
+    if (is_kind(attn, "exp-anneal"))
+        c.attn.ropt[0] = 0.7; /* --decay */
     if (backbone == SQ_BACKBONE_BERT4REC)
         c.ln_eps = 1e-12;
     return c;
@@ -109,28 +156,51 @@ static double loss_obj(void *p)
  * LayerNorm parameters away from 0 and 1, the item table (SASRec) and the
  * positional matrices larger than their tiny initial scale, BERT4Rec's
  * N(0, 0.02^2) weights to ~0.2, so that every gradient is exercised. */
+/* The tensors of s in storage order (by offset, ties in table order). */
+static void storage_order(const sq_tensor_set *s, int *idx)
+{
+    for (int i = 0; i < s->n; i++)
+        idx[i] = i;
+    for (int i = 1; i < s->n; i++)
+        for (int j = i; j > 0 && s->off[idx[j]] < s->off[idx[j - 1]]; j--) {
+            int x = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = x;
+        }
+}
+
 static void perturb(sq_sasrec_f64 *m)
 {
+    const sq_tensor_set *s = &m->ts;
+    int idx[SQ_MAX_TENSORS];
+    storage_order(s, idx);
     sq_rng r;
     sq_rng_seed(&r, 5, 0);
-    for (size_t i = m->n_decay; i < m->n; i++)
-        m->mem[i] += 0.3 * sq_rng_normal(&r);
-    double *at = m->mem;
-    for (int i = 0; i < SQ_SASREC_N_DECAY; i++) {
-        const char *name = sq_sasrec_tensor_name(i);
-        size_t n = m->sizes[i];
+    /* the tensors without weight decay (biases, LayerNorm), then those with */
+    for (int k = 0; k < s->n; k++) {
+        int i = idx[k];
+        if (!s->desc[i]->decay)
+            for (size_t j = 0; j < s->size[i]; j++)
+                m->mem[s->off[i] + j] += 0.3 * sq_rng_normal(&r);
+    }
+    for (int k = 0; k < s->n; k++) {
+        int i = idx[k];
+        const char *name = s->desc[i]->name;
+        size_t n = s->size[i];
+        double *at = m->mem + s->off[i];
+        if (!s->desc[i]->decay)
+            continue;
         if (!strncmp(name, "pa_r", 4) || !strncmp(name, "fpa_r", 5))
             for (size_t j = 0; j < n; j++)
                 at[j] += 0.5 * sq_rng_normal(&r);
         else if (m->cfg.backbone == SQ_BACKBONE_BERT4REC)
             for (size_t j = 0; j < n; j++)
                 at[j] *= 10;
-        at += n;
     }
     /* the item table larger than xavier's tiny scale, so logits vary */
     if (m->cfg.backbone == SQ_BACKBONE_SASREC)
-        for (size_t i = (size_t)m->cfg.dim; i < m->sizes[0]; i++)
-            m->mem[i] *= 3;
+        for (size_t i = (size_t)m->cfg.dim; i < m->ts.size[SQ_T_item_emb]; i++)
+            m->p.item_emb[i] *= 3;
 }
 
 /* Finite differences on every parameter of the double model (initialised
@@ -165,7 +235,7 @@ static void gradcheck_cfg1(unit_ctx *t, const sq_sasrec_config *cfg, int loss, u
     sq_sasrec_work_f64 w;
     CHECK_EQ(sq_sasrec_alloc_f64(&m, cfg, &e), 0);
     CHECK_EQ(sq_sasrec_alloc_f64(&g, cfg, &e), 0);
-    CHECK_EQ(sq_sasrec_work_alloc_f64(&w, cfg, &cap, &e), 0);
+    CHECK_EQ(sq_sasrec_work_alloc_f64(&w, &m, &cap, &e), 0);
     if (e.code) {
         fprintf(stderr, "  %s: %s\n", what, e.msg);
         return;
@@ -196,7 +266,7 @@ static void gradcheck_cfg1(unit_ctx *t, const sq_sasrec_config *cfg, int loss, u
     sq_sasrec_work wf;
     CHECK_EQ(sq_sasrec_alloc(&mf, cfg, &e), 0);
     CHECK_EQ(sq_sasrec_alloc(&gf, cfg, &e), 0);
-    CHECK_EQ(sq_sasrec_work_alloc(&wf, cfg, &cap, &e), 0);
+    CHECK_EQ(sq_sasrec_work_alloc(&wf, &mf, &cap, &e), 0);
     for (size_t i = 0; i < m.n; i++)
         mf.mem[i] = (float)m.mem[i];
     sq_sasrec_forward(&mf, &wf, &tb.pb, 1, 7, 3);
@@ -249,14 +319,14 @@ UNIT_TEST(test_sasrec_gradcheck_dropout)
  * heads of 1, and 3 of 2), with a padding token, through the CE loss. */
 UNIT_TEST(test_sasrec_gradcheck_kinds)
 {
-    for (int a = 0; a < SQ_AK_N; a++) {
-        sq_sasrec_config c = kind_config(SQ_BACKBONE_SASREC, a, 0, a == SQ_AK_HYDRA ? 6 : 2);
-        gradcheck_cfg(t, &c, SQ_LOSS_CE, KIND_SEED, sq_attn_kind_name(a));
+    for (int a = 0; a < sq_mixer_count(); a++) {
+        sq_sasrec_config c = kind_config(SQ_BACKBONE_SASREC, a, 0, is_kind(a, "hydra") ? 6 : 2);
+        gradcheck_cfg(t, &c, SQ_LOSS_CE, KIND_SEED, kind_name(a));
     }
-    sq_sasrec_config c = kind_config(SQ_BACKBONE_SASREC, SQ_AK_LINREC, 0, 2);
-    c.linrec_scale = SQ_LINREC_PAPER;
+    sq_sasrec_config c = kind_config(SQ_BACKBONE_SASREC, kind_of("linrec"), 0, 2);
+    c.attn.iopt[0] = 1; /* --linrec-scale paper */
     gradcheck_cfg(t, &c, SQ_LOSS_CE, KIND_SEED, "linrec paper");
-    c = kind_config(SQ_BACKBONE_SASREC, SQ_AK_HYDRA, 0, 3);
+    c = kind_config(SQ_BACKBONE_SASREC, kind_of("hydra"), 0, 3);
     gradcheck_cfg(t, &c, SQ_LOSS_CE, KIND_SEED, "hydra 3 heads");
 }
 
@@ -266,16 +336,16 @@ UNIT_TEST(test_bert4rec_gradcheck)
 {
     char what[64];
     for (int causal = 0; causal <= 1; causal++)
-        for (int a = 0; a < SQ_AK_N; a++) {
-            if (causal && a > SQ_AK_HYDRA && a != SQ_AK_POSITIONAL)
+        for (int a = 0; a < sq_mixer_count(); a++) {
+            if (causal && !is_qkv(a) && !is_kind(a, "positional"))
                 continue;
             sq_sasrec_config c = kind_config(SQ_BACKBONE_BERT4REC, a, causal,
-                                             a == SQ_AK_HYDRA ? 6 : 2);
-            snprintf(what, sizeof what, "bert4rec %s%s", sq_attn_kind_name(a),
+                                             is_kind(a, "hydra") ? 6 : 2);
+            snprintf(what, sizeof what, "bert4rec %s%s", kind_name(a),
                      causal ? " causal" : "");
             gradcheck_cfg(t, &c, SQ_LOSS_CE, KIND_SEED, what);
         }
-    sq_sasrec_config c = kind_config(SQ_BACKBONE_BERT4REC, SQ_AK_SOFTMAX, 0, 2);
+    sq_sasrec_config c = kind_config(SQ_BACKBONE_BERT4REC, kind_of("softmax"), 0, 2);
     c.dropout = 0.3;
     gradcheck_cfg(t, &c, SQ_LOSS_CE, KIND_SEED, "bert4rec softmax dropout 0.3");
 }
@@ -293,8 +363,8 @@ UNIT_TEST(test_sasrec_segments_and_scores)
     sq_sasrec_init_weights(&m, 3);
     sq_sasrec_cap cap = {.B = 3, .T = tb.pb.T, .n = 0, .att = 64, .train = 0};
     sq_sasrec_work w, w1;
-    CHECK_EQ(sq_sasrec_work_alloc(&w, &cfg, &cap, &e), 0);
-    CHECK_EQ(sq_sasrec_work_alloc(&w1, &cfg, &cap, &e), 0);
+    CHECK_EQ(sq_sasrec_work_alloc(&w, &m, &cap, &e), 0);
+    CHECK_EQ(sq_sasrec_work_alloc(&w1, &m, &cap, &e), 0);
     sq_sasrec_forward(&m, &w, &tb.pb, 0, 0, 0);
     /* sequence 1 (rows 1..4) alone */
     int off1[2] = {0, 4};
@@ -351,13 +421,18 @@ UNIT_TEST(test_sasrec_config)
     c = tiny_config(1.0);
     e.code = 0;
     CHECK_EQ(sq_sasrec_config_check(&c, &e), SQ_EX_USAGE);
-    size_t sizes[SQ_SASREC_NT];
+    sq_tensor_set ts;
     c = tiny_config(0);
-    size_t n = sq_sasrec_sizes(&c, sizes);
+    e.code = 0;
+    CHECK_EQ(sq_sasrec_tensor_set(&c, &ts, &e), 0);
     /* 10*6 + 5*6 + 2*(4*36 + 2*42 + 5*6 + 7 + 4*6) + 2*6 */
-    CHECK_EQ(n, 60 + 30 + 2 * (144 + 84 + 30 + 7 + 24) + 12);
-    CHECK_STR(sq_sasrec_tensor_name(0), "item_emb");
-    CHECK(sq_sasrec_tensor_name(SQ_SASREC_NT) == NULL);
+    CHECK_EQ(ts.total, 60 + 30 + 2 * (144 + 84 + 30 + 7 + 24) + 12);
+    CHECK_STR(ts.desc[SQ_T_item_emb]->name, "item_emb");
+    CHECK_EQ(ts.off[SQ_T_item_emb], 0);
+    /* the backbone's table, then softmax's Q/K/V/O projections; no more */
+    CHECK_EQ(ts.n, SQ_SASREC_NT + QKV_NT);
+    CHECK_STR(ts.desc[SQ_SASREC_NT]->name, "wq");
+    CHECK_STR(ts.desc[SQ_SASREC_NT + QKV_BO]->name, "bo");
 }
 
 /* The states h of a forward (SASRec: LNf output; BERT4Rec: x[L]). */
@@ -392,17 +467,19 @@ static int kind_model(sq_sasrec *m, const sq_sasrec_config *c, sq_err *e)
 UNIT_TEST(test_sasrec_kinds_segments)
 {
     for (int bb = 0; bb <= 1; bb++)
-        for (int a = 0; a < SQ_AK_N; a++) {
+        for (int a = 0; a < sq_mixer_count(); a++) {
             sq_err e = {0};
-            sq_sasrec_config c = kind_config(bb, a, 0, a == SQ_AK_HYDRA ? 6 : 2);
+            sq_sasrec_config c = kind_config(bb, a, 0, is_kind(a, "hydra") ? 6 : 2);
             tiny_batch tb;
             tiny_batch_init(&tb, c.max_len, 0, bb ? sq_mask_id(&c) : 0);
             sq_sasrec m;
             sq_sasrec_work w, w1;
             sq_sasrec_cap cap = {.B = 3, .T = tb.pb.T, .n = 0, .att = 64, .train = 0};
             CHECK_EQ(kind_model(&m, &c, &e), 0);
-            CHECK_EQ(sq_sasrec_work_alloc(&w, &c, &cap, &e), 0);
-            CHECK_EQ(sq_sasrec_work_alloc(&w1, &c, &cap, &e), 0);
+            if (e.code)
+                return;
+            CHECK_EQ(sq_sasrec_work_alloc(&w, &m, &cap, &e), 0);
+            CHECK_EQ(sq_sasrec_work_alloc(&w1, &m, &cap, &e), 0);
             if (e.code)
                 return;
             sq_sasrec_forward(&m, &w, &tb.pb, 0, 0, 0);
@@ -415,8 +492,7 @@ UNIT_TEST(test_sasrec_kinds_segments)
                 worst = fmax(worst, fabs((double)hb[i] - h1[i]));
             CHECK(worst < 1e-5);
             if (!(worst < 1e-5))
-                fprintf(stderr, "  %s %s: %g\n", sq_backbone_name(bb), sq_attn_kind_name(a),
-                        worst);
+                fprintf(stderr, "  %s %s: %g\n", backbone_name(bb), kind_name(a), worst);
             sq_sasrec_work_free(&w1);
             sq_sasrec_work_free(&w);
             sq_sasrec_free(&m);
@@ -427,18 +503,25 @@ UNIT_TEST(test_sasrec_kinds_segments)
  * a workspace whose capacity claims 2^40 of it still allocates. */
 UNIT_TEST(test_sasrec_linear_workspace)
 {
-    static const int kinds[] = {SQ_AK_LINREC, SQ_AK_LINEAR, SQ_AK_EFFICIENT, SQ_AK_HYDRA,
-                                SQ_AK_AVERAGE, SQ_AK_MIXING};
+    static const char *const kinds[] = {"linrec", "linear", "efficient", "hydra",
+                                        "average", "mixing"};
     for (int bb = 0; bb <= 1; bb++)
         for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
             sq_err e = {0};
-            sq_sasrec_config c = kind_config(bb, kinds[i], 0, 2);
+            CHECK(kind_of(kinds[i]) >= 0);
+            sq_sasrec_config c = kind_config(bb, kind_of(kinds[i]), 0, 2);
             c.max_len = 64;
             sq_sasrec_cap cap = {.B = 4, .T = 256, .n = 256, .att = (size_t)1 << 40,
                                  .train = 1};
+            sq_sasrec m;
             sq_sasrec_work w;
-            CHECK_EQ(sq_sasrec_work_alloc(&w, &c, &cap, &e), 0);
-            sq_sasrec_work_free(&w);
+            CHECK_EQ(sq_sasrec_alloc(&m, &c, &e), 0);
+            if (e.code)
+                return;
+            CHECK_EQ(sq_sasrec_work_alloc(&w, &m, &cap, &e), 0);
+            if (!e.code)
+                sq_sasrec_work_free(&w);
+            sq_sasrec_free(&m);
         }
 }
 
@@ -448,7 +531,7 @@ UNIT_TEST(test_sasrec_linear_workspace)
 UNIT_TEST(test_bert4rec_scores)
 {
     sq_err e = {0};
-    sq_sasrec_config c = kind_config(SQ_BACKBONE_BERT4REC, SQ_AK_SOFTMAX, 0, 2);
+    sq_sasrec_config c = kind_config(SQ_BACKBONE_BERT4REC, kind_of("softmax"), 0, 2);
     int C = c.dim, N = c.max_len, V1 = (int)c.n_items + 1, mask = sq_mask_id(&c);
     sq_sasrec m;
     CHECK_EQ(kind_model(&m, &c, &e), 0);
@@ -471,7 +554,7 @@ UNIT_TEST(test_bert4rec_scores)
         sq_packed pb = {.B = 1, .T = n, .ids = ids, .off = off, .pos = pos};
         sq_sasrec_cap cap = {.B = 1, .T = n, .n = 1, .att = 25, .train = 0};
         sq_sasrec_work w;
-        CHECK_EQ(sq_sasrec_work_alloc(&w, &c, &cap, &e), 0);
+        CHECK_EQ(sq_sasrec_work_alloc(&w, &m, &cap, &e), 0);
         sq_sasrec_forward(&m, &w, &pb, 0, 0, 0);
         const float *h = states(&w, &c) + (size_t)(n - 1) * C;
         double u[16], mean = 0, var = 0;
@@ -485,7 +568,7 @@ UNIT_TEST(test_bert4rec_scores)
         for (int i = 0; i < C; i++)
             var += (u[i] - mean) * (u[i] - mean) / C;
         for (int i = 0; i < C; i++)
-            u[i] = (u[i] - mean) / sqrt(var + c.ln_eps) * m.p.headlnw[i] + m.p.headlnb[i];
+            u[i] = (u[i] - mean) / sqrt(var + c.ln_eps) * m.p.headln_w[i] + m.p.headln_b[i];
         for (int i = 1; i < V1; i++) {
             double s = m.p.out_b[i];
             for (int k = 0; k < C; k++)
@@ -503,52 +586,68 @@ UNIT_TEST(test_bert4rec_scores)
 UNIT_TEST(test_sasrec_config_kinds)
 {
     for (int bb = 0; bb <= 1; bb++)
-        for (int a = 0; a < SQ_AK_N; a++) {
+        for (int a = 0; a < sq_mixer_count(); a++) {
             sq_err e = {0};
             sq_sasrec_config c = kind_config(bb, a, bb, 2), r;
-            if (a == SQ_AK_LINREC)
-                c.linrec_scale = SQ_LINREC_PAPER;
-            CHECK_EQ(sq_attn_kind_parse(sq_attn_kind_name(a)), a);
+            if (is_kind(a, "linrec"))
+                c.attn.iopt[0] = 1; /* --linrec-scale paper */
+            CHECK_EQ(sq_mixer_find(sq_mixer_get(a)->name), a);
             sq_modelfile mf = {0};
-            CHECK_EQ(sq_modelfile_set(&mf, &e, "model", "%s", sq_backbone_name(bb)), 0);
+            CHECK_EQ(sq_modelfile_set(&mf, &e, "model", "%s", backbone_name(bb)), 0);
             CHECK_EQ(sq_modelfile_set(&mf, &e, "n_items", "%u", c.n_items), 0);
             CHECK_EQ(sq_sasrec_config_write(&c, &mf, &e), 0);
             CHECK_EQ(sq_sasrec_config_read(&r, &mf, "x", &e), 0);
             CHECK_EQ(r.backbone, bb);
-            CHECK_EQ(r.attn, a);
+            CHECK_EQ(r.attn.kind, a);
             CHECK_EQ(r.causal, bb);
-            CHECK_EQ(a != SQ_AK_LINREC || r.linrec_scale == SQ_LINREC_PAPER, 1);
-            CHECK_EQ(a != SQ_AK_FPOSITIONAL || r.rank == 3, 1);
-            CHECK(a != SQ_AK_EXP_ANNEAL || r.decay == 0.7);
+            CHECK_EQ(!is_kind(a, "linrec") || r.attn.iopt[0] == 1, 1);
+            CHECK_EQ(!is_kind(a, "fpositional") || r.attn.iopt[0] == 3, 1);
+            CHECK(!is_kind(a, "exp-anneal") || r.attn.ropt[0] == 0.7);
             sq_modelfile_free(&mf);
+            /* weight decay on the matrices and embeddings (two or more
+             * dimensions besides the layers'), none on biases and LayerNorm
+             * parameters */
+            sq_tensor_set ts;
+            CHECK_EQ(sq_sasrec_tensor_set(&c, &ts, &e), 0);
+            for (int i = 0; i < ts.n; i++) {
+                const char *shape = ts.desc[i]->shape;
+                size_t dims = strlen(shape) - (shape[0] == 'L');
+                int matrix = dims >= 2;
+                CHECK_EQ(ts.desc[i]->decay, matrix);
+                if (ts.desc[i]->decay != matrix)
+                    fprintf(stderr, "  %s %s: tensor %s (%s) decay %d\n", backbone_name(bb),
+                            kind_name(a), ts.desc[i]->name, shape, ts.desc[i]->decay);
+            }
         }
     sq_err e = {0};
-    CHECK_EQ(sq_attn_kind_parse("quadratic"), -1);
-    sq_sasrec_config c = kind_config(SQ_BACKBONE_SASREC, SQ_AK_FPOSITIONAL, 0, 2);
-    c.rank = 0;
+    CHECK_EQ(sq_mixer_find("quadratic"), -1);
+    sq_sasrec_config c = kind_config(SQ_BACKBONE_SASREC, kind_of("fpositional"), 0, 2);
+    c.attn.iopt[0] = 0; /* --rank 0 */
     CHECK_EQ(sq_sasrec_config_check(&c, &e), SQ_EX_USAGE);
-    c = kind_config(SQ_BACKBONE_SASREC, SQ_AK_EXP_ANNEAL, 0, 2);
-    c.decay = 1.5;
+    c = kind_config(SQ_BACKBONE_SASREC, kind_of("exp-anneal"), 0, 2);
+    c.attn.ropt[0] = 1.5; /* --decay 1.5 */
     CHECK_EQ(sq_sasrec_config_check(&c, &e), SQ_EX_USAGE);
-    c = kind_config(SQ_BACKBONE_SASREC, SQ_AK_POSITIONAL, 0, 2);
+    c = kind_config(SQ_BACKBONE_SASREC, kind_of("positional"), 0, 2);
     c.max_len = 65536;
     c.n_layers = 64;
     CHECK_EQ(sq_sasrec_config_check(&c, &e), SQ_EX_USAGE);
     /* per-kind parameter counts: PARec d^2 + H N^2 per layer (+ bv), no Q,
      * K, Wo; the fixed patterns Wv, bv only; mixing 2 N^2 + 2 N */
-    size_t sizes[SQ_SASREC_NT], base, n;
-    c = kind_config(SQ_BACKBONE_SASREC, SQ_AK_AVERAGE, 0, 2);
-    base = sq_sasrec_sizes(&c, sizes);
+    sq_tensor_set ts;
+    size_t base;
+    c = kind_config(SQ_BACKBONE_SASREC, kind_of("average"), 0, 2);
+    CHECK_EQ(sq_sasrec_tensor_set(&c, &ts, &e), 0);
+    base = ts.total;
     CHECK_EQ(base, 60 + 30 + 2 * (36 + 6 + 84 + 7 + 6 + 4 * 6) + 12);
-    c.attn = SQ_AK_POSITIONAL;
-    n = sq_sasrec_sizes(&c, sizes);
-    CHECK_EQ(n - base, 2 * 2 * 25);
-    c.attn = SQ_AK_FPOSITIONAL;
-    n = sq_sasrec_sizes(&c, sizes);
-    CHECK_EQ(n - base, 2 * 2 * 2 * 5 * 3);
-    c.attn = SQ_AK_MIXING;
-    n = sq_sasrec_sizes(&c, sizes);
-    CHECK_EQ(n - base, 2 * (2 * 25 + 2 * 5) - 2 * (36 + 6));
+    c = kind_config(SQ_BACKBONE_SASREC, kind_of("positional"), 0, 2);
+    CHECK_EQ(sq_sasrec_tensor_set(&c, &ts, &e), 0);
+    CHECK_EQ(ts.total - base, 2 * 2 * 25);
+    c = kind_config(SQ_BACKBONE_SASREC, kind_of("fpositional"), 0, 2);
+    CHECK_EQ(sq_sasrec_tensor_set(&c, &ts, &e), 0);
+    CHECK_EQ(ts.total - base, 2 * 2 * 2 * 5 * 3);
+    c = kind_config(SQ_BACKBONE_SASREC, kind_of("mixing"), 0, 2);
+    CHECK_EQ(sq_sasrec_tensor_set(&c, &ts, &e), 0);
+    CHECK_EQ(ts.total - base, 2 * (2 * 25 + 2 * 5) - 2 * (36 + 6));
 }
 
 /* The attention map of one history reproduces each layer's mixer: per head,
@@ -561,9 +660,10 @@ UNIT_TEST(test_sasrec_attention_map)
     const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     uint32_t hist[] = {3, 1, 4, 1, 5, 9, 2};
     for (int bb = 0; bb <= 1; bb++)
-        for (int a = 0; a < SQ_AK_N; a++) {
+        for (int a = 0; a < sq_mixer_count(); a++) {
             sq_err e = {0};
-            sq_sasrec_config c = kind_config(bb, a, 0, a == SQ_AK_HYDRA ? 6 : 2);
+            sq_sasrec_config c = kind_config(bb, a, 0, is_kind(a, "hydra") ? 6 : 2);
+            int mixing = is_kind(a, "mixing");
             int causal = sq_sasrec_causal(&c), C = c.dim, L = c.n_layers;
             sq_sasrec m;
             CHECK_EQ(kind_model(&m, &c, &e), 0);
@@ -573,21 +673,23 @@ UNIT_TEST(test_sasrec_attention_map)
             if (e.code)
                 return;
             CHECK_EQ(n, bb ? 4 : 3);
-            CHECK_EQ(H, a == SQ_AK_MIXING ? 1 : c.n_heads);
+            CHECK_EQ(H, mixing ? 1 : c.n_heads);
             CHECK_EQ(ids[n - 1], bb ? sq_mask_id(&c) : 4);
             CHECK_EQ(pos[n - 1], c.max_len - 1);
             int off[2] = {0, n};
             sq_packed pb = {.B = 1, .T = n, .ids = ids, .off = off, .pos = pos};
             sq_sasrec_cap cap = {.B = 1, .T = n, .n = 1, .att = 16, .train = 0};
             sq_sasrec_work w;
-            CHECK_EQ(sq_sasrec_work_alloc(&w, &c, &cap, &e), 0);
+            CHECK_EQ(sq_sasrec_work_alloc(&w, &m, &cap, &e), 0);
             sq_sasrec_forward(&m, &w, &pb, 0, 0, 0);
             size_t sTC = (size_t)w.cap.T * C, nn = (size_t)n * n;
-            int hs = C / c.n_heads, rows_sum_1 = a != SQ_AK_LINREC && a != SQ_AK_HYDRA &&
-                                                 a != SQ_AK_MIXING;
+            int hs = C / c.n_heads, rows_sum_1 = !is_kind(a, "linrec") && !is_kind(a, "hydra") &&
+                                                 !mixing;
             double worst = 0, rowdev = 0, upper = 0;
             for (int l = 0; l < L; l++) {
                 const float *A = map + (size_t)l * H * nn;
+                sq_mix_args args;
+                sq_sasrec_mix_args(&m, &w, &pb, NULL, l, &args);
                 for (int h = 0; h < H; h++)
                     for (int i = 0; i < n; i++) {
                         double rs = 0;
@@ -598,7 +700,7 @@ UNIT_TEST(test_sasrec_attention_map)
                         }
                         rowdev = fmax(rowdev, fabs(rs - 1));
                     }
-                if (a == SQ_AK_MIXING) {
+                if (mixing) {
                     /* dx_j[k] = sum_i dout_i[k] dMIX_i[k]/dx_j[k] with dout = 1/C on
                      * row i only: sum_k dx_j[k] = J_ij */
                     const float *x = bb ? w.x + l * sTC : w.ln1 + l * sTC;
@@ -612,9 +714,8 @@ UNIT_TEST(test_sasrec_attention_map)
                         for (int k = 0; k < C; k++)
                             dout[i * C + k] = 1.0f / C;
                         sq_mixing_backward(cx, dx, dW, db, dW + NN, db + c.max_len, scr, dout, x,
-                                           w.cache + l * w.cache_n, m.p.mix_w1 + l * NN,
-                                           m.p.mix_w2 + l * NN, C, off, pos, 1, C,
-                                           c.max_len, causal);
+                                           args.cache, args.P[0], args.P[1], C, off, pos,
+                                           1, C, c.max_len, causal);
                         for (int j = 0; j < n; j++) {
                             double jij = 0;
                             for (int k = 0; k < C; k++)
@@ -625,8 +726,16 @@ UNIT_TEST(test_sasrec_attention_map)
                     free(buf);
                     continue;
                 }
-                const float *v = w.v + l * sTC;
-                const float *out = a <= SQ_AK_HYDRA ? w.atty + l * sTC : w.proj + l * sTC;
+                /* the QKV kinds: v and the heads' output atty in the layer's
+                 * cache; the positional family: v first in the cache, the
+                 * heads' output is the mixer's (no Wo) */
+                const float *v = args.cache, *out = w.proj + l * sTC;
+                if (is_qkv(a)) {
+                    sq_qkv_bufs qb;
+                    sq_qkv_carve(&args, &qb);
+                    v = qb.v;
+                    out = qb.atty;
+                }
                 for (int h = 0; h < H; h++)
                     for (int i = 0; i < n; i++)
                         for (int k = 0; k < hs; k++) {
@@ -643,7 +752,7 @@ UNIT_TEST(test_sasrec_attention_map)
                 CHECK(rowdev < 1e-5);
             if (!(worst < 1e-5) || upper != 0 || (rows_sum_1 && !(rowdev < 1e-5)))
                 fprintf(stderr, "  %s %s: A V err %g, upper %g, row sums %g\n",
-                        sq_backbone_name(bb), sq_attn_kind_name(a), worst, upper, rowdev);
+                        backbone_name(bb), kind_name(a), worst, upper, rowdev);
             sq_sasrec_work_free(&w);
             free(map);
             free(ids);
@@ -916,10 +1025,17 @@ static void torch_reference(unit_ctx *t, int bert, int causal)
     fclose(probe);
 
     sq_err e = {0};
-    sq_sasrec_config cfg = {.n_items = 20, .n_layers = 2, .n_heads = 2, .dim = 8, .ffn = 12,
-                            .max_len = 6, .dropout = 0, .ln_eps = bert ? 1e-12 : 1e-8,
-                            .backbone = bert ? SQ_BACKBONE_BERT4REC : SQ_BACKBONE_SASREC,
-                            .causal = causal};
+    sq_sasrec_config cfg;
+    sq_sasrec_defaults(&cfg, bert ? SQ_BACKBONE_BERT4REC : SQ_BACKBONE_SASREC);
+    cfg.n_items = 20;
+    cfg.n_layers = 2;
+    cfg.n_heads = 2;
+    cfg.dim = 8;
+    cfg.ffn = 12;
+    cfg.max_len = 6;
+    cfg.dropout = 0;
+    cfg.ln_eps = bert ? 1e-12 : 1e-8;
+    cfg.causal = causal;
     enum { B = 3, T = 13, K = 2 };
     int len[B] = {2, 5, 6}, off[B + 1], pos[T], ids[T], rows[T], targets[T], neg[T * K];
     sq_pack_offsets(off, len, B);
@@ -956,15 +1072,28 @@ static void torch_reference(unit_ctx *t, int bert, int causal)
     sq_sasrec_work wf;
     CHECK_EQ(sq_sasrec_alloc_f64(&md, &cfg, &e) || sq_sasrec_alloc_f64(&gd, &cfg, &e) ||
              sq_sasrec_alloc(&mf, &cfg, &e) || sq_sasrec_alloc(&gf, &cfg, &e) ||
-             sq_sasrec_work_alloc_f64(&wd, &cfg, &cap, &e) ||
-             sq_sasrec_work_alloc(&wf, &cfg, &cap, &e), 0);
+             sq_sasrec_work_alloc_f64(&wd, &md, &cap, &e) ||
+             sq_sasrec_work_alloc(&wf, &mf, &cap, &e), 0);
+    if (e.code)
+        return;
     sq_sasrec_init_weights_f64(&md, 5);
-    for (size_t i = md.n_decay; i < md.n; i++)
-        md.mem[i] += 0.2 * sq_rng_normal(&r);
-    for (size_t i = bert ? 0 : (size_t)cfg.dim; i < (bert ? md.n_decay : md.sizes[0]); i++)
-        md.mem[i] *= bert ? 10 : 4; /* BERT4Rec: N(0, 0.02^2) to ~0.2 */
-    if (bert)
-        memset(md.mem, 0, (size_t)cfg.dim * sizeof *md.mem); /* padding row */
+    /* the tensors in storage order */
+    int order[SQ_MAX_TENSORS];
+    storage_order(&md.ts, order);
+    for (int k = 0; k < md.ts.n; k++) /* biases and LayerNorm parameters */
+        if (!md.ts.desc[order[k]]->decay)
+            for (size_t j = 0; j < md.ts.size[order[k]]; j++)
+                md.mem[md.ts.off[order[k]] + j] += 0.2 * sq_rng_normal(&r);
+    if (bert) { /* BERT4Rec: every N(0, 0.02^2) weight to ~0.2 */
+        for (int i = 0; i < md.ts.n; i++)
+            if (md.ts.desc[i]->decay)
+                for (size_t j = 0; j < md.ts.size[i]; j++)
+                    md.mem[md.ts.off[i] + j] *= 10;
+        memset(md.p.item_emb, 0, (size_t)cfg.dim * sizeof *md.mem); /* padding row */
+    } else {
+        for (size_t i = (size_t)cfg.dim; i < md.ts.size[SQ_T_item_emb]; i++)
+            md.p.item_emb[i] *= 4;
+    }
     /* the same weights in both builds: round to float */
     for (size_t i = 0; i < md.n; i++) {
         mf.mem[i] = (float)md.mem[i];
@@ -982,19 +1111,16 @@ static void torch_reference(unit_ctx *t, int bert, int causal)
     fprintf(idx, "config n_items %u\nconfig layers %d\nconfig heads %d\nconfig dim %d\n"
             "config ffn %d\nconfig max_len %d\nconfig ln_eps %.17g\nconfig model %s\n"
             "config causal %d\n", cfg.n_items, cfg.n_layers, cfg.n_heads, cfg.dim, cfg.ffn,
-            cfg.max_len, cfg.ln_eps, sq_backbone_name(cfg.backbone), cfg.causal);
-    const double *pm = md.mem;
-    for (int i = 0; i < SQ_SASREC_NT; i++) {
-        uint64_t s[4];
+            cfg.max_len, cfg.ln_eps, backbone_name(cfg.backbone), cfg.causal);
+    for (int k = 0; k < md.ts.n; k++) {
+        int i = order[k];
         size_t shape[4];
-        if (!md.sizes[i])
+        if (!md.ts.size[i])
             continue; /* not a tensor of this config */
-        int nd = sq_sasrec_tensor_shape(&cfg, i, s);
-        for (int d = 0; d < nd; d++)
-            shape[d] = (size_t)s[d];
-        CHECK_EQ(dump_tensor(idx, dir, sq_sasrec_tensor_name(i), "f64", pm, 8, md.sizes[i],
-                             nd, shape), 0);
-        pm += md.sizes[i];
+        for (int d = 0; d < md.ts.nd[i]; d++)
+            shape[d] = (size_t)md.ts.shape[i][d];
+        CHECK_EQ(dump_tensor(idx, dir, md.ts.desc[i]->name, "f64", md.mem + md.ts.off[i], 8,
+                             md.ts.size[i], md.ts.nd[i], shape), 0);
     }
     size_t sT[1] = {T}, sN[1] = {(size_t)n}, sOff[1] = {B + 1}, sNeg[2] = {T, K};
     CHECK_EQ(dump_tensor(idx, dir, "ids", "i32", ids, 4, T, 1, sT), 0);
@@ -1069,20 +1195,20 @@ static void torch_reference(unit_ctx *t, int bert, int causal)
         double gmax = 0;
         for (size_t i = 0; i < gd.n; i++)
             gmax = fmax(gmax, fabs(gd.mem[i]));
-        size_t at = 0;
-        for (int i = 0; gfd && i < SQ_SASREC_NT; i++) {
-            if (!md.sizes[i])
+        for (int k = 0; gfd && k < md.ts.n; k++) {
+            int i = order[k];
+            size_t sz = md.ts.size[i], at = md.ts.off[i];
+            if (!sz)
                 continue;
-            snprintf(name, sizeof name, "grad_%s.%s", ln, sq_sasrec_tensor_name(i));
-            double *tg = read_f64(dir, name, md.sizes[i]);
+            snprintf(name, sizeof name, "grad_%s.%s", ln, md.ts.desc[i]->name);
+            double *tg = read_f64(dir, name, sz);
             CHECK(tg != NULL);
             if (tg) {
-                NOTE(rel_f64(gfd + at, tg, md.sizes[i], 1e-2 * gmax),
-                     rel_f64(gd.mem + at, tg, md.sizes[i], 1e-2 * gmax));
-                gc_note(t->name, name, rel_f64(gfd + at, tg, md.sizes[i], 1e-2 * gmax));
+                NOTE(rel_f64(gfd + at, tg, sz, 1e-2 * gmax),
+                     rel_f64(gd.mem + at, tg, sz, 1e-2 * gmax));
+                gc_note(t->name, name, rel_f64(gfd + at, tg, sz, 1e-2 * gmax));
             }
             free(tg);
-            at += md.sizes[i];
         }
         free(gfd);
     }

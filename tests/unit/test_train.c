@@ -12,6 +12,8 @@
 #include "dataset.h"
 #include "eval.h"
 #include "model.h"
+#include "registry.h"
+#include "sasrec.h"
 #include "train.h"
 #include "unit.h"
 
@@ -81,22 +83,41 @@ static int same_file(const char *a, const char *b)
     return same;
 }
 
+/* Training options for seqrec-train's defaults of model name (its config
+ * built from the options given, as seqrec-train builds it, into cfg). */
+static int default_opts(sq_train_opts *o, const char *name, void *cfg, const char *given,
+                        sq_err *e)
+{
+    sq_train_defaults(o);
+    o->model = sq_models_find(name);
+    o->cfg = cfg;
+    if (!o->model)
+        return sq_fail(e, SQ_EX_SOFTWARE, "no model %s", name);
+    return o->model->config(cfg, given, 12, 0, e);
+}
+
 UNIT_TEST(test_train_check)
 {
     sq_err e = {0};
     sq_train_opts o;
-    sq_train_defaults(&o);
+    sq_sasrec_config cfg;
+    CHECK_EQ(default_opts(&o, "sasrec", &cfg, NULL, &e), 0);
     CHECK_EQ(sq_train_check(&o, &e), 0);
-    CHECK_EQ(o.arch.dim, 64);
+    CHECK_EQ(cfg.dim, 64);
     CHECK_EQ(o.batch, 128);
     CHECK(o.beta2 == 0.98);
     o.lr = 0;
     CHECK_EQ(sq_train_check(&o, &e), SQ_EX_USAGE);
-    sq_train_defaults(&o);
-    o.arch.n_heads = 3; /* 64 % 3 */
+    e.code = 0;
+    CHECK_EQ(default_opts(&o, "sasrec", &cfg, NULL, &e), 0);
+    cfg.n_heads = 3; /* 64 % 3 */
     e.code = 0;
     CHECK_EQ(sq_train_check(&o, &e), SQ_EX_USAGE);
-    sq_train_defaults(&o);
+    /* the same refused where seqrec-train builds the config */
+    e.code = 0;
+    CHECK_EQ(default_opts(&o, "sasrec", &cfg, "heads=3\n", &e), SQ_EX_USAGE);
+    e.code = 0;
+    CHECK_EQ(default_opts(&o, "sasrec", &cfg, NULL, &e), 0);
     o.loss = SQ_LOSS_BCE;
     o.neg = 0;
     e.code = 0;
@@ -115,15 +136,25 @@ UNIT_TEST(test_train_loop_and_resume)
 
     sq_train_opts o;
     sq_train_defaults(&o);
-    o.arch = (sq_sasrec_config){.n_items = 12, .n_layers = 1, .n_heads = 2, .dim = 8,
-                                .ffn = 16, .max_len = 8, .dropout = 0.1, .ln_eps = 1e-8};
+    sq_sasrec_config cfg;
+    sq_sasrec_defaults(&cfg, SQ_BACKBONE_SASREC);
+    cfg.n_items = 12;
+    cfg.n_layers = 1;
+    cfg.n_heads = 2;
+    cfg.dim = 8;
+    cfg.ffn = 16;
+    cfg.max_len = 8;
+    cfg.dropout = 0.1;
+    cfg.ln_eps = 1e-8;
+    o.model = sq_models_find("sasrec");
+    o.cfg = &cfg;
     o.batch = 8;
     o.epochs = 6;
     o.patience = 0;
     o.lr = 1e-2;
     log_ctx lc = {0};
     sq_train_hooks hooks = {.ctx = &lc, .epoch = on_epoch};
-    CHECK_EQ(sq_train_sasrec(&o, &ds, full, NULL, &hooks, &e), 0);
+    CHECK_EQ(sq_train(&o, &ds, full, NULL, &hooks, &e), 0);
     CHECK_EQ(lc.n, 6);
     CHECK(lc.loss[5] < lc.loss[0]);
 
@@ -150,15 +181,20 @@ UNIT_TEST(test_train_loop_and_resume)
     /* 2 epochs, then resumed to 6: the same model as 6 at once */
     sq_train_opts o2 = o;
     o2.epochs = 2;
-    CHECK_EQ(sq_train_sasrec(&o2, &ds, part, NULL, NULL, &e), 0);
+    CHECK_EQ(sq_train(&o2, &ds, part, NULL, NULL, &e), 0);
     sq_train_opts o3;
     CHECK_EQ(sq_train_read_opts(&o3, ckpt, &e), 0);
     CHECK_EQ(o3.epochs, 2);
     CHECK_EQ(o3.batch, 8);
     CHECK(o3.lr == o.lr);
-    CHECK(o3.arch.dropout == o.arch.dropout);
+    CHECK(o3.model == o.model);
+    sq_sasrec_config *c3 = o3.cfg;
+    CHECK(c3 != NULL);
+    if (!c3)
+        return;
+    CHECK(c3->dropout == cfg.dropout);
     o3.epochs = 6;
-    CHECK_EQ(sq_train_sasrec(&o3, &ds, part, ckpt, NULL, &e), 0);
+    CHECK_EQ(sq_train(&o3, &ds, part, ckpt, NULL, &e), 0);
     CHECK(same_file(full, part));
 
     /* another dataset is refused */
@@ -171,10 +207,11 @@ UNIT_TEST(test_train_loop_and_resume)
     sq_record rec = {.user = 0, .len = 4, .items = items, .n_train = 2, .n_valid = 1};
     CHECK_EQ(sq_dataset_add(&other, &rec, &e), 0);
     CHECK_EQ(sq_dataset_finish(&other, &e), 0);
-    o3.arch.n_items = 13;
+    c3->n_items = 13;
     sq_err e2 = {0};
-    CHECK_EQ(sq_train_sasrec(&o3, &other, part, ckpt, NULL, &e2), SQ_EX_DATA);
+    CHECK_EQ(sq_train(&o3, &other, part, ckpt, NULL, &e2), SQ_EX_DATA);
     sq_dataset_free(&other);
+    free(o3.cfg);
 
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -203,26 +240,30 @@ UNIT_TEST(test_train_bert4rec)
     for (int kind = 0; kind < 2; kind++) {
         sq_train_opts o;
         sq_train_defaults(&o);
-        o.arch.n_items = 12;
-        o.arch.n_layers = 1;
-        o.arch.dim = 8;
-        o.arch.ffn = 16;
-        o.arch.max_len = 8;
-        o.arch.dropout = 0.1;
-        o.arch.ln_eps = 1e-12;
-        o.arch.backbone = SQ_BACKBONE_BERT4REC;
-        o.arch.attn = kind ? SQ_AK_FPOSITIONAL : SQ_AK_HYDRA;
-        o.arch.n_heads = kind ? 2 : 8;
-        o.arch.causal = kind ? 0 : 1;
-        o.arch.rank = 3;
-        o.mask_prob = 0.3;
+        sq_sasrec_config cfg;
+        sq_sasrec_defaults(&cfg, SQ_BACKBONE_BERT4REC);
+        cfg.n_items = 12;
+        cfg.n_layers = 1;
+        cfg.dim = 8;
+        cfg.ffn = 16;
+        cfg.max_len = 8;
+        cfg.dropout = 0.1;
+        cfg.ln_eps = 1e-12;
+        CHECK_EQ(sq_sasrec_set_attn(&cfg, kind ? "fpositional" : "hydra"), 0);
+        cfg.n_heads = kind ? 2 : 8;
+        cfg.causal = kind ? 0 : 1;
+        if (kind)
+            cfg.attn.iopt[0] = 3; /* --rank */
+        cfg.mask_prob = 0.3;
+        o.model = sq_models_find("bert4rec");
+        o.cfg = &cfg;
         o.batch = 8;
         o.epochs = 4;
         o.patience = 0;
         o.lr = 1e-2;
         log_ctx lc = {0};
         sq_train_hooks hooks = {.ctx = &lc, .epoch = on_epoch};
-        CHECK_EQ(sq_train_sasrec(&o, &ds, full, NULL, &hooks, &e), 0);
+        CHECK_EQ(sq_train(&o, &ds, full, NULL, &hooks, &e), 0);
         CHECK_EQ(lc.n, 4);
         CHECK(lc.loss[3] > 0);
         double best = -1;
@@ -232,8 +273,11 @@ UNIT_TEST(test_train_bert4rec)
         CHECK_EQ(sq_model_load(&m, full, &e), 0);
         CHECK_STR(m.name, "bert4rec");
         CHECK(sq_sasrec_of(&m) != NULL);
-        CHECK_EQ(sq_sasrec_of(&m)->cfg.attn, o.arch.attn);
-        CHECK_EQ(sq_sasrec_of(&m)->cfg.causal, o.arch.causal);
+        if (sq_sasrec_of(&m)) {
+            CHECK_EQ(sq_sasrec_of(&m)->cfg.attn.kind, cfg.attn.kind);
+            CHECK_EQ(sq_sasrec_of(&m)->cfg.causal, cfg.causal);
+            CHECK_EQ(sq_sasrec_of(&m)->cfg.attn.iopt[0], cfg.attn.iopt[0]);
+        }
         sq_eval_opts eo;
         sq_eval_defaults(&eo);
         eo.target = SQ_EVAL_VALID;
@@ -245,13 +289,19 @@ UNIT_TEST(test_train_bert4rec)
 
         sq_train_opts o2 = o, o3;
         o2.epochs = 2;
-        CHECK_EQ(sq_train_sasrec(&o2, &ds, part, NULL, NULL, &e), 0);
+        CHECK_EQ(sq_train(&o2, &ds, part, NULL, NULL, &e), 0);
         CHECK_EQ(sq_train_read_opts(&o3, ckpt, &e), 0);
-        CHECK(o3.mask_prob == o.mask_prob);
-        CHECK_EQ(o3.arch.backbone, SQ_BACKBONE_BERT4REC);
-        o3.epochs = 4;
-        CHECK_EQ(sq_train_sasrec(&o3, &ds, part, ckpt, NULL, &e), 0);
-        CHECK(same_file(full, part));
+        const sq_sasrec_config *c3 = o3.cfg;
+        CHECK(c3 != NULL);
+        CHECK(o3.model == o.model);
+        if (c3) {
+            CHECK(c3->mask_prob == cfg.mask_prob);
+            CHECK_EQ(c3->backbone, SQ_BACKBONE_BERT4REC);
+            o3.epochs = 4;
+            CHECK_EQ(sq_train(&o3, &ds, part, ckpt, NULL, &e), 0);
+            CHECK(same_file(full, part));
+        }
+        free(o3.cfg);
         /* BCE is refused for BERT4Rec */
         o.loss = SQ_LOSS_BCE;
         sq_err e2 = {0};
