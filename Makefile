@@ -119,7 +119,7 @@ fnlen-check:
 
 check: deps $(BUILD)/tests/unit/list.h
 	$(MAKE) --no-print-directory all $(BUILD)/unit_tests
-	$(MAKE) --no-print-directory clang-check man-check
+	$(MAKE) --no-print-directory clang-check man-check fnlen-check
 	$(MAKE) --no-print-directory bats
 	$(MAKE) --no-print-directory unit
 

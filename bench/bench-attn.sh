@@ -58,7 +58,7 @@ BUDGET=${ATTN_BUDGET:-900}
 if [ -z "${ATTN_MEM_LIMIT_MIB:-}" ]; then
   ATTN_MEM_LIMIT_MIB=$(awk '/^MemAvailable:/ {printf "%d", $2 / 1024 / 2}' /proc/meminfo)
 fi
-# The benchmark re-executes itself with this set otherwise (lib/threads.h).
+# The benchmark re-executes itself with this set otherwise (lib/util/threads.h).
 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export OMP_WAIT_POLICY
 

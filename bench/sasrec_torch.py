@@ -10,7 +10,7 @@ Prints one CSV line per epoch: torch,epoch_seconds,S (training steps only:
 forward, backward and Adam; batches are built with numpy before the clock
 starts, as SASRec.pytorch's sampler works in separate processes).
 Loss: BCE with one uniform negative per position outside the user's training
-items, mean over real positions (lib/ops.h sq_bce_sampled)."""
+items, mean over real positions (lib/ops/ops.h sq_bce_sampled)."""
 import argparse
 import math
 import os
@@ -26,7 +26,7 @@ import sasrec_ref  # noqa: E402
 
 
 class TrainSASRec(sasrec_ref.SASRec):
-    """The oracle's model with dropout where lib/sasrec.c applies it: after
+    """The oracle's model with dropout where lib/model/sasrec.c applies it: after
     the embeddings, on the attention output and in the feed-forward."""
 
     def __init__(self, cfg, arrays, p):

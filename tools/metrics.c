@@ -1,5 +1,5 @@
 /* seqrec-metrics - HR, Recall, NDCG, MRR and Precision at K from ranks.
- * Argument parsing only; the metrics are lib/metrics.c. */
+ * Argument parsing only; the metrics are lib/train/metrics.c. */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* seqrec-pad - turn each user's training sequence into fixed-length rows
  * (see seqrec-pad(1)). Argument parsing and wiring only: the rows come from
- * lib/pad.c, which the training engine uses too. */
+ * lib/data/pad.c, which the training engine uses too. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>

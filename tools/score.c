@@ -1,7 +1,7 @@
 /* seqrec-score - rank held-out targets with a model, or recommend the top K
  * items of every user (see seqrec-score(1)). Argument parsing and wiring
- * only: models load through lib/model.c, ranks and top-K lists come from
- * lib/eval.c, the input is held by lib/dataset.c. */
+ * only: models load through the registry (lib/train/registry.c), ranks and top-K lists come from
+ * lib/train/eval.c, the input is held by lib/data/dataset.c. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>

@@ -1,6 +1,6 @@
 /* seqrec-split - add train / validation / test cut points to a sequences
  * stream (see seqrec-split(1)). Argument parsing and wiring only: the cut
- * points come from lib/split.c. */
+ * points come from lib/data/split.c. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* seqrec-synth - seeded synthetic interaction logs with sequential structure.
- * Argument parsing only; the generator is lib/synth.c. */
+ * Argument parsing only; the generator is lib/data/synth.c. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>

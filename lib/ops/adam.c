@@ -1,5 +1,5 @@
 /* adam.c - Adam / AdamW and gradient clipping (see adam.h). Compiled as
- * float here and as double by adam_f64.c (see real.h). */
+ * float, and as double into adam_f64.o (see real.h). */
 #ifndef SQ_REAL
 #define SQ_REAL float
 #endif

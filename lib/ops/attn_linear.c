@@ -1,8 +1,8 @@
 /* attn_linear.c - linear-complexity attention kernels (equations, buffers
  * and conventions: attn_linear.h).
  *
- * Written over `real` and compiled twice: as float here and as double by
- * attn_linear_f64.c (see real.h). Each kind is a pair of per-(segment,
+ * Written over `real` and compiled twice: as float, and as double into
+ * attn_linear_f64.o (see real.h). Each kind is a pair of per-(segment,
  * head) sweeps driven by the same loop: work item (g, h) owns state slot
  * g*H + h of the scratch and does head h of segments g, g+G, ... in order.
  * Every output element and every gradient element is written by exactly one

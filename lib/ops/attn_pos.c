@@ -1,8 +1,8 @@
 /* attn_pos.c - position-only token mixers (formulas, layouts, costs:
  * attn_pos.h).
  *
- * Written over `real` and compiled twice, as float here and as double by
- * attn_pos_f64.c (see real.h). Activations are parallel over segments (each
+ * Written over `real` and compiled twice: as float, and as double into
+ * attn_pos_f64.o (see real.h). Activations are parallel over segments (each
  * segment's rows belong to one thread, summed in a fixed order); parameter
  * gradients are parallel over parameter rows, each row summing the segments
  * in index order, so every result is bitwise the same for any thread count.

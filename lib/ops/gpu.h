@@ -1,7 +1,7 @@
 /* gpu.h - the CUDA backend's entry points, callable from C.
  *
  * Built from the .cu files in cuda/ when the Makefile finds nvcc (CUDA=auto|1); without
- * CUDA, lib/gpu_stub.c provides the same functions, reporting that no GPU
+ * CUDA, lib/ops/gpu_stub.c provides the same functions, reporting that no GPU
  * backend is compiled in. A context owns the cuBLAS handle: no globals. */
 #ifndef SQ_GPU_H
 #define SQ_GPU_H

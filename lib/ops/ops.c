@@ -1,7 +1,7 @@
 /* ops.c - the CPU ops (layouts and conventions: ops.h).
  *
- * Written over `real` and compiled twice: as float here and as double by
- * ops_f64.c, which defines SQ_REAL and includes this file (see real.h).
+ * Written over `real` and compiled twice: as float, and as double into
+ * ops_f64.o (see real.h).
  * GEMMs go to CBLAS; everything else is a plain loop, parallelised with
  * OpenMP where it pays. No BLAS call is made inside a parallel region: the
  * OpenBLAS build is threaded itself and would oversubscribe. */

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """sasrec_ref.py - the PyTorch oracle for the C SASRec and BERT4Rec
-(lib/sasrec.c, softmax attention).
+(lib/model/sasrec.c, softmax attention).
 
 Usage: sasrec_ref.py DIR
 

@@ -1,4 +1,4 @@
-/* Unit tests for lib/attn_linear.c (linrec, linear, efficient, hydra).
+/* Unit tests for lib/ops/attn_linear.c (linrec, linear, efficient, hydra).
  *
  * For every kind, causal and bidirectional, on odd shapes (C = 6 with H = 2
  * or 3, C = 5 with H = 1; hydra also with H = C) and packed batches of

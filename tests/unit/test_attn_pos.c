@@ -1,4 +1,4 @@
-/* Unit tests for lib/attn_pos.c: PARec / FPARec positional attention, the
+/* Unit tests for lib/ops/attn_pos.c: PARec / FPARec positional attention, the
  * fixed patterns of FPARec's ablation and the token-mixing baseline.
  *
  * Each kind, causal and bidirectional, on odd shapes (C = 5, max_len = 9,

@@ -1,4 +1,4 @@
-/* Unit tests for lib/interactions.c: interning, the stable chronological
+/* Unit tests for lib/data/interactions.c: interning, the stable chronological
  * sort, dedup, iterative k-core, remapping, stats and the map file. */
 #include <stdint.h>
 #include <stdio.h>

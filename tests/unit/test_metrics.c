@@ -1,4 +1,4 @@
-/* Unit tests for lib/metrics.c against values computed by hand. */
+/* Unit tests for lib/train/metrics.c against values computed by hand. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* Unit tests for lib/ops.c and lib/adam.c.
+/* Unit tests for lib/ops/ops.c and lib/ops/adam.c.
  *
  * Every gradient of every op is checked against central finite differences
  * on the double build (the same source as the float build that trains), on

@@ -1,4 +1,4 @@
-/* Unit tests for lib/pad.c: zero padding and RandomPad rows. */
+/* Unit tests for lib/data/pad.c: zero padding and RandomPad rows. */
 #include <stdint.h>
 #include <stdlib.h>
 

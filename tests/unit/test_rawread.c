@@ -1,4 +1,4 @@
-/* Unit tests for lib/rawread.c: lines across libarchive blocks, line ends,
+/* Unit tests for lib/data/rawread.c: lines across libarchive blocks, line ends,
  * and format guessing (the archive cases are in tests/bats/preprocess.bats). */
 #include <stdio.h>
 #include <stdlib.h>

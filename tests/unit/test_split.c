@@ -1,4 +1,4 @@
-/* Unit tests for lib/split.c: the cut points of one user. */
+/* Unit tests for lib/data/split.c: the cut points of one user. */
 #include <stdint.h>
 
 #include "split.h"

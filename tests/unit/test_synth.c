@@ -1,4 +1,4 @@
-/* Unit tests for lib/synth.c: determinism, ranges, and that the sequential
+/* Unit tests for lib/data/synth.c: determinism, ranges, and that the sequential
  * signal the generator promises is really in the data. */
 #include <stdint.h>
 #include <stdlib.h>
