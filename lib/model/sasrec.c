@@ -93,7 +93,7 @@ static size_t R(carve)(R(sq_sasrec_work) *w, const sq_sasrec_config *c, char *ba
     size_t F = (size_t)c->ffn, TC = T * C, TF = T * F, n = (size_t)w->cap.n;
     size_t V1 = (size_t)c->n_items + 1;
     int bert = is_bert(c), train = w->cap.train;
-    size_t sas = bert ? 0 : 1, hb = bert ? 1 : 0, tb = train && bert ? 1 : 0;
+    size_t sas = bert ? 0 : 1, hb = bert ? 1 : 0;
 #define TAKE(ptr, type, count) do { \
         size_t o_ = at; \
         at += align64((size_t)(count) * sizeof(type)); \
@@ -129,14 +129,12 @@ static size_t R(carve)(R(sq_sasrec_work) *w, const sq_sasrec_config *c, char *ba
     TAKE(w->hln, real, hb * n * C);
     TAKE(w->hln_mean, real, hb * n);
     TAKE(w->hln_rstd, real, hb * n);
-    TAKE(w->haug, real, tb * n * (C + 1));
-    TAKE(w->eaug, real, tb * V1 * (C + 1));
     TAKE(w->m_emb, uint8_t, TC);
     TAKE(w->m_att, uint8_t, L * TC);
     TAKE(w->m_ffn1, uint8_t, sas * L * TF);
     TAKE(w->m_ffn2, uint8_t, L * TC);
     if (train) {
-        TAKE(w->ce, real, sq_ce_scratch_size(w->ce_chunk, (int)V1, (int)(C + hb)));
+        TAKE(w->ce, real, sq_ce_scratch_size(w->ce_chunk, (int)V1, (int)C));
         TAKE(w->dout, real, TC);
         TAKE(w->dx, real, TC);
         TAKE(w->dy, real, TC);
@@ -148,8 +146,6 @@ static size_t R(carve)(R(sq_sasrec_work) *w, const sq_sasrec_config *c, char *ba
         TAKE(w->dF1, real, TF);
         TAKE(w->dF2, real, sas * TF);
         TAKE(w->dF3, real, TF);
-        TAKE(w->dhaug, real, hb * n * (C + 1));
-        TAKE(w->deaug, real, hb * V1 * (C + 1));
         TAKE(w->dhx, real, hb * n * C);
         TAKE(w->dhd, real, hb * n * C);
         TAKE(w->dhg, real, hb * n * C);
@@ -374,26 +370,19 @@ static double R(bert_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq
     const sq_ctx *cx = &m->cx;
     const sq_sasrec_config *c = &m->cfg;
     const R(sq_sasrec_params) *p = &m->p;
-    int C = c->dim, C1 = C + 1, V1 = (int)c->n_items + 1, n = b->n, T = b->T;
+    int C = c->dim, V1 = (int)c->n_items + 1, n = b->n, T = b->T;
+    size_t nc = (size_t)n * C;
     R(sq_sasrec_head)(m, w, b->rows, n);
-    R(sq_copy2d)(cx, w->haug, C1, w->hln, C, n, C);
-    R(sq_fill2d)(cx, w->haug + C, C1, n, 1, 1);
-    R(sq_copy2d)(cx, w->eaug, C1, p->item_emb, C, V1, C);
-    R(sq_copy2d)(cx, w->eaug + C, C1, p->out_b, 1, V1, 1);
-    if (g) {
-        R(sq_zero)(cx, w->dhaug, (size_t)n * C1);
-        R(sq_zero)(cx, w->deaug, (size_t)V1 * C1);
-    }
-    double loss = R(sq_ce_full)(cx, g ? w->dhaug : NULL, g ? w->deaug : NULL, w->ce, w->haug,
-                                w->eaug, NULL, b->targets, n, C1, V1, w->ce_chunk, 1, count);
+    if (g)
+        R(sq_zero)(cx, w->dhx, nc); /* d hln first */
+    R(sq_sasrec_params) *gp = g ? &g->p : NULL;
+    double loss = R(sq_ce_full_bias)(cx, g ? w->dhx : NULL, g ? gp->item_emb : NULL,
+                                     g ? gp->out_b : NULL, w->ce, w->hln, p->item_emb,
+                                     p->out_b, NULL, b->targets, n, C, V1, w->ce_chunk, 1,
+                                     count);
     if (!g)
         return loss;
-    R(sq_sasrec_params) *gp = &g->p;
-    R(sq_add2d)(cx, gp->item_emb, C, w->deaug, C1, V1, C);
-    R(sq_add2d)(cx, gp->out_b, 1, w->deaug + C, C1, V1, 1);
-    /* back through hln = LNh(gelu(Wh hx + bh)); dhx holds d hln first */
-    size_t nc = (size_t)n * C;
-    R(sq_copy2d)(cx, w->dhx, C, w->dhaug, C1, n, C);
+    /* back through hln = LNh(gelu(Wh hx + bh)) */
     R(sq_zero)(cx, w->dhg, nc);
     R(sq_layernorm_backward)(cx, w->dhg, gp->headln_w, gp->headln_b, w->dhx, w->hg,
                              p->headln_w, w->hln_mean, w->hln_rstd, n, C);

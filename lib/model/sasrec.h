@@ -290,13 +290,12 @@ typedef struct {
     real *out, *lnf_mean, *lnf_rstd; /* [T, C] the states h */
     /* BERT4Rec output head on the n scored rows */
     real *hx, *hd, *hg, *hln, *hln_mean, *hln_rstd; /* [n, C] ([n] stats) */
-    real *haug, *eaug;             /* [n, C+1] (hln, 1), [V+1, C+1] (E, ob) */
     uint8_t *m_emb, *m_att, *m_ffn1, *m_ffn2; /* dropout masks */
     /* training only */
     real *ce;                      /* sq_ce_full scratch */
     int ce_chunk;
     real *dout, *dx, *dy, *dxmid, *dln1, *dproj, *dh2, *dF1, *dF2, *dF3, *demb;
-    real *dhaug, *deaug, *dhx, *dhd, *dhg; /* BERT4Rec head */
+    real *dhx, *dhd, *dhg;         /* BERT4Rec head */
 } R(sq_sasrec_work);
 
 /* Allocates parameters (zero) for a checked config, on the CPU or on the

@@ -418,10 +418,11 @@ void R(sq_attention_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
 /* ------------------------------------------------------------------------ */
 /* 9. Full-softmax cross-entropy with tied item embeddings                  */
 
-double R(sq_ce_full)(const sq_ctx *cx, real *dh, real *dE, real *scratch,
-                     const real *h, const real *E, const int *rows,
-                     const int *targets, int n, int C, int V1, int chunk,
-                     real dloss, int *count)
+/* sq_ce_full and sq_ce_full_bias: logits = h E^T (+ bias). */
+static double R(ce_full)(const sq_ctx *cx, real *dh, real *dE, real *dbias, real *scratch,
+                         const real *h, const real *E, const real *bias, const int *rows,
+                         const int *targets, int n, int C, int V1, int chunk, real dloss,
+                         int *count)
 {
     int cnt = 0;
     for (int i = 0; i < n; i++)
@@ -453,6 +454,9 @@ double R(sq_ce_full)(const sq_ctx *cx, real *dh, real *dE, real *scratch,
         /* logits[m, V1] = hc[m, C] E[V1, C]^T */
         r_gemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, V1, C,
                1, hc, C, E, C, 0, logits, V1);
+        if (bias) /* logits[r] += bias: the output bias of every item */
+            for (int r = 0; r < m; r++)
+                sq_axpy(logits + (size_t)r * V1, 1, bias, V1);
         /* Softmax over items 1..V1-1 in place, the loss, and (training)
          * dlogits in the same buffer. Item 0 (padding) is out of the
          * softmax: its probability and gradient are 0. */
@@ -491,6 +495,9 @@ double R(sq_ce_full)(const sq_ctx *cx, real *dh, real *dE, real *scratch,
             total += rowloss[r];
         if (!grad)
             continue;
+        if (dbias) /* d bias = the column sums of dlogits, rows in order */
+            for (int r = 0; r < m; r++)
+                sq_axpy(dbias, 1, logits + (size_t)r * V1, V1);
         /* dhc[m, C] = dlogits[m, V1] E[V1, C] */
         r_gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, C, V1,
                1, logits, V1, E, C, 0, dhc, C);
@@ -508,6 +515,24 @@ double R(sq_ce_full)(const sq_ctx *cx, real *dh, real *dE, real *scratch,
         }
     }
     return total / cnt;
+}
+
+double R(sq_ce_full)(const sq_ctx *cx, real *dh, real *dE, real *scratch,
+                     const real *h, const real *E, const int *rows,
+                     const int *targets, int n, int C, int V1, int chunk,
+                     real dloss, int *count)
+{
+    return R(ce_full)(cx, dh, dE, NULL, scratch, h, E, NULL, rows, targets, n, C, V1, chunk,
+                      dloss, count);
+}
+
+double R(sq_ce_full_bias)(const sq_ctx *cx, real *dh, real *dE, real *dbias,
+                          real *scratch, const real *h, const real *E,
+                          const real *bias, const int *rows, const int *targets,
+                          int n, int C, int V1, int chunk, real dloss, int *count)
+{
+    return R(ce_full)(cx, dh, dE, dbias, scratch, h, E, bias, rows, targets, n, C, V1, chunk,
+                      dloss, count);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -158,6 +158,12 @@ double R(sq_ce_full)(const sq_ctx *cx, real *dh, real *dE, real *scratch,
                      const real *h, const real *E, const int *rows,
                      const int *targets, int n, int C, int V1, int chunk,
                      real dloss, int *count);
+/* The same with an output bias per item: logits = h E^T + bias [V1]
+ * (BERT4Rec's); adds d loss / d bias to dbias (with dh and dE). */
+double R(sq_ce_full_bias)(const sq_ctx *cx, real *dh, real *dE, real *dbias,
+                          real *scratch, const real *h, const real *E,
+                          const real *bias, const int *rows, const int *targets,
+                          int n, int C, int V1, int chunk, real dloss, int *count);
 
 /* 10. Binary cross-entropy with sampled negatives (original SASRec): for
  * entry i with positive item pos[i] != 0 and negatives neg[i*K .. i*K+K-1]

@@ -714,6 +714,80 @@ static double ce_naive(const ce_ctx *c, int *count)
     return *count ? total / *count : 0;
 }
 
+/* CE with an output bias: the objective over h, E and the bias. */
+typedef struct {
+    ce_ctx c;
+    double *bias;
+} ceb_ctx;
+
+static double ceb_obj(void *p)
+{
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
+    ceb_ctx *b = p;
+    int count;
+    return sq_ce_full_bias_f64(cx, NULL, NULL, NULL, b->c.scratch, b->c.h, b->c.E, b->bias,
+                               b->c.rows, b->c.targets, b->c.n, b->c.C, b->c.V1, b->c.chunk, 1,
+                               &count);
+}
+
+UNIT_TEST(test_ops_ce_full_bias)
+{
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
+    sq_rng r;
+    sq_rng_seed(&r, 11, 0);
+    double gworst = 0, fworst = 0;
+    for (int trial = 0; trial < TRIALS; trial++) {
+        int n = rand_int(&r, 1, 9), C = rand_int(&r, 1, 6), V1 = 13, chunk = rand_int(&r, 1, 4);
+        int targets[16];
+        for (int i = 0; i < n; i++)
+            targets[i] = trial && i == 1 ? 0 : rand_int(&r, 1, V1 - 1);
+        size_t hn = (size_t)n * C, en = (size_t)V1 * C;
+        ceb_ctx b = {{n, C, V1, chunk, NULL, targets, gc_normal(&r, hn, 1),
+                      gc_normal(&r, en, 1), gc_zeros(sq_ce_scratch_size(chunk, V1, C))},
+                     gc_normal(&r, (size_t)V1, 1)};
+        double *dh = gc_zeros(hn), *dE = gc_zeros(en), *db = gc_zeros((size_t)V1);
+        int count;
+        double loss = sq_ce_full_bias_f64(cx, dh, dE, db, b.c.scratch, b.c.h, b.c.E, b.bias,
+                                          NULL, targets, n, C, V1, chunk, 1, &count);
+        /* the bias is the logit of a constant feature: E with a column
+         * (bias) and h with a column of ones give the same loss */
+        double *h1 = gc_zeros((size_t)n * (C + 1)), *E1 = gc_zeros((size_t)V1 * (C + 1));
+        double *s1 = gc_zeros(sq_ce_scratch_size(chunk, V1, C + 1));
+        for (int i = 0; i < n; i++) {
+            memcpy(h1 + (size_t)i * (C + 1), b.c.h + (size_t)i * C, (size_t)C * sizeof *h1);
+            h1[(size_t)i * (C + 1) + C] = 1;
+        }
+        for (int j = 0; j < V1; j++) {
+            memcpy(E1 + (size_t)j * (C + 1), b.c.E + (size_t)j * C, (size_t)C * sizeof *E1);
+            E1[(size_t)j * (C + 1) + C] = b.bias[j];
+        }
+        int c1;
+        CHECK_NEAR(sq_ce_full_f64(cx, NULL, NULL, s1, h1, E1, NULL, targets, n, C + 1, V1, chunk,
+                                  1, &c1), loss, 1e-12);
+        CHECK_EQ(c1, count);
+        CHECK_GRAD(gc_check(ceb_obj, &b, b.c.h, dh, hn), gworst);
+        CHECK_GRAD(gc_check(ceb_obj, &b, b.c.E, dE, en), gworst);
+        CHECK_GRAD(gc_check(ceb_obj, &b, b.bias, db, (size_t)V1), gworst);
+        /* the float build */
+        float *fh = gc_to_float(b.c.h, hn), *fE = gc_to_float(b.c.E, en);
+        float *fb = gc_to_float(b.bias, (size_t)V1);
+        float *fdh = calloc(hn, sizeof *fdh), *fdE = calloc(en, sizeof *fdE);
+        float *fdb = calloc((size_t)V1, sizeof *fdb);
+        float *fs = calloc(sq_ce_scratch_size(chunk, V1, C), sizeof *fs);
+        int fcount;
+        double floss = sq_ce_full_bias(cx, fdh, fdE, fdb, fs, fh, fE, fb, NULL, targets, n, C,
+                                       V1, chunk, 1, &fcount);
+        CHECK_NEAR(floss, loss, 1e-5);
+        CHECK_F32(fdh, dh, hn, fworst);
+        CHECK_F32(fdE, dE, en, fworst);
+        CHECK_F32(fdb, db, (size_t)V1, fworst);
+        free(fh); free(fE); free(fb); free(fdh); free(fdE); free(fdb); free(fs);
+        free(h1); free(E1); free(s1);
+        free(b.c.h); free(b.c.E); free(b.c.scratch); free(b.bias); free(dh); free(dE); free(db);
+    }
+    fprintf(stderr, "  ce_full_bias: worst gradient error %.3g, float %.3g\n", gworst, fworst);
+}
+
 UNIT_TEST(test_ops_ce_full)
 {
     const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
