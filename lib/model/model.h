@@ -134,6 +134,9 @@ struct sq_model_def {
     int (*config)(void *cfg, const char *given, uint32_t n_items, int padded_len, sq_err *e);
     /* The model's keys of a model file ("model" and the data keys are the
      * caller's); read refuses (SQ_EX_DATA, naming path) a bad config. */
+    /* SQ_EX_USAGE with a message when a config (e.g. one built in code)
+     * cannot be built. */
+    int (*config_check)(const void *cfg, sq_err *e);
     int (*config_write)(const void *cfg, sq_modelfile *mf, sq_err *e);
     int (*config_read)(void *cfg, const sq_modelfile *mf, const char *path, sq_err *e);
     /* For seqrec-score. */

@@ -526,6 +526,11 @@ static int bert_config(void *cfg, const char *given, uint32_t n_items, int padde
     return config_from(cfg, SQ_BACKBONE_BERT4REC, given, n_items, padded_len, e);
 }
 
+static int config_check(const void *cfg, sq_err *e)
+{
+    return sq_sasrec_config_check(cfg, e);
+}
+
 static int config_write(const void *cfg, sq_modelfile *mf, sq_err *e)
 {
     return sq_sasrec_config_write(cfg, mf, e);
@@ -629,6 +634,7 @@ static void view(sq_model *out, const sq_net *n)
     const sq_model_def var = {                                                      \
         .name = kname, .summary = ksummary, .opts = kopts, .more_opts = kind_opts,  \
         .cfg_size = sizeof(sq_sasrec_config), .config = kconfig,                    \
+        .config_check = config_check,                                               \
         .config_write = config_write, .config_read = config_read, .load = load,     \
         .check_step = check_step, .net_alloc = net_alloc, .net_free = net_free,     \
         .net_init = net_init, .batcher = batcher, .work_alloc = work_alloc,         \

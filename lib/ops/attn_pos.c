@@ -19,29 +19,9 @@
 #include <string.h>
 
 /* ------------------------------------------------------------------------ */
-/* Names and sizes (precision-free: compiled once, in the float build).     */
+/* Sizes (precision-free: compiled once, in the float build).              */
 
 #if !SQ_REAL_IS_F64
-static const char *const kind_names[] = {
-    "positional", "fpositional", "average", "linear-anneal", "exp-anneal",
-    "mixing",
-};
-
-const char *sq_attn_pos_name(int kind)
-{
-    if (kind < 0 || kind >= (int)(sizeof kind_names / sizeof kind_names[0]))
-        return NULL;
-    return kind_names[kind];
-}
-
-int sq_attn_pos_parse(const char *s)
-{
-    for (int k = 0; k < (int)(sizeof kind_names / sizeof kind_names[0]); k++)
-        if (s && strcmp(s, kind_names[k]) == 0)
-            return k;
-    return -1;
-}
-
 size_t sq_pa_cache_size(const int *off, int B, int H)
 {
     size_t n = 0;

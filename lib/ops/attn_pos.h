@@ -95,7 +95,9 @@
 /* e^-1: the exponential-annealing decay of Eq. 14. */
 #define SQ_EXP_ANNEAL_DECAY 0.36787944117144232160
 
-/* The kinds of this file, for model configs and command lines. */
+/* The kernels' own numbers of the kinds of this file (the kind argument of
+ * sq_fixed_*; the mixers' variant). Their names are the mixer table's
+ * (lib/model/mixers.c). */
 enum sq_attn_pos_kind {
     SQ_ATTN_POSITIONAL = 0,   /* "positional"     PARec */
     SQ_ATTN_FPOSITIONAL = 1,  /* "fpositional"    FPARec */
@@ -104,11 +106,6 @@ enum sq_attn_pos_kind {
     SQ_ATTN_EXP_ANNEAL = 4,   /* "exp-anneal"     Eq. 14 */
     SQ_ATTN_MIXING = 5,       /* "mixing"         token mixing */
 };
-
-/* The kind's name above, NULL for an unknown kind. */
-const char *sq_attn_pos_name(int kind);
-/* The kind named s, or -1. */
-int sq_attn_pos_parse(const char *s);
 
 /* Reals of the positional probability cache: H * sum_b len_b^2. */
 size_t sq_pa_cache_size(const int *off, int B, int H);

@@ -12,7 +12,7 @@
 int sq_models_count(void);
 const sq_model_def *sq_models_get(int i);        /* NULL out of range */
 const sq_model_def *sq_models_find(const char *name); /* NULL when unknown */
-/* "pop, sasrec, bert4rec" for messages. */
+/* "sasrec, bert4rec, pop" for messages. */
 const char *sq_models_names(char *buf, size_t n);
 
 /* Loads any model file, dispatching on its "model" config key to the

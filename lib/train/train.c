@@ -95,6 +95,8 @@ int sq_train_check(const sq_train_opts *o, sq_err *e)
     }
     if (!o->model || !o->model->step)
         return sq_fail(e, SQ_EX_USAGE, "no trained model");
+    if (o->model->config_check && o->model->config_check(o->cfg, e))
+        return e->code;
     sq_step_opts s = sq_train_step_opts(o);
     return o->model->check_step ? o->model->check_step(o->cfg, &s, e) : 0;
 }
