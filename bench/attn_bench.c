@@ -1,29 +1,41 @@
-/* attn_bench - seconds per training step and peak memory of ONE attention
- * sublayer, for one attention kind, sequence length N, width d = C, H heads
- * and a batch of B sequences of length N (packed, ops.h). Run by
- * bench/bench-attn.sh (`make bench-attn`), one configuration per process so
- * that the peak RSS belongs to that configuration alone.
+/* attn_bench - seconds per training step and peak memory of ONE token-mixer
+ * sublayer (an attention kind, `seqrec-train --attn KIND`), for sequence
+ * length N, width d = C, H heads and a batch of B sequences of length N
+ * (packed, ops.h). Run by bench/bench-attn.sh (`make bench-attn`), one
+ * configuration per process so that the peak RSS belongs to that
+ * configuration alone.
+ *
+ * THE KINDS are the registered mixers (lib/model/mixer.h, mixers.c): KIND
+ * is looked up with sq_mixer_find, so every kind of the table, a future one
+ * too, is benchmarked with no edit here (--list prints them). The layer is
+ * the mixer's own sublayer, as the backbone (sasrec.c) runs it: its
+ * per-layer tensors sized from its tensor table (sq_mixer_tensors with the
+ * dims C = d, N, H, K = --rank, L = 1), its cache and scratch from its
+ * cache_size/scratch_size for a training workspace of B sequences of N
+ * rows, its options at their defaults (sq_mixer_defaults), except that
+ * --rank sets the kind's "rank" option where it has one (fpositional).
  *
  * THE STEP (float, causal, as training runs it; no layer norm, dropout,
  * residual or optimizer update, which cost O(T C) and are the same for every
  * kind):
- *   forward   inputs of the kind from x [T, C], T = B N:
- *               softmax, linrec, linear, efficient, hydra:
- *                 q = x Wq^T + bq, k = x Wk^T + bk, v = x Wv^T + bv
- *               positional (Rw [H, N, N]), fpositional (R1, R2 [H, N, k]),
- *               average, linear-anneal, exp-anneal:  v = x Wv^T + bv only
- *               mixing: none, its token-mixing MLP (W1, W2 [N, N], b1, b2)
- *                 reads x itself
- *             a = the kind's kernel, y = a Wo^T + bo
- *   backward  dy fixed (random); zero every gradient (as the trainer does
- *             once per step), then the _backward of every op above in
- *             reverse: Wo, the kernel (its parameters too), the projections
- *             down to dx.
+ *   zero      every parameter gradient and dx (the trainer zeroes its
+ *             gradient block once per step; the mixer's backward adds)
+ *   forward   y = MIX(x, x) on x [T, C], T = B N: the mixer's forward (its
+ *             projections, e.g. Q/K/V/O for softmax and the linear family,
+ *             V only for the positional family, none for mixing, and its
+ *             kernel)
+ *   backward  dy fixed (random): the mixer's backward, into every
+ *             parameter gradient and dx.
  * max_len = N (positions 0 .. N-1, the newest item at N-1).
  *
- * HEADS. Default 2 (hs = d / 2; the positional kinds keep one Rw or R1, R2
- * per head, as the PARec/FPARec code); hydra: H = d (hs = 1, HydraRec);
- * the fixed patterns and mixing have none (reported as 1).
+ * HEADS. Default: the kind's default_heads (hydra: H = d, hs = 1), else 2
+ * (hs = d / 2; the positional kinds keep one R or R1, R2 per head, as the
+ * PARec/FPARec code). The heads column is the H the mixer was given; kinds
+ * whose kernel has no heads (the fixed patterns, mixing) ignore it.
+ *
+ * INIT. The mixer's tensors are drawn as its table says (sq_tensors_init,
+ * seed 1: Xavier normal weights, the kind's truncated normals, zero
+ * biases); x and dy uniform in [-1, 1) from a generator seeded 1.
  *
  * TIMING. --warmup untimed steps (every buffer is already touched when it
  * is allocated, so they only warm caches and OpenBLAS), then timed steps:
@@ -39,17 +51,21 @@
  * so start-up peaks cannot mask the layer's; where the reset is not
  * allowed, getrusage's ru_maxrss before and after (which can read low for
  * layers smaller than the start-up peak).
- * buffers_mib = the bytes this program allocated for the layer: parameters,
- * their gradients, activations and their gradients, kernel caches and
- * scratch (every page of which is touched; each buffer is its own mmap, so
- * small sizes round up to pages in the RSS). --dry prints only that, without
- * allocating (the driver uses it to skip what would not fit).
+ * buffers_mib = the bytes this program allocated for the layer: the batch's
+ * offsets and positions, parameters, their gradients, x, y and their
+ * gradients, the mixer's cache (its activations: projections, kernel cache)
+ * and scratch (their gradients, kernel scratch), every page of which is
+ * touched; each buffer is its own mmap, so small sizes round up to pages in
+ * the RSS. --dry prints only that, without allocating (the driver uses it
+ * to skip what would not fit).
  *
  * Output: one CSV line
  *   kind,d,N,B,threads,sec_per_step,peak_rss_mib,buffers_mib,status,heads,
  *   reps,kernel_sec
- * kernel_sec: the median over the same steps of the time inside the kind's
- * kernel forward + backward alone (no projections, no zeroing).
+ * kernel_sec: the median over the same steps of the time inside the
+ * mixer's forward + backward (projections and kernel: the kernel alone is
+ * inside the mixer and no longer timed apart); sec_per_step adds the
+ * zeroing of the gradients.
  * (--header prints the header line first). */
 #include <errno.h>
 #include <getopt.h>
@@ -64,48 +80,26 @@
 #include <cblas.h>
 #include <omp.h>
 
-#include "attn_linear.h"
-#include "attn_pos.h"
+#include "mixer.h"
 #include "ops.h"
 #include "rng.h"
 #include "threads.h"
 
-enum fam { F_SOFTMAX, F_LATTN, F_PA, F_FPA, F_FIXED, F_MIXING };
-
-static const struct {
-    const char *name;
-    enum fam fam;
-    int sub; /* sq_lattn_kind or sq_attn_pos_kind */
-} KINDS[] = {
-    {"softmax", F_SOFTMAX, 0},
-    {"linrec", F_LATTN, SQ_LATTN_LINREC},
-    {"linear", F_LATTN, SQ_LATTN_LINEAR},
-    {"efficient", F_LATTN, SQ_LATTN_EFFICIENT},
-    {"hydra", F_LATTN, SQ_LATTN_HYDRA},
-    {"positional", F_PA, SQ_ATTN_POSITIONAL},
-    {"fpositional", F_FPA, SQ_ATTN_FPOSITIONAL},
-    {"average", F_FIXED, SQ_ATTN_AVERAGE},
-    {"linear-anneal", F_FIXED, SQ_ATTN_LINEAR_ANNEAL},
-    {"exp-anneal", F_FIXED, SQ_ATTN_EXP_ANNEAL},
-    {"mixing", F_MIXING, SQ_ATTN_MIXING},
-};
-#define NKINDS ((int)(sizeof KINDS / sizeof KINDS[0]))
-
 static void usage(FILE *f)
 {
+    char names[1024];
     fprintf(f,
         "Usage: attn_bench [OPTION]... KIND N D\n"
-        "Time one causal attention sublayer (projections, kernel, output\n"
-        "projection, forward and full backward) on B sequences of length N,\n"
-        "width D, and print a CSV line\n"
+        "Time one causal token-mixer sublayer (the registered mixer KIND: its\n"
+        "projections and kernel, forward and full backward) on B sequences of\n"
+        "length N, width D, and print a CSV line\n"
         "  kind,d,N,B,threads,sec_per_step,peak_rss_mib,buffers_mib,status,heads,reps,kernel_sec\n"
-        "KIND: softmax linrec linear efficient hydra positional fpositional\n"
-        "      average linear-anneal exp-anneal mixing\n"
+        "KIND: %s\n"
         "\n"
         "  -H, --heads H     heads (default 2; hydra: D); must divide D\n"
         "  -B, --batch B     sequences per step (default 1)\n"
         "  -t, --threads T   OpenMP and OpenBLAS threads (default 2)\n"
-        "  -k, --rank K      fpositional rank k (default 40)\n"
+        "  -k, --rank K      the kind's rank (fpositional; default 40)\n"
         "  -w, --warmup W    untimed steps first (default 1)\n"
         "  -r, --reps R      at least R timed steps (default 3)\n"
         "  -m, --min-time S  and more until S seconds are spent (default 0.5)\n"
@@ -114,7 +108,9 @@ static void usage(FILE *f)
         "      --dry         print the CSV line with buffers_mib only, status\n"
         "                    \"dry\", allocating nothing\n"
         "      --header      print the CSV header first\n"
-        "  -h, --help        this help\n");
+        "      --list        print the kinds, one a line, and exit\n"
+        "  -h, --help        this help\n",
+        sq_mixer_names(names, sizeof names));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -250,218 +246,132 @@ static int parse_pos_double(const char *s, double *v)
 }
 
 /* ------------------------------------------------------------------------ */
-/* The layer                                                                */
+/* The layer: one registered mixer                                          */
 
 typedef struct {
-    int kind, fam, sub, N, C, H, B, T, k;
-    int *off, *len, *pos;
-    /* input, output, their gradients */
-    float *x, *dx, *y, *dy;
-    /* projections (NULL where the kind has none) */
-    float *Wq, *bq, *Wk, *bk, *Wv, *bv, *Wo, *bo;
-    float *dWq, *dbq, *dWk, *dbk, *dWv, *dbv, *dWo, *dbo;
-    float *q, *k_, *v, *a, *dq, *dk, *dv, *da;
-    /* kernel state */
-    float *att, *cache, *scratch;
-    float *Rw, *dRw, *R1, *R2, *dR1, *dR2;
-    float *W1, *b1, *W2, *b2, *dW1, *db1, *dW2, *db2;
-    /* gradient buffers zeroed every step */
-    float *zero[24];
-    size_t zero_n[24];
-    int nzero;
+    const sq_mixer *mx;
+    sq_mixer_cfg cfg;
+    sq_mixer_env env;
+    sq_tensor_set ts;            /* the mixer's tensors, L = 1 */
+    int N, C, B, T;
+    size_t cache_n, scratch_n;
+    sq_packed b;                 /* off, pos, B, T */
+    float *P, *G;                /* parameters, their gradients (ts.total) */
+    float *x, *dx, *y, *dy, *cache, *scratch;
+    sq_ctx cx;
+    sq_mix_args a;
 } layer;
 
-static float *grad(layer *L, size_t n)
+/* The kind's config, env, tensors and sizes (nothing allocated); 64 with
+ * a message when the kind refuses the configuration. */
+static int layer_setup(layer *L, int kind, int heads, int rank)
 {
-    float *p = falloc(n, 0);
-    L->zero[L->nzero] = p;
-    L->zero_n[L->nzero] = n;
-    L->nzero++;
-    return p;
+    sq_err e = {0};
+    L->mx = sq_mixer_get(kind);
+    sq_mixer_defaults(&L->cfg, kind);
+    const sq_opt *o = L->mx->opts ? sq_opt_find(L->mx->opts, "rank") : NULL;
+    char buf[32];
+    snprintf(buf, sizeof buf, "%d", rank);
+    if (o && sq_opt_set(o, &L->cfg, buf, SQ_EX_USAGE, NULL, &e))
+        goto fail;
+    if (!heads) {
+        heads = L->mx->default_heads ? L->mx->default_heads(L->C) : 0;
+        heads = heads > 0 ? heads : 2;
+    }
+    if (heads > L->C || L->C % heads) {
+        fprintf(stderr, "attn_bench: heads %d do not divide D = %d\n", heads, L->C);
+        return 64;
+    }
+    L->env = (sq_mixer_env){.dim = L->C, .heads = heads, .max_len = L->N, .layers = 1,
+                            .causal = 1, .m = &L->cfg};
+    if (sq_mixer_check(&L->env, &e))
+        goto fail;
+    sq_dims d = {{0}};
+    sq_dims_set(&d, 'C', (uint64_t)L->C);
+    sq_dims_set(&d, 'N', (uint64_t)L->N);
+    sq_dims_set(&d, 'H', (uint64_t)heads);
+    sq_dims_set(&d, 'K', (uint64_t)rank);
+    memset(&L->ts, 0, sizeof L->ts);
+    if (L->mx->n_tensors > SQ_MIXER_MAXT) {
+        fprintf(stderr, "attn_bench: %s: too many tensors\n", L->mx->name);
+        return 70;
+    }
+    if (sq_mixer_tensors(&L->env, &L->ts, &d, 0, &e))
+        goto fail;
+    sq_tensors_layout(&L->ts);
+    sq_mixer_cap cap = {.B = L->B, .T = L->T, .att = (size_t)L->B * L->N * L->N, .train = 1};
+    L->cache_n = L->mx->cache_size(&L->env, &cap);
+    L->scratch_n = L->mx->scratch_size(&L->env, &cap);
+    if (L->cache_n == (size_t)-1 || L->scratch_n == (size_t)-1) {
+        fprintf(stderr, "attn_bench: %s: cache or scratch too large\n", L->mx->name);
+        return 64;
+    }
+    return 0;
+fail:
+    fprintf(stderr, "attn_bench: %s: %s\n", L->mx->name, e.msg);
+    return e.code == SQ_EX_USAGE ? 64 : 70;
 }
 
+/* The sd of the kind's truncated-normal tensors (sq_init_rule hook). */
+static double trunc_sd(const void *ctx, const sq_tensor_set *s, int i)
+{
+    const sq_mixer_env *env = ctx;
+    const sq_mixer *mx = sq_mixer_get(env->m->kind);
+    return mx->trunc_sd ? mx->trunc_sd(env, s->desc[i]->name) : 0.01;
+}
+
+/* Counts (and unless dry allocates and fills) the layer's buffers. */
 static void layer_alloc(layer *L)
 {
-    int N = L->N, C = L->C, H = L->H, B = L->B, T = L->T;
-    size_t TC = (size_t)T * C, CC = (size_t)C * C;
-    double ws = 1.0 / sqrt((double)C);
-
-    L->len = alloc_bytes((size_t)B * sizeof *L->len);
-    L->off = alloc_bytes((size_t)(B + 1) * sizeof *L->off);
-    L->pos = alloc_bytes((size_t)T * sizeof *L->pos);
-    if (!g_dry) {
-        for (int b = 0; b < B; b++)
-            L->len[b] = N;
-        sq_pack_offsets(L->off, L->len, B);
-        sq_pack_positions(L->pos, L->off, B, N);
-    }
+    int B = L->B, N = L->N, T = L->T;
+    size_t TC = (size_t)T * L->C;
+    int *len = alloc_bytes((size_t)B * sizeof *len);
+    L->b.off = alloc_bytes((size_t)(B + 1) * sizeof *L->b.off);
+    L->b.pos = alloc_bytes((size_t)T * sizeof *L->b.pos);
+    L->b.B = B;
+    L->b.T = T;
+    L->P = alloc_bytes(L->ts.total * sizeof *L->P);
+    L->G = falloc(L->ts.total, 0);
     L->x = falloc(TC, 1);
     L->dy = falloc(TC, 1);
     L->y = falloc(TC, 0);
-    L->dx = grad(L, TC);
-    L->a = falloc(TC, 0);
-    L->da = grad(L, TC);
-    L->Wo = falloc(CC, ws);
-    L->bo = falloc((size_t)C, 0.1);
-    L->dWo = grad(L, CC);
-    L->dbo = grad(L, (size_t)C);
-    if (L->fam == F_SOFTMAX || L->fam == F_LATTN) {
-        L->Wq = falloc(CC, ws);
-        L->bq = falloc((size_t)C, 0.1);
-        L->Wk = falloc(CC, ws);
-        L->bk = falloc((size_t)C, 0.1);
-        L->q = falloc(TC, 0);
-        L->k_ = falloc(TC, 0);
-        L->dWq = grad(L, CC);
-        L->dbq = grad(L, (size_t)C);
-        L->dWk = grad(L, CC);
-        L->dbk = grad(L, (size_t)C);
-        L->dq = grad(L, TC);
-        L->dk = grad(L, TC);
+    L->dx = falloc(TC, 0);
+    L->cache = falloc(L->cache_n, 0);
+    L->scratch = falloc(L->scratch_n, 0);
+    if (g_dry)
+        return;
+    for (int b = 0; b < B; b++)
+        len[b] = N;
+    sq_pack_offsets(L->b.off, len, B);
+    sq_pack_positions(L->b.pos, L->b.off, B, N);
+    sq_init_rule rule = {.xavier = 1, .trunc_sd = trunc_sd, .ctx = &L->env};
+    sq_tensors_init(&L->ts, L->P, &rule, 1);
+
+    /* The mixer's view of its one layer (sq_sasrec_mix_args). */
+    L->cx = sq_ctx_cpu();
+    L->a.cx = &L->cx;
+    L->a.env = &L->env;
+    L->a.b = &L->b;
+    for (int j = 0; j < L->ts.n; j++) {
+        L->a.P[j] = L->P + L->ts.off[j];
+        L->a.G[j] = L->G + L->ts.off[j];
     }
-    if (L->fam != F_MIXING) {
-        L->Wv = falloc(CC, ws);
-        L->bv = falloc((size_t)C, 0.1);
-        L->v = falloc(TC, 0);
-        L->dWv = grad(L, CC);
-        L->dbv = grad(L, (size_t)C);
-        L->dv = grad(L, TC);
-    }
-    /* Cache sizes need off: in a dry run, build it on the stack. */
-    int offd[2] = {0, T}, *off = L->off;
-    int *offb = NULL;
-    if (g_dry) {
-        offb = malloc((size_t)(B + 1) * sizeof *offb);
-        if (!offb)
-            exit(70);
-        for (int b = 0; b <= B; b++)
-            offb[b] = b * N;
-        off = B == 1 ? offd : offb;
-    }
-    size_t NN = (size_t)N * N;
-    switch (L->fam) {
-    case F_SOFTMAX:
-        L->att = falloc(sq_attention_cache_size(off, B, H), 0);
-        break;
-    case F_LATTN:
-        L->cache = falloc(sq_lattn_cache_size((sq_lattn_kind)L->sub, off, B, H, C), 0);
-        L->scratch = falloc(sq_lattn_scratch_size((sq_lattn_kind)L->sub, off, B, H, C), 0);
-        break;
-    case F_PA:
-        L->Rw = falloc((size_t)H * NN, 1);
-        L->dRw = grad(L, (size_t)H * NN);
-        L->att = falloc(sq_pa_cache_size(off, B, H), 0);
-        break;
-    case F_FPA:
-        L->R1 = falloc((size_t)H * N * L->k, 0.3);
-        L->R2 = falloc((size_t)H * N * L->k, 0.3);
-        L->dR1 = grad(L, (size_t)H * N * L->k);
-        L->dR2 = grad(L, (size_t)H * N * L->k);
-        L->att = falloc(sq_pa_cache_size(off, B, H), 0);
-        L->scratch = falloc(sq_fpa_scratch_size(N, H), 0);
-        break;
-    case F_FIXED:
-        break;
-    case F_MIXING: {
-        double wm = 1.0 / sqrt((double)N);
-        L->W1 = falloc(NN, wm);
-        L->W2 = falloc(NN, wm);
-        L->b1 = falloc((size_t)N, 0.1);
-        L->b2 = falloc((size_t)N, 0.1);
-        L->dW1 = grad(L, NN);
-        L->dW2 = grad(L, NN);
-        L->db1 = grad(L, (size_t)N);
-        L->db2 = grad(L, (size_t)N);
-        L->cache = falloc(sq_mixing_cache_size(T, C), 0);
-        L->scratch = falloc(sq_mixing_scratch_size(T, C), 0);
-        break;
-    }
-    }
-    free(offb);
+    L->a.cache = L->cache;
+    L->a.scratch = L->scratch;
+    L->a.cap_T = T;
+    L->a.train = 1;
 }
 
-/* One training step; returns the seconds spent in the kernel's forward and
- * backward alone (the rest is projections and zeroing). */
+/* One training step; returns the seconds spent in the mixer's forward and
+ * backward (the rest is the zeroing of the gradients). */
 static double layer_step(layer *L)
 {
-    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
-    int N = L->N, C = L->C, H = L->H, B = L->B, T = L->T, sub = L->sub;
-    const int *off = L->off, *pos = L->pos;
-
-    /* forward */
-    if (L->fam == F_SOFTMAX || L->fam == F_LATTN) {
-        sq_linear_forward(cx, L->q, L->x, L->Wq, L->bq, T, C, C);
-        sq_linear_forward(cx, L->k_, L->x, L->Wk, L->bk, T, C, C);
-    }
-    if (L->fam != F_MIXING)
-        sq_linear_forward(cx, L->v, L->x, L->Wv, L->bv, T, C, C);
+    memset(L->G, 0, L->ts.total * sizeof *L->G);
+    memset(L->dx, 0, (size_t)L->T * L->C * sizeof *L->dx);
     double t0 = now();
-    switch (L->fam) {
-    case F_SOFTMAX:
-        sq_attention_forward(cx, L->a, L->att, L->q, L->k_, L->v, C, off, B, H, C, 1);
-        break;
-    case F_LATTN:
-        sq_lattn_forward(cx, (sq_lattn_kind)sub, L->a, L->cache, L->scratch, L->q, L->k_,
-                         L->v, C, off, B, H, C, 1);
-        break;
-    case F_PA:
-        sq_pa_forward(cx, L->a, L->att, L->Rw, L->v, C, off, pos, B, H, C, N, 1);
-        break;
-    case F_FPA:
-        sq_fpa_forward(cx, L->a, L->att, L->scratch, L->R1, L->R2, L->k, L->v, C, off, pos,
-                       B, H, C, N, 1);
-        break;
-    case F_FIXED:
-        sq_fixed_forward(cx, L->a, L->v, C, off, pos, B, C, N, sub,
-                         (float)SQ_EXP_ANNEAL_DECAY, 1);
-        break;
-    case F_MIXING:
-        sq_mixing_forward(cx, L->a, L->cache, L->x, C, L->W1, L->b1, L->W2, L->b2, off, pos,
-                          B, C, N, 1);
-        break;
-    }
-    double tk = now() - t0;
-    sq_linear_forward(cx, L->y, L->a, L->Wo, L->bo, T, C, C);
-
-    /* backward */
-    for (int i = 0; i < L->nzero; i++)
-        memset(L->zero[i], 0, L->zero_n[i] * sizeof(float));
-    sq_linear_backward(cx, L->da, L->dWo, L->dbo, L->dy, L->a, L->Wo, T, C, C);
-    t0 = now();
-    switch (L->fam) {
-    case F_SOFTMAX:
-        sq_attention_backward(cx, L->dq, L->dk, L->dv, L->da, L->a, L->q, L->k_, L->v,
-                              L->att, C, off, B, H, C, 1);
-        break;
-    case F_LATTN:
-        sq_lattn_backward(cx, (sq_lattn_kind)sub, L->dq, L->dk, L->dv, L->scratch, L->da,
-                          L->q, L->k_, L->v, L->cache, C, off, B, H, C, 1);
-        break;
-    case F_PA:
-        sq_pa_backward(cx, L->dRw, L->dv, L->da, L->a, L->v, L->att, C, off, pos, B, H, C,
-                       N, 1);
-        break;
-    case F_FPA:
-        sq_fpa_backward(cx, L->dR1, L->dR2, L->dv, L->scratch, L->da, L->a, L->v, L->att,
-                        L->R1, L->R2, L->k, C, off, pos, B, H, C, N, 1);
-        break;
-    case F_FIXED:
-        sq_fixed_backward(cx, L->dv, L->da, C, off, pos, B, C, N, sub,
-                          (float)SQ_EXP_ANNEAL_DECAY, 1);
-        break;
-    case F_MIXING:
-        sq_mixing_backward(cx, L->dx, L->dW1, L->db1, L->dW2, L->db2, L->scratch, L->da,
-                           L->x, L->cache, L->W1, L->W2, C, off, pos, B, C, N, 1);
-        break;
-    }
-    tk += now() - t0;
-    if (L->fam == F_SOFTMAX || L->fam == F_LATTN) {
-        sq_linear_backward(cx, L->dx, L->dWq, L->dbq, L->dq, L->x, L->Wq, T, C, C);
-        sq_linear_backward(cx, L->dx, L->dWk, L->dbk, L->dk, L->x, L->Wk, T, C, C);
-    }
-    if (L->fam != F_MIXING)
-        sq_linear_backward(cx, L->dx, L->dWv, L->dbv, L->dv, L->x, L->Wv, T, C, C);
-    return tk;
+    L->mx->forward(&L->a, L->y, L->x, L->x);
+    L->mx->backward(&L->a, L->y, L->dy, L->x, L->x, L->dx, L->dx);
+    return now() - t0;
 }
 
 /* A finite checksum guards against timing a kernel that produced NaN. */
@@ -475,7 +385,25 @@ static int layer_finite(const layer *L)
 
 /* ------------------------------------------------------------------------ */
 
-enum { OPT_DRY = 256, OPT_HEADER };
+enum { OPT_DRY = 256, OPT_HEADER, OPT_LIST };
+
+/* Thread pools up and OpenBLAS's buffers touched before the baseline. */
+static int warm_up(int threads)
+{
+    enum { M = 256 };
+    sq_threads_set(threads);
+    float *a = calloc((size_t)M * M * 3, sizeof *a);
+    if (!a)
+        return 70;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, M, M, 1, a, M, a + M * M, M, 0,
+                a + 2 * M * M, M);
+    double s = 0;
+    #pragma omp parallel for reduction(+ : s)
+    for (int i = 0; i < M * M; i++)
+        s += a[2 * M * M + i];
+    free(a);
+    return s != 0 ? 70 : 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -494,6 +422,7 @@ int main(int argc, char **argv)
         {"slow", required_argument, NULL, 's'},
         {"dry", no_argument, NULL, OPT_DRY},
         {"header", no_argument, NULL, OPT_HEADER},
+        {"list", no_argument, NULL, OPT_LIST},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -511,6 +440,10 @@ int main(int argc, char **argv)
         case 's': bad = parse_pos_double(optarg, &slow); break;
         case OPT_DRY: g_dry = 1; break;
         case OPT_HEADER: header = 1; break;
+        case OPT_LIST:
+            for (int k = 0; k < sq_mixer_count(); k++)
+                printf("%s\n", sq_mixer_get(k)->name);
+            return 0;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 64;
         }
@@ -525,12 +458,11 @@ int main(int argc, char **argv)
     }
     layer L;
     memset(&L, 0, sizeof L);
-    L.kind = -1;
-    for (int i = 0; i < NKINDS; i++)
-        if (!strcmp(argv[optind], KINDS[i].name))
-            L.kind = i;
-    if (L.kind < 0) {
-        fprintf(stderr, "attn_bench: unknown kind '%s'\n", argv[optind]);
+    int kind = sq_mixer_find(argv[optind]);
+    if (kind < 0) {
+        char names[1024];
+        fprintf(stderr, "attn_bench: unknown kind '%s' (kinds: %s)\n", argv[optind],
+                sq_mixer_names(names, sizeof names));
         return 64;
     }
     if (parse_int(argv[optind + 1], 1, 1 << 24, &L.N) ||
@@ -538,49 +470,28 @@ int main(int argc, char **argv)
         fprintf(stderr, "attn_bench: N and D must be positive integers\n");
         return 64;
     }
-    L.fam = KINDS[L.kind].fam;
-    L.sub = KINDS[L.kind].sub;
     L.B = batch;
-    L.k = rank;
-    L.H = heads ? heads : (L.fam == F_LATTN && L.sub == SQ_LATTN_HYDRA) ? L.C : 2;
-    if (L.H > L.C || L.C % L.H) {
-        fprintf(stderr, "attn_bench: heads %d do not divide D = %d\n", L.H, L.C);
-        return 64;
-    }
     if ((long long)L.B * L.N > (1LL << 30)) {
         fprintf(stderr, "attn_bench: B * N too large\n");
         return 64;
     }
     L.T = L.B * L.N;
-    if (L.fam == F_FIXED || L.fam == F_MIXING)
-        L.H = 1; /* no heads: every channel mixes alike */
+    int rc = layer_setup(&L, kind, heads, rank);
+    if (rc)
+        return rc;
+    const char *name = L.mx->name;
 
     if (header)
         printf("kind,d,N,B,threads,sec_per_step,peak_rss_mib,buffers_mib,status,heads,reps,kernel_sec\n");
     if (g_dry) {
         layer_alloc(&L);
-        printf("%s,%d,%d,%d,%d,,,%.3f,dry,%d,0,\n", KINDS[L.kind].name, L.C, L.N, L.B,
-               threads, (double)g_bytes / 1048576.0, L.H);
+        printf("%s,%d,%d,%d,%d,,,%.3f,dry,%d,0,\n", name, L.C, L.N, L.B, threads,
+               (double)g_bytes / 1048576.0, L.env.heads);
         return 0;
     }
 
-    /* Thread pools up and OpenBLAS's buffers touched before the baseline. */
-    sq_threads_set(threads);
-    {
-        enum { M = 256 };
-        float *a = calloc((size_t)M * M * 3, sizeof *a);
-        if (!a)
-            return 70;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, M, M, 1, a, M,
-                    a + M * M, M, 0, a + 2 * M * M, M);
-        double s = 0;
-        #pragma omp parallel for reduction(+ : s)
-        for (int i = 0; i < M * M; i++)
-            s += a[2 * M * M + i];
-        free(a);
-        if (s != 0)
-            return 70;
-    }
+    if ((rc = warm_up(threads)))
+        return rc;
     int cap = 100000, n = 1;
     double *ts = calloc((size_t)cap, sizeof *ts), *ks = calloc((size_t)cap, sizeof *ks);
     if (!ts || !ks)
@@ -608,8 +519,8 @@ int main(int argc, char **argv)
     double med = median(ts, n), kmed = median(ks, n);
     const char *status = layer_finite(&L) ? "ok" : "nonfinite";
     double rss = peak_mib() - rss0;
-    printf("%s,%d,%d,%d,%d,%.6g,%.3f,%.3f,%s,%d,%d,%.6g\n", KINDS[L.kind].name, L.C, L.N,
-           L.B, threads, med, rss, (double)g_bytes / 1048576.0, status, L.H, n, kmed);
+    printf("%s,%d,%d,%d,%d,%.6g,%.3f,%.3f,%s,%d,%d,%.6g\n", name, L.C, L.N, L.B, threads, med,
+           rss, (double)g_bytes / 1048576.0, status, L.env.heads, n, kmed);
     free(ts);
     free(ks);
     return 0;

@@ -2,18 +2,22 @@
 # bench/bench-attn.sh ATTN_BENCH OUTDIR - the attention sweep of `make bench`
 # (issue 4, evidence: LinRec Fig. 3 / ELASTIC Fig. 3 style).
 #
-# For every kind, d in {64, 128} and N = 64, 128, ..., 16384 it runs
-# ATTN_BENCH (bench/attn_bench.c) once, in a fresh process: one causal
-# attention sublayer (projections, kernel, output projection, forward and
-# full backward) on B = 1 sequence of length N, 2 threads, 2 heads (hydra: d
-# heads, hs = 1; fixed patterns and mixing have no heads), and appends its
-# line to OUTDIR/attn.csv:
+# For every kind (the registered token mixers, `ATTN_BENCH --list`), d in
+# {64, 128} and N = 64, 128, ..., 16384 it runs ATTN_BENCH
+# (bench/attn_bench.c) once, in a fresh process: one causal token-mixer
+# sublayer, the kind's own (lib/model/mix_*.c: its projections and kernel,
+# forward and full backward) on B = 1 sequence of length N, 2 threads, 2
+# heads (hydra: d heads, hs = 1; the fixed patterns and mixing ignore
+# heads), the kind's options at their defaults, and appends its line to
+# OUTDIR/attn.csv:
 #   kind,d,N,B,threads,sec_per_step,peak_rss_mib,buffers_mib,status,heads,
 #   reps,kernel_sec
 # (sec_per_step: median seconds of the whole step; kernel_sec: of the
-# kernel's forward + backward alone, over the same steps; peak_rss_mib: the
-# step's peak resident memory over the process baseline; buffers_mib: the
-# bytes of everything the layer allocated, counted by the program).
+# mixer's forward + backward alone (projections and kernel; the kernel is
+# not timed apart), over the same steps, i.e. the step without the zeroing
+# of the gradients; peak_rss_mib: the step's peak resident memory over the
+# process baseline; buffers_mib: the bytes of everything the layer
+# allocated, counted by the program).
 # B = 1 at every N: a step's time grows with N as the kernel's cost does
 # (linear kinds ~N, quadratic ~N^2), which is what the slopes test. Kernels
 # that parallelise over segments only (average, linear-anneal, exp-anneal,
@@ -40,14 +44,15 @@
 # Then OUTDIR/attn_slopes.csv: per (kind, d) the least-squares slope of
 # log(time) on log(N) over the upper half of the measured N (the largest
 # ceil(n/2) sizes, n >= 2), ~1 for linear kinds and ~2 for quadratic ones
-# ("expected"), for the step and (kernel_slope) for the kernel alone,
+# ("expected"), for the step and (kernel_slope) for the mixer's forward +
+# backward alone,
 # and the plots OUTDIR/attn_time.png and attn_mem.png (bench/attn.gnuplot).
 #
 # Narrowing for development: ATTN_KINDS, ATTN_DIMS, ATTN_NMIN, ATTN_NMAX,
 # ATTN_THREADS, ATTN_BATCH (then B is that at every N).
 set -eu
 BIN=$1 OUT=$2
-KINDS=${ATTN_KINDS:-"softmax linrec linear efficient hydra positional fpositional average linear-anneal exp-anneal mixing"}
+KINDS=${ATTN_KINDS:-$("$BIN" --list)}
 DIMS=${ATTN_DIMS:-"64 128"}
 NMIN=${ATTN_NMIN:-64}
 NMAX=${ATTN_NMAX:-16384}
@@ -107,7 +112,7 @@ done
 mv "$CSV.tmp" "$CSV"
 
 # Slopes over the upper half of the measured sizes: of the step time (the
-# evidence) and of the kernel time alone.
+# evidence) and of the mixer's forward + backward alone.
 awk -F, -v OFS=, '
   NR > 1 && $9 == "ok" { key = $1 "," $2; m = ++n[key]
                          x[key, m] = log($3); y[key, m] = log($6); z[key, m] = log($12)

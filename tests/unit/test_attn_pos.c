@@ -449,15 +449,8 @@ static void note(unit_ctx *t, const worst *w)
 
 /* ------------------------------------------------------------------------ */
 
-UNIT_TEST(test_attn_pos_names)
+UNIT_TEST(test_attn_pos_sizes)
 {
-    for (int k = 0; k <= SQ_ATTN_MIXING; k++)
-        CHECK_EQ(sq_attn_pos_parse(sq_attn_pos_name(k)), k);
-    CHECK_STR(sq_attn_pos_name(SQ_ATTN_LINEAR_ANNEAL), "linear-anneal");
-    CHECK_STR(sq_attn_pos_name(SQ_ATTN_FPOSITIONAL), "fpositional");
-    CHECK(sq_attn_pos_name(6) == NULL && sq_attn_pos_name(-1) == NULL);
-    CHECK_EQ(sq_attn_pos_parse("softmax"), -1);
-    CHECK_EQ(sq_attn_pos_parse(NULL), -1);
     int off[4] = {0, 3, 4, 8};
     CHECK_EQ(sq_pa_cache_size(off, 3, 2), 2 * (9 + 1 + 16));
     CHECK_EQ(sq_fpa_scratch_size(9, 2), 162);
