@@ -137,4 +137,67 @@ install: all
 clean:
 	rm -rf build build-san bench/out demo-out
 
+# ---- fuzzing (issue 11): `make fuzz`, tests/fuzz/README.md ----
+# libFuzzer harnesses for the stream reader, the raw log reader and the
+# model-file reader, built with clang under ASan and UBSan from their own
+# objects in build-fuzz/ (never build/'s). Each runs FUZZ_SECONDS from a
+# scratch copy of its seed corpus tests/fuzz/corpus/NAME/; a crash fails
+# the target and leaves its input in build-fuzz/crashes/NAME/.
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_BUILD := build-fuzz
+FUZZ_NAMES := stream raw model
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS := -std=c11 -O1 -g -Wall -Wextra -Wshadow -Wvla -Wno-pass-failed -D_DEFAULT_SOURCE \
+  -D_FILE_OFFSET_BITS=64 -DSEQREC_VERSION='"$(VERSION)"' -fopenmp $(LIB_INC) $(FUZZ_SAN)
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o) $(REAL_SRC:%.c=$(FUZZ_BUILD)/%_f64.o)
+FUZZ_BINS := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
+.SECONDARY: $(FUZZ_NAMES:%=$(FUZZ_BUILD)/tests/fuzz/fuzz_%.o)
+
+.PHONY: fuzz fuzz-build fuzz-deps fuzz-clean $(FUZZ_NAMES:%=fuzz-%)
+fuzz: fuzz-build
+	@rc=0; for n in $(FUZZ_NAMES); do \
+	  sh tests/fuzz/run.sh $$n $(FUZZ_SECONDS) $(FUZZ_BUILD) || rc=1; \
+	done; exit $$rc
+
+# One harness: make fuzz-raw FUZZ_SECONDS=600
+$(FUZZ_NAMES:%=fuzz-%): fuzz-%: $(FUZZ_BUILD)/fuzz_%
+	sh tests/fuzz/run.sh $* $(FUZZ_SECONDS) $(FUZZ_BUILD)
+
+fuzz-build: fuzz-deps
+	$(MAKE) --no-print-directory $(FUZZ_BINS)
+
+# clang and libFuzzer: installed by .ci/deps when root, else named here.
+fuzz-deps:
+	@sh .ci/deps fuzz
+	@printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' \
+	  > /tmp/seqrec-fuzz-probe.$$$$.c; \
+	if ! $(FUZZ_CC) -fsanitize=fuzzer,address,undefined -fopenmp /tmp/seqrec-fuzz-probe.$$$$.c \
+	    -o /tmp/seqrec-fuzz-probe.$$$$ 2>/tmp/seqrec-fuzz-probe.$$$$.err; then \
+	  echo "make fuzz: '$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -fopenmp' does not link:" >&2; \
+	  sed 's/^/  /' /tmp/seqrec-fuzz-probe.$$$$.err >&2; \
+	  echo "make fuzz: needs clang, libFuzzer and libomp: sudo apt-get install -y clang libclang-rt-dev libomp-dev" >&2; \
+	  rm -f /tmp/seqrec-fuzz-probe.$$$$*; exit 1; \
+	fi; rm -f /tmp/seqrec-fuzz-probe.$$$$*
+
+$(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+$(FUZZ_BUILD)/%_f64.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DSQ_REAL=double -MMD -MP -c $< -o $@
+
+$(FUZZ_BUILD)/libseqrec.a: $(FUZZ_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_BUILD)/libseqrec.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ $(LDLIBS_ALL) -o $@
+
+fuzz-clean:
+	rm -rf $(FUZZ_BUILD)
+
+-include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_NAMES:%=$(FUZZ_BUILD)/tests/fuzz/fuzz_%.d)
+
 -include $(LIB_OBJ:.o=.d) $(UNIT_OBJ:.o=.d) $(TOOL_SRC:%.c=$(BUILD)/%.d)
