@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "fileio.h"
+#include "modelfile.h"
 #include "stream.h"
 #include "text.h"
 
@@ -18,7 +19,8 @@ static void usage(FILE *f)
 "usage: seqrec-cat [options] [FILE...]\n"
 "Print seqrec streams as text (one record per line, TSV), or check them.\n"
 "\n"
-"  -H, --header          print the header, meta and counts instead of records\n"
+"  -H, --header          print the header, meta and counts instead of records;\n"
+"                        of a model file (.sqm): its config and tensors\n"
 "  -c, --verify          read and check everything, print nothing\n"
 "      --no-ts           do not print timestamps\n"
 "  -o, --output FILE     write to FILE (atomically) instead of stdout\n"
@@ -47,9 +49,32 @@ typedef struct {
     int n_meta;
 } opts;
 
-/* Prints (or just checks) one stream. */
+/* Prints (or just checks) a model file: its config lines and tensors. */
+static int dump_model(const char *path, const opts *o, FILE *out, sq_err *e)
+{
+    sq_modelfile mf;
+    if (sq_modelfile_read(path, &mf, e))
+        return e->code;
+    if (!o->verify) {
+        fprintf(out, "file\t%s\nkind\tmodel\nversion\t%u\n", sq_in_name(path),
+                SQ_MODEL_VERSION);
+        for (const char *l = mf.config; l && *l;) {
+            size_t n = strcspn(l, "\n");
+            fprintf(out, "config\t%.*s\n", (int)n, l);
+            l += n + (l[n] == '\n');
+        }
+        sq_modelfile_list(out, &mf, "tensor\t");
+        fprintf(out, "tensors\t%d\nchecksum\tok\n", mf.n_tensors);
+    }
+    sq_modelfile_free(&mf);
+    return 0;
+}
+
+/* Prints (or just checks) one stream, or a model file. */
 static int dump(const char *path, const opts *o, FILE *out, sq_err *e)
 {
+    if (!o->from_kind && sq_modelfile_sniff(path))
+        return dump_model(path, o, out, e);
     FILE *in;
     if (sq_in_open(&in, path, e))
         return e->code;
@@ -92,6 +117,7 @@ static int dump(const char *path, const opts *o, FILE *out, sq_err *e)
 /* Text records, kept until n_items is known. */
 typedef struct {
     sq_record *recs;
+    uint64_t *lines;    /* the input line of each record, for messages */
     size_t n, cap;
     uint32_t *items;
     int64_t *ts;
@@ -99,16 +125,20 @@ typedef struct {
     size_t n_items, cap_items;
 } record_list;
 
-static int keep(record_list *l, const sq_record *r, sq_err *e)
+static int keep(record_list *l, const sq_record *r, uint64_t lineno, sq_err *e)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 256;
         sq_record *p = realloc(l->recs, cap * sizeof *p);
-        if (!p)
+        if (p)
+            l->recs = p;
+        uint64_t *ln = p ? realloc(l->lines, cap * sizeof *ln) : NULL;
+        if (!ln)
             return sq_fail(e, SQ_EX_OSERR, "out of memory");
-        l->recs = p;
+        l->lines = ln;
         l->cap = cap;
     }
+    l->lines[l->n] = lineno;
     while (l->n_items + r->len > l->cap_items) {
         size_t cap = l->cap_items ? l->cap_items * 2 : 4096;
         uint32_t *it = realloc(l->items, cap * sizeof *it);
@@ -135,6 +165,18 @@ static int keep(record_list *l, const sq_record *r, sq_err *e)
         memcpy(l->scores + l->n_items, r->scores, r->len * sizeof *r->scores);
     l->n_items += r->items ? r->len : 0;
     return 0;
+}
+
+/* The writer names a bad record "OUTPUT: record N: reason"; the reader of
+ * the text wants "INPUT: line L: reason". */
+static int at_line(sq_err *e, const char *in_name, uint64_t lineno)
+{
+    char reason[sizeof e->msg];
+    const char *r = strstr(e->msg, ": record ");
+    r = r ? strstr(r + 9, ": ") : NULL;
+    snprintf(reason, sizeof reason, "%s", r ? r + 2 : e->msg);
+    e->code = 0;
+    return sq_fail(e, SQ_EX_DATA, "%s: line %" PRIu64 ": %s", in_name, lineno, reason);
 }
 
 static int encode(const char *path, const opts *o, sq_outfile *out, sq_err *e)
@@ -167,7 +209,7 @@ static int encode(const char *path, const opts *o, sq_outfile *out, sq_err *e)
                     max_item = rec.items[i];
             if (rec.item > max_item)
                 max_item = rec.item;
-            rc = keep(&l, &rec, e);
+            rc = keep(&l, &rec, lineno, e);
         }
     }
     if (!rc && ferror(in))
@@ -198,12 +240,15 @@ static int encode(const char *path, const opts *o, sq_outfile *out, sq_err *e)
         rec.ts = o->with_ts ? l.ts + off : NULL;
         rec.scores = o->from_kind == SQ_TOPK ? l.scores + off : NULL;
         rc = sq_write(&w, &rec, e);
+        if (rc == SQ_EX_DATA)
+            rc = at_line(e, name, l.lines[i]);
     }
     if (!rc)
         rc = sq_writer_finish(&w, e);
     sq_writer_free(&w);
     sq_header_free(&h);
     free(l.recs);
+    free(l.lines);
     free(l.items);
     free(l.ts);
     free(l.scores);

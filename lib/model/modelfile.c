@@ -25,7 +25,7 @@
 #define MAX_TENSORS 65536
 #define MAX_NAME 63
 
-static size_t dtype_size(uint8_t dtype)
+size_t sq_dtype_size(uint8_t dtype)
 {
     switch (dtype) {
     case SQ_F32: return 4;
@@ -36,10 +36,21 @@ static size_t dtype_size(uint8_t dtype)
     return 0;
 }
 
+const char *sq_dtype_name(uint8_t dtype)
+{
+    switch (dtype) {
+    case SQ_F32: return "f32";
+    case SQ_U32: return "u32";
+    case SQ_U64: return "u64";
+    case SQ_BYTES: return "u8";
+    }
+    return "?";
+}
+
 /* bytes = product of shape x dtype size; -1 on overflow or a bad dtype. */
 static int tensor_bytes(uint8_t dtype, int ndim, const uint64_t *shape, uint64_t *bytes)
 {
-    uint64_t n = dtype_size(dtype);
+    uint64_t n = sq_dtype_size(dtype);
     if (n == 0)
         return -1;
     for (int i = 0; i < ndim; i++) {
@@ -283,7 +294,7 @@ static int read_tensor(rctx *r, sq_modelfile *mf)
     uint64_t pos = r->off;
     if (get(r, &t->dtype, 1, 1) || get(r, &t->ndim, 1, 1))
         return r->e->code;
-    if (!dtype_size(t->dtype))
+    if (!sq_dtype_size(t->dtype))
         return bad(r, pos, "tensor '%s': unknown dtype %u", t->name, t->dtype);
     if (t->ndim > 4)
         return bad(r, pos + 1, "tensor '%s': %u dimensions (at most 4)", t->name, t->ndim);
@@ -395,4 +406,44 @@ int sq_modelfile_read(const char *path, sq_modelfile *mf, sq_err *e)
     if (rc)
         sq_modelfile_free(mf);
     return rc;
+}
+
+/* ---- looking inside ---- */
+
+int sq_modelfile_sniff(const char *path)
+{
+    if (!path || strcmp(path, "-") == 0)
+        return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    char m[4];
+    int is = fread(m, 1, 4, f) == 4 && memcmp(m, SQ_MODEL_MAGIC, 4) == 0;
+    fclose(f);
+    return is;
+}
+
+void sq_tensor_shape_str(const sq_tensor *t, char *buf, size_t n)
+{
+    size_t len = 0;
+    if (n)
+        buf[0] = '\0';
+    for (int i = 0; i < t->ndim && len < n; i++) {
+        int w = snprintf(buf + len, n - len, "%s%llu", i ? "x" : "",
+                         (unsigned long long)t->shape[i]);
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
+}
+
+int sq_modelfile_list(FILE *f, const sq_modelfile *mf, const char *prefix)
+{
+    for (int i = 0; i < mf->n_tensors; i++) {
+        const sq_tensor *t = &mf->tensors[i];
+        char shape[128];
+        sq_tensor_shape_str(t, shape, sizeof shape);
+        fprintf(f, "%s%s\t%s\t%s\n", prefix, t->name, sq_dtype_name(t->dtype), shape);
+    }
+    return ferror(f) ? -1 : 0;
 }

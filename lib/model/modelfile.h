@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "err.h"
 
 #define SQ_MODEL_MAGIC "SQRM"
@@ -49,5 +50,17 @@ const sq_tensor *sq_modelfile_find(const sq_modelfile *mf, const char *name);
 int sq_modelfile_write(const char *path, const sq_modelfile *mf, sq_err *e);
 int sq_modelfile_read(const char *path, sq_modelfile *mf, sq_err *e);
 void sq_modelfile_free(sq_modelfile *mf);
+
+/* 1 when the file at PATH starts with the model magic (a named file only:
+ * standard input and unreadable files give 0; the reader reports those). */
+int sq_modelfile_sniff(const char *path);
+/* "f32", "u32", "u64", "u8" (SQ_BYTES), or "?"; bytes per element (0: bad). */
+const char *sq_dtype_name(uint8_t dtype);
+size_t sq_dtype_size(uint8_t dtype);
+/* The shape as "6x8" ("" for a scalar) into buf. */
+void sq_tensor_shape_str(const sq_tensor *t, char *buf, size_t n);
+/* One line per tensor, "PREFIXname<TAB>dtype<TAB>shape", in file order.
+ * Returns 0, or -1 when writing failed (ferror). */
+int sq_modelfile_list(FILE *f, const sq_modelfile *mf, const char *prefix);
 
 #endif
