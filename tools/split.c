@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "err.h"
+#include "fileio.h"
 #include "filter.h"
 #include "split.h"
 #include "stream.h"
@@ -173,6 +174,10 @@ int main(int argc, char **argv)
     sq_err err = {0};
     sq_filter f = {0};
     uint64_t n_users = 0, n_short = 0;
+    /* An output that cannot be written (a directory, ...) fails now, not
+     * after the input has been read. */
+    if (sq_out_check(a.out_path, &err))
+        return sq_report(prog, &err);
     if (sq_filter_open(&f, a.in_path, a.out_path, &err) || split_header(&f, &a, &err) ||
         sq_filter_start(&f, &err) || split_records(&f, &a, &n_users, &n_short, &err) ||
         sq_filter_finish(&f, &err))

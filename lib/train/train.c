@@ -198,6 +198,7 @@ typedef struct {
     float *best;              /* best parameters [ts->total] */
     uint64_t st[ST_N];        /* train.state */
     int has_valid;
+    int diverged;             /* the run stopped on a non-finite loss or norm */
 } run;
 
 static int write_model(const run *r, const char *path, sq_err *e)
@@ -337,12 +338,13 @@ static int make_seqs(const sq_dataset *ds, sq_seqs *s, uint64_t **start, uint32_
     return 0;
 }
 
-static int diverged(const run *r, uint64_t epoch, double what, const char *name,
+static int diverged(run *r, uint64_t epoch, double what, const char *name,
                     const char *out_path, sq_err *e)
 {
+    r->diverged = 1;
     if (r->st[ST_HAS_BEST])
         return sq_fail(e, SQ_EX_SOFTWARE, "training diverged in epoch %" PRIu64 " at step %"
-                       PRIu64 " (%s %g); %s keeps the best model so far (epoch %" PRIu64
+                       PRIu64 " (%s %g); %s gets the best model so far (epoch %" PRIu64
                        "); try a smaller --lr or --clip", epoch + 1, r->st[ST_STEP] + 1, name,
                        what, out_path, r->st[ST_BEST_EPOCH]);
     return sq_fail(e, SQ_EX_SOFTWARE, "training diverged in epoch %" PRIu64 " at step %" PRIu64
@@ -410,10 +412,10 @@ static int one_epoch(run *r, loop *lp, uint64_t epoch, const sq_train_hooks *hoo
     return 0;
 }
 
-/* Validation after an epoch: a better NDCG@10 writes the model at once;
+/* Validation after an epoch: a better NDCG@10 makes these the best
+ * parameters (written at the end, and kept in the checkpoint until then);
  * `patience` evaluations without one stop the run. */
-static int evaluate(run *r, loop *lp, uint64_t epoch, sq_epoch_stats *s,
-                    const char *out_path, sq_err *e)
+static int evaluate(run *r, loop *lp, uint64_t epoch, sq_epoch_stats *s, sq_err *e)
 {
     uint64_t nt = 0;
     if (sq_eval_means(&lp->view, r->ds, &lp->eo, 10, &s->hr10, &s->ndcg10, &nt, e))
@@ -429,7 +431,7 @@ static int evaluate(run *r, loop *lp, uint64_t epoch, sq_epoch_stats *s,
         memcpy(&r->st[ST_BEST_NDCG], &s->ndcg10, sizeof s->ndcg10);
         memcpy(&r->st[ST_BEST_HR], &s->hr10, sizeof s->hr10);
         sq_copy(r->net.cx, r->best, r->net.params, r->net.ts->total);
-        return write_model(r, out_path, e);
+        return 0;
     }
     if (++r->st[ST_BAD_EVALS] >= (uint64_t)r->o->patience && r->o->patience > 0)
         r->st[ST_STOPPED] = 1;
@@ -447,10 +449,8 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
     cpu.threads = o->threads;
     /* Find out now, not after the first epoch, whether the output can be
      * written. */
-    sq_outfile probe = {0};
-    if (sq_out_open(&probe, out_path, 1, e))
+    if (sq_out_check(out_path, e))
         return e->code;
-    sq_out_abort(&probe);
     sq_seqs seqs;
     if (make_seqs(ds, &seqs, &lp->start, &lp->ntr, e))
         return e->code;
@@ -536,7 +536,7 @@ int sq_train(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
         s.seq_per_s = t1 > t0 ? (double)lp.bt.n_samples / (t1 - t0) : 0;
         if (r.has_valid && ((epoch + 1) % (uint64_t)o->eval_every == 0 ||
                             epoch + 1 == (uint64_t)o->epochs) &&
-            (rc = evaluate(&r, &lp, epoch, &s, out_path, e)) != 0)
+            (rc = evaluate(&r, &lp, epoch, &s, e)) != 0)
             break;
         r.st[ST_EPOCHS_DONE] = epoch + 1;
         s.seconds = now() - t0;
@@ -544,8 +544,18 @@ int sq_train(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
             break;
         rc = write_ckpt(&r, ckpt_path, e);
     }
+    /* The model file is written once, here: a run that fails leaves none
+     * (a run stopped by a signal leaves its checkpoint), but a diverged one
+     * gets the best model so far (train.h). */
     if (!rc)
         rc = write_model(&r, out_path, e);
+    else if (r.diverged && r.st[ST_HAS_BEST]) {
+        sq_err we = {0};
+        if (write_model(&r, out_path, &we)) {
+            *e = we;
+            rc = we.code;
+        }
+    }
     close_run(&r, &lp);
     free(ckpt_path);
     return rc;

@@ -15,10 +15,19 @@
  * embeddings), step += 1. Every
  * eval_every epochs (and after the last) the validation targets are ranked
  * against every item (history not excluded); a higher NDCG@10 than the best
- * so far makes this the best model, written to the output at once (so a
- * run that is stopped keeps the best model so far); `patience` evaluations
- * in a row without improvement stop the run (0: never). Without validation
- * targets there is no evaluation and the model of the last epoch is kept.
+ * so far makes these the best parameters (kept in the checkpoint);
+ * `patience` evaluations in a row without improvement stop the run (0:
+ * never). Without validation targets there is no evaluation and the model
+ * of the last epoch is kept.
+ *
+ * OUTPUT. The model file is written once, atomically, when the run ends
+ * well (the best parameters, or the last without validation): a run that
+ * fails (out of memory, a write error, ...) leaves no model of its own,
+ * and a model an earlier run left at out_path stays as it was. A run
+ * stopped by SIGINT, SIGTERM or SIGHUP (fileio.h removes the temp files)
+ * keeps its last checkpoint, so --resume goes on; its best model so far is
+ * in that checkpoint (resume it with --epochs no larger than the epochs
+ * done to write it).
  *
  * CHECKPOINT. After every epoch OUT.ckpt is written atomically: the model
  * file's config and tensors plus the Adam moments ("adam.m", "adam.v"), the
@@ -31,9 +40,10 @@
  * rewrites the same final model (or trains on with a larger epochs).
  *
  * DIVERGENCE. A non-finite loss or gradient norm stops the run with
- * SQ_EX_SOFTWARE before the update is applied; the output keeps the best
- * model written so far (none when no evaluation had happened), and no
- * checkpoint of the diverged state is written. */
+ * SQ_EX_SOFTWARE before the update is applied; the one failure that writes
+ * the output: the best model so far (none when no evaluation had happened;
+ * then an earlier run's model stays as it was), and no checkpoint of the
+ * diverged state is written. */
 #ifndef SQ_TRAIN_H
 #define SQ_TRAIN_H
 

@@ -2,9 +2,19 @@
  *
  * An output named on the command line is written to "FILE.tmp.PID" and
  * renamed over FILE only by sq_out_commit, so a run that fails (or is
- * killed) never leaves a half-written FILE behind; sq_out_abort removes the
- * temp file. "-" or NULL means standard output, where no rename is possible:
- * a half-written stream there has no trailer, so the next program refuses it. */
+ * stopped by SIGINT, SIGTERM or SIGHUP: signals.h) never leaves a
+ * half-written FILE behind; sq_out_abort removes the temp file. What FILE
+ * is decides how it is written:
+ *   - a regular file, or no file yet: the temp file and rename above;
+ *   - a symbolic link (a chain of them, dangling or not): the file it
+ *     points to, atomically as above (the temp file next to it, renamed
+ *     over it); the link stays a link;
+ *   - a character or block device or a FIFO (/dev/null, a named pipe):
+ *     written through, opened as it is, with no temp file and no rename
+ *     (what was written cannot be taken back on failure);
+ *   - a directory: refused at open (73), before any work.
+ * "-" or NULL means standard output, where no rename is possible: a
+ * half-written stream there has no trailer, so the next program refuses it. */
 #ifndef SQ_FILEIO_H
 #define SQ_FILEIO_H
 
@@ -13,15 +23,22 @@
 
 typedef struct {
     FILE *fp;       /* where to write; stdout for "-" */
-    char *path;     /* final name, NULL for stdout */
-    char *tmp;      /* temp name, NULL for stdout */
+    char *path;     /* the name given (for messages), NULL for stdout */
+    char *target;   /* what the temp file replaces: path, or the file a
+                     * symlink path points to; NULL for stdout, devices, FIFOs */
+    char *tmp;      /* temp name next to target; NULL when target is */
+    int slot;       /* 1 + tmp's entry in the signal table (signals.h); 0: none */
 } sq_outfile;
 
 /* Opens PATH ("-" or NULL = stdout) for writing. With binary != 0 it
  * refuses to write to a terminal (usage error). Exit code on failure:
- * 73 (cannot create). */
+ * 73 (cannot create; PATH is a directory). */
 int sq_out_open(sq_outfile *o, const char *path, int binary, sq_err *e);
-/* Flushes, closes and renames the temp file into place (74 on failure). */
+/* What sq_out_open would say of PATH, without opening it (a FIFO is not
+ * opened: that would block for a reader, then send it an empty stream). */
+int sq_out_check(const char *path, sq_err *e);
+/* Flushes, closes and renames the temp file into place (74 on failure,
+ * the message naming PATH). */
 int sq_out_commit(sq_outfile *o, sq_err *e);
 /* Closes and removes the temp file; safe to call twice or after commit. */
 void sq_out_abort(sq_outfile *o);
