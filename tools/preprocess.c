@@ -45,14 +45,21 @@ static void usage(FILE *f)
 "  -d, --dataset NAME    dataset name for the meta (default: first FILE's base\n"
 "                        name up to its first dot, \"stdin\" for standard input)\n"
 "      --map FILE        write the id maps: lines kind<TAB>dense<TAB>original,\n"
-"                        kind user or item\n"
+"                        kind user or item (with --map-in: the extended map;\n"
+"                        FILE may be the --map-in file)\n"
+"      --map-in FILE     take dense ids from an existing map (from --map):\n"
+"                        known users and items keep their ids, new users get\n"
+"                        the next ids, n_items is the map's (plus appended)\n"
+"      --new-items MODE  with --map-in, interactions with items the map does\n"
+"                        not know: drop (default) or append (next ids)\n"
 "      --stats           print users, items, interactions, lengths and sparsity\n"
 "                        (to stdout with -o, else to stderr; on a terminal\n"
 "                        without -o only the statistics are printed)\n"
 "\n"
 "Sequences are ordered by timestamp, ties and formats without timestamps\n"
 "in file order. Users and items get dense ids 1..n in numeric order of\n"
-"their original ids when all are numbers, else in order of first appearance.\n"
+"their original ids when all are numbers, else in order of first appearance\n"
+"(with --map-in: the new ones, after the map's).\n"
 "\n"
 "  -h, --help            this help      -V, --version   print the version\n"
 "\n"
@@ -63,21 +70,35 @@ static void usage(FILE *f)
 /* --dedup's words, by enum sq_dedup. */
 static const char *const dedup_names[] = {"keep", "first", "last"};
 
+/* --new-items's words. */
+enum { NEW_DROP = 0, NEW_APPEND = 1 };
+static const char *const new_items_names[] = {"drop", "append"};
+
 typedef struct {
     sq_rawopts raw;
-    const char *output, *map, *dataset;
+    const char *output, *map, *map_in, *dataset;
     const char *min_rating_text;
     long ucore, icore;
     int dedup;
+    int new_items;      /* NEW_*; -1: not given */
     int stats;
 } opts;
+
+/* What --map-in did, for --stats and the meta. */
+typedef struct {
+    uint64_t dropped_rows;
+    uint32_t dropped_items, new_users, new_items;
+} mapinfo;
 
 /* A --*-core option. */
 static int parse_count(const char *s, const char *opt, long *v)
 {
-    if (sq_cli_long(s, 0, UINT32_MAX, v))
-        return sq_cli_usage_error(PROG, "%s: expected a non-negative number, got '%s'", opt, s);
-    return 0;
+    if (sq_cli_long(s, 0, UINT32_MAX, v) == 0)
+        return 0;
+    if (s[0] && strspn(s, "0123456789") == strlen(s))
+        return sq_cli_usage_error(PROG, "%s: %s is too large (at most %lu)", opt, s,
+                                  (unsigned long)UINT32_MAX);
+    return sq_cli_usage_error(PROG, "%s: expected a non-negative number, got '%s'", opt, s);
 }
 
 /* "path/Beauty.txt.gz" -> "Beauty" */
@@ -94,7 +115,8 @@ static void dataset_from_path(const char *path, char *buf, size_t n)
         snprintf(buf, n, "%s", b);
 }
 
-static void print_stats(FILE *f, const char *dataset, const sq_inter_stats *s, uint64_t input)
+static void print_stats(FILE *f, const char *dataset, const sq_inter_stats *s, uint64_t input,
+                        const opts *o, const mapinfo *mi)
 {
     fprintf(f,
             "dataset\t%s\n"
@@ -108,6 +130,14 @@ static void print_stats(FILE *f, const char *dataset, const sq_inter_stats *s, u
             "input_interactions\t%llu\n",
             dataset, s->users, s->items, (unsigned long long)s->interactions, s->avg_len,
             s->min_len, s->max_len, s->sparsity, (unsigned long long)input);
+    if (o->map_in)
+        fprintf(f,
+                "new_users\t%u\n"
+                "new_items\t%u\n"
+                "dropped_new_items\t%u\n"
+                "dropped_interactions\t%llu\n",
+                mi->new_users, mi->new_items, mi->dropped_items,
+                (unsigned long long)mi->dropped_rows);
     fflush(f);
 }
 
@@ -138,7 +168,8 @@ static int add_source_meta(sq_header *h, const opts *o, const char *path,
 
 /* Meta: the dataset, the tool version, and every option that shaped the data. */
 static int add_meta(sq_header *h, const opts *o, const char *dataset, const char **inputs,
-                    const sq_rawinfo *info, int n_inputs, const sq_inter *t, sq_err *e)
+                    const sq_rawinfo *info, int n_inputs, const sq_inter *t,
+                    const mapinfo *mi, sq_err *e)
 {
     if (sq_meta_add(h, e, "dataset", "%s", dataset) ||
         sq_meta_add(h, e, "seqrec.version", "%s", SEQREC_VERSION))
@@ -153,14 +184,24 @@ static int add_meta(sq_header *h, const opts *o, const char *dataset, const char
         sq_meta_add(h, e, "preprocess.item_core", "%ld", o->icore) ||
         sq_meta_add(h, e, "preprocess.order", "%s",
                     t->has_ts == 1 ? "timestamp,file" : "file") ||
-        sq_meta_add(h, e, "preprocess.user_ids", "%s",
+        sq_meta_add(h, e, "preprocess.user_ids", "%s%s", o->map_in ? "map," : "",
                     t->users_numeric ? "numeric" : "appearance") ||
-        sq_meta_add(h, e, "preprocess.item_ids", "%s",
+        sq_meta_add(h, e, "preprocess.item_ids", "%s%s", o->map_in ? "map," : "",
                     t->items_numeric ? "numeric" : "appearance") ||
         sq_meta_add(h, e, "preprocess.users", "%u", t->n_users) ||
         sq_meta_add(h, e, "preprocess.items", "%u", t->n_items) ||
         sq_meta_add(h, e, "preprocess.interactions", "%zu", t->n))
         return e->code;
+    if (o->map_in) {
+        const char *b = strrchr(o->map_in, '/');
+        if (sq_meta_add(h, e, "preprocess.map_in", "%s", b ? b + 1 : o->map_in) ||
+            sq_meta_add(h, e, "preprocess.new_items", "%s", new_items_names[o->new_items]) ||
+            sq_meta_add(h, e, "preprocess.new_users", "%u", mi->new_users) ||
+            sq_meta_add(h, e, "preprocess.appended_items", "%u", mi->new_items) ||
+            sq_meta_add(h, e, "preprocess.dropped_interactions", "%llu",
+                        (unsigned long long)mi->dropped_rows))
+            return e->code;
+    }
     return 0;
 }
 
@@ -168,7 +209,7 @@ static int add_meta(sq_header *h, const opts *o, const char *dataset, const char
 static int parse_args(int argc, char **argv, opts *o)
 {
     enum { O_SEP = 256, O_HEADER, O_UCOL, O_ICOL, O_TCOL, O_RCOL, O_MINR, O_DEDUP,
-           O_UCORE, O_ICORE, O_CORE, O_MAP, O_STATS };
+           O_UCORE, O_ICORE, O_CORE, O_MAP, O_STATS, O_MAP_IN, O_NEW_ITEMS };
     static const struct option longs[] = {
         {"format", required_argument, 0, 'f'},   {"member", required_argument, 0, 'm'},
         {"sep", required_argument, 0, O_SEP},    {"header", no_argument, 0, O_HEADER},
@@ -179,6 +220,8 @@ static int parse_args(int argc, char **argv, opts *o)
         {"core", required_argument, 0, O_CORE},  {"output", required_argument, 0, 'o'},
         {"dataset", required_argument, 0, 'd'},  {"map", required_argument, 0, O_MAP},
         {"stats", no_argument, 0, O_STATS},      {"help", no_argument, 0, 'h'},
+        {"map-in", required_argument, 0, O_MAP_IN},
+        {"new-items", required_argument, 0, O_NEW_ITEMS},
         {"version", no_argument, 0, 'V'},        {0, 0, 0, 0},
     };
     sq_rawopts *r = &o->raw;
@@ -223,6 +266,14 @@ static int parse_args(int argc, char **argv, opts *o)
         case 'd': o->dataset = optarg; break;
         case O_MAP: o->map = optarg; break;
         case O_STATS: o->stats = 1; break;
+        case O_MAP_IN: o->map_in = optarg; break;
+        case O_NEW_ITEMS:
+            o->new_items = strcmp(optarg, "drop") == 0 ? NEW_DROP
+                         : strcmp(optarg, "append") == 0 ? NEW_APPEND : -2;
+            if (o->new_items < 0)
+                rc = sq_cli_usage_error(PROG, "--new-items: expected drop or append, got '%s'",
+                                        optarg);
+            break;
         case 'h': usage(stdout); return -1;
         case 'V': printf("%s %s\n", PROG, SEQREC_VERSION); return -1;
         default: usage(stderr); return SQ_EX_USAGE;
@@ -232,15 +283,39 @@ static int parse_args(int argc, char **argv, opts *o)
     if (!rc && !is_csv && (r->sep || r->header || r->user_col || r->item_col || r->time_col ||
                            r->rating_col))
         rc = sq_cli_usage_error(PROG, "--sep, --header and --*-col go with --format csv or tsv");
+    if (!rc && o->new_items >= 0 && !o->map_in)
+        rc = sq_cli_usage_error(PROG, "--new-items goes with --map-in");
+    if (o->new_items < 0)
+        o->new_items = NEW_DROP;
     return rc;
 }
 
-/* Reads every input into t, then sorts, deduplicates, k-cores and remaps
- * it; *input: the interactions read (rated high enough). */
+/* The inputs for a message: "a.txt", or "a.txt, b.txt, ...". */
+static void input_names(const char **inputs, int n, char *buf, size_t size)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && k < size; i++) {
+        int w = snprintf(buf + k, size - k, "%s%s", i ? ", " : "", sq_in_name(inputs[i]));
+        if (w < 0)
+            break;
+        k += (size_t)w;
+    }
+    if (k >= size && size > 4)
+        memcpy(buf + size - 4, "...", 4);
+}
+
+/* Reads the map (--map-in) and every input into t, then drops new items
+ * (--new-items drop), sorts, deduplicates, k-cores and remaps it; *input:
+ * the interactions read (rated high enough). */
 static int load(sq_inter *t, const opts *o, const char **inputs, int n_inputs,
-                sq_rawinfo *info, uint64_t *input, sq_err *e)
+                sq_rawinfo *info, uint64_t *input, mapinfo *mi, sq_err *e)
 {
     uint64_t below = 0;
+    char names[256];
+    input_names(inputs, n_inputs, names, sizeof names);
+    if (o->map_in && sq_inter_read_map(t, o->map_in, e))
+        return e->code;
     for (int i = 0; i < n_inputs; i++) {
         if (sq_raw_load(t, inputs[i], &o->raw, &info[i], e))
             return e->code;
@@ -248,17 +323,29 @@ static int load(sq_inter *t, const opts *o, const char **inputs, int n_inputs,
     }
     *input = t->n;
     if (t->n == 0 && below)
-        return sq_fail(e, SQ_EX_DATA, "no interactions left: all %llu are rated below "
-                       "--min-rating %s", (unsigned long long)below, o->min_rating_text);
+        return sq_fail(e, SQ_EX_DATA, "%s: no interactions left: all %llu are rated below "
+                       "--min-rating %s", names, (unsigned long long)below, o->min_rating_text);
     if (t->n == 0)
-        return sq_fail(e, SQ_EX_DATA, "no interactions in the input");
+        return sq_fail(e, SQ_EX_DATA, "%s: no interactions in the input", names);
+    if (o->map_in && o->new_items == NEW_DROP &&
+        sq_inter_drop_new_items(t, &mi->dropped_rows, &mi->dropped_items, e))
+        return e->code;
+    if (t->n == 0)
+        return sq_fail(e, SQ_EX_DATA, "%s: no interactions left: all %llu are with items that "
+                       "%s does not know (--new-items drop)", names,
+                       (unsigned long long)*input, o->map_in);
     if (sq_inter_sort(t, e) || sq_inter_dedup(t, o->dedup, e) ||
         sq_inter_kcore(t, (uint32_t)o->ucore, (uint32_t)o->icore, NULL, e))
         return e->code;
     if (t->n == 0)
-        return sq_fail(e, SQ_EX_DATA, "no interactions left after --user-core %ld --item-core "
-                       "%ld (%llu before)", o->ucore, o->icore, (unsigned long long)*input);
-    return sq_inter_remap(t, e);
+        return sq_fail(e, SQ_EX_DATA, "%s: no interactions left after --user-core %ld "
+                       "--item-core %ld (%llu before)", names, o->ucore, o->icore,
+                       (unsigned long long)*input);
+    if (sq_inter_remap(t, e))
+        return e->code;
+    mi->new_users = t->n_users - t->map_users;
+    mi->new_items = t->n_items - t->map_items;
+    return 0;
 }
 
 /* Writes the stream (when stream) and the map (with --map), both opened
@@ -273,16 +360,17 @@ static int run(const opts *o, const char **inputs, int n_inputs, const char *dat
     sq_header_init(&h, SQ_SEQUENCES, 0);
     sq_writer w = {0};
     uint64_t input = 0;
+    mapinfo mi = {0};
     sq_rawinfo *info = calloc((size_t)n_inputs, sizeof *info);
     int rc = info ? 0 : sq_fail(e, SQ_EX_OSERR, "out of memory");
     if (!rc && ((stream && sq_out_open(&out, o->output, 1, e)) ||
                 (o->map && sq_out_open(&map, o->map, 0, e)) ||
-                load(&t, o, inputs, n_inputs, info, &input, e)))
+                load(&t, o, inputs, n_inputs, info, &input, &mi, e)))
         rc = e->code;
     if (!rc) {
         h.n_items = t.n_items;
         h.flags = t.has_ts == 1 ? SQ_FLAG_TS : 0;
-        rc = add_meta(&h, o, dataset, inputs, info, n_inputs, &t, e);
+        rc = add_meta(&h, o, dataset, inputs, info, n_inputs, &t, &mi, e);
     }
     if (!rc && stream &&
         (sq_writer_open(&w, out.fp, sq_out_name(o->output), &h, e) ||
@@ -295,7 +383,7 @@ static int run(const opts *o, const char **inputs, int n_inputs, const char *dat
     if (!rc && o->stats) {
         sq_inter_stats s;
         sq_inter_get_stats(&t, &s);
-        print_stats(stats_f, dataset, &s, input);
+        print_stats(stats_f, dataset, &s, input, o, &mi);
     }
     sq_writer_free(&w);
     sq_header_free(&h);
@@ -312,6 +400,7 @@ int main(int argc, char **argv)
 {
     opts o;
     memset(&o, 0, sizeof o);
+    o.new_items = -1;
     int rc = parse_args(argc, argv, &o);
     if (rc)
         return rc < 0 ? 0 : rc;

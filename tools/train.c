@@ -23,7 +23,7 @@
 
 static const char *prog = "seqrec-train";
 
-enum { MAX_OPTS = 128, OPT_MODEL = 256, OPT_RESUME, OPT_LOG, OPT_TABLE = 512 };
+enum { MAX_OPTS = 128, OPT_MODEL = 256, OPT_RESUME, OPT_LOG, OPT_INIT, OPT_TABLE = 512 };
 
 /* Every option of the command line: the fixed ones, the trainer's table,
  * then each model's tables (an option several models share once). */
@@ -62,6 +62,7 @@ static int build_options(optset *s)
         {"model", required_argument, NULL, OPT_MODEL},
         {"output", required_argument, NULL, 'o'},
         {"resume", required_argument, NULL, OPT_RESUME},
+        {"init", required_argument, NULL, OPT_INIT},
         {"log", required_argument, NULL, OPT_LOG},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -123,6 +124,10 @@ static void usage(const optset *s)
            "                      is MODEL.ckpt\n"
            "  --resume CKPT       continue the run saved in CKPT (MODEL defaults to\n"
            "                      CKPT without .ckpt)\n"
+           "  --init MODEL0       start from the model file MODEL0 (fine-tuning): its\n"
+           "                      model and options, on a stream of its dataset with\n"
+           "                      as many items or more (new items initialised as\n"
+           "                      usual); training options from the command line\n"
            "  --log FILE          epoch lines to FILE instead of standard error\n"
            "  -h, --help          show this help and exit\n"
            "  -V, --version       show the version and exit\n"
@@ -173,7 +178,7 @@ typedef struct {
     const sq_model_def *model;
     char *given;        /* the model options given, as "key=value\n" text */
     size_t given_len;
-    const char *out_path, *resume, *log_path, *in_path;
+    const char *out_path, *resume, *log_path, *in_path, *init;
     char *derived;      /* out_path derived from --resume */
     int epochs_given, model_given, other_given;
     const char *other;  /* an option --resume does not take */
@@ -228,6 +233,7 @@ static int parse_args(args *a, const optset *s, int argc, char **argv)
             break;
         case 'o': a->out_path = optarg; break;
         case OPT_RESUME: a->resume = optarg; break;
+        case OPT_INIT: a->init = optarg; break;
         case OPT_LOG: a->log_path = optarg; break;
         case 'h': usage(s); return -1;
         case 'V': printf("%s (seqrec) %s\n", prog, SEQREC_VERSION); return -1;
@@ -262,6 +268,12 @@ static int parse_args(args *a, const optset *s, int argc, char **argv)
     if (a->resume && !a->model->step)
         return sq_cli_usage_error(prog, "--resume is for trained models, not --model %s",
                                   a->model->name);
+    if (a->resume && a->init)
+        return sq_cli_usage_error(prog, "--init cannot be given with --resume (the checkpoint "
+                                  "holds the parameters)");
+    if (a->init && a->model->fit)
+        return sq_cli_usage_error(prog, "--init is for trained models, not --model %s",
+                                  a->model->name);
     if (a->resume && (a->other_given || a->given))
         return sq_cli_usage_error(prog, "--%s cannot be given with --resume (the checkpoint's "
                                   "value is used; only --epochs, --threads and --log may "
@@ -280,6 +292,21 @@ static int model_config(args *a, uint32_t n_items, int padded_len, sq_err *e)
     if (a->model->config(a->o.cfg, a->given, n_items, padded_len, e))
         return e->code;
     return a->model->step ? sq_train_check(&a->o, e) : 0;
+}
+
+/* --init: the model and its config from the model file (the options given
+ * must agree with it), for the data. */
+static int init_config(args *a, uint32_t n_items, int padded_len, sq_err *e)
+{
+    const sq_model_def *def;
+    free(a->o.cfg);
+    a->o.cfg = NULL;
+    if (sq_train_init_config(a->init, a->model_given ? a->model : NULL, a->given, n_items,
+                             padded_len, &def, &a->o.cfg, e))
+        return e->code;
+    a->model = a->o.model = def;
+    a->o.init = a->init;
+    return sq_train_check(&a->o, e);
 }
 
 /* --resume: the checkpoint's options, with --epochs and --threads given. */
@@ -326,6 +353,9 @@ static int train(args *a, const sq_dataset *ds, sq_err *e)
     int rc;
     if (a->resume)
         rc = resume_opts(a, ds, e);
+    else if (a->init)
+        rc = init_config(a, ds->hdr.n_items,
+                         ds->hdr.kind == SQ_PADDED ? (int)ds->hdr.max_len : 0, e);
     else
         rc = model_config(a, ds->hdr.n_items,
                           ds->hdr.kind == SQ_PADDED ? (int)ds->hdr.max_len : 0, e);
@@ -358,7 +388,13 @@ int main(int argc, char **argv)
     sq_dataset ds = {0};
     if (rc)
         goto out;
-    if (!a.resume && model_config(&a, 1, 0, &err)) {
+    if (a.init && init_config(&a, 1, 0, &err)) {
+        if (err.code != SQ_EX_USAGE)
+            goto fail;
+        rc = sq_cli_usage_error(prog, "%s", err.msg);
+        goto out;
+    }
+    if (!a.resume && !a.init && model_config(&a, 1, 0, &err)) {
         rc = sq_cli_usage_error(prog, "%s", err.msg);
         goto out;
     }

@@ -475,14 +475,18 @@ static int cmp_numeric(const void *pa, const void *pb)
     return a->raw < b->raw ? -1 : a->raw > b->raw;
 }
 
-/* Fills dense[1..*n_out] with the raw ids whose count is non-zero, in
- * numeric order when all are numbers, else in raw (appearance) order. */
-static int order_ids(const sq_ids *d, const uint32_t *count, uint32_t *dense,
+/* Fills dense[1..*n_out]: first the raw ids below `first` (a map's, in
+ * their order, present or not), then the others whose count is non-zero,
+ * in numeric order when all of those are numbers, else in raw (appearance)
+ * order. */
+static int order_ids(const sq_ids *d, uint32_t first, const uint32_t *count, uint32_t *dense,
                      uint32_t *n_out, int *numeric, sq_err *e)
 {
     uint32_t n = 0;
     int num = 1;
-    for (uint32_t r = 0; r < d->n; r++) {
+    for (uint32_t r = 0; r < first && r < d->n; r++)
+        dense[++n] = r;
+    for (uint32_t r = first; r < d->n; r++) {
         if (!count[r])
             continue;
         dense[++n] = r;
@@ -491,22 +495,32 @@ static int order_ids(const sq_ids *d, const uint32_t *count, uint32_t *dense,
     }
     *n_out = n;
     *numeric = num;
-    if (!num || n < 2)
+    uint32_t fixed = first < n ? first : n, m = n - fixed; /* the ids to order */
+    if (!num || m < 2)
         return 0;
-    sq_idkey *k = malloc(n * sizeof *k);
+    sq_idkey *k = malloc(m * sizeof *k);
     if (!k)
         return oom(e, "remap");
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t r = dense[i + 1];
+    for (uint32_t i = 0; i < m; i++) {
+        uint32_t r = dense[fixed + i + 1];
         k[i].s = sq_ids_str(d, r);
         k[i].len = d->len[r];
         k[i].raw = r;
     }
-    qsort(k, n, sizeof *k, cmp_numeric);
-    for (uint32_t i = 0; i < n; i++)
-        dense[i + 1] = k[i].raw;
+    qsort(k, m, sizeof *k, cmp_numeric);
+    for (uint32_t i = 0; i < m; i++)
+        dense[fixed + i + 1] = k[i].raw;
     free(k);
     return 0;
+}
+
+/* How many of the n counts are non-zero. */
+static uint32_t n_present(const uint32_t *count, size_t n)
+{
+    uint32_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += count[i] != 0;
+    return k;
 }
 
 int sq_inter_remap(sq_inter *t, sq_err *e)
@@ -537,9 +551,12 @@ int sq_inter_remap(sq_inter *t, sq_err *e)
         sum += uc[u];
     }
     t->user_start[nu] = sum;
-    rc = order_ids(&t->users, uc, t->user_raw, &t->n_users, &t->users_numeric, e);
+    t->users_present = n_present(uc, nu);
+    t->items_present = n_present(ic, ni);
+    rc = order_ids(&t->users, t->map_users, uc, t->user_raw, &t->n_users, &t->users_numeric, e);
     if (rc == 0)
-        rc = order_ids(&t->items, ic, t->item_raw, &t->n_items, &t->items_numeric, e);
+        rc = order_ids(&t->items, t->map_items, ic, t->item_raw, &t->n_items, &t->items_numeric,
+                       e);
     if (rc == 0)
         for (uint32_t d = 1; d <= t->n_items; d++)
             t->item_dense[t->item_raw[d]] = d;
@@ -554,16 +571,20 @@ done:
 void sq_inter_get_stats(const sq_inter *t, sq_inter_stats *s)
 {
     memset(s, 0, sizeof *s);
-    s->users = t->n_users;
-    s->items = t->n_items;
+    s->users = t->users_present;
+    s->items = t->items_present;
     s->interactions = t->n;
+    int first = 1;
     for (uint32_t d = 1; d <= t->n_users; d++) {
         uint32_t r = t->user_raw[d];
         uint32_t len = (uint32_t)(t->user_start[r + 1] - t->user_start[r]);
-        if (d == 1 || len < s->min_len)
+        if (len == 0)
+            continue; /* a map's user without rows */
+        if (first || len < s->min_len)
             s->min_len = len;
         if (len > s->max_len)
             s->max_len = len;
+        first = 0;
     }
     if (s->users)
         s->avg_len = (double)s->interactions / s->users;
@@ -594,6 +615,8 @@ int sq_inter_write(const sq_inter *t, sq_writer *w, sq_err *e)
     for (uint32_t d = 1; d <= t->n_users && rc == 0; d++) {
         size_t s = t->user_start[t->user_raw[d]];
         uint32_t len = (uint32_t)(t->user_start[t->user_raw[d] + 1] - s);
+        if (len == 0)
+            continue; /* a map's user without rows */
         for (uint32_t k = 0; k < len; k++)
             items[k] = t->item_dense[t->item[s + k]];
         if (t->has_ts == 1)
@@ -623,4 +646,118 @@ int sq_inter_write_map(const sq_inter *t, FILE *f, const char *name, sq_err *e)
         return 0;
 fail:
     return sq_fail(e, SQ_EX_IO, "%s: write failed: %s", name, strerror(errno));
+}
+
+/* ---- reading a map (--map-in) ---- */
+
+/* One line of a map file, without its newline: "kind<TAB>dense<TAB>original". */
+static int map_line(sq_inter *t, const char *s, size_t n, const char *path,
+                    unsigned long long line, sq_err *e)
+{
+    if (n && s[n - 1] == '\r')
+        n--;
+    if (n == 0)
+        return 0; /* blank lines are skipped */
+    const char *t1 = memchr(s, '\t', n);
+    const char *t2 = t1 ? memchr(t1 + 1, '\t', n - (size_t)(t1 + 1 - s)) : NULL;
+    if (!t2)
+        return sq_fail(e, SQ_EX_DATA, "%s: line %llu: expected kind<TAB>dense<TAB>original",
+                       path, line);
+    size_t kl = (size_t)(t1 - s), dl = (size_t)(t2 - t1 - 1), ol = n - (size_t)(t2 + 1 - s);
+    sq_ids *d;
+    if (kl == 4 && memcmp(s, "user", 4) == 0)
+        d = &t->users;
+    else if (kl == 4 && memcmp(s, "item", 4) == 0)
+        d = &t->items;
+    else
+        return sq_fail(e, SQ_EX_DATA, "%s: line %llu: kind must be user or item, not '%.*s'",
+                       path, line, (int)(kl > 40 ? 40 : kl), s);
+    const char *kind = d == &t->users ? "user" : "item";
+    uint32_t want = d->n + 1;
+    char num[16];
+    snprintf(num, sizeof num, "%u", (unsigned)want);
+    if (dl != strlen(num) || memcmp(t1 + 1, num, dl) != 0)
+        return sq_fail(e, SQ_EX_DATA, "%s: line %llu: %s dense id '%.*s', expected %u (each "
+                       "kind's ids are 1, 2, ... in order)", path, line, kind,
+                       (int)(dl > 40 ? 40 : dl), t1 + 1, (unsigned)want);
+    if (ol == 0)
+        return sq_fail(e, SQ_EX_DATA, "%s: line %llu: empty original %s id", path, line, kind);
+    uint32_t id;
+    if (sq_ids_intern(d, t2 + 1, ol, &id, e))
+        return e->code;
+    if (id + 1 != want)
+        return sq_fail(e, SQ_EX_DATA, "%s: line %llu: %s '%.*s' already has dense id %u",
+                       path, line, kind, (int)(ol > 40 ? 40 : ol), t2 + 1, (unsigned)id + 1);
+    return 0;
+}
+
+int sq_inter_read_map(sq_inter *t, const char *path, sq_err *e)
+{
+    if (t->n || t->users.n || t->items.n)
+        return sq_fail(e, SQ_EX_SOFTWARE, "a map is read into an empty table");
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return sq_fail(e, SQ_EX_NOINPUT, "%s: cannot open: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    unsigned long long line = 0;
+    int rc = 0;
+    errno = 0;
+    while (rc == 0 && (got = getline(&buf, &cap, f)) != -1) {
+        line++;
+        size_t n = (size_t)got;
+        if (n && buf[n - 1] == '\n')
+            n--;
+        if (memchr(buf, '\0', n))
+            rc = sq_fail(e, SQ_EX_DATA, "%s: line %llu: NUL byte", path, line);
+        else
+            rc = map_line(t, buf, n, path, line, e);
+    }
+    if (rc == 0 && ferror(f))
+        rc = sq_fail(e, errno == EISDIR ? SQ_EX_NOINPUT : SQ_EX_IO, "%s: cannot read: %s",
+                     path, strerror(errno ? errno : EIO));
+    if (rc == 0 && (t->users.n == 0 || t->items.n == 0))
+        rc = sq_fail(e, SQ_EX_DATA, "%s: not an id map: no %s lines (%llu lines read)", path,
+                     t->users.n == 0 ? "user" : "item", line);
+    free(buf);
+    fclose(f);
+    if (rc == 0) {
+        t->map_users = t->users.n;
+        t->map_items = t->items.n;
+    }
+    return rc;
+}
+
+int sq_inter_drop_new_items(sq_inter *t, uint64_t *rows, uint32_t *items, sq_err *e)
+{
+    uint32_t n_new = t->items.n - t->map_items;
+    uint8_t *keep = malloc(t->n ? t->n : 1);
+    uint8_t *seen = calloc((size_t)n_new + 1, 1);
+    if (!keep || !seen) {
+        free(keep);
+        free(seen);
+        return oom(e, "new items");
+    }
+    uint64_t dropped = 0;
+    uint32_t distinct = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        uint32_t it = t->item[i];
+        keep[i] = it < t->map_items;
+        if (keep[i])
+            continue;
+        dropped++;
+        if (!seen[it - t->map_items]) {
+            seen[it - t->map_items] = 1;
+            distinct++;
+        }
+    }
+    compact(t, keep);
+    free(keep);
+    free(seen);
+    if (rows)
+        *rows = dropped;
+    if (items)
+        *items = distinct;
+    return 0;
 }

@@ -14,7 +14,15 @@
  *   sq_inter_kcore   iterative k-core: drop users and items with too few
  *                    interactions until no more are dropped
  *   sq_inter_remap   dense ids 1..n for the users and items that are left
- *   sq_inter_write   one SEQUENCES record per user, users in dense order */
+ *   sq_inter_write   one SEQUENCES record per user, users in dense order
+ *
+ * STABLE IDS (seqrec-preprocess --map-in). sq_inter_read_map, called before
+ * any row is added, interns the ids of an existing map file in dense order,
+ * so that raw id r < map_users (map_items) is dense id r + 1. Rows with
+ * items the map does not know can be removed (sq_inter_drop_new_items);
+ * sq_inter_remap then keeps every map id, present or not, and appends the
+ * new users and items that are left after them (n_users, n_items count the
+ * whole id space; users_present, items_present those with rows). */
 #ifndef SQ_INTERACTIONS_H
 #define SQ_INTERACTIONS_H
 
@@ -67,7 +75,11 @@ typedef struct {
     uint32_t *item_raw;         /* dense item -> raw id ([0] unused) */
     uint32_t *item_dense;       /* raw item -> dense id (0 = dropped) */
     size_t *user_start;         /* raw user -> first row; [n_raw] = n */
-    int users_numeric, items_numeric; /* ids ordered by numeric value */
+    int users_numeric, items_numeric; /* ids ordered by numeric value (with a
+                                         map: the appended ones) */
+    uint32_t users_present, items_present; /* with rows (sq_inter_remap) */
+    /* filled by sq_inter_read_map: raw ids below these are the map's */
+    uint32_t map_users, map_items;
 } sq_inter;
 
 typedef struct {
@@ -104,13 +116,29 @@ int sq_inter_dedup(sq_inter *t, int mode, sq_err *e);
 int sq_inter_kcore(sq_inter *t, uint32_t ucore, uint32_t icore, int *passes, sq_err *e);
 /* Gives the users and items present dense ids 1..n: by numeric value when
  * every id of that kind is a decimal number, else by first appearance in
- * the input. Needs a sorted table. */
+ * the input. Needs a sorted table. After sq_inter_read_map the map's ids
+ * keep their dense ids (present or not) and the new ones present follow,
+ * ordered by the same rule among themselves. */
 int sq_inter_remap(sq_inter *t, sq_err *e);
+/* Statistics of the users and items with rows (after sq_inter_remap). */
 void sq_inter_get_stats(const sq_inter *t, sq_inter_stats *s);
-/* Writes one record per user in dense order (after sq_inter_remap). */
+/* Writes one record per user with rows, in dense order (after
+ * sq_inter_remap). */
 int sq_inter_write(const sq_inter *t, sq_writer *w, sq_err *e);
 /* Writes "user<TAB>dense<TAB>original" lines, then the "item" lines, each
  * in dense order (after sq_inter_remap). NAME is for messages. */
 int sq_inter_write_map(const sq_inter *t, FILE *f, const char *name, sq_err *e);
+
+/* Reads a map file as sq_inter_write_map writes it into an empty table
+ * (before any row): "user<TAB>dense<TAB>original" lines, then "item"
+ * lines, each kind's dense ids 1, 2, ... in order, originals unique within
+ * a kind; a final CR is ignored. Sets map_users and map_items. 66 when path
+ * cannot be opened; 65 "PATH: line N: reason" for a bad line or an empty
+ * map. */
+int sq_inter_read_map(sq_inter *t, const char *path, sq_err *e);
+/* Removes the rows whose item is not in the map (raw id >= map_items);
+ * *rows and *items (may be NULL) receive the rows removed and the distinct
+ * items they named. Keeps the order of the rows that stay. */
+int sq_inter_drop_new_items(sq_inter *t, uint64_t *rows, uint32_t *items, sq_err *e);
 
 #endif

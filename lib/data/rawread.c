@@ -403,13 +403,20 @@ static int parse_f64(const char *s, size_t n, double *v)
 }
 
 /* Seconds as in the file; fractional (RecBole float) values are rounded. */
+/* -1: not a number, -2: a number beyond 64-bit seconds. */
 static int parse_ts(const char *s, size_t n, int64_t *v)
 {
     if (parse_i64(s, n, v) == 0)
         return 0;
     double d;
-    if (parse_f64(s, n, &d) || !(fabs(d) < 9.2e18))
-        return -1;
+    if (parse_f64(s, n, &d)) {
+        size_t k = n && (s[0] == '-' || s[0] == '+');
+        while (k < n && s[k] >= '0' && s[k] <= '9')
+            k++;
+        return k == n && n > 1 ? -2 : -1; /* all digits: too many of them */
+    }
+    if (!(fabs(d) < 9.2e18))
+        return -2;
     *v = (int64_t)llround(d);
     return 0;
 }
@@ -629,8 +636,10 @@ static int parse_delimited(sq_inter *t, sq_parser *p, const sq_rawopts *o, sq_ra
     if (fi->n == 0)
         return fail_line(L, e, "empty item id");
     int64_t ts = 0;
-    if (p->col_time >= 0 && parse_ts(f[p->col_time].s, f[p->col_time].n, &ts))
-        return fail_line(L, e, "timestamp '%.*s' is not a number", SHOW(f[p->col_time]));
+    int bad = p->col_time >= 0 ? parse_ts(f[p->col_time].s, f[p->col_time].n, &ts) : 0;
+    if (bad)
+        return fail_line(L, e, "timestamp '%.*s' %s", SHOW(f[p->col_time]),
+                         bad == -2 ? "is too large (beyond 64-bit seconds)" : "is not a number");
     if (p->col_rating >= 0) {
         double r;
         if (parse_f64(f[p->col_rating].s, f[p->col_rating].n, &r))

@@ -149,6 +149,15 @@ struct sq_model_def {
     int (*net_alloc)(sq_net *n, const void *cfg, const sq_ctx *cx, sq_err *e);
     void (*net_free)(sq_net *n);
     void (*net_init)(sq_net *n, uint64_t seed);
+    /* seqrec-train --init: after net_init, copies the parameters of a model
+     * file of this model (mf, read from path, its config the same as the
+     * net's but for n_items, which may have grown) into the net: every
+     * tensor from mf, and in a tensor with a row per item the old items'
+     * rows at their places (rows after the items, such as BERT4Rec's mask
+     * token, stay after them) while the new items keep net_init's draws.
+     * SQ_EX_DATA naming path for a tensor that is missing or does not fit.
+     * NULL: the model cannot start from a model file (a usage error). */
+    int (*init_from)(sq_net *n, const sq_modelfile *mf, const char *path, sq_err *e);
     /* The model's samples and batches (next item, cloze, views, ...). */
     int (*batcher)(sq_batcher *bt, const sq_seqs *s, const void *cfg, const sq_step_opts *o,
                    sq_err *e);

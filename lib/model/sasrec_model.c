@@ -581,6 +581,61 @@ static void net_init(sq_net *n, uint64_t seed)
     sq_sasrec_init_weights(&((net_impl *)n->impl)->model, seed);
 }
 
+/* One tensor of a model file into the net's tensor i: rows [0, keep) in
+ * place, the file's rows after them `grow` rows further down. */
+static int copy_grown(sq_net *n, int i, const sq_tensor *t, uint64_t keep, uint64_t grow,
+                      sq_err *e)
+{
+    const sq_tensor_set *s = n->ts;
+    size_t row = s->size[i] / s->shape[i][0];
+    float *dst = n->params + s->off[i];
+    const float *src = t->data;
+    if (sq_ctx_upload(n->cx, dst, src, keep * row * sizeof(float), e))
+        return e->code;
+    uint64_t rest = t->shape[0] - keep;
+    if (rest && sq_ctx_upload(n->cx, dst + (keep + grow) * row, src + keep * row,
+                              rest * row * sizeof(float), e))
+        return e->code;
+    return 0;
+}
+
+/* --init (model.h): the tensors whose first dimension is the item table
+ * ('W': n_items + 1 rows, + 1 for BERT4Rec's mask token) or the items'
+ * output bias ('V': n_items + 1) grow by the new items: rows 0..old n_items
+ * stay, the mask row moves to the new last row, new items keep their
+ * seeded init. */
+static int init_from(sq_net *n, const sq_modelfile *mf, const char *path, sq_err *e)
+{
+    const sq_sasrec_config *c = n->cfg;
+    const sq_tensor_set *s = n->ts;
+    char buf[32] = "";
+    uint32_t old = 0;
+    if (!sq_modelfile_get(mf, "n_items", buf, sizeof buf) ||
+        sscanf(buf, "%" SCNu32, &old) != 1 || old > c->n_items)
+        return sq_fail(e, SQ_EX_DATA, "%s: n_items '%s' does not fit the stream's %" PRIu32,
+                       path, buf, c->n_items);
+    for (int i = 0; i < s->n; i++) {
+        if (!s->size[i])
+            continue;
+        const sq_tensor_desc *d = s->desc[i];
+        const sq_tensor *t = sq_modelfile_find(mf, d->name);
+        int items = d->shape[0] == 'W' || d->shape[0] == 'V';
+        uint64_t grow = items ? (uint64_t)c->n_items - old : 0;
+        int ok = t && t->dtype == SQ_F32 && t->ndim == s->nd[i] &&
+                 t->shape[0] + grow == s->shape[i][0];
+        for (int k = 1; ok && k < s->nd[i]; k++)
+            ok = t->shape[k] == s->shape[i][k];
+        if (!ok)
+            return sq_fail(e, SQ_EX_DATA, "%s: tensor %s is missing or does not fit the "
+                           "model's options", path, d->name);
+        uint64_t keep = items && (uint64_t)old + 1 < t->shape[0] ? (uint64_t)old + 1
+                                                                  : t->shape[0];
+        if (copy_grown(n, i, t, keep, grow, e))
+            return e->code;
+    }
+    return 0;
+}
+
 static int batcher(sq_batcher *bt, const sq_seqs *s, const void *cfg, const sq_step_opts *o,
                    sq_err *e)
 {
@@ -637,7 +692,8 @@ static void view(sq_model *out, const sq_net *n)
         .config_check = config_check,                                               \
         .config_write = config_write, .config_read = config_read, .load = load,     \
         .check_step = check_step, .net_alloc = net_alloc, .net_free = net_free,     \
-        .net_init = net_init, .batcher = batcher, .work_alloc = work_alloc,         \
+        .net_init = net_init, .init_from = init_from, .batcher = batcher,           \
+        .work_alloc = work_alloc,                                                   \
         .work_free = work_free, .step = step, .view = view,                         \
     };
 

@@ -13,6 +13,7 @@
 #include "batch.h"
 #include "eval.h"
 #include "fileio.h"
+#include "kv.h"
 #include "modelfile.h"
 #include "ops.h"
 #include "registry.h"
@@ -184,6 +185,108 @@ static int config_text(const sq_model_def *def, const void *cfg, char **text, sq
     if (!rc && !(*text = strdup(mf.config ? mf.config : "")))
         rc = sq_fail(e, SQ_EX_OSERR, "out of memory");
     sq_modelfile_free(&mf);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* --init: the config of a model file                                       */
+
+/* The model's own option keys of (def, cfg), as its config_write writes them. */
+static int options_text(const sq_model_def *def, const void *cfg, char **text, sq_err *e)
+{
+    sq_modelfile mf = {0};
+    *text = NULL;
+    int rc = def->config_write(cfg, &mf, e);
+    if (!rc && !(*text = strdup(mf.config ? mf.config : "")))
+        rc = sq_fail(e, SQ_EX_OSERR, "out of memory");
+    sq_modelfile_free(&mf);
+    return rc;
+}
+
+/* SQ_EX_USAGE naming the first key whose value differs between the texts
+ * of the file's config (a) and the one with the options given (b). */
+static int options_differ(const char *path, const char *a, const char *b, sq_err *e)
+{
+    char key[64], va[128], vb[128];
+    for (const char *l = a; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+        snprintf(key, sizeof key, "%.*s", (int)strcspn(l, "=\n"), l);
+        va[0] = vb[0] = '\0';
+        sq_kv_get(a, key, va, sizeof va);
+        sq_kv_get(b, key, vb, sizeof vb);
+        if (strcmp(va, vb) != 0)
+            return sq_fail(e, SQ_EX_USAGE, "--init %s: the model has %s=%s, the options give "
+                           "%s (its model options are kept: leave them out)", path, key, va,
+                           vb[0] ? vb : "another value");
+    }
+    return sq_fail(e, SQ_EX_USAGE, "--init %s: the model options given differ from the "
+                   "model's (leave them out)", path);
+}
+
+/* The options given on top of the file's: they must not change its config. */
+static int given_same(const sq_model_def *d, const char *path, const char *text,
+                      const char *given, uint32_t n_items, int padded_len, const void *cfg,
+                      sq_err *e)
+{
+    size_t a = strlen(text), b = strlen(given);
+    char *both = malloc(a + b + 1), *ta = NULL, *tb = NULL;
+    void *c = calloc(1, d->cfg_size);
+    int rc = 0;
+    if (!both || !c)
+        rc = sq_fail(e, SQ_EX_OSERR, "out of memory");
+    if (!rc) {
+        memcpy(both, text, a);
+        memcpy(both + a, given, b + 1); /* the last line of a key wins (kv.h) */
+        if (d->config(c, both, n_items, padded_len, e) || config_text(d, cfg, &ta, e) ||
+            config_text(d, c, &tb, e))
+            rc = e->code;
+    }
+    if (!rc && strcmp(ta, tb) != 0)
+        rc = options_differ(path, ta, tb, e);
+    free(both);
+    free(c);
+    free(ta);
+    free(tb);
+    return rc;
+}
+
+int sq_train_init_config(const char *path, const sq_model_def *want, const char *given,
+                         uint32_t n_items, int padded_len, const sq_model_def **def,
+                         void **cfg, sq_err *e)
+{
+    sq_modelfile mf;
+    char name[64];
+    *cfg = NULL;
+    *def = NULL;
+    if (sq_modelfile_read(path, &mf, e))
+        return e->code;
+    const sq_model_def *d = NULL;
+    void *c0 = NULL;
+    char *text = NULL;
+    int rc = 0;
+    if (!sq_modelfile_get(&mf, "model", name, sizeof name) || !(d = sq_models_find(name)))
+        rc = sq_fail(e, SQ_EX_DATA, "%s: not a model file of a known model", path);
+    else if (want && want != d)
+        rc = sq_fail(e, SQ_EX_USAGE, "--init %s: a %s model, not --model %s", path, d->name,
+                     want->name);
+    else if (!d->init_from)
+        rc = sq_fail(e, SQ_EX_USAGE, "--init %s: a %s model cannot be trained further", path,
+                     d->name);
+    else if (!(c0 = calloc(1, d->cfg_size)) || !(*cfg = calloc(1, d->cfg_size)))
+        rc = sq_fail(e, SQ_EX_OSERR, "out of memory");
+    if (!rc && (d->config_read(c0, &mf, path, e) || options_text(d, c0, &text, e) ||
+                d->config(*cfg, text, n_items, padded_len, e)))
+        rc = e->code;
+    if (!rc && given && given[0])
+        rc = given_same(d, path, text, given, n_items, padded_len, *cfg, e);
+    sq_modelfile_free(&mf);
+    free(c0);
+    free(text);
+    if (rc) {
+        free(*cfg);
+        *cfg = NULL;
+    } else {
+        *def = d;
+    }
     return rc;
 }
 
@@ -438,6 +541,40 @@ static int evaluate(run *r, loop *lp, uint64_t epoch, sq_epoch_stats *s, sq_err 
     return 0;
 }
 
+/* --init: the parameters of the model file o->init over the seeded init
+ * (train.h INIT). */
+static int init_from_file(run *r, sq_err *e)
+{
+    const char *path = r->o->init;
+    const sq_model_def *def = r->o->model;
+    const sq_header *h = &r->ds->hdr;
+    char a[512] = "", b[512];
+    if (!def->init_from)
+        return sq_fail(e, SQ_EX_USAGE, "--init: --model %s cannot start from a model file",
+                       def->name);
+    sq_modelfile mf;
+    if (sq_modelfile_read(path, &mf, e))
+        return e->code;
+    uint32_t n_items = 0;
+    int rc = 0;
+    if (sq_modelfile_get(&mf, "n_items", a, sizeof a))
+        n_items = (uint32_t)strtoul(a, NULL, 10);
+    if (!sq_modelfile_get(&mf, "model", b, sizeof b) || strcmp(b, def->name) != 0)
+        rc = sq_fail(e, SQ_EX_DATA, "%s: not a %s model", path, def->name);
+    else if (n_items == 0 || n_items > h->n_items)
+        rc = sq_fail(e, SQ_EX_DATA, "%s: the model was trained on %" PRIu32 " items, the "
+                     "stream has %" PRIu32 " (fewer: another dataset, or another id map?)",
+                     path, n_items, h->n_items);
+    else if (sq_modelfile_get(&mf, "data.dataset", a, sizeof a) &&
+             sq_meta_get(h, "dataset", b, sizeof b) && strcmp(a, b) != 0)
+        rc = sq_fail(e, SQ_EX_DATA, "%s: the model was trained on dataset '%s', the stream "
+                     "is '%s'", path, a, b);
+    else
+        rc = def->init_from(&r->net, &mf, path, e);
+    sq_modelfile_free(&mf);
+    return rc;
+}
+
 /* Everything a run needs before its first epoch. */
 static int open_run(run *r, loop *lp, const char *out_path, const char *resume_path,
                     sq_err *e)
@@ -472,6 +609,8 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
             return e->code;
     } else {
         def->net_init(&r->net, o->seed);
+        if (o->init && init_from_file(r, e))
+            return e->code;
     }
     lp->decay = (sq_adam_cfg){.lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2,
                               .eps = o->eps, .weight_decay = o->weight_decay, .decoupled = 1};

@@ -39,6 +39,15 @@
  * run (same thread count). A finished run's checkpoint stays; resuming it
  * rewrites the same final model (or trains on with a larger epochs).
  *
+ * INIT. With o->init (not with resume) the parameters start from that model
+ * file instead of the seeded init: the model's init_from hook (model.h)
+ * copies its tensors after net_init, so that items the stream has and the
+ * file has not start as a fresh run's would. The file must be of o->model,
+ * of the same dataset (its data.dataset meta, when both have one) and of
+ * no more items than the stream (SQ_EX_DATA otherwise); Adam's moments and
+ * the loop state start from zero. sq_train_init_config builds o->cfg from
+ * the file.
+ *
  * DIVERGENCE. A non-finite loss or gradient norm stops the run with
  * SQ_EX_SOFTWARE before the update is applied; the one failure that writes
  * the output: the best model so far (none when no evaluation had happened;
@@ -64,6 +73,7 @@ typedef struct {
     int batch, epochs, patience, eval_every;
     uint64_t seed;
     int threads;            /* 0: the OpenMP default */
+    const char *init;       /* a model file to start from (--init), or NULL */
 } sq_train_opts;
 
 /* The training options of seqrec-train(1) (keys "train.NAME" in model
@@ -111,6 +121,17 @@ int sq_train(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
 /* Reads the model and training options stored in a checkpoint (to resume
  * it); o->cfg is malloc'd (the caller frees it). */
 int sq_train_read_opts(sq_train_opts *o, const char *ckpt_path, sq_err *e);
+
+/* --init: the model and config of the model file at path, for a stream of
+ * n_items items (padded_len as for def->config): the file's model options
+ * with the options given (kv text, may be NULL) on top, which must leave
+ * them unchanged. want (may be NULL): the --model given. SQ_EX_USAGE when
+ * the file is of another model than want, the model cannot start from a
+ * file, or the options given change it; SQ_EX_DATA for a bad file.
+ * *cfg is malloc'd (the caller frees it). */
+int sq_train_init_config(const char *path, const sq_model_def *want, const char *given,
+                         uint32_t n_items, int padded_len, const sq_model_def **def,
+                         void **cfg, sq_err *e);
 
 /* Fits a one-pass model (def->fit: pop) to ds and writes it to out_path;
  * when ds has validation targets, *evaluated = 1 and hr10, ndcg10 are its

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "interactions.h"
 #include "rng.h"
@@ -335,5 +336,140 @@ UNIT_TEST(test_interactions_ts_must_agree)
     CHECK_EQ(sq_inter_set_ts(&tab, 1, "b.tsv", &e), 0);
     CHECK_EQ(sq_inter_set_ts(&tab, 0, "c.txt", &e), SQ_EX_DATA);
     CHECK(strstr(e.msg, "c.txt") != NULL);
+    sq_inter_free(&tab);
+}
+
+/* ---- --map-in: reading a map, dropping new items, remapping through it ---- */
+
+/* Writes text to a new temporary file; its path into path (>= 32 bytes). */
+static int temp_file(char *path, const char *text)
+{
+    strcpy(path, "/tmp/sq_map_XXXXXX");
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return -1;
+    FILE *f = fdopen(fd, "w");
+    if (!f)
+        return -1;
+    fputs(text, f);
+    return fclose(f);
+}
+
+/* Reads text as a map; the exit code, the message into msg. */
+static int read_map_text(const char *text, sq_inter *tab, char *msg, size_t n)
+{
+    char path[32];
+    sq_err e = {0};
+    if (temp_file(path, text))
+        return -1;
+    int rc = sq_inter_read_map(tab, path, &e);
+    snprintf(msg, n, "%s", e.msg);
+    unlink(path);
+    return rc;
+}
+
+UNIT_TEST(test_interactions_read_map)
+{
+    sq_inter tab;
+    sq_inter_init(&tab);
+    char msg[1100];
+    CHECK_EQ(read_map_text("user\t1\tu7\r\nuser\t2\tu3\n\nitem\t1\tx y\nitem\t2\tz\n"
+                           "item\t3\t7", &tab, msg, sizeof msg), 0);
+    CHECK_EQ(tab.map_users, 2);
+    CHECK_EQ(tab.map_items, 3);
+    CHECK_STR(sq_ids_str(&tab.users, 0), "u7"); /* the CR is not part of the id */
+    CHECK_STR(sq_ids_str(&tab.users, 1), "u3");
+    CHECK_STR(sq_ids_str(&tab.items, 0), "x y");
+    CHECK_STR(sq_ids_str(&tab.items, 2), "7");
+    sq_inter_free(&tab);
+
+    /* bad maps: 65 with the line */
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"user\t1\ta\nuser\t1\tb\n", "line 2: user dense id '1', expected 2"},
+        {"user\t1\ta\nitem\t2\tb\n", "line 2: item dense id '2', expected 1"},
+        {"user\t1\ta\nuser\t2\ta\n", "line 2: user 'a' already has dense id 1"},
+        {"user\t1\ta\nitem 1 b\n", "line 2: expected kind<TAB>dense<TAB>original"},
+        {"user\t1\ta\nitems\t1\tb\n", "line 2: kind must be user or item, not 'items'"},
+        {"user\t1\ta\nitem\t1\t\n", "line 2: empty original item id"},
+        {"user\t1\ta\nitem\t99999999999999\tb\n", "line 2: item dense id '99999999999999'"},
+        {"user\t1\ta\n", "not an id map: no item lines"},
+        {"", "not an id map: no user lines"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sq_inter_init(&tab);
+        CHECK_EQ(read_map_text(bad[i].text, &tab, msg, sizeof msg), SQ_EX_DATA);
+        CHECK(strstr(msg, bad[i].want) != NULL);
+        CHECK(strstr(msg, "/tmp/sq_map_") != NULL);
+        sq_inter_free(&tab);
+    }
+    sq_err e = {0};
+    sq_inter_init(&tab);
+    CHECK_EQ(sq_inter_read_map(&tab, "/nonexistent/map.tsv", &e), SQ_EX_NOINPUT);
+    CHECK(strstr(e.msg, "/nonexistent/map.tsv") != NULL);
+    sq_inter_free(&tab);
+}
+
+/* Map ids stay (present or not), new users and items follow in numeric
+ * order among themselves; a map user without rows gets no record. */
+UNIT_TEST(test_interactions_remap_through_map)
+{
+    sq_inter tab;
+    sq_inter_init(&tab);
+    char msg[1100];
+    CHECK_EQ(read_map_text("user\t1\t50\nuser\t2\t9\nuser\t3\tgone\n"
+                           "item\t1\tb\nitem\t2\ta\nitem\t3\tunused\n", &tab, msg, sizeof msg), 0);
+    const char *u[] = {"9", "12", "50", "9", "11", "12", "50"};
+    const char *it[] = {"a", "n2", "b", "n1", "a", "b", "n2"};
+    add_rows(t, &tab, u, it, NULL, 7);
+    sq_err e = {0};
+    CHECK_EQ(sq_inter_sort(&tab, &e), 0);
+
+    /* append: the new items get ids 4, 5 in first appearance (not numbers) */
+    CHECK_EQ(sq_inter_remap(&tab, &e), 0);
+    CHECK_EQ(tab.n_users, 5); /* 50, 9, gone, then 11, 12 in numeric order */
+    CHECK_STR(sq_ids_str(&tab.users, tab.user_raw[1]), "50");
+    CHECK_STR(sq_ids_str(&tab.users, tab.user_raw[3]), "gone");
+    CHECK_STR(sq_ids_str(&tab.users, tab.user_raw[4]), "11");
+    CHECK_STR(sq_ids_str(&tab.users, tab.user_raw[5]), "12");
+    CHECK_EQ(tab.n_items, 5);
+    CHECK_STR(sq_ids_str(&tab.items, tab.item_raw[3]), "unused");
+    CHECK_STR(sq_ids_str(&tab.items, tab.item_raw[4]), "n2");
+    CHECK_STR(sq_ids_str(&tab.items, tab.item_raw[5]), "n1");
+    CHECK_EQ(tab.users_present, 4);
+    CHECK_EQ(tab.items_present, 4);
+    sq_inter_stats s;
+    sq_inter_get_stats(&tab, &s);
+    CHECK_EQ(s.users, 4);
+    CHECK_EQ(s.items, 4);
+    CHECK_EQ(s.min_len, 1);
+    CHECK_EQ(s.max_len, 2);
+
+    /* the extended map: the old lines first, unchanged */
+    char *map = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&map, &len);
+    CHECK(f != NULL);
+    if (f) {
+        CHECK_EQ(sq_inter_write_map(&tab, f, "map", &e), 0);
+        fclose(f);
+        CHECK_STR(map, "user\t1\t50\nuser\t2\t9\nuser\t3\tgone\nuser\t4\t11\nuser\t5\t12\n"
+                       "item\t1\tb\nitem\t2\ta\nitem\t3\tunused\nitem\t4\tn2\nitem\t5\tn1\n");
+        free(map);
+    }
+
+    /* drop: the rows of n1 and n2 go, the ids stay the map's */
+    uint64_t rows = 0;
+    uint32_t items = 0;
+    CHECK_EQ(sq_inter_drop_new_items(&tab, &rows, &items, &e), 0);
+    CHECK_EQ(rows, 3);
+    CHECK_EQ(items, 2);
+    CHECK_EQ(tab.n, 4);
+    CHECK_EQ(sq_inter_remap(&tab, &e), 0);
+    CHECK_EQ(tab.n_items, 3);
+    CHECK_EQ(tab.n_users, 5); /* 12 keeps b */
+    CHECK_STR(sq_ids_str(&tab.users, tab.user_raw[4]), "11");
+    CHECK_EQ(tab.items_present, 2);
     sq_inter_free(&tab);
 }
