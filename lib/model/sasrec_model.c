@@ -6,6 +6,7 @@
 #include "ops.h"
 
 #include <inttypes.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,49 +318,178 @@ static int scoring_input(const sq_sasrec_config *c, const sq_batch *hist, sq_pac
     return 0;
 }
 
+/* BATCH INVARIANCE. A user's scores must not depend on the users it is
+ * scored with (the batch, the shard) or on the thread count. A GEMM over the
+ * batch does not give that: OpenBLAS picks its kernels and blocking by the
+ * shape (a small-matrix kernel for small B, another for large), so the
+ * same row summed in another order changed in the last bits with the batch.
+ * So the states are scored by score_rows below, where every score is the
+ * same sum in the same order whatever the batch, and each history runs its
+ * own forward (sq_sasrec_scores). */
+
+#define SQ_ROWS 4   /* states scored together */
+#define SQ_COLS 8   /* items scored together */
+#define SQ_IBLK 256 /* items per block (64 KB of the table at C = 64) */
+
+/* Four floats, element by element (GCC/Clang vector extension). */
+typedef float sq_v4 __attribute__((vector_size(16)));
+
+/* out[r][j] = h[r] . et[., j] for SQ_ROWS (4) states and SQ_COLS (8) items
+ * of a transposed block et (row c at et + c * ld): every score is the sum
+ * of h[c] e[c] over c = 0, 1, ..., C - 1 in that order, a product then an
+ * add (no fused multiply-add: -std=c11 turns contraction off), whatever
+ * the batch. */
+static void dot_tile(const float *const *h, const float *et, int ld, int C,
+                     float out[SQ_ROWS][SQ_COLS])
+{
+    sq_v4 a0 = {0}, b0 = {0}, a1 = {0}, b1 = {0}, a2 = {0}, b2 = {0}, a3 = {0}, b3 = {0};
+    const float *h0 = h[0], *h1 = h[1], *h2 = h[2], *h3 = h[3];
+    for (int c = 0; c < C; c++) {
+        sq_v4 e, f;
+        memcpy(&e, et + (size_t)c * ld, sizeof e);
+        memcpy(&f, et + (size_t)c * ld + 4, sizeof f);
+        a0 += h0[c] * e;
+        b0 += h0[c] * f;
+        a1 += h1[c] * e;
+        b1 += h1[c] * f;
+        a2 += h2[c] * e;
+        b2 += h2[c] * f;
+        a3 += h3[c] * e;
+        b3 += h3[c] * f;
+    }
+    memcpy(out[0], &a0, sizeof a0);
+    memcpy(out[0] + 4, &b0, sizeof b0);
+    memcpy(out[1], &a1, sizeof a1);
+    memcpy(out[1] + 4, &b1, sizeof b1);
+    memcpy(out[2], &a2, sizeof a2);
+    memcpy(out[2] + 4, &b2, sizeof b2);
+    memcpy(out[3], &a3, sizeof a3);
+    memcpy(out[3] + 4, &b3, sizeof b3);
+}
+
+/* scores[B, V1] = h[B, C] E[V1, C]^T (+ ob), each score summed in a fixed
+ * order (dot_tile); threads take blocks of SQ_IBLK items, each copied
+ * transposed (zero-padded to whole tiles) into et (SQ_IBLK x C floats
+ * per thread). Rows missing from the last group of SQ_ROWS repeat its
+ * first row (their scores are dropped). */
+static void score_rows(const float *h, int B, const float *E, const float *ob, int C, int V1,
+                       int threads, float *et_all, float *scores)
+{
+    int n_blk = (V1 + SQ_IBLK - 1) / SQ_IBLK;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int k = 0; k < n_blk; k++) {
+        int i0 = k * SQ_IBLK, n = V1 - i0 < SQ_IBLK ? V1 - i0 : SQ_IBLK;
+        float *et = et_all + (size_t)omp_get_thread_num() * C * SQ_IBLK;
+        float tile[SQ_ROWS][SQ_COLS];
+        for (int c = 0; c < C; c++)
+            for (int j = 0; j < SQ_IBLK; j++)
+                et[(size_t)c * SQ_IBLK + j] = j < n ? E[(size_t)(i0 + j) * C + c] : 0;
+        for (int b0 = 0; b0 < B; b0 += SQ_ROWS) {
+            const float *hr[SQ_ROWS];
+            for (int r = 0; r < SQ_ROWS; r++)
+                hr[r] = h + (size_t)(b0 + r < B ? b0 + r : b0) * C;
+            for (int j0 = 0; j0 < n; j0 += SQ_COLS) {
+                dot_tile(hr, et + j0, SQ_IBLK, C, tile);
+                for (int r = 0; r < SQ_ROWS && b0 + r < B; r++) {
+                    float *o = scores + (size_t)(b0 + r) * V1 + i0;
+                    for (int j = j0; j < j0 + SQ_COLS && j < n; j++)
+                        o[j] = tile[r][j - j0] + (ob ? ob[i0 + j] : 0);
+                }
+            }
+        }
+    }
+    for (int b = 0; b < B; b++)
+        scores[(size_t)b * V1] = 0; /* padding */
+}
+
 /* scores[B, V1] = h[B, C] E[V1, C]^T (+ ob) for the scored states h;
- * column 0 (padding) gets 0. */
-static void score_states(const sq_sasrec *m, const float *h, int B, float *scores)
+ * column 0 (padding) gets 0. On the CPU by score_rows; another backend
+ * has its GEMM (not batch-invariant). */
+static int score_states(const sq_sasrec *m, const float *h, int B, float *scores, sq_err *e)
 {
     const sq_ctx *cx = &m->cx;
-    int C = m->cfg.dim, V1 = (int)m->cfg.n_items + 1;
-    sq_gemm(cx, 0, 1, B, V1, C, 1, h, C, m->p.item_emb, C, 0, scores, V1);
-    if (is_bert(&m->cfg)) {
-        sq_add2d(cx, scores, V1, m->p.out_b, 0, B, V1);
-        sq_fill2d(cx, scores, V1, B, 1, 0);
+    int C = m->cfg.dim, V1 = (int)m->cfg.n_items + 1, bert = is_bert(&m->cfg);
+    if (cx->backend == SQ_BACKEND_CPU) {
+        int nt = sq_ctx_threads(cx);
+        float *et = malloc((size_t)nt * C * SQ_IBLK * sizeof *et);
+        if (!et)
+            return sq_fail(e, SQ_EX_OSERR, "out of memory for scoring");
+        score_rows(h, B, m->p.item_emb, bert ? m->p.out_b : NULL, C, V1, nt, et, scores);
+        free(et);
+        return 0;
     }
+    sq_gemm(cx, 0, 1, B, V1, C, 1, h, C, m->p.item_emb, C, 0, scores, V1);
+    if (bert)
+        sq_add2d(cx, scores, V1, m->p.out_b, 0, B, V1);
+    sq_fill2d(cx, scores, V1, B, 1, 0);
+    return 0;
+}
+
+/* The states of histories b, b + step, ... of hist into rows of hs, one
+ * forward each on the single-threaded model one with its own work. */
+static int forward_states(const sq_sasrec *one, const sq_batch *hist, int b0, int step,
+                          float *hs, sq_err *e)
+{
+    const sq_sasrec_config *c = &one->cfg;
+    int C = c->dim, N = c->max_len;
+    sq_sasrec_cap cap = {.B = 1, .T = N, .n = 1, .att = (size_t)N * N, .K = 0, .train = 0};
+    sq_sasrec_work w;
+    if (sq_sasrec_work_alloc(&w, one, &cap, e))
+        return e->code;
+    int rc = 0;
+    for (int b = b0; b < hist->B && !rc; b += step) {
+        uint32_t off = 0, len = hist->len[b];
+        sq_batch h1 = {hist->items + hist->off[b], &off, &len, 1};
+        sq_packed pb;
+        int *ints = NULL;
+        size_t att;
+        if ((rc = scoring_input(c, &h1, &pb, &ints, &att, e)) != 0)
+            break;
+        sq_sasrec_forward(one, &w, &pb, 0, 0, 0);
+        if (is_bert(c)) {
+            sq_sasrec_head(one, &w, pb.rows, 1);
+            sq_copy(&one->cx, hs + (size_t)b * C, w.hln, (size_t)C);
+        } else {
+            sq_gather_rows(&one->cx, hs + (size_t)b * C, w.out, pb.rows, 1, C);
+        }
+        free(ints);
+    }
+    sq_sasrec_work_free(&w);
+    return rc;
 }
 
 int sq_sasrec_scores(const sq_sasrec *m, const sq_batch *hist, float *scores, sq_err *e)
 {
-    const sq_sasrec_config *c = &m->cfg;
-    int B = hist->B, C = c->dim;
+    const sq_ctx *cx = &m->cx;
+    int B = hist->B, C = m->cfg.dim;
     if (B <= 0)
         return 0;
-    sq_packed pb;
-    int *ints = NULL;
-    size_t att;
-    if (scoring_input(c, hist, &pb, &ints, &att, e))
+    /* one history at a time (BATCH INVARIANCE above), its ops on one
+     * thread (an op over one window is too small to share): on the CPU the
+     * threads take histories in turn, each with its own work */
+    sq_sasrec one = *m;
+    one.cx.threads = 1;
+    float *hs = sq_ctx_alloc(cx, (size_t)B * C * sizeof *hs, e);
+    if (!hs)
         return e->code;
-    sq_sasrec_cap cap = {.B = B, .T = pb.T, .n = B, .att = att, .K = 0, .train = 0};
-    sq_sasrec_work w;
-    if (sq_sasrec_work_alloc(&w, m, &cap, e)) {
-        free(ints);
-        return e->code;
+    int nt = cx->backend == SQ_BACKEND_CPU ? sq_ctx_threads(cx) : 1;
+    nt = nt < B ? nt : B;
+    int rc = 0;
+#pragma omp parallel num_threads(nt)
+    {
+        sq_err te = {0};
+        int t = omp_get_thread_num(), n = omp_get_num_threads();
+        if (forward_states(&one, hist, t, n, hs, &te))
+#pragma omp critical(sq_sasrec_scores_err)
+        {
+            if (!rc)
+                rc = sq_fail(e, te.code, "%s", te.msg);
+        }
     }
-    sq_sasrec_forward(m, &w, &pb, 0, 0, 0);
-    if (is_bert(c)) {
-        sq_sasrec_head(m, &w, pb.rows, B);
-        score_states(m, w.hln, B, scores);
-    } else {
-        /* the newest row of each sequence, in place of the first B rows of
-         * x[0] (no longer needed after the forward) */
-        sq_gather_rows(&m->cx, w.x, w.out, pb.rows, B, C);
-        score_states(m, w.x, B, scores);
-    }
-    sq_sasrec_work_free(&w);
-    free(ints);
-    return 0;
+    if (!rc)
+        rc = score_states(m, hs, B, scores, e);
+    sq_ctx_free(cx, hs);
+    return rc;
 }
 
 int sq_sasrec_attention_map(const sq_sasrec *m, const uint32_t *hist, uint32_t len,

@@ -5,8 +5,9 @@
  * scores the batch once into a [B x (n_items + 1)] buffer, then OpenMP
  * threads rank the jobs of the batch, each with its own scratch, and the
  * results are emitted in job order. Every random draw of a job comes from
- * a generator seeded by (seed, user, position), so nothing depends on the
- * batch size or the number of threads. */
+ * a generator seeded by (seed, user, position), and the model's scores of
+ * a history do not depend on its batch (eval.h, INVARIANCE), so nothing
+ * depends on the batch size, the shard or the number of threads. */
 #include "eval.h"
 
 #include <errno.h>
@@ -426,7 +427,8 @@ static int list_jobs(const sq_dataset *ds, const sq_eval_opts *o, int topk, job 
     job *jobs = NULL;
     for (uint64_t r = 0; r < ds->n_seq; r++) {
         const sq_seq *q = &ds->seq[r];
-        if (q->view != 0 || !sq_shard_has(q->user, o->shard_i, o->shard_n))
+        if (q->view != 0 || !sq_shard_has(q->user, o->shard_i, o->shard_n) ||
+            (o->users && (q->user >= o->n_users || !o->users[q->user])))
             continue;
         uint32_t a = q->len, b = q->len + 1; /* top-K: one job at len */
         if (!topk) {

@@ -27,7 +27,15 @@
  * candidates including the target. A NaN score is an error (70).
  *
  * SHARDS. --shard i/n keeps the users whose XXH3-64 (seed 0) of the user id
- * as 4 little-endian bytes is i modulo n. */
+ * as 4 little-endian bytes is i modulo n; o->users keeps a set of users.
+ *
+ * INVARIANCE. A user's scores come from the model's scores function, which
+ * must give every history the same bits whatever it is batched with and
+ * however many threads run (sasrec.c, sasrec_model.c: one forward per
+ * history, scores in a fixed order); ranks and top-K lists are computed
+ * per job from those scores alone. So a user's ranks, top-K items and
+ * scores are the same bytes whatever the shard, the batch size or the
+ * thread count. */
 #ifndef SQ_EVAL_H
 #define SQ_EVAL_H
 
@@ -49,6 +57,9 @@ typedef struct {
     int optimistic;       /* ties count for the target instead of against it */
     uint64_t seed;
     uint32_t shard_i, shard_n; /* shard_n <= 1: every user */
+    const unsigned char *users; /* when set: only the users u < n_users with
+                                   users[u] != 0 (seqrec-score --users) */
+    uint32_t n_users;
     int batch;            /* histories per model->scores call (<= 0: 256) */
     int threads;          /* OpenMP threads for the ranking (<= 0: the default) */
 } sq_eval_opts;

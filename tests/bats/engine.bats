@@ -2,13 +2,22 @@
 # The engine's reference runs (tests/golden/engine/runs.sh): the numbers
 # the programs printed before the engine was made model-generic must stay
 # the same to the last printed digit, and the model files written then
-# must still load and score to the same bytes.
+# must still load and score to the same items (scores: see below).
 #
 # One sum changed order on purpose: BERT4Rec's output bias, once an extra
 # column of the logits GEMM (the item table copied with the bias beside it
 # every step), is now added by the CE op itself (sq_ce_full_bias), and its
 # gradient summed by rows. Its runs print the same losses and NDCG and the
 # same top-5 items; their scores are held to 1e-5 relative (3.9e-7 seen).
+#
+# A second on purpose (issue 11): scoring is batch-invariant, so a user's
+# scores no longer depend on the users it shares a batch with. Each history
+# runs its own forward and every score is h . E[i] summed over the channels
+# in order (sasrec_model.c, BATCH INVARIANCE), where the GEMM over the
+# batch summed in OpenBLAS's order. SASRec's scores (and BERT4Rec's) change
+# in the last bits: both are held to 1e-5 relative, with the same users and
+# items in the same order. The top-5 lists keep the history (top-K leaves
+# it out by default since issue 11: runs.sh passes --include-history).
 
 load helper
 
@@ -41,17 +50,20 @@ same_top() {
   done
   for f in "$E"/*.top; do
     case ${f##*/} in
-      bert4rec-*) same_top "$f" "$T/now/${f##*/}" 1e-5 || { echo "differs: ${f##*/}"; false; } ;;
+      bert4rec-*|sasrec-*) same_top "$f" "$T/now/${f##*/}" 1e-5 || { echo "differs: ${f##*/}"; false; } ;;
       *) cmp "$f" "$T/now/${f##*/}" ;;
     esac
   done
 }
 
-@test "engine: model files written before the refactor score to the same bytes" {
+@test "engine: model files written before the refactor score to the same items (pop: bytes)" {
   seqrec-synth --users 120 --items 50 --seed 3 --format stream | seqrec-split 2>/dev/null > "$T/data.sqr"
   for m in "$E"/*.sqm; do
     name=${m##*/}
-    seqrec-score -m "$m" --topk 5 "$T/data.sqr" > "$T/${name%.sqm}.top"
-    cmp "$E/${name%.sqm}.top" "$T/${name%.sqm}.top"
+    seqrec-score -m "$m" --topk 5 --include-history "$T/data.sqr" > "$T/${name%.sqm}.top"
+    case $name in
+      pop.sqm) cmp "$E/${name%.sqm}.top" "$T/${name%.sqm}.top" ;;
+      *) same_top "$E/${name%.sqm}.top" "$T/${name%.sqm}.top" 1e-5 || { echo "differs: $name"; false; } ;;
+    esac
   done
 }

@@ -104,23 +104,47 @@ need_model() {
 
 @test "--topk writes TSV lines user<TAB>item:score,... with the original ids" {
   need_model
-  run -0 --separate-stderr seqrec-score -m "$T/m.sqm" --topk 3 --map "$T/map.tsv" "$T/split.sqr"
+  run -0 --separate-stderr seqrec-score -m "$T/m.sqm" --topk 3 --include-history --map "$T/map.tsv" "$T/split.sqr"
   # equal scores in item order: apple before banana
   [ "${lines[0]}" = $'ann\tapple:2,banana:2,date:1' ]
   [ "${lines[2]}" = $'cid\tapple:2,banana:2,date:1' ]
   [ "${#lines[@]}" = 3 ]
   # without the map: dense ids
-  run -0 seqrec-score -m "$T/m.sqm" --topk 1 "$T/split.sqr"
+  run -0 seqrec-score -m "$T/m.sqm" --topk 1 --include-history "$T/split.sqr"
   [ "${lines[1]}" = $'2\t1:2' ]
+}
+
+@test "--topk leaves the history out by default; --include-history keeps it; -x is accepted" {
+  need_model
   # the history is everything known: ann knows 4 of the 5 items
-  run -0 seqrec-score -m "$T/m.sqm" --topk 3 -x --map "$T/map.tsv" "$T/split.sqr"
+  run -0 seqrec-score -m "$T/m.sqm" --topk 3 --map "$T/map.tsv" "$T/split.sqr"
   [ "${lines[0]}" = $'ann\tegg:0' ]
   [ "${lines[1]}" = $'bob\tdate:1,egg:0' ]
+  [ "${lines[2]}" = $'cid\tcherry:0' ]
+  seqrec-score -m "$T/m.sqm" --topk 3 "$T/split.sqr" > "$T/a.tsv"
+  seqrec-score -m "$T/m.sqm" --topk 3 -x "$T/split.sqr" > "$T/b.tsv"
+  cmp "$T/a.tsv" "$T/b.tsv"
+  seqrec-score -m "$T/m.sqm" --topk 3 --exclude-history -f stream -o "$T/out/x.sqr" "$T/split.sqr"
+  run -0 seqrec-cat --header "$T/out/x.sqr"
+  [[ "$output" == *$'meta\tscore.exclude_history=1'* ]]
+  # --include-history: every item, the history's too
+  run -0 seqrec-score -m "$T/m.sqm" --topk 5 --include-history "$T/split.sqr"
+  [ "${lines[0]}" = $'1\t1:2,2:2,4:1,3:0,5:0' ]
+  seqrec-score -m "$T/m.sqm" --topk 3 --include-history -f stream -o "$T/out/i.sqr" "$T/split.sqr"
+  run -0 seqrec-cat --header "$T/out/i.sqr"
+  [[ "$output" == *$'meta\tscore.exclude_history=0'* ]]
+  # ranks keep the history unless -x (the papers' protocol): unchanged
+  run -0 bash -c "seqrec-score -m '$T/m.sqm' '$T/split.sqr' | seqrec-cat"
+  [ "${lines[0]}" = $'1\t3\t5\t4' ]
+  # --include-history is for top-K, and contradicts -x
+  run -64 seqrec-score -m "$T/m.sqm" --include-history "$T/split.sqr"
+  [[ "$output" == *"--include-history applies to --topk"* ]]
+  run -64 seqrec-score -m "$T/m.sqm" -k 2 -x --include-history "$T/split.sqr"
 }
 
 @test "--topk --format stream writes a topk stream that seqrec-cat reads" {
   need_model
-  seqrec-score -m "$T/m.sqm" -k 2 -f stream -o "$T/out/top.sqr" "$T/split.sqr"
+  seqrec-score -m "$T/m.sqm" -k 2 -f stream --include-history -o "$T/out/top.sqr" "$T/split.sqr"
   run -0 seqrec-cat "$T/out/top.sqr"
   [ "${lines[0]}" = $'1\t1:2,2:2' ]
   [ "${#lines[@]}" = 3 ]
@@ -249,7 +273,7 @@ need_model() {
   command -v script >/dev/null || skip "script(1) is needed for a terminal"
   run -64 script -qec "seqrec-score -m '$T/m.sqm' '$T/split.sqr'" /dev/null
   [[ "$output" == *"refusing to write a binary stream to a terminal"* ]]
-  run -0 script -qec "seqrec-score -m '$T/m.sqm' -k 1 '$T/split.sqr'" /dev/null
+  run -0 script -qec "seqrec-score -m '$T/m.sqm' -k 1 --include-history '$T/split.sqr'" /dev/null
   [[ "$output" == *$'1\t1:2'* ]]
 }
 

@@ -1,7 +1,10 @@
 /* Evaluation: ranks on a hand-made score table with ties, history
  * exclusion that keeps the target, uniform and popularity sampling without
  * replacement and their determinism, results independent of batch size and
- * threads, shard hashes, top-K order, and padded histories. */
+ * threads, shard hashes, top-K order, the users set, padded histories, and
+ * SASRec/BERT4Rec scores that are the same bits whatever the batch. */
+#include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +13,7 @@
 #include "dataset.h"
 #include "eval.h"
 #include "model.h"
+#include "sasrec.h"
 #include "unit.h"
 
 /* ---- a model with a fixed score table: every user gets table[] ---- */
@@ -543,6 +547,109 @@ UNIT_TEST(test_eval_topk_order_and_exclusion)
     CHECK_EQ(tp.k[0], 6);
     CHECK(tp.items[0][3] == 4 && tp.items[0][4] == 5 && tp.items[0][5] == 6);
     sq_dataset_free(&ds);
+}
+
+UNIT_TEST(test_eval_users_set_keeps_the_listed_users)
+{
+    sq_err e = {0};
+    sq_dataset ds;
+    CHECK_EQ(table_dataset(&ds, &e), 0);
+    sq_model m = table_model(6, table6);
+    sq_eval_opts o;
+    sq_eval_defaults(&o);
+    unsigned char set[3] = {0, 0, 1}; /* user 2 only; user 3 is beyond n_users */
+    o.users = set;
+    o.n_users = 3;
+    tops tp = {0};
+    CHECK_EQ(sq_eval_topk(&m, &ds, &o, 2, collect_top, &tp, &e), 0);
+    CHECK_EQ(tp.n, 1);
+    CHECK_EQ(tp.user[0], 2);
+    ranks rs;
+    CHECK_EQ(run_ranks(&m, &ds, &o, &rs), 0);
+    CHECK_EQ(rs.n, 1);
+    CHECK_EQ(rs.r[0].user, 2);
+    /* with a shard: the users of both */
+    set[1] = 1;
+    o.shard_n = 3;
+    o.shard_i = 2; /* users 1 and 2 are in shard 2 of 3 (test_eval_shard_hash_is_stable) */
+    memset(&tp, 0, sizeof tp);
+    CHECK_EQ(sq_eval_topk(&m, &ds, &o, 2, collect_top, &tp, &e), 0);
+    CHECK_EQ(tp.n, 2);
+    o.shard_i = 0;
+    memset(&tp, 0, sizeof tp);
+    CHECK_EQ(sq_eval_topk(&m, &ds, &o, 2, collect_top, &tp, &e), 0);
+    CHECK_EQ(tp.n, 0);
+    sq_dataset_free(&ds);
+}
+
+/* Scores of n histories (lengths 0..) of a model, batched by B, with T
+ * OpenMP threads, into out [n x (n_items + 1)]. */
+static int scores_by(const sq_sasrec *m, const uint32_t *items, const uint32_t *off,
+                     const uint32_t *len, int n, int B, int T, float *out, sq_err *e)
+{
+    size_t row = (size_t)m->cfg.n_items + 1;
+    int keep = omp_get_max_threads();
+    omp_set_num_threads(T);
+    int rc = 0;
+    for (int b0 = 0; b0 < n && !rc; b0 += B) {
+        int nb = n - b0 < B ? n - b0 : B;
+        uint32_t o2[64];
+        for (int i = 0; i < nb; i++)
+            o2[i] = off[b0 + i] - off[b0];
+        sq_batch bt = {items + off[b0], o2, len + b0, nb};
+        rc = sq_sasrec_scores(m, &bt, out + (size_t)b0 * row, e);
+    }
+    omp_set_num_threads(keep);
+    return rc;
+}
+
+UNIT_TEST(test_eval_sasrec_scores_do_not_depend_on_the_batch)
+{
+    /* d = 64 and a 50-item window, the papers' sizes, where a GEMM over the
+     * batch changed the last bits with the batch's shape */
+    for (int backbone = 0; backbone < 2; backbone++) {
+        sq_err e = {0};
+        sq_sasrec_config c;
+        sq_sasrec_defaults(&c, backbone ? SQ_BACKBONE_BERT4REC : SQ_BACKBONE_SASREC);
+        c.n_items = 300;
+        c.n_layers = 2;
+        c.n_heads = 2;
+        c.dim = 64;
+        c.ffn = 64;
+        c.max_len = 50;
+        c.dropout = 0;
+        sq_sasrec m;
+        CHECK_EQ(sq_sasrec_alloc(&m, &c, &e), 0);
+        sq_sasrec_init_weights(&m, 7);
+        enum { N = 40 };
+        uint32_t items[N * 70], off[N], len[N], at = 0;
+        for (int u = 0; u < N; u++) {
+            off[u] = at;
+            len[u] = (uint32_t)(u * 37 % 70); /* 0 (cold) .. 69 (over the window) */
+            for (uint32_t j = 0; j < len[u]; j++)
+                items[at++] = 1 + (uint32_t)(u * 131 + j * 17) % 300;
+        }
+        size_t row = (size_t)c.n_items + 1;
+        float *a = malloc(N * row * sizeof *a), *b = malloc(N * row * sizeof *b);
+        CHECK(a && b);
+        CHECK_EQ(scores_by(&m, items, off, len, N, N, 2, a, &e), 0);
+        int finite = 1;
+        for (size_t i = 0; i < N * row; i++)
+            finite &= isfinite(a[i]) != 0;
+        CHECK(finite);
+        CHECK(a[0] == 0 && a[row] == 0); /* the padding column */
+        static const int Bs[] = {1, 7, 13}, Ts[] = {1, 3, 2};
+        for (int k = 0; k < 3; k++) {
+            CHECK_EQ(scores_by(&m, items, off, len, N, Bs[k], Ts[k], b, &e), 0);
+            CHECK(memcmp(a, b, N * row * sizeof *a) == 0);
+        }
+        /* a history scored inside a batch of others is the history alone */
+        CHECK_EQ(scores_by(&m, items + off[5], (uint32_t[]){0}, len + 5, 1, 1, 1, b, &e), 0);
+        CHECK(memcmp(a + 5 * row, b, row * sizeof *a) == 0);
+        free(a);
+        free(b);
+        sq_sasrec_free(&m);
+    }
 }
 
 UNIT_TEST(test_eval_padded_history_is_the_rows_sequence)

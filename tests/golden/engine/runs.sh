@@ -16,7 +16,7 @@ run() {
   name=$1; shift
   seqrec-train $TINY "$@" --log "$out/$name.raw" -o "$out/$name.sqm" "$out/data.sqr"
   sed 's/,"seconds".*$/}/' "$out/$name.raw" > "$out/$name.log"
-  seqrec-score -m "$out/$name.sqm" --topk 5 "$out/data.sqr" > "$out/$name.top"
+  seqrec-score -m "$out/$name.sqm" --topk 5 --include-history "$out/data.sqr" > "$out/$name.top"
   rm -f "$out/$name.raw" "$out/$name.sqm.ckpt"
 }
 run sasrec-softmax --model sasrec --attn softmax
@@ -29,5 +29,5 @@ run bert4rec-hydra --model bert4rec --attn hydra
 run bert4rec-softmax-causal --model bert4rec --attn softmax --heads 2 --causal
 run bert4rec-hydra-causal --model bert4rec --attn hydra --causal
 seqrec-train --model pop --threads 1 --log "$out/pop.log" -o "$out/pop.sqm" "$out/data.sqr"
-seqrec-score -m "$out/pop.sqm" --topk 5 "$out/data.sqr" > "$out/pop.top"
+seqrec-score -m "$out/pop.sqm" --topk 5 --include-history "$out/data.sqr" > "$out/pop.top"
 rm -f "$out/data.sqr"
