@@ -140,6 +140,7 @@ static void usage(const optset *s)
 
 typedef struct {
     FILE *log;       /* where the JSON lines go */
+    const char *name; /* its name, for messages */
     int bar;         /* draw a progress bar on stderr (a terminal) */
     int epochs;
 } out_ctx;
@@ -165,9 +166,12 @@ static int epoch_line(void *p, const sq_epoch_stats *s, sq_err *e)
     fprintf(c->log, "{\"epoch\":%" PRIu64 ",\"loss\":%.6f", s->epoch, s->loss);
     if (s->evaluated)
         fprintf(c->log, ",\"valid\":{\"hr@10\":%.6f,\"ndcg@10\":%.6f}", s->hr10, s->ndcg10);
+    if (s->loss_rose)
+        fprintf(c->log, ",\"warning\":\"the loss rose to %.3gx its first value %.6g\"",
+                s->loss / s->first_loss, s->first_loss);
     fprintf(c->log, ",\"seconds\":%.3f,\"seq_per_s\":%.1f}\n", s->seconds, s->seq_per_s);
     if (fflush(c->log) || ferror(c->log))
-        return sq_fail(e, SQ_EX_IO, "cannot write the log: %s", strerror(errno));
+        return sq_fail(e, SQ_EX_IO, "%s: cannot write the log: %s", c->name, strerror(errno));
     return 0;
 }
 
@@ -343,7 +347,8 @@ static int fit(args *a, const sq_dataset *ds, sq_err *e)
     fprintf(lf, "{\"model\":\"%s\",\"valid\":{\"hr@10\":%.6f,\"ndcg@10\":%.6f}}\n",
             a->model->name, hr, ndcg);
     if ((lf != stderr && fclose(lf)) || (lf == stderr && fflush(lf)))
-        return sq_fail(e, SQ_EX_IO, "cannot write the log");
+        return sq_fail(e, SQ_EX_IO, "%s: cannot write the log",
+                       a->log_path ? a->log_path : "<stderr>");
     return 0;
 }
 
@@ -364,7 +369,8 @@ static int train(args *a, const sq_dataset *ds, sq_err *e)
     FILE *log = stderr;
     if (a->log_path && !(log = fopen(a->log_path, a->resume ? "a" : "w")))
         return sq_fail(e, SQ_EX_CANTCREAT, "%s: %s", a->log_path, strerror(errno));
-    out_ctx oc = {.log = log, .bar = isatty(STDERR_FILENO), .epochs = a->o.epochs};
+    out_ctx oc = {.log = log, .name = a->log_path ? a->log_path : "<stderr>",
+                  .bar = isatty(STDERR_FILENO), .epochs = a->o.epochs};
     sq_train_hooks hooks = {.ctx = &oc, .progress = progress, .epoch = epoch_line};
     rc = sq_train(&a->o, ds, a->out_path, a->resume, &hooks, e);
     if (rc && oc.bar)

@@ -66,6 +66,10 @@ const sq_opt sq_train_options[] = {
      .help = "validate every N epochs (default 1)"},
     {.name = "seed", .key = "train.seed", .type = SQ_OPT_U64, .offset = OFF(seed), .def = "1",
      .arg = "N", .help = "random seed (default 1)"},
+    {.name = "max-loss", .key = "train.max_loss", .type = SQ_OPT_REAL, .offset = OFF(max_loss),
+     .def = "0", .lo = 0, .hi = BIG, .arg = "X", .optional = 1,
+     .help = "stop (exit 70, as a divergence) when a batch's loss\n"
+             "exceeds X (default 0: off)"},
     {.name = "threads", .type = SQ_OPT_INT, .offset = OFF(threads), .lo = 1, .hi = 4096,
      .arg = "N", .cli_only = 1, .help = "OpenMP and OpenBLAS threads (default: all)"},
     {0},
@@ -480,6 +484,7 @@ typedef struct {
     sq_eval_opts eo;
     sq_model view;
     sq_step_opts so;
+    double first_loss;        /* of this process's first batch (0: none yet) */
 } loop;
 
 /* One epoch of batches; *loss the mean over its trained entries. */
@@ -499,6 +504,10 @@ static int one_epoch(run *r, loop *lp, uint64_t epoch, const sq_train_hooks *hoo
         double loss = def->step(&r->net, lp->work, pb, &lp->so, r->st[ST_STEP], &cnt);
         if (!isfinite(loss))
             return diverged(r, epoch, loss, "loss", out_path, e);
+        if (o->max_loss > 0 && loss > o->max_loss)
+            return diverged(r, epoch, loss, "loss above --max-loss", out_path, e);
+        if (lp->first_loss == 0)
+            lp->first_loss = loss;
         double norm = sq_grad_clip(r->net.cx, r->net.grads, n, o->clip);
         if (!isfinite(norm))
             return diverged(r, epoch, norm, "gradient norm", out_path, e);
@@ -672,6 +681,10 @@ int sq_train(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
             break;
         double t1 = now();
         s.step = r.st[ST_STEP];
+        /* a loss that grows past 10x its start has gone wrong without
+         * reaching NaN (a learning rate far too large): say so */
+        s.first_loss = lp.first_loss;
+        s.loss_rose = lp.first_loss > 0 && s.loss > 10 * lp.first_loss;
         s.seq_per_s = t1 > t0 ? (double)lp.bt.n_samples / (t1 - t0) : 0;
         if (r.has_valid && ((epoch + 1) % (uint64_t)o->eval_every == 0 ||
                             epoch + 1 == (uint64_t)o->epochs) &&

@@ -73,6 +73,7 @@ typedef struct {
     int batch, epochs, patience, eval_every;
     uint64_t seed;
     int threads;            /* 0: the OpenMP default */
+    double max_loss;        /* a batch loss above it stops the run (0: off) */
     const char *init;       /* a model file to start from (--init), or NULL */
 } sq_train_opts;
 
@@ -98,6 +99,8 @@ typedef struct {
     int improved;           /* new best model */
     uint64_t samples;       /* training sequences of the epoch */
     double seconds;         /* wall time of the epoch, validation included */
+    double first_loss;      /* the loss of this run's first batch */
+    int loss_rose;          /* loss > 10 first_loss: worth a warning */
     double seq_per_s;       /* samples / training seconds */
 } sq_epoch_stats;
 

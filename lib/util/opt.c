@@ -164,7 +164,7 @@ int sq_opt_apply(const sq_opt *t, void *obj, const char *kv, int required, int c
         char kb[64], val[256];
         const char *key = sq_opt_key(t, kb, sizeof kb);
         if (!kv || !sq_kv_get(kv, key, val, sizeof val)) {
-            if (required && !t->cli_only)
+            if (required && !t->cli_only && !t->optional)
                 return sq_fail(e, code, "%s: config has no %s", src, key);
             continue;
         }

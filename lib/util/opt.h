@@ -43,6 +43,8 @@ typedef struct {
     const char *(*word)(int v);      /* ENUM: the number's word */
     void (*more_help)(FILE *f);      /* printed after the option's lines */
     int cli_only;                    /* not written to model files */
+    int optional;                    /* may be absent from a file (an option
+                                        newer than the file): default kept */
 } sq_opt;
 
 /* The config key of o into buf ("linrec-scale" -> "linrec_scale"). */

@@ -162,3 +162,18 @@ strip_times() { sed 's/,"seconds":.*//' "$1"; }
     seqrec-score -m "$T/$f.sqm" "$T/$f.sqr" > /dev/null
   done
 }
+
+@test "train: a loss that rises 10x is warned about in the epoch line; --max-loss stops with 70" {
+  run --separate-stderr seqrec-train "${TINY[@]}" --epochs 2 --lr 30 -o "$T/hot.sqm" "$T/s.sqr"
+  [ "$status" -eq 0 ]
+  [[ "${stderr_lines[0]}" =~ \"warning\":\"the\ loss\ rose\ to\ [0-9.e+]+x\ its\ first\ value ]]
+  python3 -c 'import json, sys; [json.loads(l) for l in sys.stdin]' <<< "$stderr"
+  # a sane run has no warning
+  run --separate-stderr seqrec-train "${TINY[@]}" --epochs 2 -o "$T/ok.sqm" "$T/s.sqr"
+  [[ "$stderr" != *warning* ]]
+  run seqrec-train "${TINY[@]}" --epochs 2 --lr 30 --max-loss 50 -o "$T/stop.sqm" "$T/s.sqr"
+  [ "$status" -eq 70 ]
+  [[ "$output" == *"above --max-loss"* ]]
+  run seqrec-train "${TINY[@]}" --max-loss -1 -o "$T/x.sqm" "$T/s.sqr"
+  [ "$status" -eq 64 ]
+}
