@@ -51,12 +51,14 @@ mkdir -p "$NIGHTLY_DIR/pub" || exit 73
 D=$NIGHTLY_DIR
 
 now() { date +%s.%N; }
-# log STEP START KEY=VALUE...: one JSON line (numbers stay numbers)
+# log STEP START KEY=VALUE...: one JSON line (numbers stay numbers; empty
+# values are left out)
 log() {
     step=$1 t0=$2; shift 2
     line=$(awk -v s="$step" -v t0="$t0" -v t1="$(now)" 'BEGIN {
         printf "{\"step\":\"%s\",\"seconds\":%.3f", s, t1 - t0
         for (i = 1; i < ARGC; i++) { k = ARGV[i]; sub(/=.*/, "", k); v = substr(ARGV[i], length(k) + 2)
+            if (v == "") continue
             if (v ~ /^-?[0-9]+(\.[0-9]+)?$/) printf ",\"%s\":%s", k, v; else printf ",\"%s\":\"%s\"", k, v }
         print "}" }' "$@")
     echo "$line" >&2
