@@ -67,3 +67,17 @@ same_top() {
     esac
   done
 }
+
+@test "engine: the example of a new attention kind (one file, one table line) still applies and compiles" {
+  P="$SEQREC_ROOT/doc/examples/identity-mixer.patch"
+  command -v git >/dev/null || skip "no git"
+  cp -r "$SEQREC_ROOT/lib" "$T/lib"
+  (cd "$T" && git apply "$P")
+  [ "$(grep -c '^+++ b/' "$P")" -eq 2 ]          # two files
+  [ "$(grep -c '^+[^+]' <(sed -n '/^+++ b\/lib\/model\/mixers.c/,$p' "$P"))" -eq 1 ]  # one table line
+  inc=(); for d in "$T"/lib/*/; do inc+=(-I"$d"); done
+  for f in mix_identity mixers; do
+    cc -std=c11 -fsyntax-only -fopenmp -Wall -Wextra -Werror -D_DEFAULT_SOURCE "${inc[@]}" \
+      "$T/lib/model/$f.c"
+  done
+}
