@@ -1199,6 +1199,38 @@ UNIT_TEST(test_ops_fill_copy_add_2d)
     CHECK_EQ(bad, 0);
 }
 
+/* The gather of rows and its backward, the scatter-add, against finite
+ * differences: f(in) = sum_i w_i . in[rows[i]], whose gradient is the
+ * scatter-add of w (rows listed twice accumulate). */
+typedef struct {
+    const int *rows;
+    int n, C;
+    double *in, *w, *out;
+} gather_ctx;
+
+static double gather_obj(void *p)
+{
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
+    gather_ctx *g = p;
+    sq_gather_rows_f64(cx, g->out, g->in, g->rows, g->n, g->C);
+    return gc_dot(g->out, g->w, (size_t)g->n * g->C);
+}
+
+UNIT_TEST(test_ops_gather_gradcheck)
+{
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
+    sq_rng r;
+    sq_rng_seed(&r, 23, 0);
+    int rows[9] = {2, 0, 2, 5, 1, 2, 4, 0, 3};
+    enum { NIN = 6, N = 9, C = 5 };
+    gather_ctx g = {rows, N, C, gc_normal(&r, (size_t)NIN * C, 1),
+                    gc_normal(&r, (size_t)N * C, 1), gc_zeros((size_t)N * C)};
+    double *din = gc_zeros((size_t)NIN * C), worst = 0;
+    sq_scatter_add_rows_f64(cx, din, g.w, rows, N, C);
+    CHECK_GRAD(gc_check(gather_obj, &g, g.in, din, (size_t)NIN * C), worst);
+    free(g.in); free(g.w); free(g.out); free(din);
+}
+
 UNIT_TEST(test_ops_gather_scatter_rows)
 {
     const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
