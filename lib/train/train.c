@@ -459,19 +459,20 @@ static int diverged(run *r, uint64_t epoch, double what, const char *name,
                    "--clip", epoch + 1, r->st[ST_STEP] + 1, name, what);
 }
 
-/* Adam on one run of the block (tensor.h: sq_tensors_runs). */
+/* The runs of the parameter block with one weight-decay flag (tensor.h:
+ * sq_tensors_runs), listed once per run: Adam updates run by run. */
 typedef struct {
-    run *r;
-    const sq_adam_cfg *decay, *plain;
-    long t;
-} adam_ctx;
+    int n;
+    size_t off[SQ_MAX_TENSORS], len[SQ_MAX_TENSORS];
+    int decay[SQ_MAX_TENSORS];
+} adam_runs;
 
-static void adam_run(void *p, size_t off, size_t n, int decay)
+static void add_run(void *p, size_t off, size_t n, int decay)
 {
-    adam_ctx *a = p;
-    run *r = a->r;
-    sq_adam_update(r->net.cx, r->net.params + off, r->net.grads + off, r->m + off, r->v + off,
-                   n, decay ? a->decay : a->plain, a->t);
+    adam_runs *a = p;
+    a->off[a->n] = off;
+    a->len[a->n] = n;
+    a->decay[a->n++] = decay;
 }
 
 /* What a run holds besides its state. */
@@ -485,6 +486,7 @@ typedef struct {
     sq_model view;
     sq_step_opts so;
     double first_loss;        /* of this process's first batch (0: none yet) */
+    adam_runs runs;
 } loop;
 
 /* One epoch of batches; *loss the mean over its trained entries. */
@@ -511,9 +513,13 @@ static int one_epoch(run *r, loop *lp, uint64_t epoch, const sq_train_hooks *hoo
         double norm = sq_grad_clip(r->net.cx, r->net.grads, n, o->clip);
         if (!isfinite(norm))
             return diverged(r, epoch, norm, "gradient norm", out_path, e);
-        adam_ctx ac = {.r = r, .decay = &lp->decay, .plain = &lp->plain,
-                       .t = (long)++r->st[ST_STEP]};
-        sq_tensors_runs(r->net.ts, adam_run, &ac);
+        long t = (long)++r->st[ST_STEP];
+        for (int k = 0; k < lp->runs.n; k++) {
+            size_t off = lp->runs.off[k];
+            sq_adam_update(r->net.cx, r->net.params + off, r->net.grads + off, r->m + off,
+                           r->v + off, lp->runs.len[k],
+                           lp->runs.decay[k] ? &lp->decay : &lp->plain, t);
+        }
         loss_sum += loss * cnt;
         loss_cnt += (uint64_t)cnt;
         if (hooks->progress)
@@ -625,6 +631,7 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
                               .eps = o->eps, .weight_decay = o->weight_decay, .decoupled = 1};
     lp->plain = lp->decay;
     lp->plain.weight_decay = 0;
+    sq_tensors_runs(r->net.ts, add_run, &lp->runs);
     sq_eval_defaults(&lp->eo);
     lp->eo.target = SQ_EVAL_VALID;
     lp->eo.cand = SQ_CAND_FULL;
