@@ -536,14 +536,36 @@ double R(sq_ce_full_bias)(const sq_ctx *cx, real *dh, real *dE, real *dbias,
 }
 
 /* ------------------------------------------------------------------------ */
-/* 10. BCE with sampled negatives                                           */
+/* 10. Sampled losses: BCE (10) and softmax cross-entropy (10b)             */
 
-double R(sq_bce_sampled)(const sq_ctx *cx, real *dh, real *dE, const real *h,
-                         const real *E, const int *rows, const int *pos,
-                         const int *neg, int n, int K, int C, real dloss,
-                         int *count)
+/* log(e^s_p + sum_k e^s_k) over entry i's positive p and its non-zero
+ * negatives, max-shifted online so that nothing overflows; *sp = s_p. */
+static double R(sampled_lse)(const real *hi, const real *E, int p, const int *negi, int K,
+                             int C, real *sp)
 {
-    (void)cx; /* sequential, see below */
+    *sp = sq_dot(hi, E + (size_t)p * C, C);
+    double mx = *sp, sum = 1;
+    for (int k = 0; k < K; k++) {
+        if (!negi[k])
+            continue;
+        double s = sq_dot(hi, E + (size_t)negi[k] * C, C);
+        if (s > mx) {
+            sum = sum * exp(mx - s) + 1;
+            mx = s;
+        } else {
+            sum += exp(s - mx);
+        }
+    }
+    return mx + log(sum);
+}
+
+/* The entry loop of both: softmax = 0 is BCE, 1 the sampled softmax CE.
+ * Sequential: O(n (K+1) C) work, and the scatter into rows of E that
+ * several entries share must be ordered to be deterministic. */
+static double R(sampled_loss)(real *dh, real *dE, const real *h, const real *E,
+                              const int *rows, const int *pos, const int *neg, int n, int K,
+                              int C, real dloss, int *count, int softmax)
+{
     int cnt = 0;
     for (int i = 0; i < n; i++)
         cnt += pos[i] != 0;
@@ -553,25 +575,35 @@ double R(sq_bce_sampled)(const sq_ctx *cx, real *dh, real *dE, const real *h,
     int grad = dh && dE;
     real g = dloss / (real)cnt;
     double total = 0;
-    /* Sequential: O(n (K+1) C) work, and the scatter into rows of E that
-     * several entries share must be ordered to be deterministic. */
     for (int i = 0; i < n; i++) {
         if (!pos[i])
             continue;
         const real *hi = h + (size_t)(rows ? rows[i] : i) * C;
         real *dhi = grad ? dh + (size_t)(rows ? rows[i] : i) * C : NULL;
+        const int *negi = neg + (size_t)i * K;
+        double lse = 0;
+        if (softmax) { /* -log softmax_p = lse - s_p */
+            real sp;
+            lse = R(sampled_lse)(hi, E, pos[i], negi, K, C, &sp);
+            total += lse - sp;
+            if (!grad)
+                continue;
+        }
         for (int k = -1; k < K; k++) {
-            int item = k < 0 ? pos[i] : neg[(size_t)i * K + k];
+            int item = k < 0 ? pos[i] : negi[k];
             if (!item)
                 continue;
             const real *e = E + (size_t)item * C;
             real s = sq_dot(hi, e, C);
-            /* positive: -log sigmoid(s) = softplus(-s), d/ds = sigmoid(s) - 1
-             * negative: -log(1 - sigmoid(s)) = softplus(s), d/ds = sigmoid(s) */
-            total += k < 0 ? sq_softplus(-s) : sq_softplus(s);
+            /* BCE positive: -log sigmoid(s) = softplus(-s), d/ds = sigmoid(s) - 1
+             * BCE negative: -log(1 - sigmoid(s)) = softplus(s), d/ds = sigmoid(s)
+             * softmax: d/ds = softmax(s) - [positive] */
+            if (!softmax)
+                total += k < 0 ? sq_softplus(-s) : sq_softplus(s);
             if (!grad)
                 continue;
-            real ds = g * (sq_sigmoid(s) - (k < 0 ? (real)1 : (real)0));
+            real p = softmax ? (real)exp((double)s - lse) : sq_sigmoid(s);
+            real ds = g * (p - (k < 0 ? (real)1 : (real)0));
             real *de = dE + (size_t)item * C;
             for (int c = 0; c < C; c++) {
                 dhi[c] += ds * e[c];
@@ -580,6 +612,23 @@ double R(sq_bce_sampled)(const sq_ctx *cx, real *dh, real *dE, const real *h,
         }
     }
     return total / cnt;
+}
+
+double R(sq_bce_sampled)(const sq_ctx *cx, real *dh, real *dE, const real *h,
+                         const real *E, const int *rows, const int *pos,
+                         const int *neg, int n, int K, int C, real dloss,
+                         int *count)
+{
+    (void)cx; /* sequential, see sampled_loss */
+    return R(sampled_loss)(dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count, 0);
+}
+
+double R(sq_ce_sampled)(const sq_ctx *cx, real *dh, real *dE, const real *h, const real *E,
+                        const int *rows, const int *pos, const int *neg, int n, int K, int C,
+                        real dloss, int *count)
+{
+    (void)cx;
+    return R(sampled_loss)(dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count, 1);
 }
 
 /* ------------------------------------------------------------------------ */

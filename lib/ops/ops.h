@@ -177,6 +177,17 @@ double R(sq_bce_sampled)(const sq_ctx *cx, real *dh, real *dE, const real *h,
                          const int *neg, int n, int K, int C, real dloss,
                          int *count);
 
+/* 10b. Sampled softmax cross-entropy (the sampled reading of a full
+ * softmax): entry i with positive pos[i] != 0 and negatives
+ * neg[i*K .. i*K+K-1] (0 = none) has loss_i = -log(e^s_p / (e^s_p +
+ * sum_k e^s_k)), s = h[rows[i]] . E[item]; the mean over the *count entries
+ * with pos != 0; rows as in sq_ce_full. A negative equal to the positive
+ * counts as a term of its own. Adds the gradients of dloss * mean to dh and
+ * dE when they are not NULL. Sequential, deterministic. */
+double R(sq_ce_sampled)(const sq_ctx *cx, real *dh, real *dE, const real *h, const real *E,
+                        const int *rows, const int *pos, const int *neg, int n, int K, int C,
+                        real dloss, int *count);
+
 /* 11. Memory: the buffer moves that the model code needs between ops, so
  * that it never touches backend memory itself. 2-D views are `rows` rows
  * of `cols` reals, row r at p + r * ld; the source of a copy never overlaps
