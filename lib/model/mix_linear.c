@@ -59,7 +59,8 @@ SQ_MIXER_FUNCS(sq_mix_linear_forward, sq_mix_linear_backward)
 
 /* The kernel's sizes for a batch of cap.B sequences over cap.T rows (the
  * kernels' size functions take offsets: an even split bounds them). */
-static size_t kernel_size(const sq_mixer_env *env, const sq_mixer_cap *cap, int scratch)
+size_t sq_mix_linear_kernel_size(const sq_mixer_env *env, const sq_mixer_cap *cap, int scratch,
+                                 int lattn_kind)
 {
     int B = cap->B > 0 ? cap->B : 1, T = cap->T;
     int *off = malloc(((size_t)B + 1) * sizeof *off);
@@ -67,7 +68,7 @@ static size_t kernel_size(const sq_mixer_env *env, const sq_mixer_cap *cap, int 
         return (size_t)-1; /* the workspace allocation then fails */
     for (int b = 0; b <= B; b++)
         off[b] = (int)((int64_t)T * b / B);
-    sq_lattn_kind k = lattn_of(env);
+    sq_lattn_kind k = (sq_lattn_kind)lattn_kind;
     size_t n = scratch ? sq_lattn_scratch_size(k, off, B, env->heads, env->dim)
                        : sq_lattn_cache_size(k, off, B, env->heads, env->dim);
     free(off);
@@ -76,13 +77,13 @@ static size_t kernel_size(const sq_mixer_env *env, const sq_mixer_cap *cap, int 
 
 static size_t cache_size(const sq_mixer_env *env, const sq_mixer_cap *cap)
 {
-    size_t k = kernel_size(env, cap, 0);
+    size_t k = sq_mix_linear_kernel_size(env, cap, 0, lattn_of(env));
     return k == (size_t)-1 ? k : sq_qkv_cache_size(env, cap, k);
 }
 
 static size_t scratch_size(const sq_mixer_env *env, const sq_mixer_cap *cap)
 {
-    size_t k = kernel_size(env, cap, 1);
+    size_t k = sq_mix_linear_kernel_size(env, cap, 1, lattn_of(env));
     return k == (size_t)-1 ? k : sq_qkv_scratch_size(env, cap, k);
 }
 

@@ -16,6 +16,12 @@ extern const sq_tensor_desc sq_qkv_tensors[QKV_NT];
 
 size_t sq_qkv_cache_size(const sq_mixer_env *env, const sq_mixer_cap *cap, size_t kernel);
 size_t sq_qkv_scratch_size(const sq_mixer_env *env, const sq_mixer_cap *cap, size_t kernel);
+/* The reals of a linear-family kernel's cache (scratch = 0) or scratch
+ * (scratch = 1) for lattn_kind (attn_linear.h's sq_lattn_kind) at the
+ * capacity cap; (size_t)-1 when out of memory (mix_linear.c; efficient-dwc
+ * takes the efficient kernel's). */
+size_t sq_mix_linear_kernel_size(const sq_mixer_env *env, const sq_mixer_cap *cap, int scratch,
+                                 int lattn_kind);
 
 #define SQ_TWICE "mix_qkv.h"
 #include "twice.h"

@@ -27,7 +27,7 @@
 #include "opt.h"
 #include "tensor.h"
 
-enum { SQ_MIXER_NOPT = 4, SQ_MIXER_MAXT = 8 };
+enum { SQ_MIXER_NOPT = 4, SQ_MIXER_MAXT = 12 };
 
 /* What --attn KIND and the kind's options set. A kind's option table binds
  * its options into iopt/ropt (SQ_MIXER_IOPT(i), SQ_MIXER_ROPT(i)). */

@@ -13,6 +13,7 @@
     X(linrec)          \
     X(linear)          \
     X(efficient)       \
+    X(efficient_dwc)   \
     X(hydra)           \
     X(positional)      \
     X(fpositional)     \
