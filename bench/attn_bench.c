@@ -10,7 +10,7 @@
  * too, is benchmarked with no edit here (--list prints them). The layer is
  * the mixer's own sublayer, as the backbone (sasrec.c) runs it: its
  * per-layer tensors sized from its tensor table (sq_mixer_tensors with the
- * dims C = d, N, H, K = --rank, L = 1), its cache and scratch from its
+ * dims C = d, N, H, K = the kind's first integer option, L = 1), its cache and scratch from its
  * cache_size/scratch_size for a training workspace of B sequences of N
  * rows, its options at their defaults (sq_mixer_defaults), except that
  * --rank sets the kind's "rank" option where it has one (fpositional).
@@ -290,7 +290,7 @@ static int layer_setup(layer *L, int kind, int heads, int rank)
     sq_dims_set(&d, 'C', (uint64_t)L->C);
     sq_dims_set(&d, 'N', (uint64_t)L->N);
     sq_dims_set(&d, 'H', (uint64_t)heads);
-    sq_dims_set(&d, 'K', (uint64_t)rank);
+    sq_dims_set(&d, 'K', (uint64_t)L->cfg.iopt[0]); /* the kind's first int option */
     memset(&L->ts, 0, sizeof L->ts);
     if (L->mx->n_tensors > SQ_MIXER_MAXT) {
         fprintf(stderr, "attn_bench: %s: too many tensors\n", L->mx->name);

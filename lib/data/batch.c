@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pad.h"
 #include "rng.h"
 
 /* Stream ids of the builder's generators (sq_rng_seed's `stream`), kept
@@ -11,6 +12,7 @@
 #define STREAM_SHUFFLE 0x5348554646000000ull /* "SHUFF" */
 #define STREAM_NEG 0x4e45470000000000ull     /* "NEG" */
 #define STREAM_MASK 0x4d41534b00000000ull    /* "MASK" */
+#define STREAM_VIEW 0x5649455700000000ull    /* "VIEW" */
 
 const char *sq_target_name(int mode)
 {
@@ -46,11 +48,24 @@ static uint32_t sample_len(uint32_t e, int max_len, int cloze)
     return n < (uint32_t)max_len ? n : (uint32_t)max_len;
 }
 
+/* Rows of sample (u, end) in the batch: its inputs, or (VIEWS) the most
+ * rows one of its views can take (RandomPad with the largest alpha). */
+static uint32_t sample_rows(const sq_batcher *b, uint32_t end)
+{
+    uint32_t len = sample_len(end, b->max_len, b->cloze);
+    if (b->views < 2 || b->view_kind != SQ_VIEW_RANDOMPAD)
+        return len;
+    uint32_t alpha = sq_randompad_max(len, (uint32_t)b->max_len);
+    return (alpha + 1) * len + alpha;
+}
+
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 static int init(sq_batcher *b, const sq_seqs *d, int mode, int max_len, int batch, int K,
                 int cloze, uint64_t seed, sq_err *e)
 {
+    int views = b->views > 1 ? 2 : 1;
+    b->views = views;
     b->d = *d;
     b->cloze = cloze;
     b->mode = mode;
@@ -78,18 +93,18 @@ static int init(sq_batcher *b, const sq_seqs *d, int mode, int max_len, int batc
         if (nt < 2)
             continue;
         for (uint32_t end = mode == SQ_TARGET_LAST ? 2 : nt; end <= nt; end++) {
-            lens[k] = sample_len(end, max_len, cloze);
+            lens[k] = sample_rows(b, end);
             b->samples[k++] = ((uint64_t)u << 32) | end;
         }
     }
     memcpy(b->order, b->samples, n * sizeof *b->order);
 
-    /* Capacity bounds: the `batch` longest samples. */
+    /* Capacity bounds: the `batch` longest samples (each view of one). */
     qsort(lens, n, sizeof *lens, cmp_len_desc);
     uint64_t cap_T = 0, cap_att = 0;
     for (uint64_t i = 0; i < n && i < (uint64_t)batch; i++) {
-        cap_T += lens[i];
-        cap_att += (uint64_t)lens[i] * lens[i];
+        cap_T += (uint64_t)views * lens[i];
+        cap_att += (uint64_t)views * lens[i] * lens[i];
     }
     free(lens);
     lens = NULL;
@@ -117,9 +132,9 @@ static int init(sq_batcher *b, const sq_seqs *d, int mode, int max_len, int batc
         }
     }
 
-    /* One block for the packed batch: ids, pos, rows, targets [cap_T or
-     * batch], off [batch+1], user [batch], neg [cap_T * K]. */
-    size_t T = (size_t)b->cap_T, B = (size_t)batch, KK = (size_t)K;
+    /* One block for the packed batch: ids, pos, rows, targets [cap_T],
+     * off [B+1], user [B], neg [cap_T * K], B = views * batch sequences. */
+    size_t T = (size_t)b->cap_T, B = (size_t)batch * views, KK = (size_t)K;
     size_t sz_ids = align64(T * sizeof(int)), sz_off = align64((B + 1) * sizeof(int));
     size_t sz_user = align64(B * sizeof(uint32_t)), sz_neg = align64(T * KK * sizeof(int));
     size_t total = 4 * sz_ids + sz_off + sz_user + sz_neg;
@@ -140,6 +155,7 @@ static int init(sq_batcher *b, const sq_seqs *d, int mode, int max_len, int batc
     mem += sz_user;
     b->pb.neg = K > 0 ? (int *)mem : NULL;
     b->pb.K = K;
+    b->pb.views = views;
     return 0;
 
 oom:
@@ -167,6 +183,27 @@ int sq_batcher_init_cloze(sq_batcher *b, const sq_seqs *d, int mode, int max_len
     return init(b, d, mode, max_len, batch, 0, 1, seed, e);
 }
 
+int sq_batcher_init_views(sq_batcher *b, const sq_seqs *d, int view_kind, double crop_eta,
+                          int max_len, int batch, int K, uint64_t seed, sq_err *e)
+{
+    memset(b, 0, sizeof *b);
+    if (view_kind != SQ_VIEW_RANDOMPAD && view_kind != SQ_VIEW_CROP)
+        return sq_fail(e, SQ_EX_USAGE, "unknown kind of view %d", view_kind);
+    if (view_kind == SQ_VIEW_CROP && !(crop_eta > 0 && crop_eta <= 1))
+        return sq_fail(e, SQ_EX_USAGE, "--crop-eta must be in (0, 1]");
+    b->views = 2;
+    b->view_kind = view_kind;
+    b->crop_eta = crop_eta;
+    if (init(b, d, SQ_TARGET_ALL, max_len, batch, K, 0, seed, e))
+        return e->code;
+    b->padrow = malloc(2 * (size_t)max_len * sizeof *b->padrow);
+    if (!b->padrow) {
+        sq_batcher_free(b);
+        return sq_fail(e, SQ_EX_OSERR, "out of memory for the batch builder");
+    }
+    return 0;
+}
+
 void sq_batcher_free(sq_batcher *b)
 {
     free(b->samples);
@@ -174,6 +211,7 @@ void sq_batcher_free(sq_batcher *b)
     free(b->sorted);
     free(b->distinct);
     free(b->mem);
+    free(b->padrow);
     memset(b, 0, sizeof *b);
 }
 
@@ -253,6 +291,92 @@ static void mask_window(sq_batcher *b, sq_packed *p, int o, uint32_t len, const 
         }
 }
 
+/* K negatives for each entry n0 .. n-1 of user u (NEGATIVES in batch.h). */
+static void draw_negatives(const sq_batcher *b, sq_packed *p, uint32_t u, int n0, int n,
+                           sq_rng *r)
+{
+    int K = b->K;
+    uint32_t n_items = b->d.n_items;
+    const uint32_t *srt = b->sorted + b->d.start[u];
+    uint32_t nd = b->distinct[u];
+    for (int m = n0; m < n; m++)
+        for (int k = 0; k < K; k++) {
+            uint32_t x = 0;
+            if (nd < n_items)
+                do
+                    x = 1 + (uint32_t)sq_rng_below(r, n_items);
+                while (in_sorted(srt, nd, x));
+            p->neg[(size_t)m * K + k] = (int)x;
+        }
+}
+
+/* One view of sample (u, end) at rows o.. (VIEWS in batch.h): writes ids,
+ * pos and its entries from *n on; returns its number of rows. */
+static int put_view(sq_batcher *b, sq_packed *p, int o, uint32_t u, uint32_t end,
+                    uint64_t epoch, int view, int *n)
+{
+    uint32_t N = (uint32_t)b->max_len, len = sample_len(end, b->max_len, 0);
+    const uint32_t *in = b->d.items + b->d.start[u] + (end - len - 1), *tg = in + 1;
+    sq_rng r;
+    sample_rng(&r, STREAM_VIEW, b->seed, epoch, u, (uint32_t)view);
+    int rows, n0 = *n;
+    if (b->view_kind == SQ_VIEW_RANDOMPAD) {
+        /* the same alpha for both rows: the two generators start equal */
+        uint32_t *row_in = b->padrow, *row_tg = b->padrow + N;
+        sq_rng r2 = r;
+        uint32_t span = sq_pad_row(row_in, N, in, len, SQ_PAD_RANDOM, &r);
+        sq_pad_row(row_tg, N, tg, len, SQ_PAD_RANDOM, &r2);
+        rows = (int)span;
+        for (int t = 0; t < rows; t++) {
+            uint32_t at = N - span + (uint32_t)t;
+            p->ids[o + t] = (int)row_in[at];
+            p->pos[o + t] = (int)at;
+            if (row_tg[at]) {
+                p->rows[*n] = o + t;
+                p->targets[*n] = (int)row_tg[at];
+                (*n)++;
+            }
+        }
+    } else {
+        uint32_t c = (uint32_t)(b->crop_eta * len);
+        c = c < 1 ? 1 : c;
+        uint32_t s0 = (uint32_t)sq_rng_below(&r, (uint64_t)(len - c) + 1);
+        rows = (int)c;
+        for (int t = 0; t < rows; t++) {
+            p->ids[o + t] = (int)in[s0 + (uint32_t)t];
+            p->pos[o + t] = (int)(N - c) + t;
+            p->rows[*n] = o + t;
+            p->targets[*n] = (int)tg[s0 + (uint32_t)t];
+            (*n)++;
+        }
+    }
+    if (b->K > 0)
+        draw_negatives(b, p, u, n0, *n, &r);
+    return rows;
+}
+
+static const sq_packed *get_views(sq_batcher *b, uint64_t epoch, uint64_t first, int B)
+{
+    sq_packed *p = &b->pb;
+    int T = 0, n = 0;
+    p->off[0] = 0;
+    for (int v = 0; v < 2; v++) {
+        for (int j = 0; j < B; j++) {
+            uint64_t s = b->order[first + (uint64_t)j];
+            uint32_t u = (uint32_t)(s >> 32), end = (uint32_t)s;
+            p->user[v * B + j] = u;
+            T += put_view(b, p, T, u, end, epoch, v, &n);
+            p->off[v * B + j + 1] = T;
+        }
+        if (v == 0)
+            p->n_first = n;
+    }
+    p->B = 2 * B;
+    p->T = T;
+    p->n = n;
+    return p;
+}
+
 const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
 {
     sq_packed *p = &b->pb;
@@ -261,7 +385,8 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
     if (last > b->n_samples)
         last = b->n_samples;
     int B = (int)(last - first), T = 0, n = 0, K = b->K;
-    uint32_t n_items = b->d.n_items;
+    if (b->views > 1)
+        return get_views(b, epoch, first, B);
     p->off[0] = 0;
     for (int j = 0; j < B; j++) {
         uint64_t s = b->order[first + (uint64_t)j];
@@ -291,17 +416,7 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
         if (K > 0) {
             sq_rng r;
             sample_rng(&r, STREAM_NEG, b->seed, epoch, u, end);
-            const uint32_t *srt = b->sorted + b->d.start[u];
-            uint32_t nd = b->distinct[u];
-            for (int m = n0; m < n; m++)
-                for (int k = 0; k < K; k++) {
-                    uint32_t x = 0;
-                    if (nd < n_items)
-                        do
-                            x = 1 + (uint32_t)sq_rng_below(&r, n_items);
-                        while (in_sorted(srt, nd, x));
-                    p->neg[(size_t)m * K + k] = (int)x;
-                }
+            draw_negatives(b, p, u, n0, n, &r);
         }
     }
     p->B = B;

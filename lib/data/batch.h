@@ -35,7 +35,27 @@
  * user, e), so they do not depend on batching or thread count and a new
  * epoch masks anew. SQ_TARGET_ALL gives one window per user (the newest
  * max_len training items), SQ_TARGET_LAST every prefix e = 2 .. n_train
- * (RecBole's sequential samples, each masked). */
+ * (RecBole's sequential samples, each masked).
+ *
+ * VIEWS (Blin's two views of a user, sq_batcher_init_views). One sample per
+ * user with n_train >= 2 (e = n_train, as SQ_TARGET_ALL); a batch of B'
+ * samples packs 2 B' sequences: [0, B') the first views of its users and
+ * [B', 2B') their second views in the same order (pb.views = 2). Sample
+ * (u, e) is the next-item pairs of inputs items[s, e-1) and targets
+ * items[s+1, e) (len <= max_len), and a view is
+ *   SQ_VIEW_RANDOMPAD  RandomPad (pad.h, Blin eq. 4) of the inputs and of
+ *                      the targets with the same alpha: the row
+ *                      [S_in 0 S_in ... 0 S_in] over [S_tg 0 S_tg ... 0 S_tg],
+ *                      so every copy is the whole sample and a separator row
+ *                      (id 0) has no target; positions as seqrec-pad writes
+ *                      them (the newest input at max_len - 1);
+ *   SQ_VIEW_CROP       a random run of max(1, floor(eta len)) consecutive
+ *                      pairs (CL4SRec's item crop; Blin-ZC), zero-padded.
+ * Every row with a target is a loss entry, oldest first; entries [0,
+ * pb.n_first) belong to the first views. A view's draws (alpha or the crop's
+ * start) and, with K > 0, its negatives come from a generator seeded by
+ * (seed, epoch, user, view): fresh views every epoch, independent of
+ * batching and thread count. */
 #ifndef SQ_BATCH_H
 #define SQ_BATCH_H
 
@@ -71,7 +91,11 @@ typedef struct {
     int *targets;    /* [n] the item to predict (0 = none) */
     int K;           /* negatives per entry (0 for --loss ce) */
     int *neg;        /* [n * K] negative items, 0 = none; NULL when K = 0 */
+    int views;       /* 1, or 2 (VIEWS: sequences [0, B/2) are first views) */
+    int n_first;     /* VIEWS: entries [0, n_first) are the first views' */
 } sq_packed;
+
+enum sq_view_kind { SQ_VIEW_RANDOMPAD = 0, SQ_VIEW_CROP = 1 };
 
 typedef struct {
     sq_seqs d;
@@ -79,6 +103,10 @@ typedef struct {
     int cloze;           /* CLOZE samples */
     double mask_prob;    /* cloze: probability to mask an item */
     int mask_id;         /* cloze: the mask token's id */
+    int views;           /* 2: VIEWS samples (1 otherwise) */
+    int view_kind;       /* VIEWS: SQ_VIEW_RANDOMPAD or SQ_VIEW_CROP */
+    double crop_eta;     /* VIEWS, crop: the kept fraction */
+    uint32_t *padrow;    /* VIEWS: two rows of max_len for RandomPad */
     uint64_t seed;
     uint64_t n_samples;
     uint64_t *samples;   /* (u << 32) | e, in user order */
@@ -101,6 +129,10 @@ int sq_batcher_init(sq_batcher *b, const sq_seqs *d, int mode, int max_len,
 int sq_batcher_init_cloze(sq_batcher *b, const sq_seqs *d, int mode, int max_len,
                           int batch, double mask_prob, int mask_id, uint64_t seed,
                           sq_err *e);
+/* The same for VIEWS samples (two views per user; K > 0: negatives per
+ * entry as above); 0 < crop_eta <= 1 for SQ_VIEW_CROP. */
+int sq_batcher_init_views(sq_batcher *b, const sq_seqs *d, int view_kind, double crop_eta,
+                          int max_len, int batch, int K, uint64_t seed, sq_err *e);
 void sq_batcher_free(sq_batcher *b);
 
 /* Number of batches of an epoch: ceil(n_samples / batch). */

@@ -38,6 +38,16 @@ uint32_t sq_pad_row(uint32_t *row, uint32_t n, const uint32_t *seq, uint32_t len
         if (max > 0)
             alpha = 1 + (uint32_t)sq_rng_below(rng, max);
     }
+    return sq_pad_repeat(row, n, seq, len, alpha);
+}
+
+uint32_t sq_pad_repeat(uint32_t *row, uint32_t n, const uint32_t *seq, uint32_t len,
+                       uint32_t alpha)
+{
+    uint32_t m = len < n ? len : n;
+    const uint32_t *s = seq + (len - m);
+    uint32_t max = sq_randompad_max(m, n);
+    alpha = alpha < max ? alpha : max;
     /* Fill from the right so that the original sequence always ends at
      * n - 1 (the position that predicts the next item). */
     uint32_t pos = n;

@@ -28,6 +28,13 @@ uint32_t sq_randompad_max(uint32_t len, uint32_t n);
 uint32_t sq_pad_row(uint32_t *row, uint32_t n, const uint32_t *seq, uint32_t len,
                     enum sq_pad_policy p, sq_rng *rng);
 
+/* RandomPad with a given number of repeats: alpha + 1 copies of the newest
+ * min(len, n) items joined by single zeros, right-aligned in row[n] and
+ * zeros before; alpha is capped at sq_randompad_max. Returns the span as
+ * sq_pad_row does. */
+uint32_t sq_pad_repeat(uint32_t *row, uint32_t n, const uint32_t *seq, uint32_t len,
+                       uint32_t alpha);
+
 /* The rng stream for view `view` of user `user`: seed a generator with
  * sq_rng_seed(&r, seed, sq_pad_stream(user, view)) so that a row depends
  * only on (seed, user, view), not on the order of users or on --copies. */

@@ -184,6 +184,29 @@ int sq_sasrec_config_check(const sq_sasrec_config *c, sq_err *e);
 int sq_sasrec_config_write(const sq_sasrec_config *c, sq_modelfile *mf, sq_err *e);
 int sq_sasrec_config_read(sq_sasrec_config *c, const sq_modelfile *mf,
                           const char *path, sq_err *e);
+/* What a model built on the SASRec backbone (blin.c) adds to its config:
+ * its own options (bound into a config struct that starts with the
+ * sq_sasrec_config), its name for messages, and its own defaults of the
+ * backbone's options (kv text by config key, e.g. "attn=efficient-dwc\n";
+ * NULL: none). */
+typedef struct {
+    const sq_opt *opts;
+    const char *model;
+    const char *defaults;
+} sq_sasrec_extra;
+
+/* The options given (kv text, config keys) into c: the defaults, the given
+ * values of the backbone's, the kind's and x's options (x may be NULL),
+ * --max-len from a padded stream's padded_len when not given; SQ_EX_USAGE
+ * for an option none of them has or a config that cannot be built. */
+int sq_sasrec_config_from(sq_sasrec_config *c, int backbone, const char *given,
+                          uint32_t n_items, int padded_len, const sq_sasrec_extra *x,
+                          sq_err *e);
+/* sq_sasrec_config_read for a model file of a model built on `backbone`
+ * (whatever its "model" key). */
+int sq_sasrec_config_read_as(sq_sasrec_config *c, const sq_modelfile *mf, const char *path,
+                             int backbone, sq_err *e);
+
 /* The tensors of c: the backbone's table, then the mixer's. */
 int sq_sasrec_tensor_set(const sq_sasrec_config *c, sq_tensor_set *s, sq_err *e);
 
@@ -219,6 +242,16 @@ void sq_sasrec_model_view(sq_model *out, const sq_sasrec *m);
 /* The sq_sasrec behind a loaded "sasrec" or "bert4rec" model; NULL for any
  * other model. */
 const sq_sasrec *sq_sasrec_of(const sq_model *m);
+/* Loads the tensors of a model file with config c into mm (a scoring
+ * model owning its sq_sasrec; sq_model_loader's contract). */
+int sq_sasrec_load_as(sq_model *mm, sq_modelfile *mf, const sq_sasrec_config *c, sq_err *e);
+
+/* The parts of a net made by sq_model_sasrec.net_alloc and of a workspace
+ * made by its work_alloc, for models that train the backbone with a step
+ * of their own (blin.c). */
+sq_sasrec *sq_sasrec_net_model(const sq_net *n);
+sq_sasrec *sq_sasrec_net_grads(const sq_net *n);
+sq_sasrec_work *sq_sasrec_net_work(void *work);
 
 /* The attention weights of every layer for one history (its scoring input,
  * SCORING above: n rows, n <= N). On success *map is a malloc'd

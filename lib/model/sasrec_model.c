@@ -136,6 +136,13 @@ int sq_sasrec_config_read(sq_sasrec_config *c, const sq_modelfile *mf, const cha
                  : !strcmp(buf, "bert4rec") ? SQ_BACKBONE_BERT4REC : -1;
     if (backbone < 0)
         return sq_fail(e, SQ_EX_DATA, "%s: config has no model=sasrec or bert4rec", path);
+    return sq_sasrec_config_read_as(c, mf, path, backbone, e);
+}
+
+int sq_sasrec_config_read_as(sq_sasrec_config *c, const sq_modelfile *mf, const char *path,
+                             int backbone, sq_err *e)
+{
+    char buf[64];
     sq_sasrec_defaults(c, backbone);
     if (!sq_modelfile_get(mf, "n_items", buf, sizeof buf) ||
         sscanf(buf, "%" SCNu32, &c->n_items) != 1)
@@ -160,7 +167,7 @@ int sq_sasrec_config_read(sq_sasrec_config *c, const sq_modelfile *mf, const cha
 
 /* A given option (by config key) that the config has no place for: name
  * the kind it belongs to, if any. */
-static int not_an_option(const char *key, int backbone, const sq_mixer *m, sq_err *e)
+static int not_an_option(const char *key, const char *model, const sq_mixer *m, sq_err *e)
 {
     char name[64], kb[64];
     sq_opt_name_of_key(key, name, sizeof name);
@@ -169,20 +176,34 @@ static int not_an_option(const char *key, int backbone, const sq_mixer *m, sq_er
             if (!strcmp(sq_opt_key(o, kb, sizeof kb), key))
                 return sq_fail(e, SQ_EX_USAGE, "--%s is for --attn %s, not %s", name,
                                sq_mixer_get(k)->name, m->name);
-    return sq_fail(e, SQ_EX_USAGE, "--%s is not an option of --model %s", name,
-                   backbone ? "bert4rec" : "sasrec");
+    return sq_fail(e, SQ_EX_USAGE, "--%s is not an option of --model %s", name, model);
 }
 
-/* The options given on the command line (kv text) into a config. */
-static int config_from(void *cfg, int backbone, const char *given, uint32_t n_items,
-                       int padded_len, sq_err *e)
+/* Whether key is the config key of an option of table t (NULL: none). */
+static int has_key(const sq_opt *t, const char *key)
 {
-    sq_sasrec_config *c = cfg;
+    char kb[64];
+    for (const sq_opt *o = t; o && o->type; o++)
+        if (!strcmp(sq_opt_key(o, kb, sizeof kb), key))
+            return 1;
+    return 0;
+}
+
+int sq_sasrec_config_from(sq_sasrec_config *c, int backbone, const char *given,
+                          uint32_t n_items, int padded_len, const sq_sasrec_extra *x,
+                          sq_err *e)
+{
     const sq_opt *t = backbone_opts(backbone);
+    const sq_opt *xo = x ? x->opts : NULL;
     char kb[64], val[64];
     sq_sasrec_defaults(c, backbone);
+    if (x && x->defaults && sq_opt_apply(t, c, x->defaults, 0, SQ_EX_SOFTWARE, NULL, e))
+        return e->code;
     c->n_items = n_items;
-    if (sq_opt_apply(t, c, given, 0, SQ_EX_USAGE, NULL, e))
+    if (xo)
+        sq_opt_defaults(xo, c);
+    if (sq_opt_apply(t, c, given, 0, SQ_EX_USAGE, NULL, e) ||
+        (xo && sq_opt_apply(xo, c, given, 0, SQ_EX_USAGE, NULL, e)))
         return e->code;
     /* the kind's options, after the kind is known */
     int kind = c->attn.kind;
@@ -191,16 +212,12 @@ static int config_from(void *cfg, int backbone, const char *given, uint32_t n_it
     if (m->opts && sq_opt_apply(m->opts, &c->attn, given, 0, SQ_EX_USAGE, NULL, e))
         return e->code;
     /* options of other models or kinds are refused */
+    const char *model = x && x->model ? x->model : backbone ? "bert4rec" : "sasrec";
     for (const char *line = given; line && *line; line = strchr(line, '\n') + 1) {
         size_t kl = strcspn(line, "=");
         snprintf(kb, sizeof kb, "%.*s", (int)kl, line);
-        int found = 0;
-        for (const sq_opt *o = t; o->type && !found; o++)
-            found = !strcmp(sq_opt_key(o, val, sizeof val), kb);
-        for (const sq_opt *o = m->opts; o && o->type && !found; o++)
-            found = !strcmp(sq_opt_key(o, val, sizeof val), kb);
-        if (!found)
-            return not_an_option(kb, backbone, m, e);
+        if (!has_key(t, kb) && !has_key(m->opts, kb) && !has_key(xo, kb))
+            return not_an_option(kb, model, m, e);
         if (!strchr(line, '\n'))
             break;
     }
@@ -603,6 +620,26 @@ static void owned_free(sq_model *mm)
     mm->impl = NULL;
 }
 
+int sq_sasrec_load_as(sq_model *mm, sq_modelfile *mf, const sq_sasrec_config *c, sq_err *e)
+{
+    char name[32] = "model";
+    sq_modelfile_get(mf, "model", name, sizeof name);
+    sq_sasrec *m = malloc(sizeof *m);
+    if (!m)
+        return sq_fail(e, SQ_EX_OSERR, "out of memory");
+    if (sq_sasrec_alloc(m, c, e) || sq_sasrec_get_tensors(m, mf, name, e)) {
+        sq_sasrec_free(m);
+        free(m);
+        return e->code;
+    }
+    mm->n_items = c->n_items;
+    mm->impl = m;
+    mm->scores = view_scores;
+    mm->attention = view_attention;
+    mm->free_impl = owned_free;
+    return 0;
+}
+
 static int load(sq_model *mm, sq_modelfile *mf, sq_err *e)
 {
     sq_sasrec_config c;
@@ -610,20 +647,7 @@ static int load(sq_model *mm, sq_modelfile *mf, sq_err *e)
     sq_modelfile_get(mf, "model", name, sizeof name);
     if (sq_sasrec_config_read(&c, mf, name, e))
         return e->code;
-    sq_sasrec *m = malloc(sizeof *m);
-    if (!m)
-        return sq_fail(e, SQ_EX_OSERR, "out of memory");
-    if (sq_sasrec_alloc(m, &c, e) || sq_sasrec_get_tensors(m, mf, name, e)) {
-        sq_sasrec_free(m);
-        free(m);
-        return e->code;
-    }
-    mm->n_items = c.n_items;
-    mm->impl = m;
-    mm->scores = view_scores;
-    mm->attention = view_attention;
-    mm->free_impl = owned_free;
-    return 0;
+    return sq_sasrec_load_as(mm, mf, &c, e);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -647,13 +671,14 @@ static const sq_opt *kind_opts(int i)
 static int sasrec_config(void *cfg, const char *given, uint32_t n_items, int padded_len,
                          sq_err *e)
 {
-    return config_from(cfg, SQ_BACKBONE_SASREC, given, n_items, padded_len, e);
+    return sq_sasrec_config_from(cfg, SQ_BACKBONE_SASREC, given, n_items, padded_len, NULL, e);
 }
 
 static int bert_config(void *cfg, const char *given, uint32_t n_items, int padded_len,
                        sq_err *e)
 {
-    return config_from(cfg, SQ_BACKBONE_BERT4REC, given, n_items, padded_len, e);
+    return sq_sasrec_config_from(cfg, SQ_BACKBONE_BERT4REC, given, n_items, padded_len, NULL,
+                                 e);
 }
 
 static int config_check(const void *cfg, sq_err *e)
@@ -784,8 +809,8 @@ static int work_alloc(const sq_net *n, const sq_batcher *bt, void **work, sq_err
     if (!w)
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
     *work = w;
-    sq_sasrec_cap cap = {.B = bt->batch, .T = bt->cap_T, .n = bt->cap_T, .att = bt->cap_att,
-                         .K = bt->K, .train = 1};
+    sq_sasrec_cap cap = {.B = bt->batch * (bt->views > 1 ? bt->views : 1), .T = bt->cap_T,
+                         .n = bt->cap_T, .att = bt->cap_att, .K = bt->K, .train = 1};
     return sq_sasrec_work_alloc(&w->w, &p->model, &cap, e);
 }
 
@@ -808,6 +833,21 @@ static double step(sq_net *n, void *work, const sq_packed *b, const sq_step_opts
     if (loss == loss && loss - loss == 0) /* finite: the trainer stops otherwise */
         sq_sasrec_backward(&p->model, w, b, &p->grads);
     return loss;
+}
+
+sq_sasrec *sq_sasrec_net_model(const sq_net *n)
+{
+    return &((net_impl *)n->impl)->model;
+}
+
+sq_sasrec *sq_sasrec_net_grads(const sq_net *n)
+{
+    return &((net_impl *)n->impl)->grads;
+}
+
+sq_sasrec_work *sq_sasrec_net_work(void *work)
+{
+    return &((net_work *)work)->w;
 }
 
 static void view(sq_model *out, const sq_net *n)

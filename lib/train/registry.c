@@ -10,6 +10,7 @@
     X(sasrec)          \
     X(bert4rec)        \
     X(pop)             \
+    X(blin)            \
     /* the list ends here */
 
 #define DECLARE(name) extern const sq_model_def sq_model_##name;

@@ -22,7 +22,9 @@ const char *sq_opt_key(const sq_opt *o, char *buf, size_t n)
 
 const char *sq_opt_name_of_key(const char *key, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s", strncmp(key, "train.", 6) ? key : key + 6);
+    /* a namespace ("train.", "blin.") is not part of the name */
+    const char *dot = strchr(key, '.');
+    snprintf(buf, n, "%s", dot ? dot + 1 : key);
     for (char *p = buf; *p; p++)
         if (*p == '_')
             *p = '-';

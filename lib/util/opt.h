@@ -50,7 +50,7 @@ typedef struct {
 /* The config key of o into buf ("linrec-scale" -> "linrec_scale"). */
 const char *sq_opt_key(const sq_opt *o, char *buf, size_t n);
 /* The command-line name of a config key into buf ("train.mask_prob" ->
- * "mask-prob"), for messages about keys. */
+ * "mask-prob", "blin.bkl_lambda" -> "bkl-lambda"), for messages about keys. */
 const char *sq_opt_name_of_key(const char *key, char *buf, size_t n);
 /* The option of t named name (a command-line name), or NULL. */
 const sq_opt *sq_opt_find(const sq_opt *t, const char *name);

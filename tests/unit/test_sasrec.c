@@ -337,7 +337,7 @@ UNIT_TEST(test_bert4rec_gradcheck)
     char what[64];
     for (int causal = 0; causal <= 1; causal++)
         for (int a = 0; a < sq_mixer_count(); a++) {
-            if (causal && !is_qkv(a) && !is_kind(a, "positional"))
+            if (causal && !is_qkv(a) && !is_kind(a, "positional") && !is_kind(a, "efficient-dwc"))
                 continue;
             sq_sasrec_config c = kind_config(SQ_BACKBONE_BERT4REC, a, causal,
                                              is_kind(a, "hydra") ? 6 : 2);

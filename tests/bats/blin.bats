@@ -1,0 +1,105 @@
+#!/usr/bin/env bats
+# seqrec-train --model blin: learns what popularity cannot, scores through
+# seqrec-score as validation does, is deterministic for a seed, round-trips
+# through its model file, runs the Table 3 ablations and refuses bad
+# options. Tiny data and models only.
+
+load helper
+
+setup() {
+  common_setup
+  # 300 users, 100 items: a strong successor signal (seqrec-synth(1))
+  seqrec-synth --users 300 --items 100 --seed 1 --format stream | seqrec-split 2>/dev/null > "$T/s.sqr"
+  TINY=(--model blin --dim 16 --ffn 32 --max-len 20 --batch 32 --threads 2)
+}
+
+strip_times() { sed 's/,"seconds":.*//' "$1"; }
+ndcg() { sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$@"; }
+
+@test "blin: --help lists its options; its defaults are the paper's" {
+  run seqrec-train --help
+  [ "$status" -eq 0 ]
+  for o in --pad --crop-eta --bkl-lambda --softmax --infer-pad --dwc-kernel; do
+    [[ "$output" == *"$o"* ]] || { echo "missing $o"; false; }
+  done
+  [[ "$output" == *"efficient-dwc"* ]]
+  seqrec-train --model blin --dim 16 --ffn 32 --batch 64 --epochs 1 --threads 2 \
+    --log /dev/null -o "$T/m.sqm" "$T/s.sqr"
+  run seqrec-cat --header "$T/m.sqm"
+  [ "$status" -eq 0 ]
+  for kv in model=blin attn=efficient-dwc dwc_kernel=5 heads=2 max_len=100 dropout=0.5 \
+            blin.pad=randompad blin.bkl_lambda=2 blin.softmax=full blin.infer_pad=repeat; do
+    [[ "$output" == *"$kv"* ]] || { echo "missing $kv"; false; }
+  done
+}
+
+@test "blin: beats popularity on validation NDCG@10, and seqrec-score agrees with the log" {
+  run --separate-stderr seqrec-train --model pop -o "$T/pop.sqm" "$T/s.sqr"
+  [ "$status" -eq 0 ]
+  pop=$(ndcg <<< "$stderr")
+  seqrec-train "${TINY[@]}" --dim 32 --ffn 64 --dropout 0.1 --lr 3e-3 --epochs 8 \
+    --log "$T/log" -o "$T/m.sqm" "$T/s.sqr"
+  blin=$(tail -n 1 "$T/log" | ndcg)
+  echo "pop $pop blin $blin"
+  awk -v p="$pop" -v s="$blin" 'BEGIN { exit !(s > 2 * p && s > 0.3) }'
+  best=$(ndcg "$T/log" | sort -g | tail -n 1)
+  seqrec-score -m "$T/m.sqm" --target valid "$T/s.sqr" | seqrec-metrics --json -k 10 > "$T/metrics"
+  got=$(sed -n 's/.*"ndcg@10": *\([0-9.]*\).*/\1/p' "$T/metrics")
+  echo "log $best score $got"
+  awk -v a="$best" -v b="$got" 'BEGIN { d = a - b; exit !(d < 5e-6 && d > -5e-6) }'
+}
+
+@test "blin: same seed and threads give the same model and log; another seed another" {
+  for i in 1 2; do
+    seqrec-train "${TINY[@]}" --epochs 2 --log "$T/log$i" -o "$T/m$i.sqm" "$T/s.sqr"
+  done
+  cmp "$T/m1.sqm" "$T/m2.sqm"
+  diff <(strip_times "$T/log1") <(strip_times "$T/log2")
+  seqrec-train "${TINY[@]}" --epochs 2 --seed 2 --log /dev/null -o "$T/m3.sqm" "$T/s.sqr"
+  ! cmp -s "$T/m1.sqm" "$T/m3.sqm"
+}
+
+@test "blin: a model file round-trips: scores from the file equal a second load's, export reads it" {
+  seqrec-train "${TINY[@]}" --epochs 2 --log /dev/null -o "$T/m.sqm" "$T/s.sqr"
+  seqrec-score -m "$T/m.sqm" -k 5 "$T/s.sqr" > "$T/a"
+  seqrec-score -m "$T/m.sqm" -k 5 --threads 1 "$T/s.sqr" > "$T/b"
+  cmp "$T/a" "$T/b"
+  [ -s "$T/a" ]
+  # --init continues from the file: the same model options
+  seqrec-train --init "$T/m.sqm" --epochs 1 --threads 2 --log /dev/null -o "$T/m2.sqm" "$T/s.sqr"
+  model_keys() { seqrec-cat --header "$1" | grep -v -e '^file' -e 'train\.' -e 'valid\.'; }
+  diff <(model_keys "$T/m.sqm") <(model_keys "$T/m2.sqm")
+}
+
+@test "blin: the Table 3 ablations and the sampled softmax train and score" {
+  for v in "--pad zero" "--attn softmax" "--dwc-kernel 0" "--bkl-lambda 0" \
+           "--softmax sampled --neg 5" "--infer-pad zero" "--pad zero --crop-eta 0.3"; do
+    run --separate-stderr seqrec-train "${TINY[@]}" $v --epochs 1 -o "$T/m.sqm" "$T/s.sqr"
+    [ "$status" -eq 0 ] || { echo "$v: $status $stderr"; false; }
+    [[ "$stderr" =~ \"ndcg@10\":[0-9.]+ ]]
+    seqrec-score -m "$T/m.sqm" -k 3 "$T/s.sqr" > /dev/null
+  done
+}
+
+@test "blin: options out of range or of other models are refused with the option named" {
+  for bad in "--bkl-lambda -1" "--bkl-lambda x" "--crop-eta 0" "--crop-eta 1.5" "--pad ones" \
+             "--softmax all" "--infer-pad random" "--dwc-kernel -1" "--dwc-kernel 100000" \
+             "--heads 3"; do
+    run seqrec-train "${TINY[@]}" $bad -o "$T/m.sqm" "$T/s.sqr"
+    [ "$status" -eq 64 ] || { echo "$bad: $status"; false; }
+    opt=${bad%% *}
+    [[ "$output" == *"${opt}"* ]] || { echo "$bad: $output"; false; }
+  done
+  run seqrec-train "${TINY[@]}" --loss bce -o "$T/m.sqm" "$T/s.sqr"
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--softmax sampled"* ]]
+  run seqrec-train "${TINY[@]}" --target last -o "$T/m.sqm" "$T/s.sqr"
+  [ "$status" -eq 64 ]
+  run seqrec-train --model sasrec --bkl-lambda 1 -o "$T/m.sqm" "$T/s.sqr"
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--bkl-lambda is not an option of --model sasrec"* ]]
+  run seqrec-train --model blin --attn softmax --dwc-kernel 3 -o "$T/m.sqm" "$T/s.sqr"
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--dwc-kernel is for --attn efficient-dwc"* ]]
+  no_leftovers "$T" s.sqr
+}
