@@ -12,7 +12,8 @@
  * layer's slice of the mixer's tensors, cache and scratch to the mixer.
  *
  * Families share code: the Q/K/V/O projection (mix_qkv.c) serves softmax
- * (mix_softmax.c) and the linear family (mix_linear.c); the positional
+ * (mix_softmax.c), the linear family (mix_linear.c) and Blin's
+ * efficient-dwc (mix_dwc.c: efficient plus a depthwise convolution); the positional
  * family and the fixed patterns (mix_pos.c) project V only; mixing
  * (mix_mixing.c) has no values. Adding a kind: HACKING.md. */
 #ifndef SQ_MIXER_H

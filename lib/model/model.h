@@ -13,7 +13,8 @@
  * that training-time validation and seqrec-score agree by construction.
  *
  * Implementations: pop.c (popularity), sasrec.c (SASRec and BERT4Rec with
- * every token mixer) and the models of later issues. */
+ * every token mixer), blin.c (Blin: the SASRec backbone with a batcher and
+ * a step of its own) and the models of later issues. */
 #ifndef SQ_MODEL_H
 #define SQ_MODEL_H
 

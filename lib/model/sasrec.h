@@ -264,6 +264,8 @@ sq_sasrec_work *sq_sasrec_net_work(void *work);
  *   linrec, linear, efficient, hydra: the implied A_ij, found by running the
  *     kernel on unit value vectors (linear and efficient rows sum to 1;
  *     linrec and hydra have no normaliser);
+ *   efficient-dwc: efficient's, plus the band of the convolution's taps
+ *     (their mean over the head's channels, without the bias);
  *   mixing (no values, not linear): the channel mean of the Jacobian
  *     d MIX_i[c] / d qin_j[c] (H = 1).
  * Only this one n x n per head is formed. */
