@@ -1,4 +1,4 @@
-/* blin.c - Blin (Bai, Wang and He, 2024: RandomPad, linear attention with a
+/* blin.c - Blin (Bai, Wang and He: RandomPad, linear attention with a
  * depthwise convolution, bidirectional KL): the SASRec backbone (sasrec.h)
  * trained on two views of every user with a loss of its own.
  *
