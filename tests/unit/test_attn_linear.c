@@ -30,6 +30,7 @@
 #include "gradcheck.h"
 #include "ops.h"
 #include "rng.h"
+#include "segs.h"
 #include "unit.h"
 
 #define GRAD_TOL 1e-6 /* finite differences vs backward, double build */
@@ -37,23 +38,6 @@
 #define REF_TOL_F32 1e-5
 #define F32_TOL 1e-5  /* float build vs double build, normwise */
 #define MAXL 64       /* longest segment the quadratic reference takes */
-
-typedef struct {
-    int B, T;
-    int len[8], off[9];
-} segs;
-
-/* B in 2..5 segments of lengths 1..7, the first of length 1 on even trials
- * and some other one of length 1 otherwise. */
-static void rand_segs(sq_rng *r, segs *s, int trial)
-{
-    s->B = 2 + (int)sq_rng_below(r, 4);
-    for (int b = 0; b < s->B; b++)
-        s->len[b] = 1 + (int)sq_rng_below(r, 7);
-    s->len[trial % 2 ? s->B - 1 : 0] = 1;
-    s->len[trial % 2 ? 0 : s->B - 1] = 7;
-    s->T = sq_pack_offsets(s->off, s->len, s->B);
-}
 
 static const char *kind_name(sq_lattn_kind kind)
 {
@@ -241,7 +225,7 @@ static void check_instance(unit_ctx *t, sq_rng *r, sq_lattn_kind kind, int C,
 {
     const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
     segs s;
-    rand_segs(r, &s, trial);
+    segs_edges(r, &s, trial, 5);
     int ld = trial % 2 ? 3 * C : C;
     size_t T = (size_t)s.T, n = T * C, qn = 3 * n;
     size_t cn = sq_lattn_cache_size(kind, s.off, s.B, H, C);
@@ -368,7 +352,7 @@ UNIT_TEST(test_attn_linear_efficient_large)
     for (int causal = 0; causal < 2; causal++)
         for (int trial = 0; trial < 2; trial++) {
             segs s;
-            rand_segs(&r, &s, trial);
+            segs_edges(&r, &s, trial, 5);
             int C = 6, H = trial ? 2 : 1, ld = C;
             size_t T = (size_t)s.T, n = T * C, qn = 3 * n;
             size_t cn = sq_lattn_cache_size(SQ_LATTN_EFFICIENT, s.off, s.B, H, C);

@@ -30,28 +30,12 @@
 #include "ops.h"
 #include "rng.h"
 #include "sasrec.h"
+#include "segs.h"
 #include "unit.h"
 
 #define GRAD_TOL 1e-6 /* finite differences vs backward, double build */
 #define REF_TOL 1e-12 /* double build vs the explicit loop */
 #define F32_TOL 1e-5  /* float build vs double build, normwise */
-
-typedef struct {
-    int B, T;
-    int len[8], off[9];
-} segs;
-
-/* B in 2..6 segments of lengths 1..7, one of them of length 1 (the first
- * on even trials, the last on odd ones) and one of length 7. */
-static void rand_segs(sq_rng *r, segs *s, int trial)
-{
-    s->B = 2 + (int)sq_rng_below(r, 5);
-    for (int b = 0; b < s->B; b++)
-        s->len[b] = 1 + (int)sq_rng_below(r, 7);
-    s->len[trial % 2 ? s->B - 1 : 0] = 1;
-    s->len[trial % 2 ? 0 : s->B - 1] = 7;
-    s->T = sq_pack_offsets(s->off, s->len, s->B);
-}
 
 /* out[t, c] += b[c] + sum_k w[k, c] x[t + k - lo, c] over the rows of t's
  * segment, straight from dwconv.h. */
@@ -148,7 +132,7 @@ static void check_op(unit_ctx *t, sq_rng *r, int K, int causal, int trial, op_wo
 {
     const sq_ctx cx = sq_ctx_cpu();
     segs s;
-    rand_segs(r, &s, trial);
+    segs_edges(r, &s, trial, 6);
     int C = trial % 3 ? 6 : 5, fused = trial % 2, ld = fused ? 3 * C : C;
     size_t T = (size_t)s.T, n = T * C, nb = T * ld, nw = (size_t)K * C;
     dc_ctx c = {&s, C, ld, fused ? 2 * C : 0, K, causal, trial % 4 != 3,

@@ -16,25 +16,12 @@
 #include "gradcheck.h"
 #include "ops.h"
 #include "rng.h"
+#include "segs.h"
 #include "unit.h"
 
 #define GRAD_TOL 1e-6 /* finite differences vs backward, double build */
 #define F32_TOL 1e-5  /* float build vs double build, normwise */
 #define TRIALS 4      /* random shapes per op */
-
-/* A random packed batch: B in 1..maxb sequences of lengths 1..maxlen. */
-typedef struct {
-    int B, T;
-    int len[8], off[9];
-} segs;
-
-static void rand_segs(sq_rng *r, segs *s, int maxb, int maxlen)
-{
-    s->B = 1 + (int)sq_rng_below(r, (uint64_t)maxb);
-    for (int b = 0; b < s->B; b++)
-        s->len[b] = 1 + (int)sq_rng_below(r, (uint64_t)maxlen);
-    s->T = sq_pack_offsets(s->off, s->len, s->B);
-}
 
 static int rand_int(sq_rng *r, int lo, int hi) /* inclusive */
 {
@@ -78,7 +65,7 @@ UNIT_TEST(test_ops_embedding)
     double gworst = 0, fworst = 0;
     for (int trial = 0; trial < TRIALS; trial++) {
         segs s;
-        rand_segs(&r, &s, 4, 7);
+        segs_random(&r, &s, 4, 7);
         int C = trial == 0 ? 5 : rand_int(&r, 1, 6), V1 = 12, T = s.T;
         size_t n = (size_t)T * C, tn = (size_t)V1 * C;
         int ids[64];
@@ -144,7 +131,7 @@ UNIT_TEST(test_ops_posemb)
     double gworst = 0, fworst = 0;
     for (int trial = 0; trial < TRIALS; trial++) {
         segs s;
-        rand_segs(&r, &s, 4, 7);
+        segs_random(&r, &s, 4, 7);
         int C = rand_int(&r, 1, 6), T = s.T, P = 7;
         size_t n = (size_t)T * C, pn = (size_t)P * C;
         int pos[64];
@@ -203,7 +190,7 @@ UNIT_TEST(test_ops_layernorm)
     double gworst = 0, fworst = 0;
     for (int trial = 0; trial < TRIALS; trial++) {
         segs s;
-        rand_segs(&r, &s, 4, 7);
+        segs_random(&r, &s, 4, 7);
         /* C >= 3: for C = 2 the output is +-w + b whatever x, a zero
          * gradient that float round-off would dominate */
         int C = trial == 0 ? 5 : rand_int(&r, 3, 9), T = s.T;
@@ -277,7 +264,7 @@ UNIT_TEST(test_ops_linear)
     double gworst = 0, fworst = 0;
     for (int trial = 0; trial < TRIALS; trial++) {
         segs s;
-        rand_segs(&r, &s, 4, 7);
+        segs_random(&r, &s, 4, 7);
         int C = rand_int(&r, 1, 7), OC = trial == 0 ? 5 : rand_int(&r, 1, 9), T = s.T;
         size_t n = (size_t)T * C, on = (size_t)T * OC, wn = (size_t)OC * C;
         int has_bias = trial != 3;
@@ -402,7 +389,7 @@ UNIT_TEST(test_ops_dropout)
     double gworst = 0, fworst = 0;
     for (int trial = 0; trial < TRIALS; trial++) {
         segs s;
-        rand_segs(&r, &s, 4, 7);
+        segs_random(&r, &s, 4, 7);
         int C = rand_int(&r, 1, 7), T = s.T;
         size_t n = (size_t)T * C;
         drop_ctx c = {T, C, trial == 3 ? 0.0 : 0.3, calloc(n, 1),
@@ -588,7 +575,7 @@ UNIT_TEST(test_ops_attention)
     for (int causal = 0; causal < 2; causal++) {
         for (int trial = 0; trial < TRIALS + 2; trial++) {
             segs s;
-            rand_segs(&r, &s, 4, 7);
+            segs_random(&r, &s, 4, 7);
             int H = trial == 0 ? 1 : rand_int(&r, 1, 3);
             int hs = trial == 0 ? 5 : rand_int(&r, 1, 3), C = H * hs;
             int ld = trial % 2 ? 3 * C : C;
@@ -796,7 +783,7 @@ UNIT_TEST(test_ops_ce_full)
     double gworst = 0, fworst = 0, lworst = 0;
     for (int trial = 0; trial < TRIALS + 2; trial++) {
         segs s;
-        rand_segs(&r, &s, 4, 7);
+        segs_random(&r, &s, 4, 7);
         int C = trial == 0 ? 5 : rand_int(&r, 1, 6), V1 = 12, T = s.T;
         /* entries: every row (rows NULL) or the last row of each sequence,
          * as the `all` and `last` training targets select them */
@@ -905,7 +892,7 @@ UNIT_TEST(test_ops_bce_sampled)
     double gworst = 0, fworst = 0, lworst = 0;
     for (int trial = 0; trial < TRIALS + 2; trial++) {
         segs s;
-        rand_segs(&r, &s, 4, 7);
+        segs_random(&r, &s, 4, 7);
         int C = trial == 0 ? 5 : rand_int(&r, 1, 6), V1 = 12, T = s.T;
         int K = rand_int(&r, 1, 3), last = trial % 2, n = last ? s.B : T;
         int rows[64], pos[64], neg[64 * 3];
