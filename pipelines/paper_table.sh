@@ -18,7 +18,7 @@ for run in "$@"; do
     printf '| %s | (not run) |\n' "$run"
     continue
   fi
-  awk -v run="$run" -v cells="$cells" -v log="$dir/$run.log" '
+  awk -v run="$run" -v cells="$cells" -v logf="$dir/$run.log" '
     function get(s, key,   m) {
       if (match(s, "\"" key "\": *[0-9.e+-]+")) {
         m = substr(s, RSTART, RLENGTH); sub(/.*: */, "", m); return m + 0
@@ -38,7 +38,7 @@ for run in "$@"; do
           line = line sprintf(" | %.4f | - | -", v)
       }
       ep = 0; best = 0; bestv = -1; secs = 0
-      while ((getline l < log) > 0) {
+      while ((getline l < logf) > 0) {
         ep++
         s = get(l, "seconds"); if (s > 0) secs += s
         v = get(l, "ndcg@10"); if (v > bestv) { bestv = v; best = get(l, "epoch") }

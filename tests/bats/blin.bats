@@ -103,3 +103,22 @@ ndcg() { sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$@"; }
   [[ "$output" == *"--dwc-kernel is for --attn efficient-dwc"* ]]
   no_leftovers "$T" s.sqr
 }
+
+@test "blin: reproduce-blin's table and figure scripts (paper cells, ratios, epochs, PNG)" {
+  mkdir "$T/r"
+  printf '{"records": 3, "hr@10": 0.300000, "ndcg@10": 0.200000, "hr@20": 0.400000, "ndcg@20": 0.250000}\n' > "$T/r/Beauty-blin.json"
+  printf '{"records": 3, "hr@10": 0.100000, "ndcg@10": 0.050000, "hr@20": 0.200000, "ndcg@20": 0.070000}\n' > "$T/r/Beauty-lambda0.5.json"
+  printf '{"epoch":1,"loss":9,"valid":{"hr@10":0.1,"ndcg@10":0.05},"seconds":10.0,"seq_per_s":1}\n{"epoch":2,"loss":8,"valid":{"hr@10":0.2,"ndcg@10":0.07},"seconds":20.0,"seq_per_s":1}\n{"epoch":3,"loss":7,"valid":{"hr@10":0.2,"ndcg@10":0.06},"seconds":30.0,"seq_per_s":1}\n' > "$T/r/Beauty-blin.log"
+  run sh "$SEQREC_ROOT/pipelines/paper_table.sh" "T" "$T/r" "Beauty-blin:0.3319/0.4051/0.2218/0.2446" \
+    Beauty-blin Beauty-lambda0.5 Beauty-none
+  [ "$status" -eq 0 ]
+  echo "$output"
+  [[ "$output" == *"| Beauty-blin | 0.3000 | 0.3319 | 0.90 | 0.4000 | 0.4051 | 0.99 | 0.2000 | 0.2218 | 0.90 | 0.2500 | 0.2446 | 1.02 | 3 | 2 | 20.0 |"* ]]
+  [[ "$output" == *"| Beauty-lambda0.5 | 0.1000 | - | - |"* ]]
+  [[ "$output" == *"| Beauty-none | (not run) |"* ]]
+  run sh "$SEQREC_ROOT/pipelines/blin_fig5.sh" "$T/r" Beauty "0.1 0.5 1 3"
+  [ "$status" -eq 0 ]
+  grep -q '^0.5 0.100000 0.050000$' "$T/r/fig5.dat"
+  grep -q '^2 0.300000 0.200000$' "$T/r/fig5.dat"
+  if command -v gnuplot > /dev/null; then [ -s "$T/r/fig5.png" ]; fi
+}
