@@ -34,7 +34,7 @@ const sq_opt sq_train_options[] = {
      .help = "full softmax cross-entropy (default) or BCE with\n"
              "sampled negatives (sasrec only)"},
     {.name = "neg", .key = "train.neg", .type = SQ_OPT_INT, .offset = OFF(neg), .def = "1",
-     .lo = 1, .hi = 1024, .arg = "K", .help = "negatives per position for bce and blin's\n--softmax sampled (default 1)"},
+     .lo = 1, .hi = 1024, .arg = "K", .help = "negatives per position for bce and for blin's\nsampled softmax (default 1)"},
     {.name = "target", .key = "train.target", .type = SQ_OPT_CHOICE, .offset = OFF(target),
      .def = "all", .choices = "all|last", .arg = "all|last",
      .help = "train every position (default) or the last one of\nevery prefix"},
