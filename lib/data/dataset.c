@@ -3,6 +3,7 @@
 #include "dataset.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -167,6 +168,40 @@ static int map_put(const char ***tab, uint32_t *n, uint32_t dense, const char *v
     return 0;
 }
 
+int sq_idmap_line(const char *s, size_t n, const char *path, unsigned long long line,
+                  int *kind, uint32_t *dense, const char **orig, size_t *orig_len,
+                  sq_err *e)
+{
+    if (n && s[n - 1] == '\r')
+        n--;
+    if (n == 0)
+        return 1;
+    const char *t1 = memchr(s, '\t', n);
+    const char *t2 = t1 ? memchr(t1 + 1, '\t', n - (size_t)(t1 + 1 - s)) : NULL;
+    if (!t2)
+        return sq_fail(e, SQ_EX_DATA, "%s: line %llu: expected kind<TAB>dense<TAB>original",
+                       path, line);
+    size_t kl = (size_t)(t1 - s), dl = (size_t)(t2 - t1 - 1);
+    if (kl == 4 && memcmp(s, "user", 4) == 0)
+        *kind = 0;
+    else if (kl == 4 && memcmp(s, "item", 4) == 0)
+        *kind = 1;
+    else
+        return sq_fail(e, SQ_EX_DATA, "%s: line %llu: kind must be user or item, not '%.*s'",
+                       path, line, (int)(kl > 40 ? 40 : kl), s);
+    char num[16];
+    snprintf(num, sizeof num, "%.*s", (int)(dl < sizeof num - 1 ? dl : sizeof num - 1), t1 + 1);
+    if (dl >= sizeof num || parse_dense(num, dense))
+        return sq_fail(e, SQ_EX_DATA, "%s: line %llu: bad dense id '%.*s'", path, line,
+                       (int)(dl > 40 ? 40 : dl), t1 + 1);
+    *orig = t2 + 1;
+    *orig_len = n - (size_t)(t2 + 1 - s);
+    if (*orig_len == 0)
+        return sq_fail(e, SQ_EX_DATA, "%s: line %llu: empty original %s id", path, line,
+                       *kind ? "item" : "user");
+    return 0;
+}
+
 int sq_idmap_read(sq_idmap *m, const char *path, sq_err *e)
 {
     memset(m, 0, sizeof *m);
@@ -203,42 +238,27 @@ int sq_idmap_read(sq_idmap *m, const char *path, sq_err *e)
         sq_fail(e, SQ_EX_DATA, "%s: NUL byte in a map file", name);
         goto fail;
     }
-    /* Split in place: each field ends in a NUL. Messages are formed before
-     * the map is freed, since they quote its text. */
+    /* Each line's original id ends in a NUL written over its newline (or
+     * CR). Messages are formed before the map is freed: they quote it. */
     char *p = m->text;
     for (uint64_t line = 1; *p; line++) {
         char *eol = strchr(p, '\n');
-        char *next = eol ? eol + 1 : p + strlen(p);
-        if (eol)
-            *eol = '\0';
-        if (eol > p && eol[-1] == '\r')
-            eol[-1] = '\0';
-        char *t1 = strchr(p, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+        size_t n = eol ? (size_t)(eol - p) : strlen(p);
+        char *next = eol ? eol + 1 : p + n;
+        int kind, rc;
         uint32_t dense;
-        if (!t1 || !t2 || strchr(t2 + 1, '\t')) {
-            sq_fail(e, SQ_EX_DATA, "%s: line %llu: expected kind<TAB>dense<TAB>original",
-                    name, (unsigned long long)line);
+        const char *orig;
+        size_t ol;
+        rc = sq_idmap_line(p, n, name, (unsigned long long)line, &kind, &dense, &orig, &ol, e);
+        if (rc > 1)
             goto fail;
-        }
-        *t1 = *t2 = '\0';
-        if (parse_dense(t1 + 1, &dense)) {
-            sq_fail(e, SQ_EX_DATA, "%s: line %llu: bad dense id '%s'", name,
-                    (unsigned long long)line, t1 + 1);
-            goto fail;
-        }
-        int bad;
-        if (strcmp(p, "user") == 0)
-            bad = map_put(&m->user, &m->n_user, dense, t2 + 1);
-        else if (strcmp(p, "item") == 0)
-            bad = map_put(&m->item, &m->n_item, dense, t2 + 1);
-        else {
-            sq_fail(e, SQ_EX_DATA, "%s: line %llu: kind must be user or item, not '%s'",
-                    name, (unsigned long long)line, p);
-            goto fail;
-        }
-        if (bad) {
-            sq_fail(e, SQ_EX_OSERR, "out of memory for the map %s", name);
-            goto fail;
+        if (rc == 0) {
+            ((char *)orig)[ol] = '\0';
+            if (map_put(kind ? &m->item : &m->user, kind ? &m->n_item : &m->n_user, dense,
+                        orig)) {
+                sq_fail(e, SQ_EX_OSERR, "out of memory for the map %s", name);
+                goto fail;
+            }
         }
         p = next;
     }

@@ -78,6 +78,17 @@ typedef struct {
     uint32_t n_user, n_item;
 } sq_idmap;
 
+/* One line of a map file, s[0, n) without its newline (a trailing CR is
+ * dropped): "kind<TAB>dense<TAB>original", the original id being the rest
+ * of the line (it may hold tabs: seqrec-preprocess writes ids verbatim).
+ * The one reader of the format, for sq_idmap_read and seqrec-preprocess
+ * --map-in. Returns 1 for a blank line (skipped), 0 with *kind (0 user, 1
+ * item), *dense (>= 1) and the original's span set, or SQ_EX_DATA
+ * "PATH: line N: reason". */
+int sq_idmap_line(const char *s, size_t n, const char *path, unsigned long long line,
+                  int *kind, uint32_t *dense, const char **orig, size_t *orig_len,
+                  sq_err *e);
+
 /* Reads a map file: 66 when missing, 65 "FILE: line N: reason" when bad. */
 int sq_idmap_read(sq_idmap *m, const char *path, sq_err *e);
 /* The original id of a dense user or item, or NULL when the map lacks it. */

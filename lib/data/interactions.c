@@ -1,6 +1,7 @@
 /* interactions.c - interning, sorting, filtering and remapping of
  * interaction logs (see interactions.h for the order of the steps). */
 #include "interactions.h"
+#include "dataset.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -650,44 +651,31 @@ fail:
 
 /* ---- reading a map (--map-in) ---- */
 
-/* One line of a map file, without its newline: "kind<TAB>dense<TAB>original". */
+/* One line of a map file (sq_idmap_line parses it): the next dense id of
+ * its kind, for an original id not seen before. */
 static int map_line(sq_inter *t, const char *s, size_t n, const char *path,
                     unsigned long long line, sq_err *e)
 {
-    if (n && s[n - 1] == '\r')
-        n--;
-    if (n == 0)
-        return 0; /* blank lines are skipped */
-    const char *t1 = memchr(s, '\t', n);
-    const char *t2 = t1 ? memchr(t1 + 1, '\t', n - (size_t)(t1 + 1 - s)) : NULL;
-    if (!t2)
-        return sq_fail(e, SQ_EX_DATA, "%s: line %llu: expected kind<TAB>dense<TAB>original",
-                       path, line);
-    size_t kl = (size_t)(t1 - s), dl = (size_t)(t2 - t1 - 1), ol = n - (size_t)(t2 + 1 - s);
-    sq_ids *d;
-    if (kl == 4 && memcmp(s, "user", 4) == 0)
-        d = &t->users;
-    else if (kl == 4 && memcmp(s, "item", 4) == 0)
-        d = &t->items;
-    else
-        return sq_fail(e, SQ_EX_DATA, "%s: line %llu: kind must be user or item, not '%.*s'",
-                       path, line, (int)(kl > 40 ? 40 : kl), s);
-    const char *kind = d == &t->users ? "user" : "item";
+    int k;
+    uint32_t dense;
+    const char *orig;
+    size_t ol;
+    int rc = sq_idmap_line(s, n, path, line, &k, &dense, &orig, &ol, e);
+    if (rc)
+        return rc == 1 ? 0 : rc; /* blank lines are skipped */
+    sq_ids *d = k ? &t->items : &t->users;
+    const char *kind = k ? "item" : "user";
     uint32_t want = d->n + 1;
-    char num[16];
-    snprintf(num, sizeof num, "%u", (unsigned)want);
-    if (dl != strlen(num) || memcmp(t1 + 1, num, dl) != 0)
-        return sq_fail(e, SQ_EX_DATA, "%s: line %llu: %s dense id '%.*s', expected %u (each "
+    if (dense != want)
+        return sq_fail(e, SQ_EX_DATA, "%s: line %llu: %s dense id %u, expected %u (each "
                        "kind's ids are 1, 2, ... in order)", path, line, kind,
-                       (int)(dl > 40 ? 40 : dl), t1 + 1, (unsigned)want);
-    if (ol == 0)
-        return sq_fail(e, SQ_EX_DATA, "%s: line %llu: empty original %s id", path, line, kind);
+                       (unsigned)dense, (unsigned)want);
     uint32_t id;
-    if (sq_ids_intern(d, t2 + 1, ol, &id, e))
+    if (sq_ids_intern(d, orig, ol, &id, e))
         return e->code;
     if (id + 1 != want)
         return sq_fail(e, SQ_EX_DATA, "%s: line %llu: %s '%.*s' already has dense id %u",
-                       path, line, kind, (int)(ol > 40 ? 40 : ol), t2 + 1, (unsigned)id + 1);
+                       path, line, kind, (int)(ol > 40 ? 40 : ol), orig, (unsigned)id + 1);
     return 0;
 }
 

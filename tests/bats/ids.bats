@@ -113,7 +113,7 @@ day1() {
 @test "bad map files: 65 with the file and line; a missing map 66; no output left" {
   printf 'user\t1\tu1\nuser\t3\tu2\n' > "$T/gap.map"
   run -65 "${PRE[@]}" --map-in "$T/gap.map" -o "$T/out/x.sqr" "$T/day1.tsv"
-  [[ "$output" == *"gap.map: line 2: user dense id '3', expected 2"* ]]
+  [[ "$output" == *"gap.map: line 2: user dense id 3, expected 2"* ]]
   printf 'user\t1\tu1\nitem\t1\ti1\nitem\t2\ti1\n' > "$T/dup.map"
   run -65 "${PRE[@]}" --map-in "$T/dup.map" -o "$T/out/x.sqr" "$T/day1.tsv"
   [[ "$output" == *"dup.map: line 3: item 'i1' already has dense id 1"* ]]

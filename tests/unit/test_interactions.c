@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dataset.h"
 #include "interactions.h"
 #include "rng.h"
 #include "unit.h"
@@ -387,13 +388,13 @@ UNIT_TEST(test_interactions_read_map)
     static const struct {
         const char *text, *want;
     } bad[] = {
-        {"user\t1\ta\nuser\t1\tb\n", "line 2: user dense id '1', expected 2"},
-        {"user\t1\ta\nitem\t2\tb\n", "line 2: item dense id '2', expected 1"},
+        {"user\t1\ta\nuser\t1\tb\n", "line 2: user dense id 1, expected 2"},
+        {"user\t1\ta\nitem\t2\tb\n", "line 2: item dense id 2, expected 1"},
         {"user\t1\ta\nuser\t2\ta\n", "line 2: user 'a' already has dense id 1"},
         {"user\t1\ta\nitem 1 b\n", "line 2: expected kind<TAB>dense<TAB>original"},
         {"user\t1\ta\nitems\t1\tb\n", "line 2: kind must be user or item, not 'items'"},
         {"user\t1\ta\nitem\t1\t\n", "line 2: empty original item id"},
-        {"user\t1\ta\nitem\t99999999999999\tb\n", "line 2: item dense id '99999999999999'"},
+        {"user\t1\ta\nitem\t99999999999999\tb\n", "line 2: bad dense id '99999999999999'"},
         {"user\t1\ta\n", "not an id map: no item lines"},
         {"", "not an id map: no user lines"},
     };
@@ -405,6 +406,30 @@ UNIT_TEST(test_interactions_read_map)
         sq_inter_free(&tab);
     }
     sq_err e = {0};
+    sq_inter_init(&tab);
+    CHECK_EQ(sq_inter_read_map(&tab, "/nonexistent/map.tsv", &e), SQ_EX_NOINPUT);
+    CHECK(strstr(e.msg, "/nonexistent/map.tsv") != NULL);
+    sq_inter_free(&tab);
+
+    /* one reader of the format: seqrec-score's map (sq_idmap_read) reads
+     * what --map-in reads, an original id with a tab included */
+    const char *text = "user\t1\tu\t7\r\n\nitem\t1\tx\ty\nitem\t2\tz\n";
+    sq_inter_init(&tab);
+    CHECK_EQ(read_map_text(text, &tab, msg, sizeof msg), 0);
+    CHECK_STR(sq_ids_str(&tab.users, 0), "u\t7");
+    CHECK_STR(sq_ids_str(&tab.items, 0), "x\ty");
+    sq_inter_free(&tab);
+    char path[] = "/tmp/sq_idmap_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    sq_idmap m;
+    CHECK_EQ(sq_idmap_read(&m, path, &e), 0);
+    CHECK_STR(sq_idmap_user(&m, 1), "u\t7");
+    CHECK_STR(sq_idmap_item(&m, 1), "x\ty");
+    CHECK_STR(sq_idmap_item(&m, 2), "z");
+    sq_idmap_free(&m);
+    unlink(path);
     sq_inter_init(&tab);
     CHECK_EQ(sq_inter_read_map(&tab, "/nonexistent/map.tsv", &e), SQ_EX_NOINPUT);
     CHECK(strstr(e.msg, "/nonexistent/map.tsv") != NULL);
