@@ -65,6 +65,19 @@ static inline double gc_rel_diff(const float *a, const double *b, size_t n)
     return dmax / fmax(bmax, 1e-30);
 }
 
+/* The same normwise agreement of two double arrays. */
+static inline double gc_rel_diff_f64(const double *a, const double *b, size_t n)
+{
+    double dmax = 0, bmax = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs(a[i] - b[i]);
+        if (!(d <= dmax))
+            dmax = d;
+        bmax = fmax(bmax, fabs(b[i]));
+    }
+    return dmax / fmax(bmax, 1e-30);
+}
+
 static inline double *gc_zeros(size_t n)
 {
     return calloc(n ? n : 1, sizeof(double));

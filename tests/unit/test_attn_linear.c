@@ -147,19 +147,6 @@ static void ref_forward(sq_lattn_kind kind, double *out, const double *q,
     }
 }
 
-/* Normwise max |a - b| / max |b| of two double arrays. */
-static double rel_diff(const double *a, const double *b, size_t n)
-{
-    double dmax = 0, bmax = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs(a[i] - b[i]);
-        if (!(d <= dmax))
-            dmax = d;
-        bmax = fmax(bmax, fabs(b[i]));
-    }
-    return dmax / fmax(bmax, 1e-30);
-}
-
 /* ------------------------------------------------------------------------ */
 
 /* q, k, v in one array: separate [T, C] blocks (ld = C) or interleaved rows
@@ -245,7 +232,7 @@ static void check_instance(unit_ctx *t, sq_rng *r, sq_lattn_kind kind, int C,
     double *ref = gc_zeros(n);
     lk_obj(&c);
     ref_forward(kind, ref, q, k, v, ld, s.off, s.B, H, C, causal);
-    double e = rel_diff(c.out, ref, n);
+    double e = gc_rel_diff_f64(c.out, ref, n);
     CHECK(e < REF_TOL_F64);
     UPD(wo->ref64[causal], e);
 
@@ -397,7 +384,7 @@ UNIT_TEST(test_attn_linear_efficient_large)
                         gc_zeros(n), gc_zeros(cn), gc_zeros(sn), dw};
             double *g = gc_zeros(qn);
             lk_obj(&c);
-            e = rel_diff(c.out, ref, n);
+            e = gc_rel_diff_f64(c.out, ref, n);
             CHECK(e < REF_TOL_F64);
             sq_efficient_attn_backward_f64(cx, g, g + n, g + 2 * n, c.scratch, dw,
                                            x, x + n, x + 2 * n, c.cache, ld,

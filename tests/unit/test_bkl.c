@@ -47,17 +47,6 @@ static int all_finite(const double *x, size_t n)
     return 1;
 }
 
-/* Normwise |a - b| / max|b| (both double). */
-static double rel_diff(const double *a, const double *b, size_t n)
-{
-    double dmax = 0, bmax = 0;
-    for (size_t i = 0; i < n; i++) {
-        dmax = fmax(dmax, fabs(a[i] - b[i]));
-        bmax = fmax(bmax, fabs(b[i]));
-    }
-    return dmax / fmax(bmax, 1e-30);
-}
-
 #define CHECK_WORST(err, tol, worst) do { \
     double e_ = (err); \
     CHECK(e_ < (tol)); \
@@ -214,8 +203,8 @@ static void bkl_trials(unit_ctx *t, int sampled)
                                   c.n, c.C, c.V1, c.chunk, 1);
         sworst = fmax(sworst, fabs(sloss - loss) / fmax(loss, 1e-300));
         CHECK_NEAR(sloss, loss, 1e-14);
-        CHECK_WORST(rel_diff(sdh, dh, hn), 1e-12, sworst);
-        CHECK_WORST(rel_diff(sdE, dE, en), 1e-12, sworst);
+        CHECK_WORST(gc_rel_diff_f64(sdh, dh, hn), 1e-12, sworst);
+        CHECK_WORST(gc_rel_diff_f64(sdE, dE, en), 1e-12, sworst);
         /* the float build; dloss scales the gradients */
         float *fdh = calloc(hn, sizeof *fdh), *fdE = calloc(en, sizeof *fdE);
         double floss = bkl_float(&c, c.ra, c.rb, fdh, fdE, 2.0f, 0);
@@ -485,9 +474,9 @@ UNIT_TEST(test_ce_sampled_is_full)
                                  &fcount);
     CHECK_EQ(count, fcount);
     CHECK_NEAR(loss, full, 1e-12);
-    CHECK(rel_diff(dh, dhf, hn) < 1e-12);
-    CHECK(rel_diff(dE, dEf, en) < 1e-12);
+    CHECK(gc_rel_diff_f64(dh, dhf, hn) < 1e-12);
+    CHECK(gc_rel_diff_f64(dE, dEf, en) < 1e-12);
     gc_note(t->name, "loss vs sq_ce_full", fabs(loss - full) / full);
-    gc_note(t->name, "grad vs sq_ce_full", fmax(rel_diff(dh, dhf, hn), rel_diff(dE, dEf, en)));
+    gc_note(t->name, "grad vs sq_ce_full", fmax(gc_rel_diff_f64(dh, dhf, hn), gc_rel_diff_f64(dE, dEf, en)));
     free(h); free(E); free(dh); free(dE); free(dhf); free(dEf); free(scratch);
 }

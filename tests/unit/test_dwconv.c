@@ -56,18 +56,6 @@ static void ref_forward(double *out, const double *x, int ld, const double *w,
             }
 }
 
-static double rel_diff(const double *a, const double *b, size_t n)
-{
-    double dmax = 0, bmax = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs(a[i] - b[i]);
-        if (!(d <= dmax))
-            dmax = d;
-        bmax = fmax(bmax, fabs(b[i]));
-    }
-    return dmax / fmax(bmax, 1e-30);
-}
-
 #define UPD(w, e) do { double e_ = (e); if (!(e_ <= (w))) (w) = e_; } while (0)
 
 /* ------------------------------------------------------------------------ */
@@ -146,7 +134,7 @@ static void check_op(unit_ctx *t, sq_rng *r, int K, int causal, int trial, op_wo
     memcpy(ref, o0, n * sizeof *ref);
     sq_dwconv_forward_f64(&cx, o, x, ld, c.w, bias, K, s.off, s.B, C, causal);
     ref_forward(ref, x, ld, c.w, bias, K, &s, C, causal);
-    double e = rel_diff(o, ref, n);
+    double e = gc_rel_diff_f64(o, ref, n);
     CHECK(e < REF_TOL);
     UPD(wo->ref, e);
 
