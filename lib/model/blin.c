@@ -180,20 +180,32 @@ static int scores(sq_model *mm, const sq_batch *b, float *out, sq_err *e)
     return rc;
 }
 
+/* "sasrec --attn K" of the backbone's map -> "blin --attn K[, ...]". */
+static void map_title(sq_attn_map *a, int repeated)
+{
+    const char *k = strstr(a->what, "--attn");
+    char what[sizeof a->what];
+    snprintf(what, sizeof what, "blin %s%s", k ? k : "", repeated ? ", history repeated" : "");
+    memcpy(a->what, what, sizeof what);
+}
+
 static int attention(const sq_model *mm, const uint32_t *hist, uint32_t len, sq_attn_map *a,
                      sq_err *e)
 {
     const blin_scorer *s = mm->impl;
-    if (s->infer_pad == INFER_ZERO || len == 0)
-        return s->inner.attention(&s->inner, hist, len, a, e);
+    int rc;
+    if (s->infer_pad == INFER_ZERO || len == 0) {
+        if ((rc = s->inner.attention(&s->inner, hist, len, a, e)) == 0)
+            map_title(a, 0);
+        return rc;
+    }
     uint32_t zero = 0;
     sq_batch one = {.items = hist, .off = &zero, .len = &len, .B = 1}, pb;
     uint32_t *mem;
     if (padded_batch(s, &one, &pb, &mem, e))
         return e->code;
-    int rc = s->inner.attention(&s->inner, pb.items + pb.off[0], pb.len[0], a, e);
-    if (!rc)
-        snprintf(a->what, sizeof a->what, "blin (%s)", s->inner.name);
+    if ((rc = s->inner.attention(&s->inner, pb.items + pb.off[0], pb.len[0], a, e)) == 0)
+        map_title(a, 1);
     free(mem);
     return rc;
 }

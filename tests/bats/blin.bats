@@ -122,3 +122,20 @@ ndcg() { sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$@"; }
   grep -q '^2 0.300000 0.200000$' "$T/r/fig5.dat"
   if command -v gnuplot > /dev/null; then [ -s "$T/r/fig5.png" ]; fi
 }
+
+@test "blin: a run resumed from its checkpoint ends with the uninterrupted run's model" {
+  seqrec-train "${TINY[@]}" --epochs 2 --log /dev/null -o "$T/full.sqm" "$T/s.sqr"
+  seqrec-train "${TINY[@]}" --epochs 1 --log /dev/null -o "$T/r.sqm" "$T/s.sqr"
+  seqrec-train --resume "$T/r.sqm.ckpt" --epochs 2 --threads 2 --log /dev/null "$T/s.sqr"
+  cmp "$T/full.sqm" "$T/r.sqm"
+  # blin's options cannot change on resume
+  run -64 seqrec-train --resume "$T/r.sqm.ckpt" --bkl-lambda 1 "$T/s.sqr"
+}
+
+@test "blin: --attention-map draws the padded input the model scores" {
+  seqrec-train "${TINY[@]}" --epochs 1 --log /dev/null -o "$T/m.sqm" "$T/s.sqr"
+  run -0 seqrec-score -m "$T/m.sqm" --attention-map 5 -o "$T/maps" "$T/s.sqr"
+  grep -q '^# blin --attn efficient-dwc, history repeated, user 5' "$T/maps.gp"
+  [ -s "$T/maps.l1.h1.tsv" ]
+  [ -s "$T/maps.items.tsv" ]
+}
