@@ -123,6 +123,10 @@ check: deps $(BUILD)/tests/unit/list.h
 	$(MAKE) --no-print-directory bats
 	$(MAKE) --no-print-directory unit
 
+# The dataset recipes (data/Makefile) run in data/: a relative DATA_MIRROR
+# given here (e.g. ../shared/data) is made absolute for them.
+DATA_MAKE = $(MAKE) --no-print-directory -C data $(if $(DATA_MIRROR),DATA_MIRROR=$(abspath $(DATA_MIRROR)))
+
 include pipelines/demo.mk
 include $(filter-out pipelines/demo.mk,$(wildcard pipelines/*.mk))
 include bench/bench.mk

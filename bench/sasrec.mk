@@ -6,7 +6,7 @@ BENCH_BEAUTY := data/raw/Beauty.txt.gz
 bench-sasrec: deps
 	@$(MAKE) --no-print-directory all
 	@mkdir -p bench/out
-	@[ -f $(BENCH_BEAUTY) ] || $(MAKE) --no-print-directory -C data beauty
+	@[ -f $(BENCH_BEAUTY) ] || $(DATA_MAKE) beauty
 	$(BUILD)/bin/seqrec-preprocess --format s3rec $(BENCH_BEAUTY) | $(BUILD)/bin/seqrec-split -o bench/out/beauty.split
 	@rm -f bench/out/sasrec.csv
 	sh bench/bench-sasrec.sh $(BUILD)/bin bench/out/sasrec.csv bench/out/beauty.split

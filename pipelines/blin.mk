@@ -70,7 +70,7 @@ BLIN_PAPER := Beauty-sasrec:0.2775/0.3572/0.1752/0.1961 \
 .PHONY: reproduce-blin blin-runs
 reproduce-blin: deps
 	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory -C data beauty sports
+	@$(DATA_MAKE) beauty sports
 	@$(MAKE) --no-print-directory blin-runs
 	@sh pipelines/paper_table.sh "Blin Table 2 (test, uni:99 candidates, EPOCHS=$(EPOCHS))" \
 	  $(BLIN_OUT) "$(BLIN_PAPER)" $(foreach d,$(BLIN_DATASETS),$(d)-sasrec $(d)-linrec $(d)-blin) \

@@ -19,7 +19,7 @@ FPAREC_TRAIN := --model sasrec --max-len 50 --dim 64 --ffn 64 --layers 2 --heads
 reproduce-fparec-sasrec: deps
 	@$(MAKE) --no-print-directory all
 	@mkdir -p $(FPAREC_OUT)
-	@$(MAKE) --no-print-directory -C data beauty sports
+	@$(DATA_MAKE) beauty sports
 	@for ds in Beauty Sports_and_Outdoors; do \
 	  $(FPAREC_BIN)/seqrec-preprocess --format s3rec --stats data/raw/$$ds.txt.gz \
 	    | $(FPAREC_BIN)/seqrec-split --leave-one-out -o $(FPAREC_OUT)/$$ds.split || exit 1; \
@@ -87,7 +87,7 @@ FPAREC_PAPER := Beauty-softmax:0.0813/0.0405 Beauty-linear:0.0785/0.0379 Beauty-
 .PHONY: reproduce-fparec-attn fparec-attn-runs
 reproduce-fparec-attn: deps
 	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory -C data beauty sports
+	@$(DATA_MAKE) beauty sports
 	@$(MAKE) --no-print-directory fparec-attn-runs
 	@printf '%-32s %8s %8s   %s\n' run HR@10 NDCG@10 paper
 	@for d in $(FPAREC_DATASETS); do for k in $(FPAREC_KINDS); do \
