@@ -15,7 +15,10 @@
 # ratios. Early stopping (patience 10 validations) watches validation
 # NDCG@10 over all items (seqrec-train validates with full ranking).
 #
-# EPOCHS caps every run (default 200). BLIN_THREADS threads per run (default
+# EPOCHS caps every run (default 200); BLIN_RUNS="Beauty-sasrec Beauty-blin"
+# runs a subset (the tables mark the others "not run"). A Blin epoch costs
+# ~16x a SASRec epoch here (RandomPad fills the 100 rows: ~15 min on one
+# core for Beauty with full cross-entropy). BLIN_THREADS threads per run (default
 # 1: two 1-thread runs side by side use 2 cores better than one 2-thread
 # run; -j runs them side by side). Outputs in repro/blin/: the runs' logs,
 # models and metrics, table2.md, table3.md, fig5.md and fig5.png (gnuplot).
