@@ -24,7 +24,8 @@
  *
  * Scoring: the history RandomPad-ed with as many repeats as fit (--infer-pad
  * repeat, the input the model was trained on, without the randomness) or
- * left alone (--infer-pad zero), then SASRec's scoring. */
+ * left alone (--infer-pad zero), then SASRec's scoring; auto (the default)
+ * is repeat for RandomPad views and zero for --pad zero. */
 #include "bkl.h"
 #include "kv.h"
 #include "ops.h"
@@ -37,7 +38,7 @@
 #include <string.h>
 
 enum { SOFTMAX_FULL = 0, SOFTMAX_SAMPLED = 1 };
-enum { INFER_REPEAT = 0, INFER_ZERO = 1 };
+enum { INFER_AUTO = 0, INFER_REPEAT = 1, INFER_ZERO = 2 };
 
 typedef struct {
     sq_sasrec_config base; /* first: the backbone's options bind at their offsets */
@@ -45,7 +46,7 @@ typedef struct {
     double crop_eta;
     double bkl_lambda;
     int softmax;           /* SOFTMAX_FULL or SOFTMAX_SAMPLED */
-    int infer_pad;         /* INFER_REPEAT or INFER_ZERO */
+    int infer_pad;         /* INFER_REPEAT or INFER_ZERO (INFER_AUTO until resolved) */
 } blin_config;
 
 #define OFF(field) offsetof(blin_config, field)
@@ -65,9 +66,9 @@ static const sq_opt blin_opts[] = {
      .help = "blin: P of eq. 15 over every item (default) or\n"
              "over the positive and --neg K sampled negatives"},
     {.name = "infer-pad", .key = "blin.infer_pad", .type = SQ_OPT_CHOICE,
-     .offset = OFF(infer_pad), .def = "repeat", .choices = "repeat|zero", .arg = "P",
+     .offset = OFF(infer_pad), .def = "auto", .choices = "auto|repeat|zero", .arg = "P",
      .help = "blin: scoring input, the history repeated as often\n"
-             "as fits (default) or alone"},
+             "as fits or alone; auto (default): as trained"},
     {0},
 };
 #undef OFF
@@ -81,10 +82,21 @@ static const sq_sasrec_extra blin_extra = {
 /* ------------------------------------------------------------------------ */
 /* Configs                                                                  */
 
+/* --infer-pad auto: the input the model was trained on (RandomPad views:
+ * repeated; zero-padded crops: alone). Model files hold the resolved value. */
+static void resolve_infer_pad(blin_config *c)
+{
+    if (c->infer_pad == INFER_AUTO)
+        c->infer_pad = c->pad == SQ_VIEW_CROP ? INFER_ZERO : INFER_REPEAT;
+}
+
 static int config(void *cfg, const char *given, uint32_t n_items, int padded_len, sq_err *e)
 {
-    return sq_sasrec_config_from(cfg, SQ_BACKBONE_SASREC, given, n_items, padded_len,
-                                 &blin_extra, e);
+    if (sq_sasrec_config_from(cfg, SQ_BACKBONE_SASREC, given, n_items, padded_len,
+                              &blin_extra, e))
+        return e->code;
+    resolve_infer_pad(cfg);
+    return 0;
 }
 
 static int config_check(const void *cfg, sq_err *e)
@@ -120,6 +132,7 @@ static int config_read(void *cfg, const sq_modelfile *mf, const char *path, sq_e
     if (sq_sasrec_config_read_as(&c->base, mf, path, SQ_BACKBONE_SASREC, e) ||
         sq_opt_apply(blin_opts, c, mf->config, 1, SQ_EX_DATA, path, e))
         return e->code;
+    resolve_infer_pad(c);
     return 0;
 }
 

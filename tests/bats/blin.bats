@@ -31,6 +31,11 @@ ndcg() { sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$@"; }
             blin.pad=randompad blin.bkl_lambda=2 blin.softmax=full blin.infer_pad=repeat; do
     [[ "$output" == *"$kv"* ]] || { echo "missing $kv"; false; }
   done
+  # --infer-pad auto scores as trained: zero-padded crops score the history alone
+  seqrec-train --model blin --pad zero --dim 16 --ffn 32 --batch 64 --epochs 1 --threads 2 \
+    --log /dev/null -o "$T/zc.sqm" "$T/s.sqr"
+  seqrec-cat --header "$T/zc.sqm" | grep -q 'blin.infer_pad=zero'
+
 }
 
 @test "blin: beats popularity on validation NDCG@10, and seqrec-score agrees with the log" {
