@@ -102,25 +102,16 @@ static int config(void *cfg, const char *given, uint32_t n_items, int padded_len
 static int config_check(const void *cfg, sq_err *e)
 {
     const blin_config *c = cfg;
-    for (const sq_opt *o = blin_opts; o->type; o++) {
-        char buf[64];
-        blin_config tmp = *c;
-        if (sq_opt_set(o, &tmp, sq_opt_format(o, c, buf, sizeof buf), SQ_EX_USAGE, NULL, e))
-            return e->code;
-    }
+    if (sq_opt_check(blin_opts, c, SQ_EX_USAGE, e))
+        return e->code;
     return sq_sasrec_config_check(&c->base, e);
-}
-
-static int set_key(void *ctx, const char *key, const char *value, sq_err *e)
-{
-    return sq_modelfile_set(ctx, e, key, "%s", value);
 }
 
 static int config_write(const void *cfg, sq_modelfile *mf, sq_err *e)
 {
     const blin_config *c = cfg;
     if (sq_sasrec_config_write(&c->base, mf, e) ||
-        sq_opt_write(blin_opts, c, set_key, mf, e))
+        sq_opt_write(blin_opts, c, sq_modelfile_set_kv, mf, e))
         return e->code;
     return 0;
 }

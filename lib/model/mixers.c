@@ -76,13 +76,8 @@ int sq_mixer_check(const sq_mixer_env *env, sq_err *e)
     if (env->causal != 0 && env->causal != 1)
         return sq_fail(e, SQ_EX_USAGE, "causal must be 0 or 1");
     /* the kind's options, in their ranges (a config built in code) */
-    for (const sq_opt *o = m->opts; o && o->type; o++) {
-        char buf[64];
-        sq_mixer_cfg tmp = *env->m;
-        if (sq_opt_set(o, &tmp, sq_opt_format(o, env->m, buf, sizeof buf), SQ_EX_USAGE, NULL,
-                       e))
-            return e->code;
-    }
+    if (sq_opt_check(m->opts, env->m, SQ_EX_USAGE, e))
+        return e->code;
     return m->check ? m->check(env, e) : 0;
 }
 

@@ -74,6 +74,11 @@ int sq_modelfile_set(sq_modelfile *mf, sq_err *e, const char *key, const char *f
     return rc;
 }
 
+int sq_modelfile_set_kv(void *ctx, const char *key, const char *value, sq_err *e)
+{
+    return sq_modelfile_set(ctx, e, key, "%s", value);
+}
+
 int sq_modelfile_get(const sq_modelfile *mf, const char *key, char *buf, size_t n)
 {
     return sq_kv_get(mf->config, key, buf, n);

@@ -43,6 +43,9 @@ int sq_modelfile_set(sq_modelfile *mf, sq_err *e, const char *key, const char *f
     __attribute__((format(printf, 4, 5)));
 /* Value of the last "key=" line into buf; 1 if found. */
 int sq_modelfile_get(const sq_modelfile *mf, const char *key, char *buf, size_t n);
+/* sq_opt_write's sink (opt.h) into a model file's config: ctx is the
+ * sq_modelfile. */
+int sq_modelfile_set_kv(void *ctx, const char *key, const char *value, sq_err *e);
 /* Registers a tensor to be written; data is borrowed, not copied. */
 int sq_modelfile_add(sq_modelfile *mf, const char *name, uint8_t dtype, int ndim,
                      const uint64_t *shape, const void *data, sq_err *e);

@@ -99,12 +99,8 @@ int sq_sasrec_config_check(const sq_sasrec_config *c, sq_err *e)
     if (c->n_items < 1 || c->n_items > (1u << 30))
         return sq_fail(e, SQ_EX_USAGE, "n_items %" PRIu32 " out of range", c->n_items);
     /* every option in its range (a config built in code) */
-    for (const sq_opt *o = backbone_opts(c->backbone); o->type; o++) {
-        char buf[64];
-        sq_sasrec_config tmp = *c;
-        if (sq_opt_set(o, &tmp, sq_opt_format(o, c, buf, sizeof buf), SQ_EX_USAGE, NULL, e))
-            return e->code;
-    }
+    if (sq_opt_check(backbone_opts(c->backbone), c, SQ_EX_USAGE, e))
+        return e->code;
     /* the embedding table must stay addressable with int row indices */
     if ((uint64_t)(c->n_items + 2) * (uint64_t)c->dim > (uint64_t)1 << 40)
         return sq_fail(e, SQ_EX_USAGE, "item table too large");
@@ -112,16 +108,11 @@ int sq_sasrec_config_check(const sq_sasrec_config *c, sq_err *e)
     return sq_mixer_check(&env, e);
 }
 
-static int set_key(void *ctx, const char *key, const char *value, sq_err *e)
-{
-    return sq_modelfile_set(ctx, e, key, "%s", value);
-}
-
 int sq_sasrec_config_write(const sq_sasrec_config *c, sq_modelfile *mf, sq_err *e)
 {
     const sq_mixer *m = sq_mixer_get(c->attn.kind);
-    if (sq_opt_write(backbone_opts(c->backbone), c, set_key, mf, e) ||
-        (m->opts && sq_opt_write(m->opts, &c->attn, set_key, mf, e)))
+    if (sq_opt_write(backbone_opts(c->backbone), c, sq_modelfile_set_kv, mf, e) ||
+        (m->opts && sq_opt_write(m->opts, &c->attn, sq_modelfile_set_kv, mf, e)))
         return e->code;
     return 0;
 }

@@ -90,14 +90,8 @@ sq_step_opts sq_train_step_opts(const sq_train_opts *o)
 
 int sq_train_check(const sq_train_opts *o, sq_err *e)
 {
-    for (const sq_opt *t = sq_train_options; t->type; t++) {
-        char buf[64];
-        sq_train_opts tmp = *o;
-        if (t->cli_only && o->threads == 0)
-            continue; /* threads 0: the default, all */
-        if (sq_opt_set(t, &tmp, sq_opt_format(t, o, buf, sizeof buf), SQ_EX_USAGE, NULL, e))
-            return e->code;
-    }
+    if (sq_opt_check(sq_train_options, o, SQ_EX_USAGE, e))
+        return e->code; /* threads 0 (no default): all */
     if (!o->model || !o->model->step)
         return sq_fail(e, SQ_EX_USAGE, "no trained model");
     if (o->model->config_check && o->model->config_check(o->cfg, e))
@@ -116,11 +110,6 @@ static double now(void)
 /* ------------------------------------------------------------------------ */
 /* Configs of the model file and the checkpoint                             */
 
-static int set_key(void *ctx, const char *key, const char *value, sq_err *e)
-{
-    return sq_modelfile_set(ctx, e, key, "%s", value);
-}
-
 /* The config keys of the model: its name, the data, its own keys. */
 static int put_model(sq_modelfile *mf, const sq_model_def *def, const void *cfg,
                      const sq_header *data, sq_err *e)
@@ -135,7 +124,7 @@ static int put_config(sq_modelfile *mf, const sq_train_opts *o, const sq_dataset
                       sq_err *e)
 {
     if (put_model(mf, o->model, o->cfg, &ds->hdr, e) ||
-        sq_opt_write(sq_train_options, o, set_key, mf, e))
+        sq_opt_write(sq_train_options, o, sq_modelfile_set_kv, mf, e))
         return e->code;
     return 0;
 }

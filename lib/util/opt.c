@@ -159,6 +159,23 @@ int sq_opt_set(const sq_opt *o, void *obj, const char *value, int code, const ch
     return sq_fail(e, SQ_EX_SOFTWARE, "option %s: bad type", o->name);
 }
 
+int sq_opt_check(const sq_opt *t, const void *obj, int code, sq_err *e)
+{
+    for (; t && t->type; t++) {
+        char buf[64];
+        const char *v = sq_opt_format(t, obj, buf, sizeof buf);
+        if (!t->def && strcmp(v, "0") == 0)
+            continue; /* unset: e.g. --threads, all */
+        /* parse into a slot of its own: obj stays untouched */
+        sq_opt one = *t;
+        one.offset = 0;
+        uint64_t slot[1];
+        if (sq_opt_set(&one, slot, v, code, NULL, e))
+            return e->code;
+    }
+    return 0;
+}
+
 int sq_opt_apply(const sq_opt *t, void *obj, const char *kv, int required, int code,
                  const char *src, sq_err *e)
 {

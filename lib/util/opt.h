@@ -62,6 +62,11 @@ void sq_opt_defaults(const sq_opt *t, void *obj);
  * or out of range. */
 int sq_opt_set(const sq_opt *o, void *obj, const char *value, int code, const char *src,
                sq_err *e);
+/* Whether every option of t in obj is in its range (a config built in
+ * code rather than parsed): the value as sq_opt_format writes it must parse
+ * back; an option without a default may be unset (0). SQ_EX_USAGE (or
+ * `code`) naming the option otherwise. */
+int sq_opt_check(const sq_opt *t, const void *obj, int code, sq_err *e);
 /* For each option of t whose key has a line in kv, sets it (sq_opt_set).
  * required: an option whose key is missing is an error (code, naming src);
  * otherwise it keeps its value. */
