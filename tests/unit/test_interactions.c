@@ -41,6 +41,24 @@ static void rows_str(const sq_inter *tab, char *buf, size_t n)
     }
 }
 
+/* The map sq_inter_write_map writes for t (malloc'd), NULL on failure. */
+static char *map_text(const sq_inter *t)
+{
+    char *map = NULL;
+    size_t len = 0;
+    sq_err e = {0};
+    FILE *f = open_memstream(&map, &len);
+    if (!f)
+        return NULL;
+    int rc = sq_inter_write_map(t, f, "map", &e);
+    fclose(f);
+    if (rc) {
+        free(map);
+        return NULL;
+    }
+    return map;
+}
+
 UNIT_TEST(test_interactions_intern_many)
 {
     sq_ids d = {0};
@@ -254,17 +272,10 @@ UNIT_TEST(test_interactions_remap_numeric_and_appearance)
     CHECK_STR(sq_ids_str(&tab.items, tab.item_raw[1]), "b");
     CHECK_STR(sq_ids_str(&tab.items, tab.item_raw[2]), "a");
 
-    char *map = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&map, &len);
-    CHECK(f != NULL);
-    if (f) {
-        CHECK_EQ(sq_inter_write_map(&tab, f, "map", &e), 0);
-        fclose(f);
-        CHECK_STR(map, "user\t1\t7\nuser\t2\t007\nuser\t3\t10\nuser\t4\t100\n"
-                       "item\t1\tb\nitem\t2\ta\n");
-        free(map);
-    }
+    char *map = map_text(&tab);
+    CHECK_STR(map ? map : "", "user\t1\t7\nuser\t2\t007\nuser\t3\t10\nuser\t4\t100\n"
+                              "item\t1\tb\nitem\t2\ta\n");
+    free(map);
 
     sq_inter_stats s;
     sq_inter_get_stats(&tab, &s);
@@ -472,17 +483,11 @@ UNIT_TEST(test_interactions_remap_through_map)
     CHECK_EQ(s.max_len, 2);
 
     /* the extended map: the old lines first, unchanged */
-    char *map = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&map, &len);
-    CHECK(f != NULL);
-    if (f) {
-        CHECK_EQ(sq_inter_write_map(&tab, f, "map", &e), 0);
-        fclose(f);
-        CHECK_STR(map, "user\t1\t50\nuser\t2\t9\nuser\t3\tgone\nuser\t4\t11\nuser\t5\t12\n"
-                       "item\t1\tb\nitem\t2\ta\nitem\t3\tunused\nitem\t4\tn2\nitem\t5\tn1\n");
-        free(map);
-    }
+    char *map = map_text(&tab);
+    CHECK_STR(map ? map : "", "user\t1\t50\nuser\t2\t9\nuser\t3\tgone\nuser\t4\t11\n"
+                              "user\t5\t12\nitem\t1\tb\nitem\t2\ta\nitem\t3\tunused\n"
+                              "item\t4\tn2\nitem\t5\tn1\n");
+    free(map);
 
     /* drop: the rows of n1 and n2 go, the ids stay the map's */
     uint64_t rows = 0;
