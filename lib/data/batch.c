@@ -13,10 +13,11 @@
 #define STREAM_NEG 0x4e45470000000000ull     /* "NEG" */
 #define STREAM_MASK 0x4d41534b00000000ull    /* "MASK" */
 #define STREAM_VIEW 0x5649455700000000ull    /* "VIEW" */
+#define STREAM_RPREF 0x5250524546000000ull   /* "RPREF" */
 
 const char *sq_target_name(int mode)
 {
-    return mode == SQ_TARGET_LAST ? "last" : "all";
+    return mode == SQ_TARGET_LAST ? "last" : mode == SQ_TARGET_RANDOM ? "random" : "all";
 }
 
 int sq_target_parse(const char *name)
@@ -25,6 +26,8 @@ int sq_target_parse(const char *name)
         return SQ_TARGET_ALL;
     if (!strcmp(name, "last"))
         return SQ_TARGET_LAST;
+    if (!strcmp(name, "random"))
+        return SQ_TARGET_RANDOM;
     return -1;
 }
 
@@ -74,6 +77,8 @@ static int init(sq_batcher *b, const sq_seqs *d, int mode, int max_len, int batc
     b->K = K;
     b->seed = seed;
     uint32_t *lens = NULL;
+    if (mode != SQ_TARGET_ALL && mode != SQ_TARGET_LAST && mode != SQ_TARGET_RANDOM)
+        return sq_fail(e, SQ_EX_USAGE, "unknown --target mode %d", mode);
 
     uint64_t n = 0;
     for (uint32_t u = 0; u < d->n_users; u++)
@@ -259,6 +264,16 @@ static void sample_rng(sq_rng *r, uint64_t stream, uint64_t seed, uint64_t epoch
     sq_rng_seed(r, seed, stream ^ x);
 }
 
+/* SQ_TARGET_RANDOM: the end of user u's prefix in epoch `epoch`, uniform in
+ * 2 .. nt, drawn from (seed, epoch, u) alone so that no batch size or
+ * thread count changes it. */
+static uint32_t random_end(const sq_batcher *b, uint64_t epoch, uint32_t u, uint32_t nt)
+{
+    sq_rng r;
+    sample_rng(&r, STREAM_RPREF, b->seed, epoch, u, 0);
+    return 2 + (uint32_t)sq_rng_below(&r, (uint64_t)nt - 1);
+}
+
 /* Masks the cloze window of rows o .. o+len-1 (items it[0..len)), appending
  * its loss entries at *n. */
 static void mask_window(sq_batcher *b, sq_packed *p, int o, uint32_t len, const uint32_t *it,
@@ -391,6 +406,8 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
     for (int j = 0; j < B; j++) {
         uint64_t s = b->order[first + (uint64_t)j];
         uint32_t u = (uint32_t)(s >> 32), end = (uint32_t)s;
+        if (b->mode == SQ_TARGET_RANDOM)
+            end = random_end(b, epoch, u, end); /* listed as e = n_train */
         uint32_t len = sample_len(end, b->max_len, b->cloze);
         const uint32_t *it = b->d.items + b->d.start[u] + (end - len - (b->cloze ? 0 : 1));
         p->user[j] = u;
@@ -406,7 +423,7 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
             continue;
         }
         /* the trained positions of this sample, oldest first */
-        uint32_t t0 = b->mode == SQ_TARGET_LAST ? len - 1 : 0;
+        uint32_t t0 = b->mode == SQ_TARGET_ALL ? 0 : len - 1;
         int n0 = n;
         for (uint32_t t = t0; t < len; t++) {
             p->rows[n] = o + (int)t;

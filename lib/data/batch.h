@@ -11,6 +11,16 @@
  *   SQ_TARGET_LAST  one sample per prefix, e = 2 .. n_train; only the last
  *                   position of a sample is trained (RecBole's prefix
  *                   augmentation, used by LinRec's published numbers).
+ *   SQ_TARGET_RANDOM one sample per user with n_train >= 2 (listed with
+ *                   e = n_train, as SQ_TARGET_ALL) whose end is drawn anew
+ *                   when it is packed: e uniform in 2 .. n_train from a
+ *                   generator seeded by (seed, epoch, user), independent of
+ *                   batching and thread count; only the last position of
+ *                   that prefix is trained (as SQ_TARGET_LAST). An epoch
+ *                   costs one prefix per user, and over the epochs every
+ *                   prefix is drawn. The capacity bounds of e = n_train
+ *                   bound every prefix; negatives and cloze masks are those
+ *                   of the drawn sample (u, e).
  *
  * EPOCHS AND BATCHES. Each epoch shuffles the samples with a generator seeded
  * by (seed, epoch) alone; batch i takes samples order[i*B .. i*B+B-1] and
@@ -35,10 +45,11 @@
  * user, e), so they do not depend on batching or thread count and a new
  * epoch masks anew. SQ_TARGET_ALL gives one window per user (the newest
  * max_len training items), SQ_TARGET_LAST every prefix e = 2 .. n_train
- * (RecBole's sequential samples, each masked).
+ * (RecBole's sequential samples, each masked), SQ_TARGET_RANDOM one window
+ * per user ending at the drawn e.
  *
  * VIEWS (Blin's two views of a user, sq_batcher_init_views). One sample per
- * user with n_train >= 2 (e = n_train, as SQ_TARGET_ALL); a batch of B'
+ * user with n_train >= 2 (e = n_train, always SQ_TARGET_ALL); a batch of B'
  * samples packs 2 B' sequences: [0, B') the first views of its users and
  * [B', 2B') their second views in the same order (pb.views = 2). Sample
  * (u, e) is the next-item pairs of inputs items[s, e-1) and targets
@@ -64,9 +75,9 @@
 
 #include "err.h"
 
-enum sq_target_mode { SQ_TARGET_ALL = 0, SQ_TARGET_LAST = 1 };
+enum sq_target_mode { SQ_TARGET_ALL = 0, SQ_TARGET_LAST = 1, SQ_TARGET_RANDOM = 2 };
 
-/* "all" / "last"; parse returns -1 for an unknown name. */
+/* "all" / "last" / "random"; parse returns -1 for an unknown name. */
 const char *sq_target_name(int mode);
 int sq_target_parse(const char *name);
 
@@ -120,8 +131,9 @@ typedef struct {
 } sq_batcher;
 
 /* Lists the samples of d (users with n_train >= 2) and allocates a batch of
- * `batch` samples; K > 0 prepares negative sampling. SQ_EX_DATA when there
- * is no sample at all, SQ_EX_OSERR when out of memory. */
+ * `batch` samples; K > 0 prepares negative sampling. SQ_EX_USAGE for an
+ * unknown mode, SQ_EX_DATA when there is no sample at all, SQ_EX_OSERR when
+ * out of memory. */
 int sq_batcher_init(sq_batcher *b, const sq_seqs *d, int mode, int max_len,
                     int batch, int K, uint64_t seed, sq_err *e);
 /* The same for CLOZE samples: masked items become mask_id; 0 < mask_prob

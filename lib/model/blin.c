@@ -135,7 +135,7 @@ static int check_step(const void *cfg, const sq_step_opts *o, sq_err *e)
                        "for sampled negatives use --softmax sampled --neg K, not --loss bce");
     if (o->target != SQ_TARGET_ALL)
         return sq_fail(e, SQ_EX_USAGE, "--model blin trains every position of its views: "
-                       "--target last is not available");
+                       "--target %s is not available", sq_target_name(o->target));
     return 0;
 }
 

@@ -102,7 +102,7 @@ int sq_model_check_stream(const sq_model *m, const sq_header *h, const char *nam
 typedef struct {
     int loss;        /* SQ_LOSS_CE or SQ_LOSS_BCE (sasrec.h) */
     int neg;         /* negatives per position (bce) */
-    int target;      /* SQ_TARGET_ALL or SQ_TARGET_LAST (batch.h) */
+    int target;      /* SQ_TARGET_ALL, _LAST or _RANDOM (batch.h) */
     int batch;       /* sequences per batch */
     uint64_t seed;
 } sq_step_opts;

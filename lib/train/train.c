@@ -36,8 +36,10 @@ const sq_opt sq_train_options[] = {
     {.name = "neg", .key = "train.neg", .type = SQ_OPT_INT, .offset = OFF(neg), .def = "1",
      .lo = 1, .hi = 1024, .arg = "K", .help = "negatives per position for bce and for blin's\nsampled softmax (default 1)"},
     {.name = "target", .key = "train.target", .type = SQ_OPT_CHOICE, .offset = OFF(target),
-     .def = "all", .choices = "all|last", .arg = "all|last",
-     .help = "train every position (default) or the last one of\nevery prefix"},
+     .def = "all", .choices = "all|last|random", .arg = "all|last|random",
+     .help = "train every position (default), the last one of\n"
+             "every prefix, or the last one of one prefix per\n"
+             "user drawn anew every epoch"},
     {.name = "lr", .key = "train.lr", .type = SQ_OPT_REAL, .offset = OFF(lr), .def = "1e-3",
      .lo = 0, .hi = BIG, .lo_open = 1, .arg = "X", .help = "Adam learning rate (default 1e-3)"},
     {.name = "beta1", .key = "train.beta1", .type = SQ_OPT_REAL, .offset = OFF(beta1),

@@ -242,7 +242,13 @@ void sq_opt_help(const sq_opt *t, FILE *f)
         const char *h = t->help ? t->help : "";
         const char *nl = strchr(h, '\n');
         int first = nl ? (int)(nl - h) : (int)strlen(h);
-        fprintf(f, "  %-19s %.*s\n", head, first, h);
+        if (strlen(head) > 19) {
+            /* a head wider than its column gets a line of its own */
+            fprintf(f, "  %s\n", head);
+            fprintf(f, "  %-19s %.*s\n", "", first, h);
+        } else {
+            fprintf(f, "  %-19s %.*s\n", head, first, h);
+        }
         while (nl) {
             h = nl + 1;
             nl = strchr(h, '\n');

@@ -52,6 +52,24 @@ strip_times() { sed 's/,"seconds":.*//' "$1"; }
   ! cmp -s "$T/m1.sqm" "$T/m3.sqm"
 }
 
+@test "train: --target random: one drawn prefix per user, seeded; blin refuses it" {
+  for i in 1 2; do
+    seqrec-train "${TINY[@]}" --epochs 2 --target random --loss bce --neg 2 --log "$T/r$i" \
+      -o "$T/r$i.sqm" "$T/s.sqr"
+  done
+  cmp "$T/r1.sqm" "$T/r2.sqm"
+  diff <(strip_times "$T/r1") <(strip_times "$T/r2")
+  grep -a -q "train.target=random" "$T/r1.sqm"
+  # not the model of --target all
+  seqrec-train "${TINY[@]}" --epochs 1 --log /dev/null -o "$T/a.sqm" "$T/s.sqr"
+  ! cmp -s "$T/r1.sqm" "$T/a.sqm"
+  seqrec-train "${TINY[@]}" --model bert4rec --epochs 1 --target random --log /dev/null \
+    -o "$T/b.sqm" "$T/s.sqr"
+  run seqrec-train "${TINY[@]}" --model blin --target random -o "$T/x.sqm" "$T/s.sqr"
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--target random is not available"* ]]
+}
+
 @test "train: a run killed with SIGKILL and resumed ends bit-identical" {
   # big enough that an epoch takes a noticeable time
   seqrec-synth --users 1500 --items 300 --seed 3 --format stream | seqrec-split 2>/dev/null > "$T/big.sqr"

@@ -837,6 +837,127 @@ UNIT_TEST(test_batch_last)
     sq_batcher_free(&b);
 }
 
+/* The end e of the prefix packed as sequence j of a --target random batch,
+ * found from its target (the tiny users' items are distinct); checks its
+ * inputs, positions and single entry on the way. 0 when they are wrong. */
+static int random_end_of(unit_ctx *t, const sq_packed *p, int j, int max_len)
+{
+    uint32_t u = p->user[j];
+    const uint32_t *it = seq_items + seq_start[u];
+    int nt = (int)seq_ntrain[u], o = p->off[j], len = p->off[j + 1] - o, e = 0;
+    CHECK_EQ(p->rows[j], p->off[j + 1] - 1); /* entry j: its sequence's last row */
+    for (int k = 1; k < nt && !e; k++)
+        if ((int)it[k] == p->targets[j])
+            e = k + 1;
+    CHECK(e >= 2 && e <= nt);
+    if (e < 2)
+        return 0;
+    CHECK_EQ(len, e - 1 < max_len ? e - 1 : max_len);
+    for (int r = 0; r < len; r++) {
+        CHECK_EQ(p->ids[o + r], it[e - 1 - len + r]);
+        CHECK_EQ(p->pos[o + r], max_len - len + r);
+    }
+    return e;
+}
+
+/* --target random: one prefix per user and epoch, its end drawn from
+ * (seed, epoch, user) whatever the batch size, only its last position
+ * trained; over the epochs every end 2..n_train comes up. */
+UNIT_TEST(test_batch_random)
+{
+    sq_err e = {0};
+    sq_seqs d = tiny_seqs();
+    sq_batcher b2, b1, ball;
+    CHECK_EQ(sq_target_parse("random"), SQ_TARGET_RANDOM);
+    CHECK_STR(sq_target_name(SQ_TARGET_RANDOM), "random");
+    CHECK_EQ(sq_batcher_init(&b2, &d, 7, 3, 2, 0, 1, &e), SQ_EX_USAGE);
+    CHECK_EQ(sq_batcher_init(&b2, &d, SQ_TARGET_RANDOM, 3, 2, 2, 9, &e), 0);
+    CHECK_EQ(sq_batcher_init(&b1, &d, SQ_TARGET_RANDOM, 3, 1, 2, 9, &e), 0);
+    CHECK_EQ(sq_batcher_init(&ball, &d, SQ_TARGET_ALL, 3, 2, 2, 9, &e), 0);
+    CHECK_EQ(b2.n_samples, 3);
+    CHECK_EQ(b2.cap_T, ball.cap_T); /* the bounds of e = n_train */
+    CHECK_EQ(b2.cap_att, ball.cap_att);
+    int seen[4][8] = {{0}}, changed = 0, last_end[4] = {0};
+    for (uint64_t ep = 0; ep < 64; ep++) {
+        int ends[4] = {0}, entries = 0, negs[4][2] = {{0}};
+        sq_batcher_shuffle(&b2, ep);
+        for (uint64_t i = 0; i < sq_batcher_n_batches(&b2); i++) {
+            const sq_packed *p = sq_batcher_get(&b2, ep, i);
+            CHECK_EQ(p->n, p->B);
+            entries += p->n;
+            for (int j = 0; j < p->B; j++) {
+                uint32_t u = p->user[j];
+                int end = random_end_of(t, p, j, 3);
+                ends[u] = end;
+                seen[u][end]++;
+                for (int k = 0; k < 2; k++) {
+                    negs[u][k] = p->neg[j * 2 + k];
+                    for (uint32_t m = 0; m < seq_ntrain[u]; m++)
+                        CHECK(negs[u][k] != (int)seq_items[seq_start[u] + m]);
+                }
+            }
+        }
+        CHECK_EQ(entries, 3);
+        /* batches of one: the same ends and negatives for every user */
+        sq_batcher_shuffle(&b1, ep);
+        for (uint64_t i = 0; i < 3; i++) {
+            const sq_packed *q = sq_batcher_get(&b1, ep, i);
+            uint32_t u = q->user[0];
+            CHECK_EQ(random_end_of(t, q, 0, 3), ends[u]);
+            CHECK(q->neg[0] == negs[u][0] && q->neg[1] == negs[u][1]);
+        }
+        changed += ep > 0 && ends[2] != last_end[2];
+        memcpy(last_end, ends, sizeof ends);
+    }
+    CHECK(changed > 0);
+    for (int end = 2; end <= 6; end++)
+        CHECK(seen[2][end] > 0);
+    CHECK(seen[0][2] > 0 && seen[0][3] > 0);
+    CHECK_EQ(seen[3][2], 64);
+    CHECK_EQ(seen[1][2] + seen[1][3], 0); /* one training item: no sample */
+    sq_batcher_free(&b2);
+    sq_batcher_free(&b1);
+    sq_batcher_free(&ball);
+}
+
+/* Cloze with --target random: one window per user, ending at the end the
+ * next-item batches of the same seed draw. */
+UNIT_TEST(test_batch_random_cloze)
+{
+    sq_err e = {0};
+    sq_seqs d = tiny_seqs();
+    sq_batcher bn, bc;
+    CHECK_EQ(sq_batcher_init(&bn, &d, SQ_TARGET_RANDOM, 3, 4, 0, 11, &e), 0);
+    CHECK_EQ(sq_batcher_init_cloze(&bc, &d, SQ_TARGET_RANDOM, 3, 4, 1.0, 10, 11, &e), 0);
+    CHECK_EQ(bc.n_samples, 3);
+    for (uint64_t ep = 0; ep < 16; ep++) {
+        int ends[4] = {0};
+        sq_batcher_shuffle(&bn, ep);
+        sq_batcher_shuffle(&bc, ep);
+        const sq_packed *p = sq_batcher_get(&bn, ep, 0);
+        for (int j = 0; j < p->B; j++)
+            ends[p->user[j]] = random_end_of(t, p, j, 3);
+        const sq_packed *q = sq_batcher_get(&bc, ep, 0);
+        CHECK_EQ(q->B, 3);
+        /* mask probability 1: the entries are the window's items, in order */
+        int at = 0;
+        for (int j = 0; j < q->B; j++) {
+            uint32_t u = q->user[j];
+            int o = q->off[j], len = q->off[j + 1] - o, end = ends[u];
+            CHECK_EQ(len, end < 3 ? end : 3);
+            const uint32_t *it = seq_items + seq_start[u] + (end - len);
+            for (int r = 0; r < len && at < q->n; r++, at++) {
+                CHECK_EQ(q->ids[o + r], 10);
+                CHECK_EQ(q->rows[at], o + r);
+                CHECK_EQ(q->targets[at], it[r]);
+            }
+        }
+        CHECK_EQ(at, q->n);
+    }
+    sq_batcher_free(&bn);
+    sq_batcher_free(&bc);
+}
+
 /* Negatives avoid the user's training items and do not depend on the batch
  * size; the shuffle depends on the epoch. */
 UNIT_TEST(test_batch_negatives)
