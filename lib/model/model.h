@@ -66,6 +66,11 @@ struct sq_model {
     int (*attention)(const sq_model *m, const uint32_t *hist, uint32_t len, sq_attn_map *out,
                      sq_err *e);
     void (*free_impl)(sq_model *m);
+    /* Expert usage (models with a memory of experts, e.g. ELASTIC's
+     * interest pool; NULL: none): adds to count[0 .. n_experts) how many
+     * times each history of b retrieves each expert. */
+    int (*experts)(const sq_model *m, const sq_batch *b, uint64_t *count, sq_err *e);
+    uint64_t n_experts;
 };
 
 void sq_model_free(sq_model *m);
@@ -96,6 +101,21 @@ int sq_model_set_data(sq_modelfile *mf, const sq_header *train, sq_err *e);
  * stream and the model's training stream have a "dataset" meta key and the
  * values differ. name is the stream's name for the message. */
 int sq_model_check_stream(const sq_model *m, const sq_header *h, const char *name, sq_err *e);
+
+/* Scoring helpers shared by the models (sasrec_model.c). */
+/* scores[B, V1] = h[B, C] E[V1, C]^T (+ ob[V1] when not NULL), column 0
+ * (padding) 0. On the CPU every score is the same sum in the same order
+ * whatever B (batch-invariant: a user's scores do not depend on whom it is
+ * scored with); another backend uses its GEMM. */
+int sq_score_states(const sq_ctx *cx, const float *h, int B, const float *E, const float *ob,
+                    int C, int V1, float *scores, sq_err *e);
+/* The states of histories b0, b0 + step, ... of hist into rows of hs. */
+typedef int (*sq_states_fn)(const void *model, const sq_batch *hist, int b0, int step,
+                            float *hs, sq_err *e);
+/* Runs states on min(threads, B) threads, thread t taking histories t, t +
+ * n, ...; the first error is kept. */
+int sq_states_parallel(sq_states_fn states, const void *model, const sq_batch *hist,
+                       int threads, float *hs, sq_err *e);
 
 /* What the trainer tells a model's step (seqrec-train's training
  * options that shape the batches and the loss). */
@@ -171,6 +191,10 @@ struct sq_model_def {
                    uint64_t step, int *count);
     /* An sq_model scoring with the net's current parameters (borrowed). */
     void (*view)(sq_model *out, const sq_net *n);
+    /* The trainer options whose default differs for this model, as kv text
+     * under their config keys ("train.target=random\n", lib/train/train.c's
+     * sq_train_options); the options given always win. NULL: none. */
+    const char *train_defaults;
 };
 
 #endif

@@ -410,34 +410,57 @@ static void score_rows(const float *h, int B, const float *E, const float *ob, i
         scores[(size_t)b * V1] = 0; /* padding */
 }
 
-/* scores[B, V1] = h[B, C] E[V1, C]^T (+ ob) for the scored states h;
- * column 0 (padding) gets 0. On the CPU by score_rows; another backend
- * has its GEMM (not batch-invariant). */
-static int score_states(const sq_sasrec *m, const float *h, int B, float *scores, sq_err *e)
+int sq_score_states(const sq_ctx *cx, const float *h, int B, const float *E, const float *ob,
+                    int C, int V1, float *scores, sq_err *e)
 {
-    const sq_ctx *cx = &m->cx;
-    int C = m->cfg.dim, V1 = (int)m->cfg.n_items + 1, bert = is_bert(&m->cfg);
     if (cx->backend == SQ_BACKEND_CPU) {
         int nt = sq_ctx_threads(cx);
         float *et = malloc((size_t)nt * C * SQ_IBLK * sizeof *et);
         if (!et)
             return sq_fail(e, SQ_EX_OSERR, "out of memory for scoring");
-        score_rows(h, B, m->p.item_emb, bert ? m->p.out_b : NULL, C, V1, nt, et, scores);
+        score_rows(h, B, E, ob, C, V1, nt, et, scores);
         free(et);
         return 0;
     }
-    sq_gemm(cx, 0, 1, B, V1, C, 1, h, C, m->p.item_emb, C, 0, scores, V1);
-    if (bert)
-        sq_add2d(cx, scores, V1, m->p.out_b, 0, B, V1);
+    sq_gemm(cx, 0, 1, B, V1, C, 1, h, C, E, C, 0, scores, V1);
+    if (ob)
+        sq_add2d(cx, scores, V1, ob, 0, B, V1);
     sq_fill2d(cx, scores, V1, B, 1, 0);
     return 0;
 }
 
+static int score_states(const sq_sasrec *m, const float *h, int B, float *scores, sq_err *e)
+{
+    return sq_score_states(&m->cx, h, B, m->p.item_emb, is_bert(&m->cfg) ? m->p.out_b : NULL,
+                           m->cfg.dim, (int)m->cfg.n_items + 1, scores, e);
+}
+
+int sq_states_parallel(sq_states_fn states, const void *model, const sq_batch *hist,
+                       int threads, float *hs, sq_err *e)
+{
+    int nt = threads < hist->B ? threads : hist->B, rc = 0;
+    if (nt < 1)
+        nt = 1;
+#pragma omp parallel num_threads(nt)
+    {
+        sq_err te = {0};
+        int t = omp_get_thread_num(), n = omp_get_num_threads();
+        if (states(model, hist, t, n, hs, &te))
+#pragma omp critical(sq_states_parallel_err)
+        {
+            if (!rc)
+                rc = sq_fail(e, te.code, "%s", te.msg);
+        }
+    }
+    return rc;
+}
+
 /* The states of histories b, b + step, ... of hist into rows of hs, one
  * forward each on the single-threaded model one with its own work. */
-static int forward_states(const sq_sasrec *one, const sq_batch *hist, int b0, int step,
+static int forward_states(const void *model, const sq_batch *hist, int b0, int step,
                           float *hs, sq_err *e)
 {
+    const sq_sasrec *one = model;
     const sq_sasrec_config *c = &one->cfg;
     int C = c->dim, N = c->max_len;
     sq_sasrec_cap cap = {.B = 1, .T = N, .n = 1, .att = (size_t)N * N, .K = 0, .train = 0};
@@ -481,19 +504,7 @@ int sq_sasrec_scores(const sq_sasrec *m, const sq_batch *hist, float *scores, sq
     if (!hs)
         return e->code;
     int nt = cx->backend == SQ_BACKEND_CPU ? sq_ctx_threads(cx) : 1;
-    nt = nt < B ? nt : B;
-    int rc = 0;
-#pragma omp parallel num_threads(nt)
-    {
-        sq_err te = {0};
-        int t = omp_get_thread_num(), n = omp_get_num_threads();
-        if (forward_states(&one, hist, t, n, hs, &te))
-#pragma omp critical(sq_sasrec_scores_err)
-        {
-            if (!rc)
-                rc = sq_fail(e, te.code, "%s", te.msg);
-        }
-    }
+    int rc = sq_states_parallel(forward_states, &one, hist, nt, hs, e);
     if (!rc)
         rc = score_states(m, hs, B, scores, e);
     sq_ctx_free(cx, hs);

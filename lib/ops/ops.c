@@ -329,6 +329,43 @@ void R(sq_residual_backward)(const sq_ctx *cx, real *da, real *db,
 }
 
 /* ------------------------------------------------------------------------ */
+/* 8b. Segment mean                                                         */
+
+void R(sq_segmean_forward)(const sq_ctx *cx, real *out, const real *inp, const int *off,
+                           int B, int C)
+{
+    /* one segment per iteration, its rows summed in order: deterministic */
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
+    for (int b = 0; b < B; b++) {
+        real *o = out + (size_t)b * C;
+        int n = off[b + 1] - off[b];
+        for (int c = 0; c < C; c++)
+            o[c] = 0;
+        for (int t = off[b]; t < off[b + 1]; t++)
+            for (int c = 0; c < C; c++)
+                o[c] += inp[(size_t)t * C + c];
+        real s = n > 0 ? (real)1 / (real)n : 0;
+        for (int c = 0; c < C; c++)
+            o[c] *= s;
+    }
+}
+
+void R(sq_segmean_backward)(const sq_ctx *cx, real *dinp, const real *dout, const int *off,
+                            int B, int C)
+{
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
+    for (int b = 0; b < B; b++) {
+        int n = off[b + 1] - off[b];
+        if (n <= 0)
+            continue;
+        real s = (real)1 / (real)n;
+        for (int t = off[b]; t < off[b + 1]; t++)
+            for (int c = 0; c < C; c++)
+                dinp[(size_t)t * C + c] += s * dout[(size_t)b * C + c];
+    }
+}
+
+/* ------------------------------------------------------------------------ */
 /* 8. Multi-head attention on packed segments                               */
 
 /* Offset of segment b's probability blocks: H * sum_{b'<b} len[b']^2.

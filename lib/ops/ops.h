@@ -146,6 +146,15 @@ void R(sq_attention_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
                               int ld, const int *off, int B, int H, int C,
                               int causal);
 
+/* 8b. Segment mean: out[b] = (1 / len_b) sum of the rows off[b] ..
+ * off[b+1]-1 of inp [T, C] (a segment of no rows gives a zero row); out
+ * [B, C]. ELASTIC's mean-pooled query. The backward adds dout[b] / len_b to
+ * each row of segment b. */
+void R(sq_segmean_forward)(const sq_ctx *cx, real *out, const real *inp, const int *off,
+                           int B, int C);
+void R(sq_segmean_backward)(const sq_ctx *cx, real *dinp, const real *dout, const int *off,
+                            int B, int C);
+
 /* 9. Full-softmax cross-entropy over all items with tied embeddings, fused
  * with the logits GEMM. Entry i scores row rows[i] of h [*, C] (rows NULL:
  * row i) against target item targets[i] (0 = ignore); logits = h E^T over

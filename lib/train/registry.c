@@ -11,6 +11,7 @@
     X(bert4rec)        \
     X(pop)             \
     X(blin)            \
+    X(elastic)         \
     /* the list ends here */
 
 #define DECLARE(name) extern const sq_model_def sq_model_##name;
