@@ -85,6 +85,18 @@ static int build_options(optset *s)
 
 /* ---- --help, from the tables ---- */
 
+/* The models whose default of trainer option t differs (train_defaults). */
+static void model_defaults_help(const sq_opt *t)
+{
+    char kb[64], v[64];
+    const char *key = sq_opt_key(t, kb, sizeof kb);
+    for (int m = 0; m < sq_models_count(); m++) {
+        const sq_model_def *d = sq_models_get(m);
+        if (d->train_defaults && sq_kv_get(d->train_defaults, key, v, sizeof v))
+            printf("  %-19s (default %s with --model %s)\n", "", v, d->name);
+    }
+}
+
 static void usage(const optset *s)
 {
     printf("Usage: seqrec-train [OPTION]... -o MODEL [FILE]\n"
@@ -117,7 +129,11 @@ static void usage(const optset *s)
         }
     }
     printf("Training:\n");
-    sq_opt_help(sq_train_options, stdout);
+    for (const sq_opt *t = sq_train_options; t->type; t++) {
+        sq_opt one[2] = {*t, {0}};
+        sq_opt_help(one, stdout);
+        model_defaults_help(t);
+    }
     (void)s;
     printf("Files:\n"
            "  -o, --output MODEL  the model file (written atomically); the checkpoint\n"
@@ -182,6 +198,8 @@ typedef struct {
     const sq_model_def *model;
     char *given;        /* the model options given, as "key=value\n" text */
     size_t given_len;
+    char *train_given;  /* the trainer options given, the same way */
+    size_t train_given_len;
     const char *out_path, *resume, *log_path, *in_path, *init;
     char *derived;      /* out_path derived from --resume */
     int epochs_given, model_given, other_given;
@@ -197,12 +215,12 @@ static int kv_add(char **text, size_t *len, sq_err *e, const char *key, const ch
     return rc;
 }
 
-/* Adds "key=value" of a model option to a->given. */
-static int give(args *a, const sq_opt *t, const char *value)
+/* Adds "key=value" of option t to the kv text *text. */
+static int give(char **text, size_t *len, const sq_opt *t, const char *value)
 {
     char kb[64];
     sq_err e = {0};
-    return kv_add(&a->given, &a->given_len, &e, sq_opt_key(t, kb, sizeof kb), "%s", value);
+    return kv_add(text, len, &e, sq_opt_key(t, kb, sizeof kb), "%s", value);
 }
 
 /* One table option; 0, or the exit status. */
@@ -214,13 +232,16 @@ static int table_opt(args *a, const optset *s, int i, const char *arg)
         a->other = t->name;
     }
     a->epochs_given |= strcmp(t->name, "epochs") == 0;
+    const char *value = t->type == SQ_OPT_FLAG ? "1" : arg;
     if (s->trainer[i]) {
+        /* refused now, naming the option; kept as text to go over the
+         * model's defaults once the model is known */
         sq_err e = {0};
-        if (sq_opt_set(t, &a->o, arg, SQ_EX_USAGE, NULL, &e))
+        if (sq_opt_set(t, &a->o, value, SQ_EX_USAGE, NULL, &e))
             return sq_cli_usage_error(prog, "%s", e.msg);
-        return 0;
+        return give(&a->train_given, &a->train_given_len, t, value) ? SQ_EX_OSERR : 0;
     }
-    if (give(a, t, t->type == SQ_OPT_FLAG ? "1" : arg))
+    if (give(&a->given, &a->given_len, t, value))
         return SQ_EX_OSERR;
     return 0;
 }
@@ -252,6 +273,11 @@ static int parse_args(args *a, const optset *s, int argc, char **argv)
     if (!(a->model = sq_models_find(model)))
         return sq_cli_usage_error(prog, "unknown --model '%s' (%s)", model,
                                   sq_models_names(names, sizeof names));
+    sq_err e = {0};
+    if (sq_train_opts_for_model(&a->o, a->model, a->train_given, &e)) {
+        sq_report(prog, &e);
+        return e.code;
+    }
     if (argc - optind > 1)
         return sq_cli_usage_error(prog, "at most one input FILE");
     a->in_path = optind < argc ? argv[optind] : NULL;
@@ -310,6 +336,9 @@ static int init_config(args *a, uint32_t n_items, int padded_len, sq_err *e)
         return e->code;
     a->model = a->o.model = def;
     a->o.init = a->init;
+    /* the file's model, not --model's default, picks the training defaults */
+    if (sq_train_opts_for_model(&a->o, def, a->train_given, e))
+        return e->code;
     return sq_train_check(&a->o, e);
 }
 
@@ -424,6 +453,7 @@ out:
     sq_in_close(in);
     free(a.derived);
     free(a.given);
+    free(a.train_given);
     free(a.o.cfg);
     return rc < 0 ? 0 : rc;
 }

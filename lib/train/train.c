@@ -83,6 +83,40 @@ void sq_train_defaults(sq_train_opts *o)
     sq_opt_defaults(sq_train_options, o);
 }
 
+/* Every line of kv must set a trainer option: a misspelt key would
+ * otherwise pass unseen. `code` naming src when one does not. */
+static int trainer_keys_only(const char *kv, int code, const char *src, sq_err *e)
+{
+    for (const char *l = kv; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] != '\0')) {
+        char key[64], kb[64];
+        snprintf(key, sizeof key, "%.*s", (int)strcspn(l, "=\n"), l);
+        const sq_opt *t = sq_train_options;
+        while (t->type && strcmp(sq_opt_key(t, kb, sizeof kb), key) != 0)
+            t++;
+        if (!t->type)
+            return sq_fail(e, code, "%s: '%s' is not a training option", src, key);
+    }
+    return 0;
+}
+
+int sq_train_opts_for_model(sq_train_opts *o, const sq_model_def *m, const char *given_kv,
+                            sq_err *e)
+{
+    sq_opt_defaults(sq_train_options, o);
+    if (m && m->train_defaults) {
+        char src[96];
+        snprintf(src, sizeof src, "--model %s's training defaults", m->name);
+        if (trainer_keys_only(m->train_defaults, SQ_EX_SOFTWARE, src, e) ||
+            sq_opt_apply(sq_train_options, o, m->train_defaults, 0, SQ_EX_SOFTWARE, src, e))
+            return e->code;
+    }
+    /* given last: the kv line of a key the user gave wins over both */
+    if (given_kv && (trainer_keys_only(given_kv, SQ_EX_USAGE, "the options given", e) ||
+                     sq_opt_apply(sq_train_options, o, given_kv, 0, SQ_EX_USAGE, NULL, e)))
+        return e->code;
+    return 0;
+}
+
 sq_step_opts sq_train_step_opts(const sq_train_opts *o)
 {
     sq_step_opts s = {.loss = o->loss, .neg = o->neg, .target = o->target, .batch = o->batch,
@@ -142,6 +176,9 @@ static int opts_from_file(sq_train_opts *o, const sq_modelfile *mf, const char *
     if (!def || !def->step)
         return sq_fail(e, SQ_EX_DATA, "%s: a %s model, not a checkpoint of a trained model",
                        path, buf);
+    /* an optional key the file lacks takes the model's default */
+    if (sq_train_opts_for_model(o, def, NULL, e))
+        return e->code;
     o->model = def;
     o->cfg = calloc(1, def->cfg_size);
     if (!o->cfg)

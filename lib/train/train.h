@@ -83,6 +83,14 @@ extern const sq_opt sq_train_options[];
 
 /* The defaults of seqrec-train(1) (no model). */
 void sq_train_defaults(sq_train_opts *o);
+/* The training options of a run of model m (may be NULL: none): the
+ * defaults, m's train_defaults over them, then the options given (kv text
+ * under their config keys, may be NULL), which always win. Sets the
+ * options of sq_train_options only (model, cfg and init stay).
+ * SQ_EX_USAGE for a bad or unknown key given, SQ_EX_SOFTWARE for one of
+ * m's. */
+int sq_train_opts_for_model(sq_train_opts *o, const sq_model_def *m, const char *given_kv,
+                            sq_err *e);
 /* SQ_EX_USAGE with a message naming the option when o is not usable (its
  * values, and what the model refuses of them). */
 int sq_train_check(const sq_train_opts *o, sq_err *e);

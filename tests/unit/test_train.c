@@ -124,6 +124,57 @@ UNIT_TEST(test_train_check)
     CHECK_EQ(sq_train_check(&o, &e), SQ_EX_USAGE);
 }
 
+/* A model's training defaults go over seqrec-train's and under the options
+ * given; a bad key or value of either is refused. */
+UNIT_TEST(test_train_opts_for_model)
+{
+    sq_err e = {0};
+    sq_train_opts o;
+    int cfg;
+    sq_model_def fake = {.name = "fake", .train_defaults = "train.target=last\n"};
+    sq_train_defaults(&o);
+    o.model = &fake;
+    o.cfg = &cfg;
+    o.init = "m0.sqm";
+    CHECK_EQ(sq_train_opts_for_model(&o, &fake, NULL, &e), 0);
+    CHECK_EQ(o.target, SQ_TARGET_LAST);
+    CHECK(o.lr == 1e-3);
+    CHECK(o.model == &fake && o.cfg == &cfg && o.init && !strcmp(o.init, "m0.sqm"));
+    CHECK_EQ(sq_train_opts_for_model(&o, &fake, "train.target=all\n", &e), 0);
+    CHECK_EQ(o.target, SQ_TARGET_ALL);
+    CHECK_EQ(sq_train_opts_for_model(&o, &fake, "train.lr=0.01\nthreads=3\n", &e), 0);
+    CHECK_EQ(o.target, SQ_TARGET_LAST);
+    CHECK(o.lr == 0.01);
+    CHECK_EQ(o.threads, 3);
+    /* without a model, or one without defaults: seqrec-train's */
+    CHECK_EQ(sq_train_opts_for_model(&o, NULL, "train.epochs=3\n", &e), 0);
+    CHECK_EQ(o.target, SQ_TARGET_ALL);
+    CHECK_EQ(o.epochs, 3);
+    CHECK_EQ(o.threads, 0);
+    CHECK_EQ(sq_train_opts_for_model(&o, sq_models_find("sasrec"), NULL, &e), 0);
+    CHECK_EQ(o.target, SQ_TARGET_ALL);
+    /* refused: a bad or unknown value given, a bad default of the model */
+    CHECK_EQ(sq_train_opts_for_model(&o, &fake, "train.lr=-1\n", &e), SQ_EX_USAGE);
+    CHECK(strstr(e.msg, "--lr") != NULL);
+    e.code = 0;
+    CHECK_EQ(sq_train_opts_for_model(&o, &fake, "train.bogus=1\n", &e), SQ_EX_USAGE);
+    CHECK(strstr(e.msg, "train.bogus") != NULL);
+    e.code = 0;
+    fake.train_defaults = "train.targt=last\n";
+    CHECK_EQ(sq_train_opts_for_model(&o, &fake, NULL, &e), SQ_EX_SOFTWARE);
+    CHECK(strstr(e.msg, "fake") && strstr(e.msg, "train.targt"));
+    e.code = 0;
+    fake.train_defaults = "train.target=first\n";
+    CHECK_EQ(sq_train_opts_for_model(&o, &fake, NULL, &e), SQ_EX_SOFTWARE);
+    /* every registered model's defaults are good ones */
+    for (int m = 0; m < sq_models_count(); m++) {
+        e.code = 0;
+        CHECK_EQ(sq_train_opts_for_model(&o, sq_models_get(m), NULL, &e), 0);
+        if (e.code)
+            fprintf(stderr, "  %s\n", e.msg);
+    }
+}
+
 UNIT_TEST(test_train_loop_and_resume)
 {
     sq_err e = {0};
