@@ -101,6 +101,29 @@ static int bad_value(const sq_opt *o, const char *value, int code, const char *s
     return sq_fail(e, code, "bad value '%s' for --%s%s", value, o->name, why);
 }
 
+/* SQ_OPT_SQUARE: "NxN" or "N" into *n, lo <= N <= hi; the reason of a
+ * refusal into why. */
+static int square_parse(const sq_opt *o, const char *value, int *n, char *why, size_t nw)
+{
+    const char *x = strchr(value, 'x');
+    char side[32];
+    int a, b;
+    snprintf(why, nw, " (NxN or N, N an integer in %.0f..%.0f)", o->lo, o->hi);
+    if (!x)
+        return sq_cli_int(value, (int)o->lo, (int)o->hi, n);
+    if ((size_t)(x - value) >= sizeof side)
+        return -1;
+    snprintf(side, sizeof side, "%.*s", (int)(x - value), value);
+    if (sq_cli_int(side, INT32_MIN, INT32_MAX, &a) || sq_cli_int(x + 1, INT32_MIN, INT32_MAX, &b))
+        return -1;
+    if (a != b) {
+        /* a product of two sub-key sets of the same size: no NxM */
+        snprintf(why, nw, " (both sides must be equal: two sub-key sets of the same size)");
+        return -1;
+    }
+    return sq_cli_int(side, (int)o->lo, (int)o->hi, n);
+}
+
 int sq_opt_set(const sq_opt *o, void *obj, const char *value, int code, const char *src,
                sq_err *e)
 {
@@ -148,6 +171,13 @@ int sq_opt_set(const sq_opt *o, void *obj, const char *value, int code, const ch
         if (sq_cli_u64(value, 0, UINT64_MAX, &v))
             return bad_value(o, value, code, src, " (an unsigned integer)", e);
         memcpy((char *)obj + o->offset, &v, sizeof v);
+        return 0;
+    }
+    case SQ_OPT_SQUARE: {
+        int v;
+        if (square_parse(o, value, &v, why, sizeof why))
+            return bad_value(o, value, code, src, why, e);
+        *int_at(o, obj) = v;
         return 0;
     }
     case SQ_OPT_FLAG:
@@ -213,6 +243,9 @@ const char *sq_opt_format(const sq_opt *o, const void *obj, char *buf, size_t n)
         snprintf(buf, n, "%" PRIu64, v);
         return buf;
     }
+    case SQ_OPT_SQUARE:
+        snprintf(buf, n, "%dx%d", *int_at(o, p), *int_at(o, p));
+        return buf;
     default:
         snprintf(buf, n, "%d", *int_at(o, p));
         return buf;

@@ -5,7 +5,7 @@
  *
  * A table is an array of sq_opt ending with {0}. Each option binds to a
  * field of its owner's struct by offset: an int (SQ_OPT_INT, SQ_OPT_FLAG,
- * SQ_OPT_CHOICE: the index of the choice, SQ_OPT_ENUM), a double
+ * SQ_OPT_CHOICE: the index of the choice, SQ_OPT_ENUM, SQ_OPT_SQUARE), a double
  * (SQ_OPT_REAL) or a uint64_t (SQ_OPT_U64).
  * Values travel as "key=value\n" text (kv.h): what the user gave, what a
  * model file holds; sq_opt_apply parses such text into the struct, and
@@ -26,6 +26,9 @@ typedef enum {
     SQ_OPT_FLAG,      /* --name without a value sets 1; the config holds 0/1 */
     SQ_OPT_ENUM,      /* a word of a table (parse/name below), stored as an int */
     SQ_OPT_U64,       /* uint64_t in [0, 2^64) (seeds) */
+    SQ_OPT_SQUARE,    /* int n in [lo, hi] written "NxN" (a square: product
+                         keys' two sub-key sets of n); "N" is read too, "NxM"
+                         with N != M refused */
 } sq_opt_type;
 
 typedef struct {
@@ -34,7 +37,7 @@ typedef struct {
     sq_opt_type type;
     size_t offset;        /* of the int or double field in the owner's struct */
     const char *def;      /* default, as text */
-    double lo, hi;        /* INT, REAL: the range */
+    double lo, hi;        /* INT, REAL, SQUARE: the range */
     int lo_open, hi_open; /* REAL: lo or hi itself is refused */
     const char *choices;  /* CHOICE: "a|b|c" */
     const char *arg;      /* --help's name of the value ("N", "X", "S") */
@@ -72,7 +75,8 @@ int sq_opt_check(const sq_opt *t, const void *obj, int code, sq_err *e);
  * otherwise it keeps its value. */
 int sq_opt_apply(const sq_opt *t, void *obj, const char *kv, int required, int code,
                  const char *src, sq_err *e);
-/* The value of o in obj as text ("%d", "%.17g" or the choice's word). */
+/* The value of o in obj as text ("%d", "%.17g", "%dx%d" or the choice's
+ * word). */
 const char *sq_opt_format(const sq_opt *o, const void *obj, char *buf, size_t n);
 /* Writes "key=value" of every option of t through set (e.g. the model
  * file's config); prefix goes before each key. */
