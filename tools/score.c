@@ -63,6 +63,11 @@ static void usage(FILE *f)
         "                         ranks) to PREFIX.lL.hH.tsv, PREFIX.lL.mean.tsv\n"
         "                         and PREFIX.items.tsv, and a gnuplot heat map\n"
         "                         PREFIX.gp, PREFIX.png (-o PREFIX required)\n"
+        "      --expert-stats FILE  ranks: also write how often each expert of the\n"
+        "                         model's memory (ELASTIC's interest pool) is\n"
+        "                         retrieved for the ranked targets: a header, then\n"
+        "                         expert<TAB>count lines, every expert (65 for a\n"
+        "                         model without experts)\n"
         "  -b, --batch B          histories per model call (default 256)\n"
         "  -j, --threads T        threads (default: all); the output is the same\n"
         "                         bytes whatever -j, -b and --shard\n"
@@ -404,11 +409,12 @@ done:
 /* ---- the command line ---- */
 
 /* the long-only options */
-enum { O_TIES = 256, O_MAP, O_SHARD, O_ATTN_MAP, O_INCLUDE_HISTORY, O_USERS };
+enum { O_TIES = 256, O_MAP, O_SHARD, O_ATTN_MAP, O_INCLUDE_HISTORY, O_USERS, O_EXPERTS };
 
 typedef struct {
     sq_eval_opts eo;
     const char *model_path, *in_path, *out_path, *map_path, *shard, *users_path;
+    const char *experts_path; /* --expert-stats */
     uint32_t topk, map_user;
     int fmt, amap;  /* FMT_*; --attention-map given */
     int rank_opts;  /* --target, --candidates or --ties given */
@@ -460,6 +466,7 @@ static int parse_opt(int c, const char *arg, score_args *a)
     case 'x': a->exclude_given = 1; return 0;
     case O_INCLUDE_HISTORY: a->include_given = 1; return 0;
     case O_USERS: a->users_path = arg; return 0;
+    case O_EXPERTS: a->experts_path = arg; return 0;
     case O_TIES:
         if ((w = parse_word("--ties", arg, "pessimistic", "optimistic")) < 0)
             return SQ_EX_USAGE;
@@ -521,6 +528,9 @@ static const char *conflict(const score_args *a, int n_inputs)
         return "--attention-map takes -m, -t, -o PREFIX and the input only";
     if (a->amap && (!a->out_path || !strcmp(a->out_path, "-")))
         return "--attention-map writes several files: give their prefix with -o PREFIX";
+    if (a->experts_path && (a->topk || a->amap))
+        return "--expert-stats counts the experts of the ranked targets: not with --topk "
+               "or --attention-map";
     if (a->topk && a->rank_opts)
         return "--topk ranks every item: --target, --candidates and --ties apply to ranks only";
     if (!a->topk && (a->fmt_given || a->map_path))
@@ -549,6 +559,7 @@ static int parse_args(int argc, char **argv, score_args *a)
         {"exclude-history", no_argument, NULL, 'x'},
         {"include-history", no_argument, NULL, O_INCLUDE_HISTORY},
         {"users", required_argument, NULL, O_USERS},
+        {"expert-stats", required_argument, NULL, O_EXPERTS},
         {"ties", required_argument, NULL, O_TIES},
         {"seed", required_argument, NULL, 's'},
         {"topk", required_argument, NULL, 'k'},
@@ -787,6 +798,43 @@ static int score_header(sq_header *hdr, const sq_header *in, const score_args *a
     return 0;
 }
 
+/* ---- --expert-stats ---- */
+
+/* The counts of --expert-stats (NULL without it): refuses a model without
+ * experts and an output that cannot be created before any scoring. */
+static int experts_begin(const score_args *a, const sq_model *m, uint64_t **count, sq_err *e)
+{
+    *count = NULL;
+    if (!a->experts_path)
+        return 0;
+    if (!m->experts || !m->n_experts)
+        return sq_fail(e, SQ_EX_DATA, "--expert-stats: %s is a %s model, which has no "
+                       "experts", a->model_path, m->name);
+    if (sq_out_check(a->experts_path, e))
+        return e->code;
+    if (m->n_experts > SIZE_MAX / sizeof **count || !(*count = calloc(m->n_experts,
+                                                                     sizeof **count)))
+        return sq_fail(e, SQ_EX_OSERR, "out of memory for %" PRIu64 " expert counts",
+                       m->n_experts);
+    return 0;
+}
+
+typedef struct {
+    const uint64_t *count;
+    uint64_t n;
+} experts_out;
+
+static int write_experts(void *ctx, FILE *fp, const char *name, sq_err *e)
+{
+    const experts_out *x = ctx;
+    fputs("expert\tcount\n", fp);
+    for (uint64_t i = 0; i < x->n; i++)
+        fprintf(fp, "%" PRIu64 "\t%" PRIu64 "\n", i, x->count[i]);
+    if (ferror(fp))
+        return sq_fail(e, SQ_EX_IO, "%s: write error: %s", name, strerror(errno));
+    return 0;
+}
+
 /* Ranks the held-out targets, or writes every user's top K. */
 static int run_score(const score_args *a, sq_err *err)
 {
@@ -802,6 +850,7 @@ static int run_score(const score_args *a, sq_err *err)
     sq_header hdr = {0};
     user_list ul = {0};
     unsigned char *users = NULL;
+    uint64_t *experts = NULL;
     FILE *in = NULL;
     out_ctx oc = {.fmt = a->fmt, .out_name = out_name, .map = a->map_path ? &map : NULL,
                   .map_name = a->map_path, .progress = isatty(STDERR_FILENO)};
@@ -813,10 +862,12 @@ static int run_score(const score_args *a, sq_err *err)
         sq_in_open(&in, a->in_path, err) ||
         sq_dataset_read(&ds, in, in_name, err) ||
         sq_model_check_stream(&model, &ds.hdr, in_name, err) ||
+        experts_begin(a, &model, &experts, err) ||
         (a->users_path && resolve_users(&ul, sq_in_name(a->users_path), oc.map, &ds, in_name,
                                         &users, &eo.n_users, err)))
         goto done;
     eo.users = users;
+    eo.expert_count = experts;
     if (!topk && ds.hdr.kind == SQ_SEQUENCES) {
         sq_fail(err, SQ_EX_DATA, "%s: a sequences stream has no held-out targets "
                 "(cut it with seqrec-split first, or use --topk)", in_name);
@@ -834,7 +885,9 @@ static int run_score(const score_args *a, sq_err *err)
                   : sq_eval_ranks(&model, &ds, &eo, put_rank, &oc, NULL, err);
     if (oc.progress && oc.done >= 4096)
         fprintf(stderr, "\r%s: %" PRIu64 " scored\n", prog, oc.done);
-    if (rc || (!text && sq_writer_finish(&wr, err)) || sq_out_commit(&out, err))
+    experts_out xo = {experts, model.n_experts};
+    if (rc || (!text && sq_writer_finish(&wr, err)) || sq_out_commit(&out, err) ||
+        (experts && sq_out_write(a->experts_path, 0, write_experts, &xo, err)))
         goto done;
     if (oc.done == 0 && !a->shard && !a->users_path)
         fprintf(stderr, "%s: note: %s has no %s\n", prog, in_name,
@@ -852,6 +905,7 @@ done:
     sq_idmap_free(&map);
     user_list_free(&ul);
     free(users);
+    free(experts);
     sq_model_free(&model);
     return err->code;
 }

@@ -32,7 +32,7 @@ static const sq_opt elastic_opts[] = {
      .hi = 1, .hi_open = 1, .arg = "P", .help = "dropout rate (default 0.2)"},
     {.key = "ln_eps", .type = SQ_OPT_REAL, .offset = OFF(ln_eps), .def = "1e-8", .lo = 0,
      .hi = 1, .lo_open = 1},
-    {.name = "pool", .type = SQ_OPT_INT, .offset = OFF(pool), .def = "16", .lo = 1,
+    {.name = "pool", .type = SQ_OPT_SQUARE, .offset = OFF(pool), .def = "16x16", .lo = 1,
      .hi = 46340, .arg = "NxN",
      .help = "elastic: the interest pool, N x N experts behind\n"
              "two sets of N sub-keys (default 16x16)"},

@@ -537,6 +537,8 @@ static int score_batch(sq_model *m, const ctx *c, work *w, const job *jobs, int 
         at += n;
     }
     sq_batch batch = {w->items, w->off, w->len, B};
+    if (c->o->expert_count && m->experts && m->experts(m, &batch, c->o->expert_count, e))
+        return e->code;
     return m->scores(m, &batch, w->scores, e);
 }
 

@@ -62,6 +62,8 @@ typedef struct {
     uint32_t n_users;
     int batch;            /* histories per model->scores call (<= 0: 256) */
     int threads;          /* OpenMP threads for the ranking (<= 0: the default) */
+    uint64_t *expert_count; /* when set (a model with experts, model.h): each scored
+                               history's retrieved experts are counted in it */
 } sq_eval_opts;
 
 /* Defaults: test targets, full ranking, pessimistic ties, seed 1, batch 256. */
