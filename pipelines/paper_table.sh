@@ -1,24 +1,43 @@
 #!/bin/sh
-# paper_table.sh TITLE DIR "RUN:HR10/HR20/NDCG10/NDCG20 ..." RUN...
+# paper_table.sh [--mrr] TITLE DIR "RUN:HR10/HR20/NDCG10/NDCG20 ..." RUN...
 #
 # A Markdown table of the test metrics of each RUN (DIR/RUN.json from
 # seqrec-metrics --json -k 10,20) next to the paper's cells and our/paper
 # ratios ("-" where the paper has no cell), with the epochs each run trained,
 # its best validation epoch and its mean seconds per epoch (DIR/RUN.log).
+#
+# --mrr: MRR@10 and MRR@20 columns too; the paper's cells are then
+# HR10/HR20/NDCG10/NDCG20/MRR10/MRR20. A RUN written NAME:NOTE is a model
+# not run here: its row ("NAME (NOTE)") shows the paper's cells only.
 set -eu
+keys="hr@10 hr@20 ndcg@10 ndcg@20"
+if [ "${1:-}" = --mrr ]; then
+  keys="$keys mrr@10 mrr@20"
+  shift
+fi
 title=$1 dir=$2 paper=$3
 shift 3
 printf '### %s\n\n' "$title"
-printf '| run | HR@10 | paper | ratio | HR@20 | paper | ratio | NDCG@10 | paper | ratio | NDCG@20 | paper | ratio | epochs | best | s/epoch |\n'
-printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
+head='| run' rule='|---'
+for k in $keys; do
+  head="$head | $(printf '%s' "$k" | tr '[:lower:]' '[:upper:]') | paper | ratio"
+  rule="$rule|---|---|---"
+done
+printf '%s | epochs | best | s/epoch |\n%s|---|---|---|\n' "$head" "$rule"
 for run in "$@"; do
+  name=${run%%:*} note=
+  [ "$name" = "$run" ] || note=${run#*:}
   cells=-
-  for c in $paper; do [ "${c%%:*}" = "$run" ] && cells=${c#*:}; done
-  if [ ! -s "$dir/$run.json" ]; then
-    printf '| %s | (not run) |\n' "$run"
+  for c in $paper; do [ "${c%%:*}" = "$name" ] && cells=${c#*:}; done
+  json=$dir/$name.json
+  if [ -n "$note" ]; then
+    json=/dev/null
+  elif [ ! -s "$json" ]; then
+    printf '| %s | (not run) |\n' "$name"
     continue
   fi
-  awk -v run="$run" -v cells="$cells" -v logf="$dir/$run.log" '
+  awk -v run="$name" -v note="$note" -v cells="$cells" -v keys="$keys" \
+      -v logf="$dir/$name.log" '
     function get(s, key,   m) {
       if (match(s, "\"" key "\": *[0-9.e+-]+")) {
         m = substr(s, RSTART, RLENGTH); sub(/.*: */, "", m); return m + 0
@@ -27,12 +46,19 @@ for run in "$@"; do
     }
     { json = json $0 }
     END {
+      nk = split(keys, k, " ")
       n = split(cells, p, "/")
-      split("hr@10 hr@20 ndcg@10 ndcg@20", keys, " ")
+      if (note != "") {
+        line = "| " run " (" note ")"
+        for (i = 1; i <= nk; i++)
+          line = line sprintf(" | - | %s | -", (n == nk && p[i] > 0) ? p[i] : "-")
+        print line " | - | - | - |"
+        exit
+      }
       line = "| " run
-      for (i = 1; i <= 4; i++) {
-        v = get(json, keys[i])
-        if (n == 4 && p[i] > 0)
+      for (i = 1; i <= nk; i++) {
+        v = get(json, k[i])
+        if (n == nk && p[i] > 0)
           line = line sprintf(" | %.4f | %s | %.2f", v, p[i], v / p[i])
         else
           line = line sprintf(" | %.4f | - | -", v)
@@ -44,6 +70,6 @@ for run in "$@"; do
         v = get(l, "ndcg@10"); if (v > bestv) { bestv = v; best = get(l, "epoch") }
       }
       printf "%s | %d | %d | %.1f |\n", line, ep, best, ep ? secs / ep : 0
-    }' "$dir/$run.json"
+    }' "$json"
 done
 printf '\n'
