@@ -36,3 +36,29 @@ bench-attn: deps $(BUILD)/bench/attn_bench
 	@sh bench/bench-attn.sh $(BUILD)/bench/attn_bench $(BENCH_OUT)
 
 -include $(BUILD)/bench/attn_bench.d
+
+# ELASTIC's leakage (bench/elastic_leak.c): the model trained on every
+# position (what seqrec-train refuses), on one random prefix a user an epoch
+# (its default) and on every prefix, same seed: training loss and
+# validation NDCG@10 by epoch into $(BENCH_OUT)/elastic_leak.csv. On the
+# synthetic data by default; LEAK_DATA=SPLIT LEAK_EPOCHS=N LEAK_OPTS="dim=64
+# max_len=256" for another.
+LEAK_EPOCHS ?= 20
+LEAK_OPTS ?= dim=32 ffn=64 max_len=50 pool=8x8 topk_experts=4 dropout=0.2
+LEAK_DATA ?=
+$(BUILD)/bench/elastic_leak: $(BUILD)/bench/elastic_leak.o $(BUILD)/libseqrec.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_ALL) $(CUDA_LDLIBS) -o $@
+
+.PHONY: bench-elastic-leak
+bench-elastic-leak: deps all $(BUILD)/bench/elastic_leak
+	@mkdir -p $(BENCH_OUT)
+	@data="$(LEAK_DATA)"; if [ -z "$$data" ]; then data=$(BENCH_OUT)/leak_synth.split; \
+	  $(BUILD)/bin/seqrec-synth --users 2000 --items 500 --seed 1 --format stream \
+	  | $(BUILD)/bin/seqrec-split > $$data; fi; \
+	  $(BUILD)/bench/elastic_leak $$data $(LEAK_EPOCHS) $(LEAK_OPTS) > $(BENCH_OUT)/elastic_leak.csv
+	@awk -F, 'NR > 1 { last[$$1] = $$0; if ($$4 > best[$$1]) best[$$1] = $$4 } \
+	  END { for (t in last) printf "%s: last epoch %s, best valid NDCG@10 %s\n", t, last[t], best[t] }' \
+	  $(BENCH_OUT)/elastic_leak.csv
+
+-include $(BUILD)/bench/elastic_leak.d
