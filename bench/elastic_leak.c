@@ -16,7 +16,6 @@
  *   last    every prefix (RecBole's samples)
  * CSV on stdout: target,epoch,train_loss,valid_ndcg10,seconds. The model
  * options (config keys, e.g. dim=32 max_len=50) go to every run. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,15 +29,6 @@
 typedef struct {
     const char *target;
 } run_ctx;
-
-static int kv_add(char **text, size_t *len, sq_err *e, const char *key, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int rc = sq_kv_add(text, len, 1 << 16, e, key, fmt, ap);
-    va_end(ap);
-    return rc;
-}
 
 static int on_epoch(void *ctx, const sq_epoch_stats *s, sq_err *e)
 {
@@ -91,7 +81,7 @@ int main(int argc, char **argv)
             return 64;
         }
         snprintf(key, sizeof key, "%.*s", (int)(eq - argv[i]), argv[i]);
-        if (kv_add(&given, &len, &e, key, "%s", eq + 1)) {
+        if (sq_kv_put(&given, &len, 1 << 16, &e, key, eq + 1)) {
             fprintf(stderr, "elastic_leak: %s\n", e.msg);
             return e.code;
         }

@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,21 +205,12 @@ typedef struct {
     const char *other;  /* an option --resume does not take */
 } args;
 
-static int kv_add(char **text, size_t *len, sq_err *e, const char *key, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int rc = sq_kv_add(text, len, 1 << 20, e, key, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
 /* Adds "key=value" of option t to the kv text *text. */
 static int give(char **text, size_t *len, const sq_opt *t, const char *value)
 {
     char kb[64];
     sq_err e = {0};
-    return kv_add(text, len, &e, sq_opt_key(t, kb, sizeof kb), "%s", value);
+    return sq_kv_put(text, len, 1 << 20, &e, sq_opt_key(t, kb, sizeof kb), value);
 }
 
 /* One table option; 0, or the exit status. */

@@ -51,3 +51,19 @@ int sq_kv_get(const char *text, const char *key, char *buf, size_t n)
     }
     return 1;
 }
+
+static int kv_addf(char **text, size_t *len, size_t max, sq_err *e, const char *key,
+                   const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = sq_kv_add(text, len, max, e, key, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int sq_kv_put(char **text, size_t *len, size_t max, sq_err *e, const char *key,
+              const char *value)
+{
+    return kv_addf(text, len, max, e, key, "%s", value);
+}

@@ -13,6 +13,9 @@
  * max bytes (70) or memory runs out (71). */
 int sq_kv_add(char **text, size_t *len, size_t max, sq_err *e, const char *key,
               const char *fmt, va_list ap);
+/* sq_kv_add of the plain string value. */
+int sq_kv_put(char **text, size_t *len, size_t max, sq_err *e, const char *key,
+              const char *value);
 /* The value of the last "key=" line of text into buf; 1 if found. */
 int sq_kv_get(const char *text, const char *key, char *buf, size_t n);
 
