@@ -44,8 +44,9 @@
 # 2-thread run; -j runs them side by side). ELASTIC_MODEL is the one place
 # that names the model (--model elastic). Outputs in
 # repro/elastic/$(ELASTIC_DATA)/: the split and its stats, the runs' logs,
-# models, metrics and expert counts, table2.md, table3.md, fig5.md and
-# fig5.png; Figure 3 in repro/elastic/fig3/ (`make elastic-fig3`, run alone
+# models, metrics and expert counts, table2.md, table3.md, fig5.md,
+# fig5.png, fig4.md and fig4.png (the load per expert of the ELASTIC run);
+# Figure 3 in repro/elastic/fig3/ (`make elastic-fig3`, run alone
 # after the others: see pipelines/elastic_fig3.sh; ELASTIC_FIG3_NS,
 # ELASTIC_FIG3_USERS, ELASTIC_FIG3_BATCH and ELASTIC_FIG3_ITEMS size it).
 ELASTIC_DATA ?= ml-1m-part
@@ -152,7 +153,8 @@ elastic-tables:
 	  $(ELASTIC_OUT) "$(ELASTIC_PAPER)" elastic noquery noimr nodisp; \
 	  echo '$(ELASTIC_NOTE)'; $(elastic_stats); echo; } > $(ELASTIC_OUT)/table3.md
 	@sh pipelines/elastic_fig5.sh $(ELASTIC_OUT) "$(ELASTIC_POOLS)" "$(ELASTIC_TOPKS)" "$(ELASTIC_FIG5_PAPER)"
-	@cat $(ELASTIC_OUT)/table2.md $(ELASTIC_OUT)/table3.md $(ELASTIC_OUT)/fig5.md
+	@sh pipelines/elastic_fig4.sh $(ELASTIC_OUT) elastic
+	@cat $(ELASTIC_OUT)/table2.md $(ELASTIC_OUT)/table3.md $(ELASTIC_OUT)/fig5.md $(ELASTIC_OUT)/fig4.md
 	@if [ -s $(ELASTIC_FIG3_OUT)/fig3.md ]; then cat $(ELASTIC_FIG3_OUT)/fig3.md; fi
 
 # Figure 3, on synthetic long sequences (pipelines/elastic_fig3.sh): kept

@@ -165,3 +165,18 @@ mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }
   grep -q '^| sasrec | 0\.[0-9]* | 0.6606 | [0-9.]* | .* | 1 | 1 | [0-9.]* |$' "$T/r/table2.md"
   grep -q '^Ours: 2999 users, 3266 items, 486907 interactions' "$T/r/table2.md"
 }
+
+@test "elastic: elastic_fig4.sh tables the load per expert and its hottest experts" {
+  printf 'expert\tcount\n0\t5\n1\t0\n2\t12\n3\t3\n' > "$T/r/elastic.experts.tsv"
+  run -0 sh "$P/elastic_fig4.sh" "$T/r" elastic
+  cat "$T/r/fig4.md"
+  grep -qF '### ELASTIC Figure 4: expert load, elastic (4 experts, 20 retrievals)' "$T/r/fig4.md"
+  grep -qF '| 3 of 4 (75.00%) | 5.00 | 12 | 2.40 |' "$T/r/fig4.md"
+  grep -qF '| 2 | 12 | 60.00% |' "$T/r/fig4.md"
+  [ "$(sed -n '/hottest/,$p' "$T/r/fig4.md" | grep -c '^| [0-9]')" -eq 4 ]
+  [ "$(head -n 1 "$T/r/fig4-sorted.dat")" = "0 12" ]
+  if command -v gnuplot > /dev/null; then [ -s "$T/r/fig4.png" ]; fi
+  # no run: a line that says so
+  run -0 sh "$P/elastic_fig4.sh" "$T/r" missing
+  grep -q 'missing not run' "$T/r/fig4.md"
+}
