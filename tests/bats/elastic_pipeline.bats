@@ -101,8 +101,8 @@ mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }
 @test "elastic: make -n reproduce-elastic lists every run with the paper's protocol" {
   run -0 mk -n reproduce-elastic ELASTIC_OUT="$T/out" ELASTIC_FIG3_OUT="$T/f3"
   trains=$(grep -c 'seqrec-train ' <<< "$output")
-  [ "$trains" -eq 15 ]
-  for r in sasrec bert4rec linrec elastic noquery noimr nodisp pool8x8 pool32x32 pool64x64 pool128x128 \
+  [ "$trains" -eq 16 ]
+  for r in sasrec sasrecrand bert4rec linrec elastic noquery noimr nodisp pool8x8 pool32x32 pool64x64 pool128x128 \
            pool256x256 pool512x512 topk4 topk16; do
     line=$(grep "seqrec-train .*-o $T/out/$r.sqm " <<< "$output")
     for o in "--loss ce" "--max-len 256" "--lr 1e-3" "--patience 10" "--epochs 200" "--batch 256" \
@@ -118,6 +118,7 @@ mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }
   grep -q -- "--pool 512x512 --topk-experts 8 .*-o $T/out/pool512x512.sqm" <<< "$output"
   grep -q -- "--pool 16x16 --topk-experts 16 .*-o $T/out/topk16.sqm" <<< "$output"
   grep -q -- "--model sasrec --attn linrec .*-o $T/out/linrec.sqm" <<< "$output"
+  grep -q -- "--model sasrec --attn softmax --dropout 0.5 --target random .*-o $T/out/sasrecrand.sqm" <<< "$output"
   grep -q -- "--model bert4rec .*--mask-prob 0.2 .*-o $T/out/bert4rec.sqm" <<< "$output"
   grep -q -- "--expert-stats $T/out/pool8x8.experts.tsv" <<< "$output"
   ! grep -q -- "--expert-stats $T/out/sasrec" <<< "$output"
