@@ -169,7 +169,7 @@ ELASTIC_FIG3_NS ?= 64 128 256 512 1024
 ELASTIC_FIG3_USERS ?= 256
 ELASTIC_FIG3_ITEMS ?= 1000
 ELASTIC_FIG3_BATCH ?= 64
-ELASTIC_FIG3_SASREC ?= --model sasrec --attn softmax
+ELASTIC_FIG3_SASREC ?= --model sasrec --attn softmax --target random
 ELASTIC_FIG3_ELASTIC ?= $(ELASTIC_MODEL) --pool 32x32 --topk-experts 16
 elastic-fig3: $(ELASTIC_FIG3_OUT)/fig3.md
 $(ELASTIC_FIG3_OUT)/fig3.md:
