@@ -101,7 +101,7 @@ mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }
 @test "elastic: make -n reproduce-elastic lists every run with the paper's protocol" {
   run -0 mk -n reproduce-elastic ELASTIC_OUT="$T/out" ELASTIC_FIG3_OUT="$T/f3"
   trains=$(grep -c 'seqrec-train ' <<< "$output")
-  [ "$trains" -eq 16 ]
+  [ "$trains" -eq 17 ]
   for r in sasrec sasrecrand bert4rec linrec elastic noquery noimr nodisp pool8x8 pool32x32 pool64x64 pool128x128 \
            pool256x256 pool512x512 topk4 topk16; do
     line=$(grep "seqrec-train .*-o $T/out/$r.sqm " <<< "$output")
@@ -115,6 +115,7 @@ mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }
   grep -q -- "--query mean .*-o $T/out/noquery.sqm" <<< "$output"
   grep -q -- "--no-imr .*-o $T/out/noimr.sqm" <<< "$output"
   grep -q -- "--no-dispatcher .*-o $T/out/nodisp.sqm" <<< "$output"
+  grep -q -- "--expert-weights none .*-o $T/out/gather.sqm" <<< "$output"
   grep -q -- "--pool 512x512 --topk-experts 8 .*-o $T/out/pool512x512.sqm" <<< "$output"
   grep -q -- "--pool 16x16 --topk-experts 16 .*-o $T/out/topk16.sqm" <<< "$output"
   grep -q -- "--model sasrec --attn linrec .*-o $T/out/linrec.sqm" <<< "$output"
