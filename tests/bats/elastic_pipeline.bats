@@ -109,7 +109,7 @@ mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }
              "--dim 64" "--threads 1"; do
       [[ "$line" == *" $o "* ]] || { echo "$r: no $o: $line"; false; }
     done
-    grep -q "seqrec-score -m $T/out/$r.sqm --target test --candidates full .*| .*seqrec-metrics -k 10,20 --json > $T/out/$r.json.tmp" <<< "$output"
+    grep -q "seqrec-score -m $T/out/$r.sqm --target test --candidates full -x .*| .*seqrec-metrics -k 10,20 --json > $T/out/$r.json.tmp" <<< "$output"
   done
   grep -q -- "--model elastic --dropout 0.5 --pool 16x16 --topk-experts 8 .*-o $T/out/elastic.sqm" <<< "$output"
   grep -q -- "--query mean .*-o $T/out/noquery.sqm" <<< "$output"
