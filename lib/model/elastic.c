@@ -178,6 +178,7 @@ static size_t R(carve)(R(sq_elastic_work) *w, const sq_elastic_config *c, char *
     TAKE(w->p0, real, Bk * C);
     TAKE(w->X, real, (L + 1) * T * C);
     TAKE(w->P, real, (L + 1) * Bk * C);
+    TAKE(w->Xg, real, T * C);
     TAKE(w->Pmid, real, L * Bk * C);
     TAKE(w->Xmid, real, L * T * C);
     for (size_t l = 0; l < L; l++) {
@@ -194,6 +195,7 @@ static size_t R(carve)(R(sq_elastic_work) *w, const sq_elastic_config *c, char *
         TAKE(w->ce, real, sq_ce_scratch_size(w->ce_chunk, (int)V1, (int)C));
         TAKE(w->dX, real, (T + 1) * C);
         TAKE(w->dP, real, Bk * C);
+        TAKE(w->dXg, real, T * C);
         for (int i = 0; i < 4; i++) {
             TAKE(w->sx[i], real, T * wide);
             TAKE(w->sp[i], real, Bk * wide);
@@ -220,7 +222,7 @@ static int R(plan_caps)(R(sq_elastic_work) *w, const sq_elastic_config *c, sq_er
     if (w->levels > (int)(sizeof w->lev / sizeof w->lev[0]))
         return sq_fail(e, SQ_EX_USAGE, "--stride %d: too many query levels for --max-len %d",
                        c->stride, c->max_len);
-    size_t ints = (size_t)w->cap.B + 1 + (size_t)w->cap.B * c->topk;
+    size_t ints = 2 * ((size_t)w->cap.B + 1) + (size_t)w->cap.B * c->topk;
     int prev = w->cap.T;
     for (int j = 0; j < w->levels; j++) {
         int g = prev / c->stride + w->cap.B;
@@ -233,7 +235,8 @@ static int R(plan_caps)(R(sq_elastic_work) *w, const sq_elastic_config *c, sq_er
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
     w->host = h;
     w->offp = h;
-    w->pkm_idx = h + w->cap.B + 1;
+    w->offn = h + w->cap.B + 1;
+    w->pkm_idx = w->offn + w->cap.B + 1;
     h = w->pkm_idx + (size_t)w->cap.B * c->topk;
     for (int j = 0; j < w->levels; j++) {
         w->lev[j].idx = h;
@@ -284,8 +287,22 @@ static void R(plan_batch)(R(sq_elastic_work) *w, const sq_elastic_config *c,
                           const sq_packed *b)
 {
     int k = c->topk, S = c->stride;
-    for (int i = 0; i <= b->B; i++)
+    for (int i = 0; i <= b->B; i++) {
         w->offp[i] = i * k;
+        w->offn[i] = 0;
+    }
+    /* the entries of each sequence (OUTPUT ROWS), in order of sequence */
+    w->grouped = 1;
+    for (int i = 0, s = 0; i < b->n && w->grouped; i++) {
+        int r = b->rows ? b->rows[i] : i;
+        while (s < b->B && r >= b->off[s + 1])
+            s++;
+        w->grouped = s < b->B && r >= b->off[s];
+        if (w->grouped)
+            w->offn[s + 1]++;
+    }
+    for (int i = 0; i < b->B; i++)
+        w->offn[i + 1] += w->offn[i];
     const int *prev = b->off;
     int rows_prev = b->T;
     for (int j = 0; j < w->levels; j++) {
@@ -534,14 +551,43 @@ static R(env) R(env_of)(const R(sq_elastic) *m, int B, real pd, uint64_t seed, u
     return v;
 }
 
+/* Layer l on X[l], P[l]: aggregation and P's feed-forward on every row;
+ * the dispatch and X's feed-forward on every row, or (the last layer,
+ * entries grouped) on the entries' rows only, gathered into Xg. */
+static void R(layer_forward)(const R(env) *v, const R(sq_elastic) *m, R(sq_elastic_work) *w,
+                             const sq_packed *b, int l)
+{
+    const sq_elastic_config *c = &m->cfg;
+    const R(sq_elastic_params) *p = &m->p;
+    int T = b->T, C = c->dim, F = c->ffn, Bk = b->B * c->topk;
+    size_t sX = (size_t)w->cap.T * C, sP = (size_t)w->cap.B * c->topk * C;
+    real *X = w->X + l * sX, *P = w->P + l * sP, *Pm = w->Pmid + l * sP;
+    real *Xm = w->Xmid + l * sX;
+    R(xatt_p) ag = R(agg_p)(p, l, C), dp = R(dis_p)(p, l, C);
+    R(ffn_p) pf = R(pffn_p)(p, l, C, F), xf = R(xffn_p)(p, l, C, F);
+    if (!c->no_dispatcher)
+        R(xatt_forward)(v, &ag, &w->ag[l], Pm, P, Bk, w->offp, X, T, b->off, SITE(l, 0));
+    else
+        R(sq_copy)(v->cx, Pm, P, (size_t)Bk * C);
+    R(ffn_forward)(v, &pf, &w->pf[l], P + sP, Pm, Bk, SITE(l, 1));
+    if (l == c->n_layers - 1 && w->grouped) {
+        R(sq_gather_rows)(v->cx, w->Xg, X, b->rows, b->n, C);
+        X = w->Xg;
+        T = b->n;
+    }
+    const int *off = X == w->Xg ? w->offn : b->off;
+    R(xatt_forward)(v, &dp, &w->dp[l], Xm, X, T, off, P + sP, Bk, w->offp, SITE(l, 2));
+    R(ffn_forward)(v, &xf, &w->xf[l], w->X + (l + 1) * sX, Xm, T, SITE(l, 3));
+}
+
 void R(sq_elastic_forward)(const R(sq_elastic) *m, R(sq_elastic_work) *w, const sq_packed *b,
                            int train, uint64_t seed, uint64_t step)
 {
     const sq_ctx *cx = &m->cx;
     const sq_elastic_config *c = &m->cfg;
     const R(sq_elastic_params) *p = &m->p;
-    int T = b->T, B = b->B, C = c->dim, F = c->ffn, L = c->n_layers, Bk = B * c->topk;
-    size_t sX = (size_t)w->cap.T * C, sP = (size_t)w->cap.B * c->topk * C;
+    int T = b->T, B = b->B, C = c->dim, L = c->n_layers, Bk = B * c->topk;
+    size_t sX = (size_t)w->cap.T * C;
     R(env) v = R(env_of)(m, B, train ? (real)c->dropout : 0, seed, step);
     R(plan_batch)(w, c, b);
 
@@ -551,21 +597,16 @@ void R(sq_elastic_forward)(const R(sq_elastic) *m, R(sq_elastic_work) *w, const 
     R(retrieve_forward)(&v, m, w, b);
     R(sq_copy)(cx, w->X, w->x0, (size_t)T * C);
     R(sq_copy)(cx, w->P, w->p0, (size_t)Bk * C);
-    for (int l = 0; l < L; l++) {
-        real *X = w->X + l * sX, *P = w->P + l * sP, *Pm = w->Pmid + l * sP;
-        real *Xm = w->Xmid + l * sX;
-        R(xatt_p) ag = R(agg_p)(p, l, C), dp = R(dis_p)(p, l, C);
-        R(ffn_p) pf = R(pffn_p)(p, l, C, F), xf = R(xffn_p)(p, l, C, F);
-        if (!c->no_dispatcher)
-            R(xatt_forward)(&v, &ag, &w->ag[l], Pm, P, Bk, w->offp, X, T, b->off, SITE(l, 0));
-        else
-            R(sq_copy)(cx, Pm, P, (size_t)Bk * C);
-        R(ffn_forward)(&v, &pf, &w->pf[l], P + sP, Pm, Bk, SITE(l, 1));
-        R(xatt_forward)(&v, &dp, &w->dp[l], Xm, X, T, b->off, P + sP, Bk, w->offp, SITE(l, 2));
-        R(ffn_forward)(&v, &xf, &w->xf[l], X + sX, Xm, T, SITE(l, 3));
+    for (int l = 0; l < L; l++)
+        R(layer_forward)(&v, m, w, b, l);
+    /* h of the entries: X[L] holds their rows, or every row to gather */
+    const real *hin = w->X + (size_t)L * sX;
+    if (!w->grouped) {
+        R(sq_gather_rows)(cx, w->Xg, hin, b->rows, b->n, C);
+        hin = w->Xg;
     }
-    R(sq_layernorm_forward)(cx, w->out, w->lnf_mean, w->lnf_rstd, w->X + (size_t)L * sX,
-                            p->lnf_w, p->lnf_b, T, C, v.eps);
+    R(sq_layernorm_forward)(cx, w->out, w->lnf_mean, w->lnf_rstd, hin, p->lnf_w, p->lnf_b,
+                            b->n, C, v.eps);
 }
 
 double R(sq_elastic_loss)(const R(sq_elastic) *m, R(sq_elastic_work) *w, const sq_packed *b,
@@ -576,12 +617,14 @@ double R(sq_elastic_loss)(const R(sq_elastic) *m, R(sq_elastic_work) *w, const s
     real *dh = g ? w->sx[0] : NULL, *dE = g ? g->p.item_emb : NULL; /* d h: kept in sx[0]
                                                                           for the backward */
     if (dh)
-        R(sq_zero)(cx, dh, (size_t)b->T * C);
-    return R(sq_ce_full)(cx, dh, dE, w->ce, w->out, m->p.item_emb, b->rows, b->targets, b->n,
-                         C, V1, w->ce_chunk, 1, count);
+        R(sq_zero)(cx, dh, (size_t)b->n * C);
+    return R(sq_ce_full)(cx, dh, dE, w->ce, w->out, m->p.item_emb, NULL, b->targets, b->n, C,
+                         V1, w->ce_chunk, 1, count);
 }
 
-/* The LDA layers in reverse, from d X[L] in w->dX; d P^0 ends in w->dP. */
+/* The LDA layers in reverse, from d X[L] in w->dXg (grouped: the
+ * entries' rows) or w->dX (every row); d X[0] ends in w->dX, d P^0 in
+ * w->dP. */
 static void R(layers_backward)(const R(env) *v, const R(sq_elastic) *m, R(sq_elastic) *g,
                                R(sq_elastic_work) *w, const sq_packed *b)
 {
@@ -597,9 +640,16 @@ static void R(layers_backward)(const R(env) *v, const R(sq_elastic) *m, R(sq_ela
         R(ffn_p) pf = R(pffn_p)(p, l, C, F), xf = R(xffn_p)(p, l, C, F);
         R(xatt_p) gag = R(agg_p)(&g->p, l, C), gdp = R(dis_p)(&g->p, l, C);
         R(ffn_p) gpf = R(pffn_p)(&g->p, l, C, F), gxf = R(xffn_p)(&g->p, l, C, F);
-        R(ffn_backward)(v, &xf, &gxf, &w->xf[l], w->dX, Xm, T, w->sx);
-        R(xatt_backward)(v, &dp, &gdp, &w->dp[l], w->dX, w->dP, X, T, b->off, P + sP, Bk,
-                         w->offp, w->sx, w->sp);
+        if (l == c->n_layers - 1 && w->grouped) { /* on the entries' rows */
+            R(ffn_backward)(v, &xf, &gxf, &w->xf[l], w->dXg, Xm, b->n, w->sx);
+            R(xatt_backward)(v, &dp, &gdp, &w->dp[l], w->dXg, w->dP, w->Xg, b->n, w->offn,
+                             P + sP, Bk, w->offp, w->sx, w->sp);
+            R(sq_scatter_add_rows)(v->cx, w->dX, w->dXg, b->rows, b->n, C);
+        } else {
+            R(ffn_backward)(v, &xf, &gxf, &w->xf[l], w->dX, Xm, T, w->sx);
+            R(xatt_backward)(v, &dp, &gdp, &w->dp[l], w->dX, w->dP, X, T, b->off, P + sP, Bk,
+                             w->offp, w->sx, w->sp);
+        }
         R(ffn_backward)(v, &pf, &gpf, &w->pf[l], w->dP, Pm, Bk, w->sp);
         if (!c->no_dispatcher)
             R(xatt_backward)(v, &ag, &gag, &w->ag[l], w->dP, w->dX, P, Bk, w->offp, X, T,
@@ -616,10 +666,14 @@ void R(sq_elastic_backward)(const R(sq_elastic) *m, R(sq_elastic_work) *w, const
     int T = b->T, C = c->dim, L = c->n_layers;
     size_t TC = (size_t)T * C, sX = (size_t)w->cap.T * C;
     R(env) v = R(env_of)(m, b->B, (real)c->dropout, 0, 0);
-    /* h = LNf(X[L]); d h is in sx[0] (sq_elastic_loss) */
+    /* h = LNf(the entries' rows of X[L]); d h is in sx[0] (sq_elastic_loss) */
+    const real *hin = w->grouped ? w->X + (size_t)L * sX : w->Xg;
+    R(sq_zero)(cx, w->dXg, (size_t)b->n * C);
+    R(sq_layernorm_backward)(cx, w->dXg, gp->lnf_w, gp->lnf_b, w->sx[0], hin, m->p.lnf_w,
+                             w->lnf_mean, w->lnf_rstd, b->n, C);
     R(sq_zero)(cx, w->dX, TC + C);
-    R(sq_layernorm_backward)(cx, w->dX, gp->lnf_w, gp->lnf_b, w->sx[0], w->X + (size_t)L * sX,
-                             m->p.lnf_w, w->lnf_mean, w->lnf_rstd, T, C);
+    if (!w->grouped) /* the entries were gathered from every row of X[L] */
+        R(sq_scatter_add_rows)(cx, w->dX, w->dXg, b->rows, b->n, C);
     R(layers_backward)(&v, m, g, w, b);
     R(retrieve_backward)(&v, m, g, w, b);
     /* x0 = dropout(E[ids] sqrt(C) + P[pos]) */

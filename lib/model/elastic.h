@@ -222,6 +222,8 @@ typedef struct {
     void *host;                    /* the host ints below */
     int levels;
     int *offp;                     /* [B + 1] the interest tokens: b * k */
+    int *offn;                     /* [B + 1] the output rows of each sequence */
+    int grouped;                   /* the batch's entries are grouped by sequence */
     int *pkm_idx;                  /* [B, k] the retrieved experts */
     real *emb, *x0;                /* [T + 1, C]; x0's row T is kept zero */
     uint8_t *m_emb;
@@ -229,15 +231,18 @@ typedef struct {
     real *qraw, *q, *q_mean, *q_rstd;   /* [B, C] */
     real *pkm_cache, *pkm_scratch;
     real *p0;                      /* [B k, C] */
-    real *X, *P;                   /* [L + 1] layers of [T, C], [Bk, C] */
+    real *X, *P;                   /* [L + 1] layers of [T, C], [Bk, C]; X[L]
+                                      holds the output rows only (OUTPUT ROWS) */
+    real *Xg;                      /* [n, C] the last layer's input rows */
     real *Pmid, *Xmid;             /* [L] after the aggregation, the dispatch */
     R(sq_elastic_xatt) ag[64], dp[64];
     R(sq_elastic_ffn) pf[64], xf[64];
-    real *out, *lnf_mean, *lnf_rstd;
+    real *out, *lnf_mean, *lnf_rstd; /* [n, C]: h of the batch's entries, in order */
     /* training only */
     real *ce;
     int ce_chunk;
-    real *dX, *dP, *dX2, *dP2;     /* running gradients of X and P */
+    real *dX, *dP;                 /* running gradients of X and P */
+    real *dXg;                     /* [n, C] the last layer's, on its rows */
     real *sx[4], *sp[4];           /* scratch: [T, max(2C, F)], [Bk, max(2C, F)] */
     real *dq, *dqraw;              /* [B, C] */
     real *dy, *dz;                 /* query net: [cap0 + 1, C], [cap0 * stride, C] */
@@ -255,8 +260,14 @@ int R(sq_elastic_work_alloc)(R(sq_elastic_work) *w, const R(sq_elastic) *m,
                              const sq_elastic_cap *cap, sq_err *e);
 void R(sq_elastic_work_free)(R(sq_elastic_work) *w);
 
-/* Forward of a packed batch (w->out [T, C] = h); train != 0 applies
- * dropout drawn from (seed, step, site, row). */
+/* Forward of a packed batch; train != 0 applies dropout drawn from (seed,
+ * step, site, row).
+ *
+ * OUTPUT ROWS. Only b's entries are scored, so the last layer's sequence
+ * side (the dispatch and the feed-forward, which nothing else reads) runs
+ * on their rows only: w->out [b->n, C] is h of entry i (row b->rows[i]) in
+ * entry order. (Entries not grouped by sequence run the last layer on every
+ * row and gather them: the same values.) */
 void R(sq_elastic_forward)(const R(sq_elastic) *m, R(sq_elastic_work) *w, const sq_packed *b,
                            int train, uint64_t seed, uint64_t step);
 /* Cross-entropy over b's entries (mean, *count of them); with g, also the

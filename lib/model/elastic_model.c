@@ -248,7 +248,7 @@ static int forward_states(const void *job, const sq_batch *hist, int b0, int ste
             break;
         sq_elastic_forward(m, &w, &pb, 0, 0, 0);
         if (hs)
-            sq_gather_rows(&m->cx, hs + (size_t)b * C, w.out, pb.rows, 1, C);
+            sq_copy(&m->cx, hs + (size_t)b * C, w.out, (size_t)C); /* its one entry */
         if (count && !c->no_imr)
             sq_pkm_count(w.pkm_idx, 1, c->topk, count);
     }

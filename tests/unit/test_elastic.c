@@ -17,29 +17,39 @@
 #define GRAD_TOL 1e-6
 #define F32_TOL 2e-5
 
-/* Three sequences of lengths 1, 4, 7 (max_len 8); the loss at each one's
- * newest row, as ELASTIC trains. */
+/* Three sequences of lengths 1, 4, 7 (max_len 8). The entries: NEWEST,
+ * each one's newest row, as ELASTIC trains; EVERY row (grouped, several a
+ * sequence: what every-position training would ask); REVERSED, the newest
+ * rows in the reverse order of the sequences (not grouped: the last layer
+ * then runs on every row, elastic.h OUTPUT ROWS). */
+enum { NEWEST, EVERY, REVERSED };
 typedef struct {
-    int ids[12], pos[12], off[4], rows[3], targets[3];
+    int ids[12], pos[12], off[4], rows[12], targets[12];
     uint32_t user[3];
     sq_packed pb;
 } tiny_batch;
 
-static void tiny_batch_init(tiny_batch *t, int max_len)
+static void tiny_batch_init_as(tiny_batch *t, int max_len, int entries)
 {
     static const int len[3] = {1, 4, 7};
     static const int ids[12] = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8};
-    static const int tg[3] = {7, 2, 11};
+    static const int tg[12] = {7, 2, 11, 4, 6, 1, 12, 9, 3, 10, 2, 5};
     memset(t, 0, sizeof *t);
-    int T = sq_pack_offsets(t->off, len, 3);
+    int T = sq_pack_offsets(t->off, len, 3), n = entries == EVERY ? T : 3;
     sq_pack_positions(t->pos, t->off, 3, max_len);
     memcpy(t->ids, ids, sizeof ids);
-    for (int b = 0; b < 3; b++) {
-        t->rows[b] = t->off[b + 1] - 1;
-        t->targets[b] = tg[b];
+    for (int i = 0; i < n; i++) {
+        int b = entries == REVERSED ? 2 - i : i;
+        t->rows[i] = entries == EVERY ? i : t->off[b + 1] - 1;
+        t->targets[i] = tg[i];
     }
     t->pb = (sq_packed){.B = 3, .T = T, .ids = t->ids, .off = t->off, .pos = t->pos,
-                        .user = t->user, .n = 3, .rows = t->rows, .targets = t->targets};
+                        .user = t->user, .n = n, .rows = t->rows, .targets = t->targets};
+}
+
+static void tiny_batch_init(tiny_batch *t, int max_len)
+{
+    tiny_batch_init_as(t, max_len, NEWEST);
 }
 
 static sq_elastic_config tiny_config(void)
@@ -147,8 +157,8 @@ static void perturb(sq_elastic_f64 *m)
         m->p.item_emb[c] = 0; /* the padding row */
 }
 
-static void gradcheck_cfg(unit_ctx *t, const sq_elastic_config *cfg, double dropout,
-                          const char *what)
+static void gradcheck_entries(unit_ctx *t, const sq_elastic_config *cfg, double dropout,
+                              int entries, const char *what)
 {
     int saved = omp_get_max_threads();
     omp_set_num_threads(1);
@@ -156,8 +166,8 @@ static void gradcheck_cfg(unit_ctx *t, const sq_elastic_config *cfg, double drop
     sq_elastic_config c = *cfg;
     c.dropout = dropout;
     tiny_batch tb;
-    tiny_batch_init(&tb, c.max_len);
-    sq_elastic_cap cap = {.B = 3, .T = tb.pb.T, .n = 3, .N = c.max_len, .train = 1};
+    tiny_batch_init_as(&tb, c.max_len, entries);
+    sq_elastic_cap cap = {.B = 3, .T = tb.pb.T, .n = tb.pb.n, .N = c.max_len, .train = 1};
     sq_elastic_f64 m, g;
     sq_elastic_work_f64 w;
     sq_ctx cpu = sq_ctx_cpu();
@@ -177,8 +187,9 @@ static void gradcheck_cfg(unit_ctx *t, const sq_elastic_config *cfg, double drop
     double L0 = sq_elastic_loss_f64(&m, &w, &tb.pb, &g, &cnt);
     sq_elastic_backward_f64(&m, &w, &tb.pb, &g);
     memcpy(sel, w.pkm_idx, sizeof sel);
-    CHECK_EQ(cnt, 3);
+    CHECK_EQ(cnt, tb.pb.n);
     CHECK(L0 > 0);
+    CHECK_EQ(w.grouped, entries != REVERSED);
 
     obj_ctx oc = {&m, &w, &tb.pb, NULL, {0}, 0};
     memcpy(oc.sel, sel, sizeof sel);
@@ -249,11 +260,20 @@ static void gradcheck_cfg(unit_ctx *t, const sq_elastic_config *cfg, double drop
     omp_set_num_threads(saved);
 }
 
+static void gradcheck_cfg(unit_ctx *t, const sq_elastic_config *cfg, double dropout,
+                          const char *what)
+{
+    gradcheck_entries(t, cfg, dropout, NEWEST, what);
+}
+
 UNIT_TEST(test_elastic_gradcheck)
 {
     sq_elastic_config c = tiny_config();
     gradcheck_cfg(t, &c, 0, "elastic");
     gradcheck_cfg(t, &c, 0.2, "elastic, dropout 0.2");
+    /* the last layer on several rows a sequence, and on every row */
+    gradcheck_entries(t, &c, 0, EVERY, "every row an entry");
+    gradcheck_entries(t, &c, 0, REVERSED, "entries not grouped");
 }
 
 UNIT_TEST(test_elastic_gradcheck_ablations)
@@ -383,21 +403,31 @@ UNIT_TEST(test_elastic_segments_and_leak)
     sq_elastic_forward_f64(&m, &w, &tb.pb, 0, 0, 0);
     double batched[3][8];
     for (int b = 0; b < 3; b++)
-        memcpy(batched[b], w.out + (size_t)tb.rows[b] * 8, sizeof batched[b]);
-    double row2[8]; /* sequence 2, its 3rd item */
-    memcpy(row2, w.out + (size_t)(tb.off[2] + 2) * 8, sizeof row2);
+        memcpy(batched[b], w.out + (size_t)b * 8, sizeof batched[b]);
+    /* sequence 2's 3rd row after the first layer */
+    const double *x1 = w.X + (size_t)w.cap.T * 8 + (size_t)(tb.off[2] + 2) * 8;
+    double row2[8];
+    memcpy(row2, x1, sizeof row2);
     for (int b = 0; b < 3; b++) {
         int len = tb.off[b + 1] - tb.off[b], off[2] = {0, len}, row = len - 1;
         sq_packed one = {.B = 1, .T = len, .ids = tb.ids + tb.off[b], .off = off,
                          .pos = tb.pos + tb.off[b], .n = 1, .rows = &row,
                          .targets = tb.targets + b};
         sq_elastic_forward_f64(&m, &w, &one, 0, 0, 0);
-        CHECK(gc_rel_diff_f64(w.out + (size_t)row * 8, batched[b], 8) < 1e-12);
+        CHECK(gc_rel_diff_f64(w.out, batched[b], 8) < 1e-12);
     }
+    /* the same states when the entries are not grouped (every row of the
+     * last layer, then gathered) */
+    tiny_batch rb;
+    tiny_batch_init_as(&rb, c.max_len, REVERSED);
+    sq_elastic_forward_f64(&m, &w, &rb.pb, 0, 0, 0);
+    CHECK_EQ(w.grouped, 0);
+    for (int i = 0; i < 3; i++)
+        CHECK(gc_rel_diff_f64(w.out + (size_t)i * 8, batched[2 - i], 8) < 1e-12);
     /* change sequence 2's newest item: its 3rd row's state changes too */
     tb.ids[tb.off[3] - 1] = 10;
     sq_elastic_forward_f64(&m, &w, &tb.pb, 0, 0, 0);
-    CHECK(gc_rel_diff_f64(w.out + (size_t)(tb.off[2] + 2) * 8, row2, 8) > 1e-6);
+    CHECK(gc_rel_diff_f64(x1, row2, 8) > 1e-6);
     sq_elastic_work_free_f64(&w);
     sq_elastic_free_f64(&m);
 }
