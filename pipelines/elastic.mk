@@ -61,9 +61,15 @@ ELASTIC_BATCH ?= 256
 ELASTIC_MAXLEN ?= 256
 ELASTIC_TARGET ?=
 EPOCHS ?= 200
+# Early stopping after ELASTIC_PATIENCE validations without a better NDCG@10
+# (the paper: 10). An epoch of ELASTIC's random prefixes is one sample a
+# user (RecBole's epochs, every prefix, are ~160x as many): 10 such epochs
+# can pass on the plateau at popularity's level before it learns, so a
+# capped run may want more (ELASTIC_PATIENCE=100).
+ELASTIC_PATIENCE ?= 10
 ELASTIC_MODEL ?= --model elastic
 ELASTIC_COMMON = --loss ce --batch $(ELASTIC_BATCH) --dim 64 --ffn 256 --layers 2 --heads 2 \
-  --max-len $(ELASTIC_MAXLEN) --lr 1e-3 --beta2 0.999 --epochs $(EPOCHS) --patience 10 \
+  --max-len $(ELASTIC_MAXLEN) --lr 1e-3 --beta2 0.999 --epochs $(EPOCHS) --patience $(ELASTIC_PATIENCE) \
   --eval-every 1 --seed 1 --threads $(ELASTIC_THREADS)
 ELASTIC_SCORE ?= --target test --candidates full -x
 ELASTIC_POOLS := 8x8 16x16 32x32 64x64 128x128 256x256 512x512
