@@ -15,7 +15,8 @@
  *   random  ELASTIC's default: one random prefix per user an epoch
  *   last    every prefix (RecBole's samples)
  * CSV on stdout: target,epoch,train_loss,valid_ndcg10,seconds. The model
- * options (config keys, e.g. dim=32 max_len=50) go to every run. */
+ * options (config keys, e.g. dim=32 max_len=50) go to every run;
+ * targets=all,random runs only those. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,8 +73,13 @@ int main(int argc, char **argv)
     int epochs = atoi(argv[2]);
     sq_err e = {0};
     char *given = NULL;
+    const char *only = NULL;
     size_t len = 0;
     for (int i = 3; i < argc; i++) {
+        if (!strncmp(argv[i], "targets=", 8)) {
+            only = argv[i] + 8;
+            continue;
+        }
         char key[64];
         const char *eq = strchr(argv[i], '=');
         if (!eq || (size_t)(eq - argv[i]) >= sizeof key) {
@@ -107,7 +113,8 @@ int main(int argc, char **argv)
         close(fd);
     printf("target,epoch,train_loss,valid_ndcg10,seconds\n");
     for (size_t i = 0; !rc && i < sizeof runs / sizeof runs[0]; i++)
-        rc = run(&ds, given, runs[i].target, runs[i].name, epochs, out, &e);
+        if (!only || strstr(only, runs[i].name))
+            rc = run(&ds, given, runs[i].target, runs[i].name, epochs, out, &e);
     if (fd >= 0) { /* the runs' model file and checkpoint */
         char ckpt[sizeof out + 8];
         snprintf(ckpt, sizeof ckpt, "%s.ckpt", out);
