@@ -29,11 +29,7 @@ for d in $datasets; do
   i=$((i + 1))
 done
 gnuplot <<GP
-if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
-  set terminal pngcairo size 800,500
-} else {
-  set terminal png size 800,500
-}
+call '$(dirname "$0")/png.gp' '800' '500'
 set output '$dir/fig5.png'
 set title 'Blin Figure 5: test HR@10 and NDCG@10 (uni:99) against lambda'
 set xlabel 'lambda (--bkl-lambda)'

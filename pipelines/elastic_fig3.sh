@@ -150,11 +150,7 @@ for m in sasrec elastic; do
   awk -v m="$m" '$1 == m { print $2, $3, $4, $5 }' "$tsv" > "$dir/fig3-$m.dat"
 done
 gnuplot <<GP
-if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
-  set terminal pngcairo noenhanced size 1200,420
-} else {
-  set terminal png noenhanced size 1200,420
-}
+call '$(dirname "$0")/png.gp' '1200' '420'
 set output '$dir/fig3.png'
 set multiplot layout 1,3 title 'ELASTIC Figure 3: ELASTIC vs SASRec by maximum length N (CPU, synthetic, $samples users)'
 set grid

@@ -40,11 +40,7 @@ if ! command -v gnuplot > /dev/null; then
   exit 0
 fi
 gnuplot <<GP
-if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
-  set terminal pngcairo noenhanced size 1000,400
-} else {
-  set terminal png noenhanced size 1000,400
-}
+call '$(dirname "$0")/png.gp' '1000' '400'
 set output '$dir/fig4.png'
 set multiplot layout 1,2 title 'ELASTIC Figure 4: load per expert ($run, test targets)'
 set grid

@@ -104,11 +104,7 @@ panel() {
 }
 {
   cat <<GP
-if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
-  set terminal pngcairo noenhanced size 1000,450
-} else {
-  set terminal png noenhanced size 1000,450
-}
+call '$(dirname "$0")/png.gp' '1000' '450'
 set output '$dir/fig5.png'
 set multiplot layout 1,2 title 'ELASTIC Figure 5: test NDCG@10 (solid) and key usage rate (dashed)'
 set grid

@@ -65,3 +65,20 @@ man_options() {
     awk '/^\.SH/ { opts = ($2 == "OPTIONS") } opts && tp { print } { tp = ($0 == ".TP") }' |
     grep -o -- '--[a-z][a-z-]*' | sort
 }
+
+# strip_times LOG: a training log without its wall times.
+strip_times() { sed 's/,"seconds":.*//' "$1"; }
+
+# same_seed_same_model ARGS...: two runs of `seqrec-train ARGS` (2 epochs
+# on $T/s.sqr) give the same model bytes and log; --seed 2 gives another
+# model. Leaves $T/m1.sqm.
+same_seed_same_model() {
+  local i
+  for i in 1 2; do
+    seqrec-train "$@" --epochs 2 --log "$T/log$i" -o "$T/m$i.sqm" "$T/s.sqr"
+  done
+  cmp "$T/m1.sqm" "$T/m2.sqm"
+  diff <(strip_times "$T/log1") <(strip_times "$T/log2")
+  seqrec-train "$@" --epochs 2 --seed 2 --log /dev/null -o "$T/m3.sqm" "$T/s.sqr"
+  ! cmp -s "$T/m1.sqm" "$T/m3.sqm"
+}

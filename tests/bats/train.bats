@@ -11,7 +11,6 @@ setup() {
   TINY=(--dim 16 --ffn 32 --max-len 20 --batch 32 --threads 2)
 }
 
-strip_times() { sed 's/,"seconds":.*//' "$1"; }
 
 @test "train: --help and --version" {
   run seqrec-train --help
