@@ -98,11 +98,16 @@ ndcg() { sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$@"; }
   cmp "$T/ex.tsv" "$T/ex1.tsv"
   # a model without experts, an unwritable file, --topk
   seqrec-train --model pop -o "$T/pop.sqm" "$T/s.sqr" 2> /dev/null
-  run -65 seqrec-score -m "$T/pop.sqm" --expert-stats "$T/x.tsv" "$T/s.sqr"
+  run -65 seqrec-score -m "$T/pop.sqm" --expert-stats "$T/x.tsv" -o "$T/r65" "$T/s.sqr"
   [[ "$output" == *"has no experts"* ]]
-  [ ! -e "$T/x.tsv" ]
-  run -73 seqrec-score -m "$T/m.sqm" --expert-stats "$T/nodir/x.tsv" "$T/s.sqr"
+  [ ! -e "$T/x.tsv" ] && [ ! -e "$T/r65" ]
+  # refused before any scoring: neither output is left behind
+  run -73 seqrec-score -m "$T/m.sqm" --expert-stats "$T/nodir/x.tsv" -o "$T/r73" "$T/s.sqr"
+  [[ "$output" == *"nodir"* ]]
+  [ ! -e "$T/r73" ]
   run -64 seqrec-score -m "$T/m.sqm" --topk 5 --expert-stats "$T/x.tsv" "$T/s.sqr"
+  [[ "$output" == *"--expert-stats"* ]]
+  [ ! -e "$T/x.tsv" ]
   seqrec-train "${TINY[@]}" --no-imr --epochs 1 --log /dev/null -o "$T/n.sqm" "$T/s.sqr"
   run -65 seqrec-score -m "$T/n.sqm" --expert-stats "$T/x.tsv" "$T/s.sqr"
 }
