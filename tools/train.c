@@ -303,26 +303,26 @@ static int parse_args(args *a, const optset *s, int argc, char **argv)
 
 /* The model's config from the options given: early (n_items unknown) to
  * refuse bad options before reading the data, then for the data. */
-static int model_config(args *a, uint32_t n_items, int padded_len, sq_err *e)
+static int model_config(args *a, const sq_data_dims *dd, sq_err *e)
 {
     free(a->o.cfg);
     if (!(a->o.cfg = calloc(1, a->model->cfg_size)))
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
     a->o.model = a->model;
-    if (a->model->config(a->o.cfg, a->given, n_items, padded_len, e))
+    if (a->model->config(a->o.cfg, a->given, dd, e))
         return e->code;
     return a->model->step ? sq_train_check(&a->o, e) : 0;
 }
 
 /* --init: the model and its config from the model file (the options given
  * must agree with it), for the data. */
-static int init_config(args *a, uint32_t n_items, int padded_len, sq_err *e)
+static int init_config(args *a, const sq_data_dims *dd, sq_err *e)
 {
     const sq_model_def *def;
     free(a->o.cfg);
     a->o.cfg = NULL;
-    if (sq_train_init_config(a->init, a->model_given ? a->model : NULL, a->given, n_items,
-                             padded_len, &def, &a->o.cfg, e))
+    if (sq_train_init_config(a->init, a->model_given ? a->model : NULL, a->given, dd, &def,
+                             &a->o.cfg, e))
         return e->code;
     a->model = a->o.model = def;
     a->o.init = a->init;
@@ -375,14 +375,15 @@ static int fit(args *a, const sq_dataset *ds, sq_err *e)
 static int train(args *a, const sq_dataset *ds, sq_err *e)
 {
     int rc;
+    sq_data_dims dd = {.n_items = ds->hdr.n_items,
+                       .padded_len = ds->hdr.kind == SQ_PADDED ? (int)ds->hdr.max_len : 0,
+                       .n_users = sq_dataset_n_users(ds)};
     if (a->resume)
         rc = resume_opts(a, ds, e);
     else if (a->init)
-        rc = init_config(a, ds->hdr.n_items,
-                         ds->hdr.kind == SQ_PADDED ? (int)ds->hdr.max_len : 0, e);
+        rc = init_config(a, &dd, e);
     else
-        rc = model_config(a, ds->hdr.n_items,
-                          ds->hdr.kind == SQ_PADDED ? (int)ds->hdr.max_len : 0, e);
+        rc = model_config(a, &dd, e);
     if (rc)
         return rc;
     FILE *log = stderr;
@@ -413,13 +414,14 @@ int main(int argc, char **argv)
     sq_dataset ds = {0};
     if (rc)
         goto out;
-    if (a.init && init_config(&a, 1, 0, &err)) {
+    const sq_data_dims early = {.n_items = 1};
+    if (a.init && init_config(&a, &early, &err)) {
         if (err.code != SQ_EX_USAGE)
             goto fail;
         rc = sq_cli_usage_error(prog, "%s", err.msg);
         goto out;
     }
-    if (!a.resume && !a.init && model_config(&a, 1, 0, &err)) {
+    if (!a.resume && !a.init && model_config(&a, &early, &err)) {
         rc = sq_cli_usage_error(prog, "%s", err.msg);
         goto out;
     }

@@ -138,11 +138,12 @@ static int init(sq_batcher *b, const sq_seqs *d, int mode, int max_len, int batc
     }
 
     /* One block for the packed batch: ids, pos, rows, targets [cap_T],
-     * off [B+1], user [B], neg [cap_T * K], B = views * batch sequences. */
+     * off [B+1], user [B], uid [B], neg [cap_T * K], B = views * batch
+     * sequences. */
     size_t T = (size_t)b->cap_T, B = (size_t)batch * views, KK = (size_t)K;
     size_t sz_ids = align64(T * sizeof(int)), sz_off = align64((B + 1) * sizeof(int));
     size_t sz_user = align64(B * sizeof(uint32_t)), sz_neg = align64(T * KK * sizeof(int));
-    size_t total = 4 * sz_ids + sz_off + sz_user + sz_neg;
+    size_t total = 4 * sz_ids + sz_off + 2 * sz_user + sz_neg;
     unsigned char *mem = b->mem = malloc(total);
     if (!mem)
         goto oom;
@@ -157,6 +158,8 @@ static int init(sq_batcher *b, const sq_seqs *d, int mode, int max_len, int batc
     b->pb.off = (int *)mem;
     mem += sz_off;
     b->pb.user = (uint32_t *)mem;
+    mem += sz_user;
+    b->pb.uid = (uint32_t *)mem;
     mem += sz_user;
     b->pb.neg = K > 0 ? (int *)mem : NULL;
     b->pb.K = K;
@@ -380,6 +383,7 @@ static const sq_packed *get_views(sq_batcher *b, uint64_t epoch, uint64_t first,
             uint64_t s = b->order[first + (uint64_t)j];
             uint32_t u = (uint32_t)(s >> 32), end = (uint32_t)s;
             p->user[v * B + j] = u;
+            p->uid[v * B + j] = b->d.user_id ? b->d.user_id[u] : u;
             T += put_view(b, p, T, u, end, epoch, v, &n);
             p->off[v * B + j + 1] = T;
         }
@@ -411,6 +415,7 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
         uint32_t len = sample_len(end, b->max_len, b->cloze);
         const uint32_t *it = b->d.items + b->d.start[u] + (end - len - (b->cloze ? 0 : 1));
         p->user[j] = u;
+        p->uid[j] = b->d.user_id ? b->d.user_id[u] : u;
         int o = T;
         for (uint32_t t = 0; t < len; t++) {
             p->ids[o + (int)t] = (int)it[t];

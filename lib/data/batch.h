@@ -88,6 +88,8 @@ typedef struct {
     const uint32_t *items;   /* every user's items, concatenated */
     const uint64_t *start;   /* user u's items start at items[start[u]] */
     const uint32_t *n_train; /* [n_users] length of the training part */
+    const uint32_t *user_id; /* [n_users] the stream's user id of each (NULL:
+                                the index) */
 } sq_seqs;
 
 /* One packed batch, the input of a model step (ops.h layouts). */
@@ -96,7 +98,8 @@ typedef struct {
     int *ids;        /* [T] input item ids (1..n_items; 0 = padding token) */
     int *off;        /* [B+1] row offsets, off[B] = T */
     int *pos;        /* [T] learned-position index, 0..max_len-1 */
-    uint32_t *user;  /* [B] user index of each sequence */
+    uint32_t *user;  /* [B] user index of each sequence (in sq_seqs) */
+    uint32_t *uid;   /* [B] its user id (sq_seqs.user_id) */
     int n;           /* loss entries */
     int *rows;       /* [n] row of entry i; NULL: entry i is row i (n = T) */
     int *targets;    /* [n] the item to predict (0 = none) */

@@ -74,6 +74,15 @@ int sq_dataset_add(sq_dataset *ds, const sq_record *rec, sq_err *e)
     return 0;
 }
 
+uint32_t sq_dataset_n_users(const sq_dataset *ds)
+{
+    uint32_t n = 0;
+    for (uint64_t i = 0; i < ds->n_seq; i++)
+        if (ds->seq[i].user >= n)
+            n = ds->seq[i].user == UINT32_MAX ? UINT32_MAX : ds->seq[i].user + 1;
+    return n;
+}
+
 int sq_dataset_finish(sq_dataset *ds, sq_err *e)
 {
     uint32_t n = ds->hdr.n_items;

@@ -61,6 +61,10 @@ static inline const uint32_t *sq_dataset_items(const sq_dataset *ds, uint64_t r)
     return ds->items + ds->seq[r].off;
 }
 
+/* The largest user id of ds + 1 (0 for no record; capped at UINT32_MAX):
+ * the rows of a table with a row per user. */
+uint32_t sq_dataset_n_users(const sq_dataset *ds);
+
 /* Adds one record (a copy of rec's items) as sq_dataset_read does; for tests
  * and for programs that build a dataset without a stream. Call
  * sq_dataset_init first and sq_dataset_finish (popularity) after the last. */

@@ -90,9 +90,9 @@ static void resolve_infer_pad(blin_config *c)
         c->infer_pad = c->pad == SQ_VIEW_CROP ? INFER_ZERO : INFER_REPEAT;
 }
 
-static int config(void *cfg, const char *given, uint32_t n_items, int padded_len, sq_err *e)
+static int config(void *cfg, const char *given, const sq_data_dims *d, sq_err *e)
 {
-    if (sq_sasrec_config_from(cfg, SQ_BACKBONE_SASREC, given, n_items, padded_len,
+    if (sq_sasrec_config_from(cfg, SQ_BACKBONE_SASREC, given, d->n_items, d->padded_len,
                               &blin_extra, e))
         return e->code;
     resolve_infer_pad(cfg);

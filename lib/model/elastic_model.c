@@ -131,12 +131,12 @@ int sq_elastic_tensor_set(const sq_elastic_config *c, sq_tensor_set *s, sq_err *
     return 0;
 }
 
-static int config(void *cfg, const char *given, uint32_t n_items, int padded_len, sq_err *e)
+static int config(void *cfg, const char *given, const sq_data_dims *d, sq_err *e)
 {
     sq_elastic_config *c = cfg;
     char kb[64], val[64];
     sq_elastic_defaults(c);
-    c->n_items = n_items;
+    c->n_items = d->n_items;
     if (sq_opt_apply(elastic_opts, c, given, 0, SQ_EX_USAGE, NULL, e))
         return e->code;
     for (const char *line = given; line && *line; line = strchr(line, '\n') + 1) {
@@ -153,8 +153,8 @@ static int config(void *cfg, const char *given, uint32_t n_items, int padded_len
         if (!strchr(line, '\n'))
             break;
     }
-    if (padded_len > 0 && !sq_kv_get(given ? given : "", "max_len", val, sizeof val))
-        c->max_len = padded_len;
+    if (d->padded_len > 0 && !sq_kv_get(given ? given : "", "max_len", val, sizeof val))
+        c->max_len = d->padded_len;
     return sq_elastic_config_check(c, e);
 }
 

@@ -30,13 +30,25 @@
 #include "tensor.h"
 
 /* A batch of B histories, packed oldest first: history b is
- * items[off[b] .. off[b] + len[b]); len[b] may be 0 (cold user). */
+ * items[off[b] .. off[b] + len[b]); len[b] may be 0 (cold user). user[b]
+ * is history b's user id (NULL: not known; only models with a row per
+ * user read it). */
 typedef struct {
     const uint32_t *items;
     const uint32_t *off;
     const uint32_t *len;
     int B;
+    const uint32_t *user;
 } sq_batch;
+
+/* What a model's config learns from the training data: n_items, a padded
+ * stream's row length (0: none; the default --max-len) and the largest
+ * user id + 1 (0: not known, as for the early check of the options). */
+typedef struct {
+    uint32_t n_items;
+    int padded_len;
+    uint32_t n_users;
+} sq_data_dims;
 
 typedef struct sq_model sq_model;
 
@@ -71,6 +83,10 @@ struct sq_model {
      * times each history of b retrieves each expert. */
     int (*experts)(const sq_model *m, const sq_batch *b, uint64_t *count, sq_err *e);
     uint64_t n_experts;
+    /* Models with a row per user (caser, fpmc): 1 when the model can score
+     * user id `user`; seqrec-score skips (and counts) the others. NULL:
+     * every user. */
+    int (*knows_user)(const sq_model *m, uint32_t user);
 };
 
 void sq_model_free(sq_model *m);
@@ -150,9 +166,9 @@ struct sq_model_def {
      * config keys; NULL: none): the defaults, the given values, the
      * defaults that depend on others, the checks (SQ_EX_USAGE naming the
      * option; also for a given option the model does not have). n_items
-     * comes from the data, and padded_len, a padded stream's row length
-     * (0: none), as the default --max-len. */
-    int (*config)(void *cfg, const char *given, uint32_t n_items, int padded_len, sq_err *e);
+     * comes from the data (sq_data_dims: padded_len is the default
+     * --max-len; n_users for models with a row per user). */
+    int (*config)(void *cfg, const char *given, const sq_data_dims *d, sq_err *e);
     /* The model's keys of a model file ("model" and the data keys are the
      * caller's); read refuses (SQ_EX_DATA, naming path) a bad config. */
     /* SQ_EX_USAGE with a message when a config (e.g. one built in code)

@@ -71,12 +71,10 @@ int sq_pop_load(sq_model *m, sq_modelfile *mf, sq_err *e)
 }
 
 /* pop has no options: any given is refused. */
-static int pop_config(void *cfg, const char *given, uint32_t n_items, int padded_len,
-                      sq_err *e)
+static int pop_config(void *cfg, const char *given, const sq_data_dims *d, sq_err *e)
 {
     (void)cfg;
-    (void)n_items;
-    (void)padded_len;
+    (void)d;
     if (given && *given) {
         char key[64], name[64];
         snprintf(key, sizeof key, "%.*s", (int)strcspn(given, "="), given);

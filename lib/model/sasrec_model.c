@@ -470,7 +470,7 @@ static int forward_states(const void *model, const sq_batch *hist, int b0, int s
     int rc = 0;
     for (int b = b0; b < hist->B && !rc; b += step) {
         uint32_t off = 0, len = hist->len[b];
-        sq_batch h1 = {hist->items + hist->off[b], &off, &len, 1};
+        sq_batch h1 = {hist->items + hist->off[b], &off, &len, 1, NULL};
         sq_packed pb;
         int *ints = NULL;
         size_t att;
@@ -670,16 +670,14 @@ static const sq_opt *kind_opts(int i)
     return !m ? NULL : m->opts ? m->opts : none;
 }
 
-static int sasrec_config(void *cfg, const char *given, uint32_t n_items, int padded_len,
-                         sq_err *e)
+static int sasrec_config(void *cfg, const char *given, const sq_data_dims *d, sq_err *e)
 {
-    return sq_sasrec_config_from(cfg, SQ_BACKBONE_SASREC, given, n_items, padded_len, NULL, e);
+    return sq_sasrec_config_from(cfg, SQ_BACKBONE_SASREC, given, d->n_items, d->padded_len, NULL, e);
 }
 
-static int bert_config(void *cfg, const char *given, uint32_t n_items, int padded_len,
-                       sq_err *e)
+static int bert_config(void *cfg, const char *given, const sq_data_dims *d, sq_err *e)
 {
-    return sq_sasrec_config_from(cfg, SQ_BACKBONE_BERT4REC, given, n_items, padded_len, NULL,
+    return sq_sasrec_config_from(cfg, SQ_BACKBONE_BERT4REC, given, d->n_items, d->padded_len, NULL,
                                  e);
 }
 

@@ -458,7 +458,7 @@ typedef struct {
     int B, nt;
     uint32_t *items;   /* packed histories */
     size_t cap_items;
-    uint32_t *off, *len;
+    uint32_t *off, *len, *user;
     float *scores;     /* [B x (n_items + 1)] */
     uint32_t *rank, *n_cand; /* ranks: per job; top-K: k per job in rank */
     int *bad;
@@ -472,6 +472,7 @@ static void work_free(work *w)
     free(w->items);
     free(w->off);
     free(w->len);
+    free(w->user);
     free(w->scores);
     free(w->rank);
     free(w->n_cand);
@@ -491,6 +492,7 @@ static int work_new(work *w, const ctx *c, int topk, sq_err *e)
     size_t n_keys = topk ? c->K : o->cand == SQ_CAND_POP ? c->n : 0;
     w->off = malloc(B * sizeof *w->off);
     w->len = malloc(B * sizeof *w->len);
+    w->user = malloc(B * sizeof *w->user);
     w->scores = B <= SIZE_MAX / row / sizeof(float) ? malloc(B * row * sizeof *w->scores) : NULL;
     w->rank = malloc(B * sizeof *w->rank);
     w->n_cand = malloc(B * sizeof *w->n_cand);
@@ -500,7 +502,7 @@ static int work_new(work *w, const ctx *c, int topk, sq_err *e)
         w->top_sc = malloc(B * c->K * sizeof *w->top_sc);
     }
     w->s = scratch_new(w->nt, c->n, n_keys);
-    if (!w->off || !w->len || !w->scores || !w->rank || !w->n_cand || !w->bad || !w->s ||
+    if (!w->off || !w->len || !w->user || !w->scores || !w->rank || !w->n_cand || !w->bad || !w->s ||
         (topk && (!w->top || !w->top_sc))) {
         work_free(w);
         memset(w, 0, sizeof *w);
@@ -534,9 +536,10 @@ static int score_batch(sq_model *m, const ctx *c, work *w, const job *jobs, int 
                    (size_t)n * sizeof *w->items);
         w->off[b] = at;
         w->len[b] = n;
+        w->user[b] = q->user;
         at += n;
     }
-    sq_batch batch = {w->items, w->off, w->len, B};
+    sq_batch batch = {w->items, w->off, w->len, B, w->user};
     if (c->o->expert_count && m->experts && m->experts(m, &batch, c->o->expert_count, e))
         return e->code;
     return m->scores(m, &batch, w->scores, e);

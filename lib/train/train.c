@@ -256,8 +256,7 @@ static int options_differ(const char *path, const char *a, const char *b, sq_err
 
 /* The options given on top of the file's: they must not change its config. */
 static int given_same(const sq_model_def *d, const char *path, const char *text,
-                      const char *given, uint32_t n_items, int padded_len, const void *cfg,
-                      sq_err *e)
+                      const char *given, const sq_data_dims *dd, const void *cfg, sq_err *e)
 {
     size_t a = strlen(text), b = strlen(given);
     char *both = malloc(a + b + 1), *ta = NULL, *tb = NULL;
@@ -268,7 +267,7 @@ static int given_same(const sq_model_def *d, const char *path, const char *text,
     if (!rc) {
         memcpy(both, text, a);
         memcpy(both + a, given, b + 1); /* the last line of a key wins (kv.h) */
-        if (d->config(c, both, n_items, padded_len, e) || config_text(d, cfg, &ta, e) ||
+        if (d->config(c, both, dd, e) || config_text(d, cfg, &ta, e) ||
             config_text(d, c, &tb, e))
             rc = e->code;
     }
@@ -282,8 +281,8 @@ static int given_same(const sq_model_def *d, const char *path, const char *text,
 }
 
 int sq_train_init_config(const char *path, const sq_model_def *want, const char *given,
-                         uint32_t n_items, int padded_len, const sq_model_def **def,
-                         void **cfg, sq_err *e)
+                         const sq_data_dims *dd, const sq_model_def **def, void **cfg,
+                         sq_err *e)
 {
     sq_modelfile mf;
     char name[64];
@@ -306,10 +305,10 @@ int sq_train_init_config(const char *path, const sq_model_def *want, const char 
     else if (!(c0 = calloc(1, d->cfg_size)) || !(*cfg = calloc(1, d->cfg_size)))
         rc = sq_fail(e, SQ_EX_OSERR, "out of memory");
     if (!rc && (d->config_read(c0, &mf, path, e) || options_text(d, c0, &text, e) ||
-                d->config(*cfg, text, n_items, padded_len, e)))
+                d->config(*cfg, text, dd, e)))
         rc = e->code;
     if (!rc && given && given[0])
-        rc = given_same(d, path, text, given, n_items, padded_len, *cfg, e);
+        rc = given_same(d, path, text, given, dd, *cfg, e);
     sq_modelfile_free(&mf);
     free(c0);
     free(text);
@@ -446,14 +445,15 @@ static int load_ckpt(run *r, const char *path, sq_err *e)
  * on items[0, n_train); a padded row on its span from the first to the last
  * non-zero item (RandomPad's separating zeros stay, as padding tokens). */
 static int make_seqs(const sq_dataset *ds, sq_seqs *s, uint64_t **start, uint32_t **ntr,
-                     sq_err *e)
+                     uint32_t **uid, sq_err *e)
 {
     if (ds->n_seq > UINT32_MAX)
         return sq_fail(e, SQ_EX_DATA, "too many records");
     uint64_t n = ds->n_seq ? ds->n_seq : 1;
     *start = malloc(n * sizeof **start);
     *ntr = malloc(n * sizeof **ntr);
-    if (!*start || !*ntr)
+    *uid = malloc(n * sizeof **uid);
+    if (!*start || !*ntr || !*uid)
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
     for (uint64_t i = 0; i < ds->n_seq; i++) {
         const sq_seq *q = &ds->seq[i];
@@ -467,9 +467,11 @@ static int make_seqs(const sq_dataset *ds, sq_seqs *s, uint64_t **start, uint32_
         }
         (*start)[i] = q->off + first;
         (*ntr)[i] = end - first;
+        (*uid)[i] = q->user;
     }
     *s = (sq_seqs){.n_users = (uint32_t)ds->n_seq, .n_items = ds->hdr.n_items,
-                   .items = ds->items, .start = *start, .n_train = *ntr};
+                   .items = ds->items, .start = *start, .n_train = *ntr,
+                   .user_id = *uid};
     return 0;
 }
 
@@ -508,7 +510,7 @@ typedef struct {
     sq_batcher bt;
     void *work;
     uint64_t *start;
-    uint32_t *ntr;
+    uint32_t *ntr, *uid;
     sq_adam_cfg decay, plain;
     sq_eval_opts eo;
     sq_model view;
@@ -632,7 +634,7 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
     if (sq_out_check(out_path, e))
         return e->code;
     sq_seqs seqs;
-    if (make_seqs(ds, &seqs, &lp->start, &lp->ntr, e))
+    if (make_seqs(ds, &seqs, &lp->start, &lp->ntr, &lp->uid, e))
         return e->code;
     for (uint64_t i = 0; i < ds->n_seq; i++)
         if (ds->seq[i].view == 0 && ds->seq[i].n_valid > 0)
@@ -685,6 +687,7 @@ static void close_run(run *r, loop *lp)
     sq_batcher_free(&lp->bt);
     free(lp->start);
     free(lp->ntr);
+    free(lp->uid);
 }
 
 int sq_train(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,

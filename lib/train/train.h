@@ -133,16 +133,16 @@ int sq_train(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
  * it); o->cfg is malloc'd (the caller frees it). */
 int sq_train_read_opts(sq_train_opts *o, const char *ckpt_path, sq_err *e);
 
-/* --init: the model and config of the model file at path, for a stream of
- * n_items items (padded_len as for def->config): the file's model options
+/* --init: the model and config of the model file at path, for a stream
+ * of the dims dd (as for def->config): the file's model options
  * with the options given (kv text, may be NULL) on top, which must leave
  * them unchanged. want (may be NULL): the --model given. SQ_EX_USAGE when
  * the file is of another model than want, the model cannot start from a
  * file, or the options given change it; SQ_EX_DATA for a bad file.
  * *cfg is malloc'd (the caller frees it). */
 int sq_train_init_config(const char *path, const sq_model_def *want, const char *given,
-                         uint32_t n_items, int padded_len, const sq_model_def **def,
-                         void **cfg, sq_err *e);
+                         const sq_data_dims *dd, const sq_model_def **def, void **cfg,
+                         sq_err *e);
 
 /* Fits a one-pass model (def->fit: pop) to ds and writes it to out_path;
  * when ds has validation targets, *evaluated = 1 and hr10, ndcg10 are its

@@ -187,7 +187,7 @@ static int rig_open(unit_ctx *t, rig *r, const char *given)
     r->cx = sq_ctx_cpu();
     r->cx.threads = 1;
     r->so = (sq_step_opts){.loss = 0, .neg = 2, .target = SQ_TARGET_ALL, .batch = 4, .seed = 3};
-    int rc = r->def->config(r->cfg, given, 9, 0, &e) ||
+    int rc = r->def->config(r->cfg, given, &(sq_data_dims){.n_items = 9}, &e) ||
              r->def->net_alloc(&r->net, r->cfg, &r->cx, &e) ||
              r->def->batcher(&r->bt, &d, r->cfg, &r->so, &e) ||
              r->def->work_alloc(&r->net, &r->bt, &r->work, &e);
