@@ -54,16 +54,16 @@ static int train_one(const char *name, const sq_dataset *ds, int epochs, const c
     o.threads = 1;
     void *cfg = NULL;
     int rc;
+    const sq_data_dims dd = {.n_items = ds->hdr.n_items, .n_users = sq_dataset_n_users(ds)};
     if (init) {
         const sq_model_def *def;
-        rc = sq_train_init_config(init, sq_models_find(name), given, ds->hdr.n_items, 0, &def,
-                                  &cfg, e);
+        rc = sq_train_init_config(init, sq_models_find(name), given, &dd, &def, &cfg, e);
         o.model = def;
         o.init = init;
     } else {
         o.model = sq_models_find(name);
         cfg = calloc(1, o.model->cfg_size);
-        rc = cfg ? o.model->config(cfg, OPTS_GIVEN, ds->hdr.n_items, 0, e) : SQ_EX_OSERR;
+        rc = cfg ? o.model->config(cfg, OPTS_GIVEN, &dd, e) : SQ_EX_OSERR;
     }
     o.cfg = cfg;
     if (!rc)
