@@ -182,10 +182,11 @@ UNIT_TEST(test_model_registry)
         /* its defaults make a valid config */
         void *cfg = calloc(1, d->cfg_size);
         sq_err e = {0};
-        CHECK_EQ(d->config(cfg, NULL, 10, 0, &e), 0);
+        const sq_data_dims dd = {.n_items = 10, .n_users = 5};
+        CHECK_EQ(d->config(cfg, NULL, &dd, &e), 0);
         CHECK(!d->config_check || d->config_check(cfg, &e) == 0);
         e = (sq_err){0};
-        CHECK_EQ(d->config(cfg, "no_such_option=1\n", 10, 0, &e), SQ_EX_USAGE);
+        CHECK_EQ(d->config(cfg, "no_such_option=1\n", &dd, &e), SQ_EX_USAGE);
         free(cfg);
     }
     CHECK(sq_models_find("gru") == NULL);
