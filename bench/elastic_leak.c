@@ -55,7 +55,7 @@ static int run(const sq_dataset *ds, const char *given, int target, const char *
     o.patience = 0;
     if (!(o.cfg = calloc(1, leaky.cfg_size)))
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
-    int rc = leaky.config(o.cfg, given, ds->hdr.n_items, 0, e) || sq_train_check(&o, e);
+    int rc = leaky.config(o.cfg, given, &(sq_data_dims){.n_items = ds->hdr.n_items}, e) || sq_train_check(&o, e);
     run_ctx rctx = {name};
     sq_train_hooks hooks = {.ctx = &rctx, .epoch = on_epoch};
     if (!rc)

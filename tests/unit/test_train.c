@@ -93,7 +93,7 @@ static int default_opts(sq_train_opts *o, const char *name, void *cfg, const cha
     o->cfg = cfg;
     if (!o->model)
         return sq_fail(e, SQ_EX_SOFTWARE, "no model %s", name);
-    return o->model->config(cfg, given, 12, 0, e);
+    return o->model->config(cfg, given, &(sq_data_dims){.n_items = 12, .n_users = 64}, e);
 }
 
 UNIT_TEST(test_train_check)
