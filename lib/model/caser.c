@@ -278,7 +278,9 @@ static const sq_opt caser_opts[] = {
     {.name = "max-len", .type = SQ_OPT_INT, .offset = OFF(h.max_len), .def = "5", .lo = 1,
      .hi = 256, .arg = "N", .help = "caser: the window L of newest items (default 5)"},
     {.name = "nh", .type = SQ_OPT_INT, .offset = OFF(nh), .def = "16", .lo = 0, .hi = 4096,
-     .arg = "N", .help = "caser: horizontal filters per height 1..L\n(default 16; 0: none)"},
+     .arg = "N",
+     .help = "caser: horizontal filters per height 1..L\n(default 16; 0: none); caser's "
+             "--max-len L\ndefaults to 5, its --dropout to 0.5"},
     {.name = "nv", .type = SQ_OPT_INT, .offset = OFF(nv), .def = "4", .lo = 0, .hi = 4096,
      .arg = "N", .help = "caser: vertical filters (default 4; 0: none)"},
     {.name = "dropout", .type = SQ_OPT_REAL, .offset = OFF(dropout), .def = "0.5", .lo = 0,
