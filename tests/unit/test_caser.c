@@ -189,13 +189,11 @@ typedef struct {
     int skipped, checked;
 } op_worst;
 
-/* g = after - before. */
-static double *diff_of(const double *after, const double *before, size_t n)
+/* x -= y: what a backward added onto non-zero buffers (in place). */
+static void sub_from(double *x, const double *y, size_t n)
 {
-    double *g = gc_zeros(n);
     for (size_t i = 0; i < n; i++)
-        g[i] = after[i] - before[i];
-    return g;
+        x[i] -= y[i];
 }
 
 static double *copy_of(const double *x, size_t n)
@@ -255,7 +253,10 @@ static void check_op(unit_ctx *t, sq_rng *r, int vert, int n, int L, int C, int 
     else
         sq_hconv_backward_f64(&cx, dx, dw, db, c.wgt + c.c0, c.ldo, c.arg, c.x, c.w, n, L, C,
                               F);
-    double *gx = diff_of(dx, dx0, nx), *gw = diff_of(dw, dw0, nw), *gb = diff_of(db, db0, nb);
+    sub_from(dx, dx0, nx);
+    sub_from(dw, dw0, nw);
+    sub_from(db, db0, nb);
+    const double *gx = dx, *gw = dw, *gb = db;
     c.arg0 = copy_of_int(c.arg, na);
     if (fd) { /* the finite differences (small instances) */
         e = fmax(cv_check(&c, c.x, gx, nx, &wo->skipped, &wo->checked),
@@ -273,7 +274,7 @@ static void check_op(unit_ctx *t, sq_rng *r, int vert, int n, int L, int C, int 
         fprintf(stderr, "    (vert=%d n=%d L=%d C=%d F=%d)\n", vert, n, L, C, F);
     free(c.x); free(c.w); free(c.b); free(c.out); free(c.wgt); free(c.arg); free(c.arg0);
     free(out0); free(ref); free(rarg); free(dx0); free(dw0); free(db0); free(dx); free(dw);
-    free(db); free(gx); free(gw); free(gb);
+    free(db);
 }
 
 UNIT_TEST(test_caser_conv_ops)
@@ -401,4 +402,64 @@ UNIT_TEST(test_caser_gradcheck)
                                   GRAD_TOL));
     }
     gc_note(t->name, "whole model, every tensor", worst);
+}
+
+/* h of one packed batch (double build, no dropout) into out [n, D]. */
+static void states_of(const sq_flat_f64 *m, const sq_packed *b, int D, double *out, sq_err *e)
+{
+    sq_flat_cap cap = {.B = b->B, .T = b->T, .n = b->n, .N = 3, .train = 0};
+    void *w = NULL;
+    if (sq_flat_caser.d.work_alloc(m, &cap, &w, e) == 0)
+        memcpy(out, sq_flat_caser.d.forward(m, w, b, 0, 0, 0), (size_t)b->n * D * sizeof *out);
+    sq_flat_caser.d.work_free(w);
+}
+
+/* Entry i of a packed batch reads the L newest items up to its row, of its
+ * own sequence, and its sequence's user: its state is that of those items
+ * scored alone, and a window shorter than L is the same window behind
+ * padding tokens. */
+UNIT_TEST(test_caser_window)
+{
+    enum { D = 4, L = 3 };
+    cfg_buf c;
+    sq_err e = {0};
+    CHECK_EQ(caser_config(&c, "dim=4\nmax_len=3\nnh=2\nnv=2\n", 9, 4, &e), 0);
+    sq_ctx cx = sq_ctx_cpu();
+    sq_flat_f64 m;
+    CHECK_EQ(sq_flat_alloc_f64(&m, &sq_flat_caser, &c, &cx, &e), 0);
+    if (e.code)
+        return;
+    sq_flat_init_f64(&m, 5);
+    sq_rng r;
+    sq_rng_seed(&r, 9, 0);
+    for (size_t i = 0; i < m.ts.total; i++) /* biases off 0: live relus */
+        m.mem[i] += 0.2 * sq_rng_normal(&r);
+    int ids[] = {1, 2, 3, 4, 5, 6, 7}, off[] = {0, 5, 7};
+    uint32_t uid[] = {2, 0};
+    sq_packed b = {.B = 2, .T = 7, .ids = ids, .off = off, .uid = uid, .n = 7, .views = 1};
+    double all[7 * D], one[D], worst = 0;
+    states_of(&m, &b, D, all, &e);
+    for (int i = 0; i < 7; i++) {
+        int s = i >= 5, lo = i - L + 1 > off[s] ? i - L + 1 : off[s], len = i + 1 - lo;
+        int o1[] = {0, len}, row = len - 1;
+        sq_packed a = {.B = 1, .T = len, .ids = ids + lo, .off = o1, .uid = uid + s, .n = 1,
+                       .rows = &row, .views = 1};
+        states_of(&m, &a, D, one, &e);
+        worst = fmax(worst, gc_rel_diff_f64(one, all + i * D, D));
+    }
+    CHECK(worst < REF_TOL);
+    /* [6, 7] and [0, 6, 7]: the same window */
+    int padded[] = {0, 6, 7}, o3[] = {0, 3}, row = 2;
+    sq_packed p = {.B = 1, .T = 3, .ids = padded, .off = o3, .uid = uid + 1, .n = 1,
+                   .rows = &row, .views = 1};
+    states_of(&m, &p, D, one, &e);
+    CHECK(gc_rel_diff_f64(one, all + 6 * D, D) < REF_TOL);
+    /* another user, another state */
+    uint32_t other = 3;
+    p.uid = &other;
+    states_of(&m, &p, D, one, &e);
+    CHECK(gc_rel_diff_f64(one, all + 6 * D, D) > 1e-6);
+    CHECK_EQ(e.code, 0);
+    gc_note(t->name, "entry vs its window alone", worst);
+    sq_flat_free_f64(&m);
 }
