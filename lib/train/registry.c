@@ -12,6 +12,7 @@
     X(pop)             \
     X(blin)            \
     X(elastic)         \
+    X(hstu)            \
     /* the list ends here */
 
 #define DECLARE(name) extern const sq_model_def sq_model_##name;

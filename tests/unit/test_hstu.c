@@ -11,9 +11,12 @@
 #include <string.h>
 
 #include "attn_silu.h"
+#include "flat.h"
+#include "flat_check.h"
 #include "gradcheck.h"
 #include "ops.h"
 #include "rng.h"
+#include "sasrec.h"
 #include "unit.h"
 
 #define GRAD_TOL 1e-6 /* finite differences vs backward, double build */
@@ -293,4 +296,67 @@ UNIT_TEST(hstu_silu_gate_gradients)
     free(c.b);
     free(c.out);
     free(c.w);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The whole model (lib/model/hstu.c)                                       */
+
+extern const sq_flat_def sq_flat_hstu;
+extern const sq_model_def sq_model_hstu;
+
+/* A config from option text, in storage aligned for any struct. */
+typedef union {
+    max_align_t align;
+    unsigned char bytes[512];
+} cfg_buf;
+
+static int hstu_config(unit_ctx *t, cfg_buf *c, const char *given)
+{
+    sq_err e = {0};
+    sq_data_dims d = {.n_items = 11};
+    CHECK(sq_model_hstu.cfg_size <= sizeof c->bytes);
+    int rc = sq_model_hstu.config(c->bytes, given, &d, &e);
+    if (rc)
+        printf("  hstu config: %s\n", e.msg);
+    return rc;
+}
+
+/* Every tensor's gradient through flat.c's loss, each --target, CE and
+ * BCE, one and two heads, dropout on (masks fixed by seed and step). */
+UNIT_TEST(hstu_model_gradients)
+{
+    static const char *cfgs[] = {
+        "dim=6\nheads=2\nqk_dim=3\nv_dim=2\nlayers=2\nmax_len=8\ndropout=0.2\n",
+        "dim=5\nheads=1\nqk_dim=4\nv_dim=3\nlayers=1\nmax_len=5\ndropout=0\n",
+    };
+    static const int targets[] = {SQ_TARGET_ALL, SQ_TARGET_LAST, SQ_TARGET_RANDOM};
+    double worst = 0;
+    for (int k = 0; k < 2; k++) {
+        cfg_buf c;
+        CHECK_EQ(hstu_config(t, &c, cfgs[k]), 0);
+        for (int i = 0; i < 3; i++)
+            for (int loss = SQ_LOSS_CE; loss <= SQ_LOSS_BCE; loss++) {
+                double err = flat_gradcheck(t, &sq_flat_hstu, c.bytes, targets[i], loss, 1e-6);
+                worst = fmax(worst, err);
+            }
+    }
+    gc_note("hstu_model_gradients", "worst over every tensor", worst);
+}
+
+/* Options out of range name themselves. */
+UNIT_TEST(hstu_model_options)
+{
+    cfg_buf c;
+    sq_err e = {0};
+    sq_data_dims d = {.n_items = 11};
+    CHECK_EQ(hstu_config(t, &c, NULL), 0);
+    static const char *bad[][2] = {{"layers=0\n", "--layers"}, {"heads=0\n", "--heads"},
+                                   {"dim=0\n", "--dim"},       {"qk_dim=0\n", "--qk-dim"},
+                                   {"v_dim=0\n", "--v-dim"},   {"max_len=0\n", "--max-len"},
+                                   {"dropout=1\n", "--dropout"}, {"ffn=4\n", "--ffn"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        e = (sq_err){0};
+        CHECK_EQ(sq_model_hstu.config(c.bytes, bad[i][0], &d, &e), SQ_EX_USAGE);
+        CHECK(strstr(e.msg, bad[i][1]) != NULL);
+    }
 }
