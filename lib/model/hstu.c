@@ -7,9 +7,9 @@
  * THE MODEL, on the packed rows (ops.h) of a batch, d = --dim:
  *   X0 = dropout(E[ids] sqrt(d) + P[pos])      item table E tied to the output
  *   per layer l (Eq. 1-3 of the paper):
- *     U, V, Q, K = split(SiLU(LN1(X) W_uvqk))   W_uvqk [H(2 dv + 2 dqk), d], no bias
+ *     U, V, Q, K = split(SiLU(LN1(X) W_uvqk))   W_uvqk [4d, d], no bias; d/H per head
  *     A = sum_{j <= i} SiLU(Q_i K_j + rab[i - j]) V_j / max_len   per head (attn_silu.h)
- *     X = X + W_o dropout(U * LN2(A)) + b_o     LN2 over all H dv columns
+ *     X = X + W_o dropout(U * LN2(A)) + b_o     LN2 over all d columns (every head)
  *   h = LN_f(X) at the loss entries' rows; score(item) = h . E[item].
  * Each row sees only its own and older rows: every row has its state, so
  * every --target trains it.
@@ -53,9 +53,16 @@
 
 typedef struct {
     sq_flat_head h;
-    int n_layers, n_heads, dim, qk_dim, v_dim;
+    int n_layers, n_heads, dim;
     double dropout, ln_eps;
 } sq_hstu_config;
+
+/* The size per head of Q and K (the code's dqk) and of V and U (its dv):
+ * both d / H here, as in the code's ML-1M config (50 = 50 / 1). */
+static int head_dim(const sq_hstu_config *c)
+{
+    return c->dim / c->n_heads;
+}
 
 /* The tensors, in table (= storage) order. */
 enum { T_ITEM, T_POS, T_LN1W, T_LN1B, T_UVQK, T_RAB, T_LN2W, T_LN2B, T_OW, T_OB, T_LNFW,
@@ -70,13 +77,13 @@ typedef struct {
     real *emb, *X;             /* [T, C]; X: L + 1 layer inputs [T, C] */
     uint8_t *m_emb;            /* [T, C] */
     real *ln1, *mean1, *rstd1; /* per layer: [T, C], [T], [T] */
-    real *pre, *act;           /* per layer: [T, U] before and after SiLU */
-    real *att, *ln2, *mean2, *rstd2; /* per layer: [T, E], [T, E], [T], [T] */
-    real *gate;                /* per layer: [T, E] = U * LN2(A), dropped out in place */
-    uint8_t *m_gate;           /* per layer: [T, E] */
+    real *pre, *act;           /* per layer: [T, 4C] before and after SiLU */
+    real *att, *ln2, *mean2, *rstd2; /* per layer: [T, C], [T, C], [T], [T] */
+    real *gate;                /* per layer: [T, C] = U * LN2(A), dropped out in place */
+    uint8_t *m_gate;           /* per layer: [T, C] */
     real *xg, *h, *meanf, *rstdf; /* [n, C], [n, C], [n], [n] */
     /* backward */
-    real *dX, *dxg, *dln1, *dact, *dpre, *dE[2], *scratch;
+    real *dX, *dxg, *dln1, *dact, *dpre, *dE[2], *scratch; /* dE: [T, C] each */
     void *mem;
 } R(hstu_work);
 
@@ -92,8 +99,7 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 static size_t R(carve)(R(hstu_work) *w, const sq_hstu_config *c, char *base)
 {
     size_t at = 0, T = (size_t)w->cap.T, n = (size_t)w->cap.n, C = (size_t)c->dim;
-    size_t L = (size_t)c->n_layers, H = (size_t)c->n_heads, E = H * (size_t)c->v_dim;
-    size_t U = H * (2 * (size_t)c->v_dim + 2 * (size_t)c->qk_dim);
+    size_t L = (size_t)c->n_layers, U = 4 * C, E = C;
     TAKE(w->emb, real, T * C);
     TAKE(w->X, real, (L + 1) * T * C);
     TAKE(w->m_emb, uint8_t, T * C);
@@ -177,12 +183,11 @@ typedef struct {
 
 static R(layer_p) R(layer_of)(const R(sq_flat) *m, const sq_hstu_config *c, int l)
 {
-    size_t C = (size_t)c->dim, H = (size_t)c->n_heads, E = H * (size_t)c->v_dim;
-    size_t U = H * (2 * (size_t)c->v_dim + 2 * (size_t)c->qk_dim);
+    size_t C = (size_t)c->dim, H = (size_t)c->n_heads;
     R(layer_p) p = {m->t[T_LN1W] + l * C, m->t[T_LN1B] + l * C,
-                    m->t[T_UVQK] + l * U * C, m->t[T_RAB] + l * H * (size_t)c->h.max_len,
-                    m->t[T_LN2W] + l * E, m->t[T_LN2B] + l * E,
-                    m->t[T_OW] + l * C * E, m->t[T_OB] + l * C};
+                    m->t[T_UVQK] + l * 4 * C * C, m->t[T_RAB] + l * H * (size_t)c->h.max_len,
+                    m->t[T_LN2W] + l * C, m->t[T_LN2B] + l * C,
+                    m->t[T_OW] + l * C * C, m->t[T_OB] + l * C};
     return p;
 }
 
@@ -194,8 +199,7 @@ typedef struct {
 
 static R(layer_c) R(cache_of)(const R(hstu_work) *w, const sq_hstu_config *c, int l)
 {
-    size_t T = (size_t)w->cap.T, C = (size_t)c->dim, H = (size_t)c->n_heads;
-    size_t E = H * (size_t)c->v_dim, U = H * (2 * (size_t)c->v_dim + 2 * (size_t)c->qk_dim);
+    size_t T = (size_t)w->cap.T, C = (size_t)c->dim, E = C, U = 4 * C;
     R(layer_c) k = {w->X + l * T * C, w->X + (l + 1) * T * C, w->ln1 + l * T * C,
                     w->mean1 + l * T, w->rstd1 + l * T, w->pre + l * T * U,
                     w->act + l * T * U, w->att + l * T * E, w->ln2 + l * T * E,
@@ -204,11 +208,12 @@ static R(layer_c) R(cache_of)(const R(hstu_work) *w, const sq_hstu_config *c, in
     return k;
 }
 
-/* Columns of U, V, Q, K in a row of the [T, Ucols] projection. */
+/* A row of the projection [T, 4d] holds U, V, Q, K, d columns each (head
+ * h: columns h d/H .. (h+1) d/H - 1 of each). */
 #define COL_U(c) 0
-#define COL_V(c) ((c)->n_heads * (c)->v_dim)
-#define COL_Q(c) (2 * (c)->n_heads * (c)->v_dim)
-#define COL_K(c) (2 * (c)->n_heads * (c)->v_dim + (c)->n_heads * (c)->qk_dim)
+#define COL_V(c) ((c)->dim)
+#define COL_Q(c) (2 * (c)->dim)
+#define COL_K(c) (3 * (c)->dim)
 
 static void R(layer_forward)(const R(sq_flat) *m, const sq_hstu_config *c, R(hstu_work) *w,
                              const sq_packed *b, int l, real pd, uint64_t seed, uint64_t step)
@@ -216,14 +221,14 @@ static void R(layer_forward)(const R(sq_flat) *m, const sq_hstu_config *c, R(hst
     const sq_ctx *cx = &m->cx;
     R(layer_p) p = R(layer_of)(m, c, l);
     R(layer_c) k = R(cache_of)(w, c, l);
-    int T = b->T, C = c->dim, H = c->n_heads, E = H * c->v_dim;
-    int U = H * (2 * c->v_dim + 2 * c->qk_dim), N = c->h.max_len;
+    int T = b->T, C = c->dim, H = c->n_heads, hd = head_dim(c), E = C, U = 4 * C;
+    int N = c->h.max_len;
     real eps = (real)c->ln_eps;
     R(sq_layernorm_forward)(cx, k.ln1, k.mean1, k.rstd1, k.Xin, p.ln1w, p.ln1b, T, C, eps);
     R(sq_linear_forward)(cx, k.pre, k.ln1, p.uvqk, NULL, T, C, U);
     R(sq_silu_forward)(cx, k.act, k.pre, U, T, U);
     R(sq_attn_silu_forward)(cx, k.att, k.act + COL_Q(c), k.act + COL_K(c), k.act + COL_V(c), U,
-                            p.rab, b->off, b->B, H, c->qk_dim, c->v_dim, N, (real)1 / N);
+                            p.rab, b->off, b->B, H, hd, hd, N, (real)1 / N);
     R(sq_layernorm_forward)(cx, k.ln2, k.mean2, k.rstd2, k.att, p.ln2w, p.ln2b, T, E, eps);
     R(sq_gate_forward)(cx, k.gate, k.act + COL_U(c), U, k.ln2, E, T, E);
     R(sq_dropout_forward)(cx, k.gate, k.m_gate, k.gate, T, E, pd, seed, step, SITE(l));
@@ -258,8 +263,8 @@ static void R(layer_backward)(const R(sq_flat) *m, const sq_hstu_config *c, R(hs
     const sq_ctx *cx = &m->cx;
     R(layer_p) p = R(layer_of)(m, c, l), gp = R(layer_of)(g, c, l);
     R(layer_c) k = R(cache_of)(w, c, l);
-    int T = b->T, C = c->dim, H = c->n_heads, E = H * c->v_dim;
-    int U = H * (2 * c->v_dim + 2 * c->qk_dim), N = c->h.max_len;
+    int T = b->T, C = c->dim, H = c->n_heads, hd = head_dim(c), E = C, U = 4 * C;
+    int N = c->h.max_len;
     size_t TE = (size_t)T * E, TU = (size_t)T * U;
     real *d0 = w->dE[0], *d1 = w->dE[1];
     R(sq_zero)(cx, d0, TE); /* d dropout(gate) */
@@ -274,8 +279,8 @@ static void R(layer_backward)(const R(sq_flat) *m, const sq_hstu_config *c, R(hs
                              E);
     R(sq_attn_silu_backward)(cx, w->dact + COL_Q(c), w->dact + COL_K(c), w->dact + COL_V(c),
                              gp.rab, w->scratch, d1, k.act + COL_Q(c), k.act + COL_K(c),
-                             k.act + COL_V(c), U, p.rab, b->off, b->B, H, c->qk_dim, c->v_dim,
-                             N, (real)1 / N);
+                             k.act + COL_V(c), U, p.rab, b->off, b->B, H, hd, hd, N,
+                             (real)1 / N);
     R(sq_zero)(cx, w->dpre, TU);
     R(sq_silu_backward)(cx, w->dpre, w->dact, k.pre, U, T, U);
     R(sq_zero)(cx, w->dln1, (size_t)T * C);
@@ -327,13 +332,9 @@ static const sq_opt hstu_opts[] = {
     {.name = "layers", .type = SQ_OPT_INT, .offset = OFF(n_layers), .def = "2", .lo = 1,
      .hi = 64, .arg = "N", .help = "HSTU layers (default 2)"},
     {.name = "heads", .type = SQ_OPT_INT, .offset = OFF(n_heads), .def = "1", .lo = 1,
-     .hi = 256, .arg = "N", .help = "attention heads (hstu: default 1)"},
+     .hi = 8192, .arg = "N", .help = "attention heads, dividing --dim (hstu: default 1)"},
     {.name = "dim", .type = SQ_OPT_INT, .offset = OFF(dim), .def = "50", .lo = 1, .hi = 8192,
      .arg = "N", .help = "embedding size d (hstu: default 50)"},
-    {.name = "qk-dim", .type = SQ_OPT_INT, .offset = OFF(qk_dim), .def = "50", .lo = 1,
-     .hi = 8192, .arg = "N", .help = "hstu: query and key size per head (default 50)"},
-    {.name = "v-dim", .type = SQ_OPT_INT, .offset = OFF(v_dim), .def = "50", .lo = 1,
-     .hi = 8192, .arg = "N", .help = "hstu: value and gate (U) size per head (default 50)"},
     {.name = "max-len", .type = SQ_OPT_INT, .offset = OFF(h.max_len), .def = "200", .lo = 1,
      .hi = 65536, .arg = "N", .help = "newest N items per sequence (hstu: default 200)"},
     {.name = "dropout", .type = SQ_OPT_REAL, .offset = OFF(dropout), .def = "0.2", .lo = 0,
@@ -345,7 +346,7 @@ static const sq_opt hstu_opts[] = {
 #undef OFF
 
 /* Shape symbols: W n_items + 1, N max_len, C dim, L layers, H heads,
- * U H (2 v_dim + 2 qk_dim), E H v_dim. */
+ * U 4 dim (U, V, Q, K). */
 static const sq_tensor_desc hstu_tensors[T_N] = {
     [T_ITEM] = {"item_emb", 100, 1, SQ_INIT_TRUNC, "WC"},
     [T_POS] = {"pos_emb", 101, 1, SQ_INIT_TRUNC, "NC"},
@@ -353,26 +354,32 @@ static const sq_tensor_desc hstu_tensors[T_N] = {
     [T_LN1B] = {"ln1_b", 103, 0, SQ_INIT_ZERO, "LC"},
     [T_UVQK] = {"uvqk", 104, 1, SQ_INIT_TRUNC, "LUC"},
     [T_RAB] = {"rab", 105, 0, SQ_INIT_TRUNC, "LHN"},
-    [T_LN2W] = {"ln2_w", 106, 0, SQ_INIT_ONE, "LE"},
-    [T_LN2B] = {"ln2_b", 107, 0, SQ_INIT_ZERO, "LE"},
-    [T_OW] = {"o_w", 108, 1, SQ_INIT_WEIGHT, "LCE"},
+    [T_LN2W] = {"ln2_w", 106, 0, SQ_INIT_ONE, "LC"},
+    [T_LN2B] = {"ln2_b", 107, 0, SQ_INIT_ZERO, "LC"},
+    [T_OW] = {"o_w", 108, 1, SQ_INIT_WEIGHT, "LCC"},
     [T_OB] = {"o_b", 109, 0, SQ_INIT_ZERO, "LC"},
     [T_LNFW] = {"lnf_w", 110, 0, SQ_INIT_ONE, "C"},
     [T_LNFB] = {"lnf_b", 111, 0, SQ_INIT_ZERO, "C"},
 };
 
+static int hstu_check(const void *cfg, sq_err *e)
+{
+    const sq_hstu_config *c = cfg;
+    if (c->dim % c->n_heads)
+        return sq_fail(e, SQ_EX_USAGE, "--heads %d must divide --dim %d", c->n_heads, c->dim);
+    return 0;
+}
+
 static int hstu_tensors_of(const void *cfg, sq_tensor_set *s, sq_err *e)
 {
     const sq_hstu_config *c = cfg;
     sq_dims d = {{0}};
-    uint64_t H = (uint64_t)c->n_heads;
     sq_dims_set(&d, 'W', (uint64_t)c->h.n_items + 1);
     sq_dims_set(&d, 'N', (uint64_t)c->h.max_len);
     sq_dims_set(&d, 'C', (uint64_t)c->dim);
     sq_dims_set(&d, 'L', (uint64_t)c->n_layers);
-    sq_dims_set(&d, 'H', H);
-    sq_dims_set(&d, 'U', H * (2 * (uint64_t)c->v_dim + 2 * (uint64_t)c->qk_dim));
-    sq_dims_set(&d, 'E', H * (uint64_t)c->v_dim);
+    sq_dims_set(&d, 'H', (uint64_t)c->n_heads);
+    sq_dims_set(&d, 'U', 4 * (uint64_t)c->dim);
     memset(s, 0, sizeof *s);
     if (sq_tensors_add(s, hstu_tensors, T_N, &d, 1, 0, e))
         return e->code;
@@ -393,6 +400,7 @@ const sq_flat_def sq_flat_hstu = {
     .name = "hstu",
     .opts = hstu_opts,
     .cfg_size = sizeof(sq_hstu_config),
+    .check = hstu_check,
     .tensors = hstu_tensors_of,
     .out = "item_emb",
     .init = {.xavier = 1, .trunc_sd = hstu_trunc_sd},

@@ -3,7 +3,8 @@
  * the gate against finite differences in double, the float build against
  * the double one, causality and segment isolation, bitwise the same results
  * for 1 and 2 threads; then the whole model (lib/model/hstu.c) by
- * flat_gradcheck, CE and BCE, every --target. SQ_TEST_VERBOSE=1 prints the
+ * flat_gradcheck, CE and BCE, every --target, and its float build against
+ * the double one. SQ_TEST_VERBOSE=1 prints the
  * measured errors. */
 #include <math.h>
 #include <stdint.h>
@@ -326,8 +327,8 @@ static int hstu_config(unit_ctx *t, cfg_buf *c, const char *given)
 UNIT_TEST(hstu_model_gradients)
 {
     static const char *cfgs[] = {
-        "dim=6\nheads=2\nqk_dim=3\nv_dim=2\nlayers=2\nmax_len=8\ndropout=0.2\n",
-        "dim=5\nheads=1\nqk_dim=4\nv_dim=3\nlayers=1\nmax_len=5\ndropout=0\n",
+        "dim=6\nheads=2\nlayers=2\nmax_len=8\ndropout=0.2\n",
+        "dim=5\nheads=1\nlayers=1\nmax_len=5\ndropout=0\n",
     };
     static const int targets[] = {SQ_TARGET_ALL, SQ_TARGET_LAST, SQ_TARGET_RANDOM};
     double worst = 0;
@@ -351,12 +352,57 @@ UNIT_TEST(hstu_model_options)
     sq_data_dims d = {.n_items = 11};
     CHECK_EQ(hstu_config(t, &c, NULL), 0);
     static const char *bad[][2] = {{"layers=0\n", "--layers"}, {"heads=0\n", "--heads"},
-                                   {"dim=0\n", "--dim"},       {"qk_dim=0\n", "--qk-dim"},
-                                   {"v_dim=0\n", "--v-dim"},   {"max_len=0\n", "--max-len"},
-                                   {"dropout=1\n", "--dropout"}, {"ffn=4\n", "--ffn"}};
+                                   {"dim=0\n", "--dim"},       {"dim=7\nheads=2\n", "--heads"},
+                                   {"max_len=0\n", "--max-len"}, {"dropout=1\n", "--dropout"},
+                                   {"ffn=4\n", "--ffn"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         e = (sq_err){0};
         CHECK_EQ(sq_model_hstu.config(c.bytes, bad[i][0], &d, &e), SQ_EX_USAGE);
         CHECK(strstr(e.msg, bad[i][1]) != NULL);
     }
+}
+
+/* The float model against the double one on the same parameters, with
+ * dropout on (the masks are drawn in double in both builds), and the float
+ * model bitwise the same for 1 and 2 threads. */
+UNIT_TEST(hstu_model_float)
+{
+    cfg_buf c;
+    CHECK_EQ(hstu_config(t, &c, "dim=8\nheads=2\nlayers=2\nmax_len=6\ndropout=0.2\n"), 0);
+    static const int len[3] = {2, 6, 4}, ids[12] = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8};
+    static const int rows[3] = {1, 7, 11};
+    int off[4], pos[12];
+    int T = sq_pack_offsets(off, len, 3);
+    sq_pack_positions(pos, off, 3, 6);
+    sq_packed b = {.B = 3, .T = T, .ids = (int *)ids, .off = off, .pos = pos, .n = 3,
+                   .rows = (int *)rows, .views = 1};
+    sq_flat_cap cap = {.B = 3, .T = T, .n = 3, .N = 6, .train = 1};
+    sq_err e = {0};
+    sq_ctx cx = sq_ctx_cpu();
+    sq_flat_f64 md;
+    sq_flat mf[2];
+    void *wd = NULL, *wf[2] = {NULL, NULL};
+    CHECK_EQ(sq_flat_alloc_f64(&md, &sq_flat_hstu, c.bytes, &cx, &e), 0);
+    CHECK_EQ(sq_flat_hstu.d.work_alloc(&md, &cap, &wd, &e), 0);
+    sq_flat_init_f64(&md, 5);
+    const double *hd = sq_flat_hstu.d.forward(&md, wd, &b, 1, 9, 2);
+    const float *hf[2];
+    for (int th = 0; th < 2; th++) {
+        cx.threads = th + 1;
+        CHECK_EQ(sq_flat_alloc(&mf[th], &sq_flat_hstu, c.bytes, &cx, &e), 0);
+        CHECK_EQ(sq_flat_hstu.f.work_alloc(&mf[th], &cap, &wf[th], &e), 0);
+        for (size_t i = 0; i < md.ts.total; i++)
+            mf[th].mem[i] = (float)md.mem[i];
+        hf[th] = sq_flat_hstu.f.forward(&mf[th], wf[th], &b, 1, 9, 2);
+    }
+    double err = gc_rel_diff(hf[0], hd, 3 * 8);
+    gc_note("hstu_model_float", "h float vs double", err);
+    CHECK(err < F32_TOL);
+    CHECK(memcmp(hf[0], hf[1], 3 * 8 * sizeof(float)) == 0);
+    for (int th = 0; th < 2; th++) {
+        sq_flat_hstu.f.work_free(wf[th]);
+        sq_flat_free(&mf[th]);
+    }
+    sq_flat_hstu.d.work_free(wd);
+    sq_flat_free_f64(&md);
 }
