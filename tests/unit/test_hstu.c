@@ -4,8 +4,7 @@
  * the double one, causality and segment isolation, bitwise the same results
  * for 1 and 2 threads; then the whole model (lib/model/hstu.c) by
  * flat_gradcheck, CE and BCE, every --target, and its float build against
- * the double one. SQ_TEST_VERBOSE=1 prints the
- * measured errors. */
+ * the double one. SQ_TEST_VERBOSE=1 prints the measured errors. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
