@@ -17,7 +17,7 @@
  * DECISIONS (generative-recommenders, the authors' code, is read for what
  * the paper leaves open; its ML-1M config gives the defaults):
  *   - the pointwise weights are divided by max_len, a constant: the code
- *     divides by the padded length N of its dense batch (also a constant),
+ *     divides by the fixed padded length N of its dense batches,
  *     so a row's state never depends on the rows after it;
  *   - rab is the positional part rab^p only, one weight per head and
  *     distance i - j (0 .. max_len-1) per layer; the code shares one bias

@@ -13,8 +13,8 @@
  *     out_i^h = sum_{j <= i} a^h_ij v_j^h
  * Causal by construction (row i reads rows j <= i of its own segment), no
  * softmax, no 1/sqrt(qk_dim): the weights are pointwise, and `scale` is the
- * normalisation (HSTU's code divides by the padded length N of its dense
- * batch, a constant; the model passes 1 / max_len). rab [H, max_len] is the
+ * normalisation (HSTU's code divides by the fixed padded length N of its
+ * dense batches; the model passes 1 / max_len). rab [H, max_len] is the
  * learned relative position bias rab^p of the paper, one weight per head
  * and distance (the time buckets rab^t need timestamps: not here).
  *
