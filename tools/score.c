@@ -868,6 +868,8 @@ static int run_score(const score_args *a, sq_err *err)
         goto done;
     eo.users = users;
     eo.expert_count = experts;
+    uint64_t unknown = 0;
+    eo.unknown_users = &unknown;
     if (!topk && ds.hdr.kind == SQ_SEQUENCES) {
         sq_fail(err, SQ_EX_DATA, "%s: a sequences stream has no held-out targets "
                 "(cut it with seqrec-split first, or use --topk)", in_name);
@@ -889,6 +891,10 @@ static int run_score(const score_args *a, sq_err *err)
     if (rc || (!text && sq_writer_finish(&wr, err)) || sq_out_commit(&out, err) ||
         (experts && sq_out_write(a->experts_path, 0, write_experts, &xo, err)))
         goto done;
+    if (unknown)
+        fprintf(stderr, "%s: note: %" PRIu64 " users of %s not in the training stream of the "
+                "%s model (it has a row per user): not scored\n", prog, unknown, in_name,
+                model.name);
     if (oc.done == 0 && !a->shard && !a->users_path)
         fprintf(stderr, "%s: note: %s has no %s\n", prog, in_name,
                 topk ? "users" : a->eo.target == SQ_EVAL_VALID ? "validation targets"

@@ -12,6 +12,8 @@
  *     (V1 = n_items + 1; row 0, padding, never scored), named by `out`,
  *     and optionally a bias [V1] named by `out_bias`;
  *   - a workspace for one batch (work_alloc, work_free), over `real`;
+ *     work_alloc may leave a partial workspace in *work when it fails, and
+ *     work_free frees it (and does nothing for NULL);
  *   - forward: a packed batch (batch.h; ids, pos, off, rows, uid) to
  *     h [n, D], the states of the batch's n loss entries in entry order
  *     (entry i is row rows[i] of its sequence; rows NULL: every row), into

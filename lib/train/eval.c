@@ -420,8 +420,8 @@ static int64_t topk_one(const ctx *c, scratch *s, const float *sc, const uint32_
 /* ---- the batched driver ---- */
 
 /* Lists the jobs: targets (topk == 0) or users (topk != 0) of ds under o. */
-static int list_jobs(const sq_dataset *ds, const sq_eval_opts *o, int topk, job **out,
-                     uint64_t *n_out, sq_err *e)
+static int list_jobs(const sq_model *m, const sq_dataset *ds, const sq_eval_opts *o, int topk,
+                     job **out, uint64_t *n_out, sq_err *e)
 {
     uint64_t n = 0, cap = 0;
     job *jobs = NULL;
@@ -430,6 +430,11 @@ static int list_jobs(const sq_dataset *ds, const sq_eval_opts *o, int topk, job 
         if (q->view != 0 || !sq_shard_has(q->user, o->shard_i, o->shard_n) ||
             (o->users && (q->user >= o->n_users || !o->users[q->user])))
             continue;
+        if (m->knows_user && !m->knows_user(m, q->user)) { /* e.g. caser: no row for it */
+            if (o->unknown_users)
+                ++*o->unknown_users;
+            continue;
+        }
         uint32_t a = q->len, b = q->len + 1; /* top-K: one job at len */
         if (!topk) {
             a = o->target == SQ_EVAL_VALID ? q->n_train : q->n_train + q->n_valid;
@@ -587,7 +592,7 @@ int sq_eval_ranks(sq_model *m, const sq_dataset *ds, const sq_eval_opts *o,
     int rc = 0;
     if (o->cand == SQ_CAND_POP && pop_table(&c, e))
         return e->code;
-    if ((rc = list_jobs(ds, o, 0, &jobs, &n_jobs, e)) || (rc = work_new(&w, &c, 0, e)))
+    if ((rc = list_jobs(m, ds, o, 0, &jobs, &n_jobs, e)) || (rc = work_new(&w, &c, 0, e)))
         goto done;
     for (uint64_t j0 = 0; j0 < n_jobs; j0 += (uint64_t)w.B) {
         int B = n_jobs - j0 < (uint64_t)w.B ? (int)(n_jobs - j0) : w.B;
@@ -652,7 +657,7 @@ int sq_eval_topk(sq_model *m, const sq_dataset *ds, const sq_eval_opts *o, uint3
     uint64_t n_jobs = 0;
     work w = {0};
     int rc;
-    if ((rc = list_jobs(ds, o, 1, &jobs, &n_jobs, e)) || (rc = work_new(&w, &c, 1, e)))
+    if ((rc = list_jobs(m, ds, o, 1, &jobs, &n_jobs, e)) || (rc = work_new(&w, &c, 1, e)))
         goto done;
     for (uint64_t j0 = 0; j0 < n_jobs; j0 += (uint64_t)w.B) {
         int B = n_jobs - j0 < (uint64_t)w.B ? (int)(n_jobs - j0) : w.B;

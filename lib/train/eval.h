@@ -64,6 +64,8 @@ typedef struct {
     int threads;          /* OpenMP threads for the ranking (<= 0: the default) */
     uint64_t *expert_count; /* when set (a model with experts, model.h): each scored
                                history's retrieved experts are counted in it */
+    uint64_t *unknown_users; /* when set: adds the users skipped because the model
+                                cannot score them (sq_model.knows_user) */
 } sq_eval_opts;
 
 /* Defaults: test targets, full ranking, pessimistic ties, seed 1, batch 256. */
