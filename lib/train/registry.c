@@ -12,6 +12,8 @@
     X(pop)             \
     X(blin)            \
     X(elastic)         \
+    X(gru4rec)         \
+    X(fpmc)            \
     /* the list ends here */
 
 #define DECLARE(name) extern const sq_model_def sq_model_##name;

@@ -19,10 +19,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batch.h"
+#include "flat.h"
+#include "flat_check.h"
 #include "gradcheck.h"
 #include "gru.h"
 #include "ops.h"
 #include "rng.h"
+#include "sasrec.h" /* SQ_LOSS_CE */
 #include "segs.h"
 #include "unit.h"
 
@@ -285,4 +289,128 @@ UNIT_TEST(test_gru_threads_and_batch)
         free(h[k]); free(gx[k]); free(gw[k]);
     }
     free(dx); free(dw); free(dg); free(x); free(w); free(wgt);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The model                                                                 */
+
+extern const sq_flat_def sq_flat_gru4rec;
+extern const sq_model_def sq_model_gru4rec;
+
+/* A gru4rec config over 9 items from the options given (NULL on a usage
+ * error, its message in e). */
+static void *config_of(const char *given, sq_err *e)
+{
+    void *c = calloc(1, sq_model_gru4rec.cfg_size);
+    sq_data_dims d = {.n_items = 9};
+    if (c && sq_model_gru4rec.config(c, given, &d, e)) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Every tensor of the double build against finite differences of the loss
+ * (flat_check.h): one and two layers (the second reads the first's states
+ * through gru_w_ih), input and hidden widths apart, dropout on and off, CE
+ * and BCE, every --target. */
+UNIT_TEST(test_gru4rec_gradcheck)
+{
+    static const struct {
+        const char *given;
+        int target, loss;
+    } runs[] = {
+        {"dim=4\nhidden=5\ndropout=0\nmax_len=8\n", SQ_TARGET_ALL, SQ_LOSS_CE},
+        {"dim=4\nhidden=5\ndropout=0\nmax_len=8\n", SQ_TARGET_LAST, SQ_LOSS_CE},
+        {"dim=5\nhidden=3\nlayers=2\ndropout=0.3\nmax_len=8\n", SQ_TARGET_ALL,
+         SQ_LOSS_CE},
+        {"dim=5\nhidden=3\nlayers=2\ndropout=0.3\nmax_len=4\n", SQ_TARGET_RANDOM,
+         SQ_LOSS_BCE},
+        {"dim=3\nhidden=4\nlayers=3\ndropout=0.25\nmax_len=8\n", SQ_TARGET_ALL,
+         SQ_LOSS_BCE},
+    };
+    double worst = 0;
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        sq_err e = {0};
+        void *c = config_of(runs[i].given, &e);
+        CHECK(c != NULL);
+        if (!c)
+            continue;
+        UPD(worst, flat_gradcheck(t, &sq_flat_gru4rec, c, runs[i].target, runs[i].loss,
+                                  GRAD_TOL));
+        free(c);
+    }
+    gc_note(t->name, "grad every tensor", worst);
+}
+
+/* The options' ranges and defaults (RecBole's: dim 64, hidden 128, one
+ * layer, dropout 0.3, max-len 50). */
+UNIT_TEST(test_gru4rec_config)
+{
+    static const char *const bad[] = {"dim=0\n", "hidden=0\n", "layers=0\n",
+                                      "layers=17\n", "dropout=1\n", "dropout=-0.1\n",
+                                      "max_len=0\n", "heads=2\n"};
+    static const char *const named[] = {"--dim", "--hidden", "--layers", "--layers",
+                                        "--dropout", "--dropout", "--max-len", "--heads"};
+    sq_err e = {0};
+    int *c = config_of(NULL, &e); /* the head, then dim, hidden, layers */
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    const sq_flat_head *h = (const sq_flat_head *)(void *)c;
+    CHECK_EQ(h->max_len, 50);
+    CHECK_EQ(h->n_items, 9u);
+    free(c);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        e = (sq_err){0};
+        void *x = config_of(bad[i], &e);
+        CHECK(x == NULL && e.code == SQ_EX_USAGE && strstr(e.msg, named[i]) != NULL);
+        free(x);
+    }
+}
+
+/* The state of row t of a sequence in a batch (train = 0) is the state of
+ * its prefix of t + 1 items packed alone: causal, and independent of the
+ * other sequences of the batch. */
+UNIT_TEST(test_gru4rec_causal)
+{
+    sq_err e = {0};
+    void *c = config_of("dim=6\nhidden=7\nlayers=2\n", &e);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    sq_ctx cx = sq_ctx_cpu();
+    cx.threads = 1;
+    sq_flat m;
+    CHECK_EQ(sq_flat_alloc(&m, &sq_flat_gru4rec, c, &cx, &e), 0);
+    sq_flat_init(&m, 5);
+    int len[3] = {4, 1, 6}, off[4], ids[11], pos[11];
+    int T = sq_pack_offsets(off, len, 3);
+    for (int i = 0; i < T; i++)
+        ids[i] = 1 + (i * 4) % 9;
+    sq_packed pb = {.B = 3, .T = T, .ids = ids, .off = off, .pos = pos, .n = T};
+    sq_flat_cap cap = {.B = 3, .T = T, .n = T, .N = 6, .train = 0};
+    const sq_flat_fns *f = &sq_flat_gru4rec.f;
+    void *w = NULL, *w1 = NULL;
+    CHECK_EQ(f->work_alloc(&m, &cap, &w, &e), 0);
+    CHECK_EQ(f->work_alloc(&m, &cap, &w1, &e), 0);
+    if (!e.code) {
+        const float *h = f->forward(&m, w, &pb, 0, 0, 0);
+        double worst = 0;
+        for (int b = 0; b < 3; b++)
+            for (int k = 1; k <= len[b]; k++) {
+                int off1[2] = {0, k}, row = k - 1;
+                sq_packed one = {.B = 1, .T = k, .ids = ids + off[b], .off = off1,
+                                 .pos = pos, .n = 1, .rows = &row};
+                const float *h1 = f->forward(&m, w1, &one, 0, 0, 0);
+                for (int j = 0; j < 6; j++)
+                    worst = fmax(worst, fabs(h1[j] - h[(size_t)(off[b] + row) * 6 + j]));
+            }
+        CHECK(worst < 1e-6);
+        gc_note(t->name, "prefix alone vs batch row", worst);
+    }
+    f->work_free(w);
+    f->work_free(w1);
+    sq_flat_free(&m);
+    free(c);
 }
