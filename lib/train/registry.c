@@ -12,6 +12,8 @@
     X(pop)             \
     X(blin)            \
     X(elastic)         \
+    X(gru4rec)         \
+    X(fpmc)            \
     X(hstu)            \
     /* the list ends here */
 
