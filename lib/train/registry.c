@@ -12,7 +12,10 @@
     X(pop)             \
     X(blin)            \
     X(elastic)         \
+    X(gru4rec)         \
     X(caser)           \
+    X(fpmc)            \
+    X(hstu)            \
     /* the list ends here */
 
 #define DECLARE(name) extern const sq_model_def sq_model_##name;
