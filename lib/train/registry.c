@@ -12,6 +12,7 @@
     X(pop)             \
     X(blin)            \
     X(elastic)         \
+    X(cl4srec)         \
     /* the list ends here */
 
 #define DECLARE(name) extern const sq_model_def sq_model_##name;
