@@ -117,7 +117,8 @@ typedef struct {
     int mask_row;                 /* SASRec: E gains the mask-token row
                                      n_items + 1 (sq_mask_id; CL4SRec) */
     const sq_tensor_desc *extra;  /* n_extra tensors of the model's own, after
-                                     the mixer's (CORE's alpha layer) */
+                                     the mixer's (CORE's alpha layer; shape
+                                     symbols those of the table below and U = 1) */
     int n_extra;
 } sq_sasrec_config;
 

@@ -239,6 +239,7 @@ int sq_sasrec_tensor_set(const sq_sasrec_config *c, sq_tensor_set *s, sq_err *e)
     sq_dims_set(&d, 'F', (uint64_t)c->ffn);
     sq_dims_set(&d, 'L', (uint64_t)c->n_layers);
     sq_dims_set(&d, 'H', (uint64_t)c->n_heads);
+    sq_dims_set(&d, 'U', 1); /* a unit dimension, for the extra tensors */
     memset(s, 0, sizeof *s);
     for (int i = 0; i < SQ_SASREC_NT; i++) {
         int use = uses[i] == ALL || (uses[i] == BERT) == bert;

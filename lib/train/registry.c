@@ -12,6 +12,7 @@
     X(pop)             \
     X(blin)            \
     X(elastic)         \
+    X(core)            \
     X(cl4srec)         \
     /* the list ends here */
 
