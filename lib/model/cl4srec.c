@@ -11,14 +11,16 @@
  *              one of crop (--crop eta), mask (--mask-ratio gamma; the
  *              mask token is an extra row n_items + 1 of E, never scored)
  *              and reorder (--reorder beta), drawn uniformly per view;
- *   loss       L = L_rec + lambda L_cl (paper eq. 6): L_rec the backbone's
+ *   loss       L = L_rec + lambda L_cl: L_rec the backbone's
  *              next-item loss on the samples (softmax CE over every item,
  *              or BCE with sampled negatives), L_cl the InfoNCE of the two
  *              views' user representations (the states at each view's
  *              newest row) over the batch: 2B views, each one's positive
  *              the other view of its sample, its negatives the 2B - 2
  *              others; dot-product similarity over --cl-temp tau
- *              (infonce.h; RecBole's sim=dot, tau 1, lambda 0.1).
+ *              (infonce.h; RecBole's sim=dot, tau 1, lambda 0.1). Two
+ *              prefixes of one user in a batch (--target last) are each
+ *              other's negatives, as in RecBole.
  *
  * Scoring is SASRec's (the mask row is never a candidate).
  *
@@ -89,8 +91,8 @@ static const sq_opt cl4srec_opts[] = {
 };
 #undef OFF
 
-/* The paper's backbone (5.1.4: 2 blocks, 2 heads, d = 64, n = 50) with
- * RecBole's dropout 0.5. */
+/* RecBole's backbone: 2 heads and dropout 0.5 (2 blocks, d = 64 and
+ * n = 50 are the backbone's defaults already). */
 static const sq_sasrec_extra cl4srec_extra = {
     .opts = cl4srec_opts, .model = "cl4srec", .defaults = "heads=2\ndropout=0.5\n"};
 

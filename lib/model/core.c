@@ -2,7 +2,7 @@
  * Recommendation within Consistent Representation Space", SIGIR 2022) on
  * the SASRec backbone (sasrec.h), as RecBole's CORE builds it:
  *
- *   RCE (eq. 2-3)  h_t = dropout_sess(E[x_t]), the session's item
+ *   RCE            h_t = dropout_sess(E[x_t]), the session's item
  *                  embeddings, and its representation
  *                      r = sum_t alpha_t h_t
  *                  a weighted sum of the INPUT embeddings: r lives in the
@@ -15,7 +15,7 @@
  *                                   Linear(d, 1): its bias cancels in the
  *                                   softmax, so it is not kept);
  *                    --encoder ave  alpha_t = 1 / len (the backbone unused).
- *   RDM (eq. 5-6)  logits_i = cos(r, dropout_item(E_i)) / tau: r and every
+ *   RDM            logits_i = cos(r, dropout_item(E_i)) / tau: r and every
  *                  item row L2-normalised (F.normalize, eps 1e-12), the item
  *                  table under element dropout (training only), softmax
  *                  cross-entropy over items 1..n_items.

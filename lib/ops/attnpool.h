@@ -1,5 +1,5 @@
 /* attnpool.h - softmax-weighted pooling of each packed sequence's rows
- * (CORE's representation-consistent encoder, eq. 2-3):
+ * (CORE's representation-consistent encoder):
  *
  *     alpha_t = softmax over the rows t of sequence b of score_t
  *     out_b   = sum_t alpha_t inp_t

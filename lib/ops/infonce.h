@@ -1,6 +1,6 @@
 /* infonce.h - the InfoNCE (NT-Xent) loss between two views of each of U
- * sequences (CL4SRec, Xie et al. ICDE 2022, eq. 5; RecBole's info_nce with
- * sim = dot):
+ * sequences (CL4SRec, Xie et al. ICDE 2022; RecBole's info_nce with sim =
+ * dot):
  *
  *     z = [h_a(1) .. h_a(U), h_b(1) .. h_b(U)]     M = 2U vectors of C reals
  *     S_ik = z_i . z_k / tau
