@@ -14,6 +14,7 @@
 #define STREAM_MASK 0x4d41534b00000000ull    /* "MASK" */
 #define STREAM_VIEW 0x5649455700000000ull    /* "VIEW" */
 #define STREAM_RPREF 0x5250524546000000ull   /* "RPREF" */
+#define STREAM_AUG 0x4155470000000000ull     /* "AUG" */
 
 const char *sq_target_name(int mode)
 {
@@ -67,7 +68,7 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 static int init(sq_batcher *b, const sq_seqs *d, int mode, int max_len, int batch, int K,
                 int cloze, uint64_t seed, sq_err *e)
 {
-    int views = b->views > 1 ? 2 : 1;
+    int views = b->views > 1 ? b->views : 1;
     b->views = views;
     b->d = *d;
     b->cloze = cloze;
@@ -210,6 +211,21 @@ int sq_batcher_init_views(sq_batcher *b, const sq_seqs *d, int view_kind, double
         return sq_fail(e, SQ_EX_OSERR, "out of memory for the batch builder");
     }
     return 0;
+}
+
+int sq_batcher_init_cl(sq_batcher *b, const sq_seqs *d, int mode, int max_len, int batch,
+                       int K, const sq_augment *aug, uint64_t seed, sq_err *e)
+{
+    memset(b, 0, sizeof *b);
+    if (!(aug->crop > 0 && aug->crop <= 1))
+        return sq_fail(e, SQ_EX_USAGE, "--crop must be in (0, 1]");
+    if (!(aug->mask >= 0 && aug->mask <= 1))
+        return sq_fail(e, SQ_EX_USAGE, "--mask-ratio must be in [0, 1]");
+    if (!(aug->reorder >= 0 && aug->reorder <= 1))
+        return sq_fail(e, SQ_EX_USAGE, "--reorder must be in [0, 1]");
+    b->views = 3;
+    b->aug = *aug;
+    return init(b, d, mode, max_len, batch, K, 0, seed, e);
 }
 
 void sq_batcher_free(sq_batcher *b)
@@ -373,6 +389,72 @@ static int put_view(sq_batcher *b, sq_packed *p, int o, uint32_t u, uint32_t end
     return rows;
 }
 
+/* View v (1 or 2) of the inputs it[0, len) of sample (u, end) at rows o..
+ * (CONTRASTIVE VIEWS in batch.h); returns its number of rows. */
+static int put_augmented(const sq_batcher *b, sq_packed *p, int o, const uint32_t *it,
+                         uint32_t len, uint64_t epoch, uint32_t u, uint32_t end, int v)
+{
+    const sq_augment *a = &b->aug;
+    int N = b->max_len;
+    sq_rng r;
+    sample_rng(&r, STREAM_AUG + (uint64_t)v, b->seed, epoch, u, end);
+    int kind = SQ_VIEW_CROP + (int)sq_rng_below(&r, 3);
+    if (kind == SQ_VIEW_CROP) {
+        uint32_t c = (uint32_t)(a->crop * len);
+        c = c < 1 ? 1 : c;
+        uint32_t s0 = (uint32_t)sq_rng_below(&r, (uint64_t)(len - c) + 1);
+        for (uint32_t t = 0; t < c; t++) {
+            p->ids[o + (int)t] = (int)it[s0 + t];
+            p->pos[o + (int)t] = N - (int)c + (int)t;
+        }
+        return (int)c;
+    }
+    int *ids = p->ids + o;
+    for (uint32_t t = 0; t < len; t++) {
+        ids[t] = (int)it[t];
+        p->pos[o + (int)t] = N - (int)len + (int)t;
+    }
+    if (kind == SQ_VIEW_MASK) {
+        /* floor(mask len) distinct positions, each set of them equally
+         * likely (selection sampling: keep t with probability left / rest) */
+        uint32_t left = (uint32_t)(a->mask * len);
+        for (uint32_t t = 0; t < len && left > 0; t++)
+            if (sq_rng_below(&r, (uint64_t)(len - t)) < left) {
+                ids[t] = a->mask_id;
+                left--;
+            }
+        return (int)len;
+    }
+    uint32_t rl = (uint32_t)(a->reorder * len);
+    uint32_t s0 = (uint32_t)sq_rng_below(&r, (uint64_t)(len - rl) + 1);
+    for (uint32_t k = rl; k > 1; k--) {
+        uint32_t j = (uint32_t)sq_rng_below(&r, k);
+        int x = ids[s0 + k - 1];
+        ids[s0 + k - 1] = ids[s0 + j];
+        ids[s0 + j] = x;
+    }
+    return (int)len;
+}
+
+/* The two augmented views of the B samples packed first (CONTRASTIVE VIEWS). */
+static void put_cl_views(sq_batcher *b, sq_packed *p, uint64_t epoch, uint64_t first, int B,
+                         int *T)
+{
+    for (int v = 1; v <= 2; v++)
+        for (int j = 0; j < B; j++) {
+            uint64_t s = b->order[first + (uint64_t)j];
+            uint32_t u = (uint32_t)(s >> 32), end = (uint32_t)s;
+            if (b->mode == SQ_TARGET_RANDOM)
+                end = random_end(b, epoch, u, end);
+            uint32_t len = sample_len(end, b->max_len, 0);
+            const uint32_t *it = b->d.items + b->d.start[u] + (end - len - 1);
+            p->user[v * B + j] = u;
+            p->uid[v * B + j] = p->uid[j];
+            *T += put_augmented(b, p, *T, it, len, epoch, u, end, v);
+            p->off[v * B + j + 1] = *T;
+        }
+}
+
 static const sq_packed *get_views(sq_batcher *b, uint64_t epoch, uint64_t first, int B)
 {
     sq_packed *p = &b->pb;
@@ -404,7 +486,7 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
     if (last > b->n_samples)
         last = b->n_samples;
     int B = (int)(last - first), T = 0, n = 0, K = b->K;
-    if (b->views > 1)
+    if (b->views == 2)
         return get_views(b, epoch, first, B);
     p->off[0] = 0;
     for (int j = 0; j < B; j++) {
@@ -441,7 +523,11 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
             draw_negatives(b, p, u, n0, n, &r);
         }
     }
-    p->B = B;
+    if (b->views == 3) {
+        p->n_first = n;
+        put_cl_views(b, p, epoch, first, B, &T);
+    }
+    p->B = b->views == 3 ? 3 * B : B;
     p->T = T;
     p->n = n;
     return p;

@@ -66,6 +66,23 @@
  * pb.n_first) belong to the first views. A view's draws (alpha or the crop's
  * start) and, with K > 0, its negatives come from a generator seeded by
  * (seed, epoch, user, view): fresh views every epoch, independent of
+ * batching and thread count.
+ *
+ * CONTRASTIVE VIEWS (CL4SRec, sq_batcher_init_cl). The samples, their loss
+ * entries and negatives are exactly those of sq_batcher_init (any mode);
+ * a batch of B' samples packs 3 B' sequences: [0, B') the samples as
+ * sq_batcher_init packs them (every loss entry is theirs: pb.n_first =
+ * pb.n), then [B', 2B') and [2B', 3B') two augmented views of each
+ * sample's inputs, in the same order, with no loss entries (pb.views = 3).
+ * Each view draws its kind uniformly among
+ *   SQ_VIEW_CROP     a random run of max(1, floor(crop len)) items;
+ *   SQ_VIEW_MASK     floor(mask len) positions, chosen without
+ *                    replacement, become mask_id;
+ *   SQ_VIEW_REORDER  a random run of floor(reorder len) items is shuffled
+ *                    (Fisher-Yates);
+ * right-aligned like every sequence (the newest at max_len - 1). The draws
+ * of view v (kind, start, positions, permutation) come from a generator
+ * seeded by (seed, epoch, user, e, v): fresh every epoch, independent of
  * batching and thread count. */
 #ifndef SQ_BATCH_H
 #define SQ_BATCH_H
@@ -105,11 +122,22 @@ typedef struct {
     int *targets;    /* [n] the item to predict (0 = none) */
     int K;           /* negatives per entry (0 for --loss ce) */
     int *neg;        /* [n * K] negative items, 0 = none; NULL when K = 0 */
-    int views;       /* 1, or 2 (VIEWS: sequences [0, B/2) are first views) */
+    int views;       /* 1, or 2 (VIEWS: sequences [0, B/2) are first views),
+                        or 3 (CONTRASTIVE VIEWS: [0, B/3) the samples) */
     int n_first;     /* VIEWS: entries [0, n_first) are the first views' */
 } sq_packed;
 
-enum sq_view_kind { SQ_VIEW_RANDOMPAD = 0, SQ_VIEW_CROP = 1 };
+enum sq_view_kind {
+    SQ_VIEW_RANDOMPAD = 0, SQ_VIEW_CROP = 1, SQ_VIEW_MASK = 2, SQ_VIEW_REORDER = 3
+};
+
+/* The augmentations of CONTRASTIVE VIEWS: crop keeps floor(crop len)
+ * items, mask masks floor(mask len), reorder shuffles floor(reorder len);
+ * each ratio in [0, 1] (crop in (0, 1]). */
+typedef struct {
+    double crop, mask, reorder;
+    int mask_id;
+} sq_augment;
 
 typedef struct {
     sq_seqs d;
@@ -120,6 +148,7 @@ typedef struct {
     int views;           /* 2: VIEWS samples (1 otherwise) */
     int view_kind;       /* VIEWS: SQ_VIEW_RANDOMPAD or SQ_VIEW_CROP */
     double crop_eta;     /* VIEWS, crop: the kept fraction */
+    sq_augment aug;      /* CONTRASTIVE VIEWS */
     uint32_t *padrow;    /* VIEWS: two rows of max_len for RandomPad */
     uint64_t seed;
     uint64_t n_samples;
@@ -148,6 +177,10 @@ int sq_batcher_init_cloze(sq_batcher *b, const sq_seqs *d, int mode, int max_len
  * entry as above); 0 < crop_eta <= 1 for SQ_VIEW_CROP. */
 int sq_batcher_init_views(sq_batcher *b, const sq_seqs *d, int view_kind, double crop_eta,
                           int max_len, int batch, int K, uint64_t seed, sq_err *e);
+/* The same for CONTRASTIVE VIEWS: the samples of sq_batcher_init (mode,
+ * K) and two augmented views of each; SQ_EX_USAGE for a ratio out of range. */
+int sq_batcher_init_cl(sq_batcher *b, const sq_seqs *d, int mode, int max_len, int batch,
+                       int K, const sq_augment *aug, uint64_t seed, sq_err *e);
 void sq_batcher_free(sq_batcher *b);
 
 /* Number of batches of an epoch: ceil(n_samples / batch). */

@@ -112,6 +112,14 @@ typedef struct {
     int causal;        /* BERT4Rec: causal mixers; SASRec is always causal */
     double mask_prob;  /* BERT4Rec: the cloze task's masking probability */
     sq_mixer_cfg attn; /* --attn KIND and the kind's options */
+    /* Set in code by a model on the backbone (no options, not in model
+     * files; its config_read sets them again): */
+    int mask_row;                 /* SASRec: E gains the mask-token row
+                                     n_items + 1 (sq_mask_id; CL4SRec) */
+    const sq_tensor_desc *extra;  /* n_extra tensors of the model's own, after
+                                     the mixer's (CORE's alpha layer; shape
+                                     symbols those of the table below and U = 1) */
+    int n_extra;
 } sq_sasrec_config;
 
 /* The mask token of a BERT4Rec config: n_items + 1. */

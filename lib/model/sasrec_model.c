@@ -232,13 +232,14 @@ int sq_sasrec_tensor_set(const sq_sasrec_config *c, sq_tensor_set *s, sq_err *e)
 #undef USE
     int bert = is_bert(c);
     sq_dims d = {{0}};
-    sq_dims_set(&d, 'W', (uint64_t)c->n_items + 1 + (bert ? 1 : 0));
+    sq_dims_set(&d, 'W', (uint64_t)c->n_items + 1 + (bert || c->mask_row ? 1 : 0));
     sq_dims_set(&d, 'V', (uint64_t)c->n_items + 1);
     sq_dims_set(&d, 'N', (uint64_t)c->max_len);
     sq_dims_set(&d, 'C', (uint64_t)c->dim);
     sq_dims_set(&d, 'F', (uint64_t)c->ffn);
     sq_dims_set(&d, 'L', (uint64_t)c->n_layers);
     sq_dims_set(&d, 'H', (uint64_t)c->n_heads);
+    sq_dims_set(&d, 'U', 1); /* a unit dimension, for the extra tensors */
     memset(s, 0, sizeof *s);
     for (int i = 0; i < SQ_SASREC_NT; i++) {
         int use = uses[i] == ALL || (uses[i] == BERT) == bert;
@@ -252,6 +253,8 @@ int sq_sasrec_tensor_set(const sq_sasrec_config *c, sq_tensor_set *s, sq_err *e)
     sq_dims_set(&d, 'K', (uint64_t)c->attn.iopt[0]);
     sq_mixer_env env = sq_sasrec_env(c);
     if (sq_mixer_tensors(&env, s, &d, 1, e))
+        return e->code;
+    if (c->n_extra > 0 && sq_tensors_add(s, c->extra, c->n_extra, &d, 1, 2, e))
         return e->code;
     sq_tensors_layout(s);
     return 0;

@@ -16,6 +16,8 @@
     X(caser)           \
     X(fpmc)            \
     X(hstu)            \
+    X(core)            \
+    X(cl4srec)         \
     /* the list ends here */
 
 #define DECLARE(name) extern const sq_model_def sq_model_##name;

@@ -1,0 +1,24 @@
+/* cl4srec.h - CL4SRec's loss (lib/model/cl4srec.c), exported in both
+ * precisions for the whole-model gradient check. */
+#ifndef SQ_CL4SREC_H
+#define SQ_CL4SREC_H
+
+#include "sasrec.h"
+
+#define SQ_TWICE "cl4srec.h"
+#include "twice.h"
+
+#elif defined(SQ_DECLARE_TWICE)
+
+/* The loss of a CONTRASTIVE VIEWS batch b (batch.h) whose forward is in w:
+ * the backbone's next-item loss (`loss`: SQ_LOSS_CE or SQ_LOSS_BCE) of the
+ * samples' entries plus lambda InfoNCE (infonce.h, temperature tau) between
+ * the states of the two views' newest rows. *count: the next-item entries.
+ * With g: sets w->dout to d loss / d h and adds E's gradient to g (the
+ * caller then runs the backbone's backward). scratch holds
+ * sq_infonce_scratch_size(b->B / 3, C) reals, rows 2 b->B / 3 ints. */
+double R(sq_cl4srec_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_packed *b,
+                          int loss, double lambda, double tau, real *scratch, int *rows,
+                          R(sq_sasrec) *g, int *count);
+
+#endif

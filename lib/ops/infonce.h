@@ -1,0 +1,45 @@
+/* infonce.h - the InfoNCE (NT-Xent) loss between two views of each of U
+ * sequences (CL4SRec, Xie et al. ICDE 2022; RecBole's info_nce with sim =
+ * dot):
+ *
+ *     z = [h_a(1) .. h_a(U), h_b(1) .. h_b(U)]     M = 2U vectors of C reals
+ *     S_ik = z_i . z_k / tau
+ *     L = 1/M sum_i ( log sum_{k != i} e^S_ik - S_i,p(i) )
+ *
+ * p(i) the other view of the same sequence (i +- U): each anchor's
+ * positive is that view, its negatives the other M - 2 views of the batch.
+ * With P_ik = softmax over k != i of S_ik (P_ii = 0) and
+ * G_ik = (P_ik - [k = p(i)]) / M:
+ *
+ *     dL/dz = (G + G^T) z / tau
+ *
+ * Conventions of ops.h: the op context first, gradients ADDED, results
+ * bitwise the same for any thread count (sequential loops in a fixed
+ * order; the GEMMs are the backend's). */
+#ifndef SQ_INFONCE_H
+#define SQ_INFONCE_H
+
+#include <stddef.h>
+
+#include "ctx.h"
+
+/* Reals of scratch the forward fills and the backward reads, for U pairs
+ * of C reals: z and dz [2U, C], S/G [2U, 2U]. */
+size_t sq_infonce_scratch_size(int U, int C);
+
+#define SQ_TWICE "infonce.h"
+#include "twice.h"
+
+#elif defined(SQ_DECLARE_TWICE)
+
+/* The views of pair i are rows ra[i] and rb[i] of h [*, C] (U >= 2: with
+ * one pair there is no negative, and the loss is 0). Returns L and keeps z
+ * and P in scratch for the backward. */
+double R(sq_infonce_forward)(const sq_ctx *cx, real *scratch, const real *h, const int *ra,
+                             const int *rb, int U, int C, real tau);
+/* ADDS dloss * dL/dh to dh (rows ra[i], rb[i]); needs the forward's scratch
+ * (overwrites its S part). */
+void R(sq_infonce_backward)(const sq_ctx *cx, real *dh, real *scratch, const int *ra,
+                            const int *rb, int U, int C, real tau, real dloss);
+
+#endif

@@ -1,0 +1,98 @@
+#!/usr/bin/env bats
+# seqrec-train --model cl4srec: learns what popularity cannot, scores through
+# seqrec-score as validation does, is deterministic for a seed, round-trips
+# through its model file, resumes, trains with ce and bce and every target
+# mode, and refuses bad options. Tiny data and models only.
+
+load helper
+
+setup() {
+  common_setup
+  # 300 users, 100 items: a strong successor signal (seqrec-synth(1))
+  seqrec-synth --users 300 --items 100 --seed 1 --format stream | seqrec-split 2>/dev/null > "$T/s.sqr"
+  TINY=(--model cl4srec --dim 16 --ffn 32 --max-len 20 --batch 32 --threads 2)
+}
+
+ndcg() { sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$@"; }
+
+@test "cl4srec: --help lists its options; the model file keeps its defaults and the mask row" {
+  run seqrec-train --help
+  [ "$status" -eq 0 ]
+  for o in --cl-weight --cl-temp --crop --mask-ratio --reorder; do
+    [[ "$output" == *"$o"* ]] || { echo "missing $o"; false; }
+  done
+  seqrec-train --model cl4srec --dim 16 --ffn 32 --batch 64 --epochs 1 --threads 2 \
+    --log /dev/null -o "$T/m.sqm" "$T/s.sqr"
+  run seqrec-cat --header "$T/m.sqm"
+  [ "$status" -eq 0 ]
+  for kv in model=cl4srec heads=2 dropout=0.5 cl4srec.cl_weight=0.1 cl4srec.cl_temp=1 \
+            cl4srec.crop=0.59 cl4srec.mask_ratio=0.29 cl4srec.reorder=0.59; do
+    [[ "$output" == *"$kv"* ]] || { echo "missing $kv"; false; }
+  done
+  # item_emb has n_items + 2 rows: padding, the items, the mask token
+  [[ "$output" == *"item_emb	f32	102x16"* ]] || { echo "$output" | grep item_emb; false; }
+}
+
+@test "cl4srec: beats popularity on validation NDCG@10, and seqrec-score agrees with the log" {
+  run --separate-stderr seqrec-train --model pop -o "$T/pop.sqm" "$T/s.sqr"
+  [ "$status" -eq 0 ]
+  pop=$(ndcg <<< "$stderr")
+  seqrec-train "${TINY[@]}" --dim 32 --ffn 64 --dropout 0.1 --lr 3e-3 --epochs 8 \
+    --log "$T/log" -o "$T/m.sqm" "$T/s.sqr"
+  cl=$(tail -n 1 "$T/log" | ndcg)
+  echo "pop $pop cl4srec $cl"
+  awk -v p="$pop" -v s="$cl" 'BEGIN { exit !(s > 2 * p && s > 0.3) }'
+  best=$(ndcg "$T/log" | sort -g | tail -n 1)
+  seqrec-score -m "$T/m.sqm" --target valid "$T/s.sqr" | seqrec-metrics --json -k 10 > "$T/metrics"
+  got=$(sed -n 's/.*"ndcg@10": *\([0-9.]*\).*/\1/p' "$T/metrics")
+  echo "log $best score $got"
+  awk -v a="$best" -v b="$got" 'BEGIN { d = a - b; exit !(d < 5e-6 && d > -5e-6) }'
+}
+
+@test "cl4srec: same seed and threads give the same model and log; another seed another" {
+  same_seed_same_model "${TINY[@]}"
+}
+
+@test "cl4srec: a model file round-trips: scores from the file equal a second load's, --init reads it" {
+  seqrec-train "${TINY[@]}" --epochs 2 --log /dev/null -o "$T/m.sqm" "$T/s.sqr"
+  seqrec-score -m "$T/m.sqm" -k 5 "$T/s.sqr" > "$T/a"
+  seqrec-score -m "$T/m.sqm" -k 5 --threads 1 "$T/s.sqr" > "$T/b"
+  cmp "$T/a" "$T/b"
+  [ -s "$T/a" ]
+  seqrec-train --init "$T/m.sqm" --epochs 1 --threads 2 --log /dev/null -o "$T/m2.sqm" "$T/s.sqr"
+  model_keys() { seqrec-cat --header "$1" | grep -v -e '^file' -e 'train\.' -e 'valid\.'; }
+  diff <(model_keys "$T/m.sqm") <(model_keys "$T/m2.sqm")
+}
+
+@test "cl4srec: a run resumed from its checkpoint ends with the uninterrupted run's model" {
+  seqrec-train "${TINY[@]}" --epochs 2 --log /dev/null -o "$T/full.sqm" "$T/s.sqr"
+  seqrec-train "${TINY[@]}" --epochs 1 --log /dev/null -o "$T/r.sqm" "$T/s.sqr"
+  seqrec-train --resume "$T/r.sqm.ckpt" --epochs 2 --threads 2 --log /dev/null "$T/s.sqr"
+  cmp "$T/full.sqm" "$T/r.sqm"
+  run -64 seqrec-train --resume "$T/r.sqm.ckpt" --cl-weight 1 "$T/s.sqr"
+}
+
+@test "cl4srec: ce and bce, every target mode and the extreme augmentations train and score" {
+  for v in "--loss bce --neg 2" "--target last" "--target random" "--cl-weight 0" \
+           "--crop 1 --mask-ratio 0 --reorder 0" "--mask-ratio 1 --reorder 1 --cl-temp 0.2"; do
+    run --separate-stderr seqrec-train "${TINY[@]}" $v --epochs 1 -o "$T/m.sqm" "$T/s.sqr"
+    [ "$status" -eq 0 ] || { echo "$v: $status $stderr"; false; }
+    [[ "$stderr" =~ \"ndcg@10\":[0-9.]+ ]]
+    seqrec-score -m "$T/m.sqm" -k 3 "$T/s.sqr" > /dev/null
+  done
+}
+
+@test "cl4srec: options out of range or of other models are refused with the option named" {
+  for bad in "--cl-weight -1" "--cl-weight x" "--cl-weight 1001" "--cl-temp 0" "--cl-temp 101" \
+             "--crop 0" "--crop 1.5" "--mask-ratio -0.1" "--mask-ratio 1.1" "--reorder -1" \
+             "--reorder 2" "--heads 3"; do
+    run seqrec-train "${TINY[@]}" $bad -o "$T/m.sqm" "$T/s.sqr"
+    [ "$status" -eq 64 ] || { echo "$bad: $status"; false; }
+    opt=${bad%% *}
+    [[ "$output" == *"${opt}"* ]] || { echo "$bad: $output"; false; }
+  done
+  run seqrec-train --model sasrec --cl-weight 1 -o "$T/m.sqm" "$T/s.sqr"
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--cl-weight is not an option of --model sasrec"* ]]
+  no_leftovers "$T" s.sqr
+}

@@ -1,0 +1,106 @@
+#!/usr/bin/env bats
+# seqrec-train --model core: learns what popularity cannot, scores through
+# seqrec-score as validation does, is deterministic for a seed, round-trips
+# through its model file, resumes, trains both encoders and refuses bad
+# options, --loss bce and --target all. Tiny data and models only.
+
+load helper
+
+setup() {
+  common_setup
+  # 300 users, 100 items: a strong successor signal (seqrec-synth(1))
+  seqrec-synth --users 300 --items 100 --seed 1 --format stream | seqrec-split 2>/dev/null > "$T/s.sqr"
+  # --target random: one prefix a user and epoch, the quick runs
+  TINY=(--model core --dim 16 --ffn 32 --max-len 20 --batch 32 --threads 2 --target random)
+}
+
+ndcg() { sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$@"; }
+
+@test "core: --help lists its options; the model file keeps its defaults and the alpha layer" {
+  run seqrec-train --help
+  [ "$status" -eq 0 ]
+  for o in --encoder --temperature --item-dropout --sess-dropout; do
+    [[ "$output" == *"$o"* ]] || { echo "missing $o"; false; }
+  done
+  [[ "$output" == *"(default last with --model core)"* ]]
+  seqrec-train --model core --dim 16 --ffn 32 --max-len 10 --batch 64 --epochs 1 --threads 2 \
+    --log /dev/null -o "$T/m.sqm" "$T/s.sqr"
+  run seqrec-cat --header "$T/m.sqm"
+  [ "$status" -eq 0 ]
+  for kv in model=core heads=2 dropout=0.5 core.encoder=trm core.temperature=0.07 \
+            core.item_dropout=0.2 core.sess_dropout=0.2 train.target=last; do
+    [[ "$output" == *"$kv"* ]] || { echo "missing $kv"; false; }
+  done
+  [[ "$output" == *"core_w	f32	1x16"* ]] || { echo "$output" | grep tensor; false; }
+  [[ "$output" == *"item_emb	f32	101x16"* ]]
+}
+
+@test "core: beats popularity on validation NDCG@10, and seqrec-score agrees with the log" {
+  run --separate-stderr seqrec-train --model pop -o "$T/pop.sqm" "$T/s.sqr"
+  [ "$status" -eq 0 ]
+  pop=$(ndcg <<< "$stderr")
+  seqrec-train --model core --dim 32 --ffn 64 --max-len 20 --batch 32 --threads 2 \
+    --dropout 0.1 --lr 3e-3 --epochs 3 --log "$T/log" -o "$T/m.sqm" "$T/s.sqr"
+  core=$(tail -n 1 "$T/log" | ndcg)
+  echo "pop $pop core $core"
+  awk -v p="$pop" -v s="$core" 'BEGIN { exit !(s > 2 * p && s > 0.3) }'
+  best=$(ndcg "$T/log" | sort -g | tail -n 1)
+  seqrec-score -m "$T/m.sqm" --target valid "$T/s.sqr" | seqrec-metrics --json -k 10 > "$T/metrics"
+  got=$(sed -n 's/.*"ndcg@10": *\([0-9.]*\).*/\1/p' "$T/metrics")
+  echo "log $best score $got"
+  awk -v a="$best" -v b="$got" 'BEGIN { d = a - b; exit !(d < 5e-6 && d > -5e-6) }'
+}
+
+@test "core: same seed and threads give the same model and log; another seed another" {
+  same_seed_same_model "${TINY[@]}"
+}
+
+@test "core: a model file round-trips: scores from the file equal a second load's, --init reads it" {
+  seqrec-train "${TINY[@]}" --epochs 2 --log /dev/null -o "$T/m.sqm" "$T/s.sqr"
+  seqrec-score -m "$T/m.sqm" -k 5 "$T/s.sqr" > "$T/a"
+  seqrec-score -m "$T/m.sqm" -k 5 --threads 1 "$T/s.sqr" > "$T/b"
+  cmp "$T/a" "$T/b"
+  [ -s "$T/a" ]
+  seqrec-train --init "$T/m.sqm" --epochs 1 --threads 2 --log /dev/null -o "$T/m2.sqm" "$T/s.sqr"
+  model_keys() { seqrec-cat --header "$1" | grep -v -e '^file' -e 'train\.' -e 'valid\.'; }
+  diff <(model_keys "$T/m.sqm") <(model_keys "$T/m2.sqm")
+}
+
+@test "core: a run resumed from its checkpoint ends with the uninterrupted run's model" {
+  seqrec-train "${TINY[@]}" --epochs 2 --log /dev/null -o "$T/full.sqm" "$T/s.sqr"
+  seqrec-train "${TINY[@]}" --epochs 1 --log /dev/null -o "$T/r.sqm" "$T/s.sqr"
+  seqrec-train --resume "$T/r.sqm.ckpt" --epochs 2 --threads 2 --log /dev/null "$T/s.sqr"
+  cmp "$T/full.sqm" "$T/r.sqm"
+  run -64 seqrec-train --resume "$T/r.sqm.ckpt" --temperature 1 "$T/s.sqr"
+}
+
+@test "core: both encoders and the dropout settings train and score" {
+  for v in "--encoder ave" "--item-dropout 0 --sess-dropout 0" "--temperature 1" \
+           "--attn linrec"; do
+    run --separate-stderr seqrec-train "${TINY[@]}" $v --epochs 1 -o "$T/m.sqm" "$T/s.sqr"
+    [ "$status" -eq 0 ] || { echo "$v: $status $stderr"; false; }
+    [[ "$stderr" =~ \"ndcg@10\":[0-9.]+ ]]
+    seqrec-score -m "$T/m.sqm" -k 3 "$T/s.sqr" > /dev/null
+  done
+}
+
+@test "core: options out of range or of other models are refused with the option named" {
+  for bad in "--temperature 0" "--temperature 101" "--temperature x" "--item-dropout 1" \
+             "--item-dropout -0.1" "--sess-dropout 1" "--sess-dropout -1" "--encoder gru" \
+             "--heads 3"; do
+    run seqrec-train "${TINY[@]}" $bad -o "$T/m.sqm" "$T/s.sqr"
+    [ "$status" -eq 64 ] || { echo "$bad: $status"; false; }
+    opt=${bad%% *}
+    [[ "$output" == *"${opt}"* ]] || { echo "$bad: $output"; false; }
+  done
+  run seqrec-train "${TINY[@]}" --loss bce -o "$T/m.sqm" "$T/s.sqr"
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--loss bce is not available"* ]]
+  run seqrec-train "${TINY[@]}" --target all -o "$T/m.sqm" "$T/s.sqr"
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--target last or random"* ]]
+  run seqrec-train --model sasrec --sess-dropout 0.1 -o "$T/m.sqm" "$T/s.sqr"
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--sess-dropout is not an option of --model sasrec"* ]]
+  no_leftovers "$T" s.sqr
+}
