@@ -68,9 +68,17 @@ EPOCHS ?= 200
 # capped run may want more (ELASTIC_PATIENCE=100).
 ELASTIC_PATIENCE ?= 10
 ELASTIC_MODEL ?= --model elastic
-ELASTIC_COMMON = --loss ce --batch $(ELASTIC_BATCH) --dim 64 --ffn 256 --layers 2 --heads 2 \
-  --max-len $(ELASTIC_MAXLEN) --lr 1e-3 --beta2 0.999 --epochs $(EPOCHS) --patience $(ELASTIC_PATIENCE) \
-  --eval-every 1 --seed 1 --threads $(ELASTIC_THREADS)
+ELASTIC_TRAIN = --loss ce --batch $(ELASTIC_BATCH) --lr 1e-3 --beta2 0.999 --epochs $(EPOCHS) \
+  --patience $(ELASTIC_PATIENCE) --eval-every 1 --seed 1 --threads $(ELASTIC_THREADS)
+ELASTIC_COMMON = --dim 64 --ffn 256 --layers 2 --heads 2 --max-len $(ELASTIC_MAXLEN) $(ELASTIC_TRAIN)
+# The baselines of Table 2 that are not transformers: d 64, their own
+# defaults otherwise (seqrec-train(1)), ELASTIC_TRAIN's training options;
+# FPMC trains one random prefix a user an epoch (its default, every prefix,
+# is ~160x the samples an epoch on ML-1M).
+elastic_full_fpmc = --model fpmc --dim 64 --target random $(ELASTIC_TRAIN)
+elastic_full_gru4rec = --model gru4rec --dim 64 --max-len $(ELASTIC_MAXLEN) $(ELASTIC_TRAIN)
+elastic_full_hstu = --model hstu --dim 64 --layers 2 --heads 2 --max-len $(ELASTIC_MAXLEN) \
+  $(ELASTIC_TRAIN)
 ELASTIC_SCORE ?= --target test --candidates full -x
 ELASTIC_POOLS := 8x8 16x16 32x32 64x64 128x128 256x256 512x512
 ELASTIC_TOPKS := 4 8 16
@@ -99,7 +107,7 @@ $(foreach k,$(filter-out 8,$(ELASTIC_TOPKS)),$(eval elastic_args_topk$(k) = $$(c
 # runs whose scoring counts the experts
 ELASTIC_EXPERT_RUNS := elastic noquery nodisp gather $(ELASTIC_POOLS:%=pool%) $(ELASTIC_TOPKS:%=topk%)
 
-ELASTIC_ALL_RUNS := sasrec sasrecrand bert4rec linrec elastic noquery noimr nodisp gather \
+ELASTIC_ALL_RUNS := fpmc gru4rec sasrec sasrecrand bert4rec linrec hstu elastic noquery noimr nodisp gather \
   $(filter-out pool16x16,$(ELASTIC_POOLS:%=pool%)) $(filter-out topk8,$(ELASTIC_TOPKS:%=topk%))
 ELASTIC_RUNS ?= $(ELASTIC_ALL_RUNS)
 ELASTIC_JSON := $(ELASTIC_RUNS:%=$(ELASTIC_OUT)/%.json)
@@ -114,7 +122,7 @@ $(ELASTIC_OUT)/$(ELASTIC_DATA).split: | $(ELASTIC_OUT)
 # One run: $(1) its name.
 define elastic_run
 $(ELASTIC_OUT)/$(1).json: $(ELASTIC_OUT)/$(ELASTIC_DATA).split
-	$(ELASTIC_BIN)/seqrec-train $(elastic_args_$(1)) $(ELASTIC_COMMON) \
+	$(ELASTIC_BIN)/seqrec-train $(or $(elastic_full_$(1)),$(elastic_args_$(1)) $(ELASTIC_COMMON)) \
 	  --log $(ELASTIC_OUT)/$(1).log -o $(ELASTIC_OUT)/$(1).sqm $$<
 	$(ELASTIC_BIN)/seqrec-score -m $(ELASTIC_OUT)/$(1).sqm $(ELASTIC_SCORE) --threads $(ELASTIC_THREADS) \
 	  $(if $(filter $(1),$(ELASTIC_EXPERT_RUNS)),--expert-stats $(ELASTIC_OUT)/$(1).experts.tsv) $$< \
@@ -137,7 +145,6 @@ ELASTIC_PAPER := fpmc:0.5233/0.6760/0.3220/0.3606/0.2599/0.2705 \
   noimr:0.6515/0.7699/0.4132/0.4433/0.3387/0.3470 \
   nodisp:0.6366/0.7443/0.4099/0.4370/0.3390/0.3464
 ELASTIC_FIG5_PAPER := elastic:0.4256/- pool512x512:-/55.76
-ELASTIC_NOT_HERE := not in seqrec yet
 # The line under each table: what data the cells come from.
 elastic_note_ml-1m = Data: the complete ML-1M, 5-core, as the paper (6,040 users and 3,416 items \
   in its Table 1; ours in $(ELASTIC_OUT)/stats.tsv).
@@ -164,8 +171,7 @@ elastic-runs: $(ELASTIC_JSON)
 elastic-tables:
 	@mkdir -p $(ELASTIC_OUT)
 	@{ sh pipelines/paper_table.sh --mrr "ELASTIC Table 2, $(ELASTIC_DATA) (test, full ranking, EPOCHS=$(EPOCHS))" \
-	  $(ELASTIC_OUT) "$(ELASTIC_PAPER)" 'fpmc:$(ELASTIC_NOT_HERE)' 'gru4rec:$(ELASTIC_NOT_HERE)' \
-	  sasrec sasrecrand bert4rec linrec 'hstu:$(ELASTIC_NOT_HERE)' elastic; \
+	  $(ELASTIC_OUT) "$(ELASTIC_PAPER)" fpmc gru4rec sasrec sasrecrand bert4rec linrec hstu elastic; \
 	  echo '$(ELASTIC_NOTE)'; $(elastic_stats); echo; } > $(ELASTIC_OUT)/table2.md
 	@{ sh pipelines/paper_table.sh --mrr "ELASTIC Table 3, $(ELASTIC_DATA): w/o Query Net (--query mean), w/o IMR (--no-imr), w/o Dispatcher (--no-dispatcher); gather: --expert-weights none (Algorithm 1)" \
 	  $(ELASTIC_OUT) "$(ELASTIC_PAPER)" elastic noquery noimr nodisp gather; \

@@ -101,8 +101,8 @@ mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }
 @test "elastic: make -n reproduce-elastic lists every run with the paper's protocol" {
   run -0 mk -n reproduce-elastic ELASTIC_OUT="$T/out" ELASTIC_FIG3_OUT="$T/f3"
   trains=$(grep -c 'seqrec-train ' <<< "$output")
-  [ "$trains" -eq 17 ]
-  for r in sasrec sasrecrand bert4rec linrec elastic noquery noimr nodisp pool8x8 pool32x32 pool64x64 pool128x128 \
+  [ "$trains" -eq 20 ]
+  for r in fpmc gru4rec hstu sasrec sasrecrand bert4rec linrec elastic noquery noimr nodisp pool8x8 pool32x32 pool64x64 pool128x128 \
            pool256x256 pool512x512 topk4 topk16; do
     line=$(grep "seqrec-train .*-o $T/out/$r.sqm " <<< "$output")
     for o in "--loss ce" "--max-len 256" "--lr 1e-3" "--patience 10" "--epochs 200" "--batch 256" \
@@ -121,6 +121,11 @@ mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }
   grep -q -- "--model sasrec --attn linrec .*-o $T/out/linrec.sqm" <<< "$output"
   grep -q -- "--model sasrec --attn softmax --dropout 0.5 --target random .*-o $T/out/sasrecrand.sqm" <<< "$output"
   grep -q -- "--model bert4rec .*--mask-prob 0.2 .*-o $T/out/bert4rec.sqm" <<< "$output"
+  # Table 2's baselines with their own options
+  grep -q -- "--model fpmc --dim 64 --target random --loss ce .*-o $T/out/fpmc.sqm" <<< "$output"
+  grep -q -- "--model gru4rec --dim 64 --max-len 256 --loss ce .*-o $T/out/gru4rec.sqm" <<< "$output"
+  grep -q -- "--model hstu --dim 64 --layers 2 --heads 2 --max-len 256 --loss ce .*-o $T/out/hstu.sqm" <<< "$output"
+  ! grep -q -- "--model gru4rec .*--ffn" <<< "$output"
   grep -q -- "--expert-stats $T/out/pool8x8.experts.tsv" <<< "$output"
   ! grep -q -- "--expert-stats $T/out/sasrec" <<< "$output"
   grep -q -- "seqrec-preprocess --core 5 " <<< "$output"
@@ -144,8 +149,8 @@ mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }
   echo "$output"
   grep -qF '| sasrec | 0.3300 | 0.6606 | 0.50 | 0.4000 | 0.7712 | 0.52 | 0.2095 | 0.4190 | 0.50 |' "$T/r/table2.md"
   grep -qF '| bert4rec | (not run) |' "$T/r/table2.md"
-  grep -qF '| hstu (not in seqrec yet) | - | 0.6586 |' "$T/r/table2.md"
-  grep -qF '| gru4rec (not in seqrec yet) |' "$T/r/table2.md"
+  grep -qF '| hstu | (not run) |' "$T/r/table2.md"
+  grep -qF '| gru4rec | (not run) |' "$T/r/table2.md"
   grep -qF '| linrec | (not run) |' "$T/r/table2.md"
   grep -q 'ml-1m-part is NOT the paper data' "$T/r/table2.md"
   grep -qF '| noimr | 0.6515 | 0.6515 | 1.00 | 0.7699 | 0.7699 | 1.00 | 0.4132 | 0.4132 | 1.00 | 0.4433 | 0.4433 | 1.00 | 0.3387 | 0.3387 | 1.00 | 0.3470 | 0.3470 | 1.00 |' "$T/r/table3.md"
