@@ -1,6 +1,7 @@
 /* batch.c - training samples and packed batches (see batch.h). */
 #include "batch.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -531,4 +532,28 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
     p->T = T;
     p->n = n;
     return p;
+}
+
+int sq_packed_one(sq_packed *pb, int *ints, const uint32_t *hist, uint32_t n, int max_len,
+                  uint32_t n_items, sq_err *e)
+{
+    uint32_t N = (uint32_t)max_len, len = n < N ? n : N;
+    const uint32_t *it = hist + (n - len);
+    int T = len ? (int)len : 1;
+    *pb = (sq_packed){.B = 1, .T = T, .n = 1, .ids = ints, .pos = ints + N,
+                      .off = ints + 2 * N};
+    pb->rows = pb->off + 2;
+    pb->ids[0] = 0;
+    for (uint32_t t = 0; t < len; t++) {
+        if (it[t] > n_items || it[t] == 0)
+            return sq_fail(e, SQ_EX_DATA, "item %" PRIu32 " out of 1..n_items %" PRIu32, it[t],
+                           n_items);
+        pb->ids[t] = (int)it[t];
+    }
+    for (int t = 0; t < T; t++)
+        pb->pos[t] = (int)N - T + t;
+    pb->off[0] = 0;
+    pb->off[1] = T;
+    pb->rows[0] = T - 1;
+    return 0;
 }

@@ -192,4 +192,12 @@ void sq_batcher_shuffle(sq_batcher *b, uint64_t epoch);
 /* Packs batch i of the current epoch into b->pb and returns it. */
 const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i);
 
+/* The scoring input of one history hist[0..n): its newest max_len items as a
+ * packed batch of one sequence, positions ending at max_len - 1, its newest
+ * row the one entry (an empty history: one padding token, id 0). ints holds
+ * ids, pos [max_len], off [2], rows [1]: 2 max_len + 3 entries; the other
+ * fields of pb are 0. SQ_EX_DATA on an item outside 1..n_items. */
+int sq_packed_one(sq_packed *pb, int *ints, const uint32_t *hist, uint32_t n, int max_len,
+                  uint32_t n_items, sq_err *e);
+
 #endif

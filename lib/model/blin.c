@@ -262,51 +262,14 @@ static int load(sq_model *mm, sq_modelfile *mf, sq_err *e)
 /* ------------------------------------------------------------------------ */
 /* Training                                                                 */
 
-/* The trainer's net: the backbone's, and blin's config and views. */
-typedef struct {
-    sq_net inner;
-    blin_config cfg;
-    blin_scorer view;    /* validation scoring (borrows the backbone) */
-} blin_net;
-
+/* The trainer's net: the backbone's on blin's config (sasrec.h
+ * sq_backbone_net); extra holds the validation view (a blin_scorer that
+ * borrows the backbone). */
 static const sq_model_def *backbone(void) { return &sq_model_sasrec; }
 
 static int net_alloc(sq_net *n, const void *cfg, const sq_ctx *cx, sq_err *e)
 {
-    blin_net *p = calloc(1, sizeof *p);
-    if (!p)
-        return sq_fail(e, SQ_EX_OSERR, "out of memory");
-    p->cfg = *(const blin_config *)cfg;
-    n->impl = p;
-    if (backbone()->net_alloc(&p->inner, &p->cfg.base, cx, e))
-        return e->code;
-    n->cx = p->inner.cx;
-    n->ts = p->inner.ts;
-    n->params = p->inner.params;
-    n->grads = p->inner.grads;
-    n->cfg = &p->cfg;
-    return 0;
-}
-
-static void net_free(sq_net *n)
-{
-    blin_net *p = n->impl;
-    if (p) {
-        if (p->inner.impl)
-            backbone()->net_free(&p->inner);
-        free(p);
-    }
-    memset(n, 0, sizeof *n);
-}
-
-static void net_init(sq_net *n, uint64_t seed)
-{
-    backbone()->net_init(&((blin_net *)n->impl)->inner, seed);
-}
-
-static int init_from(sq_net *n, const sq_modelfile *mf, const char *path, sq_err *e)
-{
-    return backbone()->init_from(&((blin_net *)n->impl)->inner, mf, path, e);
+    return sq_backbone_net_alloc(n, cfg, sizeof(blin_config), sizeof(blin_scorer), cx, e);
 }
 
 static int batcher(sq_batcher *bt, const sq_seqs *s, const void *cfg, const sq_step_opts *o,
@@ -340,14 +303,15 @@ static void work_free(void *work)
 
 static int work_alloc(const sq_net *n, const sq_batcher *bt, void **work, sq_err *e)
 {
-    const blin_net *p = n->impl;
+    const sq_backbone_net *p = n->impl;
+    const blin_config *c = n->cfg;
     blin_work *w = calloc(1, sizeof *w);
     if (!w)
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
     *work = w;
     if (backbone()->work_alloc(&p->inner, bt, &w->inner, e))
         return e->code;
-    int V1 = (int)p->cfg.base.n_items + 1, C = p->cfg.base.dim, B = bt->batch;
+    int V1 = (int)c->base.n_items + 1, C = c->base.dim, B = bt->batch;
     /* chunks of pairs whose logits stay near 4 MB */
     w->chunk = (int)(((size_t)1 << 20) / (size_t)V1);
     w->chunk = w->chunk < 1 ? 1 : w->chunk > B ? B : w->chunk;
@@ -400,7 +364,7 @@ static double view_loss(const sq_sasrec *m, sq_sasrec_work *w, sq_sasrec *g,
 static double step(sq_net *n, void *work, const sq_packed *b, const sq_step_opts *o,
                    uint64_t t, int *count)
 {
-    blin_net *p = n->impl;
+    sq_backbone_net *p = n->impl;
     blin_work *bw = work;
     sq_sasrec *m = sq_sasrec_net_model(&p->inner), *g = sq_sasrec_net_grads(&p->inner);
     sq_sasrec_work *w = sq_sasrec_net_work(bw->inner);
@@ -410,7 +374,7 @@ static double step(sq_net *n, void *work, const sq_packed *b, const sq_step_opts
     sq_zero(cx, w->dout, (size_t)b->T * C);
     double loss = 0.5 * (view_loss(m, w, g, b, 0, b->n_first, &c1) +
                          view_loss(m, w, g, b, b->n_first, b->n, &c2));
-    double lambda = p->cfg.bkl_lambda;
+    double lambda = ((const blin_config *)n->cfg)->bkl_lambda;
     if (lambda > 0) {
         int U = kl_pairs(bw, b), S = b->K > 0 ? b->K + 1 : 0;
         loss += lambda * sq_bkl(cx, w->dout, g->p.item_emb, bw->bkl, w->out, m->p.item_emb,
@@ -425,14 +389,16 @@ static double step(sq_net *n, void *work, const sq_packed *b, const sq_step_opts
 
 static void view(sq_model *out, const sq_net *n)
 {
-    blin_net *p = n->impl;
-    sq_sasrec_model_view(&p->view.inner, sq_sasrec_net_model(&p->inner));
-    p->view.infer_pad = p->cfg.infer_pad;
-    p->view.max_len = p->cfg.base.max_len;
+    sq_backbone_net *p = n->impl;
+    const blin_config *c = n->cfg;
+    blin_scorer *v = p->extra;
+    sq_sasrec_model_view(&v->inner, sq_sasrec_net_model(&p->inner));
+    v->infer_pad = c->infer_pad;
+    v->max_len = c->base.max_len;
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "blin");
-    out->n_items = p->cfg.base.n_items;
-    out->impl = &p->view;
+    out->n_items = c->base.n_items;
+    out->impl = v;
     out->scores = scores;
     out->attention = attention;
 }
@@ -449,7 +415,7 @@ const sq_model_def sq_model_blin = {
     .opts = blin_opts, .more_opts = more_opts, .cfg_size = sizeof(blin_config),
     .config = config, .config_check = config_check, .config_write = config_write,
     .config_read = config_read, .load = load, .check_step = check_step,
-    .net_alloc = net_alloc, .net_free = net_free, .net_init = net_init,
-    .init_from = init_from, .batcher = batcher, .work_alloc = work_alloc,
+    .net_alloc = net_alloc, .net_free = sq_backbone_net_free, .net_init = sq_backbone_net_init,
+    .init_from = sq_backbone_init_from, .batcher = batcher, .work_alloc = work_alloc,
     .work_free = work_free, .step = step, .view = view,
 };

@@ -164,26 +164,12 @@ void R(sq_caser_work_free)(void *work)
 /* ------------------------------------------------------------------------ */
 /* Forward and backward                                                     */
 
-/* The sequence of row r: the last s with off[s] <= r. */
-static int R(sequence_of)(const int *off, int B, int r)
-{
-    int lo = 0, hi = B - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (off[mid] <= r)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
-}
-
 /* Host planning: entry i's window (the L items ending at its row, within
  * its sequence; 0 before the sequence starts) and its user row. */
 static void R(plan)(const sq_packed *b, int L, int *wid, int *urow)
 {
     for (int i = 0; i < b->n; i++) {
-        int r = b->rows ? b->rows[i] : i, s = R(sequence_of)(b->off, b->B, r);
+        int r = b->rows ? b->rows[i] : i, s = sq_seg_of(b->off, b->B, r);
         for (int k = 0; k < L; k++) {
             int j = r - (L - 1 - k);
             wid[(size_t)i * L + k] = j >= b->off[s] ? b->ids[j] : 0;

@@ -151,49 +151,13 @@ static int load(sq_model *mm, sq_modelfile *mf, sq_err *e)
 /* ------------------------------------------------------------------------ */
 /* Training                                                                 */
 
-typedef struct {
-    sq_net inner;
-    cl4srec_config cfg;
-} cl4srec_net;
-
+/* The trainer's net: the backbone's on cl4srec's config (sasrec.h
+ * sq_backbone_net). */
 static const sq_model_def *backbone(void) { return &sq_model_sasrec; }
 
 static int net_alloc(sq_net *n, const void *cfg, const sq_ctx *cx, sq_err *e)
 {
-    cl4srec_net *p = calloc(1, sizeof *p);
-    if (!p)
-        return sq_fail(e, SQ_EX_OSERR, "out of memory");
-    p->cfg = *(const cl4srec_config *)cfg;
-    n->impl = p;
-    if (backbone()->net_alloc(&p->inner, &p->cfg.base, cx, e))
-        return e->code;
-    n->cx = p->inner.cx;
-    n->ts = p->inner.ts;
-    n->params = p->inner.params;
-    n->grads = p->inner.grads;
-    n->cfg = &p->cfg;
-    return 0;
-}
-
-static void net_free(sq_net *n)
-{
-    cl4srec_net *p = n->impl;
-    if (p) {
-        if (p->inner.impl)
-            backbone()->net_free(&p->inner);
-        free(p);
-    }
-    memset(n, 0, sizeof *n);
-}
-
-static void net_init(sq_net *n, uint64_t seed)
-{
-    backbone()->net_init(&((cl4srec_net *)n->impl)->inner, seed);
-}
-
-static int init_from(sq_net *n, const sq_modelfile *mf, const char *path, sq_err *e)
-{
-    return backbone()->init_from(&((cl4srec_net *)n->impl)->inner, mf, path, e);
+    return sq_backbone_net_alloc(n, cfg, sizeof(cl4srec_config), 0, cx, e);
 }
 
 static int batcher(sq_batcher *bt, const sq_seqs *s, const void *cfg, const sq_step_opts *o,
@@ -226,14 +190,15 @@ static void work_free(void *work)
 
 static int work_alloc(const sq_net *n, const sq_batcher *bt, void **work, sq_err *e)
 {
-    const cl4srec_net *p = n->impl;
+    const sq_backbone_net *p = n->impl;
+    const cl4srec_config *c = n->cfg;
     cl4srec_work *w = calloc(1, sizeof *w);
     if (!w)
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
     *work = w;
     if (backbone()->work_alloc(&p->inner, bt, &w->inner, e))
         return e->code;
-    w->nce = malloc(sq_infonce_scratch_size(bt->batch, p->cfg.base.dim) * sizeof *w->nce);
+    w->nce = malloc(sq_infonce_scratch_size(bt->batch, c->base.dim) * sizeof *w->nce);
     w->rows = malloc(2 * (size_t)bt->batch * sizeof *w->rows);
     if (!w->nce || !w->rows)
         return sq_fail(e, SQ_EX_OSERR, "out of memory for the InfoNCE term");
@@ -243,12 +208,13 @@ static int work_alloc(const sq_net *n, const sq_batcher *bt, void **work, sq_err
 static double step(sq_net *n, void *work, const sq_packed *b, const sq_step_opts *o,
                    uint64_t t, int *count)
 {
-    cl4srec_net *p = n->impl;
+    sq_backbone_net *p = n->impl;
+    const cl4srec_config *c = n->cfg;
     cl4srec_work *cw = work;
     sq_sasrec *m = sq_sasrec_net_model(&p->inner), *g = sq_sasrec_net_grads(&p->inner);
     sq_sasrec_work *w = sq_sasrec_net_work(cw->inner);
     sq_sasrec_forward(m, w, b, 1, o->seed, t);
-    double loss = sq_cl4srec_loss(m, w, b, o->loss, p->cfg.cl_weight, p->cfg.cl_temp, cw->nce,
+    double loss = sq_cl4srec_loss(m, w, b, o->loss, c->cl_weight, c->cl_temp, cw->nce,
                                   cw->rows, g, count);
     if (loss == loss && loss - loss == 0) /* finite: the trainer stops otherwise */
         sq_sasrec_backward(m, w, b, g);
@@ -257,7 +223,7 @@ static double step(sq_net *n, void *work, const sq_packed *b, const sq_step_opts
 
 static void view(sq_model *out, const sq_net *n)
 {
-    cl4srec_net *p = n->impl;
+    sq_backbone_net *p = n->impl;
     sq_sasrec_model_view(out, sq_sasrec_net_model(&p->inner));
     snprintf(out->name, sizeof out->name, "cl4srec");
 }
@@ -274,8 +240,8 @@ const sq_model_def sq_model_cl4srec = {
     .opts = cl4srec_opts, .more_opts = more_opts, .cfg_size = sizeof(cl4srec_config),
     .config = config, .config_check = config_check, .config_write = config_write,
     .config_read = config_read, .load = load,
-    .net_alloc = net_alloc, .net_free = net_free, .net_init = net_init,
-    .init_from = init_from, .batcher = batcher, .work_alloc = work_alloc,
+    .net_alloc = net_alloc, .net_free = sq_backbone_net_free, .net_init = sq_backbone_net_init,
+    .init_from = sq_backbone_init_from, .batcher = batcher, .work_alloc = work_alloc,
     .work_free = work_free, .step = step, .view = view,
 };
 

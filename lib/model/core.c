@@ -292,36 +292,6 @@ typedef struct {
     int owned;
 } core_scorer;
 
-/* History b's newest max_len items as a packed batch of one sequence in
- * ints (ids, pos [N], off [2], rows [1]); an empty history is a padding
- * token at N - 1 (its representation is 0, every score 0). */
-static int one_input(const sq_sasrec_config *c, const uint32_t *it, uint32_t len,
-                     sq_packed *pb, int *ints, sq_err *e)
-{
-    uint32_t N = (uint32_t)c->max_len;
-    if (len > N) {
-        it += len - N;
-        len = N;
-    }
-    int T = len ? (int)len : 1;
-    *pb = (sq_packed){.B = 1, .T = T, .n = 1, .ids = ints, .pos = ints + N,
-                      .off = ints + 2 * N};
-    pb->rows = pb->off + 2;
-    pb->ids[0] = 0;
-    for (uint32_t t = 0; t < len; t++) {
-        if (it[t] > c->n_items || it[t] == 0)
-            return sq_fail(e, SQ_EX_DATA, "item %" PRIu32 " out of 1..n_items %" PRIu32,
-                           it[t], c->n_items);
-        pb->ids[t] = (int)it[t];
-    }
-    for (int t = 0; t < T; t++)
-        pb->pos[t] = (int)N - T + t;
-    pb->off[0] = 0;
-    pb->off[1] = T;
-    pb->rows[0] = T - 1;
-    return 0;
-}
-
 /* The representations q of histories b0, b0 + step, ... into rows of hs. */
 static int forward_states(const void *model, const sq_batch *hist, int b0, int step,
                           float *hs, sq_err *e)
@@ -347,7 +317,8 @@ static int forward_states(const void *model, const sq_batch *hist, int b0, int s
     }
     for (int b = b0; b < hist->B && !rc; b += step) {
         sq_packed pb;
-        if ((rc = one_input(c, hist->items + hist->off[b], hist->len[b], &pb, ints, e)) != 0)
+        if ((rc = sq_packed_one(&pb, ints, hist->items + hist->off[b], hist->len[b], c->max_len,
+                                c->n_items, e)) != 0)
             break;
         sq_core_encode(m, &bw, &w, &pb, &s->o, 0, 0, 0);
         sq_copy(&m->cx, hs + (size_t)b * C, w.q, (size_t)C);
@@ -425,50 +396,14 @@ static int load(sq_model *mm, sq_modelfile *mf, sq_err *e)
 /* ------------------------------------------------------------------------ */
 /* Training                                                                 */
 
-typedef struct {
-    sq_net inner;
-    core_config cfg;
-    core_scorer view; /* validation scoring (borrows the backbone) */
-} core_net;
-
+/* The trainer's net: the backbone's on CORE's config (sasrec.h
+ * sq_backbone_net); extra holds the validation view (a core_scorer that
+ * borrows the backbone). */
 static const sq_model_def *backbone(void) { return &sq_model_sasrec; }
 
 static int net_alloc(sq_net *n, const void *cfg, const sq_ctx *cx, sq_err *e)
 {
-    core_net *p = calloc(1, sizeof *p);
-    if (!p)
-        return sq_fail(e, SQ_EX_OSERR, "out of memory");
-    p->cfg = *(const core_config *)cfg;
-    n->impl = p;
-    if (backbone()->net_alloc(&p->inner, &p->cfg.base, cx, e))
-        return e->code;
-    n->cx = p->inner.cx;
-    n->ts = p->inner.ts;
-    n->params = p->inner.params;
-    n->grads = p->inner.grads;
-    n->cfg = &p->cfg;
-    return 0;
-}
-
-static void net_free(sq_net *n)
-{
-    core_net *p = n->impl;
-    if (p) {
-        if (p->inner.impl)
-            backbone()->net_free(&p->inner);
-        free(p);
-    }
-    memset(n, 0, sizeof *n);
-}
-
-static void net_init(sq_net *n, uint64_t seed)
-{
-    backbone()->net_init(&((core_net *)n->impl)->inner, seed);
-}
-
-static int init_from(sq_net *n, const sq_modelfile *mf, const char *path, sq_err *e)
-{
-    return backbone()->init_from(&((core_net *)n->impl)->inner, mf, path, e);
+    return sq_backbone_net_alloc(n, cfg, sizeof(core_config), sizeof(core_scorer), cx, e);
 }
 
 static int batcher(sq_batcher *bt, const sq_seqs *s, const void *cfg, const sq_step_opts *o,
@@ -497,15 +432,16 @@ static void work_free(void *work)
 
 static int work_alloc(const sq_net *n, const sq_batcher *bt, void **work, sq_err *e)
 {
-    const core_net *p = n->impl;
+    const sq_backbone_net *p = n->impl;
+    const core_config *c = n->cfg;
     core_work *w = calloc(1, sizeof *w);
     if (!w)
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
     *work = w;
     if (backbone()->work_alloc(&p->inner, bt, &w->inner, e))
         return e->code;
-    if (sq_core_work_alloc(&w->w, n->cx, bt->cap_T, bt->batch, (int)p->cfg.base.n_items + 1,
-                           p->cfg.base.dim, 1, e))
+    if (sq_core_work_alloc(&w->w, n->cx, bt->cap_T, bt->batch, (int)c->base.n_items + 1,
+                           c->base.dim, 1, e))
         return e->code;
     w->cx = n->cx;
     return 0;
@@ -514,21 +450,23 @@ static int work_alloc(const sq_net *n, const sq_batcher *bt, void **work, sq_err
 static double step(sq_net *n, void *work, const sq_packed *b, const sq_step_opts *o,
                    uint64_t t, int *count)
 {
-    core_net *p = n->impl;
+    sq_backbone_net *p = n->impl;
     core_work *cw = work;
-    sq_core_opts co = opts_of(&p->cfg);
+    sq_core_opts co = opts_of(n->cfg);
     return sq_core_loss(sq_sasrec_net_model(&p->inner), sq_sasrec_net_work(cw->inner), &cw->w,
                         b, &co, o->seed, t, sq_sasrec_net_grads(&p->inner), count);
 }
 
 static void view(sq_model *out, const sq_net *n)
 {
-    core_net *p = n->impl;
-    p->view = (core_scorer){.m = sq_sasrec_net_model(&p->inner), .o = opts_of(&p->cfg)};
+    sq_backbone_net *p = n->impl;
+    const core_config *c = n->cfg;
+    core_scorer *v = p->extra;
+    *v = (core_scorer){.m = sq_sasrec_net_model(&p->inner), .o = opts_of(c)};
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "core");
-    out->n_items = p->cfg.base.n_items;
-    out->impl = &p->view;
+    out->n_items = c->base.n_items;
+    out->impl = v;
     out->scores = scores;
 }
 
@@ -544,8 +482,8 @@ const sq_model_def sq_model_core = {
     .opts = core_opts, .more_opts = more_opts, .cfg_size = sizeof(core_config),
     .config = config, .config_check = config_check, .config_write = config_write,
     .config_read = config_read, .load = load, .check_step = check_step,
-    .net_alloc = net_alloc, .net_free = net_free, .net_init = net_init,
-    .init_from = init_from, .batcher = batcher, .work_alloc = work_alloc,
+    .net_alloc = net_alloc, .net_free = sq_backbone_net_free, .net_init = sq_backbone_net_init,
+    .init_from = sq_backbone_init_from, .batcher = batcher, .work_alloc = work_alloc,
     .work_free = work_free, .step = step, .view = view,
     .train_defaults = "train.target=last\n",
 };

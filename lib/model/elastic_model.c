@@ -184,38 +184,6 @@ static int config_read(void *cfg, const sq_modelfile *mf, const char *path, sq_e
 /* ------------------------------------------------------------------------ */
 /* Scoring                                                                  */
 
-/* The scoring input of one history: its newest max_len items (a cold user:
- * one padding token), positions ending at max_len - 1. ints holds ids,
- * pos, off, rows: 2 max_len + 3 entries. */
-static int one_input(const sq_elastic_config *c, const uint32_t *hist, uint32_t n,
-                     sq_packed *pb, int *ints, sq_err *e)
-{
-    uint32_t N = (uint32_t)c->max_len, len = n < N ? n : N;
-    const uint32_t *it = hist + (n - len);
-    int T = len ? (int)len : 1;
-    memset(pb, 0, sizeof *pb);
-    pb->ids = ints;
-    pb->pos = ints + N;
-    pb->off = ints + 2 * N;
-    pb->rows = pb->off + 2;
-    pb->B = 1;
-    pb->T = T;
-    pb->n = 1;
-    pb->ids[0] = 0;
-    for (uint32_t t = 0; t < len; t++) {
-        if (it[t] > c->n_items || it[t] == 0)
-            return sq_fail(e, SQ_EX_DATA, "item %" PRIu32 " out of 1..n_items %" PRIu32,
-                           it[t], c->n_items);
-        pb->ids[t] = (int)it[t];
-    }
-    for (int t = 0; t < T; t++)
-        pb->pos[t] = (int)N - T + t;
-    pb->off[0] = 0;
-    pb->off[1] = T;
-    pb->rows[0] = T - 1;
-    return 0;
-}
-
 /* What one scoring thread runs: histories b0, b0 + step, ... forward on a
  * one-thread copy of the model; their states into hs and, with count,
  * their experts counted (count is per thread: [threads, pool^2]). */
@@ -244,7 +212,8 @@ static int forward_states(const void *job, const sq_batch *hist, int b0, int ste
     int rc = 0;
     for (int b = b0; b < hist->B && !rc; b += step) {
         sq_packed pb;
-        if ((rc = one_input(c, hist->items + hist->off[b], hist->len[b], &pb, ints, e)) != 0)
+        if ((rc = sq_packed_one(&pb, ints, hist->items + hist->off[b], hist->len[b], c->max_len,
+                                c->n_items, e)) != 0)
             break;
         sq_elastic_forward(m, &w, &pb, 0, 0, 0);
         if (hs)

@@ -76,20 +76,6 @@ int R(sq_fpmc_work_alloc)(const R(sq_flat) *m, const sq_flat_cap *cap, void **wo
     return 0;
 }
 
-/* The sequence of packed row `row`: the last s with off[s] <= row. */
-static int R(sequence_of)(const int *off, int B, int row)
-{
-    int lo = 0, hi = B - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (off[mid] <= row)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
-}
-
 const real *R(sq_fpmc_forward)(const R(sq_flat) *m, void *work, const sq_packed *b, int train,
                                uint64_t seed, uint64_t step)
 {
@@ -100,7 +86,7 @@ const real *R(sq_fpmc_forward)(const R(sq_flat) *m, void *work, const sq_packed 
     int n = b->n, d = c->dim;
     for (int i = 0; i < n; i++) { /* host: who and what each entry reads */
         int row = b->rows ? b->rows[i] : i;
-        w->users[i] = (int)b->uid[R(sequence_of)(b->off, b->B, row)];
+        w->users[i] = (int)b->uid[sq_seg_of(b->off, b->B, row)];
         w->items[i] = b->ids[row];
     }
     /* user ids start at 0: a gather, not the embedding op (whose id 0 is

@@ -261,6 +261,25 @@ sq_sasrec *sq_sasrec_net_model(const sq_net *n);
 sq_sasrec *sq_sasrec_net_grads(const sq_net *n);
 sq_sasrec_work *sq_sasrec_net_work(void *work);
 
+/* The net of a model on the backbone (blin, cl4srec, core): its config
+ * struct starts with an sq_sasrec_config, and its net is sq_model_sasrec's
+ * on that embedded config. n->impl is an sq_backbone_net; n->cfg is its
+ * cfg (the model's whole config). */
+typedef struct {
+    sq_net inner; /* sq_model_sasrec's net on cfg's sq_sasrec_config */
+    void *cfg;    /* a copy of the model's config (cfg_size bytes) */
+    void *extra;  /* extra_size zeroed bytes of the model's own (NULL if 0) */
+} sq_backbone_net;
+
+/* net_alloc (model.h) for a config of cfg_size bytes whose first member is
+ * the sq_sasrec_config. */
+int sq_backbone_net_alloc(sq_net *n, const void *cfg, size_t cfg_size, size_t extra_size,
+                          const sq_ctx *cx, sq_err *e);
+/* net_free, net_init and init_from (model.h): the backbone's on inner. */
+void sq_backbone_net_free(sq_net *n);
+void sq_backbone_net_init(sq_net *n, uint64_t seed);
+int sq_backbone_init_from(sq_net *n, const sq_modelfile *mf, const char *path, sq_err *e);
+
 /* The attention weights of every layer for one history (its scoring input,
  * SCORING above: n rows, n <= N). On success *map is a malloc'd
  * [n_layers, H, n, n] array (layer l, head h, query row i, key row j at

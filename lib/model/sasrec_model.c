@@ -858,6 +858,54 @@ static void view(sq_model *out, const sq_net *n)
     sq_sasrec_model_view(out, &((const net_impl *)n->impl)->model);
 }
 
+/* ------------------------------------------------------------------------ */
+/* The net of a model on the backbone (sasrec.h sq_backbone_net)            */
+
+int sq_backbone_net_alloc(sq_net *n, const void *cfg, size_t cfg_size, size_t extra_size,
+                          const sq_ctx *cx, sq_err *e)
+{
+    sq_backbone_net *p = calloc(1, sizeof *p);
+    if (!p)
+        return sq_fail(e, SQ_EX_OSERR, "out of memory");
+    n->impl = p;
+    p->cfg = malloc(cfg_size);
+    p->extra = extra_size ? calloc(1, extra_size) : NULL;
+    if (!p->cfg || (extra_size && !p->extra))
+        return sq_fail(e, SQ_EX_OSERR, "out of memory");
+    memcpy(p->cfg, cfg, cfg_size);
+    if (net_alloc(&p->inner, p->cfg, cx, e)) /* the config's first member */
+        return e->code;
+    n->cx = p->inner.cx;
+    n->ts = p->inner.ts;
+    n->params = p->inner.params;
+    n->grads = p->inner.grads;
+    n->cfg = p->cfg;
+    return 0;
+}
+
+void sq_backbone_net_free(sq_net *n)
+{
+    sq_backbone_net *p = n->impl;
+    if (p) {
+        if (p->inner.impl)
+            net_free(&p->inner);
+        free(p->extra);
+        free(p->cfg);
+        free(p);
+    }
+    memset(n, 0, sizeof *n);
+}
+
+void sq_backbone_net_init(sq_net *n, uint64_t seed)
+{
+    net_init(&((sq_backbone_net *)n->impl)->inner, seed);
+}
+
+int sq_backbone_init_from(sq_net *n, const sq_modelfile *mf, const char *path, sq_err *e)
+{
+    return init_from(&((sq_backbone_net *)n->impl)->inner, mf, path, e);
+}
+
 #define TRANSFORMER(var, kname, ksummary, kconfig, kopts)                           \
     const sq_model_def var = {                                                      \
         .name = kname, .summary = ksummary, .opts = kopts, .more_opts = kind_opts,  \

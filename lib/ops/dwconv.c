@@ -13,6 +13,7 @@
 #endif
 
 #include "dwconv.h"
+#include "ops.h"
 #include "real.h"
 
 /* Below this many multiply-adds an op runs on one thread (as in
@@ -27,21 +28,6 @@ static int par_worth(int T, int C, int K)
     return (double)T * C * K >= PAR_MIN_WORK;
 }
 
-/* The segment of row t: the last b with off[b] <= t (empty segments
- * skipped). */
-static int segment_of(const int *off, int B, int t)
-{
-    int lo = 0, hi = B - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (off[mid] <= t)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
-}
-
 static inline int imax(int a, int b) { return a > b ? a : b; }
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
@@ -54,7 +40,7 @@ void R(sq_dwconv_forward)(const sq_ctx *cx, real *out, const real *x, int ld, co
     #pragma omp parallel for schedule(static) if(par_worth(T, C, K)) \
             num_threads(sq_ctx_threads(cx))
     for (int t = 0; t < T; t++) {
-        int s = segment_of(off, B, t), o = off[s], e = off[s + 1];
+        int s = sq_seg_of(off, B, t), o = off[s], e = off[s + 1];
         real *y = out + (size_t)t * C;
         if (b)
             sq_axpy(y, 1, b, C);
@@ -77,7 +63,7 @@ static void dx_rows(const sq_ctx *cx, real *dx, const real *dout, int ld, const 
     #pragma omp parallel for schedule(static) if(par_worth(T, C, K)) \
             num_threads(sq_ctx_threads(cx))
     for (int j = 0; j < T; j++) {
-        int s = segment_of(off, B, j), o = off[s], e = off[s + 1];
+        int s = sq_seg_of(off, B, j), o = off[s], e = off[s + 1];
         real *d = dx + (size_t)j * ld;
         int k0 = imax(0, j + lo - e + 1), k1 = imin(K, j + lo - o + 1);
         for (int k = k0; k < k1; k++) {

@@ -43,6 +43,19 @@ void sq_pack_positions(int *pos, const int *off, int B, int max_len)
     }
 }
 
+int sq_seg_of(const int *off, int B, int row)
+{
+    int lo = 0, hi = B - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (off[mid] <= row)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 size_t sq_attention_cache_size(const int *off, int B, int H)
 {
     size_t n = 0;

@@ -59,6 +59,10 @@ int sq_pack_offsets(int *off, const int *len, int B);
 /* pos[T]: pos[off[b] + t] = max_len - len[b] + t (needs len[b] <= max_len). */
 void sq_pack_positions(int *pos, const int *off, int B, int max_len);
 
+/* The sequence (segment) of packed row `row`: the last b with off[b] <= row
+ * (empty segments skipped); binary search over off[0..B-1]. */
+int sq_seg_of(const int *off, int B, int row);
+
 /* Number of reals in the attention probability cache: H * sum(len^2). */
 size_t sq_attention_cache_size(const int *off, int B, int H);
 
