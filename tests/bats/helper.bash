@@ -82,3 +82,33 @@ same_seed_same_model() {
   seqrec-train "$@" --epochs 2 --seed 2 --log /dev/null -o "$T/m3.sqm" "$T/s.sqr"
   ! cmp -s "$T/m1.sqm" "$T/m3.sqm"
 }
+
+# resume_same_model ARGS...: `seqrec-train ARGS` for 1 epoch on $T/s.sqr,
+# resumed to 2, ends with the bytes of the uninterrupted 2-epoch run.
+# Leaves $T/full.sqm and $T/r.sqm with its checkpoint.
+resume_same_model() {
+  seqrec-train "$@" --epochs 2 --log /dev/null -o "$T/full.sqm" "$T/s.sqr"
+  seqrec-train "$@" --epochs 1 --log /dev/null -o "$T/r.sqm" "$T/s.sqr"
+  seqrec-train --resume "$T/r.sqm.ckpt" --epochs 2 --threads 2 --log /dev/null "$T/s.sqr"
+  cmp "$T/full.sqm" "$T/r.sqm"
+}
+
+# score_matches_log LOG MODEL: seqrec-score's validation NDCG@10 of MODEL on
+# $T/s.sqr is the best of the training log (to 5e-6): validation and
+# seqrec-score rank the same way.
+score_matches_log() {
+  local best got
+  best=$(sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$1" | sort -g | tail -n 1)
+  got=$(seqrec-score -m "$2" --target valid "$T/s.sqr" | seqrec-metrics --json -k 10 \
+        | sed -n 's/.*"ndcg@10": *\([0-9.]*\).*/\1/p')
+  echo "log $best score $got"
+  awk -v a="$best" -v b="$got" 'BEGIN { d = a - b; exit !(d < 5e-6 && d > -5e-6) }'
+}
+
+# scores_invariant MODEL: the same ranks of $T/s.sqr on 1 thread in batches
+# of 7 as on 2 threads in the default batches.
+scores_invariant() {
+  seqrec-score -m "$1" -j 1 -b 7 "$T/s.sqr" > "$T/r1"
+  seqrec-score -m "$1" -j 2 "$T/s.sqr" > "$T/r2"
+  cmp "$T/r1" "$T/r2"
+}
