@@ -102,7 +102,7 @@ UNIT_TEST(test_cl4srec_views)
         CHECK_EQ(sq_batcher_init_cl(&b, &d, mode, N, 64, 2, &a, 7, &e), 0);
         CHECK_EQ(sq_batcher_init_cl(&b1, &d, mode, N, 1, 2, &a, 7, &e), 0);
         CHECK_EQ(sq_batcher_init(&plain, &d, mode, N, 64, 2, 7, &e), 0);
-        int prev[64][2] = {{0}};
+        uint32_t prev[64][2] = {{0}};
         for (uint64_t ep = 0; ep < 6; ep++) {
             sq_batcher_shuffle(&b, ep);
             sq_batcher_shuffle(&plain, ep);
@@ -131,9 +131,9 @@ UNIT_TEST(test_cl4srec_views)
                     int k = view_kind(t, p, v * B + j, in, len, &a, N);
                     CHECK(k != 0);
                     kinds |= k;
-                    int h = 0;
+                    uint32_t h = 0; /* a hash: wraps */
                     for (int r = p->off[v * B + j]; r < p->off[v * B + j + 1]; r++)
-                        h = h * 31 + p->ids[r];
+                        h = h * 31u + (uint32_t)p->ids[r];
                     if (mode == SQ_TARGET_ALL && ep > 0)
                         differ_epochs += prev[p->user[j]][v - 1] != h;
                     prev[p->user[j]][v - 1] = h;
