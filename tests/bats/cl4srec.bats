@@ -50,14 +50,7 @@ ndcg() { sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$@"; }
 }
 
 @test "cl4srec: a model file round-trips: scores from the file equal a second load's, --init reads it" {
-  seqrec-train "${TINY[@]}" --epochs 2 --log /dev/null -o "$T/m.sqm" "$T/s.sqr"
-  seqrec-score -m "$T/m.sqm" -k 5 "$T/s.sqr" > "$T/a"
-  seqrec-score -m "$T/m.sqm" -k 5 --threads 1 "$T/s.sqr" > "$T/b"
-  cmp "$T/a" "$T/b"
-  [ -s "$T/a" ]
-  seqrec-train --init "$T/m.sqm" --epochs 1 --threads 2 --log /dev/null -o "$T/m2.sqm" "$T/s.sqr"
-  model_keys() { seqrec-cat --header "$1" | grep -v -e '^file' -e 'train\.' -e 'valid\.'; }
-  diff <(model_keys "$T/m.sqm") <(model_keys "$T/m2.sqm")
+  roundtrip_and_init "${TINY[@]}"
 }
 
 @test "cl4srec: a run resumed from its checkpoint ends with the uninterrupted run's model" {

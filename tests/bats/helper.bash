@@ -112,3 +112,17 @@ scores_invariant() {
   seqrec-score -m "$1" -j 2 "$T/s.sqr" > "$T/r2"
   cmp "$T/r1" "$T/r2"
 }
+
+# roundtrip_and_init ARGS...: a 2-epoch `seqrec-train ARGS` model file gives
+# the same top-5 on 2 threads and on 1, and `--init` from it keeps its model
+# options (its header but for the file, training and validation keys).
+roundtrip_and_init() {
+  seqrec-train "$@" --epochs 2 --log /dev/null -o "$T/m.sqm" "$T/s.sqr"
+  seqrec-score -m "$T/m.sqm" -k 5 "$T/s.sqr" > "$T/a"
+  seqrec-score -m "$T/m.sqm" -k 5 --threads 1 "$T/s.sqr" > "$T/b"
+  cmp "$T/a" "$T/b"
+  [ -s "$T/a" ]
+  seqrec-train --init "$T/m.sqm" --epochs 1 --threads 2 --log /dev/null -o "$T/m2.sqm" "$T/s.sqr"
+  diff <(seqrec-cat --header "$T/m.sqm" | grep -v -e '^file' -e 'train\.' -e 'valid\.') \
+       <(seqrec-cat --header "$T/m2.sqm" | grep -v -e '^file' -e 'train\.' -e 'valid\.')
+}
