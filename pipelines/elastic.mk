@@ -49,7 +49,7 @@
 # models, metrics and expert counts, table2.md, table3.md, fig5.md,
 # fig5.png, fig4.md and fig4.png (the load per expert of the ELASTIC run);
 # Figure 3 in repro/elastic/fig3/ (`make elastic-fig3`, run alone
-# after the others: see pipelines/elastic_fig3.sh; ELASTIC_FIG3_NS,
+# after the others: see pipelines/len_cost.sh; ELASTIC_FIG3_NS,
 # ELASTIC_FIG3_USERS, ELASTIC_FIG3_BATCH and ELASTIC_FIG3_ITEMS size it).
 ELASTIC_DATA ?= ml-1m-part
 ELASTIC_OUT ?= repro/elastic/$(ELASTIC_DATA)
@@ -181,7 +181,7 @@ elastic-tables:
 	@cat $(ELASTIC_OUT)/table2.md $(ELASTIC_OUT)/table3.md $(ELASTIC_OUT)/fig5.md $(ELASTIC_OUT)/fig4.md
 	@if [ -s $(ELASTIC_FIG3_OUT)/fig3.md ]; then cat $(ELASTIC_FIG3_OUT)/fig3.md; fi
 
-# Figure 3, on synthetic long sequences (pipelines/elastic_fig3.sh): kept
+# Figure 3, on synthetic long sequences (pipelines/len_cost.sh): kept
 # once made; remove $(ELASTIC_FIG3_OUT) to measure again.
 ELASTIC_FIG3_NS ?= 64 128 256 512 1024
 ELASTIC_FIG3_USERS ?= 256
@@ -194,4 +194,4 @@ $(ELASTIC_FIG3_OUT)/fig3.md:
 	SEQREC_BIN=$(ELASTIC_BIN) FIG3_NS="$(ELASTIC_FIG3_NS)" FIG3_USERS=$(ELASTIC_FIG3_USERS) \
 	  FIG3_ITEMS=$(ELASTIC_FIG3_ITEMS) FIG3_BATCH=$(ELASTIC_FIG3_BATCH) FIG3_THREADS=$(ELASTIC_THREADS) \
 	  FIG3_SASREC="$(ELASTIC_FIG3_SASREC)" FIG3_ELASTIC="$(ELASTIC_FIG3_ELASTIC)" \
-	  sh pipelines/elastic_fig3.sh $(ELASTIC_FIG3_OUT)
+	  sh pipelines/len_cost.sh $(ELASTIC_FIG3_OUT)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# paper_table.sh [--mrr] TITLE DIR "RUN:HR10/HR20/NDCG10/NDCG20 ..." RUN...
+# paper_table.sh [--mrr | --keys "K..."] TITLE DIR "RUN:HR10/HR20/NDCG10/NDCG20 ..." RUN...
 #
 # A Markdown table of the test metrics of each RUN (DIR/RUN.json from
 # seqrec-metrics --json -k 10,20) next to the paper's cells and our/paper
@@ -7,13 +7,18 @@
 # its best validation epoch and its mean seconds per epoch (DIR/RUN.log).
 #
 # --mrr: MRR@10 and MRR@20 columns too; the paper's cells are then
-# HR10/HR20/NDCG10/NDCG20/MRR10/MRR20. A RUN written NAME:NOTE is a model
+# HR10/HR20/NDCG10/NDCG20/MRR10/MRR20. --keys "hr@10 mrr@10 ndcg@10": those
+# columns of seqrec-metrics --json instead, the paper's cells in that order
+# ("-" where the paper has none). A RUN written NAME:NOTE is a model
 # not run here: its row ("NAME (NOTE)") shows the paper's cells only.
 set -eu
 keys="hr@10 hr@20 ndcg@10 ndcg@20"
 if [ "${1:-}" = --mrr ]; then
   keys="$keys mrr@10 mrr@20"
   shift
+elif [ "${1:-}" = --keys ]; then
+  keys=$2
+  shift 2
 fi
 title=$1 dir=$2 paper=$3
 shift 3

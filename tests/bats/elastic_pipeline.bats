@@ -69,13 +69,13 @@ mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }
   grep -qF '| 16x16 | 256 | elastic | 0.4123 | 19.53% | - | - |' "$T/r/fig5.md"
 }
 
-@test "elastic: elastic_fig3.sh times both models by N on a tiny synthetic run" {
+@test "elastic: len_cost.sh times both models by N on a tiny synthetic run" {
   # ELASTIC itself when seqrec-train knows it, else a stand-in
   el="--model sasrec --attn linrec"
   if seqrec-train --help | grep -q '^ *elastic '; then el="--model elastic --pool 4 --topk-experts 2"; fi
   run -0 env SEQREC_BIN="$SEQREC_BIN" FIG3_NS="8 16" FIG3_USERS=40 FIG3_ITEMS=50 FIG3_MEAN_LEN=30 \
     FIG3_MAX_SEQ=60 FIG3_BATCH=16 FIG3_COMMON="--dim 16 --ffn 32 --heads 2 --seed 1" FIG3_ELASTIC="$el" \
-    sh "$P/elastic_fig3.sh" "$T/f3"
+    sh "$P/len_cost.sh" "$T/f3"
   echo "$output"
   cat "$T/f3/fig3.md"
   [ "$(wc -l < "$T/f3/fig3.tsv")" -eq 5 ]
@@ -132,7 +132,7 @@ mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }
   grep -q -- "seqrec-preprocess --core 5 " <<< "$output"
   grep -q -- " data/raw/ml-1m-part.zip > $T/out/stats.tsv" <<< "$output"
   grep -q -- "seqrec-split --leave-one-out" <<< "$output"
-  grep -q "pipelines/elastic_fig3.sh $T/f3" <<< "$output"
+  grep -q "pipelines/len_cost.sh $T/f3" <<< "$output"
   # the knobs: a subset, the epochs, threads, batch, data, the model's name
   run -0 mk -n elastic-runs ELASTIC_OUT="$T/out" ELASTIC_RUNS="sasrec topk4" EPOCHS=7 ELASTIC_THREADS=2 \
     ELASTIC_BATCH=2048 ELASTIC_DATA=ml-1m ELASTIC_MODEL="--model x"

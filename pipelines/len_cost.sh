@@ -1,19 +1,22 @@
 #!/bin/sh
-# elastic_fig3.sh DIR - ELASTIC Figure 3 (elastic.txt): the cost of ELASTIC
-# against SASRec as the maximum sequence length N grows (the paper: XLong,
-# avg length 958.8, N in {64, 128, 256, 512, 1024}, GPU memory in training
-# and inference latency). Here, on this machine's CPU and on seqrec-synth
-# sequences of about the same average length (XLong is not public), one
-# model after the other (never side by side, so that the timings are
-# alone), for every N:
+# len_cost.sh DIR - the cost of two models as the maximum sequence length N
+# grows: ELASTIC Figure 3 (elastic.txt; the defaults: ELASTIC against
+# SASRec, the paper's XLong, avg length 958.8, N in {64, 128, 256, 512,
+# 1024}, GPU memory in training and inference latency) and LinRec Figure 3
+# (linrec.mk sets the knobs). Here, on this machine's CPU and on
+# seqrec-synth sequences of about the same average length as the paper's
+# data, one model after the other (never side by side, so that the timings
+# are alone), for every N:
 #
 #   step time   seconds of training of the last epoch / its steps, where
 #               the seconds are samples / seq_per_s of the training log
 #               (training only, validation excluded) and the steps
 #               ceil(samples / batch), samples = users (one sample a user
-#               an epoch: both models train --target random, ELASTIC's
-#               default, so that they see the same prefixes and the step
-#               time compares the models on the same inputs)
+#               an epoch with --target random, ELASTIC's default, for
+#               both models, so that they see the same prefixes and the
+#               step time compares the models on the same inputs; with
+#               --target all samples = users too: every position of a
+#               user's sequence is one sample)
 #   peak memory the training process's maximum RSS, from GNU time's %M
 #               (/usr/bin/time); without it, a "...rss..." field of the
 #               training log if it has one (KiB, or MiB for a _mb key),
@@ -23,16 +26,19 @@
 #
 # Writes DIR/synth.split, DIR/MODEL-N.{log,sqm,time,score.time},
 # DIR/fig3.tsv (model N ms_per_step peak_mib score_ms_per_user epoch_s),
-# DIR/fig3.md (the table, with ELASTIC/SASRec ratios) and DIR/fig3.png
-# (gnuplot; skipped with a message when it is absent).
+# DIR/fig3.md (the table, with B/A ratios) and DIR/fig3.png (gnuplot;
+# skipped with a message when it is absent).
 #
 # Knobs (environment): SEQREC_BIN (programs, default build/bin), FIG3_NS
 # (default "64 128 256 512 1024"), FIG3_USERS (256), FIG3_ITEMS (1000),
 # FIG3_MEAN_LEN (959) and FIG3_MAX_SEQ (2000: seqrec-synth --mean-len and
 # --max-len; the average comes out near 960-980), FIG3_BATCH (64),
 # FIG3_EPOCHS (1), FIG3_THREADS (1), FIG3_COMMON (the options of both
-# models), FIG3_SASREC and FIG3_ELASTIC (each model's own: the paper's
-# XLong setting, pool 32x32 and top-16, for ELASTIC).
+# models), FIG3_A and FIG3_B (each model's own; the defaults SASRec and
+# ELASTIC with the paper's XLong setting, pool 32x32 and top-16), FIG3_KEYS
+# (file names of A and B, "sasrec elastic"), FIG3_LABELS ("SASRec
+# ELASTIC"), FIG3_TITLE, FIG3_PAPER (the line under the table: what the
+# paper found), FIG3_LOG2 (1: N on a log2 axis).
 set -eu
 dir=$1
 bin=${SEQREC_BIN:-build/bin}
@@ -45,8 +51,16 @@ batch=${FIG3_BATCH:-64}
 epochs=${FIG3_EPOCHS:-1}
 threads=${FIG3_THREADS:-1}
 common=${FIG3_COMMON:---loss ce --dim 64 --ffn 256 --layers 2 --heads 2 --dropout 0.5 --lr 1e-3 --seed 1}
-sasrec=${FIG3_SASREC:---model sasrec --attn softmax --target random}
-elastic=${FIG3_ELASTIC:---model elastic --pool 32x32 --topk-experts 16}
+args_a=${FIG3_A:-${FIG3_SASREC:---model sasrec --attn softmax --target random}}
+args_b=${FIG3_B:-${FIG3_ELASTIC:---model elastic --pool 32x32 --topk-experts 16}}
+set -- ${FIG3_KEYS:-sasrec elastic}
+ka=$1 kb=$2
+set -- ${FIG3_LABELS:-SASRec ELASTIC}
+la=$1 lb=$2
+title=${FIG3_TITLE:-ELASTIC Figure 3: ELASTIC against SASRec by maximum length N}
+paper=${FIG3_PAPER:-The paper (XLong, GPU, N = 1024): about 90% less training memory (ratio ~0.10) and 2.68x faster inference (ratio ~0.37).}
+logx='set logscale x 2'
+[ "${FIG3_LOG2:-1}" = 1 ] || logx='unset logscale x' 
 mkdir -p "$dir"
 
 split=$dir/synth.split
@@ -81,9 +95,9 @@ measure() {
 tsv=$dir/fig3.tsv
 printf 'model\tN\tms_per_step\tpeak_mib\tscore_ms_per_user\tepoch_s\n' > "$tsv"
 for n in $ns; do
-  for m in sasrec elastic; do
-    if [ "$m" = sasrec ]; then args=$sasrec; else args=$elastic; fi
-    echo "elastic_fig3.sh: $m N=$n" >&2
+  for m in "$ka" "$kb"; do
+    if [ "$m" = "$ka" ]; then args=$args_a; else args=$args_b; fi
+    echo "len_cost.sh: $m N=$n" >&2
     # shellcheck disable=SC2086
     measure "$dir/$m-$n.time" "$bin/seqrec-train" $args $common --max-len "$n" \
       --batch "$batch" --epochs "$epochs" --patience 0 --threads "$threads" \
@@ -119,56 +133,57 @@ done
 
 md=$dir/fig3.md
 awk -v users="$samples" -v avg="$avg" -v items="$items" -v batch="$batch" -v threads="$threads" \
-    -v sasrec="$sasrec" -v elastic="$elastic" -v common="$common" '
+    -v args_a="$args_a" -v args_b="$args_b" -v common="$common" -v ka="$ka" -v kb="$kb" \
+    -v la="$la" -v lb="$lb" -v title="$title" -v paper="$paper" '
   function ratio(a, b) { return (a == "-" || b == "-" || b + 0 == 0) ? "-" : sprintf("%.2f", a / b) }
   NR > 1 {
     if (!($2 in seen)) { seen[$2] = 1; order[++nn] = $2 }
     step[$1, $2] = $3; mem[$1, $2] = $4; score[$1, $2] = $5
   }
   END {
-    print "### ELASTIC Figure 3: ELASTIC against SASRec by maximum length N (CPU, synthetic)\n"
+    print "### " title " (CPU, synthetic)\n"
     printf "%d synthetic users (avg length %s, %d items), batch %d, %d thread(s); ", users, avg, items, batch, threads
-    printf "SASRec `%s`, ELASTIC `%s`, both `%s`. ", sasrec, elastic, common
-    print "The training samples are the options'"'"' (by default both --target random: one random prefix a user an epoch, the same prefixes for both models).\n"
-    print "| N | SASRec ms/step | ELASTIC ms/step | ratio | SASRec peak MiB | ELASTIC peak MiB | ratio | SASRec score ms/user | ELASTIC score ms/user | ratio |"
+    printf "%s `%s`, %s `%s`, both `%s`. ", la, args_a, lb, args_b, common
+    print "The training samples are the options'"'"' (--target random: one random prefix a user an epoch, the same prefixes for both models; --target all: every position).\n"
+    printf "| N | %s ms/step | %s ms/step | ratio | %s peak MiB | %s peak MiB | ratio | %s score ms/user | %s score ms/user | ratio |\n", la, lb, la, lb, la, lb
     print "|---|---|---|---|---|---|---|---|---|---|"
     for (i = 1; i <= nn; i++) {
       n = order[i]
       printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n,
-        step["sasrec", n], step["elastic", n], ratio(step["elastic", n], step["sasrec", n]),
-        mem["sasrec", n], mem["elastic", n], ratio(mem["elastic", n], mem["sasrec", n]),
-        score["sasrec", n], score["elastic", n], ratio(score["elastic", n], score["sasrec", n])
+        step[ka, n], step[kb, n], ratio(step[kb, n], step[ka, n]),
+        mem[ka, n], mem[kb, n], ratio(mem[kb, n], mem[ka, n]),
+        score[ka, n], score[kb, n], ratio(score[kb, n], score[ka, n])
     }
-    print "\nRatios are ELASTIC / SASRec (below 1: ELASTIC cheaper). The paper (XLong, GPU, N = 1024): about 90% less training memory (ratio ~0.10) and 2.68x faster inference (ratio ~0.37).\n"
+    print "\nRatios are " lb " / " la " (below 1: " lb " cheaper). " paper "\n"
   }' "$tsv" > "$md"
 
 if ! command -v gnuplot > /dev/null; then
-  echo "elastic_fig3.sh: gnuplot not found: $md and $tsv written, no PNG" >&2
+  echo "len_cost.sh: gnuplot not found: $md and $tsv written, no PNG" >&2
   exit 0
 fi
-for m in sasrec elastic; do
+for m in "$ka" "$kb"; do
   awk -v m="$m" '$1 == m { print $2, $3, $4, $5 }' "$tsv" > "$dir/fig3-$m.dat"
 done
 gnuplot <<GP
 call '$(dirname "$0")/png.gp' '1200' '420'
 set output '$dir/fig3.png'
-set multiplot layout 1,3 title 'ELASTIC Figure 3: ELASTIC vs SASRec by maximum length N (CPU, synthetic, $samples users)'
+set multiplot layout 1,3 title '$title (CPU, synthetic, $samples users)'
 set grid
 set datafile missing '-'
-set logscale x 2
+$logx
 set xlabel 'N (--max-len)'
 set key top left
 set title 'training step'
 set ylabel 'ms per step'
-plot '$dir/fig3-sasrec.dat' using 1:2 with linespoints lw 2 title 'SASRec', \
-     '$dir/fig3-elastic.dat' using 1:2 with linespoints lw 2 title 'ELASTIC'
+plot '$dir/fig3-$ka.dat' using 1:2 with linespoints lw 2 title '$la', \
+     '$dir/fig3-$kb.dat' using 1:2 with linespoints lw 2 title '$lb'
 set title 'training peak memory'
 set ylabel 'max RSS (MiB)'
-plot '$dir/fig3-sasrec.dat' using 1:3 with linespoints lw 2 title 'SASRec', \
-     '$dir/fig3-elastic.dat' using 1:3 with linespoints lw 2 title 'ELASTIC'
+plot '$dir/fig3-$ka.dat' using 1:3 with linespoints lw 2 title '$la', \
+     '$dir/fig3-$kb.dat' using 1:3 with linespoints lw 2 title '$lb'
 set title 'inference'
 set ylabel 'ms per user (seqrec-score)'
-plot '$dir/fig3-sasrec.dat' using 1:4 with linespoints lw 2 title 'SASRec', \
-     '$dir/fig3-elastic.dat' using 1:4 with linespoints lw 2 title 'ELASTIC'
+plot '$dir/fig3-$ka.dat' using 1:4 with linespoints lw 2 title '$la', \
+     '$dir/fig3-$kb.dat' using 1:4 with linespoints lw 2 title '$lb'
 unset multiplot
 GP
