@@ -898,7 +898,7 @@ int sq_train(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
             break;
         r.st[ST_EPOCHS_DONE] = epoch + 1;
         s.seconds = now() - t0;
-        s.eval_seconds = s.evaluated ? s.seconds - s.train_seconds : 0;
+        s.eval_seconds = s.seconds - s.train_seconds;
         s.max_rss_mib = max_rss_mib();
         stop_of(&r, &s);
         if (hooks->epoch && (rc = hooks->epoch(hooks->ctx, &s, e)) != 0)

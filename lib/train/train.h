@@ -134,7 +134,7 @@ typedef struct {
     uint64_t samples;       /* training sequences of the epoch */
     double seconds;         /* wall time of the epoch, validation included */
     double train_seconds;   /* of which the batches */
-    double eval_seconds;    /* and the validation (0 when not evaluated) */
+    double eval_seconds;    /* and the rest: validation (near 0 when not evaluated) */
     double max_rss_mib;     /* the process's peak resident memory so far */
     double first_loss;      /* the loss of this run's first batch */
     int loss_rose;          /* loss > 10 first_loss: worth a warning */
