@@ -158,6 +158,7 @@ typedef struct {
     const char *name; /* its name, for messages */
     int bar;         /* draw a progress bar on stderr (a terminal) */
     int epochs;
+    char best[128];  /* the bar's "best ndcg@10 0.1234 (epoch 3)", once known */
 } out_ctx;
 
 static void progress(void *p, uint64_t epoch, uint64_t batch, uint64_t n_batches, double loss)
@@ -169,22 +170,53 @@ static void progress(void *p, uint64_t epoch, uint64_t batch, uint64_t n_batches
     fprintf(stderr, "\r\033[Kepoch %" PRIu64 "/%d [", epoch, c->epochs);
     for (int i = 0; i < width; i++)
         fputc(i < done ? '#' : ' ', stderr);
-    fprintf(stderr, "] %3d%% loss %.4f", (int)(100 * batch / n_batches), loss);
+    fprintf(stderr, "] %3d%% loss %.4f%s", (int)(100 * batch / n_batches), loss, c->best);
     fflush(stderr);
+}
+
+/* A terminal's line for an epoch whose JSON line goes to a --log file. */
+static void human_line(const out_ctx *c, const sq_epoch_stats *s)
+{
+    fprintf(stderr, "epoch %" PRIu64 "/%d loss %.4f", s->epoch, c->epochs, s->loss);
+    if (s->evaluated)
+        fprintf(stderr, " valid %s %.4f%s", s->stop_name, s->stop,
+                s->improved ? " (best)" : "");
+    fprintf(stderr, " %.1f s\n", s->seconds);
+}
+
+/* The valid object of the log line: HR@10, NDCG@10, MRR@10, and the stop
+ * metric when it is another one. */
+static void valid_object(FILE *f, const sq_epoch_stats *s)
+{
+    fprintf(f, ",\"valid\":{\"hr@10\":%.6f,\"ndcg@10\":%.6f,\"mrr@10\":%.6f", s->hr10,
+            s->ndcg10, s->mrr10);
+    if (strcmp(s->stop_name, "hr@10") && strcmp(s->stop_name, "ndcg@10") &&
+        strcmp(s->stop_name, "mrr@10"))
+        fprintf(f, ",\"%s\":%.6f", s->stop_name, s->stop);
+    fputc('}', f);
 }
 
 static int epoch_line(void *p, const sq_epoch_stats *s, sq_err *e)
 {
     out_ctx *c = p;
-    if (c->bar)
+    if (c->bar) {
         fprintf(stderr, "\r\033[K");
+        if (c->log != stderr)
+            human_line(c, s);
+        if (s->best_epoch)
+            snprintf(c->best, sizeof c->best, " best %s %.4f (epoch %" PRIu64 ")",
+                     s->stop_name, s->best_stop, s->best_epoch);
+    }
     fprintf(c->log, "{\"epoch\":%" PRIu64 ",\"loss\":%.6f", s->epoch, s->loss);
     if (s->evaluated)
-        fprintf(c->log, ",\"valid\":{\"hr@10\":%.6f,\"ndcg@10\":%.6f}", s->hr10, s->ndcg10);
+        valid_object(c->log, s);
     if (s->loss_rose)
         fprintf(c->log, ",\"warning\":\"the loss rose to %.3gx its first value %.6g\"",
                 s->loss / s->first_loss, s->first_loss);
-    fprintf(c->log, ",\"seconds\":%.3f,\"seq_per_s\":%.1f}\n", s->seconds, s->seq_per_s);
+    /* "seconds" first: tools cut the line there to drop the wall times */
+    fprintf(c->log, ",\"seconds\":%.3f,\"train_seconds\":%.3f,\"eval_seconds\":%.3f"
+            ",\"seq_per_s\":%.1f,\"max_rss_mib\":%.1f}\n", s->seconds, s->train_seconds,
+            s->eval_seconds, s->seq_per_s, s->max_rss_mib);
     if (fflush(c->log) || ferror(c->log))
         return sq_fail(e, SQ_EX_IO, "%s: cannot write the log: %s", c->name, strerror(errno));
     return 0;

@@ -7,10 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "adam.h"
 #include "batch.h"
+#include "cli.h"
 #include "eval.h"
 #include "fileio.h"
 #include "kv.h"
@@ -19,11 +21,76 @@
 #include "registry.h"
 #include "sasrec.h"
 
-/* train.state: the loop state saved in a checkpoint. */
+/* train.state: the loop state saved in a checkpoint (doubles as their
+ * bits). A checkpoint written before --stop-metric holds the first
+ * ST_N_OLD, its ST_BEST_STOP being NDCG@10: the default stop metric's. */
 enum {
-    ST_EPOCHS_DONE, ST_STEP, ST_BEST_EPOCH, ST_BAD_EVALS, ST_BEST_NDCG, ST_BEST_HR,
-    ST_HAS_BEST, ST_STOPPED, ST_N
+    ST_EPOCHS_DONE, ST_STEP, ST_BEST_EPOCH, ST_BAD_EVALS, ST_BEST_STOP, ST_BEST_HR,
+    ST_HAS_BEST, ST_STOPPED, ST_N_OLD,
+    ST_BEST_NDCG = ST_N_OLD, ST_BEST_MRR, ST_N
 };
+
+/* The most negatives of --valid-candidates (packed with the kind in an int). */
+#define VALID_MAX_NEG (1 << 28)
+
+/* --valid-candidates as an int: SQ_CAND_* + 4 N (-1: not a value). */
+static int valid_cand_parse(const char *w)
+{
+    sq_eval_opts eo;
+    sq_err e = {0};
+    if (sq_eval_parse_candidates(w, &eo, &e) || eo.n_neg > VALID_MAX_NEG)
+        return -1;
+    return eo.cand + 4 * (int)eo.n_neg;
+}
+
+static const char *valid_cand_format(int v, char *buf, size_t n)
+{
+    sq_eval_opts eo = {.cand = v & 3, .n_neg = (uint32_t)v >> 2};
+    sq_eval_candidates_name(&eo, buf, n);
+    return buf;
+}
+
+static const char *const stop_names[] = {"ndcg", "hr", "recall", "mrr"};
+
+int sq_stop_metric_parse(const char *s, int *kind, uint32_t *k)
+{
+    const char *at = strchr(s, '@');
+    uint32_t v;
+    if (!at || sq_cli_u32(at + 1, 1, SQ_STOP_MAX_K, &v))
+        return -1;
+    for (int i = 0; i < 4; i++)
+        if (strlen(stop_names[i]) == (size_t)(at - s) && !strncmp(s, stop_names[i], at - s)) {
+            *kind = i;
+            *k = v;
+            return 0;
+        }
+    return -1;
+}
+
+const char *sq_stop_metric_name(int kind, uint32_t k, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s@%u", stop_names[kind & 3], k);
+    return buf;
+}
+
+void sq_train_stop_metric(const sq_train_opts *o, int *kind, uint32_t *k)
+{
+    *kind = o->stop_metric & 3;
+    *k = (uint32_t)o->stop_metric >> 2;
+}
+
+/* --stop-metric as an int: SQ_STOP_* + 4 K (-1: not a value). */
+static int stop_parse(const char *w)
+{
+    int kind;
+    uint32_t k;
+    return sq_stop_metric_parse(w, &kind, &k) ? -1 : kind + 4 * (int)k;
+}
+
+static const char *stop_format(int v, char *buf, size_t n)
+{
+    return sq_stop_metric_name(v & 3, (uint32_t)v >> 2, buf, n);
+}
 
 #define OFF(field) offsetof(sq_train_opts, field)
 #define BIG 1e300
@@ -62,10 +129,29 @@ const sq_opt sq_train_options[] = {
     {.name = "patience", .key = "train.patience", .type = SQ_OPT_INT, .offset = OFF(patience),
      .def = "10", .lo = 0, .hi = 1e9, .arg = "N",
      .help = "stop after N evaluations without a better\n"
-             "validation NDCG@10 (default 10; 0: never)"},
+             "validation --stop-metric (default 10; 0: never)"},
     {.name = "eval-every", .key = "train.eval_every", .type = SQ_OPT_INT,
      .offset = OFF(eval_every), .def = "1", .lo = 1, .hi = 1e9, .arg = "N",
      .help = "validate every N epochs (default 1)"},
+    {.name = "valid-candidates", .key = "train.valid_candidates", .type = SQ_OPT_ENUM,
+     .offset = OFF(valid_cand), .def = "full", .parse = valid_cand_parse,
+     .format = valid_cand_format, .arg = "full|uni:N|pop:N", .optional = 1,
+     .expect = "full, uni:N or pop:N, N a positive integer",
+     .help = "rank each validation target against every item\n"
+             "(default), or against it and N negatives drawn\n"
+             "uniformly or by training popularity, as\n"
+             "seqrec-score -t valid -c draws them"},
+    {.name = "valid-seed", .key = "train.valid_seed", .type = SQ_OPT_U64,
+     .offset = OFF(valid_seed), .def = "1", .arg = "N", .optional = 1,
+     .help = "seed of the uni:N and pop:N draws (default 1,\n"
+             "seqrec-score's -s)"},
+    {.name = "stop-metric", .key = "train.stop_metric", .type = SQ_OPT_ENUM,
+     .offset = OFF(stop_metric), .def = "ndcg@10", .parse = stop_parse,
+     .format = stop_format, .arg = "M", .optional = 1,
+     .expect = "ndcg@K, hr@K, recall@K or mrr@K, K a positive integer",
+     .help = "the validation metric that picks the best epoch\n"
+             "and drives --patience: ndcg@K, hr@K, recall@K or\n"
+             "mrr@K (default ndcg@10)"},
     {.name = "seed", .key = "train.seed", .type = SQ_OPT_U64, .offset = OFF(seed), .def = "1",
      .arg = "N", .help = "random seed (default 1)"},
     {.name = "max-loss", .key = "train.max_loss", .type = SQ_OPT_REAL, .offset = OFF(max_loss),
@@ -134,6 +220,16 @@ int sq_train_check(const sq_train_opts *o, sq_err *e)
         return e->code;
     sq_step_opts s = sq_train_step_opts(o);
     return o->model->check_step ? o->model->check_step(o->cfg, &s, e) : 0;
+}
+
+/* The process's peak resident memory so far, in MiB (ru_maxrss: KiB on
+ * Linux). */
+static double max_rss_mib(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (double)ru.ru_maxrss / 1024.0;
 }
 
 static double now(void)
@@ -335,19 +431,43 @@ typedef struct {
     int diverged;             /* the run stopped on a non-finite loss or norm */
 } run;
 
+/* A double of train.state. */
+static double st_get(const run *r, int i)
+{
+    double v;
+    memcpy(&v, &r->st[i], sizeof v);
+    return v;
+}
+
+static void st_set(run *r, int i, double v) { memcpy(&r->st[i], &v, sizeof v); }
+
+/* The best epoch's validation metrics, as "valid.NAME" keys: HR@10, NDCG@10,
+ * MRR@10 (not known for a checkpoint written before --stop-metric) and the
+ * stop metric when it is another one. */
+static int put_best(const run *r, sq_modelfile *mf, sq_err *e)
+{
+    char name[24], key[40];
+    int kind;
+    uint32_t k;
+    sq_train_stop_metric(r->o, &kind, &k);
+    sq_stop_metric_name(kind, k, name, sizeof name);
+    snprintf(key, sizeof key, "valid.%s", name);
+    double mrr = st_get(r, ST_BEST_MRR);
+    int rc = sq_modelfile_set(mf, e, "train.best_epoch", "%" PRIu64, r->st[ST_BEST_EPOCH]) ||
+             sq_modelfile_set(mf, e, "valid.hr@10", "%.9g", st_get(r, ST_BEST_HR)) ||
+             sq_modelfile_set(mf, e, "valid.ndcg@10", "%.9g", st_get(r, ST_BEST_NDCG)) ||
+             (!isnan(mrr) && sq_modelfile_set(mf, e, "valid.mrr@10", "%.9g", mrr)) ||
+             (strcmp(name, "hr@10") && strcmp(name, "ndcg@10") && strcmp(name, "mrr@10") &&
+              sq_modelfile_set(mf, e, key, "%.9g", st_get(r, ST_BEST_STOP)));
+    return rc ? e->code : 0;
+}
+
 static int write_model(const run *r, const char *path, sq_err *e)
 {
     sq_modelfile mf = {0};
     int rc = put_config(&mf, r->o, r->ds, e);
-    if (!rc && r->st[ST_HAS_BEST]) {
-        double ndcg, hr;
-        memcpy(&ndcg, &r->st[ST_BEST_NDCG], sizeof ndcg);
-        memcpy(&hr, &r->st[ST_BEST_HR], sizeof hr);
-        rc = sq_modelfile_set(&mf, e, "train.best_epoch", "%" PRIu64, r->st[ST_BEST_EPOCH]) ||
-             sq_modelfile_set(&mf, e, "valid.hr@10", "%.9g", hr) ||
-             sq_modelfile_set(&mf, e, "valid.ndcg@10", "%.9g", ndcg);
-        rc = rc ? e->code : 0;
-    }
+    if (!rc && r->st[ST_HAS_BEST])
+        rc = put_best(r, &mf, e);
     if (!rc)
         rc = sq_tensors_to_file(r->net.ts, r->st[ST_HAS_BEST] ? r->best : r->net.params, &mf,
                                 e);
@@ -386,6 +506,20 @@ static int get_flat(const sq_modelfile *mf, const char *path, const char *name,
         return sq_fail(e, SQ_EX_DATA, "%s: tensor %s has the wrong type or shape", path, name);
     memcpy(dst, t->data, (size_t)count * elem);
     return 0;
+}
+
+/* train.state, of this version or of a checkpoint written before
+ * --stop-metric (ST_N_OLD values; its best value is NDCG@10's). */
+static int get_state(run *r, const sq_modelfile *mf, const char *path, sq_err *e)
+{
+    const sq_tensor *t = sq_modelfile_find(mf, "train.state");
+    if (t && t->dtype == SQ_U64 && t->ndim == 1 && t->shape[0] == ST_N_OLD) {
+        memcpy(r->st, t->data, ST_N_OLD * sizeof r->st[0]);
+        r->st[ST_BEST_NDCG] = r->st[ST_BEST_STOP];
+        st_set(r, ST_BEST_MRR, NAN);
+        return 0;
+    }
+    return get_flat(mf, path, "train.state", SQ_U64, ST_N, r->st, 8, e);
 }
 
 /* The checkpoint must be of this data and of the same model (configs
@@ -432,7 +566,7 @@ static int load_ckpt(run *r, const char *path, sq_err *e)
         rc = get_flat(&mf, path, "adam.m", SQ_F32, n, r->m, 4, e) ||
              get_flat(&mf, path, "adam.v", SQ_F32, n, r->v, 4, e) ||
              get_flat(&mf, path, "best.params", SQ_F32, n, r->best, 4, e) ||
-             get_flat(&mf, path, "train.state", SQ_U64, ST_N, r->st, 8, e) ? e->code : 0;
+             get_state(r, &mf, path, e) ? e->code : 0;
     free(fo.cfg);
     sq_modelfile_free(&mf);
     return rc;
@@ -560,24 +694,45 @@ static int one_epoch(run *r, loop *lp, uint64_t epoch, const sq_train_hooks *hoo
     return 0;
 }
 
-/* Validation after an epoch: a better NDCG@10 makes these the best
+/* The validation metrics of the parameters now: @10 and the stop metric. */
+static int validate(run *r, loop *lp, sq_epoch_stats *s, sq_err *e)
+{
+    int kind;
+    uint32_t ks[2] = {10, 10};
+    sq_train_stop_metric(r->o, &kind, &ks[1]);
+    sq_metrics acc;
+    if (sq_metrics_init(&acc, ks, ks[1] == 10 ? 1 : 2, e))
+        return e->code;
+    int rc = sq_eval_ranks(&lp->view, r->ds, &lp->eo, NULL, NULL, &acc, e);
+    if (!rc) {
+        sq_metrics_at a = sq_metrics_get(&acc, 0), b = sq_metrics_get(&acc, acc.n_k - 1);
+        s->hr10 = a.hr;
+        s->ndcg10 = a.ndcg;
+        s->mrr10 = a.mrr;
+        s->stop = kind == SQ_STOP_NDCG ? b.ndcg : kind == SQ_STOP_HR ? b.hr
+                : kind == SQ_STOP_RECALL ? b.recall : b.mrr;
+        s->evaluated = 1;
+    }
+    sq_metrics_free(&acc);
+    return rc;
+}
+
+/* Validation after an epoch: a better stop metric makes these the best
  * parameters (written at the end, and kept in the checkpoint until then);
  * `patience` evaluations without one stop the run. */
 static int evaluate(run *r, loop *lp, uint64_t epoch, sq_epoch_stats *s, sq_err *e)
 {
-    uint64_t nt = 0;
-    if (sq_eval_means(&lp->view, r->ds, &lp->eo, 10, &s->hr10, &s->ndcg10, &nt, e))
+    if (validate(r, lp, s, e))
         return e->code;
-    s->evaluated = 1;
-    double best;
-    memcpy(&best, &r->st[ST_BEST_NDCG], sizeof best);
-    if (!r->st[ST_HAS_BEST] || s->ndcg10 > best) {
+    if (!r->st[ST_HAS_BEST] || s->stop > st_get(r, ST_BEST_STOP)) {
         s->improved = 1;
         r->st[ST_HAS_BEST] = 1;
         r->st[ST_BEST_EPOCH] = epoch + 1;
         r->st[ST_BAD_EVALS] = 0;
-        memcpy(&r->st[ST_BEST_NDCG], &s->ndcg10, sizeof s->ndcg10);
-        memcpy(&r->st[ST_BEST_HR], &s->hr10, sizeof s->hr10);
+        st_set(r, ST_BEST_STOP, s->stop);
+        st_set(r, ST_BEST_HR, s->hr10);
+        st_set(r, ST_BEST_NDCG, s->ndcg10);
+        st_set(r, ST_BEST_MRR, s->mrr10);
         sq_copy(r->net.cx, r->best, r->net.params, r->net.ts->total);
         return 0;
     }
@@ -664,9 +819,10 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
     sq_tensors_runs(r->net.ts, add_run, &lp->runs);
     sq_eval_defaults(&lp->eo);
     lp->eo.target = SQ_EVAL_VALID;
-    lp->eo.cand = SQ_CAND_FULL;
+    lp->eo.cand = o->valid_cand & 3;
+    lp->eo.n_neg = (uint32_t)o->valid_cand >> 2;
     lp->eo.exclude_history = 0;
-    lp->eo.seed = o->seed;
+    lp->eo.seed = o->valid_seed;
     lp->eo.threads = o->threads;
     def->view(&lp->view, &r->net);
     return 0;
@@ -688,6 +844,17 @@ static void close_run(run *r, loop *lp)
     free(lp->start);
     free(lp->ntr);
     free(lp->uid);
+}
+
+/* The stop metric's name and best so far, for the epoch's stats. */
+static void stop_of(const run *r, sq_epoch_stats *s)
+{
+    int kind;
+    uint32_t k;
+    sq_train_stop_metric(r->o, &kind, &k);
+    sq_stop_metric_name(kind, k, s->stop_name, sizeof s->stop_name);
+    s->best_epoch = r->st[ST_HAS_BEST] ? r->st[ST_BEST_EPOCH] : 0;
+    s->best_stop = r->st[ST_HAS_BEST] ? st_get(r, ST_BEST_STOP) : 0;
 }
 
 int sq_train(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
@@ -718,6 +885,7 @@ int sq_train(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
         if ((rc = one_epoch(&r, &lp, epoch, hooks, out_path, &s.loss, e)) != 0)
             break;
         double t1 = now();
+        s.train_seconds = t1 - t0;
         s.step = r.st[ST_STEP];
         /* a loss that grows past 10x its start has gone wrong without
          * reaching NaN (a learning rate far too large): say so */
@@ -730,6 +898,9 @@ int sq_train(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
             break;
         r.st[ST_EPOCHS_DONE] = epoch + 1;
         s.seconds = now() - t0;
+        s.eval_seconds = s.seconds - s.train_seconds;
+        s.max_rss_mib = max_rss_mib();
+        stop_of(&r, &s);
         if (hooks->epoch && (rc = hooks->epoch(hooks->ctx, &s, e)) != 0)
             break;
         rc = write_ckpt(&r, ckpt_path, e);

@@ -1,6 +1,7 @@
 /* train.h - the training loop of seqrec-train: epochs of packed batches,
  * Adam, validation with lib/eval (the code seqrec-score runs), early
- * stopping on validation NDCG@10, checkpoints and resume.
+ * stopping on a validation metric (--stop-metric, default NDCG@10),
+ * checkpoints and resume.
  *
  * The model is any trained model of the registry (o->model, its config
  * o->cfg): the loop never names one. The model supplies its batches (next
@@ -14,11 +15,13 @@
  * weight decay on the tensors the model's table marks: matrices and
  * embeddings), step += 1. Every
  * eval_every epochs (and after the last) the validation targets are ranked
- * against every item (history not excluded); a higher NDCG@10 than the best
- * so far makes these the best parameters (kept in the checkpoint);
- * `patience` evaluations in a row without improvement stop the run (0:
- * never). Without validation targets there is no evaluation and the model
- * of the last epoch is kept.
+ * against the candidates of --valid-candidates (every item by default;
+ * uni:N and pop:N drawn from --valid-seed exactly as `seqrec-score -t valid
+ * -c C -s SEED` draws them: eval.h; history not excluded); a higher value
+ * of the stop metric than the best so far makes these the best parameters
+ * (kept in the checkpoint); `patience` evaluations in a row without
+ * improvement stop the run (0: never). Without validation targets there is
+ * no evaluation and the model of the last epoch is kept.
  *
  * OUTPUT. The model file is written once, atomically, when the run ends
  * well (the best parameters, or the last without validation): a run that
@@ -32,8 +35,11 @@
  * CHECKPOINT. After every epoch OUT.ckpt is written atomically: the model
  * file's config and tensors plus the Adam moments ("adam.m", "adam.v"), the
  * best parameters ("best.params") and the loop state ("train.state": epochs
- * done, step, best epoch, evaluations without improvement, best HR/NDCG,
- * stop flag). Every random draw is a pure function of (seed, epoch, step,
+ * done, step, best epoch, evaluations without improvement, the best value
+ * of the stop metric, the best epoch's HR@10, has-best and stop flags, then
+ * its NDCG@10 and MRR@10; a checkpoint written before --stop-metric has only
+ * the first eight, its best value being NDCG@10, the default stop
+ * metric's). Every random draw is a pure function of (seed, epoch, step,
  * user), so that state is all the generator state there is: a run resumed
  * from the checkpoint of epoch k ends bit-identical to the uninterrupted
  * run (same thread count). A finished run's checkpoint stays; resuming it
@@ -75,7 +81,23 @@ typedef struct {
     int threads;            /* 0: the OpenMP default */
     double max_loss;        /* a batch loss above it stops the run (0: off) */
     const char *init;       /* a model file to start from (--init), or NULL */
+    int valid_cand;         /* --valid-candidates: SQ_CAND_* (eval.h) + 4 N */
+    uint64_t valid_seed;    /* --valid-seed: the seed of the uni:N/pop:N draws */
+    int stop_metric;        /* --stop-metric: SQ_STOP_* + 4 K */
 } sq_train_opts;
+
+/* --stop-metric: the validation metric that picks the best epoch and
+ * drives --patience (metrics.h: HR@K and Recall@K are equal with one
+ * target, but each is named as given). */
+enum { SQ_STOP_NDCG = 0, SQ_STOP_HR = 1, SQ_STOP_RECALL = 2, SQ_STOP_MRR = 3 };
+#define SQ_STOP_MAX_K (1 << 20)
+/* "ndcg@K", "hr@K", "recall@K" or "mrr@K" (K an integer in
+ * 1..SQ_STOP_MAX_K) into *kind, *k; -1 (nothing set) otherwise. */
+int sq_stop_metric_parse(const char *s, int *kind, uint32_t *k);
+/* The name of (kind, k), "mrr@10", into buf. */
+const char *sq_stop_metric_name(int kind, uint32_t k, char *buf, size_t n);
+/* The stop metric of o: its kind and K. */
+void sq_train_stop_metric(const sq_train_opts *o, int *kind, uint32_t *k);
 
 /* The training options of seqrec-train(1) (keys "train.NAME" in model
  * files), bound into sq_train_opts. */
@@ -103,10 +125,17 @@ typedef struct {
     uint64_t step;          /* updates so far */
     double loss;            /* mean training loss over the epoch's trained positions */
     int evaluated;          /* validation ran this epoch */
-    double hr10, ndcg10;    /* validation HR@10 and NDCG@10 when evaluated */
+    double hr10, ndcg10, mrr10; /* validation HR@10, NDCG@10, MRR@10 when evaluated */
+    char stop_name[24];     /* the stop metric ("ndcg@10") */
+    double stop;            /* its validation value when evaluated */
+    double best_stop;       /* its best value so far (after this epoch) */
+    uint64_t best_epoch;    /* the epoch of that best (0: none yet) */
     int improved;           /* new best model */
     uint64_t samples;       /* training sequences of the epoch */
     double seconds;         /* wall time of the epoch, validation included */
+    double train_seconds;   /* of which the batches */
+    double eval_seconds;    /* and the rest: validation (near 0 when not evaluated) */
+    double max_rss_mib;     /* the process's peak resident memory so far */
     double first_loss;      /* the loss of this run's first batch */
     int loss_rose;          /* loss > 10 first_loss: worth a warning */
     double seq_per_s;       /* samples / training seconds */

@@ -161,8 +161,11 @@ int sq_opt_set(const sq_opt *o, void *obj, const char *value, int code, const ch
     }
     case SQ_OPT_ENUM: {
         int i = o->parse(value);
-        if (i < 0)
-            return bad_value(o, value, code, src, "", e);
+        if (i < 0) {
+            if (o->expect)
+                snprintf(why, sizeof why, " (%s)", o->expect);
+            return bad_value(o, value, code, src, why, e);
+        }
         *int_at(o, obj) = i;
         return 0;
     }
@@ -233,6 +236,8 @@ const char *sq_opt_format(const sq_opt *o, const void *obj, char *buf, size_t n)
     case SQ_OPT_CHOICE:
         return choice_word(o->choices, *int_at(o, p), buf, n);
     case SQ_OPT_ENUM: {
+        if (o->format)
+            return o->format(*int_at(o, p), buf, n);
         const char *w = o->word(*int_at(o, p));
         snprintf(buf, n, "%s", w ? w : "");
         return buf;

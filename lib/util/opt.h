@@ -44,6 +44,10 @@ typedef struct {
     const char *help;     /* --help's text; '\n' starts a continuation line */
     int (*parse)(const char *word);  /* ENUM: the word's number, -1 if none */
     const char *(*word)(int v);      /* ENUM: the number's word */
+    const char *(*format)(int v, char *buf, size_t n); /* ENUM, instead of word: a
+                                        value with numbers in it ("pop:100") */
+    const char *expect;              /* ENUM: what a value looks like, for the
+                                        message of a refusal */
     void (*more_help)(FILE *f);      /* printed after the option's lines */
     int cli_only;                    /* not written to model files */
     int optional;                    /* may be absent from a file (an option

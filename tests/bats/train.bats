@@ -28,7 +28,7 @@ setup() {
   [ "$status" -eq 0 ]
   [ -z "$output" ]
   [ "${#stderr_lines[@]}" -eq 3 ]
-  [[ "${stderr_lines[0]}" =~ ^\{\"epoch\":1,\"loss\":[0-9.]+,\"valid\":\{\"hr@10\":[0-9.]+,\"ndcg@10\":[0-9.]+\},\"seconds\":[0-9.]+,\"seq_per_s\":[0-9.]+\}$ ]]
+  [[ "${stderr_lines[0]}" =~ ^\{\"epoch\":1,\"loss\":[0-9.]+,\"valid\":\{\"hr@10\":[0-9.]+,\"ndcg@10\":[0-9.]+,\"mrr@10\":[0-9.]+\},\"seconds\":[0-9.]+,\"train_seconds\":[0-9.]+,\"eval_seconds\":[0-9.]+,\"seq_per_s\":[0-9.]+,\"max_rss_mib\":[0-9]+\.[0-9]\}$ ]]
   [ -s "$T/o/m.sqm" ]
   [ -s "$T/o/m.sqm.ckpt" ]
   no_leftovers "$T/o" m.sqm m.sqm.ckpt

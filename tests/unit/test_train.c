@@ -12,6 +12,7 @@
 #include "dataset.h"
 #include "eval.h"
 #include "model.h"
+#include "modelfile.h"
 #include "registry.h"
 #include "sasrec.h"
 #include "train.h"
@@ -358,6 +359,192 @@ UNIT_TEST(test_train_bert4rec)
         sq_err e2 = {0};
         CHECK_EQ(sq_train_check(&o, &e2), SQ_EX_USAGE);
     }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    (void)!system(cmd);
+    sq_dataset_free(&ds);
+    omp_set_num_threads(saved_threads);
+}
+
+/* --stop-metric: ndcg@K, hr@K, recall@K, mrr@K with K >= 1, nothing else;
+ * the name is the text parsed; through the option table it is stored as
+ * train.stop_metric and refused naming --stop-metric. */
+UNIT_TEST(test_train_stop_metric_parse)
+{
+    static const struct {
+        const char *s;
+        int kind;
+        uint32_t k;
+    } good[] = {
+        {"ndcg@10", SQ_STOP_NDCG, 10}, {"hr@1", SQ_STOP_HR, 1},
+        {"recall@20", SQ_STOP_RECALL, 20}, {"mrr@10", SQ_STOP_MRR, 10},
+        {"mrr@1048576", SQ_STOP_MRR, SQ_STOP_MAX_K},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        int kind = -1;
+        uint32_t k = 0;
+        char buf[24];
+        CHECK_EQ(sq_stop_metric_parse(good[i].s, &kind, &k), 0);
+        CHECK_EQ(kind, good[i].kind);
+        CHECK_EQ(k, good[i].k);
+        CHECK_STR(sq_stop_metric_name(kind, k, buf, sizeof buf), good[i].s);
+    }
+    static const char *const bad[] = {
+        "ndcg@0", "auc@10", "ndcg", "ndcg@", "@10", "NDCG@10", "ndcg@-1", "ndcg@+1",
+        "ndcg@10x", "ndcg@ 10", "nd@10", "ndcgg@10", "mrr@1048577", "", "hr@10@10",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int kind = -7;
+        uint32_t k = 7;
+        CHECK_EQ(sq_stop_metric_parse(bad[i], &kind, &k), -1);
+        CHECK(kind == -7 && k == 7); /* untouched */
+    }
+
+    sq_err e = {0};
+    sq_train_opts o;
+    sq_train_defaults(&o);
+    int kind;
+    uint32_t k;
+    sq_train_stop_metric(&o, &kind, &k);
+    CHECK(kind == SQ_STOP_NDCG && k == 10);
+    CHECK_EQ(o.valid_cand & 3, SQ_CAND_FULL);
+    CHECK_EQ(o.valid_seed, 1);
+    CHECK_EQ(sq_train_opts_for_model(&o, NULL,
+                                     "train.stop_metric=mrr@5\n"
+                                     "train.valid_candidates=pop:100\n", &e), 0);
+    sq_train_stop_metric(&o, &kind, &k);
+    CHECK(kind == SQ_STOP_MRR && k == 5);
+    CHECK_EQ(o.valid_cand & 3, SQ_CAND_POP);
+    CHECK_EQ(o.valid_cand >> 2, 100);
+    /* written back as given */
+    const sq_opt *sm = sq_opt_find(sq_train_options, "stop-metric");
+    const sq_opt *c = sq_opt_find(sq_train_options, "valid-candidates");
+    char buf[64];
+    CHECK(sm && c);
+    if (!sm || !c)
+        return;
+    CHECK_STR(sq_opt_format(sm, &o, buf, sizeof buf), "mrr@5");
+    CHECK_STR(sq_opt_format(c, &o, buf, sizeof buf), "pop:100");
+    CHECK_EQ(sq_opt_check(sq_train_options, &o, SQ_EX_USAGE, &e), 0);
+    /* refused, naming the option and what it takes */
+    CHECK_EQ(sq_opt_set(sm, &o, "auc@10", SQ_EX_USAGE, NULL, &e), SQ_EX_USAGE);
+    CHECK(strstr(e.msg, "--stop-metric") && strstr(e.msg, "mrr@K"));
+    e.code = 0;
+    CHECK_EQ(sq_opt_set(c, &o, "pop:0", SQ_EX_USAGE, NULL, &e), SQ_EX_USAGE);
+    CHECK(strstr(e.msg, "--valid-candidates") != NULL);
+    e.code = 0;
+    CHECK_EQ(sq_opt_set(c, &o, "uni:7", SQ_EX_USAGE, NULL, &e), 0);
+    CHECK_STR(sq_opt_format(c, &o, buf, sizeof buf), "uni:7");
+    /* a file without the keys (older than the options) reads the defaults */
+    CHECK_EQ(sq_train_opts_for_model(&o, NULL, NULL, &e), 0);
+    CHECK_EQ(sq_opt_apply(sq_train_options, &o, "train.lr=0.5\n", 0, SQ_EX_DATA, "f", &e), 0);
+    sq_train_stop_metric(&o, &kind, &k);
+    CHECK(kind == SQ_STOP_NDCG && k == 10 && o.valid_cand == SQ_CAND_FULL);
+}
+
+/* Rewrites the checkpoint at path as one written before --stop-metric: a
+ * train.state of 8 values, no valid_candidates, valid_seed, stop_metric. */
+static int make_old_ckpt(const char *path, sq_err *e)
+{
+    sq_modelfile mf;
+    if (sq_modelfile_read(path, &mf, e))
+        return e->code;
+    for (int i = 0; i < mf.n_tensors; i++)
+        if (!strcmp(mf.tensors[i].name, "train.state")) {
+            mf.tensors[i].shape[0] = 8;
+            mf.tensors[i].bytes = 64;
+        }
+    char *w = mf.config;
+    for (const char *l = mf.config; *l;) {
+        size_t n = strcspn(l, "\n") + (l[strcspn(l, "\n")] == '\n');
+        if (strncmp(l, "train.valid_", 12) && strncmp(l, "train.stop_metric=", 18)) {
+            memmove(w, l, n);
+            w += n;
+        }
+        l += n;
+    }
+    *w = '\0';
+    int rc = sq_modelfile_write(path, &mf, e);
+    sq_modelfile_free(&mf);
+    return rc;
+}
+
+/* The config of a model file without its valid.mrr@10 line (not known
+ * after resuming an old checkpoint whose best epoch came before), and
+ * whether its tensors equal those of another. */
+static int same_model_but_mrr(const char *a, const char *b, sq_err *e)
+{
+    sq_modelfile ma, mb;
+    if (sq_modelfile_read(a, &ma, e))
+        return 0;
+    if (sq_modelfile_read(b, &mb, e)) {
+        sq_modelfile_free(&ma);
+        return 0;
+    }
+    int same = ma.n_tensors == mb.n_tensors;
+    for (int i = 0; same && i < ma.n_tensors; i++)
+        same = ma.tensors[i].bytes == mb.tensors[i].bytes &&
+               !memcmp(ma.tensors[i].data, mb.tensors[i].data, ma.tensors[i].bytes);
+    const char *keys[] = {"train.best_epoch", "valid.hr@10", "valid.ndcg@10",
+                          "train.stop_metric", "train.valid_candidates"};
+    for (size_t i = 0; same && i < sizeof keys / sizeof keys[0]; i++) {
+        char va[64] = "", vb[64] = "";
+        same = sq_modelfile_get(&ma, keys[i], va, sizeof va) ==
+                   sq_modelfile_get(&mb, keys[i], vb, sizeof vb) && !strcmp(va, vb);
+    }
+    sq_modelfile_free(&ma);
+    sq_modelfile_free(&mb);
+    return same;
+}
+
+/* A checkpoint written before --stop-metric resumes (its best value is
+ * NDCG@10's) and ends on the model of the uninterrupted run. */
+UNIT_TEST(test_train_resume_old_checkpoint)
+{
+    int saved_threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    sq_err e = {0};
+    sq_dataset ds = {0};
+    CHECK_EQ(tiny_dataset(&ds, &e), 0);
+    char dir[] = "/tmp/sqtrain.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char full[64], part[64], ckpt[80];
+    run_paths(dir, full, part, ckpt);
+    sq_train_opts o;
+    sq_sasrec_config cfg;
+    CHECK_EQ(default_opts(&o, "sasrec", &cfg, "layers=1\nheads=2\ndim=8\nffn=16\n"
+                          "max_len=8\n", &e), 0);
+    o.batch = 8;
+    o.epochs = 5;
+    o.patience = 0;
+    o.lr = 1e-2;
+    o.threads = 1;
+    CHECK_EQ(sq_train(&o, &ds, full, NULL, NULL, &e), 0);
+    sq_train_opts o2 = o, o3;
+    o2.epochs = 2;
+    CHECK_EQ(sq_train(&o2, &ds, part, NULL, NULL, &e), 0);
+    CHECK_EQ(make_old_ckpt(ckpt, &e), 0);
+    sq_modelfile mf;
+    char v[32];
+    CHECK_EQ(sq_modelfile_read(ckpt, &mf, &e), 0);
+    const sq_tensor *st = sq_modelfile_find(&mf, "train.state");
+    CHECK(st && st->shape[0] == 8);
+    CHECK(!sq_modelfile_get(&mf, "train.stop_metric", v, sizeof v));
+    sq_modelfile_free(&mf);
+    CHECK_EQ(sq_train_read_opts(&o3, ckpt, &e), 0);
+    if (e.code)
+        fprintf(stderr, "  %s\n", e.msg);
+    int kind;
+    uint32_t k;
+    sq_train_stop_metric(&o3, &kind, &k);
+    CHECK(kind == SQ_STOP_NDCG && k == 10 && o3.valid_cand == SQ_CAND_FULL);
+    o3.epochs = 5;
+    o3.threads = 1;
+    CHECK_EQ(sq_train(&o3, &ds, part, ckpt, NULL, &e), 0);
+    if (e.code)
+        fprintf(stderr, "  %s\n", e.msg);
+    CHECK(same_model_but_mrr(full, part, &e));
+    free(o3.cfg);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     (void)!system(cmd);
