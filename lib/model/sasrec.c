@@ -1,6 +1,7 @@
 /* sasrec.c - SASRec and BERT4Rec forward, loss and backward on the packed
  * ops, with any token mixer (the models and their conventions: sasrec.h;
- * the mixers: mixer.h). The configs, model files, scoring and attention
+ * the mixers: mixer.h). Two block paths: the TF SASRec's pre-LN one, and
+ * RecBole's post-LN one that BERT4Rec and SASRec --block recbole share. The configs, model files, scoring and attention
  * maps are sasrec_model.c.
  *
  * Written over `real` and compiled twice (float, and double as _f64; see

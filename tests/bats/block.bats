@@ -2,7 +2,7 @@
 # seqrec-train --block recbole: RecBole's transformer block on the SASRec
 # backbone learns what popularity cannot, keeps the option in its model file
 # (and a file without the key reads as sasrec), scores through seqrec-score
-# as validation does, is deterministic, runs with linrec attention and under
+# as validation does, is deterministic, resumes, runs with linrec attention and under
 # core and cl4srec, and is refused by bert4rec and for a bad value. Tiny data
 # and models only.
 
@@ -55,6 +55,10 @@ ndcg() { sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$@"; }
 
 @test "block: a model file round-trips: scores from the file equal a second load's, --init reads it" {
   roundtrip_and_init "${TINY[@]}"
+}
+
+@test "block: a run resumed from its checkpoint ends with the uninterrupted run's model" {
+  resume_same_model "${TINY[@]}"
 }
 
 @test "block: a model file without the block key reads as the sasrec block" {

@@ -7,7 +7,8 @@
  * padding token) -- SASRec through the CE and the BCE loss, with dropout
  * off and on (a fixed mask is a fixed function), SASRec with every
  * attention kind, BERT4Rec (cloze loss, head, output bias) with every kind
- * bidirectional and the QKV kinds and positional causal. The float build
+ * bidirectional and the QKV kinds and positional causal, SASRec with
+ * RecBole's block (--block recbole: softmax and linrec). The float build
  * must then agree with the double one. Set SQ_TEST_VERBOSE=1 to print the
  * measured errors. Further: packed segments stay independent for every
  * kind, BERT4Rec's scores by hand, config round trips, cloze batches, and
