@@ -1,6 +1,7 @@
 /* sasrec.c - SASRec and BERT4Rec forward, loss and backward on the packed
  * ops, with any token mixer (the models and their conventions: sasrec.h;
- * the mixers: mixer.h). The configs, model files, scoring and attention
+ * the mixers: mixer.h). Two block paths: the TF SASRec's pre-LN one, and
+ * RecBole's post-LN one that BERT4Rec and SASRec --block recbole share. The configs, model files, scoring and attention
  * maps are sasrec_model.c.
  *
  * Written over `real` and compiled twice (float, and double as _f64; see
@@ -21,6 +22,7 @@
 #define SITE(l, which) (1 + 3 * (uint64_t)(l) + (which))
 
 static int is_bert(const sq_sasrec_config *c) { return c->backbone == SQ_BACKBONE_BERT4REC; }
+static int post_ln(const sq_sasrec_config *c) { return sq_sasrec_post_ln(c); }
 
 /* ------------------------------------------------------------------------ */
 /* Parameters                                                               */
@@ -74,7 +76,7 @@ static double R(trunc_sd)(const void *ctx, const sq_tensor_set *s, int i)
 void R(sq_sasrec_init_weights)(R(sq_sasrec) *m, uint64_t seed)
 {
     const sq_sasrec_config *c = &m->cfg;
-    sq_init_rule rule = {.xavier = !is_bert(c), .sd = 0.02, .trunc_sd = R(trunc_sd),
+    sq_init_rule rule = {.xavier = !post_ln(c), .sd = 0.02, .trunc_sd = R(trunc_sd),
                          .ctx = c};
     R(sq_tensors_init)(&m->ts, m->mem, &rule, seed);
     R(sq_zero)(&m->cx, m->p.item_emb, (size_t)c->dim); /* the padding row */
@@ -92,17 +94,19 @@ static size_t R(carve)(R(sq_sasrec_work) *w, const sq_sasrec_config *c, char *ba
     size_t T = (size_t)w->cap.T, L = (size_t)c->n_layers, C = (size_t)c->dim;
     size_t F = (size_t)c->ffn, TC = T * C, TF = T * F, n = (size_t)w->cap.n;
     size_t V1 = (size_t)c->n_items + 1;
-    int bert = is_bert(c), train = w->cap.train;
-    size_t sas = bert ? 0 : 1, hb = bert ? 1 : 0;
+    int train = w->cap.train;
+    /* pre: the pre-LN arrays (FFN dropout, final LN); post: the embedding
+     * LN; hb: BERT4Rec's head */
+    size_t pre = post_ln(c) ? 0 : 1, post = 1 - pre, hb = is_bert(c) ? 1 : 0;
 #define TAKE(ptr, type, count) do { \
         size_t o_ = at; \
         at += align64((size_t)(count) * sizeof(type)); \
         if (base) (ptr) = (type *)(void *)(base + o_); \
     } while (0)
     TAKE(w->emb, real, TC);
-    TAKE(w->embn, real, hb * TC);
-    TAKE(w->embln_mean, real, hb * T);
-    TAKE(w->embln_rstd, real, hb * T);
+    TAKE(w->embn, real, post * TC);
+    TAKE(w->embln_mean, real, post * T);
+    TAKE(w->embln_rstd, real, post * T);
     TAKE(w->x, real, (L + 1) * TC);
     TAKE(w->ln1, real, L * TC);
     TAKE(w->ln1_mean, real, L * T);
@@ -117,12 +121,12 @@ static size_t R(carve)(R(sq_sasrec_work) *w, const sq_sasrec_config *c, char *ba
     TAKE(w->ln2_rstd, real, L * T);
     TAKE(w->h1, real, L * TF);
     TAKE(w->r, real, L * TF);
-    TAKE(w->rd, real, sas * L * TF);
+    TAKE(w->rd, real, pre * L * TF);
     TAKE(w->h2, real, L * TC);
     TAKE(w->h2d, real, L * TC);
-    TAKE(w->out, real, sas * TC);
-    TAKE(w->lnf_mean, real, sas * T);
-    TAKE(w->lnf_rstd, real, sas * T);
+    TAKE(w->out, real, pre * TC);
+    TAKE(w->lnf_mean, real, pre * T);
+    TAKE(w->lnf_rstd, real, pre * T);
     TAKE(w->hx, real, hb * n * C);
     TAKE(w->hd, real, hb * n * C);
     TAKE(w->hg, real, hb * n * C);
@@ -131,7 +135,7 @@ static size_t R(carve)(R(sq_sasrec_work) *w, const sq_sasrec_config *c, char *ba
     TAKE(w->hln_rstd, real, hb * n);
     TAKE(w->m_emb, uint8_t, TC);
     TAKE(w->m_att, uint8_t, L * TC);
-    TAKE(w->m_ffn1, uint8_t, sas * L * TF);
+    TAKE(w->m_ffn1, uint8_t, pre * L * TF);
     TAKE(w->m_ffn2, uint8_t, L * TC);
     if (train) {
         TAKE(w->ce, real, sq_ce_scratch_size(w->ce_chunk, (int)V1, (int)C));
@@ -144,13 +148,15 @@ static size_t R(carve)(R(sq_sasrec_work) *w, const sq_sasrec_config *c, char *ba
         TAKE(w->dh2, real, TC);
         TAKE(w->demb, real, TC);
         TAKE(w->dF1, real, TF);
-        TAKE(w->dF2, real, sas * TF);
+        TAKE(w->dF2, real, pre * TF);
         TAKE(w->dF3, real, TF);
         TAKE(w->dhx, real, hb * n * C);
         TAKE(w->dhd, real, hb * n * C);
         TAKE(w->dhg, real, hb * n * C);
     }
 #undef TAKE
+    if (base && post) /* the states are the last block's output */
+        w->out = w->x + L * TC;
     return at;
 }
 
@@ -289,8 +295,10 @@ static void R(sasrec_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
                             p->lnf_w, p->lnf_b, T, C, eps);
 }
 
-static void R(bert_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
-                            const sq_packed *b, real pd, uint64_t seed, uint64_t step)
+/* The post-LN blocks of RecBole's TransformerEncoder: BERT4Rec's, and
+ * SASRec's with --block recbole (the states x[L]). */
+static void R(postln_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
+                              const sq_packed *b, real pd, uint64_t seed, uint64_t step)
 {
     const sq_ctx *cx = &m->cx;
     const sq_sasrec_config *c = &m->cfg;
@@ -336,8 +344,8 @@ void R(sq_sasrec_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
                           uint64_t step)
 {
     real pd = train ? (real)m->cfg.dropout : (real)0;
-    if (is_bert(&m->cfg))
-        R(bert_forward)(m, w, b, pd, seed, step);
+    if (post_ln(&m->cfg))
+        R(postln_forward)(m, w, b, pd, seed, step);
     else
         R(sasrec_forward)(m, w, b, pd, seed, step);
 }
@@ -479,9 +487,10 @@ static void R(sasrec_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
 
 /* Same steps as sasrec_backward in another order: post-LN blocks, GELU and
  * no dropout inside the FFN. Kept as its own function so each backward reads
- * as its forward in reverse. */
-static void R(bert_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
-                             const sq_packed *b, R(sq_sasrec) *g)
+ * as its forward in reverse. From w->dout = d loss / d x[L] (BERT4Rec: the
+ * head's backward set it; --block recbole: the loss). */
+static void R(postln_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
+                               const sq_packed *b, R(sq_sasrec) *g)
 {
     const sq_ctx *cx = &m->cx;
     const sq_sasrec_config *c = &m->cfg;
@@ -539,8 +548,8 @@ static void R(bert_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
 void R(sq_sasrec_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
                            const sq_packed *b, R(sq_sasrec) *g)
 {
-    if (is_bert(&m->cfg))
-        R(bert_backward)(m, w, b, g);
+    if (post_ln(&m->cfg))
+        R(postln_backward)(m, w, b, g);
     else
         R(sasrec_backward)(m, w, b, g);
 }

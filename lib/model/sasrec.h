@@ -7,8 +7,8 @@
  * the optimiser and the training loop; they differ in the block (pre-LN vs
  * post-LN), the activation, the training task and the output layer.
  *
- * SASREC (cfg.backbone = SQ_BACKBONE_SASREC), as the original TF code and
- * SASRec.pytorch build it (C = dim, F = ffn, N = max_len, L = layers,
+ * SASREC (cfg.backbone = SQ_BACKBONE_SASREC, cfg.block = SQ_BLOCK_SASREC:
+ * the default), as the original TF code and SASRec.pytorch build it (C = dim, F = ffn, N = max_len, L = layers,
  * H = heads, p = dropout):
  *
  *   x0 = dropout(E[item] * sqrt(C) + P[pos])     pos = N - len + t
@@ -26,6 +26,20 @@
  * rather than to attention probabilities (PyTorch's MultiheadAttention drops
  * probabilities; the packed kernels keep none to drop). Padded positions are
  * never computed (packed rows).
+ *
+ * SASREC WITH RECBOLE'S BLOCK (cfg.block = SQ_BLOCK_RECBOLE, `--block
+ * recbole`), as RecBole 1.1.1's SASRec (its TransformerEncoder, hidden_act
+ * gelu): the BERT4Rec blocks below, causal, with SASRec's output layer:
+ *
+ *   x0 = dropout(LNe(E[item] + P[pos]))           (no sqrt(C) scale)
+ *   per block: x = LN1(x + dropout(MIX(x, x)))
+ *              x = LN2(x + dropout(W2 gelu(W1 x + b1) + b2))
+ *   h  = x                                        (no final LayerNorm)
+ *   score(item i at a position) = h . E[i]        (tied, no bias, no head)
+ *
+ * LayerNorm eps 1e-12 and RecBole's N(0, 0.02^2) init, as BERT4Rec; the
+ * training task, losses, scoring input and E's rows are SASRec's. The code
+ * is BERT4Rec's (sq_sasrec_post_ln: the post-LN path of sasrec.c).
  *
  * BERT4REC (cfg.backbone = SQ_BACKBONE_BERT4REC), as RecBole's BERT4Rec
  * (TransformerEncoder, post-LN BERT blocks, hidden_act gelu):
@@ -57,7 +71,8 @@
  * INITIALISATION. SASRec (SASRec.pytorch's xavier_normal_ on every 2-D
  * parameter): every weight matrix, E, P, mixing's W1 and W2 are N(0, 2 /
  * (fan_in + fan_out)) with (fan_in, fan_out) = (columns, rows) of the stored
- * matrix; BERT4Rec (RecBole): the same tensors N(0, 0.02^2). Both: E's row 0
+ * matrix; BERT4Rec and SASRec --block recbole (RecBole): the same tensors
+ * N(0, 0.02^2). All: E's row 0
  * is zeroed; R is a truncated normal (redrawn beyond 2 sd) with sd 0.01, R1
  * and R2 with sd 0.1 / k^(1/4) (so R1 R2^T has sd 0.01; the FPARec code's
  * initialisers); biases 0; LayerNorm weights 1 and biases 0. Draws come from
@@ -102,6 +117,8 @@
 #include "tensor.h"
 
 enum sq_backbone { SQ_BACKBONE_SASREC = 0, SQ_BACKBONE_BERT4REC = 1 };
+/* SASRec's block (--block): the TF SASRec's or RecBole's (above). */
+enum sq_block { SQ_BLOCK_SASREC = 0, SQ_BLOCK_RECBOLE = 1 };
 
 typedef struct {
     uint32_t n_items;
@@ -110,6 +127,7 @@ typedef struct {
     double ln_eps;
     int backbone;      /* SQ_BACKBONE_SASREC (0) or SQ_BACKBONE_BERT4REC */
     int causal;        /* BERT4Rec: causal mixers; SASRec is always causal */
+    int block;         /* SASRec: SQ_BLOCK_SASREC (0) or SQ_BLOCK_RECBOLE */
     double mask_prob;  /* BERT4Rec: the cloze task's masking probability */
     sq_mixer_cfg attn; /* --attn KIND and the kind's options */
     /* Set in code by a model on the backbone (no options, not in model
@@ -126,6 +144,14 @@ typedef struct {
 static inline int sq_mask_id(const sq_sasrec_config *c)
 {
     return (int)c->n_items + 1;
+}
+
+/* Whether c runs post-LN blocks after an embedding LayerNorm (BERT4Rec, and
+ * SASRec --block recbole) rather than the TF SASRec's pre-LN blocks and
+ * final LayerNorm. */
+static inline int sq_sasrec_post_ln(const sq_sasrec_config *c)
+{
+    return c->backbone == SQ_BACKBONE_BERT4REC || c->block == SQ_BLOCK_RECBOLE;
 }
 
 /* Whether the mixers of c are causal. */
@@ -145,7 +171,9 @@ static inline sq_mixer_env sq_sasrec_env(const sq_sasrec_config *c)
 enum sq_loss { SQ_LOSS_CE = 0, SQ_LOSS_BCE = 1 };
 
 /* The backbone's tensors: X(name, order, decay, init, shape, use) with use
- * ALL, SAS (SASRec only) or BERT (BERT4Rec only). Shape symbols: W item
+ * ALL, PRE (the pre-LN blocks only: the final LayerNorm), POST (the post-LN
+ * blocks only: the embedding LayerNorm) or BERT (BERT4Rec only: its head and
+ * output bias); sq_sasrec_tensor_set applies the rule. Shape symbols: W item
  * rows (n_items + 1, BERT4Rec + 1 for the mask token), V n_items + 1, N
  * max_len, C dim, F ffn, L layers. */
 #define SQ_SASREC_TENSORS(X)                                                    \
@@ -160,10 +188,10 @@ enum sq_loss { SQ_LOSS_CE = 0, SQ_LOSS_BCE = 1 };
     X(ln1_b, 21, 0, SQ_INIT_ZERO, "LC", ALL)                                    \
     X(ln2_w, 22, 0, SQ_INIT_ONE, "LC", ALL)                                     \
     X(ln2_b, 23, 0, SQ_INIT_ZERO, "LC", ALL)                                    \
-    X(lnf_w, 24, 0, SQ_INIT_ONE, "C", SAS)                                      \
-    X(lnf_b, 25, 0, SQ_INIT_ZERO, "C", SAS)                                     \
-    X(embln_w, 28, 0, SQ_INIT_ONE, "C", BERT)                                   \
-    X(embln_b, 29, 0, SQ_INIT_ZERO, "C", BERT)                                  \
+    X(lnf_w, 24, 0, SQ_INIT_ONE, "C", PRE)                                      \
+    X(lnf_b, 25, 0, SQ_INIT_ZERO, "C", PRE)                                     \
+    X(embln_w, 28, 0, SQ_INIT_ONE, "C", POST)                                   \
+    X(embln_b, 29, 0, SQ_INIT_ZERO, "C", POST)                                  \
     X(head_b, 30, 0, SQ_INIT_ZERO, "C", BERT)                                   \
     X(headln_w, 31, 0, SQ_INIT_ONE, "C", BERT)                                  \
     X(headln_b, 32, 0, SQ_INIT_ZERO, "C", BERT)                                 \
@@ -329,17 +357,17 @@ typedef struct {
 
 /* Activations of one batch (and, for training, their gradients): one block,
  * per-layer arrays at l * cap.T * width (the mixer cache at l * cache_n).
- * Arrays a config does not use have no elements. Per block, SASRec:
+ * Arrays a config does not use have no elements. Per block, pre-LN (SASRec):
  * ln1 = LN1(x), xmid = ln1 + projd, ln2 = LN2(xmid), x[l+1] = ln2 + h2d;
- * BERT4Rec: xmid = x + projd, ln1 = LN1(xmid), ln2 = ln1 + h2d,
- * x[l+1] = LN2(ln2). */
+ * post-LN (BERT4Rec, --block recbole): xmid = x + projd, ln1 = LN1(xmid),
+ * ln2 = ln1 + h2d, x[l+1] = LN2(ln2). */
 typedef struct {
     sq_sasrec_cap cap;
     sq_ctx cx;                     /* the backend of mem */
     sq_mixer_env env;
     void *mem;
-    real *emb;                     /* [T, C] E*sqrt(C) + P (BERT4Rec: E + P) */
-    real *embn, *embln_mean, *embln_rstd; /* BERT4Rec: LNe(emb) */
+    real *emb;                     /* [T, C] E*sqrt(C) + P (post-LN: E + P) */
+    real *embn, *embln_mean, *embln_rstd; /* post-LN: LNe(emb) */
     real *x;                       /* [L+1, T, C] block inputs; x[L] last */
     real *ln1, *ln1_mean, *ln1_rstd;
     real *proj, *projd, *xmid;     /* the mixer's output, after dropout, sum */
@@ -349,7 +377,8 @@ typedef struct {
     size_t scratch_n;
     real *ln2, *ln2_mean, *ln2_rstd;
     real *h1, *r, *rd, *h2, *h2d;  /* FFN, [L, T, F] for h1, r, rd */
-    real *out, *lnf_mean, *lnf_rstd; /* [T, C] the states h */
+    real *out, *lnf_mean, *lnf_rstd; /* [T, C] the states h (post-LN: out
+                                        is x[L], no final LayerNorm) */
     /* BERT4Rec output head on the n scored rows */
     real *hx, *hd, *hg, *hln, *hln_mean, *hln_rstd; /* [n, C] ([n] stats) */
     uint8_t *m_emb, *m_att, *m_ffn1, *m_ffn2; /* dropout masks */
@@ -374,8 +403,8 @@ int R(sq_sasrec_work_alloc)(R(sq_sasrec_work) *w, const R(sq_sasrec) *m,
                             const sq_sasrec_cap *cap, sq_err *e);
 void R(sq_sasrec_work_free)(R(sq_sasrec_work) *w);
 
-/* Forward pass of a packed batch (must fit w->cap): fills the states h
- * (SASRec: w->out [T, C]; BERT4Rec: x[L]). train != 0 applies dropout,
+/* Forward pass of a packed batch (must fit w->cap): fills the states h,
+ * w->out [T, C] (post-LN: an alias of x[L]). train != 0 applies dropout,
  * drawn from (seed, step, site, row). */
 void R(sq_sasrec_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
                           const sq_packed *b, int train, uint64_t seed,

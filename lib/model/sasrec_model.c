@@ -56,7 +56,13 @@ static void kinds_help(FILE *f)
      .lo = 0, .hi = 1, .lo_open = 1}
 
 static const sq_opt sasrec_opts[] = {
-    COMMON_OPTS("1e-8"), /* LayerNorm eps of the TF SASRec */
+    COMMON_OPTS("1e-8"), /* LayerNorm eps of the TF SASRec (--block recbole: 1e-12) */
+    /* optional: files from before the option are the TF block */
+    {.name = "block", .type = SQ_OPT_CHOICE, .offset = OFF(block), .def = "sasrec",
+     .choices = "sasrec|recbole", .arg = "NAME", .optional = 1,
+     .help = "the SASRec backbone's block: sasrec (TF SASRec:\n"
+             "pre-LN, ReLU) or recbole (RecBole: post-LN, GELU,\n"
+             "N(0, 0.02) init; default sasrec)"},
     {0},
 };
 
@@ -96,6 +102,8 @@ int sq_sasrec_config_check(const sq_sasrec_config *c, sq_err *e)
 {
     if (c->backbone != SQ_BACKBONE_SASREC && c->backbone != SQ_BACKBONE_BERT4REC)
         return sq_fail(e, SQ_EX_USAGE, "unknown backbone %d", c->backbone);
+    if (c->block != SQ_BLOCK_SASREC && c->backbone != SQ_BACKBONE_SASREC)
+        return sq_fail(e, SQ_EX_USAGE, "--block is for the SASRec backbone");
     if (c->n_items < 1 || c->n_items > (1u << 30))
         return sq_fail(e, SQ_EX_USAGE, "n_items %" PRIu32 " out of range", c->n_items);
     /* every option in its range (a config built in code) */
@@ -212,6 +220,9 @@ int sq_sasrec_config_from(sq_sasrec_config *c, int backbone, const char *given,
         if (!strchr(line, '\n'))
             break;
     }
+    /* RecBole's LayerNorm eps goes with its block */
+    if (c->block == SQ_BLOCK_RECBOLE && !sq_kv_get(given ? given : "", "ln_eps", val, sizeof val))
+        c->ln_eps = 1e-12;
     if (padded_len > 0 && !sq_kv_get(given ? given : "", "max_len", val, sizeof val))
         c->max_len = padded_len;
     if (m->default_heads && !sq_kv_get(given ? given : "", "heads", val, sizeof val))
@@ -227,10 +238,10 @@ int sq_sasrec_tensor_set(const sq_sasrec_config *c, sq_tensor_set *s, sq_err *e)
 #undef DESC
     };
 #define USE(name, order, decay, init, shape, use) use,
-    enum { ALL, SAS, BERT };
+    enum { ALL, PRE, POST, BERT };
     static const int uses[SQ_SASREC_NT] = {SQ_SASREC_TENSORS(USE)};
 #undef USE
-    int bert = is_bert(c);
+    int bert = is_bert(c), post = sq_sasrec_post_ln(c);
     sq_dims d = {{0}};
     sq_dims_set(&d, 'W', (uint64_t)c->n_items + 1 + (bert || c->mask_row ? 1 : 0));
     sq_dims_set(&d, 'V', (uint64_t)c->n_items + 1);
@@ -242,7 +253,8 @@ int sq_sasrec_tensor_set(const sq_sasrec_config *c, sq_tensor_set *s, sq_err *e)
     sq_dims_set(&d, 'U', 1); /* a unit dimension, for the extra tensors */
     memset(s, 0, sizeof *s);
     for (int i = 0; i < SQ_SASREC_NT; i++) {
-        int use = uses[i] == ALL || (uses[i] == BERT) == bert;
+        int u = uses[i];
+        int use = u == ALL || (u == PRE && !post) || (u == POST && post) || (u == BERT && bert);
         if (sq_tensors_add(s, &table[i], 1, &d, use, 0, e))
             return e->code;
     }
@@ -553,8 +565,8 @@ int sq_sasrec_attention_map(const sq_sasrec *m, const uint32_t *hist, uint32_t l
     for (int l = 0; l < L && !rc; l++) {
         sq_mix_args a;
         sq_sasrec_mix_args(m, &w, &pb, NULL, l, &a);
-        /* the layer's query input: SASRec LN1(x), BERT4Rec x */
-        const float *qin = is_bert(c) ? w.x + l * sTC : w.ln1 + l * sTC;
+        /* the layer's query input: pre-LN LN1(x), post-LN x */
+        const float *qin = sq_sasrec_post_ln(c) ? w.x + l * sTC : w.ln1 + l * sTC;
         int h = mx->map(&a, qin, *map + (size_t)l * heads * nn, e);
         if (h < 0)
             rc = e->code;
@@ -593,8 +605,9 @@ static int view_attention(const sq_model *mm, const uint32_t *hist, uint32_t len
     a->layers = c->n_layers;
     a->mask_id = is_bert(c) ? sq_mask_id(c) : -1;
     a->signed_weights = mx->signed_map;
-    snprintf(a->what, sizeof a->what, "%s --attn %s%s", is_bert(c) ? "bert4rec" : "sasrec",
-             mx->name, is_bert(c) && c->causal ? " --causal" : "");
+    snprintf(a->what, sizeof a->what, "%s --attn %s%s%s", is_bert(c) ? "bert4rec" : "sasrec",
+             mx->name, is_bert(c) && c->causal ? " --causal" : "",
+             c->block == SQ_BLOCK_RECBOLE ? " --block recbole" : "");
     return 0;
 }
 

@@ -7,7 +7,8 @@
  * padding token) -- SASRec through the CE and the BCE loss, with dropout
  * off and on (a fixed mask is a fixed function), SASRec with every
  * attention kind, BERT4Rec (cloze loss, head, output bias) with every kind
- * bidirectional and the QKV kinds and positional causal. The float build
+ * bidirectional and the QKV kinds and positional causal, SASRec with
+ * RecBole's block (--block recbole: softmax and linrec). The float build
  * must then agree with the double one. Set SQ_TEST_VERBOSE=1 to print the
  * measured errors. Further: packed segments stay independent for every
  * kind, BERT4Rec's scores by hand, config round trips, cloze batches, and
@@ -154,8 +155,9 @@ static double loss_obj(void *p)
 
 /* Moves the parameters of a fresh init into general position: biases and
  * LayerNorm parameters away from 0 and 1, the item table (SASRec) and the
- * positional matrices larger than their tiny initial scale, BERT4Rec's
- * N(0, 0.02^2) weights to ~0.2, so that every gradient is exercised. */
+ * positional matrices larger than their tiny initial scale, the N(0, 0.02^2)
+ * weights of RecBole's blocks (BERT4Rec, --block recbole) to ~0.2, so that
+ * every gradient is exercised. */
 /* The tensors of s in storage order (by offset, ties in table order). */
 static void storage_order(const sq_tensor_set *s, int *idx)
 {
@@ -193,12 +195,12 @@ static void perturb(sq_sasrec_f64 *m)
         if (!strncmp(name, "pa_r", 4) || !strncmp(name, "fpa_r", 5))
             for (size_t j = 0; j < n; j++)
                 at[j] += 0.5 * sq_rng_normal(&r);
-        else if (m->cfg.backbone == SQ_BACKBONE_BERT4REC)
+        else if (sq_sasrec_post_ln(&m->cfg)) /* RecBole's N(0, 0.02^2) */
             for (size_t j = 0; j < n; j++)
                 at[j] *= 10;
     }
     /* the item table larger than xavier's tiny scale, so logits vary */
-    if (m->cfg.backbone == SQ_BACKBONE_SASREC)
+    if (!sq_sasrec_post_ln(&m->cfg))
         for (size_t i = (size_t)m->cfg.dim; i < m->ts.size[SQ_T_item_emb]; i++)
             m->p.item_emb[i] *= 3;
 }
@@ -497,6 +499,133 @@ UNIT_TEST(test_sasrec_kinds_segments)
             sq_sasrec_work_free(&w);
             sq_sasrec_free(&m);
         }
+}
+
+/* SASRec --block recbole (RecBole's post-LN GELU blocks, embedding LN, no
+ * final LN, tied output): CE with softmax and linrec attention, dropout, BCE. */
+static sq_sasrec_config recbole_config(const char *attn, double dropout)
+{
+    sq_sasrec_config c = kind_config(SQ_BACKBONE_SASREC, kind_of(attn), 0, 2);
+    c.block = SQ_BLOCK_RECBOLE;
+    c.ln_eps = 1e-12;
+    c.dropout = dropout;
+    return c;
+}
+
+UNIT_TEST(test_sasrec_recbole_gradcheck)
+{
+    sq_sasrec_config c = recbole_config("softmax", 0);
+    gradcheck_cfg(t, &c, SQ_LOSS_CE, KIND_SEED, "recbole softmax");
+    c = recbole_config("linrec", 0);
+    gradcheck_cfg(t, &c, SQ_LOSS_CE, KIND_SEED, "recbole linrec");
+    c = recbole_config("softmax", 0.3);
+    gradcheck_cfg(t, &c, SQ_LOSS_CE, KIND_SEED, "recbole softmax dropout 0.3");
+    gradcheck_cfg(t, &c, SQ_LOSS_BCE, KIND_SEED, "recbole softmax bce dropout 0.3");
+    c = recbole_config("linrec", 0.3);
+    gradcheck_cfg(t, &c, SQ_LOSS_CE, KIND_SEED, "recbole linrec dropout 0.3");
+}
+
+/* The recbole block is BERT4Rec's encoder: on the same tensors its states
+ * are a causal BERT4Rec's x[L] (BERT4Rec's blocks are checked against
+ * PyTorch's nn.TransformerEncoderLayer below), and they are not a final
+ * LayerNorm's output (the rows' mean is not 0). */
+UNIT_TEST(test_sasrec_recbole_is_bert4rec_encoder)
+{
+    sq_err e = {0};
+    sq_sasrec_config rc = recbole_config("softmax", 0);
+    sq_sasrec_config bc = kind_config(SQ_BACKBONE_BERT4REC, kind_of("softmax"), 1, 2);
+    sq_sasrec r, b;
+    CHECK_EQ(kind_model(&r, &rc, &e), 0);
+    CHECK_EQ(sq_sasrec_alloc(&b, &bc, &e), 0);
+    if (e.code)
+        return;
+    /* every tensor of r into b by name (E: b has one more row, the mask) */
+    for (int i = 0; i < r.ts.n; i++) {
+        int j = sq_tensors_find(&b.ts, r.ts.desc[i]->name);
+        CHECK(j >= 0 || !r.ts.size[i]);
+        if (j >= 0 && r.ts.size[i])
+            memcpy(b.mem + b.ts.off[j], r.mem + r.ts.off[i], r.ts.size[i] * sizeof *r.mem);
+    }
+    tiny_batch tb;
+    tiny_batch_init(&tb, rc.max_len, 0, 0);
+    sq_sasrec_cap cap = {.B = 3, .T = tb.pb.T, .n = tb.pb.n, .att = 64, .train = 0};
+    sq_sasrec_work wr, wb;
+    CHECK_EQ(sq_sasrec_work_alloc(&wr, &r, &cap, &e), 0);
+    CHECK_EQ(sq_sasrec_work_alloc(&wb, &b, &cap, &e), 0);
+    sq_sasrec_forward(&r, &wr, &tb.pb, 0, 0, 0);
+    sq_sasrec_forward(&b, &wb, &tb.pb, 0, 0, 0);
+    size_t TC = (size_t)tb.pb.T * rc.dim;
+    CHECK(memcmp(wr.out, states(&wb, &bc), TC * sizeof(float)) == 0);
+    double mean = 0;
+    for (int c = 0; c < rc.dim; c++)
+        mean += wr.out[c] / rc.dim;
+    CHECK(fabs(mean) > 1e-3);
+    sq_sasrec_work_free(&wb);
+    sq_sasrec_work_free(&wr);
+    sq_sasrec_free(&b);
+    sq_sasrec_free(&r);
+}
+
+/* --block: RecBole's LayerNorm eps with it, its tensors (the embedding LN,
+ * no final LN, no head or output bias), RecBole's init, the model file's
+ * key (absent: sasrec), and BERT4Rec refusing it. */
+UNIT_TEST(test_sasrec_recbole_config)
+{
+    sq_err e = {0};
+    sq_sasrec_config c, r;
+    CHECK_EQ(sq_sasrec_config_from(&c, SQ_BACKBONE_SASREC, "block=recbole\ndim=64\n", 200, 0,
+                                   NULL, &e), 0);
+    CHECK_EQ(c.block, SQ_BLOCK_RECBOLE);
+    CHECK(c.ln_eps == 1e-12);
+    CHECK_EQ(sq_sasrec_config_from(&r, SQ_BACKBONE_SASREC, "", 200, 0, NULL, &e), 0);
+    CHECK_EQ(r.block, SQ_BLOCK_SASREC);
+    CHECK(r.ln_eps == 1e-8);
+    CHECK_EQ(sq_sasrec_config_from(&r, SQ_BACKBONE_SASREC, "block=postln\n", 200, 0, NULL,
+                                   &e), SQ_EX_USAGE);
+    CHECK(strstr(e.msg, "--block") != NULL);
+    e.code = 0;
+    CHECK_EQ(sq_sasrec_config_from(&r, SQ_BACKBONE_BERT4REC, "block=recbole\n", 200, 0, NULL,
+                                   &e), SQ_EX_USAGE);
+    CHECK(strstr(e.msg, "--block") != NULL);
+    e.code = 0;
+    r = kind_config(SQ_BACKBONE_BERT4REC, kind_of("softmax"), 0, 2);
+    r.block = SQ_BLOCK_RECBOLE;
+    CHECK_EQ(sq_sasrec_config_check(&r, &e), SQ_EX_USAGE);
+    e.code = 0;
+
+    sq_sasrec m;
+    CHECK_EQ(sq_sasrec_alloc(&m, &c, &e), 0);
+    if (e.code)
+        return;
+    const sq_tensor_set *ts = &m.ts;
+    CHECK_EQ(ts->size[SQ_T_item_emb], (size_t)201 * 64);
+    CHECK_EQ(ts->size[SQ_T_embln_w], 64);
+    CHECK_EQ(ts->size[SQ_T_lnf_w] + ts->size[SQ_T_head_w] + ts->size[SQ_T_out_b], 0);
+    sq_sasrec_init_weights(&m, 1);
+    double s2 = 0;
+    size_t n = ts->size[SQ_T_item_emb] - 64;
+    for (size_t i = 64; i < ts->size[SQ_T_item_emb]; i++)
+        s2 += (double)m.p.item_emb[i] * m.p.item_emb[i];
+    CHECK_NEAR(sqrt(s2 / (double)n), 0.02, 0.001);
+    CHECK(m.p.embln_w[0] == 1 && m.p.b1[0] == 0);
+    sq_sasrec_free(&m);
+
+    /* the model file: block=recbole round trips; without the key: sasrec */
+    sq_modelfile mf = {0};
+    CHECK_EQ(sq_modelfile_set(&mf, &e, "model", "sasrec"), 0);
+    CHECK_EQ(sq_modelfile_set(&mf, &e, "n_items", "%u", c.n_items), 0);
+    CHECK_EQ(sq_sasrec_config_write(&c, &mf, &e), 0);
+    CHECK(strstr(mf.config, "block=recbole\n") != NULL);
+    CHECK_EQ(sq_sasrec_config_read(&r, &mf, "x", &e), 0);
+    CHECK_EQ(r.block, SQ_BLOCK_RECBOLE);
+    CHECK(r.ln_eps == 1e-12);
+    char *at = strstr(mf.config, "block=recbole\n");
+    if (at)
+        memmove(at, at + 14, strlen(at + 14) + 1);
+    CHECK(strstr(mf.config, "block") == NULL);
+    CHECK_EQ(sq_sasrec_config_read(&r, &mf, "x", &e), 0);
+    CHECK_EQ(r.block, SQ_BLOCK_SASREC);
+    sq_modelfile_free(&mf);
 }
 
 /* No kind but softmax and the positional ones sizes anything by sum(len^2):
