@@ -14,12 +14,14 @@
 #include <stdlib.h>
 
 /* attn_linear.h's number of a kind's kernel (the sq_mixer's variant;
- * linrec with --linrec-scale paper: its other scaling). */
+ * linrec: the kernel of its --linrec-scale, iopt[0], and its
+ * --linrec-variant, iopt[1]). */
 static sq_lattn_kind lattn_of(const sq_mixer_env *env)
 {
     int v = sq_mixer_get(env->m->kind)->variant;
-    if (v == SQ_LATTN_LINREC && env->m->iopt[0])
-        return SQ_LATTN_LINREC_PAPER;
+    if (v == SQ_LATTN_LINREC)
+        return sq_lattn_linrec(env->m->iopt[0] ? SQ_LINREC_PAPER : SQ_LINREC_CODE,
+                               (sq_linrec_variant)env->m->iopt[1]);
     return (sq_lattn_kind)v;
 }
 
@@ -104,6 +106,11 @@ static const sq_opt linrec_opts[] = {
      .def = "code", .choices = "code|paper", .arg = "S",
      .help = "linrec: code (default: 1/sqrt(d/h) on the product)\n"
              "or paper (also 1/sqrt(N) on the key columns)"},
+    /* the choices' order is sq_linrec_variant's; older files: full */
+    {.name = "linrec-variant", .type = SQ_OPT_CHOICE, .offset = SQ_MIXER_IOPT(1),
+     .def = "full", .choices = "full|no-l2|no-elu", .arg = "V", .optional = 1,
+     .help = "linrec: full (default), or LinRec's ablations no-l2\n"
+             "(elu, no L2 normalisation) and no-elu (L2 norms of raw q, k)"},
     {0},
 };
 

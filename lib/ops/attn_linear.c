@@ -52,20 +52,48 @@ static int row_bufs(sq_lattn_kind kind)
     return kind == SQ_LATTN_HYDRA ? 2 : 1;
 }
 
+/* linrec's kinds by [variant][scale] */
+static const sq_lattn_kind linrec_kinds[3][2] = {
+    {SQ_LATTN_LINREC, SQ_LATTN_LINREC_PAPER},
+    {SQ_LATTN_LINREC_NO_L2, SQ_LATTN_LINREC_NO_L2_PAPER},
+    {SQ_LATTN_LINREC_NO_ELU, SQ_LATTN_LINREC_NO_ELU_PAPER},
+};
+
+sq_lattn_kind sq_lattn_linrec(sq_linrec_scale scale, sq_linrec_variant variant)
+{
+    return linrec_kinds[variant][scale == SQ_LINREC_PAPER];
+}
+
+int sq_lattn_is_linrec(sq_lattn_kind kind, sq_linrec_scale *scale,
+                       sq_linrec_variant *variant)
+{
+    for (int va = 0; va < 3; va++)
+        for (int sc = 0; sc < 2; sc++)
+            if (linrec_kinds[va][sc] == kind) {
+                if (scale)
+                    *scale = sc ? SQ_LINREC_PAPER : SQ_LINREC_CODE;
+                if (variant)
+                    *variant = (sq_linrec_variant)va;
+                return 1;
+            }
+    return 0;
+}
+
 size_t sq_lattn_cache_size(sq_lattn_kind kind, const int *off, int B, int H,
                            int C)
 {
     size_t T = (size_t)off[B];
-    switch (kind) {
-    case SQ_LATTN_LINREC:
-    case SQ_LATTN_LINREC_PAPER:
+    if (sq_lattn_is_linrec(kind, NULL, NULL))
         return T * (size_t)C + T * (size_t)H;
+    switch (kind) {
     case SQ_LATTN_LINEAR:
         return T * (size_t)H;
     case SQ_LATTN_EFFICIENT:
         return T * (size_t)C;
     case SQ_LATTN_HYDRA:
         return 2 * T;
+    default: /* linrec, above */
+        break;
     }
     return 0;
 }
@@ -176,17 +204,46 @@ static int par_worth(int T, int C, int hs)
 /* ------------------------------------------------------------------------ */
 /* 1. LinRec                                                                 */
 
-/* Key-column factor c_k(t): 1/sqrt(N(t)) (paper scaling), else 1. */
-static inline real linrec_ck(int paper, int causal, int t, int L)
+/* What a linrec sweep does: its form, its scaling and its variant's two
+ * switches (attn_linear.h: elu on q and k, L2 normalisation of q rows and
+ * k columns). */
+typedef struct {
+    int causal, paper, elu, l2;
+} linrec_mode;
+
+static linrec_mode linrec_mode_of(int causal, sq_linrec_scale scale,
+                                  sq_linrec_variant variant)
 {
-    return paper ? (real)1 / r_sqrt((real)(causal ? t + 1 : L)) : (real)1;
+    linrec_mode m = {causal, scale == SQ_LINREC_PAPER,
+                     variant != SQ_LINREC_NO_ELU, variant != SQ_LINREC_NO_L2};
+    return m;
 }
 
+/* The feature map f (elu, or the identity without it) and f'. */
+static inline real lr_f(const linrec_mode *m, real x)
+{
+    return m->elu ? elu(x) : x;
+}
+
+static inline real lr_f_grad(const linrec_mode *m, real x)
+{
+    return m->elu ? elu_grad(x) : (real)1;
+}
+
+/* Key-column factor c_k(t): 1/sqrt(N(t)) (paper scaling), else 1. */
+static inline real linrec_ck(const linrec_mode *m, int t, int L)
+{
+    return m->paper ? (real)1 / r_sqrt((real)(m->causal ? t + 1 : L))
+                    : (real)1;
+}
+
+/* Without L2 normalisation the row and column factors nq_t and rk_t are 1
+ * (and the cache holds ones), so forward and backward share every line. */
 static void linrec_fwd(real *out, real *rk, real *rq, const real *q,
                        const real *k, const real *v, int ld, int C, int H,
-                       int o, int L, int h, int causal, int paper, real *st)
+                       int o, int L, int h, const linrec_mode *md, real *st)
 {
-    int hs = C / H;
+    int hs = C / H, causal = md->causal;
     real *S = st, *z = S + (size_t)hs * hs, *u = z + hs, *kb = u + hs;
     real cq = (real)1 / r_sqrt((real)hs), eps = (real)SQ_LATTN_EPS;
     memset(S, 0, (size_t)hs * hs * sizeof *S);
@@ -196,36 +253,36 @@ static void linrec_fwd(real *out, real *rk, real *rq, const real *q,
         for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
             const real *kj = ROW(k, j);
             for (int a = 0; a < hs; a++) {
-                kb[a] = elu(kj[a]);
+                kb[a] = lr_f(md, kj[a]);
                 z[a] += kb[a] * kb[a];
             }
             outer_add(S, kb, ROW(v, j), hs);
         }
-        real ck = linrec_ck(paper, causal, t, L);
+        real ck = linrec_ck(md, t, L);
         const real *qt = ROW(q, t);
         real n2 = 0;
         for (int a = 0; a < hs; a++) {
-            u[a] = elu(qt[a]);
+            u[a] = lr_f(md, qt[a]);
             n2 += u[a] * u[a];
         }
-        real nq = (real)1 / r_sqrt(n2 + eps);
+        real nq = md->l2 ? (real)1 / r_sqrt(n2 + eps) : (real)1;
         rq[(size_t)(o + t) * H + h] = nq;
         real *rkt = OROW(rk, t);
         for (int a = 0; a < hs; a++) {
-            rkt[a] = (real)1 / r_sqrt(z[a] + eps);
+            rkt[a] = md->l2 ? (real)1 / r_sqrt(z[a] + eps) : (real)1;
             u[a] *= cq * ck * nq * rkt[a];
         }
         mt_vec(OROW(out, t), S, u, hs);
     }
 }
 
-/* u_t = c_q c_k elu(q_t) nq_t rk_t (also returns elu(q_t) in ah, scaled by
- * nq_t: the unit row qh_t / c_q). */
+/* u_t = c_q c_k f(q_t) nq_t rk_t (also returns f(q_t) in ah, scaled by
+ * nq_t: the unit row qh_t / c_q when normalised). */
 static void linrec_u(real *u, real *ah, const real *qt, const real *rkt,
-                     real nq, real c, int hs)
+                     real nq, real c, int hs, const linrec_mode *md)
 {
     for (int a = 0; a < hs; a++) {
-        ah[a] = elu(qt[a]) * nq;
+        ah[a] = lr_f(md, qt[a]) * nq;
         u[a] = c * ah[a] * rkt[a];
     }
 }
@@ -233,10 +290,10 @@ static void linrec_u(real *u, real *ah, const real *qt, const real *rkt,
 static void linrec_bwd(real *dq, real *dk, real *dv, real *dz,
                        const real *dout, const real *q, const real *k,
                        const real *v, const real *rk, const real *rq, int ld,
-                       int C, int H, int o, int L, int h, int causal,
-                       int paper, real *st)
+                       int C, int H, int o, int L, int h,
+                       const linrec_mode *md, real *st)
 {
-    int hs = C / H;
+    int hs = C / H, causal = md->causal;
     real *S = st, *Gm = S + (size_t)hs * hs, *g = Gm + (size_t)hs * hs;
     real *u = g + hs, *ah = u + hs, *du = ah + hs, *kb = du + hs;
     real cq = (real)1 / r_sqrt((real)hs);
@@ -246,26 +303,30 @@ static void linrec_bwd(real *dq, real *dk, real *dv, real *dz,
         for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
             const real *kj = ROW(k, j);
             for (int a = 0; a < hs; a++)
-                kb[a] = elu(kj[a]);
+                kb[a] = lr_f(md, kj[a]);
             outer_add(S, kb, ROW(v, j), hs);
         }
-        real ck = linrec_ck(paper, causal, t, L);
+        real ck = linrec_ck(md, t, L);
         const real *qt = ROW(q, t), *rkt = OROW(rk, t);
         real nq = rq[(size_t)(o + t) * H + h];
-        linrec_u(u, ah, qt, rkt, nq, cq * ck, hs);
+        linrec_u(u, ah, qt, rkt, nq, cq * ck, hs, md);
         m_vec(du, S, OROW(dout, t), hs);
-        /* u = c ah rk: d ah = c rk du; ah = x nq with x = elu(q) and
-         * nq = (|x|^2 + eps)^-1/2: dx = (d ah - ah (ah . d ah)) nq */
+        /* u = c ah rk: d ah = c rk du; ah = x nq with x = f(q) and
+         * nq = (|x|^2 + eps)^-1/2: dx = (d ah - ah (ah . d ah)) nq
+         * (without L2: nq = 1 constant, dx = d ah) */
         real s = 0;
         for (int a = 0; a < hs; a++) {
             kb[a] = cq * ck * rkt[a] * du[a]; /* d ah */
             s += ah[a] * kb[a];
         }
+        if (!md->l2)
+            s = 0;
         real *dqt = ROW(dq, t), *dzt = OROW(dz, t);
         for (int a = 0; a < hs; a++) {
-            dqt[a] += elu_grad(qt[a]) * (kb[a] - ah[a] * s) * nq;
-            /* u = c ah (z + eps)^-1/2: du/dz = -u rk^2 / 2 */
-            dzt[a] = -(real)0.5 * u[a] * du[a] * rkt[a] * rkt[a];
+            dqt[a] += lr_f_grad(md, qt[a]) * (kb[a] - ah[a] * s) * nq;
+            /* u = c ah (z + eps)^-1/2: du/dz = -u rk^2 / 2 (no L2: 0) */
+            dzt[a] = md->l2 ? -(real)0.5 * u[a] * du[a] * rkt[a] * rkt[a]
+                            : (real)0;
         }
     }
     /* Reverse sweep: G = sum u_t dout_t^T, g = sum dz_t over the queries that
@@ -274,20 +335,20 @@ static void linrec_bwd(real *dq, real *dk, real *dv, real *dz,
     memset(g, 0, (size_t)hs * sizeof *g);
     for (int j = L - 1; j >= 0; j--) {
         for (int t = queries_from(j, L, causal); t < queries_to(j, L, causal); t++) {
-            real ck = linrec_ck(paper, causal, t, L);
+            real ck = linrec_ck(md, t, L);
             linrec_u(u, ah, ROW(q, t), OROW(rk, t),
-                     rq[(size_t)(o + t) * H + h], cq * ck, hs);
+                     rq[(size_t)(o + t) * H + h], cq * ck, hs, md);
             outer_add(Gm, u, OROW(dout, t), hs);
             sq_axpy(g, 1, OROW(dz, t), hs);
         }
         const real *kj = ROW(k, j), *vj = ROW(v, j);
         for (int a = 0; a < hs; a++)
-            kb[a] = elu(kj[a]);
+            kb[a] = lr_f(md, kj[a]);
         mt_vec(du, Gm, kb, hs);
         sq_axpy(ROW(dv, j), 1, du, hs);
         real *dkj = ROW(dk, j);
         for (int a = 0; a < hs; a++)
-            dkj[a] += elu_grad(kj[a]) *
+            dkj[a] += lr_f_grad(md, kj[a]) *
                       (sq_dot(Gm + (size_t)a * hs, vj, hs) + 2 * kb[a] * g[a]);
     }
 }
@@ -295,26 +356,30 @@ static void linrec_bwd(real *dq, real *dk, real *dv, real *dz,
 void R(sq_linrec_forward)(const sq_ctx *cx, real *out, real *cache,
                           real *scratch, const real *q, const real *k,
                           const real *v, int ld, const int *off, int B, int H,
-                          int C, int causal, sq_linrec_scale scale)
+                          int C, int causal, sq_linrec_scale scale,
+                          sq_linrec_variant variant)
 {
-    int T = off[B], paper = scale == SQ_LINREC_PAPER;
+    int T = off[B];
+    linrec_mode md = linrec_mode_of(causal, scale, variant);
     real *rk = cache, *rq = cache + (size_t)T * C;
     FOR_SEGMENT_HEADS(scratch, 0, T, B, H, C,
-        linrec_fwd(out, rk, rq, q, k, v, ld, C, H, o, L, h, causal, paper, st));
+        linrec_fwd(out, rk, rq, q, k, v, ld, C, H, o, L, h, &md, st));
 }
 
 void R(sq_linrec_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
                            real *scratch, const real *dout, const real *q,
                            const real *k, const real *v, const real *cache,
                            int ld, const int *off, int B, int H, int C,
-                           int causal, sq_linrec_scale scale)
+                           int causal, sq_linrec_scale scale,
+                           sq_linrec_variant variant)
 {
-    int T = off[B], paper = scale == SQ_LINREC_PAPER;
+    int T = off[B];
+    linrec_mode md = linrec_mode_of(causal, scale, variant);
     const real *rk = cache, *rq = cache + (size_t)T * C;
     real *dz = scratch;
     FOR_SEGMENT_HEADS(scratch, 1, T, B, H, C,
         linrec_bwd(dq, dk, dv, dz, dout, q, k, v, rk, rq, ld, C, H, o, L, h,
-                   causal, paper, st));
+                   &md, st));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -700,13 +765,14 @@ void R(sq_lattn_forward)(const sq_ctx *cx, sq_lattn_kind kind, real *out,
                          const real *k, const real *v, int ld, const int *off,
                          int B, int H, int C, int causal)
 {
-    switch (kind) {
-    case SQ_LATTN_LINREC:
-    case SQ_LATTN_LINREC_PAPER:
+    sq_linrec_scale sc;
+    sq_linrec_variant va;
+    if (sq_lattn_is_linrec(kind, &sc, &va)) {
         R(sq_linrec_forward)(cx, out, cache, scratch, q, k, v, ld, off, B, H, C,
-                             causal, kind == SQ_LATTN_LINREC_PAPER ?
-                             SQ_LINREC_PAPER : SQ_LINREC_CODE);
-        break;
+                             causal, sc, va);
+        return;
+    }
+    switch (kind) {
     case SQ_LATTN_LINEAR:
         R(sq_linear_attn_forward)(cx, out, cache, scratch, q, k, v, ld, off, B,
                                   H, C, causal);
@@ -719,6 +785,8 @@ void R(sq_lattn_forward)(const sq_ctx *cx, sq_lattn_kind kind, real *out,
         R(sq_hydra_attn_forward)(cx, out, cache, scratch, q, k, v, ld, off, B,
                                  H, C, causal);
         break;
+    default: /* the linrec kinds, above */
+        break;
     }
 }
 
@@ -728,14 +796,14 @@ void R(sq_lattn_backward)(const sq_ctx *cx, sq_lattn_kind kind, real *dq,
                           const real *cache, int ld, const int *off, int B,
                           int H, int C, int causal)
 {
-    switch (kind) {
-    case SQ_LATTN_LINREC:
-    case SQ_LATTN_LINREC_PAPER:
+    sq_linrec_scale sc;
+    sq_linrec_variant va;
+    if (sq_lattn_is_linrec(kind, &sc, &va)) {
         R(sq_linrec_backward)(cx, dq, dk, dv, scratch, dout, q, k, v, cache, ld,
-                              off, B, H, C, causal,
-                              kind == SQ_LATTN_LINREC_PAPER ?
-                              SQ_LINREC_PAPER : SQ_LINREC_CODE);
-        break;
+                              off, B, H, C, causal, sc, va);
+        return;
+    }
+    switch (kind) {
     case SQ_LATTN_LINEAR:
         R(sq_linear_attn_backward)(cx, dq, dk, dv, scratch, dout, q, k, v,
                                    cache, ld, off, B, H, C, causal);
@@ -747,6 +815,8 @@ void R(sq_lattn_backward)(const sq_ctx *cx, sq_lattn_kind kind, real *dq,
     case SQ_LATTN_HYDRA:
         R(sq_hydra_attn_backward)(cx, dq, dk, dv, scratch, dout, q, k, v, cache,
                                   ld, off, B, H, C, causal);
+        break;
+    default: /* the linrec kinds, above */
         break;
     }
 }

@@ -33,6 +33,15 @@
  *   c_k(t) = 1/sqrt(N(t)) (columns: 1/(sqrt(N)|K_j|)); N(t) = L in the
  *   bidirectional form and t + 1 in the causal one, so that a causal output
  *   never depends on how many later rows the segment has.
+ *   Variants (sq_linrec_variant; the ablations of the paper's Figure 4,
+ *   one kernel with two switches, either scaling):
+ *     SQ_LINREC_FULL    the above;
+ *     SQ_LINREC_NO_L2   "w/o L2 norm": no row or column normalisation,
+ *                       qh_t = c_q elu(q_t), kh_j = c_k(t) elu(k_j): the
+ *                       scores are unbounded (the paper's point); the cache
+ *                       then holds ones;
+ *     SQ_LINREC_NO_ELU  "w/o ELU": elu replaced by the identity, the L2
+ *                       normalisations applied to the raw q_t and k_j.
  *   Time O(T C hs), extra memory O(T C + H hs^2).
  *
  * linear (Katharopoulos et al. 2020), phi(x) = elu(x) + 1 > 0:
@@ -101,12 +110,29 @@ typedef enum {
 } sq_linrec_scale;
 
 typedef enum {
+    SQ_LINREC_FULL = 0,  /* elu, rows and columns L2-normalised (eq. 9) */
+    SQ_LINREC_NO_L2 = 1, /* ablation: elu, no L2 normalisation */
+    SQ_LINREC_NO_ELU = 2 /* ablation: L2 normalisation of the raw q, k */
+} sq_linrec_variant;
+
+typedef enum {
     SQ_LATTN_LINREC = 0,    /* linrec, SQ_LINREC_CODE scaling */
     SQ_LATTN_LINREC_PAPER,  /* linrec, SQ_LINREC_PAPER scaling */
     SQ_LATTN_LINEAR,
     SQ_LATTN_EFFICIENT,
-    SQ_LATTN_HYDRA
+    SQ_LATTN_HYDRA,
+    /* linrec's ablations (sq_linrec_variant), code and paper scaling */
+    SQ_LATTN_LINREC_NO_L2,
+    SQ_LATTN_LINREC_NO_L2_PAPER,
+    SQ_LATTN_LINREC_NO_ELU,
+    SQ_LATTN_LINREC_NO_ELU_PAPER
 } sq_lattn_kind;
+
+/* The kind of linrec with this scaling and variant, and back: whether kind
+ * is a linrec kind, and then its scaling and variant (either may be NULL). */
+sq_lattn_kind sq_lattn_linrec(sq_linrec_scale scale, sq_linrec_variant variant);
+int sq_lattn_is_linrec(sq_lattn_kind kind, sq_linrec_scale *scale,
+                       sq_linrec_variant *variant);
 
 /* Reals of the forward->backward cache and of the scratch (see BUFFERS). */
 size_t sq_lattn_cache_size(sq_lattn_kind kind, const int *off, int B, int H,
@@ -122,12 +148,14 @@ size_t sq_lattn_scratch_size(sq_lattn_kind kind, const int *off, int B,
 void R(sq_linrec_forward)(const sq_ctx *cx, real *out, real *cache,
                           real *scratch, const real *q, const real *k,
                           const real *v, int ld, const int *off, int B, int H,
-                          int C, int causal, sq_linrec_scale scale);
+                          int C, int causal, sq_linrec_scale scale,
+                          sq_linrec_variant variant);
 void R(sq_linrec_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
                            real *scratch, const real *dout, const real *q,
                            const real *k, const real *v, const real *cache,
                            int ld, const int *off, int B, int H, int C,
-                           int causal, sq_linrec_scale scale);
+                           int causal, sq_linrec_scale scale,
+                           sq_linrec_variant variant);
 
 void R(sq_linear_attn_forward)(const sq_ctx *cx, real *out, real *cache,
                                real *scratch, const real *q, const real *k,

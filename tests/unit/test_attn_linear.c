@@ -1,6 +1,7 @@
 /* Unit tests for lib/ops/attn_linear.c (linrec, linear, efficient, hydra).
  *
- * For every kind, causal and bidirectional, on odd shapes (C = 6 with H = 2
+ * For every kind (linrec: its two scalings and three variants, full, no-l2
+ * and no-elu, the ablations of --linrec-variant), causal and bidirectional, on odd shapes (C = 6 with H = 2
  * or 3, C = 5 with H = 1; hydra also with H = C) and packed batches of
  * segments of lengths 1..7 (a length-1 segment always included), separate
  * and fused (ld = 3C) q, k, v:
@@ -47,6 +48,10 @@ static const char *kind_name(sq_lattn_kind kind)
     case SQ_LATTN_LINEAR: return "linear";
     case SQ_LATTN_EFFICIENT: return "efficient";
     case SQ_LATTN_HYDRA: return "hydra";
+    case SQ_LATTN_LINREC_NO_L2: return "linrec-no-l2";
+    case SQ_LATTN_LINREC_NO_L2_PAPER: return "linrec-no-l2-paper";
+    case SQ_LATTN_LINREC_NO_ELU: return "linrec-no-elu";
+    case SQ_LATTN_LINREC_NO_ELU_PAPER: return "linrec-no-elu-paper";
     }
     return "?";
 }
@@ -60,6 +65,12 @@ typedef long double ldbl;
 static ldbl elu_l(ldbl x)
 {
     return x > 0 ? x : expm1l(x);
+}
+
+/* linrec's feature map: elu, or the identity (no-elu) */
+static ldbl lr_f_l(sq_linrec_variant va, ldbl x)
+{
+    return va == SQ_LINREC_NO_ELU ? x : elu_l(x);
 }
 
 static void ref_forward(sq_lattn_kind kind, double *out, const double *q,
@@ -77,23 +88,26 @@ static void ref_forward(sq_lattn_kind kind, double *out, const double *q,
                 int n = causal ? t + 1 : L; /* keys 0 .. n-1 */
                 ldbl A[MAXL] = {0}, den = 0;
                 const double *qt = q + (size_t)(o + t) * ld + h * hs;
-                if (kind == SQ_LATTN_LINREC || kind == SQ_LATTN_LINREC_PAPER) {
+                sq_linrec_scale sc;
+                sq_linrec_variant va;
+                if (sq_lattn_is_linrec(kind, &sc, &va)) {
+                    int l2 = va != SQ_LINREC_NO_L2;
                     ldbl cq = 1 / sqrtl(hs), ck = 1, nq = 0;
-                    if (kind == SQ_LATTN_LINREC_PAPER)
+                    if (sc == SQ_LINREC_PAPER)
                         ck = 1 / sqrtl(n);
                     for (int a = 0; a < hs; a++)
-                        nq += elu_l(qt[a]) * elu_l(qt[a]);
-                    nq = sqrtl(nq + eps);
+                        nq += lr_f_l(va, qt[a]) * lr_f_l(va, qt[a]);
+                    nq = l2 ? sqrtl(nq + eps) : 1;
                     for (int a = 0; a < hs; a++) {
                         ldbl z = 0;
                         for (int j = 0; j < n; j++) {
-                            ldbl x = elu_l(k[(size_t)(o + j) * ld + h * hs + a]);
+                            ldbl x = lr_f_l(va, k[(size_t)(o + j) * ld + h * hs + a]);
                             z += x * x;
                         }
-                        z = sqrtl(z + eps);
+                        z = l2 ? sqrtl(z + eps) : 1;
                         for (int j = 0; j < n; j++)
-                            A[j] += cq * elu_l(qt[a]) / nq * ck *
-                                    elu_l(k[(size_t)(o + j) * ld + h * hs + a]) / z;
+                            A[j] += cq * lr_f_l(va, qt[a]) / nq * ck *
+                                    lr_f_l(va, k[(size_t)(o + j) * ld + h * hs + a]) / z;
                     }
                 } else if (kind == SQ_LATTN_LINEAR) {
                     for (int j = 0; j < n; j++) {
@@ -309,6 +323,27 @@ UNIT_TEST(test_attn_linear_linrec_paper)
     check_kind(t, SQ_LATTN_LINREC_PAPER, 102);
 }
 
+/* LinRec's ablations (Figure 4), each with both scalings */
+UNIT_TEST(test_attn_linear_linrec_no_l2)
+{
+    check_kind(t, SQ_LATTN_LINREC_NO_L2, 109);
+}
+
+UNIT_TEST(test_attn_linear_linrec_no_l2_paper)
+{
+    check_kind(t, SQ_LATTN_LINREC_NO_L2_PAPER, 110);
+}
+
+UNIT_TEST(test_attn_linear_linrec_no_elu)
+{
+    check_kind(t, SQ_LATTN_LINREC_NO_ELU, 111);
+}
+
+UNIT_TEST(test_attn_linear_linrec_no_elu_paper)
+{
+    check_kind(t, SQ_LATTN_LINREC_NO_ELU_PAPER, 112);
+}
+
 UNIT_TEST(test_attn_linear_linear)
 {
     check_kind(t, SQ_LATTN_LINEAR, 103);
@@ -452,7 +487,7 @@ UNIT_TEST(test_attn_linear_threads)
         w[i] = (float)sq_rng_normal(&r);
     float *a = calloc(4 * n, sizeof *a), *b2 = calloc(4 * n, sizeof *b2);
     int saved = omp_get_max_threads(), same = 1;
-    for (int kind = SQ_LATTN_LINREC; kind <= SQ_LATTN_HYDRA; kind++)
+    for (int kind = SQ_LATTN_LINREC; kind <= SQ_LATTN_LINREC_NO_ELU_PAPER; kind++)
         for (int causal = 0; causal < 2; causal++) {
             int H = kind == SQ_LATTN_HYDRA ? C : 2;
             omp_set_num_threads(1);
