@@ -24,8 +24,12 @@ stats() {
       t = get($0, "train_seconds"); if (t >= 0) { ts += t; tn++ }
       e = get($0, "eval_seconds"); if (e >= 0) { es += e; en++ }
     }
-    END { printf "%s %s %s %d\n", peak > 0 ? sprintf("%.1f", peak) : "-",
-          tn ? sprintf("%.1f", ts / tn) : "-", en ? sprintf("%.1f", es / en) : "-", n }' "$f"
+    END {
+      p = (peak > 0) ? sprintf("%.1f", peak) : "-"
+      t = tn ? sprintf("%.1f", ts / tn) : "-"
+      e = en ? sprintf("%.1f", es / en) : "-"
+      printf "%s %s %s %d\n", p, t, e, n
+    }' "$f"
 }
 cell() { for c in $paper; do [ "${c%%:*}" = "$1" ] && { echo "${c#*:}" | cut -d/ -f"$2"; return; }; done; echo -; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
@@ -40,7 +44,7 @@ for m in sasrec bert4rec core; do
   set -- $a $b
   line="| $m"
   for i in 1 2 3; do
-    eval "x=\${$i} y=\${$((i + 3))}"
+    eval "x=\${$i} y=\${$((i + 4))}"
     line="$line | $x | $y | $(ratio "$y" "$x") | $(ratio "$(cell "$m-linrec" "$i")" "$(cell "$m" "$i")")"
   done
   printf '%s | %s, %s |\n' "$line" "$4" "$8"

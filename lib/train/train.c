@@ -141,6 +141,12 @@ const sq_opt sq_train_options[] = {
              "(default), or against it and N negatives drawn\n"
              "uniformly or by training popularity, as\n"
              "seqrec-score -t valid -c draws them"},
+    {.name = "valid-exclude-history", .key = "train.valid_exclude_history",
+     .type = SQ_OPT_FLAG, .offset = OFF(valid_exclude_history), .def = "0", .optional = 1,
+     .help = "validation: drop the items of the history from\n"
+             "the candidates and the negatives' pool, as\n"
+             "seqrec-score -x (RecBole's and BERT4Rec's sampled\n"
+             "evaluation)"},
     {.name = "valid-seed", .key = "train.valid_seed", .type = SQ_OPT_U64,
      .offset = OFF(valid_seed), .def = "1", .arg = "N", .optional = 1,
      .help = "seed of the uni:N and pop:N draws (default 1,\n"
@@ -821,7 +827,7 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
     lp->eo.target = SQ_EVAL_VALID;
     lp->eo.cand = o->valid_cand & 3;
     lp->eo.n_neg = (uint32_t)o->valid_cand >> 2;
-    lp->eo.exclude_history = 0;
+    lp->eo.exclude_history = o->valid_exclude_history;
     lp->eo.seed = o->valid_seed;
     lp->eo.threads = o->threads;
     def->view(&lp->view, &r->net);

@@ -17,7 +17,8 @@
  * eval_every epochs (and after the last) the validation targets are ranked
  * against the candidates of --valid-candidates (every item by default;
  * uni:N and pop:N drawn from --valid-seed exactly as `seqrec-score -t valid
- * -c C -s SEED` draws them: eval.h; history not excluded); a higher value
+ * -c C -s SEED` draws them: eval.h; history items excluded from the
+ * candidates with --valid-exclude-history, as by -x); a higher value
  * of the stop metric than the best so far makes these the best parameters
  * (kept in the checkpoint); `patience` evaluations in a row without
  * improvement stop the run (0: never). Without validation targets there is
@@ -83,6 +84,7 @@ typedef struct {
     const char *init;       /* a model file to start from (--init), or NULL */
     int valid_cand;         /* --valid-candidates: SQ_CAND_* (eval.h) + 4 N */
     uint64_t valid_seed;    /* --valid-seed: the seed of the uni:N/pop:N draws */
+    int valid_exclude_history; /* --valid-exclude-history: as seqrec-score -x */
     int stop_metric;        /* --stop-metric: SQ_STOP_* + 4 K */
 } sq_train_opts;
 
