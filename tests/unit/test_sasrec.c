@@ -328,6 +328,11 @@ UNIT_TEST(test_sasrec_gradcheck_kinds)
     sq_sasrec_config c = kind_config(SQ_BACKBONE_SASREC, kind_of("linrec"), 0, 2);
     c.attn.iopt[0] = 1; /* --linrec-scale paper */
     gradcheck_cfg(t, &c, SQ_LOSS_CE, KIND_SEED, "linrec paper");
+    c.attn.iopt[0] = 0;
+    c.attn.iopt[1] = 1; /* --linrec-variant no-l2 */
+    gradcheck_cfg(t, &c, SQ_LOSS_CE, KIND_SEED, "linrec no-l2");
+    c.attn.iopt[1] = 2; /* --linrec-variant no-elu */
+    gradcheck_cfg(t, &c, SQ_LOSS_CE, KIND_SEED, "linrec no-elu");
     c = kind_config(SQ_BACKBONE_SASREC, kind_of("hydra"), 0, 3);
     gradcheck_cfg(t, &c, SQ_LOSS_CE, KIND_SEED, "hydra 3 heads");
 }
