@@ -19,7 +19,10 @@
 
 const char *sq_target_name(int mode)
 {
-    return mode == SQ_TARGET_LAST ? "last" : mode == SQ_TARGET_RANDOM ? "random" : "all";
+    return mode == SQ_TARGET_LAST     ? "last"
+           : mode == SQ_TARGET_RANDOM  ? "random"
+           : mode == SQ_TARGET_WINDOWS ? "windows"
+                                       : "all";
 }
 
 int sq_target_parse(const char *name)
@@ -30,6 +33,8 @@ int sq_target_parse(const char *name)
         return SQ_TARGET_LAST;
     if (!strcmp(name, "random"))
         return SQ_TARGET_RANDOM;
+    if (!strcmp(name, "windows"))
+        return SQ_TARGET_WINDOWS;
     return -1;
 }
 
@@ -64,6 +69,32 @@ static uint32_t sample_rows(const sq_batcher *b, uint32_t end)
     return (alpha + 1) * len + alpha;
 }
 
+/* The samples of a user with nt >= 2 training items: one (all, random),
+ * one per prefix (last), or the windows tiling the training part
+ * (windows: each step back by max_len, down to an end of 2, or 1 for
+ * cloze windows, which take all their items as inputs). */
+static uint32_t sample_count(int mode, uint32_t nt, uint32_t max_len, int cloze)
+{
+    if (mode == SQ_TARGET_LAST)
+        return nt - 1;
+    if (mode != SQ_TARGET_WINDOWS)
+        return 1;
+    uint32_t lo = cloze ? 1 : 2;
+    return 1 + (nt - lo) / max_len;
+}
+
+/* The end e of the i-th of a user's m samples, oldest first. */
+static uint32_t sample_end(int mode, uint32_t nt, uint32_t max_len, int cloze, uint32_t m,
+                           uint32_t i)
+{
+    (void)cloze;
+    if (mode == SQ_TARGET_LAST)
+        return 2 + i;
+    if (mode != SQ_TARGET_WINDOWS)
+        return nt;
+    return nt - (m - 1 - i) * max_len;
+}
+
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 static int init(sq_batcher *b, const sq_seqs *d, int mode, int max_len, int batch, int K,
@@ -79,13 +110,14 @@ static int init(sq_batcher *b, const sq_seqs *d, int mode, int max_len, int batc
     b->K = K;
     b->seed = seed;
     uint32_t *lens = NULL;
-    if (mode != SQ_TARGET_ALL && mode != SQ_TARGET_LAST && mode != SQ_TARGET_RANDOM)
+    if (mode != SQ_TARGET_ALL && mode != SQ_TARGET_LAST && mode != SQ_TARGET_RANDOM &&
+        mode != SQ_TARGET_WINDOWS)
         return sq_fail(e, SQ_EX_USAGE, "unknown --target mode %d", mode);
 
     uint64_t n = 0;
     for (uint32_t u = 0; u < d->n_users; u++)
         if (d->n_train[u] >= 2)
-            n += mode == SQ_TARGET_LAST ? d->n_train[u] - 1 : 1;
+            n += sample_count(mode, d->n_train[u], (uint32_t)max_len, cloze);
     if (n == 0)
         return sq_fail(e, SQ_EX_DATA, "no user has 2 or more training items: nothing to train on");
     b->n_samples = n;
@@ -99,7 +131,9 @@ static int init(sq_batcher *b, const sq_seqs *d, int mode, int max_len, int batc
         uint32_t nt = d->n_train[u];
         if (nt < 2)
             continue;
-        for (uint32_t end = mode == SQ_TARGET_LAST ? 2 : nt; end <= nt; end++) {
+        uint32_t m = sample_count(mode, nt, (uint32_t)max_len, cloze);
+        for (uint32_t i = 0; i < m; i++) {
+            uint32_t end = sample_end(mode, nt, (uint32_t)max_len, cloze, m, i);
             lens[k] = sample_rows(b, end);
             b->samples[k++] = ((uint64_t)u << 32) | end;
         }
@@ -511,7 +545,7 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
             continue;
         }
         /* the trained positions of this sample, oldest first */
-        uint32_t t0 = b->mode == SQ_TARGET_ALL ? 0 : len - 1;
+        uint32_t t0 = sq_target_every_position(b->mode) ? 0 : len - 1;
         int n0 = n;
         for (uint32_t t = t0; t < len; t++) {
             p->rows[n] = o + (int)t;

@@ -8,6 +8,18 @@
  *   SQ_TARGET_ALL   one sample per user with n_train >= 2, e = n_train; every
  *                   position is trained (SASRec, FPARec's `training_target
  *                   all`): one pass per user and epoch.
+ *   SQ_TARGET_WINDOWS the samples e = n_train, n_train - max_len,
+ *                   n_train - 2 max_len, ... (e >= 2): windows that tile the
+ *                   training part, every position trained (as
+ *                   SQ_TARGET_ALL). Every target of the user is trained once
+ *                   an epoch, as with SQ_TARGET_LAST, at the cost of about
+ *                   one input row per target instead of a whole prefix per
+ *                   target; a target near a window's start sees the history
+ *                   from that start only (fewer than max_len items), where
+ *                   its prefix sample would see max_len. For users of at
+ *                   most max_len + 1 training items it is SQ_TARGET_ALL.
+ *                   (Cloze: windows items[e - max_len, e) for e = n_train,
+ *                   n_train - max_len, ..., e >= 1.)
  *   SQ_TARGET_LAST  one sample per prefix, e = 2 .. n_train; only the last
  *                   position of a sample is trained (RecBole's prefix
  *                   augmentation, used by LinRec's published numbers).
@@ -92,11 +104,23 @@
 
 #include "err.h"
 
-enum sq_target_mode { SQ_TARGET_ALL = 0, SQ_TARGET_LAST = 1, SQ_TARGET_RANDOM = 2 };
+enum sq_target_mode {
+    SQ_TARGET_ALL = 0,
+    SQ_TARGET_LAST = 1,
+    SQ_TARGET_RANDOM = 2,
+    SQ_TARGET_WINDOWS = 3
+};
 
-/* "all" / "last" / "random"; parse returns -1 for an unknown name. */
+/* "all" / "last" / "random" / "windows"; parse returns -1 for an unknown
+ * name. */
 const char *sq_target_name(int mode);
 int sq_target_parse(const char *name);
+/* Whether mode trains every position of a sample (all, windows) rather
+ * than its last one (last, random). */
+static inline int sq_target_every_position(int mode)
+{
+    return mode == SQ_TARGET_ALL || mode == SQ_TARGET_WINDOWS;
+}
 
 /* The training sequences the builder reads (borrowed, not copied). */
 typedef struct {

@@ -276,9 +276,10 @@ static int check_step(const void *cfg, const sq_step_opts *o, sq_err *e)
     if (o->loss != SQ_LOSS_CE)
         return sq_fail(e, SQ_EX_USAGE, "--model core trains softmax cross-entropy over "
                        "cosine logits (RDM): --loss bce is not available");
-    if (o->target == SQ_TARGET_ALL)
+    if (sq_target_every_position(o->target))
         return sq_fail(e, SQ_EX_USAGE, "--model core pools one representation per sequence "
-                       "(its newest row): use --target last or random, not --target all");
+                       "(its newest row): use --target last or random, not --target %s",
+                       sq_target_name(o->target));
     return 0;
 }
 

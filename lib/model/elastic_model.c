@@ -333,7 +333,7 @@ static int check_step(const void *cfg, const sq_step_opts *o, sq_err *e)
     if (o->loss != SQ_LOSS_CE)
         return sq_fail(e, SQ_EX_USAGE, "--model elastic trains softmax cross-entropy "
                        "(eq. 9-10): --loss bce is not available");
-    if (o->target == SQ_TARGET_ALL)
+    if (sq_target_every_position(o->target))
         return sq_fail(e, SQ_EX_USAGE, "--model elastic trains the last position of each "
                        "input only (its interest tokens see every position, so training "
                        "all of them would leak the future): use --target random (its "

@@ -103,10 +103,13 @@ const sq_opt sq_train_options[] = {
     {.name = "neg", .key = "train.neg", .type = SQ_OPT_INT, .offset = OFF(neg), .def = "1",
      .lo = 1, .hi = 1024, .arg = "K", .help = "negatives per position for bce and for blin's\nsampled softmax (default 1)"},
     {.name = "target", .key = "train.target", .type = SQ_OPT_CHOICE, .offset = OFF(target),
-     .def = "all", .choices = "all|last|random", .arg = "all|last|random",
-     .help = "train every position (default), the last one of\n"
-             "every prefix, or the last one of one prefix per\n"
-             "user drawn anew every epoch"},
+     .def = "all", .choices = "all|last|random|windows",
+     .arg = "all|last|random|windows",
+     .help = "train every position of the newest --max-len\n"
+             "items (default), the last one of every prefix\n"
+             "(RecBole's samples), the last one of one prefix\n"
+             "per user drawn anew every epoch, or every\n"
+             "position of windows tiling all the items"},
     {.name = "lr", .key = "train.lr", .type = SQ_OPT_REAL, .offset = OFF(lr), .def = "1e-3",
      .lo = 0, .hi = BIG, .lo_open = 1, .arg = "X", .help = "Adam learning rate (default 1e-3)"},
     {.name = "beta1", .key = "train.beta1", .type = SQ_OPT_REAL, .offset = OFF(beta1),

@@ -60,7 +60,8 @@ logs() {
     [[ $r == bert4rec* ]] || [[ "$line" == *" --block recbole "* ]]
     grep -q "seqrec-score -m $T/out/$r.sqm --target test --candidates pop:100 -x .*| .*seqrec-metrics -k 10 --json > $T/out/$r.json.tmp" <<< "$output"
   done
-  grep -q -- "--attn linrec .*-o $T/out/sasrec-linrec.sqm" <<< "$output"
+  grep -q -- "--target windows --batch 16 --attn linrec .*-o $T/out/sasrec-linrec.sqm" <<< "$output"
+  grep -q -- "--model bert4rec .*--target windows --batch 16 --attn softmax .*-o $T/out/bert4rec.sqm" <<< "$output"
   grep -q -- "--attn linear .*-o $T/out/lt.sqm" <<< "$output"
   grep -q -- "--attn efficient .*-o $T/out/ea.sqm" <<< "$output"
   grep -q -- "--linrec-variant no-l2 .*-o $T/out/nol2.sqm" <<< "$output"
@@ -72,6 +73,7 @@ logs() {
   run -0 mk -n linrec-runs LINREC_OUT="$T/out" EPOCHS=3 LINREC_TARGET=last
   [ "$(grep -c -- '--epochs 3 ' <<< "$output")" -eq 10 ]
   grep -q -- "--target last --batch 2048 --attn softmax .*-o $T/out/sasrec.sqm" <<< "$output"
+  grep -q -- "--model bert4rec .*--target last --batch 2048 --attn linrec .*-o $T/out/bert4rec-linrec.sqm" <<< "$output"
 }
 
 @test "linrec: a reduced run (EPOCHS=1, tiny model, synthetic data) fills every table and figure" {

@@ -971,6 +971,51 @@ UNIT_TEST(test_batch_last)
     sq_batcher_free(&b);
 }
 
+/* --target windows: windows of max_len inputs tile each training part, so
+ * every target of every user is trained exactly once an epoch (as with
+ * --target last), with its inputs the items just before it. */
+UNIT_TEST(test_batch_windows)
+{
+    sq_err e = {0};
+    sq_seqs d = tiny_seqs();
+    sq_batcher b;
+    CHECK_EQ(sq_batcher_init(&b, &d, SQ_TARGET_WINDOWS, 2, 2, 0, 1, &e), 0);
+    /* users of 3, 6 and 2 training items: 1, 3 and 1 windows of 2 inputs */
+    CHECK_EQ(b.n_samples, 5);
+    int trained[4][6] = {{0}}, n = 0;
+    sq_batcher_shuffle(&b, 1);
+    for (uint64_t i = 0; i < sq_batcher_n_batches(&b); i++) {
+        const sq_packed *p = sq_batcher_get(&b, 1, i);
+        for (int k = 0; k < p->n; k++) {
+            int j = 0;
+            while (p->off[j + 1] <= p->rows[k])
+                j++;
+            uint32_t u = p->user[j];
+            const uint32_t *it = seq_items + seq_start[u];
+            int idx = 1;
+            while (idx < (int)seq_ntrain[u] && (int)it[idx] != p->targets[k])
+                idx++;
+            CHECK(idx < (int)seq_ntrain[u]);
+            if (idx >= (int)seq_ntrain[u])
+                continue;
+            CHECK_EQ(p->ids[p->rows[k]], it[idx - 1]); /* the input just before it */
+            trained[u][idx]++;
+            n++;
+        }
+    }
+    CHECK_EQ(n, 2 + 5 + 1);
+    for (int u = 0; u < 4; u++)
+        for (int idx = 1; idx < (int)seq_ntrain[u]; idx++)
+            CHECK_EQ(trained[u][idx], 1);
+    sq_batcher_free(&b);
+    /* cloze windows tile all the items: 2 + 3 + 1 windows of <= 2 */
+    CHECK_EQ(sq_batcher_init_cloze(&b, &d, SQ_TARGET_WINDOWS, 2, 2, 0.5, 10, 1, &e), 0);
+    CHECK_EQ(b.n_samples, 6);
+    sq_batcher_free(&b);
+    CHECK_EQ(sq_target_parse("windows"), SQ_TARGET_WINDOWS);
+    CHECK(!strcmp(sq_target_name(SQ_TARGET_WINDOWS), "windows"));
+}
+
 /* The end e of the prefix packed as sequence j of a --target random batch,
  * found from its target (the tiny users' items are distinct); checks its
  * inputs, positions and single entry on the way. 0 when they are wrong. */
