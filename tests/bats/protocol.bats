@@ -116,3 +116,38 @@ field() { sed -n "s/.*\"$2\":\([0-9.]*\).*/\1/p" <<< "$1"; }
   resume_same_model "${TINY[@]}" --valid-candidates pop:100 --stop-metric mrr@10 --patience 0
   seqrec-cat --header "$T/r.sqm" | grep -q 'train.stop_metric=mrr@10$'
 }
+
+@test "protocol: --valid-exclude-history validates as seqrec-score -x, and is stored" {
+  seqrec-train "${TINY[@]}" --epochs 2 --valid-candidates pop:100 --valid-exclude-history \
+    --log "$T/log" -o "$T/m.sqm" "$T/s.sqr"
+  seqrec-cat --header "$T/m.sqm" | grep -q 'train.valid_exclude_history=1$'
+  best=$(seqrec-cat --header "$T/m.sqm" | sed -n 's/.*train.best_epoch=//p')
+  line=$(sed -n "${best}p" "$T/log")
+  seqrec-score -m "$T/m.sqm" -t valid -c pop:100 -x "$T/s.sqr" | seqrec-metrics --json -k 10 > "$T/j"
+  for k in hr@10 ndcg@10 mrr@10; do
+    [ "$(field "$line" "$k")" = "$(sed -n "s/.*\"$k\": *\([0-9.]*\).*/\1/p" "$T/j")" ]
+  done
+  # without it the history stays (seqrec-score without -x)
+  seqrec-train "${TINY[@]}" --epochs 1 --valid-candidates pop:100 --log /dev/null -o "$T/n.sqm" "$T/s.sqr"
+  seqrec-cat --header "$T/n.sqm" | grep -q 'train.valid_exclude_history=0$'
+}
+
+@test "protocol: --target windows trains every target once an epoch, all on short users" {
+  # users of at most max-len + 1 training items: windows is all, bit for bit
+  seqrec-train --dim 16 --ffn 32 --max-len 200 --batch 32 --threads 2 --epochs 2 --target all \
+    --log "$T/a.log" -o "$T/a.sqm" "$T/s.sqr"
+  seqrec-train --dim 16 --ffn 32 --max-len 200 --batch 32 --threads 2 --epochs 2 --target windows \
+    --log "$T/w.log" -o "$T/w.sqm" "$T/s.sqr"
+  [ "$(strip_times "$T/a.log")" = "$(strip_times "$T/w.log")" ]
+  seqrec-cat --header "$T/w.sqm" | grep -q 'train.target=windows$'
+  # short windows: more samples an epoch than users (seq_per_s counts them)
+  seqrec-train "${TINY[@]}" --max-len 4 --epochs 1 --target windows --log "$T/w4.log" -o "$T/w4.sqm" "$T/s.sqr"
+  seqrec-score -m "$T/w4.sqm" "$T/s.sqr" | seqrec-metrics --json -k 10 > /dev/null
+  # models whose pooling sees every position refuse it, naming the mode
+  run seqrec-train --model core --target windows -o "$T/c.sqm" "$T/s.sqr"
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--target windows"* ]]
+  run seqrec-train --target sliding -o "$T/c.sqm" "$T/s.sqr"
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--target"* ]]
+}
