@@ -105,21 +105,21 @@ $(foreach d,$(HYDRAREC_DATASETS),$(foreach r,$(HYDRAREC_RUNS_T23) $(HYDRAREC_RUN
   $(eval $(call hydrarec_run,$(d),$(r)))))
 hydrarec-runs: $(HYDRAREC_RUNS_T4:%=$(call hydrarec_out,$(HYDRAREC_ML))/%.json)
 
-# Paper cells HIT@10/-/NDCG@10/- (hydrarec.txt; Tables 2 and 3 give two
+# Paper cells HIT@10/NDCG@10 (hydrarec.txt; Tables 2 and 3 give two
 # rows a dataset, by epochs: these are the row of more epochs, ML-1M 200,
 # Beauty 100, the better one nearly everywhere).
-hydrarec_paper_ml = uni-softmax:0.6992/-/0.4420/- uni-hydra:0.7189/-/0.4899/- \
-  uni-efficient:0.7103/-/0.4755/- uni-linear:0.7024/-/0.4511/- uni-linrec:0.7101/-/0.4599/- \
-  bi-softmax:0.7440/-/0.5270/- bi-hydra:0.7202/-/0.4972/- bi-efficient:0.7190/-/0.4645/- \
-  bi-linear:0.7032/-/0.4651/- bi-linrec:0.7011/-/0.4621/- \
-  t4-h8-d64:0.54089/-/0.30275/- t4-h8-d128:0.59752/-/0.34977/- t4-h8-d256:0.65911/-/0.41132/- \
-  t4-h8-d512:0.62721/-/0.48753/- t4-h16-d64:0.47377/-/0.25587/- t4-h16-d128:0.48689/-/0.27122/- \
-  t4-h16-d256:0.50820/-/0.28313/- t4-h16-d512:0.51803/-/0.29450/- t4-h64-d64:0.48567/-/0.29218/- \
-  t4-h64-d128:0.49437/-/0.28301/- t4-h64-d256:0.60132/-/0.36593/- t4-h64-d512:0.57980/-/0.35682/-
-hydrarec_paper_beauty-bert4rec = uni-softmax:0.6781/-/0.4212/- uni-hydra:0.7135/-/0.4962/- \
-  uni-efficient:0.7104/-/0.4892/- uni-linear:0.7098/-/0.4731/- uni-linrec:0.7001/-/0.4761/- \
-  bi-softmax:0.3498/-/0.3413/- bi-hydra:0.7691/-/0.4962/- bi-efficient:0.6651/-/0.3312/- \
-  bi-linear:0.6417/-/0.3214/- bi-linrec:0.6341/-/0.3196/-
+hydrarec_paper_ml = uni-softmax:0.6992/0.4420 uni-hydra:0.7189/0.4899 \
+  uni-efficient:0.7103/0.4755 uni-linear:0.7024/0.4511 uni-linrec:0.7101/0.4599 \
+  bi-softmax:0.7440/0.5270 bi-hydra:0.7202/0.4972 bi-efficient:0.7190/0.4645 \
+  bi-linear:0.7032/0.4651 bi-linrec:0.7011/0.4621 \
+  t4-h8-d64:0.54089/0.30275 t4-h8-d128:0.59752/0.34977 t4-h8-d256:0.65911/0.41132 \
+  t4-h8-d512:0.62721/0.48753 t4-h16-d64:0.47377/0.25587 t4-h16-d128:0.48689/0.27122 \
+  t4-h16-d256:0.50820/0.28313 t4-h16-d512:0.51803/0.29450 t4-h64-d64:0.48567/0.29218 \
+  t4-h64-d128:0.49437/0.28301 t4-h64-d256:0.60132/0.36593 t4-h64-d512:0.57980/0.35682
+hydrarec_paper_beauty-bert4rec = uni-softmax:0.6781/0.4212 uni-hydra:0.7135/0.4962 \
+  uni-efficient:0.7104/0.4892 uni-linear:0.7098/0.4731 uni-linrec:0.7001/0.4761 \
+  bi-softmax:0.3498/0.3413 bi-hydra:0.7691/0.4962 bi-efficient:0.6651/0.3312 \
+  bi-linear:0.6417/0.3214 bi-linrec:0.6341/0.3196
 hydrarec_paper = $(or $(hydrarec_paper_$(1)),$(hydrarec_paper_ml))
 hydrarec_note = Validation targets ranked against 100 popularity-sampled negatives outside the users \
   history (pop:100 -x); d $(HYDRAREC_DIM), N $(call hydrarec_maxlen,$(1)), batch $(HYDRAREC_BATCH), \
@@ -135,10 +135,10 @@ hydrarec-tables: hydrarec-tables-$(1)
 .PHONY: hydrarec-tables-$(1)
 hydrarec-tables-$(1):
 	@mkdir -p $(call hydrarec_out,$(1))
-	@{ sh pipelines/paper_table.sh "HydraRec Table 2, $(1): causal (validation; softmax = dot product, hydra = HydraRecUni, efficient = LM1, linear = LM2, linrec = LM3)" \
+	@{ sh pipelines/paper_table.sh --keys "hr@10 ndcg@10" "HydraRec Table 2, $(1): causal (validation; softmax = dot product, hydra = HydraRecUni, efficient = LM1, linear = LM2, linrec = LM3)" \
 	  $(call hydrarec_out,$(1)) "$(call hydrarec_paper,$(1))" $(HYDRAREC_KINDS:%=uni-%); \
 	  echo '$(call hydrarec_note,$(1))'; $(call hydrarec_stats,$(1)); echo; } > $(call hydrarec_out,$(1))/table2.md
-	@{ sh pipelines/paper_table.sh "HydraRec Table 3, $(1): bidirectional (validation; softmax = BERT4Rec, hydra = HydraRecBi, efficient = LM1, linear = LM2, linrec = LM3)" \
+	@{ sh pipelines/paper_table.sh --keys "hr@10 ndcg@10" "HydraRec Table 3, $(1): bidirectional (validation; softmax = BERT4Rec, hydra = HydraRecBi, efficient = LM1, linear = LM2, linrec = LM3)" \
 	  $(call hydrarec_out,$(1)) "$(call hydrarec_paper,$(1))" $(HYDRAREC_KINDS:%=bi-%); \
 	  echo '$(call hydrarec_note,$(1))'; $(call hydrarec_stats,$(1)); echo; } > $(call hydrarec_out,$(1))/table3.md
 	@cat $(call hydrarec_out,$(1))/table2.md $(call hydrarec_out,$(1))/table3.md
@@ -148,7 +148,7 @@ hydrarec-tables: hydrarec-table4
 .PHONY: hydrarec-table4
 hydrarec-table4:
 	@mkdir -p $(call hydrarec_out,$(HYDRAREC_ML))
-	@{ sh pipelines/paper_table.sh "HydraRec Table 4, $(HYDRAREC_ML): HydraRecBi by heads h and dimension d (validation; batch 32, N 64, at most $(HYDRAREC_T4_EPOCHS) epochs)" \
+	@{ sh pipelines/paper_table.sh --keys "hr@10 ndcg@10" "HydraRec Table 4, $(HYDRAREC_ML): HydraRecBi by heads h and dimension d (validation; batch 32, N 64, at most $(HYDRAREC_T4_EPOCHS) epochs)" \
 	  $(call hydrarec_out,$(HYDRAREC_ML)) "$(hydrarec_paper_ml)" $(HYDRAREC_RUNS_T4); \
 	  echo '$(call hydrarec_note,$(HYDRAREC_ML))'; echo; } > $(call hydrarec_out,$(HYDRAREC_ML))/table4.md
 	@cat $(call hydrarec_out,$(HYDRAREC_ML))/table4.md
