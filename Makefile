@@ -27,6 +27,7 @@ endif
 LIB_DIRS := $(sort $(patsubst %/,%,$(dir $(wildcard lib/*/*.h lib/*/*.c))))
 LIB_INC := $(LIB_DIRS:%=-I%)
 CFLAGS_ALL := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wvla \
+  -ffp-contract=off -fno-math-errno \
   -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -DSEQREC_VERSION='"$(VERSION)"' \
   -fopenmp $(LIB_INC) $(SANFLAGS) $(CFLAGS)
 LDLIBS_ALL := -larchive -lxxhash -lopenblas -lm -fopenmp $(LDLIBS)
@@ -152,7 +153,7 @@ FUZZ_CC ?= clang
 FUZZ_BUILD := build-fuzz
 FUZZ_NAMES := stream raw model
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-FUZZ_CFLAGS := -std=c11 -O1 -g -Wall -Wextra -Wshadow -Wvla -Wno-pass-failed -D_DEFAULT_SOURCE \
+FUZZ_CFLAGS := -std=c11 -O1 -g -Wall -Wextra -Wshadow -Wvla -Wno-pass-failed -ffp-contract=off -fno-math-errno -D_DEFAULT_SOURCE \
   -D_FILE_OFFSET_BITS=64 -DSEQREC_VERSION='"$(VERSION)"' -fopenmp $(LIB_INC) $(FUZZ_SAN)
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o) $(REAL_SRC:%.c=$(FUZZ_BUILD)/%_f64.o)
 FUZZ_BINS := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)

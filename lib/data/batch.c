@@ -591,3 +591,63 @@ int sq_packed_one(sq_packed *pb, int *ints, const uint32_t *hist, uint32_t n, in
     pb->rows[0] = T - 1;
     return 0;
 }
+
+/* The first entry of b on a row >= r (entries in row order). */
+static int first_entry_at(const sq_packed *b, int r)
+{
+    if (!b->rows)
+        return r;
+    int lo = 0, hi = b->n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (b->rows[mid] < r)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int sq_packed_split(const sq_packed *b, int P, sq_packed *parts, int *buf, size_t cap)
+{
+    if (b->views > 1 || P < 1 || (size_t)b->B + (size_t)P + (size_t)b->n > cap)
+        return 0;
+    for (int i = 1; b->rows && i < b->n; i++)
+        if (b->rows[i] < b->rows[i - 1])
+            return 0;
+    int np = 0, b0 = 0;
+    for (int k = 0; k < P && b0 < b->B; k++) {
+        /* the first sequence of the next part: rows reach (k + 1) T / P */
+        long goal = (long)b->T * (k + 1) / P;
+        int b1 = b0 + 1;
+        while (k < P - 1 && b1 < b->B && b->off[b1] < goal)
+            b1++;
+        if (k == P - 1)
+            b1 = b->B;
+        int r0 = b->off[b0], e0 = first_entry_at(b, r0), e1 = first_entry_at(b, b->off[b1]);
+        sq_packed *q = &parts[np++];
+        *q = *b;
+        q->B = b1 - b0;
+        q->T = b->off[b1] - r0;
+        q->ids = b->ids + r0;
+        q->pos = b->pos + r0;
+        q->user = b->user ? b->user + b0 : NULL;
+        q->uid = b->uid ? b->uid + b0 : NULL;
+        q->off = buf;
+        for (int i = 0; i <= q->B; i++)
+            q->off[i] = b->off[b0 + i] - r0;
+        buf += q->B + 1;
+        q->n = e1 - e0;
+        q->targets = b->targets + e0;
+        q->neg = b->neg ? b->neg + (size_t)e0 * b->K : NULL;
+        if (b->rows) {
+            q->rows = buf;
+            for (int i = 0; i < q->n; i++)
+                q->rows[i] = b->rows[e0 + i] - r0;
+            buf += q->n;
+        }
+        q->n_first = 0;
+        b0 = b1;
+    }
+    return np;
+}

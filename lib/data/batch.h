@@ -216,6 +216,16 @@ void sq_batcher_shuffle(sq_batcher *b, uint64_t epoch);
 /* Packs batch i of the current epoch into b->pb and returns it. */
 const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i);
 
+/* Cuts b into at most P parts by sequence, for data-parallel micro-batches
+ * (lib/train/micro.c): part k has the sequences [b_k, b_(k+1)), the token
+ * rows off[b_k] .. and the loss entries on those rows, with about T / P
+ * rows each. The parts point into b, but for their offsets and rows,
+ * rebased to start at 0, which go to buf (cap ints, enough with B + P + n).
+ * Returns the number of parts, or 0 when b cannot be cut: views packed
+ * together (views > 1: their loss pairs sequences), loss entries not in
+ * row order, or buf too small. */
+int sq_packed_split(const sq_packed *b, int P, sq_packed *parts, int *buf, size_t cap);
+
 /* The scoring input of one history hist[0..n): its newest max_len items as a
  * packed batch of one sequence, positions ending at max_len - 1, its newest
  * row the one entry (an empty history: one padding token, id 0). ints holds

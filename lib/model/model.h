@@ -205,6 +205,12 @@ struct sq_model_def {
      * *count trained entries. */
     double (*step)(sq_net *n, void *work, const sq_packed *b, const sq_step_opts *o,
                    uint64_t step, int *count);
+    /* 1: the loss is a mean over entries, each depending on its own
+     * sequence only, and step keeps no state between calls: the trainer
+     * may cut a batch into micro-batches by sequence, one per thread
+     * (lib/train/micro.h). 0: steps take whole batches (in-batch
+     * negatives, paired views, per-batch draws). */
+    int micro_batches;
     /* An sq_model scoring with the net's current parameters (borrowed). */
     void (*view)(sq_model *out, const sq_net *n);
     /* The trainer options whose default differs for this model, as kv text

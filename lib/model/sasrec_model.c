@@ -928,7 +928,7 @@ int sq_backbone_init_from(sq_net *n, const sq_modelfile *mf, const char *path, s
         .check_step = check_step, .net_alloc = net_alloc, .net_free = net_free,     \
         .net_init = net_init, .init_from = init_from, .batcher = batcher,           \
         .work_alloc = work_alloc,                                                   \
-        .work_free = work_free, .step = step, .view = view,                         \
+        .work_free = work_free, .step = step, .view = view, .micro_batches = 1,     \
     };
 
 TRANSFORMER(sq_model_sasrec, "sasrec", "SASRec: causal, next item (the default)",

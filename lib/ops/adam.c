@@ -6,23 +6,23 @@
 
 #include "adam.h"
 #include "real.h"
+#include "vec.h"
 
 /* The norm is summed over a fixed number of contiguous blocks, each in
  * order and in double, then the block sums in order: the result does not
  * depend on the thread count. */
 #define NORM_BLOCKS 64
 
-void R(sq_adam_update)(const sq_ctx *cx, real *param, const real *grad, real *m,
-                       real *v, size_t n, const sq_adam_cfg *cfg, long t)
+/* The update of elements [0, n) of one chunk: element-wise and exact
+ * (IEEE division and square root), so every vector width gives the same
+ * bits as the scalar loop. */
+SQ_VEC static void R(adam_chunk)(real *restrict param, const real *restrict grad,
+                                 real *restrict m, real *restrict v, size_t n,
+                                 const real *k)
 {
-    real b1 = (real)cfg->beta1, b2 = (real)cfg->beta2;
-    real lr = (real)cfg->lr, eps = (real)cfg->eps, wd = (real)cfg->weight_decay;
-    /* bias corrections 1 - beta^t, in double: beta^t underflows gracefully */
-    real bc1 = (real)(1.0 - pow(cfg->beta1, (double)t));
-    real bc2_sqrt = (real)sqrt(1.0 - pow(cfg->beta2, (double)t));
-    real decay = cfg->decoupled ? (real)1 - lr * wd : (real)1;
-    real l2 = cfg->decoupled ? (real)0 : wd;
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
+    real b1 = k[0], b2 = k[1], lr = k[2], eps = k[3], bc1 = k[4], bc2_sqrt = k[5];
+    real decay = k[6], l2 = k[7];
+    #pragma omp simd
     for (size_t i = 0; i < n; i++) {
         real g = grad[i] + l2 * param[i];
         m[i] = b1 * m[i] + ((real)1 - b1) * g;
@@ -30,6 +30,26 @@ void R(sq_adam_update)(const sq_ctx *cx, real *param, const real *grad, real *m,
         real mhat = m[i] / bc1;
         real denom = r_sqrt(v[i]) / bc2_sqrt + eps;
         param[i] = param[i] * decay - lr * mhat / denom;
+    }
+}
+
+void R(sq_adam_update)(const sq_ctx *cx, real *param, const real *grad, real *m,
+                       real *v, size_t n, const sq_adam_cfg *cfg, long t)
+{
+    real lr = (real)cfg->lr, wd = (real)cfg->weight_decay;
+    /* b1, b2, lr, eps, the bias corrections 1 - beta^t (in double: beta^t
+     * underflows gracefully), the decay factor and the L2 coefficient */
+    const real k[8] = {(real)cfg->beta1, (real)cfg->beta2, lr, (real)cfg->eps,
+                       (real)(1.0 - pow(cfg->beta1, (double)t)),
+                       (real)sqrt(1.0 - pow(cfg->beta2, (double)t)),
+                       cfg->decoupled ? (real)1 - lr * wd : (real)1,
+                       cfg->decoupled ? (real)0 : wd};
+    long chunks = sq_chunks(n);
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) \
+            if (chunks > 1)
+    for (long c = 0; c < chunks; c++) {
+        size_t len, i0 = sq_chunk(n, c, &len);
+        R(adam_chunk)(param + i0, grad + i0, m + i0, v + i0, len, k);
     }
 }
 

@@ -12,6 +12,7 @@
 #include "ops.h"
 #include "real.h"
 #include "rng.h"
+#include "vec.h"
 
 #include <float.h>
 #include <string.h>
@@ -21,6 +22,30 @@
  * sum for every element is then taken in row order, whatever the thread
  * count. 16 floats = one cache line. */
 #define COL_BLOCK 16
+
+/* sum x[0, n) in SQ_LANES partial sums added in a fixed tree (vec.h): the
+ * same bits at every vector width. */
+static inline real R(vsum)(const real *x, int n)
+{
+    real acc[SQ_LANES] = {0};
+    int i = 0;
+    for (; i + SQ_LANES <= n; i += SQ_LANES)
+        for (int l = 0; l < SQ_LANES; l++)
+            acc[l] += x[i + l];
+    real tail = 0;
+    for (; i < n; i++)
+        tail += x[i];
+    for (int w = SQ_LANES / 2; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++)
+            acc[l] += acc[l + w];
+    return acc[0] + tail;
+}
+
+/* The rows of an element-wise-per-row op that one parallel chunk takes. */
+static inline int rows_per_chunk(int C)
+{
+    return C >= SQ_CHUNK ? 1 : SQ_CHUNK / C;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Layout helpers (precision-free: compiled once, in the float build).      */
@@ -142,28 +167,92 @@ void R(sq_posemb_backward)(const sq_ctx *cx, real *dinp, real *dpe,
 /* ------------------------------------------------------------------------ */
 /* 3. Layer norm                                                            */
 
-void R(sq_layernorm_forward)(const sq_ctx *cx, real *out, real *mean,
-                             real *rstd, const real *inp, const real *w,
-                             const real *b, int T, int C, real eps)
+/* Rows [t0, t1). The row sums keep SQ_LANES partial sums added in a
+ * fixed tree (vec.h), as R(vsum): the same bits at every vector width. */
+SQ_VEC static void R(ln_rows)(real *restrict out, real *restrict mean, real *restrict rstd,
+                              const real *restrict inp, const real *restrict w,
+                              const real *restrict b, int t0, int t1, int C, real eps)
 {
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (int t = 0; t < T; t++) {
+    int Cv = C - C % SQ_LANES;
+    for (int t = t0; t < t1; t++) {
         const real *x = inp + (size_t)t * C;
-        real m = 0;
-        for (int c = 0; c < C; c++)
-            m += x[c];
-        m /= C;
+        real m = R(vsum)(x, C) / (real)C;
         /* two-pass variance: no cancellation when |mean| >> std */
-        real var = 0;
-        for (int c = 0; c < C; c++)
-            var += (x[c] - m) * (x[c] - m);
-        var /= C;
+        real acc[SQ_LANES] = {0}, tail = 0;
+        for (int c = 0; c < Cv; c += SQ_LANES)
+            for (int l = 0; l < SQ_LANES; l++)
+                acc[l] += (x[c + l] - m) * (x[c + l] - m);
+        for (int c = Cv; c < C; c++)
+            tail += (x[c] - m) * (x[c] - m);
+        real var = (R(vsum)(acc, SQ_LANES) + tail) / (real)C;
         real s = (real)1 / r_sqrt(var + eps);
         real *o = out + (size_t)t * C;
+        #pragma omp simd
         for (int c = 0; c < C; c++)
             o[c] = (x[c] - m) * s * w[c] + b[c];
         mean[t] = m;
         rstd[t] = s;
+    }
+}
+
+void R(sq_layernorm_forward)(const sq_ctx *cx, real *out, real *mean,
+                             real *rstd, const real *inp, const real *w,
+                             const real *b, int T, int C, real eps)
+{
+    int rows = rows_per_chunk(C);
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) \
+            if (T > rows)
+    for (int t0 = 0; t0 < T; t0 += rows)
+        R(ln_rows)(out, mean, rstd, inp, w, b, t0, t0 + rows < T ? t0 + rows : T, C, eps);
+}
+
+/* dx of rows [t0, t1). With n = xhat = (x - mean) rstd and g = w * dout:
+ * dx = rstd (g - mean(g) - n mean(g n))   (the llm.c derivation). */
+SQ_VEC static void R(ln_back_rows)(real *restrict dinp, const real *restrict dout,
+                                   const real *restrict inp, const real *restrict w,
+                                   const real *restrict mean, const real *restrict rstd,
+                                   int t0, int t1, int C)
+{
+    int Cv = C - C % SQ_LANES;
+    for (int t = t0; t < t1; t++) {
+        const real *x = inp + (size_t)t * C, *d = dout + (size_t)t * C;
+        real m = mean[t], s = rstd[t];
+        real ag[SQ_LANES] = {0}, agn[SQ_LANES] = {0}, tg = 0, tgn = 0;
+        for (int c = 0; c < Cv; c += SQ_LANES)
+            for (int l = 0; l < SQ_LANES; l++) {
+                real g = w[c + l] * d[c + l];
+                ag[l] += g;
+                agn[l] += g * ((x[c + l] - m) * s);
+            }
+        for (int c = Cv; c < C; c++) {
+            real g = w[c] * d[c];
+            tg += g;
+            tgn += g * ((x[c] - m) * s);
+        }
+        real gmean = (R(vsum)(ag, SQ_LANES) + tg) / (real)C;
+        real gnmean = (R(vsum)(agn, SQ_LANES) + tgn) / (real)C;
+        real *dx = dinp + (size_t)t * C;
+        #pragma omp simd
+        for (int c = 0; c < C; c++)
+            dx[c] += s * (w[c] * d[c] - gmean - (x[c] - m) * s * gnmean);
+    }
+}
+
+/* dw = sum_t n * dout, db = sum_t dout over columns [c0, c1), tokens in
+ * order. */
+SQ_VEC static void R(ln_back_cols)(real *restrict dw, real *restrict db,
+                                   const real *restrict dout, const real *restrict inp,
+                                   const real *restrict mean, const real *restrict rstd,
+                                   int c0, int c1, int T, int C)
+{
+    for (int t = 0; t < T; t++) {
+        const real *x = inp + (size_t)t * C, *d = dout + (size_t)t * C;
+        real m = mean[t], s = rstd[t];
+        #pragma omp simd
+        for (int c = c0; c < c1; c++) {
+            dw[c] += (x[c] - m) * s * d[c];
+            db[c] += d[c];
+        }
     }
 }
 
@@ -172,37 +261,16 @@ void R(sq_layernorm_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db,
                               const real *w, const real *mean,
                               const real *rstd, int T, int C)
 {
-    /* With n = xhat = (x - mean) rstd and g = w * dout:
-     * dx = rstd (g - mean(g) - n mean(g n))   (the llm.c derivation). */
+    int rows = rows_per_chunk(C);
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) \
+            if (T > rows)
+    for (int t0 = 0; t0 < T; t0 += rows)
+        R(ln_back_rows)(dinp, dout, inp, w, mean, rstd, t0, t0 + rows < T ? t0 + rows : T, C);
+    /* a block of 4 vectors of 16 columns per task: enough to vectorise */
     #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (int t = 0; t < T; t++) {
-        const real *x = inp + (size_t)t * C, *d = dout + (size_t)t * C;
-        real m = mean[t], s = rstd[t];
-        real gmean = 0, gnmean = 0;
-        for (int c = 0; c < C; c++) {
-            real g = w[c] * d[c];
-            gmean += g;
-            gnmean += g * (x[c] - m) * s;
-        }
-        gmean /= C;
-        gnmean /= C;
-        real *dx = dinp + (size_t)t * C;
-        for (int c = 0; c < C; c++) {
-            real n = (x[c] - m) * s;
-            dx[c] += s * (w[c] * d[c] - gmean - n * gnmean);
-        }
-    }
-    /* dw = sum_t n * dout, db = sum_t dout: column blocks, tokens in order. */
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (int c0 = 0; c0 < C; c0 += COL_BLOCK) {
-        int c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
-        for (int t = 0; t < T; t++) {
-            const real *x = inp + (size_t)t * C, *d = dout + (size_t)t * C;
-            for (int c = c0; c < c1; c++) {
-                dw[c] += (x[c] - mean[t]) * rstd[t] * d[c];
-                db[c] += d[c];
-            }
-        }
+    for (int c0 = 0; c0 < C; c0 += 4 * COL_BLOCK) {
+        int c1 = c0 + 4 * COL_BLOCK < C ? c0 + 4 * COL_BLOCK : C;
+        R(ln_back_cols)(dw, db, dout, inp, mean, rstd, c0, c1, T, C);
     }
 }
 
@@ -248,19 +316,61 @@ void R(sq_linear_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db,
 /* ------------------------------------------------------------------------ */
 /* 5. GELU and ReLU                                                         */
 
+/* The float build uses vec.h's erf and exp so that the loops vectorise
+ * (within 6e-7 of erf, a few ulp of 1 + erf); the double build, which
+ * the gradient checks use, keeps libm's. */
+#if SQ_REAL_IS_F64
+#define gelu_v sq_gelu
+#define gelu_grad_v sq_gelu_grad
+#else
+static inline float gelu_v(float x)
+{
+    return 0.5f * x * (1.0f + sq_verff(x * 0.70710678118654752440f));
+}
+
+static inline float gelu_grad_v(float x)
+{
+    float cdf = 0.5f * (1.0f + sq_verff(x * 0.70710678118654752440f));
+    return cdf + x * (0.39894228040143267794f * sq_vexpf(-0.5f * x * x));
+}
+#endif
+
+SQ_VEC static void R(gelu_chunk)(real *restrict out, const real *restrict inp, size_t n)
+{
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++)
+        out[i] = gelu_v(inp[i]);
+}
+
 void R(sq_gelu_forward)(const sq_ctx *cx, real *out, const real *inp, size_t n)
 {
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
+    long chunks = sq_chunks(n);
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) \
+            if (chunks > 1)
+    for (long c = 0; c < chunks; c++) {
+        size_t len, i0 = sq_chunk(n, c, &len);
+        R(gelu_chunk)(out + i0, inp + i0, len);
+    }
+}
+
+SQ_VEC static void R(gelu_back_chunk)(real *restrict dinp, const real *restrict dout,
+                                      const real *restrict inp, size_t n)
+{
+    #pragma omp simd
     for (size_t i = 0; i < n; i++)
-        out[i] = sq_gelu(inp[i]);
+        dinp[i] += dout[i] * gelu_grad_v(inp[i]);
 }
 
 void R(sq_gelu_backward)(const sq_ctx *cx, real *dinp, const real *dout,
                          const real *inp, size_t n)
 {
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (size_t i = 0; i < n; i++)
-        dinp[i] += dout[i] * sq_gelu_grad(inp[i]);
+    long chunks = sq_chunks(n);
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) \
+            if (chunks > 1)
+    for (long c = 0; c < chunks; c++) {
+        size_t len, i0 = sq_chunk(n, c, &len);
+        R(gelu_back_chunk)(dinp + i0, dout + i0, inp + i0, len);
+    }
 }
 
 void R(sq_relu_forward)(const sq_ctx *cx, real *out, const real *inp, size_t n)
@@ -282,14 +392,33 @@ void R(sq_relu_backward)(const sq_ctx *cx, real *dinp, const real *dout,
 /* ------------------------------------------------------------------------ */
 /* 6. Dropout                                                               */
 
-/* The rng stream of one token row: a hash of (step, site, row), so that
- * the mask is a pure function of (seed, step, site, row). */
-static inline uint64_t dropout_stream(uint64_t step, uint64_t site, int t)
+/* The key of one dropout call: a hash of (seed, step, site), so that the
+ * mask is a pure function of (seed, step, site, element) - the same for
+ * any thread count and vector width. */
+static inline uint64_t dropout_key(uint64_t seed, uint64_t step, uint64_t site)
 {
-    uint64_t x = step * 0x9e3779b97f4a7c15ull;
+    uint64_t x = seed + step * 0x9e3779b97f4a7c15ull;
     x = (x ^ (x >> 31)) + site * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 29)) * 0x94d049bb133111ebull;
-    return (x ^ (x >> 32)) + (uint64_t)t * 0xd6e8feb86659fd93ull;
+    return x ^ (x >> 32);
+}
+
+/* Elements [i0, i0 + n) of one call; the draw is a float compared with
+ * (float)p in both builds, so the float and double twins drop the same
+ * elements. out may be inp (in place: gru4rec, hstu). */
+SQ_VEC static void R(dropout_chunk)(real *out, uint8_t *restrict mask,
+                                    const real *inp, size_t i0, size_t n,
+                                    float p, real keep_scale, uint64_t key)
+{
+    /* the counter is the low 32 bits; the chunk's high bits go to the key */
+    key += (uint64_t)(i0 >> 32) * 0xd6e8feb86659fd93ull;
+    uint32_t c0 = (uint32_t)i0;
+    #pragma omp simd
+    for (size_t j = 0; j < n; j++) {
+        uint8_t keep = sq_counter_uniform(key, c0 + (uint32_t)j) >= p;
+        mask[j] = keep;
+        out[j] = keep ? inp[j] * keep_scale : (real)0;
+    }
 }
 
 void R(sq_dropout_forward)(const sq_ctx *cx, real *out, uint8_t *mask,
@@ -297,27 +426,37 @@ void R(sq_dropout_forward)(const sq_ctx *cx, real *out, uint8_t *mask,
                            uint64_t step, uint64_t site)
 {
     real keep_scale = (real)1 / ((real)1 - p);
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (int t = 0; t < T; t++) {
-        sq_rng rng;
-        sq_rng_seed(&rng, seed, dropout_stream(step, site, t));
-        for (int c = 0; c < C; c++) {
-            size_t i = (size_t)t * C + c;
-            /* the draw is in double in both builds: same mask */
-            mask[i] = p > 0 ? sq_rng_uniform(&rng) >= (double)p : 1;
-            out[i] = mask[i] ? inp[i] * keep_scale : (real)0;
-        }
+    uint64_t key = dropout_key(seed, step, site);
+    size_t n = (size_t)T * C;
+    long chunks = sq_chunks(n);
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) \
+            if (chunks > 1)
+    for (long c = 0; c < chunks; c++) {
+        size_t len, i0 = sq_chunk(n, c, &len);
+        R(dropout_chunk)(out + i0, mask + i0, inp + i0, i0, len, (float)p, keep_scale, key);
     }
+}
+
+SQ_VEC static void R(dropout_back_chunk)(real *restrict dinp, const real *restrict dout,
+                                         const uint8_t *restrict mask, size_t n,
+                                         real keep_scale)
+{
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++)
+        dinp[i] += mask[i] ? dout[i] * keep_scale : (real)0;
 }
 
 void R(sq_dropout_backward)(const sq_ctx *cx, real *dinp, const real *dout,
                             const uint8_t *mask, size_t n, real p)
 {
     real keep_scale = (real)1 / ((real)1 - p);
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (size_t i = 0; i < n; i++)
-        if (mask[i])
-            dinp[i] += dout[i] * keep_scale;
+    long chunks = sq_chunks(n);
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) \
+            if (chunks > 1)
+    for (long c = 0; c < chunks; c++) {
+        size_t len, i0 = sq_chunk(n, c, &len);
+        R(dropout_back_chunk)(dinp + i0, dout + i0, mask + i0, len, keep_scale);
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -469,6 +608,52 @@ void R(sq_attention_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
 /* 9. Full-softmax cross-entropy with tied item embeddings                  */
 
 /* sq_ce_full and sq_ce_full_bias: logits = h E^T (+ bias). */
+/* One row of logits lr[0, V1) of target y: softmax over items 1..V1-1 in
+ * place, and (grad) dlogits = g (p - onehot(y)) in the same buffer; item
+ * 0 (padding) is out of the softmax, its gradient 0. Returns -log p_y.
+ * The float build uses vec.h's exp and sums in SQ_LANES partial sums in a
+ * fixed order (the same bits at every vector width; a row of items is
+ * read three times while it is in cache). */
+SQ_VEC static real R(ce_row)(real *restrict lr, int V1, int y, real g, int grad)
+{
+    real ly = lr[y], mx = -FLT_MAX;
+    #pragma omp simd reduction(max : mx)
+    for (int j = 1; j < V1; j++)
+        mx = lr[j] > mx ? lr[j] : mx;
+    lr[0] = 0;
+#if SQ_REAL_IS_F64
+    double sum = 0;
+    for (int j = 1; j < V1; j++) {
+        lr[j] = exp(lr[j] - mx);
+        sum += lr[j];
+    }
+#else
+    float acc[SQ_LANES] = {0};
+    int j = 1;
+    for (; j + SQ_LANES <= V1; j += SQ_LANES)
+        for (int l = 0; l < SQ_LANES; l++) {
+            lr[j + l] = sq_vexpf(lr[j + l] - mx);
+            acc[l] += lr[j + l];
+        }
+    float tail = 0;
+    for (; j < V1; j++) {
+        lr[j] = sq_vexpf(lr[j] - mx);
+        tail += lr[j];
+    }
+    double sum = (double)R(vsum)(acc, SQ_LANES) + tail;
+#endif
+    /* -log p_y = log sum_j exp(l_j - mx) + mx - l_y */
+    real loss = (real)log(sum) + mx - ly;
+    if (grad) {
+        real inv = (real)(g / sum);
+        #pragma omp simd
+        for (int k = 1; k < V1; k++)
+            lr[k] *= inv;
+        lr[y] -= g;
+    }
+    return loss;
+}
+
 static double R(ce_full)(const sq_ctx *cx, real *dh, real *dE, real *dbias, real *scratch,
                          const real *h, const real *E, const real *bias, const int *rows,
                          const int *targets, int n, int C, int V1, int chunk, real dloss,
@@ -520,26 +705,7 @@ static double R(ce_full)(const sq_ctx *cx, real *dh, real *dE, real *dbias, real
                 memset(lr, 0, (size_t)V1 * sizeof *lr);
                 continue;
             }
-            real mx = -FLT_MAX;
-            for (int j = 1; j < V1; j++)
-                if (lr[j] > mx)
-                    mx = lr[j];
-            /* the sum runs over all V items: accumulate it in double */
-            real ly = lr[y];
-            double sum = 0;
-            for (int j = 1; j < V1; j++) {
-                lr[j] = r_exp(lr[j] - mx);
-                sum += lr[j];
-            }
-            /* -log p_y = log sum_j exp(l_j - mx) + mx - l_y */
-            rowloss[r] = (real)log(sum) + mx - ly;
-            if (grad) {
-                real inv = (real)(g / sum);
-                lr[0] = 0;
-                for (int j = 1; j < V1; j++)
-                    lr[j] *= inv;
-                lr[y] -= g;
-            }
+            rowloss[r] = R(ce_row)(lr, V1, y, g, grad);
         }
         for (int r = 0; r < m; r++) /* fixed order */
             total += rowloss[r];

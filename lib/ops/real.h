@@ -12,7 +12,8 @@
  *   real            the scalar type
  *   R(name)         the exported name: `name` for float, `name_f64` for double
  *   r_exp, r_log, ... the libm function of the matching precision
- *   r_gemm          cblas_sgemm or cblas_dgemm
+ *   r_gemm          sq_blas_gemm (pgemm.c): cblas_sgemm or cblas_dgemm on
+ *                   the threads of the OpenMP team
  *   SQ_REAL_IS_F64  1 in the double build (for code that must exist once)
  * and the scalar maths shared by the CPU and CUDA backends as `static inline`
  * functions marked SQ_HD (host and device under nvcc). */
@@ -49,7 +50,6 @@ typedef SQ_REAL real;
 #define r_sqrt sqrt
 #define r_erf erf
 #define r_fabs fabs
-#define r_gemm cblas_dgemm
 #else
 #define R(name) name
 #define r_exp expf
@@ -58,7 +58,15 @@ typedef SQ_REAL real;
 #define r_sqrt sqrtf
 #define r_erf erff
 #define r_fabs fabsf
-#define r_gemm cblas_sgemm
+#endif
+
+#ifndef __CUDACC__
+/* cblas_?gemm's contract, with the work cut over the OpenMP team
+ * (pgemm.c). */
+void R(sq_blas_gemm)(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M,
+                     int N, int K, real alpha, const real *A, int lda, const real *B,
+                     int ldb, real beta, real *C, int ldc);
+#define r_gemm R(sq_blas_gemm)
 #endif
 
 /* GELU, exact erf form (PyTorch nn.GELU() default, RecBole's "gelu"):

@@ -1,6 +1,7 @@
 /* train.c - the training loop (see train.h): any trained model of the
  * registry, through its sq_model_def. */
 #include "train.h"
+#include "micro.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -660,6 +661,7 @@ typedef struct {
     sq_step_opts so;
     double first_loss;        /* of this process's first batch (0: none yet) */
     adam_runs runs;
+    sq_micro mb;              /* the threads' micro-batches (micro.h) */
 } loop;
 
 /* One epoch of batches; *loss the mean over its trained entries. */
@@ -675,15 +677,17 @@ static int one_epoch(run *r, loop *lp, uint64_t epoch, const sq_train_hooks *hoo
     for (uint64_t i = 0; i < n_batches; i++) {
         const sq_packed *pb = sq_batcher_get(&lp->bt, epoch, i);
         int cnt = 0;
-        sq_zero(r->net.cx, r->net.grads, n);
-        double loss = def->step(&r->net, lp->work, pb, &lp->so, r->st[ST_STEP], &cnt);
+        double loss = sq_micro_step(&lp->mb, def, &r->net, lp->work, pb, &lp->so,
+                                    r->st[ST_STEP], &cnt);
         if (!isfinite(loss))
             return diverged(r, epoch, loss, "loss", out_path, e);
         if (o->max_loss > 0 && loss > o->max_loss)
             return diverged(r, epoch, loss, "loss above --max-loss", out_path, e);
         if (lp->first_loss == 0)
             lp->first_loss = loss;
-        double norm = sq_grad_clip(r->net.cx, r->net.grads, n, o->clip);
+        /* no clipping, no norm: a pass over every gradient saved (a
+         * diverging step shows in the next loss) */
+        double norm = o->clip > 0 ? sq_grad_clip(r->net.cx, r->net.grads, n, o->clip) : 0;
         if (!isfinite(norm))
             return diverged(r, epoch, norm, "gradient norm", out_path, e);
         long t = (long)++r->st[ST_STEP];
@@ -811,7 +815,8 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
     if (!(r->m = sq_ctx_alloc(r->net.cx, bytes, e)) ||
         !(r->v = sq_ctx_alloc(r->net.cx, bytes, e)) ||
         !(r->best = sq_ctx_alloc(r->net.cx, bytes, e)) ||
-        def->work_alloc(&r->net, &lp->bt, &lp->work, e))
+        def->work_alloc(&r->net, &lp->bt, &lp->work, e) ||
+        sq_micro_open(&lp->mb, def, o->cfg, &r->net, &lp->bt, o->threads, e))
         return e->code;
     if (resume_path) {
         if (load_ckpt(r, resume_path, e))
@@ -840,6 +845,7 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
 static void close_run(run *r, loop *lp)
 {
     const sq_model_def *def = r->o->model;
+    sq_micro_close(&lp->mb, def);
     if (def->work_free)
         def->work_free(lp->work);
     if (r->net.cx) {

@@ -9,11 +9,20 @@ void openblas_set_num_threads(int num_threads);
 
 void sq_threads_passive(char **argv)
 {
-    if (getenv("OMP_WAIT_POLICY"))
-        return;
-    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0)
-        return;
-    execv("/proc/self/exe", argv); /* returns only on failure */
+    int changed = 0;
+    if (!getenv("OMP_WAIT_POLICY")) {
+        if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0)
+            return;
+        changed = 1;
+    }
+    /* no OpenBLAS pool at all: it would only sleep (sq_threads_set) */
+    if (!getenv("OPENBLAS_NUM_THREADS")) {
+        if (setenv("OPENBLAS_NUM_THREADS", "1", 1) != 0)
+            return;
+        changed = 1;
+    }
+    if (changed)
+        execv("/proc/self/exe", argv); /* returns only on failure */
 }
 
 int sq_threads_set(int n)
@@ -23,6 +32,11 @@ int sq_threads_set(int n)
         n = c > 0 ? (int)c : 1;
     }
     omp_set_num_threads(n);
-    openblas_set_num_threads(n);
+    /* a region inside a region (an op inside a micro-batch's thread) runs
+     * on that one thread */
+    omp_set_max_active_levels(1);
+    /* one pool: OpenBLAS never runs threads beside the OpenMP team;
+     * pgemm.c cuts a large GEMM over the team instead */
+    openblas_set_num_threads(1);
     return n;
 }

@@ -1,11 +1,14 @@
-/* threads.h - one place that sets up the two thread pools of a program:
- * OpenMP (our loops) and OpenBLAS (GEMMs).
+/* threads.h - one thread pool per program: OpenMP's.
  *
- * libgomp's idle threads spin after every parallel region and steal the
- * cores OpenBLAS's own threads need for the next GEMM: the fused CE step ran
- * 1.8x slower that way on 2 cores. The fix is OMP_WAIT_POLICY=passive, but
- * libgomp reads it when it is loaded, before main. So sq_threads_passive
- * re-executes the program once with it set, unless the user set it. */
+ * OpenBLAS runs single-threaded; lib/ops/pgemm.c cuts a large GEMM over the
+ * OpenMP team, so no OpenBLAS thread ever runs beside an OpenMP team (they
+ * made three busy threads on two cores). Idle OpenMP threads must sleep,
+ * not spin: a spinning team steals the cores of the next GEMM's threads
+ * and of other programs (the fused CE step ran 1.8x slower that way on 2
+ * cores). That is OMP_WAIT_POLICY=passive, but libgomp reads it when it is
+ * loaded, before main; so sq_threads_passive re-executes the program once
+ * with it (and OPENBLAS_NUM_THREADS=1, so that OpenBLAS starts no pool)
+ * set, unless the user set them. */
 #ifndef SQ_THREADS_H
 #define SQ_THREADS_H
 
@@ -13,7 +16,8 @@
  * variable was already set, or exec failed: then it just runs slower). */
 void sq_threads_passive(char **argv);
 
-/* Sets OpenMP and OpenBLAS to n threads (n <= 0: number of online CPUs).
+/* Sets the OpenMP team to n threads (n <= 0: number of online CPUs) and
+ * OpenBLAS to 1.
  * Returns the number used. */
 int sq_threads_set(int n);
 

@@ -1,0 +1,48 @@
+/* micro.h - data-parallel micro-batches: one training step on many threads.
+ *
+ * Op-level threads (an OpenMP loop inside every op) synchronise dozens of
+ * times per step on small tensors. A model whose loss is a mean of
+ * per-sequence terms (sq_model_def.micro_batches) can instead cut the batch
+ * into one micro-batch per thread (sq_packed_split): each thread runs the
+ * model's own single-threaded step on its part, into its own gradients,
+ * and the gradients are added in the order of the parts, weighted by their
+ * share of the loss entries:
+ *
+ *   g = sum_k (n_k / n) g_k,   loss = sum_k (n_k / n) loss_k,
+ *
+ * which is the gradient of the whole batch's mean loss. The order is fixed,
+ * so a seed and a thread count give the same bits every time. Worker 0 is
+ * the trainer's net; the others are nets of their own, their parameters
+ * copied from it before each step. A worker's dropout draws use the step
+ * number with the part's index in its high bits, so no two parts share a
+ * mask. */
+#ifndef SQ_MICRO_H
+#define SQ_MICRO_H
+
+#include "model.h"
+
+#define SQ_MICRO_MAX 64
+
+typedef struct {
+    int P;                       /* parts per batch (1: plain steps) */
+    sq_ctx cx1;                  /* the workers' context: one thread */
+    sq_net net[SQ_MICRO_MAX];    /* [1, P): the workers' nets */
+    void *work[SQ_MICRO_MAX];    /* [1, P): their work */
+    sq_packed part[SQ_MICRO_MAX];
+    int *buf;                    /* the parts' rebased offsets and rows */
+    size_t cap;
+} sq_micro;
+
+/* Sets up P = threads parts when the model allows it (def->micro_batches),
+ * the backend is the CPU and threads > 1; P = 1 otherwise. */
+int sq_micro_open(sq_micro *mb, const sq_model_def *def, const void *cfg, const sq_net *net,
+                  const sq_batcher *bt, int threads, sq_err *e);
+void sq_micro_close(sq_micro *mb, const sq_model_def *def);
+
+/* One step on batch b: zeroes net->grads, then as model.h's step (the mean
+ * loss over *count entries, gradients in net->grads), on the parts in
+ * parallel when the batch can be cut. */
+double sq_micro_step(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
+                     const sq_packed *b, const sq_step_opts *so, uint64_t step, int *count);
+
+#endif

@@ -1,0 +1,159 @@
+/* Unit tests for lib/train/micro.c and sq_packed_split: a batch cut into
+ * micro-batches gives the whole batch's loss and gradient (dropout off),
+ * the same bits every time, and parts that tile the batch. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch.h"
+#include "micro.h"
+#include "registry.h"
+#include "sasrec.h"
+#include "unit.h"
+
+/* 11 users of 3..23 items over items 1..9 */
+static uint32_t m_items[200];
+static uint64_t m_start[11];
+static uint32_t m_ntrain[11];
+
+static sq_seqs micro_seqs(void)
+{
+    uint64_t at = 0;
+    for (int u = 0; u < 11; u++) {
+        m_start[u] = at;
+        m_ntrain[u] = 3 + (uint32_t)(u * 7 % 21);
+        for (uint32_t i = 0; i < m_ntrain[u]; i++)
+            m_items[at++] = 1 + (uint32_t)((u * 5 + i * 3 + i * i) % 9);
+    }
+    return (sq_seqs){.n_users = 11, .n_items = 9, .items = m_items, .start = m_start,
+                     .n_train = m_ntrain};
+}
+
+/* The parts of p tile it: sequences, rows, ids and entries in order. */
+static void check_parts(unit_ctx *t, const sq_packed *p, const sq_packed *parts, int np)
+{
+    int B = 0, T = 0, n = 0, ok = 1;
+    for (int k = 0; k < np; k++) {
+        const sq_packed *q = &parts[k];
+        ok &= q->off[0] == 0 && q->off[q->B] == q->T && q->ids == p->ids + T;
+        for (int i = 0; i < q->B; i++)
+            ok &= q->off[i + 1] - q->off[i] == p->off[B + i + 1] - p->off[B + i];
+        for (int i = 0; i < q->n; i++) {
+            int row = q->rows ? q->rows[i] : i;
+            ok &= row >= 0 && row < q->T && q->targets[i] == p->targets[n + i];
+            ok &= (p->rows ? p->rows[n + i] : n + i) == T + row;
+        }
+        B += q->B;
+        T += q->T;
+        n += q->n;
+    }
+    CHECK(ok);
+    CHECK_EQ(B, p->B);
+    CHECK_EQ(T, p->T);
+    CHECK_EQ(n, p->n);
+}
+
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static void check_model(unit_ctx *t, const char *model, const char *given, sq_step_opts so)
+{
+    sq_err e = {0};
+    sq_seqs d = micro_seqs();
+    const sq_model_def *def = sq_models_find(model);
+    CHECK(def != NULL);
+    if (!def)
+        return;
+    void *cfg = calloc(1, def->cfg_size);
+    sq_ctx cx = sq_ctx_cpu();
+    cx.threads = 1;
+    sq_net net = {0};
+    sq_batcher bt;
+    void *work = NULL;
+    sq_micro mb;
+    int rc = def->config(cfg, given, &(sq_data_dims){.n_items = 9}, &e) ||
+             def->net_alloc(&net, cfg, &cx, &e) || def->batcher(&bt, &d, cfg, &so, &e) ||
+             def->work_alloc(&net, &bt, &work, &e) ||
+             sq_micro_open(&mb, def, cfg, &net, &bt, 3, &e);
+    if (rc)
+        fprintf(stderr, "  %s: %s\n", model, e.msg);
+    CHECK_EQ(rc, 0);
+    if (rc)
+        return;
+    CHECK_EQ(mb.P, 3);
+    def->net_init(&net, 5);
+    size_t n = net.ts->total;
+    float *ref = malloc(n * sizeof *ref), *g1 = malloc(n * sizeof *g1);
+    sq_batcher_shuffle(&bt, 0);
+    const sq_packed *p = sq_batcher_get(&bt, 0, 0);
+    int np = sq_packed_split(p, 3, mb.part, mb.buf, mb.cap);
+    CHECK_EQ(np, 3);
+    check_parts(t, p, mb.part, np);
+    int cnt = 0, cnt1 = 0, cnt2 = 0;
+    memset(net.grads, 0, n * sizeof *net.grads);
+    double loss = def->step(&net, work, p, &so, 1, &cnt);
+    memcpy(ref, net.grads, n * sizeof *ref);
+    double l1 = sq_micro_step(&mb, def, &net, work, p, &so, 1, &cnt1);
+    memcpy(g1, net.grads, n * sizeof *g1);
+    double l2 = sq_micro_step(&mb, def, &net, work, p, &so, 1, &cnt2);
+    double err = rel_diff(g1, ref, n);
+    if (getenv("SQ_TEST_VERBOSE"))
+        fprintf(stderr, "  %s: loss %.7g vs %.7g, gradient relative difference %.3g\n",
+                model, l1, loss, err);
+    CHECK_EQ(cnt1, cnt);
+    CHECK(fabs(l1 - loss) < 1e-5 * fabs(loss));
+    CHECK(err < 1e-5);
+    CHECK(l1 == l2 && cnt2 == cnt1);
+    CHECK(memcmp(g1, net.grads, n * sizeof *g1) == 0);
+    free(ref);
+    free(g1);
+    sq_micro_close(&mb, def);
+    def->work_free(work);
+    sq_batcher_free(&bt);
+    def->net_free(&net);
+    free(cfg);
+}
+
+UNIT_TEST(test_micro_sasrec_ce)
+{
+    check_model(t, "sasrec", "dim=8\nffn=8\nmax_len=12\nlayers=1\ndropout=0\n",
+                (sq_step_opts){.loss = SQ_LOSS_CE, .target = SQ_TARGET_ALL, .batch = 11,
+                               .seed = 3});
+}
+
+UNIT_TEST(test_micro_sasrec_bce_last)
+{
+    check_model(t, "sasrec", "dim=8\nffn=8\nmax_len=12\nlayers=2\ndropout=0\n",
+                (sq_step_opts){.loss = SQ_LOSS_BCE, .neg = 2, .target = SQ_TARGET_LAST,
+                               .batch = 40, .seed = 3});
+}
+
+UNIT_TEST(test_micro_bert4rec)
+{
+    check_model(t, "bert4rec", "dim=8\nffn=8\nmax_len=12\nlayers=1\ndropout=0\ntrain.mask_prob=0.3\n",
+                (sq_step_opts){.loss = SQ_LOSS_CE, .target = SQ_TARGET_ALL, .batch = 11,
+                               .seed = 3});
+}
+
+UNIT_TEST(test_micro_split_refuses)
+{
+    /* paired views cannot be cut; a buffer too small is refused */
+    int off[3] = {0, 2, 4}, ids[4] = {1, 2, 3, 4}, targets[4] = {2, 3, 4, 5}, buf[16];
+    sq_packed p = {.B = 2, .T = 4, .ids = ids, .off = off, .pos = ids, .n = 4,
+                   .targets = targets, .views = 2};
+    sq_packed parts[2];
+    CHECK_EQ(sq_packed_split(&p, 2, parts, buf, 16), 0);
+    p.views = 1;
+    CHECK_EQ(sq_packed_split(&p, 2, parts, buf, 5), 0);
+    CHECK_EQ(sq_packed_split(&p, 2, parts, buf, 16), 2);
+    int rows[2] = {3, 1};
+    p.rows = rows;
+    p.n = 2;
+    CHECK_EQ(sq_packed_split(&p, 2, parts, buf, 16), 0); /* not in row order */
+}
