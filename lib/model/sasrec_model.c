@@ -4,6 +4,7 @@
 #include "sasrec.h"
 #include "kv.h"
 #include "ops.h"
+#include "vec.h"
 
 #include <inttypes.h>
 #include <omp.h>
@@ -350,44 +351,52 @@ static int scoring_input(const sq_sasrec_config *c, const sq_batch *hist, sq_pac
  * same sum in the same order whatever the batch, and each history runs its
  * own forward (sq_sasrec_scores). */
 
-#define SQ_ROWS 4   /* states scored together */
-#define SQ_COLS 8   /* items scored together */
+#define SQ_ROWS 8   /* states scored together (dot_tile names 8) */
+#define SQ_COLS 16  /* items scored together: one vector */
 #define SQ_IBLK 256 /* items per block (64 KB of the table at C = 64) */
 
-/* Four floats, element by element (GCC/Clang vector extension). */
-typedef float sq_v4 __attribute__((vector_size(16)));
+/* Sixteen floats, element by element (GCC/Clang vector extension): one
+ * AVX-512 register, two AVX ones or four SSE ones, as the clone the
+ * processor gets (vec.h) compiles it. Only ever a local. */
+typedef float sq_v16 __attribute__((vector_size(64)));
 
-/* out[r][j] = h[r] . et[., j] for SQ_ROWS (4) states and SQ_COLS (8) items
- * of a transposed block et (row c at et + c * ld): every score is the sum
- * of h[c] e[c] over c = 0, 1, ..., C - 1 in that order, a product then an
- * add (no fused multiply-add: -std=c11 turns contraction off), whatever
- * the batch. */
-static void dot_tile(const float *const *h, const float *et, int ld, int C,
-                     float out[SQ_ROWS][SQ_COLS])
+/* o[r][j] = h[r] . et[., j] (+ ob[j]) for SQ_ROWS states and SQ_COLS items
+ * of a transposed block et (row c at et + c * ld), j < ncols: every score
+ * is the sum of h[c] e[c] over c = 0, 1, ..., C - 1 in that order, a
+ * product then an add (no fused multiply-add: -ffp-contract=off), then the
+ * bias, whatever the batch and whatever the vector width. Rows r >= nrows
+ * are computed (h repeats a row) and dropped. */
+SQ_VEC static void dot_tile(const float *const *h, const float *et, int ld, int C,
+                            const float *ob, float *const *o, int nrows, int ncols)
 {
-    sq_v4 a0 = {0}, b0 = {0}, a1 = {0}, b1 = {0}, a2 = {0}, b2 = {0}, a3 = {0}, b3 = {0};
+    /* eight named accumulators: an array of them would live in memory */
+    sq_v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};
     const float *h0 = h[0], *h1 = h[1], *h2 = h[2], *h3 = h[3];
+    const float *h4 = h[4], *h5 = h[5], *h6 = h[6], *h7 = h[7];
     for (int c = 0; c < C; c++) {
-        sq_v4 e, f;
+        sq_v16 e;
         memcpy(&e, et + (size_t)c * ld, sizeof e);
-        memcpy(&f, et + (size_t)c * ld + 4, sizeof f);
         a0 += h0[c] * e;
-        b0 += h0[c] * f;
         a1 += h1[c] * e;
-        b1 += h1[c] * f;
         a2 += h2[c] * e;
-        b2 += h2[c] * f;
         a3 += h3[c] * e;
-        b3 += h3[c] * f;
+        a4 += h4[c] * e;
+        a5 += h5[c] * e;
+        a6 += h6[c] * e;
+        a7 += h7[c] * e;
     }
-    memcpy(out[0], &a0, sizeof a0);
-    memcpy(out[0] + 4, &b0, sizeof b0);
-    memcpy(out[1], &a1, sizeof a1);
-    memcpy(out[1] + 4, &b1, sizeof b1);
-    memcpy(out[2], &a2, sizeof a2);
-    memcpy(out[2] + 4, &b2, sizeof b2);
-    memcpy(out[3], &a3, sizeof a3);
-    memcpy(out[3] + 4, &b3, sizeof b3);
+    float bias[SQ_COLS] = {0}, tile[SQ_ROWS][SQ_COLS];
+    if (ob)
+        memcpy(bias, ob, (size_t)ncols * sizeof *bias);
+    const sq_v16 *acc[SQ_ROWS] = {&a0, &a1, &a2, &a3, &a4, &a5, &a6, &a7};
+    for (int r = 0; r < SQ_ROWS; r++)
+        memcpy(tile[r], acc[r], sizeof tile[r]);
+    for (int r = 0; r < nrows; r++) {
+        #pragma omp simd
+        for (int j = 0; j < SQ_COLS; j++)
+            tile[r][j] += bias[j];
+        memcpy(o[r], tile[r], (size_t)ncols * sizeof *o[r]);
+    }
 }
 
 /* scores[B, V1] = h[B, C] E[V1, C]^T (+ ob), each score summed in a fixed
@@ -403,21 +412,23 @@ static void score_rows(const float *h, int B, const float *E, const float *ob, i
     for (int k = 0; k < n_blk; k++) {
         int i0 = k * SQ_IBLK, n = V1 - i0 < SQ_IBLK ? V1 - i0 : SQ_IBLK;
         float *et = et_all + (size_t)omp_get_thread_num() * C * SQ_IBLK;
-        float tile[SQ_ROWS][SQ_COLS];
         for (int c = 0; c < C; c++)
             for (int j = 0; j < SQ_IBLK; j++)
                 et[(size_t)c * SQ_IBLK + j] = j < n ? E[(size_t)(i0 + j) * C + c] : 0;
         for (int b0 = 0; b0 < B; b0 += SQ_ROWS) {
             const float *hr[SQ_ROWS];
-            for (int r = 0; r < SQ_ROWS; r++)
-                hr[r] = h + (size_t)(b0 + r < B ? b0 + r : b0) * C;
+            float *orow[SQ_ROWS];
+            int nrows = B - b0 < SQ_ROWS ? B - b0 : SQ_ROWS;
+            for (int r = 0; r < SQ_ROWS; r++) {
+                hr[r] = h + (size_t)(b0 + (r < nrows ? r : 0)) * C;
+                orow[r] = scores + (size_t)(b0 + (r < nrows ? r : 0)) * V1 + i0;
+            }
             for (int j0 = 0; j0 < n; j0 += SQ_COLS) {
-                dot_tile(hr, et + j0, SQ_IBLK, C, tile);
-                for (int r = 0; r < SQ_ROWS && b0 + r < B; r++) {
-                    float *o = scores + (size_t)(b0 + r) * V1 + i0;
-                    for (int j = j0; j < j0 + SQ_COLS && j < n; j++)
-                        o[j] = tile[r][j - j0] + (ob ? ob[i0 + j] : 0);
-                }
+                float *oj[SQ_ROWS];
+                for (int r = 0; r < SQ_ROWS; r++)
+                    oj[r] = orow[r] + j0;
+                dot_tile(hr, et + j0, SQ_IBLK, C, ob ? ob + i0 + j0 : NULL, oj, nrows,
+                         n - j0 < SQ_COLS ? n - j0 : SQ_COLS);
             }
         }
     }

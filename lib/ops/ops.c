@@ -428,6 +428,12 @@ void R(sq_dropout_forward)(const sq_ctx *cx, real *out, uint8_t *mask,
     real keep_scale = (real)1 / ((real)1 - p);
     uint64_t key = dropout_key(seed, step, site);
     size_t n = (size_t)T * C;
+    if (p == 0) { /* scoring, or no dropout: nothing to draw */
+        memset(mask, 1, n);
+        if (out != inp)
+            memcpy(out, inp, n * sizeof *out);
+        return;
+    }
     long chunks = sq_chunks(n);
     #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) \
             if (chunks > 1)

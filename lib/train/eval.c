@@ -9,6 +9,7 @@
  * a history do not depend on its batch (eval.h, INVARIANCE), so nothing
  * depends on the batch size, the shard or the number of threads. */
 #include "eval.h"
+#include "vec.h"
 
 #include <errno.h>
 #include <math.h>
@@ -209,12 +210,44 @@ static inline void cmp(tally *t, const float *sc, uint32_t i)
     t->n++;
 }
 
+/* tally_all's common case (full candidates, nothing listed) without a
+ * branch, so that it vectorises: items 1..n but the target, those marked
+ * in hist (excl) and those marked in drawn (skip_drawn) with this stamp.
+ * Integer counts: the same as cmp item by item. */
+SQ_VEC static void tally_counts(tally *t, const float *sc, uint32_t n, uint32_t target,
+                                uint32_t excl, const uint32_t *hist, uint32_t skip_drawn,
+                                const uint32_t *drawn, uint32_t stamp)
+{
+    uint32_t above = 0, equal = 0, cnt = 0, nan = 0;
+    float st = t->st;
+    size_t end = (size_t)n + 1; /* a size_t count: the trip count is known */
+    #pragma omp simd reduction(+ : above, equal, cnt) reduction(| : nan)
+    for (size_t i = 1; i < end; i++) {
+        uint32_t ok = (uint32_t)(i != target) & ~(excl & (uint32_t)(hist[i] == stamp)) &
+                      ~(skip_drawn & (uint32_t)(drawn[i] == stamp)) & 1u;
+        float x = sc[i];
+        above += ok & (uint32_t)(x > st);
+        equal += ok & (uint32_t)(x == st);
+        nan |= ok & (uint32_t)(x != x);
+        cnt += ok;
+    }
+    t->above += above;
+    t->equal += equal;
+    t->nan |= (int)nan;
+    t->n += cnt;
+}
+
 /* Every item other than the target that is not excluded (and, with
  * pop_only, has a positive count) and not already drawn. */
 static void tally_all(tally *t, const float *sc, const ctx *c, const scratch *s,
                       uint32_t target, int excl, int pop_only, int skip_drawn)
 {
     const uint64_t *pop = c->ds->pop;
+    if (!t->list && !pop_only) {
+        tally_counts(t, sc, c->n, target, excl != 0, s->hist, skip_drawn != 0, s->drawn,
+                     s->stamp);
+        return;
+    }
     for (uint32_t i = 1; i <= c->n; i++) {
         if (i == target || (excl && s->hist[i] == s->stamp) ||
             (pop_only && pop[i] == 0) || (skip_drawn && s->drawn[i] == s->stamp))

@@ -5,9 +5,11 @@
 # without the timings and MRR@10) and OUTDIR/NAME.top (the top 5 items and
 # scores of every user, %.9g: the trained parameters to the last bit that
 # matters).
-# tests/golden/engine/ holds the output of this script on the engine as it
-# was before the engine refactor; tests/bats/engine.bats reruns it and
-# requires the same bytes. The programs come from PATH.
+# tests/golden/engine/ holds the model files and top-5 lists this script
+# wrote on the engine as it was before the engine refactor, and runs/ its
+# logs and top-5 lists since issue 16's dropout generator (engine.bats says
+# why); tests/bats/engine.bats reruns it and requires the same bytes. The
+# programs come from PATH.
 set -eu
 out=$1
 mkdir -p "$out"
