@@ -44,13 +44,7 @@ void R(sq_adam_update)(const sq_ctx *cx, real *param, const real *grad, real *m,
                        (real)sqrt(1.0 - pow(cfg->beta2, (double)t)),
                        cfg->decoupled ? (real)1 - lr * wd : (real)1,
                        cfg->decoupled ? (real)0 : wd};
-    long chunks = sq_chunks(n);
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) \
-            if (chunks > 1)
-    for (long c = 0; c < chunks; c++) {
-        size_t len, i0 = sq_chunk(n, c, &len);
-        R(adam_chunk)(param + i0, grad + i0, m + i0, v + i0, len, k);
-    }
+    SQ_FOR_CHUNKS(n, R(adam_chunk)(param + i0, grad + i0, m + i0, v + i0, len, k));
 }
 
 double R(sq_grad_norm)(const sq_ctx *cx, const real *g, size_t n)

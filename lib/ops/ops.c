@@ -335,28 +335,29 @@ static inline float gelu_grad_v(float x)
 }
 #endif
 
+/* libm's erf has no vector form: only the float build asks for vectors */
+#if SQ_REAL_IS_F64
+#define SIMD_IF_FLOAT
+#else
+#define SIMD_IF_FLOAT _Pragma("omp simd")
+#endif
+
 SQ_VEC static void R(gelu_chunk)(real *restrict out, const real *restrict inp, size_t n)
 {
-    #pragma omp simd
+    SIMD_IF_FLOAT
     for (size_t i = 0; i < n; i++)
         out[i] = gelu_v(inp[i]);
 }
 
 void R(sq_gelu_forward)(const sq_ctx *cx, real *out, const real *inp, size_t n)
 {
-    long chunks = sq_chunks(n);
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) \
-            if (chunks > 1)
-    for (long c = 0; c < chunks; c++) {
-        size_t len, i0 = sq_chunk(n, c, &len);
-        R(gelu_chunk)(out + i0, inp + i0, len);
-    }
+    SQ_FOR_CHUNKS(n, R(gelu_chunk)(out + i0, inp + i0, len));
 }
 
 SQ_VEC static void R(gelu_back_chunk)(real *restrict dinp, const real *restrict dout,
                                       const real *restrict inp, size_t n)
 {
-    #pragma omp simd
+    SIMD_IF_FLOAT
     for (size_t i = 0; i < n; i++)
         dinp[i] += dout[i] * gelu_grad_v(inp[i]);
 }
@@ -364,29 +365,34 @@ SQ_VEC static void R(gelu_back_chunk)(real *restrict dinp, const real *restrict 
 void R(sq_gelu_backward)(const sq_ctx *cx, real *dinp, const real *dout,
                          const real *inp, size_t n)
 {
-    long chunks = sq_chunks(n);
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) \
-            if (chunks > 1)
-    for (long c = 0; c < chunks; c++) {
-        size_t len, i0 = sq_chunk(n, c, &len);
-        R(gelu_back_chunk)(dinp + i0, dout + i0, inp + i0, len);
-    }
+    SQ_FOR_CHUNKS(n, R(gelu_back_chunk)(dinp + i0, dout + i0, inp + i0, len));
+}
+
+SQ_VEC static void R(relu_chunk)(real *out, const real *inp, size_t n)
+{
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++)
+        out[i] = inp[i] > 0 ? inp[i] : (real)0;
 }
 
 void R(sq_relu_forward)(const sq_ctx *cx, real *out, const real *inp, size_t n)
 {
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
+    SQ_FOR_CHUNKS(n, R(relu_chunk)(out + i0, inp + i0, len));
+}
+
+SQ_VEC static void R(relu_back_chunk)(real *restrict dinp, const real *restrict dout,
+                                      const real *restrict inp, size_t n)
+{
+    /* the subgradient 0 at x = 0, as PyTorch */
+    #pragma omp simd
     for (size_t i = 0; i < n; i++)
-        out[i] = inp[i] > 0 ? inp[i] : (real)0;
+        dinp[i] += inp[i] > 0 ? dout[i] : (real)0;
 }
 
 void R(sq_relu_backward)(const sq_ctx *cx, real *dinp, const real *dout,
                          const real *inp, size_t n)
 {
-    /* the subgradient 0 at x = 0, as PyTorch */
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (size_t i = 0; i < n; i++)
-        dinp[i] += inp[i] > 0 ? dout[i] : (real)0;
+    SQ_FOR_CHUNKS(n, R(relu_back_chunk)(dinp + i0, dout + i0, inp + i0, len));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -434,13 +440,8 @@ void R(sq_dropout_forward)(const sq_ctx *cx, real *out, uint8_t *mask,
             memcpy(out, inp, n * sizeof *out);
         return;
     }
-    long chunks = sq_chunks(n);
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) \
-            if (chunks > 1)
-    for (long c = 0; c < chunks; c++) {
-        size_t len, i0 = sq_chunk(n, c, &len);
-        R(dropout_chunk)(out + i0, mask + i0, inp + i0, i0, len, (float)p, keep_scale, key);
-    }
+    SQ_FOR_CHUNKS(n, R(dropout_chunk)(out + i0, mask + i0, inp + i0, i0, len, (float)p,
+                                      keep_scale, key));
 }
 
 SQ_VEC static void R(dropout_back_chunk)(real *restrict dinp, const real *restrict dout,
@@ -456,34 +457,38 @@ void R(sq_dropout_backward)(const sq_ctx *cx, real *dinp, const real *dout,
                             const uint8_t *mask, size_t n, real p)
 {
     real keep_scale = (real)1 / ((real)1 - p);
-    long chunks = sq_chunks(n);
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) \
-            if (chunks > 1)
-    for (long c = 0; c < chunks; c++) {
-        size_t len, i0 = sq_chunk(n, c, &len);
-        R(dropout_back_chunk)(dinp + i0, dout + i0, mask + i0, len, keep_scale);
-    }
+    SQ_FOR_CHUNKS(n, R(dropout_back_chunk)(dinp + i0, dout + i0, mask + i0, len, keep_scale));
 }
 
 /* ------------------------------------------------------------------------ */
 /* 7. Residual                                                              */
 
+SQ_VEC static void R(residual_chunk)(real *out, const real *a, const real *b, size_t n)
+{
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
 void R(sq_residual_forward)(const sq_ctx *cx, real *out, const real *a,
                             const real *b, size_t n)
 {
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (size_t i = 0; i < n; i++)
-        out[i] = a[i] + b[i];
+    SQ_FOR_CHUNKS(n, R(residual_chunk)(out + i0, a + i0, b + i0, len));
+}
+
+SQ_VEC static void R(residual_back_chunk)(real *da, real *db, const real *dout, size_t n)
+{
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        da[i] += dout[i];
+        db[i] += dout[i];
+    }
 }
 
 void R(sq_residual_backward)(const sq_ctx *cx, real *da, real *db,
                              const real *dout, size_t n)
 {
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (size_t i = 0; i < n; i++) {
-        da[i] += dout[i];
-        db[i] += dout[i];
-    }
+    SQ_FOR_CHUNKS(n, R(residual_back_chunk)(da + i0, db + i0, dout + i0, len));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -622,10 +627,18 @@ void R(sq_attention_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
  * read three times while it is in cache). */
 SQ_VEC static real R(ce_row)(real *restrict lr, int V1, int y, real g, int grad)
 {
-    real ly = lr[y], mx = -FLT_MAX;
-    #pragma omp simd reduction(max : mx)
-    for (int j = 1; j < V1; j++)
-        mx = lr[j] > mx ? lr[j] : mx;
+    real ly = lr[y], lmax[SQ_LANES];
+    for (int l = 0; l < SQ_LANES; l++)
+        lmax[l] = -FLT_MAX;
+    int jm = 1;
+    for (; jm + SQ_LANES <= V1; jm += SQ_LANES)
+        for (int l = 0; l < SQ_LANES; l++)
+            lmax[l] = lr[jm + l] > lmax[l] ? lr[jm + l] : lmax[l];
+    for (; jm < V1; jm++)
+        lmax[0] = lr[jm] > lmax[0] ? lr[jm] : lmax[0];
+    real mx = lmax[0];
+    for (int l = 1; l < SQ_LANES; l++)
+        mx = lmax[l] > mx ? lmax[l] : mx;
     lr[0] = 0;
 #if SQ_REAL_IS_F64
     double sum = 0;

@@ -46,6 +46,19 @@ static inline size_t sq_chunk(size_t n, long c, size_t *len)
     return i0;
 }
 
+/* Runs CALL (an SQ_VEC kernel on elements [i0, i0 + len)) over the chunks
+ * of n elements, on the threads of the context `cx` in scope. */
+#define SQ_FOR_CHUNKS(n, CALL)                                                     \
+    do {                                                                           \
+        size_t n_ = (n);                                                           \
+        long chunks_ = sq_chunks(n_);                                              \
+        _Pragma("omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) if (chunks_ > 1)") \
+        for (long c_ = 0; c_ < chunks_; c_++) {                                    \
+            size_t len, i0 = sq_chunk(n_, c_, &len);                               \
+            CALL;                                                                  \
+        }                                                                          \
+    } while (0)
+
 /* Partial sums of a vectorised reduction: a multiple of every vector
  * width (16 floats = one AVX-512 register). */
 #define SQ_LANES 16

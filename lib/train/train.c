@@ -169,7 +169,8 @@ const sq_opt sq_train_options[] = {
      .help = "stop (exit 70, as a divergence) when a batch's loss\n"
              "exceeds X (default 0: off)"},
     {.name = "threads", .type = SQ_OPT_INT, .offset = OFF(threads), .lo = 1, .hi = 4096,
-     .arg = "N", .cli_only = 1, .help = "OpenMP and OpenBLAS threads (default: all)"},
+     .arg = "N", .cli_only = 1, .help = "threads (default: all); sasrec and bert4rec train\n"
+                                             "a micro-batch per thread"},
     {0},
 };
 
