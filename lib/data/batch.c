@@ -84,10 +84,8 @@ static uint32_t sample_count(int mode, uint32_t nt, uint32_t max_len, int cloze)
 }
 
 /* The end e of the i-th of a user's m samples, oldest first. */
-static uint32_t sample_end(int mode, uint32_t nt, uint32_t max_len, int cloze, uint32_t m,
-                           uint32_t i)
+static uint32_t sample_end(int mode, uint32_t nt, uint32_t max_len, uint32_t m, uint32_t i)
 {
-    (void)cloze;
     if (mode == SQ_TARGET_LAST)
         return 2 + i;
     if (mode != SQ_TARGET_WINDOWS)
@@ -133,7 +131,7 @@ static int init(sq_batcher *b, const sq_seqs *d, int mode, int max_len, int batc
             continue;
         uint32_t m = sample_count(mode, nt, (uint32_t)max_len, cloze);
         for (uint32_t i = 0; i < m; i++) {
-            uint32_t end = sample_end(mode, nt, (uint32_t)max_len, cloze, m, i);
+            uint32_t end = sample_end(mode, nt, (uint32_t)max_len, m, i);
             lens[k] = sample_rows(b, end);
             b->samples[k++] = ((uint64_t)u << 32) | end;
         }
