@@ -12,7 +12,8 @@
 # (SGEMM_PEAK, bench/sgemm_peak.c) and the C epoch at 1 thread against
 # THREADS. CSV lines "bench,metric,value" (metrics per loss end in _ce or
 # _bce). Knobs: EPOCHS (default 2), THREADS (default 2), TORCH_PYTHON (the
-# interpreter with torch; default: the first python3 that imports it).
+# interpreter with torch; default: the first python3 that imports it; none:
+# the PyTorch half is skipped with a line saying so).
 # Timings on a shared machine are noisy; nothing asserts them.
 set -eu
 BIN=$1 CSV=$2 SPLIT=$3 PEAK=${4:-}
@@ -150,12 +151,10 @@ for loss in ce bce; do
 done
 
 # PyTorch: the same model (tests/reference/sasrec_ref.py + dropout).
-PY=${TORCH_PYTHON:-}
-if [ -z "$PY" ]; then
-  for p in python3 /usr/bin/python3; do
-    if "$p" -c 'import torch' 2>/dev/null; then PY=$p; break; fi
-  done
-fi
+PY=
+for p in ${TORCH_PYTHON:-python3 /usr/bin/python3}; do
+  if "$p" -c 'import torch' 2>/dev/null; then PY=$p; break; fi
+done
 if [ -z "$PY" ]; then
   out torch "skipped: no python3 with torch (apt-get install python3-torch)"
   exit 0
