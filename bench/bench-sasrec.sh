@@ -30,7 +30,12 @@ RUN="--epochs $EPOCHS"
 CE_CHUNK=${CE_CHUNK:-512}
 
 out() { echo "sasrec,$1,$2" | tee -a "$CSV"; }
-median() { sort -n | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]}'; }
+# the median (of an even count: the mean of the middle two, so that with 2
+# epochs seconds and seq/s describe the same two epochs)
+median() {
+  sort -n | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2];
+    else if (NR) printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'
+}
 field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" "$2"; }
 ratio() { echo "$1 $2" | awk '{if ($2 > 0) printf "%.2f", $1 / $2; else print "n/a"}'; }
 
