@@ -1,13 +1,24 @@
-# bench/sasrec.mk - `make bench-sasrec`: SASRec epoch speed, C vs PyTorch,
+# bench/sasrec.mk - `make bench-sasrec`: SASRec epoch speed with CE and BCE,
+# C vs PyTorch, the GEMM share and GFLOP/s of the C epochs against
+# OpenBLAS's sgemm peak (bench/sgemm_peak.c), and 1 vs 2 thread scaling,
 # on Amazon Beauty (fetched by data/, DATA_MIRROR=DIR to copy it instead).
+# EPOCHS (default 2) and THREADS (default 2), given on the command line or in
+# the environment, reach bench/bench-sasrec.sh.
 .PHONY: bench-sasrec
 bench: bench-sasrec
 BENCH_BEAUTY := data/raw/Beauty.txt.gz
-bench-sasrec: deps
+
+$(BUILD)/bench/sgemm_peak: $(BUILD)/bench/sgemm_peak.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_ALL) -o $@
+
+bench-sasrec: deps $(BUILD)/bench/sgemm_peak
 	@$(MAKE) --no-print-directory all
 	@mkdir -p bench/out
 	@[ -f $(BENCH_BEAUTY) ] || $(DATA_MAKE) beauty
 	$(BUILD)/bin/seqrec-preprocess --format s3rec $(BENCH_BEAUTY) | $(BUILD)/bin/seqrec-split -o bench/out/beauty.split
 	@rm -f bench/out/sasrec.csv
-	sh bench/bench-sasrec.sh $(BUILD)/bin bench/out/sasrec.csv bench/out/beauty.split
+	sh bench/bench-sasrec.sh $(BUILD)/bin bench/out/sasrec.csv bench/out/beauty.split $(BUILD)/bench/sgemm_peak
 	@echo "bench-sasrec: results in bench/out/sasrec.csv"
+
+-include $(BUILD)/bench/sgemm_peak.d

@@ -3,14 +3,23 @@
 as the C engine (the oracle's SASRec class from tests/reference/sasrec_ref.py,
 plus the C model's dropout sites), on the same data and thread count.
 
-Usage: seqrec-cat SPLIT | sasrec_torch.py --epochs 2 --threads 2 [--max-len 50
-       --dim 64 --ffn 64 --layers 2 --heads 1 --dropout 0.5 --batch 128]
+Usage: seqrec-cat SPLIT | sasrec_torch.py --epochs 2 --threads 2 [--loss bce|ce
+       --n-items V --max-len 50 --dim 64 --ffn 64 --layers 2 --heads 1
+       --dropout 0.5 --batch 128]
 
-Prints one CSV line per epoch: torch,epoch_seconds,S (training steps only:
-forward, backward and Adam; batches are built with numpy before the clock
-starts, as SASRec.pytorch's sampler works in separate processes).
-Loss: BCE with one uniform negative per position outside the user's training
-items, mean over real positions (lib/ops/ops.h sq_bce_sampled)."""
+--n-items: the items of the model (the split header's n_items, which the C
+model takes; default: the largest item id in the records).
+
+Prints three CSV lines per epoch: torch,epoch_seconds,S (training steps
+only: forward, backward and Adam; batches are built with numpy before the
+clock starts, as SASRec.pytorch's sampler works in separate processes),
+torch,seq_per_s,X and torch,loss,L (the mean of the batch losses).
+Loss (--loss): bce (default), BCE with one uniform negative per position
+outside the user's training items, mean over real positions (lib/ops/ops.h
+sq_bce_sampled); ce, the full softmax cross-entropy over every item but the
+padding item 0, logits h E^T with the tied item embedding and no bias, mean
+over real positions (lib/ops/ops.c sq_ce_full, as lib/model/sasrec.c calls
+it for SASRec)."""
 import argparse
 import math
 import os
@@ -71,9 +80,10 @@ def init_arrays(V, N, C, F_, L, rng):
 def main():
     ap = argparse.ArgumentParser()
     for k, v in (("epochs", 2), ("threads", 2), ("max-len", 50), ("dim", 64), ("ffn", 64),
-                 ("layers", 2), ("heads", 1), ("batch", 128), ("seed", 1)):
+                 ("layers", 2), ("heads", 1), ("batch", 128), ("seed", 1), ("n-items", 0)):
         ap.add_argument("--" + k, type=int, default=v)
     ap.add_argument("--dropout", type=float, default=0.5)
+    ap.add_argument("--loss", choices=("bce", "ce"), default="bce")
     o = ap.parse_args()
     torch.set_num_threads(o.threads)
     torch.manual_seed(o.seed)
@@ -81,12 +91,14 @@ def main():
     torch.set_default_dtype(torch.float32)
 
     train = []  # per user: training items (split record's first list)
+    V = o.n_items  # the C model's item count: the split header's n_items
     for line in sys.stdin:
         f = line.rstrip("\n").split("\t")
         items = [int(x) for x in f[1].split()] if f[1] else []
         if len(items) >= 2:
             train.append(np.array(items, np.int64))
-    V = max(int(t.max()) for t in train)
+        if o.n_items == 0:
+            V = max([V] + [int(x) for x in " ".join(f[1:4]).split()])
     N = o.max_len
     cfg = {"layers": o.layers, "heads": o.heads, "dim": o.dim, "max_len": N, "ln_eps": 1e-8}
     model = TrainSASRec(cfg, init_arrays(V, N, o.dim, o.ffn, o.layers, rng), o.dropout)
@@ -105,32 +117,42 @@ def main():
         pos[u, N - len(s) + 1:] = s[1:]
     sets = [set(t.tolist()) for t in train]
 
+    neg = np.zeros((U, N), np.int64)  # CE: unused
     for epoch in range(1, o.epochs + 1):
-        neg = rng.integers(1, V + 1, size=(U, N))
-        for u in range(U):  # redraw the few negatives that hit the user's items
-            bad = [i for i in range(N) if pos[u, i] and neg[u, i] in sets[u]]
-            for i in bad:
-                while neg[u, i] in sets[u]:
-                    neg[u, i] = rng.integers(1, V + 1)
+        if o.loss == "bce":
+            neg = rng.integers(1, V + 1, size=(U, N))
+            for u in range(U):  # redraw the few negatives that hit the user's items
+                bad = [i for i in range(N) if pos[u, i] and neg[u, i] in sets[u]]
+                for i in bad:
+                    while neg[u, i] in sets[u]:
+                        neg[u, i] = rng.integers(1, V + 1)
         order = rng.permutation(U)
         batches = [order[i:i + o.batch] for i in range(0, U, o.batch)]
         model.train()
         t0 = time.perf_counter()
+        total = 0.0
         for b in batches:
             bi, bp, bn = (torch.from_numpy(a[b]) for a in (ids, pos, neg))
             valid = bi != 0
             h = model(bi, valid)
             E = model.p["item_emb"]
             keep = bp != 0
-            s_pos = (h * E[bp]).sum(-1)
-            s_neg = (h * E[bn]).sum(-1)
-            loss = (F.softplus(-s_pos)[keep].sum() + F.softplus(s_neg)[keep].sum()) / keep.sum()
+            if o.loss == "ce":
+                # logits of items 1..V (item 0 is out of the softmax): target i -> class i-1
+                logits = h[keep] @ E[1:].t()
+                loss = F.cross_entropy(logits, bp[keep] - 1)
+            else:
+                s_pos = (h * E[bp]).sum(-1)
+                s_neg = (h * E[bn]).sum(-1)
+                loss = (F.softplus(-s_pos)[keep].sum() + F.softplus(s_neg)[keep].sum()) / keep.sum()
             opt.zero_grad()
             loss.backward()
             opt.step()
+            total += loss.item()
         secs = time.perf_counter() - t0
         print("torch,epoch_seconds,%.3f" % secs, flush=True)
         print("torch,seq_per_s,%.1f" % (U / secs), flush=True)
+        print("torch,loss,%.6f" % (total / len(batches)), flush=True)
     return 0
 
 
