@@ -32,8 +32,8 @@ rv=$("$PY" -c 'import recbole, torch; print(recbole.__version__, torch.__version
 echo "recbole,versions,$rv" | tee -a "$CSV"
 echo "recbole,recbole_epochs_cap,$EPOCHS" | tee -a "$CSV"
 "$PY" "$here/recbole_run.py" --zip "$ZIP" --dir "$tmp/rb" --config "$here/recbole.yaml" \
-  --epochs "$EPOCHS" --threads "$THREADS" --epochs-csv "$ECSV" | tee -a "$CSV" > "$tmp/rb.csv"
-cat "$tmp/rb.csv"
+  --epochs "$EPOCHS" --threads "$THREADS" --epochs-csv "$ECSV" > "$tmp/rb.csv"
+tee -a "$CSV" < "$tmp/rb.csv"
 bar=$(sed -n 's/^recbole,recbole_test_ndcg10,//p' "$tmp/rb.csv")
 rb_best=$(sed -n 's/^recbole,recbole_seconds_to_best,//p' "$tmp/rb.csv")
 

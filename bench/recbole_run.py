@@ -22,12 +22,21 @@ import sys
 import time
 import zipfile
 
+import numpy as np
 import torch
-from recbole.config import Config
-from recbole.data import create_dataset, data_preparation
-from recbole.model.sequential_recommender import SASRec
-from recbole.trainer import Trainer
-from recbole.utils import init_logger, init_seed
+
+# RecBole 1.2.1 aliases NumPy 1's removed names (np.float = np.float_, ...)
+# when it reads its config; under NumPy 2 (python3's, with its torch) the
+# aliases it reads from are given here.
+for _old, _new in (("float_", "float64"), ("complex_", "complex128"), ("unicode_", "str_")):
+    if not hasattr(np, _old):
+        setattr(np, _old, getattr(np, _new))
+
+from recbole.config import Config  # noqa: E402
+from recbole.data import create_dataset, data_preparation  # noqa: E402
+from recbole.model.sequential_recommender import SASRec  # noqa: E402
+from recbole.trainer import Trainer  # noqa: E402
+from recbole.utils import init_logger, init_seed  # noqa: E402
 
 
 def convert(zip_path, out_dir):
