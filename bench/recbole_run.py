@@ -90,9 +90,14 @@ def main():
     a = ap.parse_args()
 
     convert(a.zip, os.path.join(a.dir, "ml-100k"))
+    # RecBole writes log/ and log_tensorboard/ under the working directory.
+    config_file = os.path.abspath(a.config)
+    epochs_csv = os.path.abspath(a.epochs_csv) if a.epochs_csv else None
+    a.dir = os.path.abspath(a.dir)
+    os.chdir(a.dir)
     cfg = {"data_path": a.dir, "checkpoint_dir": os.path.join(a.dir, "saved"),
            "epochs": a.epochs, "device": "cpu", "use_gpu": False}
-    config = Config(model="SASRec", dataset="ml-100k", config_file_list=[a.config],
+    config = Config(model="SASRec", dataset="ml-100k", config_file_list=[config_file],
                     config_dict=cfg)
     init_seed(config["seed"], config["reproducibility"])
     init_logger(config)
@@ -114,8 +119,8 @@ def main():
         if s >= best:
             best, best_e = s, e + 1
     epoch_s = [t + v for t, v in zip(trainer.train_s, trainer.valid_s)]
-    if a.epochs_csv:
-        with open(a.epochs_csv, "a") as f:
+    if epochs_csv:
+        with open(epochs_csv, "a") as f:
             cum = 0.0
             for e, (t, s, v) in enumerate(zip(trainer.train_s, epoch_s, trainer.valid_ndcg)):
                 cum += s
