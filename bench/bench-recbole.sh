@@ -4,8 +4,8 @@
 # MovieLens-100K in the same run, same data (u.data unfiltered, leave-one-out
 # by timestamp, ties in file order on both sides), same model (d 64, ffn 256,
 # 2 layers, 2 heads, N 50, dropout 0.5, CE over every item, Adam lr 1e-3 and
-# torch's betas 0.9, 0.999), 2
-# threads, full ranking, early stopping on validation NDCG@10.
+# torch's betas 0.9, 0.999), 2 threads, full ranking, early stopping on
+# validation NDCG@10.
 # RecBole trains at most EPOCHS epochs; its test NDCG@10 (of its best
 # validation epoch) is the bar. Each seqrec mode is trained an epoch at a time
 # (--resume), its best-validation model scored on the test set after every
