@@ -50,7 +50,7 @@ for mode in $SEQREC_MODES; do
       "$BIN/seqrec-train" $COMMON --target "$target" --batch "$batch" \
         --epochs 1 --log "$tmp/e.log" -o "$m" "$tmp/ml.split"
     else
-      "$BIN/seqrec-train" --resume "$m.ckpt" --epochs "$e" --threads "$THREADS" --log "$tmp/e.log"
+      "$BIN/seqrec-train" --resume "$m.ckpt" --epochs "$e" --threads "$THREADS" --log "$tmp/e.log" "$tmp/ml.split"
     fi
     line=$(tail -n 1 "$tmp/e.log")
     s=$(echo "$line" | sed -n 's/.*"seconds":\([0-9.]*\).*/\1/p')
