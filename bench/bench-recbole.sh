@@ -4,8 +4,8 @@
 # MovieLens-100K in the same run, same data (u.data unfiltered, leave-one-out
 # by timestamp, ties in file order on both sides), same model (d 64, ffn 256,
 # 2 layers, 2 heads, N 50, dropout 0.5, CE over every item, Adam lr 1e-3 and
-# torch's betas 0.9, 0.999), 2
-# threads, full ranking, early stopping on validation NDCG@10.
+# torch's betas 0.9, 0.999), 2 threads, full ranking, early stopping on
+# validation NDCG@10.
 # RecBole trains at most EPOCHS epochs; its test NDCG@10 (of its best
 # validation epoch) is the bar. Each seqrec mode is trained an epoch at a time
 # (--resume), its best-validation model scored on the test set after every
@@ -40,19 +40,24 @@ rb_best=$(sed -n 's/^recbole,recbole_seconds_to_best,//p' "$tmp/rb.csv")
 
 # seqrec: the same split as RecBole's (no filtering, leave-one-out).
 "$BIN/seqrec-preprocess" --dataset ml-100k "$ZIP" | "$BIN/seqrec-split" --leave-one-out -o "$tmp/ml.split"
-COMMON="--model sasrec --block recbole --dim 64 --ffn 256 --layers 2 --heads 2 --max-len 50 --dropout 0.5 --loss ce --lr 1e-3 --beta2 0.999 --valid-candidates full --stop-metric ndcg@10 --seed 1 --threads $THREADS"
+COMMON="--model sasrec --block recbole --dim 64 --ffn 256 --layers 2 --heads 2 --max-len 50 --dropout 0.5 --loss ce --lr 1e-3 --beta2 0.999 --valid-candidates full --stop-metric ndcg@10 --patience 10 --seed 1 --threads $THREADS"
 best_t=
 for mode in $SEQREC_MODES; do
   target=${mode%-b*} batch=${mode##*-b}
-  m=$tmp/$mode.sqm cum=0 e=1 reached=
+  m=$tmp/$mode.sqm cum=0 e=1 reached= why="in $SEQREC_EPOCHS epochs"
   while [ "$e" -le "$SEQREC_EPOCHS" ]; do
     if [ "$e" -eq 1 ]; then
       "$BIN/seqrec-train" $COMMON --target "$target" --batch "$batch" \
         --epochs 1 --log "$tmp/e.log" -o "$m" "$tmp/ml.split"
     else
-      "$BIN/seqrec-train" --resume "$m.ckpt" --epochs "$e" --threads "$THREADS" --log "$tmp/e.log"
+      "$BIN/seqrec-train" --resume "$m.ckpt" --epochs "$e" --threads "$THREADS" --log "$tmp/e.log" "$tmp/ml.split"
     fi
     line=$(tail -n 1 "$tmp/e.log")
+    # Early stopping (--patience 10, RecBole's stopping_step): the resumed
+    # run trains no further and logs nothing new.
+    if [ "$(echo "$line" | sed -n 's/^{"epoch":\([0-9]*\).*/\1/p')" != "$e" ]; then
+      why="(stopped by --patience 10 after epoch $((e - 1)))"; break
+    fi
     s=$(echo "$line" | sed -n 's/.*"seconds":\([0-9.]*\).*/\1/p')
     ts=$(echo "$line" | sed -n 's/.*"train_seconds":\([0-9.]*\).*/\1/p')
     vn=$(echo "$line" | sed -n 's/.*"valid":{[^}]*"ndcg@10":\([0-9.]*\).*/\1/p')
@@ -70,7 +75,7 @@ for mode in $SEQREC_MODES; do
     echo "recbole,seqrec_epochs_to_recbole_ndcg_$mode,$e" | tee -a "$CSV"
     if [ -z "$best_t" ] || echo "$reached $best_t" | awk '{exit !($1 < $2)}'; then best_t=$reached; fi
   else
-    echo "recbole,seqrec_seconds_to_recbole_ndcg_$mode,not reached in $SEQREC_EPOCHS epochs ($cum s; test NDCG@10 $tn)" | tee -a "$CSV"
+    echo "recbole,seqrec_seconds_to_recbole_ndcg_$mode,not reached $why ($cum s; test NDCG@10 $tn)" | tee -a "$CSV"
   fi
 done
 if [ -n "$best_t" ]; then

@@ -4,7 +4,7 @@
 Usage: recbole_run.py --zip ml-100k.zip --dir TMPDIR --config recbole.yaml
        [--epochs 10 --threads 2 --epochs-csv FILE]
 
-Converts u.data of the zip to RecBole's atomic TMPDIR/ml-100k/ml-100k.inter
+Converts u.data of the zip to RecBole's atomic TMPDIR/ml100k/ml100k.inter
 (user_id:token, item_id:token, rating:float, timestamp:float, in file order:
 RecBole's stable sort by user and timestamp keeps ties in that order, as
 seqrec-preprocess does), trains with the Trainer API (recbole.quick_start
@@ -20,6 +20,7 @@ import logging
 import os
 import sys
 import time
+import warnings
 import zipfile
 
 import numpy as np
@@ -39,10 +40,16 @@ from recbole.trainer import Trainer  # noqa: E402
 from recbole.utils import init_logger, init_seed  # noqa: E402
 
 
+# Not "ml-100k": RecBole reads that name from the copy it ships
+# (recbole/dataset_example/ml-100k, u.data's 100,000 lines in the same order),
+# whatever data_path says.
+DATASET = "ml100k"
+
+
 def convert(zip_path, out_dir):
-    """u.data (user, item, rating, timestamp; tabs) to ml-100k.inter."""
+    """u.data (user, item, rating, timestamp; tabs) to DATASET.inter."""
     os.makedirs(out_dir, exist_ok=True)
-    with zipfile.ZipFile(zip_path) as z, open(os.path.join(out_dir, "ml-100k.inter"), "w") as f:
+    with zipfile.ZipFile(zip_path) as z, open(os.path.join(out_dir, DATASET + ".inter"), "w") as f:
         f.write("user_id:token\titem_id:token\trating:float\ttimestamp:float\n")
         for line in z.read("ml-100k/u.data").decode().splitlines():
             u, i, r, t = line.split("\t")
@@ -88,8 +95,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--epochs-csv")
     a = ap.parse_args()
+    # RecBole 1.2.1 under pandas 2 and torch 2 warns at every turn.
+    warnings.filterwarnings("ignore")
 
-    convert(a.zip, os.path.join(a.dir, "ml-100k"))
+    convert(a.zip, os.path.join(a.dir, DATASET))
     # RecBole writes log/ and log_tensorboard/ under the working directory.
     config_file = os.path.abspath(a.config)
     epochs_csv = os.path.abspath(a.epochs_csv) if a.epochs_csv else None
@@ -97,7 +106,7 @@ def main():
     os.chdir(a.dir)
     cfg = {"data_path": a.dir, "checkpoint_dir": os.path.join(a.dir, "saved"),
            "epochs": a.epochs, "device": "cpu", "use_gpu": False}
-    config = Config(model="SASRec", dataset="ml-100k", config_file_list=[config_file],
+    config = Config(model="SASRec", dataset=DATASET, config_file_list=[config_file],
                     config_dict=cfg)
     init_seed(config["seed"], config["reproducibility"])
     init_logger(config)
@@ -110,7 +119,13 @@ def main():
     model = SASRec(config, train_data._dataset).to(config["device"])
     trainer = TimedTrainer(config, model)
     trainer.fit(train_data, valid_data, saved=True, show_progress=False, verbose=False)
-    test = trainer.evaluate(test_data, load_best_model=True, show_progress=False)
+    # The best-validation model, as evaluate(load_best_model=True) would load
+    # it, but from RecBole's own checkpoint with weights_only=False (torch
+    # 2.6 and later refuse the pickled config it holds by default).
+    ckpt = torch.load(trainer.saved_model_file, map_location="cpu", weights_only=False)
+    model.load_state_dict(ckpt["state_dict"])
+    model.load_other_parameter(ckpt.get("other_parameter"))
+    test = trainer.evaluate(test_data, load_best_model=False, show_progress=False)
 
     # The best epoch as RecBole's early_stopping picks it (a score >= the
     # best so far replaces it), 1-based.
