@@ -43,11 +43,13 @@ rb_best=$(sed -n 's/^recbole,recbole_seconds_to_best,//p' "$tmp/rb.csv")
 COMMON="--model sasrec --block recbole --dim 64 --ffn 256 --layers 2 --heads 2 --max-len 50 --dropout 0.5 --loss ce --lr 1e-3 --beta2 0.999 --valid-candidates full --stop-metric ndcg@10 --patience 10 --seed 1 --threads $THREADS"
 best_t=
 for mode in $SEQREC_MODES; do
-  target=${mode%-b*} batch=${mode##*-b}
+  # MODE: TARGET[-sSTRIDE]-bBATCH (windows-s10-b32: --window-stride 10)
+  target=${mode%%-*} batch=${mode##*-b} stride=
+  case $mode in *-s[0-9]*-b*) stride=${mode#*-s}; stride="--window-stride ${stride%%-*}" ;; esac
   m=$tmp/$mode.sqm cum=0 e=1 reached= why="in $SEQREC_EPOCHS epochs"
   while [ "$e" -le "$SEQREC_EPOCHS" ]; do
     if [ "$e" -eq 1 ]; then
-      "$BIN/seqrec-train" $COMMON --target "$target" --batch "$batch" \
+      "$BIN/seqrec-train" $COMMON --target "$target" $stride --batch "$batch" \
         --epochs 1 --log "$tmp/e.log" -o "$m" "$tmp/ml.split"
     else
       "$BIN/seqrec-train" --resume "$m.ckpt" --epochs "$e" --threads "$THREADS" --log "$tmp/e.log" "$tmp/ml.split"

@@ -70,27 +70,40 @@ static uint32_t sample_rows(const sq_batcher *b, uint32_t end)
 }
 
 /* The samples of a user with nt >= 2 training items: one (all, random),
- * one per prefix (last), or the windows tiling the training part
- * (windows: each step back by max_len, down to an end of 2, or 1 for
+ * one per prefix (last), or the windows over the training part (windows:
+ * each ends `stride` items before the next, down to an end of 2, or 1 for
  * cloze windows, which take all their items as inputs). */
-static uint32_t sample_count(int mode, uint32_t nt, uint32_t max_len, int cloze)
+static uint32_t sample_count(int mode, uint32_t nt, uint32_t stride, int cloze)
 {
     if (mode == SQ_TARGET_LAST)
         return nt - 1;
     if (mode != SQ_TARGET_WINDOWS)
         return 1;
     uint32_t lo = cloze ? 1 : 2;
-    return 1 + (nt - lo) / max_len;
+    return 1 + (nt - lo) / stride;
 }
 
 /* The end e of the i-th of a user's m samples, oldest first. */
-static uint32_t sample_end(int mode, uint32_t nt, uint32_t max_len, uint32_t m, uint32_t i)
+static uint32_t sample_end(int mode, uint32_t nt, uint32_t stride, uint32_t m, uint32_t i)
 {
     if (mode == SQ_TARGET_LAST)
         return 2 + i;
     if (mode != SQ_TARGET_WINDOWS)
         return nt;
-    return nt - (m - 1 - i) * max_len;
+    return nt - (m - 1 - i) * stride;
+}
+
+/* The first trained input of a sample of len inputs ending at end: 0 for
+ * every position (all, and the oldest window of a user), len - 1 for the
+ * last (last, random), and for a window that has an older one the newest
+ * `stride` inputs, whose targets no newer window reaches with as long a
+ * history. */
+static uint32_t first_trained(const sq_batcher *b, uint32_t end, uint32_t len)
+{
+    if (!sq_target_every_position(b->mode))
+        return len - 1;
+    uint32_t S = (uint32_t)b->stride;
+    return b->mode == SQ_TARGET_WINDOWS && end >= 2 + S && len > S ? len - S : 0;
 }
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -99,6 +112,8 @@ static int init(sq_batcher *b, const sq_seqs *d, int mode, int max_len, int batc
                 int cloze, uint64_t seed, sq_err *e)
 {
     int views = b->views > 1 ? b->views : 1;
+    if (b->stride == 0)
+        b->stride = max_len;
     b->views = views;
     b->d = *d;
     b->cloze = cloze;
@@ -115,7 +130,7 @@ static int init(sq_batcher *b, const sq_seqs *d, int mode, int max_len, int batc
     uint64_t n = 0;
     for (uint32_t u = 0; u < d->n_users; u++)
         if (d->n_train[u] >= 2)
-            n += sample_count(mode, d->n_train[u], (uint32_t)max_len, cloze);
+            n += sample_count(mode, d->n_train[u], (uint32_t)b->stride, cloze);
     if (n == 0)
         return sq_fail(e, SQ_EX_DATA, "no user has 2 or more training items: nothing to train on");
     b->n_samples = n;
@@ -129,9 +144,9 @@ static int init(sq_batcher *b, const sq_seqs *d, int mode, int max_len, int batc
         uint32_t nt = d->n_train[u];
         if (nt < 2)
             continue;
-        uint32_t m = sample_count(mode, nt, (uint32_t)max_len, cloze);
+        uint32_t m = sample_count(mode, nt, (uint32_t)b->stride, cloze);
         for (uint32_t i = 0; i < m; i++) {
-            uint32_t end = sample_end(mode, nt, (uint32_t)max_len, m, i);
+            uint32_t end = sample_end(mode, nt, (uint32_t)b->stride, m, i);
             lens[k] = sample_rows(b, end);
             b->samples[k++] = ((uint64_t)u << 32) | end;
         }
@@ -209,7 +224,19 @@ oom:
 int sq_batcher_init(sq_batcher *b, const sq_seqs *d, int mode, int max_len,
                     int batch, int K, uint64_t seed, sq_err *e)
 {
+    return sq_batcher_init_stride(b, d, mode, 0, max_len, batch, K, seed, e);
+}
+
+int sq_batcher_init_stride(sq_batcher *b, const sq_seqs *d, int mode, int stride,
+                           int max_len, int batch, int K, uint64_t seed, sq_err *e)
+{
     memset(b, 0, sizeof *b);
+    if (stride && mode != SQ_TARGET_WINDOWS)
+        return sq_fail(e, SQ_EX_USAGE, "--window-stride needs --target windows");
+    if (stride < 0 || stride > max_len)
+        return sq_fail(e, SQ_EX_USAGE, "--window-stride %d is not in 1..--max-len %d", stride,
+                       max_len);
+    b->stride = stride;
     return init(b, d, mode, max_len, batch, K, 0, seed, e);
 }
 
@@ -543,7 +570,7 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
             continue;
         }
         /* the trained positions of this sample, oldest first */
-        uint32_t t0 = sq_target_every_position(b->mode) ? 0 : len - 1;
+        uint32_t t0 = first_trained(b, end, len);
         int n0 = n;
         for (uint32_t t = t0; t < len; t++) {
             p->rows[n] = o + (int)t;

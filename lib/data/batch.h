@@ -20,6 +20,17 @@
  *                   most max_len + 1 training items it is SQ_TARGET_ALL.
  *                   (Cloze: windows items[e - max_len, e) for e = n_train,
  *                   n_train - max_len, ..., e >= 1.)
+ *                   With a stride S < max_len (sq_batcher_init_stride,
+ *                   --window-stride) the ends step back by S instead:
+ *                   e = n_train, n_train - S, ... (e >= 2), overlapping
+ *                   windows of which each trains only its newest S
+ *                   positions (targets items[e - S, e)) and the oldest one
+ *                   every position. Every target is still trained once an
+ *                   epoch, now with a history of at least max_len - S + 1
+ *                   items where it has that many (RecBole's prefix sample
+ *                   has max_len), for about max_len / S input rows per
+ *                   target; S = 1 gives every target its whole prefix
+ *                   window. S = max_len is the tiling above.
  *   SQ_TARGET_LAST  one sample per prefix, e = 2 .. n_train; only the last
  *                   position of a sample is trained (RecBole's prefix
  *                   augmentation, used by LinRec's published numbers).
@@ -166,6 +177,7 @@ typedef struct {
 typedef struct {
     sq_seqs d;
     int mode, max_len, batch, K;
+    int stride;          /* windows: items between window ends (max_len) */
     int cloze;           /* CLOZE samples */
     double mask_prob;    /* cloze: probability to mask an item */
     int mask_id;         /* cloze: the mask token's id */
@@ -192,6 +204,11 @@ typedef struct {
  * out of memory. */
 int sq_batcher_init(sq_batcher *b, const sq_seqs *d, int mode, int max_len,
                     int batch, int K, uint64_t seed, sq_err *e);
+/* The same with windows `stride` items apart (SQ_TARGET_WINDOWS, 1 <=
+ * stride <= max_len; 0: max_len, as sq_batcher_init). SQ_EX_USAGE for a
+ * stride with another mode or out of range. */
+int sq_batcher_init_stride(sq_batcher *b, const sq_seqs *d, int mode, int stride,
+                           int max_len, int batch, int K, uint64_t seed, sq_err *e);
 /* The same for CLOZE samples: masked items become mask_id; 0 < mask_prob
  * <= 1. */
 int sq_batcher_init_cloze(sq_batcher *b, const sq_seqs *d, int mode, int max_len,

@@ -424,8 +424,9 @@ void sq_flat_net_init(sq_net *n, uint64_t seed)
 int sq_flat_batcher(sq_batcher *bt, const sq_seqs *s, const void *cfg, const sq_step_opts *o,
                     sq_err *e)
 {
-    return sq_batcher_init(bt, s, o->target, ((const sq_flat_head *)cfg)->max_len, o->batch,
-                           o->loss == SQ_LOSS_CE ? 0 : o->neg, o->seed, e);
+    return sq_batcher_init_stride(bt, s, o->target, o->stride,
+                                  ((const sq_flat_head *)cfg)->max_len, o->batch,
+                                  o->loss == SQ_LOSS_CE ? 0 : o->neg, o->seed, e);
 }
 
 int sq_flat_work_alloc(const sq_net *n, const sq_batcher *bt, void **work, sq_err *e)

@@ -138,7 +138,8 @@ int sq_states_parallel(sq_states_fn states, const void *model, const sq_batch *h
 typedef struct {
     int loss;        /* SQ_LOSS_CE or SQ_LOSS_BCE (sasrec.h) */
     int neg;         /* negatives per position (bce) */
-    int target;      /* SQ_TARGET_ALL, _LAST or _RANDOM (batch.h) */
+    int target;      /* SQ_TARGET_* (batch.h) */
+    int stride;      /* windows: --window-stride (0: max_len) */
     int batch;       /* sequences per batch */
     uint64_t seed;
 } sq_step_opts;

@@ -825,8 +825,8 @@ static int batcher(sq_batcher *bt, const sq_seqs *s, const void *cfg, const sq_s
     if (is_bert(c))
         return sq_batcher_init_cloze(bt, s, o->target, c->max_len, o->batch, c->mask_prob,
                                      sq_mask_id(c), o->seed, e);
-    return sq_batcher_init(bt, s, o->target, c->max_len, o->batch,
-                           o->loss == SQ_LOSS_BCE ? o->neg : 0, o->seed, e);
+    return sq_batcher_init_stride(bt, s, o->target, o->stride, c->max_len, o->batch,
+                                  o->loss == SQ_LOSS_BCE ? o->neg : 0, o->seed, e);
 }
 
 static int work_alloc(const sq_net *n, const sq_batcher *bt, void **work, sq_err *e)

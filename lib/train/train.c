@@ -111,6 +111,11 @@ const sq_opt sq_train_options[] = {
              "(RecBole's samples), the last one of one prefix\n"
              "per user drawn anew every epoch, or every\n"
              "position of windows tiling all the items"},
+    {.name = "window-stride", .key = "train.window_stride", .type = SQ_OPT_INT,
+     .offset = OFF(stride), .def = "0", .lo = 0, .hi = 1 << 20, .arg = "S",
+     .help = "--target windows: end the windows S items\n"
+             "apart, each training its S newest positions\n"
+             "(default 0: --max-len, windows that tile)"},
     {.name = "lr", .key = "train.lr", .type = SQ_OPT_REAL, .offset = OFF(lr), .def = "1e-3",
      .lo = 0, .hi = BIG, .lo_open = 1, .arg = "X", .help = "Adam learning rate (default 1e-3)"},
     {.name = "beta1", .key = "train.beta1", .type = SQ_OPT_REAL, .offset = OFF(beta1),
@@ -216,8 +221,8 @@ int sq_train_opts_for_model(sq_train_opts *o, const sq_model_def *m, const char 
 
 sq_step_opts sq_train_step_opts(const sq_train_opts *o)
 {
-    sq_step_opts s = {.loss = o->loss, .neg = o->neg, .target = o->target, .batch = o->batch,
-                      .seed = o->seed};
+    sq_step_opts s = {.loss = o->loss, .neg = o->neg, .target = o->target,
+                      .stride = o->stride, .batch = o->batch, .seed = o->seed};
     return s;
 }
 
@@ -229,6 +234,8 @@ int sq_train_check(const sq_train_opts *o, sq_err *e)
         return sq_fail(e, SQ_EX_USAGE, "no trained model");
     if (o->model->config_check && o->model->config_check(o->cfg, e))
         return e->code;
+    if (o->stride && o->target != SQ_TARGET_WINDOWS)
+        return sq_fail(e, SQ_EX_USAGE, "--window-stride needs --target windows");
     sq_step_opts s = sq_train_step_opts(o);
     return o->model->check_step ? o->model->check_step(o->cfg, &s, e) : 0;
 }
@@ -809,8 +816,11 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
         if (ds->seq[i].view == 0 && ds->seq[i].n_valid > 0)
             r->has_valid = 1;
     lp->so = sq_train_step_opts(o);
-    if (def->batcher(&lp->bt, &seqs, o->cfg, &lp->so, e) ||
-        def->net_alloc(&r->net, o->cfg, &cpu, e))
+    if (def->batcher(&lp->bt, &seqs, o->cfg, &lp->so, e))
+        return e->code;
+    if (o->stride && lp->bt.stride != o->stride)
+        return sq_fail(e, SQ_EX_USAGE, "--model %s does not take --window-stride", def->name);
+    if (def->net_alloc(&r->net, o->cfg, &cpu, e))
         return e->code;
     size_t bytes = r->net.ts->total * sizeof(float);
     if (!(r->m = sq_ctx_alloc(r->net.cx, bytes, e)) ||

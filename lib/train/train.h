@@ -75,7 +75,8 @@ typedef struct {
     void *cfg;              /* its config (model->cfg_size bytes, the caller's) */
     int loss;               /* SQ_LOSS_CE or SQ_LOSS_BCE */
     int neg;                /* negatives per position (bce) */
-    int target;             /* SQ_TARGET_ALL, _LAST or _RANDOM (batch.h) */
+    int target;             /* SQ_TARGET_* (batch.h) */
+    int stride;             /* --window-stride (0: max_len) */
     double lr, beta1, beta2, eps, weight_decay, clip;
     int batch, epochs, patience, eval_every;
     uint64_t seed;

@@ -157,3 +157,27 @@ field() { sed -n "s/.*\"$2\":\([0-9.]*\).*/\1/p" <<< "$1"; }
   [ "$status" -eq 64 ]
   [[ "$output" == *"--target"* ]]
 }
+
+@test "protocol: --window-stride 1 is --target last on short users, bit for bit; refusals" {
+  # users of at most max-len + 1 training items: a window per prefix end,
+  # each training its newest position, in the same order as last's samples
+  seqrec-train --dim 16 --ffn 32 --max-len 200 --batch 64 --threads 2 --epochs 1 --target last \
+    --log "$T/l.log" -o "$T/l.sqm" "$T/s.sqr"
+  seqrec-train --dim 16 --ffn 32 --max-len 200 --batch 64 --threads 2 --epochs 1 --target windows \
+    --window-stride 1 --log "$T/w.log" -o "$T/w.sqm" "$T/s.sqr"
+  [ "$(strip_times "$T/l.log")" = "$(strip_times "$T/w.log")" ]
+  seqrec-cat --header "$T/w.sqm" | grep -q 'train.window_stride=1$'
+  # overlapping windows on long users: more samples than the tiling, and a
+  # model that scores
+  seqrec-train "${TINY[@]}" --max-len 4 --epochs 1 --target windows --window-stride 2 \
+    --log "$T/s2.log" -o "$T/s2.sqm" "$T/s.sqr"
+  seqrec-score -m "$T/s2.sqm" "$T/s.sqr" | seqrec-metrics --json -k 10 > /dev/null
+  for bad in "--target all --window-stride 2" "--target windows --window-stride 21" \
+             "--target windows --window-stride -1" "--model bert4rec --target windows --window-stride 2"; do
+    # shellcheck disable=SC2086
+    run seqrec-train "${TINY[@]}" $bad -o "$T/x.sqm" "$T/s.sqr"
+    [ "$status" -eq 64 ]
+    [[ "$output" == *"--window-stride"* ]]
+  done
+  [ ! -e "$T/x.sqm" ]
+}

@@ -971,21 +971,15 @@ UNIT_TEST(test_batch_last)
     sq_batcher_free(&b);
 }
 
-/* --target windows: windows of max_len inputs tile each training part, so
- * every target of every user is trained exactly once an epoch (as with
- * --target last), with its inputs the items just before it. */
-UNIT_TEST(test_batch_windows)
+/* Every target of every tiny user is trained exactly once an epoch by b,
+ * with its inputs the items just before it, and at least min(idx, hist)
+ * of them (idx: the target's index in the training part). */
+static void check_every_target_once(unit_ctx *t, sq_batcher *b, int hist)
 {
-    sq_err e = {0};
-    sq_seqs d = tiny_seqs();
-    sq_batcher b;
-    CHECK_EQ(sq_batcher_init(&b, &d, SQ_TARGET_WINDOWS, 2, 2, 0, 1, &e), 0);
-    /* users of 3, 6 and 2 training items: 1, 3 and 1 windows of 2 inputs */
-    CHECK_EQ(b.n_samples, 5);
     int trained[4][6] = {{0}}, n = 0;
-    sq_batcher_shuffle(&b, 1);
-    for (uint64_t i = 0; i < sq_batcher_n_batches(&b); i++) {
-        const sq_packed *p = sq_batcher_get(&b, 1, i);
+    sq_batcher_shuffle(b, 1);
+    for (uint64_t i = 0; i < sq_batcher_n_batches(b); i++) {
+        const sq_packed *p = sq_batcher_get(b, 1, i);
         for (int k = 0; k < p->n; k++) {
             int j = 0;
             while (p->off[j + 1] <= p->rows[k])
@@ -998,7 +992,10 @@ UNIT_TEST(test_batch_windows)
             CHECK(idx < (int)seq_ntrain[u]);
             if (idx >= (int)seq_ntrain[u])
                 continue;
-            CHECK_EQ(p->ids[p->rows[k]], it[idx - 1]); /* the input just before it */
+            int seen = p->rows[k] - p->off[j] + 1; /* inputs up to the row */
+            for (int q = 0; q < seen; q++)
+                CHECK_EQ(p->ids[p->rows[k] - q], it[idx - 1 - q]);
+            CHECK(seen >= (idx < hist ? idx : hist));
             trained[u][idx]++;
             n++;
         }
@@ -1007,7 +1004,44 @@ UNIT_TEST(test_batch_windows)
     for (int u = 0; u < 4; u++)
         for (int idx = 1; idx < (int)seq_ntrain[u]; idx++)
             CHECK_EQ(trained[u][idx], 1);
+}
+
+/* --target windows: windows of max_len inputs tile each training part, so
+ * every target of every user is trained exactly once an epoch (as with
+ * --target last), with its inputs the items just before it. With a stride
+ * S the windows overlap and each target has at least max_len - S + 1
+ * inputs (all of them when it has fewer). */
+UNIT_TEST(test_batch_windows)
+{
+    sq_err e = {0};
+    sq_seqs d = tiny_seqs();
+    sq_batcher b;
+    CHECK_EQ(sq_batcher_init(&b, &d, SQ_TARGET_WINDOWS, 2, 2, 0, 1, &e), 0);
+    /* users of 3, 6 and 2 training items: 1, 3 and 1 windows of 2 inputs */
+    CHECK_EQ(b.n_samples, 5);
+    check_every_target_once(t, &b, 1);
     sq_batcher_free(&b);
+    /* stride 1, max_len 3: a window per end, 2 + 5 + 1; each target sees
+     * its whole prefix window */
+    CHECK_EQ(sq_batcher_init_stride(&b, &d, SQ_TARGET_WINDOWS, 1, 3, 2, 0, 1, &e), 0);
+    CHECK_EQ(b.n_samples, 8);
+    check_every_target_once(t, &b, 3);
+    sq_batcher_free(&b);
+    /* stride 2, max_len 3: ends 3; 6, 4, 2; 2 */
+    CHECK_EQ(sq_batcher_init_stride(&b, &d, SQ_TARGET_WINDOWS, 2, 3, 2, 0, 1, &e), 0);
+    CHECK_EQ(b.n_samples, 5);
+    check_every_target_once(t, &b, 2);
+    sq_batcher_free(&b);
+    /* the stride of the tiling is the one of sq_batcher_init */
+    CHECK_EQ(sq_batcher_init_stride(&b, &d, SQ_TARGET_WINDOWS, 3, 3, 2, 0, 1, &e), 0);
+    CHECK_EQ(b.n_samples, 4);
+    check_every_target_once(t, &b, 1);
+    sq_batcher_free(&b);
+    /* refused: a stride over max_len, or with another mode */
+    CHECK_EQ(sq_batcher_init_stride(&b, &d, SQ_TARGET_WINDOWS, 4, 3, 2, 0, 1, &e), SQ_EX_USAGE);
+    e = (sq_err){0};
+    CHECK_EQ(sq_batcher_init_stride(&b, &d, SQ_TARGET_ALL, 1, 3, 2, 0, 1, &e), SQ_EX_USAGE);
+    CHECK(strstr(e.msg, "--target windows") != NULL);
     /* cloze windows tile all the items: 2 + 3 + 1 windows of <= 2 */
     CHECK_EQ(sq_batcher_init_cloze(&b, &d, SQ_TARGET_WINDOWS, 2, 2, 0.5, 10, 1, &e), 0);
     CHECK_EQ(b.n_samples, 6);
