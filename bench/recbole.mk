@@ -14,14 +14,20 @@ BENCH_ML100K := data/raw/ml-100k.zip
 # What recbole 1.2.1 imports besides torch, numpy and yaml (not ray or
 # plotly: the bench uses no quick_start); --no-deps for recbole and thop so
 # that pip never brings a second torch.
-RECBOLE_PIP_DEPS := scipy pandas tqdm colorlog colorama scikit-learn tensorboard texttable tabulate psutil
+# numpy<2: Debian's torch 1.13 is built against numpy 1 and fails
+# ("Numpy is not available") beside a numpy 2 that pip would bring.
+RECBOLE_PIP_DEPS := 'numpy<2' scipy pandas tqdm colorlog colorama scikit-learn tensorboard texttable tabulate psutil
+# The interpreter the venv is made over: the first python3 that imports
+# torch (a pyenv or conda python3 first in PATH may lack Debian's torch).
+RECBOLE_BASE_PY = $(shell for p in python3 /usr/bin/python3; do \
+  $$p -c 'import torch' 2>/dev/null && command -v $$p && break; done)
 bench-recbole: deps
 	@$(MAKE) --no-print-directory all
 	@mkdir -p $(BENCH_OUT)
 	@[ -f $(BENCH_ML100K) ] || $(DATA_MAKE) ml-100k
 	@if [ -z "$(RECBOLE_PYTHON)" ] && ! $(RECBOLE_VENV)/bin/python -c 'import recbole.trainer' 2>/dev/null; then \
 	  echo "bench-recbole: installing RecBole 1.2.1 into $(RECBOLE_VENV)"; \
-	  { python3 -c 'import torch' && python3 -m venv --system-site-packages $(RECBOLE_VENV) && \
+	  { [ -n "$(RECBOLE_BASE_PY)" ] && $(RECBOLE_BASE_PY) -m venv --system-site-packages $(RECBOLE_VENV) && \
 	    $(RECBOLE_VENV)/bin/pip install -q --no-deps recbole==1.2.1 thop && \
 	    $(RECBOLE_VENV)/bin/pip install -q $(RECBOLE_PIP_DEPS); } >/dev/null 2>&1 || \
 	  echo "bench-recbole: skipped: could not make $(RECBOLE_VENV) with recbole 1.2.1 over python3's torch (no torch or no network?)"; \

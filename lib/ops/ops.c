@@ -419,11 +419,14 @@ SQ_VEC static void R(dropout_chunk)(real *out, uint8_t *restrict mask,
     /* the counter is the low 32 bits; the chunk's high bits go to the key */
     key += (uint64_t)(i0 >> 32) * 0xd6e8feb86659fd93ull;
     uint32_t c0 = (uint32_t)i0;
+    /* a product with keep_scale or 0, not a branch, and a 32-bit index (n
+     * <= SQ_CHUNK), so that GCC vectorises it (a dropped element is +-0) */
     #pragma omp simd
-    for (size_t j = 0; j < n; j++) {
-        uint8_t keep = sq_counter_uniform(key, c0 + (uint32_t)j) >= p;
-        mask[j] = keep;
-        out[j] = keep ? inp[j] * keep_scale : (real)0;
+    for (uint32_t j = 0; j < (uint32_t)n; j++) {
+        float u = sq_counter_uniform(key, c0 + j);
+        real m = u >= p ? keep_scale : (real)0;
+        mask[j] = (uint8_t)(u >= p);
+        out[j] = inp[j] * m;
     }
 }
 
@@ -450,7 +453,7 @@ SQ_VEC static void R(dropout_back_chunk)(real *restrict dinp, const real *restri
 {
     #pragma omp simd
     for (size_t i = 0; i < n; i++)
-        dinp[i] += mask[i] ? dout[i] * keep_scale : (real)0;
+        dinp[i] += dout[i] * (keep_scale * (real)mask[i]);
 }
 
 void R(sq_dropout_backward)(const sq_ctx *cx, real *dinp, const real *dout,
