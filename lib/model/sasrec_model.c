@@ -4,6 +4,7 @@
 #include "sasrec.h"
 #include "kv.h"
 #include "ops.h"
+#include "rowwise.h"
 #include "vec.h"
 
 #include <inttypes.h>
@@ -347,105 +348,21 @@ static int scoring_input(const sq_sasrec_config *c, const sq_batch *hist, sq_pac
  * batch does not give that: OpenBLAS picks its kernels and blocking by the
  * shape (a small-matrix kernel for small B, another for large), so the
  * same row summed in another order changed in the last bits with the batch.
- * So the states are scored by score_rows below, where every score is the
- * same sum in the same order whatever the batch, and each history runs its
- * own forward (sq_sasrec_scores). */
-
-#define SQ_ROWS 8   /* states scored together (dot_tile names 8) */
-#define SQ_COLS 16  /* items scored together: one vector */
-#define SQ_IBLK 256 /* items per block (64 KB of the table at C = 64) */
-
-/* Sixteen floats, element by element (GCC/Clang vector extension): one
- * AVX-512 register, two AVX ones or four SSE ones, as the clone the
- * processor gets (vec.h) compiles it. Only ever a local. */
-typedef float sq_v16 __attribute__((vector_size(64)));
-
-/* o[r][j] = h[r] . et[., j] (+ ob[j]) for SQ_ROWS states and SQ_COLS items
- * of a transposed block et (row c at et + c * ld), j < ncols: every score
- * is the sum of h[c] e[c] over c = 0, 1, ..., C - 1 in that order, a
- * product then an add (no fused multiply-add: -ffp-contract=off), then the
- * bias, whatever the batch and whatever the vector width. Rows r >= nrows
- * are computed (h repeats a row) and dropped. */
-SQ_VEC static void dot_tile(const float *const *h, const float *et, int ld, int C,
-                            const float *ob, float *const *o, int nrows, int ncols)
-{
-    /* eight named accumulators: an array of them would live in memory */
-    sq_v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};
-    const float *h0 = h[0], *h1 = h[1], *h2 = h[2], *h3 = h[3];
-    const float *h4 = h[4], *h5 = h[5], *h6 = h[6], *h7 = h[7];
-    for (int c = 0; c < C; c++) {
-        sq_v16 e;
-        memcpy(&e, et + (size_t)c * ld, sizeof e);
-        a0 += h0[c] * e;
-        a1 += h1[c] * e;
-        a2 += h2[c] * e;
-        a3 += h3[c] * e;
-        a4 += h4[c] * e;
-        a5 += h5[c] * e;
-        a6 += h6[c] * e;
-        a7 += h7[c] * e;
-    }
-    float bias[SQ_COLS] = {0}, tile[SQ_ROWS][SQ_COLS];
-    if (ob)
-        memcpy(bias, ob, (size_t)ncols * sizeof *bias);
-    const sq_v16 *acc[SQ_ROWS] = {&a0, &a1, &a2, &a3, &a4, &a5, &a6, &a7};
-    for (int r = 0; r < SQ_ROWS; r++)
-        memcpy(tile[r], acc[r], sizeof tile[r]);
-    for (int r = 0; r < nrows; r++) {
-        #pragma omp simd
-        for (int j = 0; j < SQ_COLS; j++)
-            tile[r][j] += bias[j];
-        memcpy(o[r], tile[r], (size_t)ncols * sizeof *o[r]);
-    }
-}
-
-/* scores[B, V1] = h[B, C] E[V1, C]^T (+ ob), each score summed in a fixed
- * order (dot_tile); threads take blocks of SQ_IBLK items, each copied
- * transposed (zero-padded to whole tiles) into et (SQ_IBLK x C floats
- * per thread). Rows missing from the last group of SQ_ROWS repeat its
- * first row (their scores are dropped). */
-static void score_rows(const float *h, int B, const float *E, const float *ob, int C, int V1,
-                       int threads, float *et_all, float *scores)
-{
-    int n_blk = (V1 + SQ_IBLK - 1) / SQ_IBLK;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (int k = 0; k < n_blk; k++) {
-        int i0 = k * SQ_IBLK, n = V1 - i0 < SQ_IBLK ? V1 - i0 : SQ_IBLK;
-        float *et = et_all + (size_t)omp_get_thread_num() * C * SQ_IBLK;
-        for (int c = 0; c < C; c++)
-            for (int j = 0; j < SQ_IBLK; j++)
-                et[(size_t)c * SQ_IBLK + j] = j < n ? E[(size_t)(i0 + j) * C + c] : 0;
-        for (int b0 = 0; b0 < B; b0 += SQ_ROWS) {
-            const float *hr[SQ_ROWS];
-            float *orow[SQ_ROWS];
-            int nrows = B - b0 < SQ_ROWS ? B - b0 : SQ_ROWS;
-            for (int r = 0; r < SQ_ROWS; r++) {
-                hr[r] = h + (size_t)(b0 + (r < nrows ? r : 0)) * C;
-                orow[r] = scores + (size_t)(b0 + (r < nrows ? r : 0)) * V1 + i0;
-            }
-            for (int j0 = 0; j0 < n; j0 += SQ_COLS) {
-                float *oj[SQ_ROWS];
-                for (int r = 0; r < SQ_ROWS; r++)
-                    oj[r] = orow[r] + j0;
-                dot_tile(hr, et + j0, SQ_IBLK, C, ob ? ob + i0 + j0 : NULL, oj, nrows,
-                         n - j0 < SQ_COLS ? n - j0 : SQ_COLS);
-            }
-        }
-    }
-    for (int b = 0; b < B; b++)
-        scores[(size_t)b * V1] = 0; /* padding */
-}
+ * So on the CPU the histories of a batch run one forward with cx.rowwise
+ * set: every linear layer, and the scores h . E[i] (+ bias), is
+ * sq_rowwise_linear (rowwise.h), whose every output is the same sum in the
+ * same order whatever the rows beside it; the other ops work on a row or
+ * on one sequence at a time (attention, convolutions), and the positional
+ * tables of FPARec are computed whole (attn_pos.c). */
 
 int sq_score_states(const sq_ctx *cx, const float *h, int B, const float *E, const float *ob,
                     int C, int V1, float *scores, sq_err *e)
 {
+    (void)e;
     if (cx->backend == SQ_BACKEND_CPU) {
-        int nt = sq_ctx_threads(cx);
-        float *et = malloc((size_t)nt * C * SQ_IBLK * sizeof *et);
-        if (!et)
-            return sq_fail(e, SQ_EX_OSERR, "out of memory for scoring");
-        score_rows(h, B, E, ob, C, V1, nt, et, scores);
-        free(et);
+        sq_rowwise_linear(cx, scores, h, E, ob, B, C, V1);
+        for (int b = 0; b < B; b++)
+            scores[(size_t)b * V1] = 0; /* padding */
         return 0;
     }
     sq_gemm(cx, 0, 1, B, V1, C, 1, h, C, E, C, 0, scores, V1);
@@ -515,22 +432,70 @@ static int forward_states(const void *model, const sq_batch *hist, int b0, int s
     return rc;
 }
 
+/* Token rows of one scoring forward: enough for full-width GEMMs, few
+ * enough that its work stays a few MB (histories of N = 200, d = 128). */
+#define SQ_SCORE_ROWS 4096
+
+/* The states of histories [0, hist->B) into rows of hs on the CPU: runs
+ * of consecutive histories of at most SQ_SCORE_ROWS token rows (or one
+ * history), each one forward on all of cx's threads with cx.rowwise set
+ * (BATCH INVARIANCE above: how the runs are cut changes no bit). */
+static int rowwise_states(const sq_sasrec *m, const sq_batch *hist, float *hs, sq_err *e)
+{
+    sq_sasrec one = *m;
+    one.cx.rowwise = 1;
+    const sq_sasrec_config *c = &one.cfg;
+    uint32_t keep = (uint32_t)c->max_len - (is_bert(c) ? 1 : 0);
+    int C = c->dim, rc = 0;
+    for (int b0 = 0, b1; b0 < hist->B && !rc; b0 = b1) {
+        size_t rows = 0;
+        for (b1 = b0; b1 < hist->B; b1++) {
+            size_t len = (hist->len[b1] < keep ? hist->len[b1] : keep) + 1;
+            if (b1 > b0 && rows + len > SQ_SCORE_ROWS)
+                break;
+            rows += len;
+        }
+        sq_batch run = {hist->items, hist->off + b0, hist->len + b0, b1 - b0, NULL};
+        sq_packed pb;
+        int *ints = NULL;
+        size_t att;
+        if ((rc = scoring_input(c, &run, &pb, &ints, &att, e)) != 0)
+            break;
+        sq_sasrec_cap cap = {.B = pb.B, .T = pb.T, .n = pb.B, .att = att, .K = 0, .train = 0};
+        sq_sasrec_work w;
+        if ((rc = sq_sasrec_work_alloc(&w, &one, &cap, e)) == 0) {
+            sq_sasrec_forward(&one, &w, &pb, 0, 0, 0);
+            float *h = hs + (size_t)b0 * C;
+            if (is_bert(c)) {
+                sq_sasrec_head(&one, &w, pb.rows, pb.B);
+                sq_copy(&one.cx, h, w.hln, (size_t)pb.B * C);
+            } else {
+                sq_gather_rows(&one.cx, h, w.out, pb.rows, pb.B, C);
+            }
+            sq_sasrec_work_free(&w);
+        }
+        free(ints);
+    }
+    return rc;
+}
+
 int sq_sasrec_scores(const sq_sasrec *m, const sq_batch *hist, float *scores, sq_err *e)
 {
     const sq_ctx *cx = &m->cx;
     int B = hist->B, C = m->cfg.dim;
     if (B <= 0)
         return 0;
-    /* one history at a time (BATCH INVARIANCE above), its ops on one
-     * thread (an op over one window is too small to share): on the CPU the
-     * threads take histories in turn, each with its own work */
-    sq_sasrec one = *m;
-    one.cx.threads = 1;
     float *hs = sq_ctx_alloc(cx, (size_t)B * C * sizeof *hs, e);
     if (!hs)
         return e->code;
-    int nt = cx->backend == SQ_BACKEND_CPU ? sq_ctx_threads(cx) : 1;
-    int rc = sq_states_parallel(forward_states, &one, hist, nt, hs, e);
+    int rc;
+    if (cx->backend == SQ_BACKEND_CPU) {
+        rc = rowwise_states(m, hist, hs, e);
+    } else { /* one history at a time, its ops on the device */
+        sq_sasrec one = *m;
+        one.cx.threads = 1;
+        rc = sq_states_parallel(forward_states, &one, hist, 1, hs, e);
+    }
     if (!rc)
         rc = score_states(m, hs, B, scores, e);
     sq_ctx_free(cx, hs);

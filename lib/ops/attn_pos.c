@@ -188,7 +188,9 @@ void R(sq_fpa_forward)(const sq_ctx *cx, real *out, real *att, real *scratch,
                        int ld, const int *off, const int *pos, int B, int H,
                        int C, int max_len, int causal)
 {
-    int pmin = min_pos(off, pos, B, max_len), m = max_len - pmin;
+    /* scoring (rowwise): the whole table, a GEMM of one shape whatever
+     * the batch, so that a history's outputs do not depend on the others */
+    int pmin = cx->rowwise ? 0 : min_pos(off, pos, B, max_len), m = max_len - pmin;
     if (m <= 0)
         return;
     size_t nn = (size_t)max_len * max_len, nk = (size_t)max_len * k;
@@ -211,7 +213,9 @@ void R(sq_fpa_backward)(const sq_ctx *cx, real *dR1, real *dR2, real *dv,
                         const int *pos, int B, int H, int C, int max_len,
                         int causal)
 {
-    int pmin = min_pos(off, pos, B, max_len), m = max_len - pmin;
+    /* scoring (rowwise): the whole table, a GEMM of one shape whatever
+     * the batch, so that a history's outputs do not depend on the others */
+    int pmin = cx->rowwise ? 0 : min_pos(off, pos, B, max_len), m = max_len - pmin;
     if (m <= 0)
         return;
     size_t nn = (size_t)max_len * max_len, nk = (size_t)max_len * k;

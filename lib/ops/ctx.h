@@ -28,12 +28,15 @@ typedef struct sq_ctx {
     int threads;   /* CPU: threads of the ops' OpenMP loops (0: OpenMP's
                       current default, as sq_threads_set left it) */
     void *gpu;     /* CUDA: the sq_gpu of gpu.h (stream, cuBLAS handle) */
+    int rowwise;   /* CPU: linear layers batch-invariant (rowwise.h), so
+                      that rows of many histories scored together give
+                      each one's bits alone (scoring) */
 } sq_ctx;
 
 /* The CPU context with OpenMP's default thread count. */
 static inline sq_ctx sq_ctx_cpu(void)
 {
-    sq_ctx c = {SQ_BACKEND_CPU, 0, NULL};
+    sq_ctx c = {SQ_BACKEND_CPU, 0, NULL, 0};
     return c;
 }
 

@@ -12,6 +12,7 @@
 #include "ops.h"
 #include "real.h"
 #include "rng.h"
+#include "rowwise.h"
 #include "vec.h"
 
 #include <float.h>
@@ -280,6 +281,10 @@ void R(sq_layernorm_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db,
 void R(sq_linear_forward)(const sq_ctx *cx, real *out, const real *inp,
                           const real *w, const real *b, int T, int C, int OC)
 {
+    if (cx->rowwise && cx->backend == SQ_BACKEND_CPU) {
+        R(sq_rowwise_linear)(cx, out, inp, w, b, T, C, OC);
+        return;
+    }
     /* out = b broadcast, then out += inp W^T in one GEMM (beta = 1). */
     if (b) {
         #pragma omp parallel for schedule(static) \

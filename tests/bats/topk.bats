@@ -175,6 +175,22 @@ invariant() {
   invariant bert4rec
 }
 
+@test "invariance: every attention kind of the SASRec backbone scores the same bytes whatever -b and -j" {
+  # histories of one batch run one forward (lib/ops/rowwise.h); a history's
+  # outputs must not depend on the others, whatever the kind mixes
+  for kind in softmax linrec linear efficient efficient-dwc hydra positional fpositional \
+              average mixing; do
+    seqrec-train --dim 32 --ffn 32 --max-len 30 --epochs 1 --threads 2 --seed 2 --attn "$kind" \
+      --log /dev/null -o "$T/$kind.sqm" "$D/d.sqr"
+    seqrec-score -m "$T/$kind.sqm" -k 10 -b 256 -j 2 "$D/d.sqr" > "$T/a.tsv"
+    seqrec-score -m "$T/$kind.sqm" -k 10 -b 1 -j 1 "$D/d.sqr" > "$T/b.tsv"
+    seqrec-score -m "$T/$kind.sqm" -k 10 -b 7 -j 2 "$D/d.sqr" > "$T/c.tsv"
+    cmp "$T/a.tsv" "$T/b.tsv" || { echo "$kind: -b 1 -j 1 differs"; false; }
+    cmp "$T/a.tsv" "$T/c.tsv" || { echo "$kind: -b 7 differs"; false; }
+    [ -s "$T/a.tsv" ]
+  done
+}
+
 @test "the scores of a trained model still reproduce its logged validation NDCG" {
   seqrec-train --dim 16 --ffn 16 --max-len 20 --epochs 1 --threads 1 --log "$T/log" \
     -o "$T/v.sqm" "$D/d.sqr" 2>/dev/null

@@ -86,7 +86,7 @@ UNIT_TEST(test_ctx_cuda)
     CHECK_EQ(sq_gpu_open(&g, 0, &e), 0);
     if (!g)
         return;
-    sq_ctx cx = {SQ_BACKEND_CUDA, 0, g};
+    sq_ctx cx = {SQ_BACKEND_CUDA, 0, g, 0};
     enum { N = 1000 };
     float host[N], back[N];
     for (int i = 0; i < N; i++)

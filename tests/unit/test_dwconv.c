@@ -346,7 +346,7 @@ static int mix1_init(mix1 *x, sq_rng *r, int K, int causal)
     x->wgt = gc_normal(r, n, 1);
     x->cache = gc_zeros(x->m->cache_size(&x->env, &cap));
     x->scratch = gc_zeros(x->m->scratch_size(&x->env, &cap));
-    static const sq_ctx cx = {SQ_BACKEND_CPU, 1, NULL};
+    static const sq_ctx cx = {SQ_BACKEND_CPU, 1, NULL, 0};
     x->a = (sq_mix_args_f64){.cx = &cx, .env = &x->env, .b = &x->pb, .cache = x->cache,
                              .scratch = x->scratch, .cap_T = T, .train = 1};
     for (int i = 0; i < x->ts.n; i++) {
