@@ -30,7 +30,8 @@ CFLAGS_ALL := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wvla \
   -ffp-contract=off -fno-math-errno \
   -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -DSEQREC_VERSION='"$(VERSION)"' \
   -fopenmp $(LIB_INC) $(SANFLAGS) $(CFLAGS)
-LDLIBS_ALL := -larchive -lxxhash -lopenblas -lm -fopenmp $(LDLIBS)
+# -ldl: lib/ops/gpu_load.c dlopens the CUDA backend (cuda/cuda.mk) on demand.
+LDLIBS_ALL := -larchive -lxxhash -lopenblas -lm -ldl -fopenmp $(LDLIBS)
 
 LIB_SRC := $(sort $(wildcard lib/*/*.c))
 # Sources written over real.h's `real` (they start with `#define SQ_REAL
@@ -51,7 +52,7 @@ tags: $(LIB_SRC) $(TOOL_SRC)
 	ctags -R lib tools tests/unit
 
 .PHONY: all tags check unit bats demo bench bench-data deps install clean clang-check man-check fnlen-check
-all: $(PROGS)
+all: $(PROGS) $(CUDA_SO)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -61,17 +62,17 @@ $(BUILD)/%_f64.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -DSQ_REAL=double -MMD -MP -c $< -o $@
 
-$(BUILD)/libseqrec.a: $(LIB_OBJ) $(CUDA_OBJ)
+$(BUILD)/libseqrec.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
 $(BUILD)/bin/seqrec: $(BUILD)/tools/seqrec.o $(BUILD)/libseqrec.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_ALL) $(CUDA_LDLIBS) -o $@
+	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_ALL) -o $@
 
 $(BUILD)/bin/seqrec-%: $(BUILD)/tools/%.o $(BUILD)/libseqrec.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_ALL) $(CUDA_LDLIBS) -o $@
+	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_ALL) -o $@
 
 # The unit runner's table is generated from the UNIT_TEST(name) lines.
 $(BUILD)/tests/unit/list.h: $(UNIT_SRC)
@@ -86,8 +87,9 @@ $(BUILD)/tests/unit/%.o: tests/unit/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests/unit -MMD -MP -c $< -o $@
 
-$(BUILD)/unit_tests: $(UNIT_OBJ) $(BUILD)/libseqrec.a
-	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_ALL) $(CUDA_LDLIBS) -o $@
+# It loads the CUDA backend from $(BUILD)/lib when a test asks for a GPU.
+$(BUILD)/unit_tests: $(UNIT_OBJ) $(BUILD)/libseqrec.a | $(CUDA_SO)
+	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_ALL) -o $@
 
 deps:
 	@sh .ci/deps
@@ -95,7 +97,7 @@ deps:
 unit: $(BUILD)/unit_tests
 	$(BUILD)/unit_tests
 
-bats: $(PROGS)
+bats: $(PROGS) $(CUDA_SO)
 	SEQREC_BIN=$(CURDIR)/$(BUILD)/bin SEQREC_ROOT=$(CURDIR) bats tests/bats
 
 # Every source must also compile warning-free with clang (when present).
@@ -138,6 +140,8 @@ install: all
 	install -m 755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 man/man1/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 man/man5/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
+	$(if $(CUDA_SO),install -d $(DESTDIR)$(PREFIX)/lib/seqrec)
+	$(if $(CUDA_SO),install -m 755 $(CUDA_SO) $(DESTDIR)$(PREFIX)/lib/seqrec/)
 
 clean:
 	rm -rf build build-san bench/out demo-out

@@ -24,7 +24,7 @@ bench-data: deps
 # attn_time.png and attn_mem.png under $(BENCH_OUT).
 $(BUILD)/bench/attn_bench: $(BUILD)/bench/attn_bench.o $(BUILD)/libseqrec.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_ALL) $(CUDA_LDLIBS) -o $@
+	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_ALL) -o $@
 
 # Timings must not overlap: under `make -j bench` the sweep waits for
 # bench-data.
@@ -48,7 +48,7 @@ LEAK_OPTS ?= dim=32 ffn=64 max_len=50 pool=8x8 topk_experts=4 dropout=0.2
 LEAK_DATA ?=
 $(BUILD)/bench/elastic_leak: $(BUILD)/bench/elastic_leak.o $(BUILD)/libseqrec.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_ALL) $(CUDA_LDLIBS) -o $@
+	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_ALL) -o $@
 
 .PHONY: bench-elastic-leak
 bench-elastic-leak: deps all $(BUILD)/bench/elastic_leak

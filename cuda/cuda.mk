@@ -1,7 +1,11 @@
 # cuda/cuda.mk - the CUDA build hook, included by the top-level Makefile.
 #
 # CUDA=auto (default) builds the backend when nvcc is on PATH, CUDA=1 forces
-# it, CUDA=0 disables it (lib/ops/gpu_stub.c then answers "no CUDA backend").
+# it, CUDA=0 disables it. The backend is a shared object, CUDA_SO, that no
+# program links: lib/ops/gpu_load.c dlopens it on the first sq_gpu_probe or
+# sq_gpu_open (without it they answer "no CUDA backend"), so cuBLAS is
+# loaded only by a run that asks for a GPU. Compiled with hidden
+# visibility: its one export is the table of lib/ops/gpu_ops.h.
 # Code for sm_80 and sm_90 (A100, H100/H200), plus PTX for newer devices.
 CUDA ?= auto
 NVCC ?= nvcc
@@ -13,12 +17,19 @@ ifeq ($(CUDA),1)
 CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC))))
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
-CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
-CFLAGS_ALL += -DSEQREC_CUDA=1
-$(BUILD)/cuda/%.o: cuda/%.cu lib/ops/gpu.h lib/util/err.h
+CUDA_SO := $(BUILD)/lib/libseqrec-cuda.so
+# -z defs: every symbol the object uses comes from its own libraries, never
+# from the program that loads it.
+CUDA_SO_LDFLAGS := -shared -cudart shared -Xlinker -z,defs \
+  -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64
+$(BUILD)/cuda/%.o: cuda/%.cu lib/ops/gpu_ops.h lib/util/err.h
 	@mkdir -p $(dir $@)
-	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror -Ilib/ops -Ilib/util -c $< -o $@
+	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror \
+	  -Ilib/ops -Ilib/util -c $< -o $@
+$(CUDA_SO): $(CUDA_OBJ)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(CUDA_ARCH) $(CUDA_SO_LDFLAGS) $^ -lcublas -lcudart -o $@
 else
 CUDA_OBJ :=
-CUDA_LDLIBS :=
+CUDA_SO :=
 endif

@@ -1,26 +1,46 @@
 // gpu.cu - device context, checked allocations and the cuBLAS GEMM wrapper.
 // Every CUDA and cuBLAS call is checked; errors come back through sq_err.
+//
+// Built into libseqrec-cuda.so, which the programs dlopen on demand
+// (lib/ops/gpu_load.c). Only sq_cuda_backend is exported: every function
+// here is static, so no call binds to a like-named symbol of the program.
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "gpu.h"
+#include "gpu_ops.h"
 
-struct sq_gpu {
+struct sq_gpu_be {
     int device;
     cublasHandle_t blas;
 };
+
+// sq_fail's contract (the first error wins), kept here: the object must not
+// call into the program that loads it.
+__attribute__((format(printf, 3, 4)))
+static int be_fail(sq_err *e, int code, const char *fmt, ...)
+{
+    if (e->code != 0)
+        return e->code;
+    e->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    return code;
+}
 
 #define CUDA_TRY(call, e)                                                              \
     do {                                                                               \
         cudaError_t st_ = (call);                                                      \
         if (st_ != cudaSuccess)                                                        \
-            return sq_fail((e), SQ_EX_SOFTWARE, "CUDA: %s: %s", #call,                \
+            return be_fail((e), SQ_EX_SOFTWARE, "CUDA: %s: %s", #call,                \
                            cudaGetErrorString(st_));                                   \
     } while (0)
 
-extern "C" int sq_gpu_probe(char *name, size_t n)
+static int be_probe(char *name, size_t n)
 {
     int count = 0;
     cudaError_t st = cudaGetDeviceCount(&count);
@@ -42,82 +62,94 @@ extern "C" int sq_gpu_probe(char *name, size_t n)
     return 1;
 }
 
-extern "C" int sq_gpu_open(sq_gpu **g, int device, sq_err *e)
+static int be_open(sq_gpu_be **b, int device, sq_err *e)
 {
-    *g = NULL;
+    *b = NULL;
     CUDA_TRY(cudaSetDevice(device), e);
-    sq_gpu *ctx = (sq_gpu *)calloc(1, sizeof *ctx);
+    sq_gpu_be *ctx = (sq_gpu_be *)calloc(1, sizeof *ctx);
     if (!ctx)
-        return sq_fail(e, SQ_EX_OSERR, "out of memory");
+        return be_fail(e, SQ_EX_OSERR, "out of memory");
     ctx->device = device;
     if (cublasCreate(&ctx->blas) != CUBLAS_STATUS_SUCCESS) {
         free(ctx);
-        return sq_fail(e, SQ_EX_SOFTWARE, "cuBLAS: cublasCreate failed");
+        return be_fail(e, SQ_EX_SOFTWARE, "cuBLAS: cublasCreate failed");
     }
-    *g = ctx;
+    *b = ctx;
     return 0;
 }
 
-extern "C" void sq_gpu_close(sq_gpu *g)
+static void be_close(sq_gpu_be *b)
 {
-    if (!g)
+    if (!b)
         return;
-    cublasDestroy(g->blas);
-    free(g);
+    cublasDestroy(b->blas);
+    free(b);
 }
 
-extern "C" int sq_gpu_alloc(sq_gpu *g, void **ptr, size_t bytes, sq_err *e)
+static int be_alloc(sq_gpu_be *b, void **ptr, size_t bytes, sq_err *e)
 {
-    (void)g;
+    (void)b;
     *ptr = NULL;
     cudaError_t st = cudaMalloc(ptr, bytes);
     if (st != cudaSuccess)
-        return sq_fail(e, SQ_EX_OSERR, "CUDA: cannot allocate %zu bytes: %s", bytes,
+        return be_fail(e, SQ_EX_OSERR, "CUDA: cannot allocate %zu bytes: %s", bytes,
                        cudaGetErrorString(st));
     return 0;
 }
 
-extern "C" void sq_gpu_free(sq_gpu *g, void *ptr)
+static void be_free(sq_gpu_be *b, void *ptr)
 {
-    (void)g;
+    (void)b;
     if (ptr)
         cudaFree(ptr);
 }
 
-extern "C" int sq_gpu_memset0(sq_gpu *g, void *p, size_t bytes, sq_err *e)
+static int be_memset0(sq_gpu_be *b, void *p, size_t bytes, sq_err *e)
 {
-    (void)g;
+    (void)b;
     if (bytes)
         CUDA_TRY(cudaMemset(p, 0, bytes), e);
     return 0;
 }
 
-extern "C" int sq_gpu_upload(sq_gpu *g, void *dst, const void *src, size_t bytes, sq_err *e)
+static int be_upload(sq_gpu_be *b, void *dst, const void *src, size_t bytes, sq_err *e)
 {
-    (void)g;
+    (void)b;
     CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), e);
     return 0;
 }
 
-extern "C" int sq_gpu_download(sq_gpu *g, void *dst, const void *src, size_t bytes, sq_err *e)
+static int be_download(sq_gpu_be *b, void *dst, const void *src, size_t bytes, sq_err *e)
 {
-    (void)g;
+    (void)b;
     CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), e);
     return 0;
 }
 
 // cuBLAS is column-major: a row-major C = op(A) op(B) is the column-major
 // C^T = op(B)^T op(A)^T, so swap the operands and M/N.
-extern "C" int sq_gpu_sgemm(sq_gpu *g, int ta, int tb, int M, int N, int K, float alpha,
-                            const float *A, int lda, const float *B, int ldb, float beta,
-                            float *C, int ldc, sq_err *e)
+static int be_sgemm(sq_gpu_be *b, int ta, int tb, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                    int ldc, sq_err *e)
 {
-    cublasStatus_t st = cublasSgemm(g->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+    cublasStatus_t st = cublasSgemm(b->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                     ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb,
                                     A, lda, &beta, C, ldc);
     if (st != CUBLAS_STATUS_SUCCESS)
-        return sq_fail(e, SQ_EX_SOFTWARE, "cuBLAS: sgemm %dx%dx%d failed (status %d)", M, N, K,
-                       (int)st);
+        return be_fail(e, SQ_EX_SOFTWARE, "cuBLAS: sgemm %dx%dx%d failed (status %d)", M, N,
+                       K, (int)st);
     CUDA_TRY(cudaGetLastError(), e);
     return 0;
+}
+
+static const sq_gpu_ops be_ops = {
+    SQ_GPU_OPS_ABI, sizeof(sq_err), be_probe, be_open, be_close, be_alloc, be_free,
+    be_memset0, be_upload, be_download, be_sgemm,
+};
+
+// The object's one export (SQ_GPU_OPS_SYMBOL); it is built with
+// -fvisibility=hidden, so this is the only default-visibility symbol.
+extern "C" __attribute__((visibility("default"))) const sq_gpu_ops *sq_cuda_backend(void)
+{
+    return &be_ops;
 }

@@ -1,8 +1,11 @@
 /* gpu.h - the CUDA backend's entry points, callable from C.
  *
- * Built from the .cu files in cuda/ when the Makefile finds nvcc (CUDA=auto|1); without
- * CUDA, lib/ops/gpu_stub.c provides the same functions, reporting that no GPU
- * backend is compiled in. A context owns the cuBLAS handle: no globals. */
+ * gpu_load.c implements them in every build by loading libseqrec-cuda.so
+ * (the .cu files of cuda/, built when the Makefile finds nvcc: CUDA=auto|1) on the
+ * first probe or open; a program that never asks for a GPU never loads
+ * cuBLAS. Without the object, probe says why and open fails with
+ * SQ_EX_USAGE. A context owns the object's handle and the cuBLAS handle:
+ * no globals. */
 #ifndef SQ_GPU_H
 #define SQ_GPU_H
 
@@ -15,8 +18,9 @@ extern "C" {
 
 typedef struct sq_gpu sq_gpu;
 
-/* 1 when the backend is compiled in and a device is usable; name gets the
- * device name or the reason why not. */
+/* 1 when the backend loads and a device is usable; name gets the device
+ * name or the reason why not. The object is looked for at
+ * $SEQREC_CUDA_LIB when that is set, else beside the program (gpu_load.c). */
 int sq_gpu_probe(char *name, size_t n);
 int sq_gpu_open(sq_gpu **g, int device, sq_err *e);
 void sq_gpu_close(sq_gpu *g);

@@ -1,6 +1,8 @@
-/* The CUDA backend against its CPU twin (skipped, saying so, without a GPU). */
+/* The CUDA backend against its CPU twin (skipped, saying so, without a GPU),
+ * and its loader (gpu_load.c), which needs no GPU. */
 #include <cblas.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "gpu.h"
 #include "rng.h"
@@ -49,4 +51,89 @@ UNIT_TEST(test_gpu_sgemm_matches_cblas)
         }
     free(A); free(B); free(C); free(G);
     sq_gpu_close(g);
+}
+
+/* Sets SEQREC_CUDA_LIB to value (NULL: unsets it) and returns the old value
+ * (a copy, or NULL) for env_restore: the tests leave the environment as
+ * they found it. */
+static char *env_set(const char *value)
+{
+    const char *old = getenv("SEQREC_CUDA_LIB");
+    char *copy = old ? strdup(old) : NULL;
+    if (value)
+        setenv("SEQREC_CUDA_LIB", value, 1);
+    else
+        unsetenv("SEQREC_CUDA_LIB");
+    return copy;
+}
+
+static void env_restore(char *old)
+{
+    if (old)
+        setenv("SEQREC_CUDA_LIB", old, 1);
+    else
+        unsetenv("SEQREC_CUDA_LIB");
+    free(old);
+}
+
+/* A SEQREC_CUDA_LIB that names no file: probe says so, naming the path,
+ * and open is a usage error (no fallback to the object beside the runner). */
+UNIT_TEST(test_gpu_load_missing_lib)
+{
+    const char *path = "/nonexistent/seqrec/libseqrec-cuda.so";
+    char *old = env_set(path);
+    char name[512] = "";
+    CHECK_EQ(sq_gpu_probe(name, sizeof name), 0);
+    CHECK(strstr(name, "no CUDA backend") != NULL);
+    CHECK(strstr(name, path) != NULL);
+    sq_err e = {0};
+    sq_gpu *g = (sq_gpu *)&e; /* open must clear it */
+    CHECK_EQ(sq_gpu_open(&g, 0, &e), SQ_EX_USAGE);
+    CHECK(g == NULL);
+    CHECK(strstr(e.msg, path) != NULL);
+    env_restore(old);
+}
+
+/* A shared object without the backend's table is refused (dlsym checked). */
+UNIT_TEST(test_gpu_load_not_a_backend)
+{
+    char *old = env_set("libm.so.6");
+    char name[512] = "";
+    CHECK_EQ(sq_gpu_probe(name, sizeof name), 0);
+    CHECK(strstr(name, "not a seqrec CUDA backend") != NULL);
+    sq_err e = {0};
+    sq_gpu *g = NULL;
+    CHECK_EQ(sq_gpu_open(&g, 0, &e), SQ_EX_USAGE);
+    CHECK(g == NULL);
+    env_restore(old);
+}
+
+/* The object built beside the runner (CUDA=1) is found without
+ * SEQREC_CUDA_LIB: probe answers with the CUDA runtime's reason (or a
+ * device), not the loader's. */
+UNIT_TEST(test_gpu_load_finds_backend)
+{
+    char exe[4096], so[4200];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    CHECK(len > 0);
+    if (len <= 0)
+        return;
+    exe[len] = '\0';
+    *strrchr(exe, '/') = '\0';
+    snprintf(so, sizeof so, "%s/lib/libseqrec-cuda.so", exe);
+    if (access(so, F_OK) != 0)
+        SKIP("no libseqrec-cuda.so beside the runner (built with CUDA=0)");
+    char *old = env_set(NULL);
+    char name[512] = "";
+    int found = sq_gpu_probe(name, sizeof name);
+    CHECK(strstr(name, "no CUDA backend") == NULL);
+    if (!found) {
+        CHECK(strstr(name, "no CUDA device") != NULL);
+        sq_err e = {0};
+        sq_gpu *g = NULL;
+        CHECK(sq_gpu_open(&g, 0, &e) != 0); /* the runtime's error, object closed */
+        CHECK(g == NULL);
+        CHECK(strstr(e.msg, "CUDA") != NULL);
+    }
+    env_restore(old);
 }
