@@ -26,7 +26,12 @@ $(BUILD)/cuda/%.o: cuda/%.cu lib/ops/gpu_ops.h lib/util/err.h
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror \
 	  -Ilib/ops -Ilib/util -c $< -o $@
-$(CUDA_SO): $(CUDA_OBJ)
+# The object's own copy of sq_fail (err.c), hidden like the rest.
+$(BUILD)/cuda/err_pic.o: lib/util/err.c lib/util/err.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -D_DEFAULT_SOURCE \
+	  -Ilib/util -c $< -o $@
+$(CUDA_SO): $(CUDA_OBJ) $(BUILD)/cuda/err_pic.o
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CUDA_ARCH) $(CUDA_SO_LDFLAGS) $^ -lcublas -lcudart -o $@
 else

@@ -3,8 +3,8 @@
 //
 // Built into libseqrec-cuda.so, which the programs dlopen on demand
 // (lib/ops/gpu_load.c). Only sq_cuda_backend is exported: every function
-// here is static, so no call binds to a like-named symbol of the program.
-#include <cstdarg>
+// here is static, and sq_fail is the object's own hidden copy of
+// lib/util/err.c (cuda.mk), so no call binds to a symbol of the program.
 #include <cstdio>
 #include <cstdlib>
 #include <cublas_v2.h>
@@ -17,26 +17,11 @@ struct sq_gpu_be {
     cublasHandle_t blas;
 };
 
-// sq_fail's contract (the first error wins), kept here: the object must not
-// call into the program that loads it.
-__attribute__((format(printf, 3, 4)))
-static int be_fail(sq_err *e, int code, const char *fmt, ...)
-{
-    if (e->code != 0)
-        return e->code;
-    e->code = code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
 #define CUDA_TRY(call, e)                                                              \
     do {                                                                               \
         cudaError_t st_ = (call);                                                      \
         if (st_ != cudaSuccess)                                                        \
-            return be_fail((e), SQ_EX_SOFTWARE, "CUDA: %s: %s", #call,                \
+            return sq_fail((e), SQ_EX_SOFTWARE, "CUDA: %s: %s", #call,                \
                            cudaGetErrorString(st_));                                   \
     } while (0)
 
@@ -68,11 +53,11 @@ static int be_open(sq_gpu_be **b, int device, sq_err *e)
     CUDA_TRY(cudaSetDevice(device), e);
     sq_gpu_be *ctx = (sq_gpu_be *)calloc(1, sizeof *ctx);
     if (!ctx)
-        return be_fail(e, SQ_EX_OSERR, "out of memory");
+        return sq_fail(e, SQ_EX_OSERR, "out of memory");
     ctx->device = device;
     if (cublasCreate(&ctx->blas) != CUBLAS_STATUS_SUCCESS) {
         free(ctx);
-        return be_fail(e, SQ_EX_SOFTWARE, "cuBLAS: cublasCreate failed");
+        return sq_fail(e, SQ_EX_SOFTWARE, "cuBLAS: cublasCreate failed");
     }
     *b = ctx;
     return 0;
@@ -92,7 +77,7 @@ static int be_alloc(sq_gpu_be *b, void **ptr, size_t bytes, sq_err *e)
     *ptr = NULL;
     cudaError_t st = cudaMalloc(ptr, bytes);
     if (st != cudaSuccess)
-        return be_fail(e, SQ_EX_OSERR, "CUDA: cannot allocate %zu bytes: %s", bytes,
+        return sq_fail(e, SQ_EX_OSERR, "CUDA: cannot allocate %zu bytes: %s", bytes,
                        cudaGetErrorString(st));
     return 0;
 }
@@ -136,7 +121,7 @@ static int be_sgemm(sq_gpu_be *b, int ta, int tb, int M, int N, int K, float alp
                                     ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb,
                                     A, lda, &beta, C, ldc);
     if (st != CUBLAS_STATUS_SUCCESS)
-        return be_fail(e, SQ_EX_SOFTWARE, "cuBLAS: sgemm %dx%dx%d failed (status %d)", M, N,
+        return sq_fail(e, SQ_EX_SOFTWARE, "cuBLAS: sgemm %dx%dx%d failed (status %d)", M, N,
                        K, (int)st);
     CUDA_TRY(cudaGetLastError(), e);
     return 0;

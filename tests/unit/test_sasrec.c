@@ -1016,27 +1016,21 @@ UNIT_TEST(test_batch_windows)
     sq_err e = {0};
     sq_seqs d = tiny_seqs();
     sq_batcher b;
-    CHECK_EQ(sq_batcher_init(&b, &d, SQ_TARGET_WINDOWS, 2, 2, 0, 1, &e), 0);
-    /* users of 3, 6 and 2 training items: 1, 3 and 1 windows of 2 inputs */
-    CHECK_EQ(b.n_samples, 5);
-    check_every_target_once(t, &b, 1);
-    sq_batcher_free(&b);
-    /* stride 1, max_len 3: a window per end, 2 + 5 + 1; each target sees
-     * its whole prefix window */
-    CHECK_EQ(sq_batcher_init_stride(&b, &d, SQ_TARGET_WINDOWS, 1, 3, 2, 0, 1, &e), 0);
-    CHECK_EQ(b.n_samples, 8);
-    check_every_target_once(t, &b, 3);
-    sq_batcher_free(&b);
-    /* stride 2, max_len 3: ends 3; 6, 4, 2; 2 */
-    CHECK_EQ(sq_batcher_init_stride(&b, &d, SQ_TARGET_WINDOWS, 2, 3, 2, 0, 1, &e), 0);
-    CHECK_EQ(b.n_samples, 5);
-    check_every_target_once(t, &b, 2);
-    sq_batcher_free(&b);
-    /* the stride of the tiling is the one of sq_batcher_init */
-    CHECK_EQ(sq_batcher_init_stride(&b, &d, SQ_TARGET_WINDOWS, 3, 3, 2, 0, 1, &e), 0);
-    CHECK_EQ(b.n_samples, 4);
-    check_every_target_once(t, &b, 1);
-    sq_batcher_free(&b);
+    /* users of 3, 6 and 2 training items:
+     *   stride 0 (max_len), max_len 2: 1, 3 and 1 windows of 2 inputs;
+     *   stride 1, max_len 3: a window per end, 2 + 5 + 1, each target
+     *   with its whole prefix window;
+     *   stride 2, max_len 3: ends 3; 6, 4, 2; 2;
+     *   stride 3 = max_len 3: the tiling of sq_batcher_init */
+    static const struct { int stride, max_len, n_samples, hist; } cases[] = {
+        {0, 2, 5, 1}, {1, 3, 8, 3}, {2, 3, 5, 2}, {3, 3, 4, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_EQ(sq_batcher_init_stride(&b, &d, SQ_TARGET_WINDOWS, cases[i].stride,
+                                        cases[i].max_len, 2, 0, 1, &e), 0);
+        CHECK_EQ(b.n_samples, cases[i].n_samples);
+        check_every_target_once(t, &b, cases[i].hist);
+        sq_batcher_free(&b);
+    }
     /* refused: a stride over max_len, or with another mode */
     CHECK_EQ(sq_batcher_init_stride(&b, &d, SQ_TARGET_WINDOWS, 4, 3, 2, 0, 1, &e), SQ_EX_USAGE);
     e = (sq_err){0};
