@@ -51,7 +51,7 @@ include cuda/cuda.mk
 tags: $(LIB_SRC) $(TOOL_SRC)
 	ctags -R lib tools tests/unit
 
-.PHONY: all tags check unit bats demo bench bench-data deps install clean clang-check man-check fnlen-check
+.PHONY: all tags check unit bats demo bench bench-data deps install clean clang-check arm64-check man-check fnlen-check
 all: $(PROGS) $(CUDA_SO)
 
 $(BUILD)/%.o: %.c
@@ -109,6 +109,21 @@ clang-check:
 	  done; echo "clang: all sources clean"; \
 	else echo "clang not found: skipping the clang warning check"; fi
 
+# arm64 (the SQ_VEC kernels' one-function branch, vec.h): every library
+# and program source compiles warning-free with the aarch64 cross compiler,
+# float and double (real.h), when it is installed (.ci/run installs it).
+# OpenBLAS's cblas.h is the host's: it declares the same functions.
+ARM64_CC ?= aarch64-linux-gnu-gcc
+arm64-check:
+	@if command -v $(ARM64_CC) >/dev/null 2>&1; then \
+	  blas=$$(pkg-config --cflags-only-I openblas 2>/dev/null); \
+	  for f in $(LIB_SRC) $(TOOL_SRC); do for r in float double; do \
+	    $(ARM64_CC) -std=c11 -fsyntax-only -fopenmp -Wall -Wextra -Werror -Wshadow -Wvla \
+	      -ffp-contract=off -fno-math-errno -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 \
+	      -DSEQREC_VERSION='"$(VERSION)"' -DSQ_REAL=$$r $(LIB_INC) $$blas $$f || exit 1; \
+	  done; done; echo "arm64: all sources compile"; \
+	else echo "$(ARM64_CC) not found: skipping the arm64 compile check"; fi
+
 # Man pages must render without warnings.
 man-check:
 	@for f in man/man1/*.1 man/man5/*.5; do \
@@ -122,7 +137,7 @@ fnlen-check:
 
 check: deps $(BUILD)/tests/unit/list.h
 	$(MAKE) --no-print-directory all $(BUILD)/unit_tests
-	$(MAKE) --no-print-directory clang-check man-check fnlen-check
+	$(MAKE) --no-print-directory clang-check arm64-check man-check fnlen-check
 	$(MAKE) --no-print-directory bats
 	$(MAKE) --no-print-directory unit
 
