@@ -438,8 +438,8 @@ static int forward_states(const void *model, const sq_batch *hist, int b0, int s
 
 /* The states of histories [0, hist->B) into rows of hs on the CPU: runs
  * of consecutive histories of at most SQ_SCORE_ROWS token rows (or one
- * history), each one forward on all of cx's threads with cx.rowwise set
- * (BATCH INVARIANCE above: how the runs are cut changes no bit). */
+ * history), each one forward on cx's threads with cx.rowwise set (BATCH
+ * INVARIANCE above: how the runs are cut changes no bit). */
 static int rowwise_states(const sq_sasrec *m, const sq_batch *hist, float *hs, sq_err *e)
 {
     sq_sasrec one = *m;
@@ -479,6 +479,18 @@ static int rowwise_states(const sq_sasrec *m, const sq_batch *hist, float *hs, s
     return rc;
 }
 
+/* sq_states_fn: thread t of n takes histories [B t / n, B (t + 1) / n). */
+static int rowwise_share(const void *model, const sq_batch *hist, int t, int n, float *hs,
+                         sq_err *e)
+{
+    const sq_sasrec *one = model;
+    int lo = (int)((long)hist->B * t / n), hi = (int)((long)hist->B * (t + 1) / n);
+    if (lo >= hi)
+        return 0;
+    sq_batch part = {hist->items, hist->off + lo, hist->len + lo, hi - lo, NULL};
+    return rowwise_states(one, &part, hs + (size_t)lo * one->cfg.dim, e);
+}
+
 int sq_sasrec_scores(const sq_sasrec *m, const sq_batch *hist, float *scores, sq_err *e)
 {
     const sq_ctx *cx = &m->cx;
@@ -490,7 +502,11 @@ int sq_sasrec_scores(const sq_sasrec *m, const sq_batch *hist, float *scores, sq
         return e->code;
     int rc;
     if (cx->backend == SQ_BACKEND_CPU) {
-        rc = rowwise_states(m, hist, hs, e);
+        /* each thread a contiguous share of the histories, its forwards
+         * single-threaded: one wake-up of the team a batch, not one an op */
+        sq_sasrec one = *m;
+        one.cx.threads = 1;
+        rc = sq_states_parallel(rowwise_share, &one, hist, sq_ctx_threads(cx), hs, e);
     } else { /* one history at a time, its ops on the device */
         sq_sasrec one = *m;
         one.cx.threads = 1;
