@@ -17,7 +17,7 @@
 set -eu
 BIN=$1 CSV=$2 ZIP=$3
 EPOCHS=${EPOCHS:-10} SEQREC_EPOCHS=${SEQREC_EPOCHS:-30} THREADS=${THREADS:-2}
-SEQREC_MODES=${SEQREC_MODES:-"windows-b16 windows-b32 last-b256"}
+SEQREC_MODES=${SEQREC_MODES:-"windows-s25-b32 windows-b32 last-b256"}
 here=$(dirname "$0")
 PY=${RECBOLE_PYTHON:-$here/.venv/bin/python}
 if ! "$PY" -c 'import recbole.trainer' 2>/dev/null; then
