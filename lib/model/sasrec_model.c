@@ -5,7 +5,6 @@
 #include "kv.h"
 #include "ops.h"
 #include "rowwise.h"
-#include "vec.h"
 
 #include <inttypes.h>
 #include <omp.h>
