@@ -51,7 +51,7 @@ include cuda/cuda.mk
 tags: $(LIB_SRC) $(TOOL_SRC)
 	ctags -R lib tools tests/unit
 
-.PHONY: all tags check unit bats demo bench bench-data deps install clean clang-check arm64-check man-check fnlen-check
+.PHONY: all tags check unit bats demo bench bench-data deps install clean clang-check arm64-check arm64-test man-check fnlen-check
 all: $(PROGS) $(CUDA_SO)
 
 $(BUILD)/%.o: %.c
@@ -123,6 +123,33 @@ arm64-check:
 	      -DSEQREC_VERSION='"$(VERSION)"' -DSQ_REAL=$$r $(LIB_INC) $$blas $$f || exit 1; \
 	  done; done; echo "arm64: all sources compile"; \
 	else echo "$(ARM64_CC) not found: skipping the arm64 compile check"; fi
+
+# arm64, run (.ci/run; not part of make check: about 6 minutes under
+# emulation): every program and the unit runner cross-built for aarch64
+# into ARM64_BUILD against Debian's arm64 libraries (multiarch
+# libopenblas-dev:arm64, libarchive-dev:arm64, libxxhash-dev:arm64), then
+# the unit tests and `make demo` (2 SASRec epochs) run under qemu-aarch64 user emulation
+# (qemu-user). Skipped with a message when any of these is missing.
+ARM64_BUILD ?= build-arm64
+ARM64_LIBS := /usr/lib/aarch64-linux-gnu
+ARM64_RUN := env OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1 qemu-aarch64 -L /
+arm64-test:
+	@if ! command -v $(ARM64_CC) >/dev/null 2>&1 || ! command -v qemu-aarch64 >/dev/null 2>&1 || \
+	  ! ls $(ARM64_LIBS)/libopenblas.so $(ARM64_LIBS)/libarchive.so $(ARM64_LIBS)/libxxhash.so >/dev/null 2>&1; then \
+	  echo "arm64-test: skipped (needs $(ARM64_CC), qemu-aarch64 and the arm64 libopenblas-dev, libarchive-dev, libxxhash-dev)"; \
+	else \
+	  $(MAKE) --no-print-directory BUILD=$(ARM64_BUILD) CC=$(ARM64_CC) CUDA=0 all $(ARM64_BUILD)/unit_tests && \
+	  mkdir -p $(ARM64_BUILD)/qemu && \
+	  for p in $(notdir $(PROGS)); do \
+	    printf '#!/bin/sh\nexec $(ARM64_RUN) %s "$$@"\n' "$(CURDIR)/$(ARM64_BUILD)/bin/$$p" > $(ARM64_BUILD)/qemu/$$p && \
+	    chmod +x $(ARM64_BUILD)/qemu/$$p || exit 1; \
+	  done && \
+	  $(ARM64_RUN) $(ARM64_BUILD)/unit_tests | tail -n 1 | tee $(ARM64_BUILD)/unit.txt && \
+	  grep -q ' 0 failed' $(ARM64_BUILD)/unit.txt && \
+	  $(MAKE) --no-print-directory demo BUILD=$(ARM64_BUILD) CC=$(ARM64_CC) CUDA=0 \
+	    DEMO_BIN=$(ARM64_BUILD)/qemu DEMO_OUT=$(ARM64_BUILD)/demo-out DEMO_EPOCHS=2 && \
+	  echo "arm64-test: the unit tests and the demo ran on aarch64 (qemu-aarch64)"; \
+	fi
 
 # Man pages must render without warnings.
 man-check:

@@ -4,9 +4,11 @@
 #   synth -> preprocess (--stats, 5-core) -> split (leave-one-out) -> pad -> cat
 #   -> train (popularity, SASRec) -> score -> metrics: a small table
 #
-# Outputs land in demo-out/ (ignored by git).
+# Outputs land in demo-out/ (ignored by git). DEMO_EPOCHS (15): SASRec's
+# epochs; DEMO_BIN, DEMO_OUT: the programs and the output folder.
 DEMO_OUT := demo-out
 DEMO_BIN := $(BUILD)/bin
+DEMO_EPOCHS ?= 15
 
 .PHONY: demo
 demo: deps
@@ -29,7 +31,7 @@ demo: deps
 	@echo "== 6. seqrec-train: popularity, then SASRec (causal softmax attention, full-softmax CE)"
 	$(DEMO_BIN)/seqrec-train --model pop -o $(DEMO_OUT)/pop.sqm $(DEMO_OUT)/split.sqr
 	$(DEMO_BIN)/seqrec-train --model sasrec --loss ce --dim 32 --ffn 32 --layers 2 --heads 1 --max-len 50 \
-	  --dropout 0.2 --epochs 15 --eval-every 5 --seed 1 --threads 2 -o $(DEMO_OUT)/sasrec.sqm $(DEMO_OUT)/split.sqr
+	  --dropout 0.2 --epochs $(DEMO_EPOCHS) --eval-every 5 --seed 1 --threads 2 -o $(DEMO_OUT)/sasrec.sqm $(DEMO_OUT)/split.sqr
 	@echo "== 7. seqrec-score | seqrec-metrics: test targets ranked against all items"
 	@for m in pop sasrec; do \
 	  $(DEMO_BIN)/seqrec-score -m $(DEMO_OUT)/$$m.sqm --target test $(DEMO_OUT)/split.sqr \
