@@ -51,7 +51,7 @@ include cuda/cuda.mk
 tags: $(LIB_SRC) $(TOOL_SRC)
 	ctags -R lib tools tests/unit
 
-.PHONY: all tags check unit bats demo bench bench-data deps install clean clang-check arm64-check arm64-test man-check fnlen-check
+.PHONY: all tags check unit bats demo bench bench-data deps install clean clang-check arm64-check arm64-test isa-test man-check fnlen-check
 all: $(PROGS) $(CUDA_SO)
 
 $(BUILD)/%.o: %.c
@@ -149,6 +149,35 @@ arm64-test:
 	  $(MAKE) --no-print-directory demo BUILD=$(ARM64_BUILD) CC=$(ARM64_CC) CUDA=0 \
 	    DEMO_BIN=$(ARM64_BUILD)/qemu DEMO_OUT=$(ARM64_BUILD)/demo-out DEMO_EPOCHS=2 && \
 	  echo "arm64-test: the unit tests and the demo ran on aarch64 (qemu-aarch64)"; \
+	fi
+
+# x86-64 levels, run (.ci/run; not part of make check: about 5 minutes
+# under emulation). The vector kernels (SQ_VEC: target_clones avx512f, avx2
+# and default) promise the same bits at every width. With OpenBLAS held to
+# one kernel (OPENBLAS_CORETYPE=Prescott: its own kernels differ by width),
+# a seeded SASRec epoch must write the same model file natively (this
+# processor's clones), under qemu-x86_64 -cpu Haswell (the avx2 clones) and
+# under -cpu qemu64 (baseline x86-64: the default clones), and the unit
+# tests must pass on the baseline. The qemu64 CPU says GenuineIntel:
+# OpenBLAS reads an AMD qemu64 as a 3DNow! Athlon. Skipped without qemu-user.
+ISA_RUN := env OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=Prescott
+ISA_BASE := qemu-x86_64 -cpu qemu64,vendor=GenuineIntel
+ISA_TRAIN := --model sasrec --loss ce --dim 32 --ffn 32 --layers 2 --heads 1 --max-len 30 \
+  --dropout 0.2 --epochs 1 --seed 1 --threads 2
+isa-test: $(PROGS) $(BUILD)/unit_tests
+	@if ! command -v qemu-x86_64 >/dev/null 2>&1; then \
+	  echo "isa-test: skipped (needs qemu-x86_64: apt-get install qemu-user)"; \
+	else \
+	  d=$(BUILD)/isa-test; b=$(BUILD)/bin; mkdir -p $$d && \
+	  $(ISA_RUN) $(ISA_BASE) $(BUILD)/unit_tests 2>/dev/null | tail -n 1 | tee $$d/unit.txt && \
+	  grep -q ' 0 failed' $$d/unit.txt && \
+	  $$b/seqrec-synth --users 400 --seed 3 | $$b/seqrec-preprocess --format tsv --core 5 - | \
+	    $$b/seqrec-split --leave-one-out -o $$d/split.sqr && \
+	  $(ISA_RUN) $$b/seqrec-train $(ISA_TRAIN) -o $$d/native.sqm $$d/split.sqr 2>/dev/null && \
+	  $(ISA_RUN) qemu-x86_64 -cpu Haswell $$b/seqrec-train $(ISA_TRAIN) -o $$d/avx2.sqm $$d/split.sqr 2>/dev/null && \
+	  $(ISA_RUN) $(ISA_BASE) $$b/seqrec-train $(ISA_TRAIN) -o $$d/base.sqm $$d/split.sqr 2>/dev/null && \
+	  cmp $$d/native.sqm $$d/avx2.sqm && cmp $$d/native.sqm $$d/base.sqm && \
+	  echo "isa-test: unit tests pass on baseline x86-64; the model is the same bytes natively ($$(grep -o -m1 'avx512f\|avx2' /proc/cpuinfo || echo baseline)), on avx2 and on baseline"; \
 	fi
 
 # Man pages must render without warnings.

@@ -9,8 +9,9 @@
 # over PyTorch, the share of the C run spent in OpenBLAS (perf's CPU-clock
 # samples by DSO), the GEMM FLOPs of an epoch counted from the model shape
 # and the GFLOP/s they achieve, OpenBLAS's sgemm peak on the CE logits shape
-# (SGEMM_PEAK, bench/sgemm_peak.c) and the C epoch at 1 thread against
-# THREADS. CSV lines "bench,metric,value" (metrics per loss end in _ce or
+# (SGEMM_PEAK, bench/sgemm_peak.c), the C epoch at 1 thread against
+# THREADS, and two 1-thread runs side by side (c_pair_scaling: the scaling
+# the machine allows a perfectly parallel run). CSV lines "bench,metric,value" (metrics per loss end in _ce or
 # _bce). Knobs: EPOCHS (default 2), THREADS (default 2), TORCH_PYTHON (the
 # interpreter with torch; default: the first python3 that imports it; none:
 # the PyTorch half is skipped with a line saying so).
@@ -98,10 +99,10 @@ c_train() {
   if [ "${PERF:-0}" = 1 ]; then
     perf record -q -e cpu-clock -F 499 -o "$tmp/$3.data" \
       "$BIN/seqrec-train" $ARGS $la --threads "$2" $RUN \
-      --log "$tmp/c_$3.log" -o "$tmp/m.sqm" "$tmp/train.split" 2>/dev/null
+      --log "$tmp/c_$3.log" -o "$tmp/m_$3.sqm" "$tmp/train.split" 2>/dev/null
   else
     "$BIN/seqrec-train" $ARGS $la --threads "$2" $RUN \
-      --log "$tmp/c_$3.log" -o "$tmp/m.sqm" "$tmp/train.split"
+      --log "$tmp/c_$3.log" -o "$tmp/m_$3.sqm" "$tmp/train.split"
   fi
   [ -s "$tmp/c_$3.log" ] || { echo "bench-sasrec: seqrec-train --loss $1 failed" >&2; exit 1; }
 }
@@ -156,6 +157,19 @@ for loss in ce bce; do
     c1=$(field train_seconds "$tmp/c_${loss}_t1.log" | median)
     out "c_epoch_seconds_median_${loss}_threads1" "$c1"
     out "c_thread_scaling_$loss" "$(ratio "$c1" "$c_sec")"
+    # What the machine allows: two 1-thread runs side by side, each at what
+    # speed against running alone. With nothing shared between them (no
+    # reduction, no copy), pair_scaling = 2 * alone / side-by-side is the
+    # scaling two threads could reach if the run were perfectly parallel;
+    # below 2 when the cores slow each other down (shared cache and memory
+    # bandwidth, or neighbours on a shared host).
+    c_train "$loss" 1 "${loss}_pa" & pa=$!
+    c_train "$loss" 1 "${loss}_pb"
+    wait "$pa"
+    cp=$(cat "$tmp/c_${loss}_pa.log" "$tmp/c_${loss}_pb.log" | grep -o '"train_seconds":[0-9.]*' |
+      cut -d: -f2 | median)
+    out "c_epoch_seconds_median_${loss}_pair" "$cp"
+    out "c_pair_scaling_$loss" "$(echo "$c1 $cp" | awk '{if ($2 > 0) printf "%.2f", 2 * $1 / $2; else print "n/a"}')"
   fi
 done
 
