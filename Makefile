@@ -177,7 +177,7 @@ isa-test: $(PROGS) $(BUILD)/unit_tests
 	  $(ISA_RUN) qemu-x86_64 -cpu Haswell $$b/seqrec-train $(ISA_TRAIN) -o $$d/avx2.sqm $$d/split.sqr 2>/dev/null && \
 	  $(ISA_RUN) $(ISA_BASE) $$b/seqrec-train $(ISA_TRAIN) -o $$d/base.sqm $$d/split.sqr 2>/dev/null && \
 	  cmp $$d/native.sqm $$d/avx2.sqm && cmp $$d/native.sqm $$d/base.sqm && \
-	  echo "isa-test: unit tests pass on baseline x86-64; the model is the same bytes natively ($$(grep -o -m1 'avx512f\|avx2' /proc/cpuinfo || echo baseline)), on avx2 and on baseline"; \
+	  echo "isa-test: unit tests pass on baseline x86-64; the model is the same bytes natively ($$(if grep -qw avx512f /proc/cpuinfo; then echo avx512f; elif grep -qw avx2 /proc/cpuinfo; then echo avx2; else echo baseline; fi) clones), on avx2 and on baseline"; \
 	fi
 
 # Man pages must render without warnings.
