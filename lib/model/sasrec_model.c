@@ -433,19 +433,45 @@ static int forward_states(const void *model, const sq_batch *hist, int b0, int s
 
 /* Token rows of one scoring forward: enough for full-width GEMMs, few
  * enough that its work stays a few MB (histories of N = 200, d = 128). */
-#define SQ_SCORE_ROWS 4096
+#define SQ_SCORE_ROWS 1024
 
 /* The states of histories [0, hist->B) into rows of hs on the CPU: runs
  * of consecutive histories of at most SQ_SCORE_ROWS token rows (or one
  * history), each one forward on cx's threads with cx.rowwise set (BATCH
  * INVARIANCE above: how the runs are cut changes no bit). */
+/* A work w (*have: allocated) that fits batch pb: the one there is, or a
+ * new one as large as both. One work serves every run of a share, as the
+ * trainer's serves every batch: a fresh one a run cost more in page
+ * faults on its zeroed pages (tens of MB of attention rows) than the
+ * forward itself. */
+static int grow_work(sq_sasrec_work *w, int *have, const sq_sasrec *m, const sq_packed *pb,
+                     size_t att, sq_err *e)
+{
+    if (*have && pb->B <= w->cap.B && pb->T <= w->cap.T && att <= w->cap.att)
+        return 0;
+    sq_sasrec_cap cap = {.B = pb->B, .T = pb->T, .n = pb->B, .att = att, .K = 0, .train = 0};
+    if (*have) {
+        cap.B = cap.B > w->cap.B ? cap.B : w->cap.B;
+        cap.n = cap.B;
+        cap.T = cap.T > w->cap.T ? cap.T : w->cap.T;
+        cap.att = cap.att > w->cap.att ? cap.att : w->cap.att;
+        sq_sasrec_work_free(w);
+        *have = 0;
+    }
+    if (sq_sasrec_work_alloc(w, m, &cap, e))
+        return e->code;
+    *have = 1;
+    return 0;
+}
+
 static int rowwise_states(const sq_sasrec *m, const sq_batch *hist, float *hs, sq_err *e)
 {
     sq_sasrec one = *m;
     one.cx.rowwise = 1;
     const sq_sasrec_config *c = &one.cfg;
     uint32_t keep = (uint32_t)c->max_len - (is_bert(c) ? 1 : 0);
-    int C = c->dim, rc = 0;
+    int C = c->dim, rc = 0, have = 0;
+    sq_sasrec_work w;
     for (int b0 = 0, b1; b0 < hist->B && !rc; b0 = b1) {
         size_t rows = 0;
         for (b1 = b0; b1 < hist->B; b1++) {
@@ -460,9 +486,7 @@ static int rowwise_states(const sq_sasrec *m, const sq_batch *hist, float *hs, s
         size_t att;
         if ((rc = scoring_input(c, &run, &pb, &ints, &att, e)) != 0)
             break;
-        sq_sasrec_cap cap = {.B = pb.B, .T = pb.T, .n = pb.B, .att = att, .K = 0, .train = 0};
-        sq_sasrec_work w;
-        if ((rc = sq_sasrec_work_alloc(&w, &one, &cap, e)) == 0) {
+        if ((rc = grow_work(&w, &have, &one, &pb, att, e)) == 0) {
             sq_sasrec_forward(&one, &w, &pb, 0, 0, 0);
             float *h = hs + (size_t)b0 * C;
             if (is_bert(c)) {
@@ -471,10 +495,11 @@ static int rowwise_states(const sq_sasrec *m, const sq_batch *hist, float *hs, s
             } else {
                 sq_gather_rows(&one.cx, h, w.out, pb.rows, pb.B, C);
             }
-            sq_sasrec_work_free(&w);
         }
         free(ints);
     }
+    if (have)
+        sq_sasrec_work_free(&w);
     return rc;
 }
 
