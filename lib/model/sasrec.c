@@ -254,89 +254,105 @@ static void R(mix_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const s
 /* ------------------------------------------------------------------------ */
 /* Forward                                                                  */
 
-static void R(sasrec_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
-                              const sq_packed *b, real pd, uint64_t seed, uint64_t step)
+/* The embedding rows of batch b into x[0]: pre-LN (the TF SASRec)
+ * E*sqrt(C) + P, post-LN LNe(E + P); then dropout. */
+static void R(embed_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_packed *b,
+                             real pd, uint64_t seed, uint64_t step)
 {
     const sq_ctx *cx = &m->cx;
     const sq_sasrec_config *c = &m->cfg;
     const R(sq_sasrec_params) *p = &m->p;
-    int T = b->T, C = c->dim, F = c->ffn, L = c->n_layers;
+    int T = b->T, C = c->dim;
+    const real *e = w->emb;
+    R(sq_embedding_forward)(cx, w->emb, p->item_emb, b->ids, T, C,
+                            post_ln(c) ? (real)1 : r_sqrt((real)C));
+    R(sq_posemb_forward)(cx, w->emb, w->emb, p->pos_emb, b->pos, T, C);
+    if (post_ln(c)) {
+        R(sq_layernorm_forward)(cx, w->embn, w->embln_mean, w->embln_rstd, w->emb, p->embln_w,
+                                p->embln_b, T, C, (real)c->ln_eps);
+        e = w->embn;
+    }
+    R(sq_dropout_forward)(cx, w->x, w->m_emb, e, T, C, pd, seed, step, SITE_EMB);
+}
+
+/* Block l up to its mixer's output proj[l], on all T rows: pre-LN
+ * ln1 = LN1(x), proj = MIX(ln1, x); post-LN proj = MIX(x, x). */
+static void R(block_mix)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_packed *b, int l)
+{
+    const sq_sasrec_config *c = &m->cfg;
+    const R(sq_sasrec_params) *p = &m->p;
+    int T = b->T, C = c->dim;
+    size_t sTC = (size_t)w->cap.T * C, sT = (size_t)w->cap.T, lc = (size_t)l * C;
+    real *x = w->x + l * sTC, *ln1 = w->ln1 + l * sTC;
+    if (post_ln(c)) {
+        R(mix_forward)(m, w, b, l, x, x);
+        return;
+    }
+    R(sq_layernorm_forward)(&m->cx, ln1, w->ln1_mean + l * sT, w->ln1_rstd + l * sT, x,
+                            p->ln1_w + lc, p->ln1_b + lc, T, C, (real)c->ln_eps);
+    R(mix_forward)(m, w, b, l, ln1, x);
+}
+
+/* The rest of block l, row by row, on rows [0, T) of proj[l] and of its
+ * residual input (pre-LN ln1[l], post-LN x[l]) into x[l+1]. Pre-LN (TF
+ * SASRec): xmid = ln1 + dropout(proj), ln2 = LN2(xmid), x' = ln2 +
+ * dropout(W2 dropout(relu(W1 ln2 + b1)) + b2). Post-LN (RecBole):
+ * ln1 = LN1(x + dropout(proj)), x' = LN2(ln1 + dropout(W2 gelu(W1 ln1 + b1)
+ * + b2)). */
+static void R(block_tail)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, int l, int T, real pd,
+                          uint64_t seed, uint64_t step)
+{
+    const sq_ctx *cx = &m->cx;
+    const sq_sasrec_config *c = &m->cfg;
+    const R(sq_sasrec_params) *p = &m->p;
+    int C = c->dim, F = c->ffn, post = post_ln(c);
     size_t TC = (size_t)T * C, TF = (size_t)T * F;
     size_t sTC = (size_t)w->cap.T * C, sTF = (size_t)w->cap.T * F, sT = (size_t)w->cap.T;
+    size_t lc = (size_t)l * C, lfc = (size_t)l * F * C;
     real eps = (real)c->ln_eps;
+    real *x = w->x + l * sTC, *xn = w->x + (l + 1) * sTC;
+    real *ln1 = w->ln1 + l * sTC, *proj = w->proj + l * sTC;
+    real *projd = w->projd + l * sTC, *xmid = w->xmid + l * sTC, *ln2 = w->ln2 + l * sTC;
+    real *h1 = w->h1 + l * sTF, *r = w->r + l * sTF, *rd = w->rd + l * sTF;
+    real *h2 = w->h2 + l * sTC, *h2d = w->h2d + l * sTC;
 
-    R(sq_embedding_forward)(cx, w->emb, p->item_emb, b->ids, T, C, r_sqrt((real)C));
-    R(sq_posemb_forward)(cx, w->emb, w->emb, p->pos_emb, b->pos, T, C);
-    R(sq_dropout_forward)(cx, w->x, w->m_emb, w->emb, T, C, pd, seed, step, SITE_EMB);
-    for (int l = 0; l < L; l++) {
-        size_t lc = (size_t)l * C, lfc = (size_t)l * F * C;
-        real *x = w->x + l * sTC, *xn = w->x + (l + 1) * sTC;
-        real *ln1 = w->ln1 + l * sTC, *proj = w->proj + l * sTC;
-        real *projd = w->projd + l * sTC, *xmid = w->xmid + l * sTC, *ln2 = w->ln2 + l * sTC;
-        real *h1 = w->h1 + l * sTF, *r = w->r + l * sTF, *rd = w->rd + l * sTF;
-        real *h2 = w->h2 + l * sTC, *h2d = w->h2d + l * sTC;
-
-        R(sq_layernorm_forward)(cx, ln1, w->ln1_mean + l * sT, w->ln1_rstd + l * sT, x,
-                                p->ln1_w + lc, p->ln1_b + lc, T, C, eps);
-        R(mix_forward)(m, w, b, l, ln1, x);
-        R(sq_dropout_forward)(cx, projd, w->m_att + l * sTC, proj, T, C, pd, seed, step,
-                              SITE(l, 0));
-        R(sq_residual_forward)(cx, xmid, ln1, projd, TC);
-        R(sq_layernorm_forward)(cx, ln2, w->ln2_mean + l * sT, w->ln2_rstd + l * sT, xmid,
-                                p->ln2_w + lc, p->ln2_b + lc, T, C, eps);
-        R(sq_linear_forward)(cx, h1, ln2, p->w1 + lfc, p->b1 + (size_t)l * F, T, C, F);
+    R(sq_dropout_forward)(cx, projd, w->m_att + l * sTC, proj, T, C, pd, seed, step,
+                          SITE(l, 0));
+    R(sq_residual_forward)(cx, xmid, post ? x : ln1, projd, TC);
+    /* the FFN's input: pre-LN ln2 = LN2(xmid), post-LN ln1 = LN1(xmid) */
+    real *fin = post ? ln1 : ln2;
+    R(sq_layernorm_forward)(cx, fin, (post ? w->ln1_mean : w->ln2_mean) + l * sT,
+                            (post ? w->ln1_rstd : w->ln2_rstd) + l * sT, xmid,
+                            (post ? p->ln1_w : p->ln2_w) + lc, (post ? p->ln1_b : p->ln2_b) + lc,
+                            T, C, eps);
+    R(sq_linear_forward)(cx, h1, fin, p->w1 + lfc, p->b1 + (size_t)l * F, T, C, F);
+    if (post) {
+        R(sq_gelu_forward)(cx, r, h1, TF);
+        R(sq_linear_forward)(cx, h2, r, p->w2 + lfc, p->b2 + lc, T, F, C);
+    } else {
         R(sq_relu_forward)(cx, r, h1, TF);
         R(sq_dropout_forward)(cx, rd, w->m_ffn1 + l * sTF, r, T, F, pd, seed, step, SITE(l, 1));
         R(sq_linear_forward)(cx, h2, rd, p->w2 + lfc, p->b2 + lc, T, F, C);
-        R(sq_dropout_forward)(cx, h2d, w->m_ffn2 + l * sTC, h2, T, C, pd, seed, step, SITE(l, 2));
-        R(sq_residual_forward)(cx, xn, ln2, h2d, TC);
     }
-    R(sq_layernorm_forward)(cx, w->out, w->lnf_mean, w->lnf_rstd, w->x + (size_t)L * sTC,
-                            p->lnf_w, p->lnf_b, T, C, eps);
-}
-
-/* The post-LN blocks of RecBole's TransformerEncoder: BERT4Rec's, and
- * SASRec's with --block recbole (the states x[L]). */
-static void R(postln_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
-                              const sq_packed *b, real pd, uint64_t seed, uint64_t step)
-{
-    const sq_ctx *cx = &m->cx;
-    const sq_sasrec_config *c = &m->cfg;
-    const R(sq_sasrec_params) *p = &m->p;
-    int T = b->T, C = c->dim, F = c->ffn, L = c->n_layers;
-    size_t TC = (size_t)T * C, TF = (size_t)T * F;
-    size_t sTC = (size_t)w->cap.T * C, sTF = (size_t)w->cap.T * F, sT = (size_t)w->cap.T;
-    real eps = (real)c->ln_eps;
-
-    R(sq_embedding_forward)(cx, w->emb, p->item_emb, b->ids, T, C, 1);
-    R(sq_posemb_forward)(cx, w->emb, w->emb, p->pos_emb, b->pos, T, C);
-    R(sq_layernorm_forward)(cx, w->embn, w->embln_mean, w->embln_rstd, w->emb, p->embln_w,
-                            p->embln_b, T, C, eps);
-    R(sq_dropout_forward)(cx, w->x, w->m_emb, w->embn, T, C, pd, seed, step, SITE_EMB);
-    for (int l = 0; l < L; l++) {
-        size_t lc = (size_t)l * C, lfc = (size_t)l * F * C;
-        real *x = w->x + l * sTC, *xn = w->x + (l + 1) * sTC;
-        real *ln1 = w->ln1 + l * sTC, *proj = w->proj + l * sTC;
-        real *projd = w->projd + l * sTC, *xmid = w->xmid + l * sTC, *ln2 = w->ln2 + l * sTC;
-        real *h1 = w->h1 + l * sTF, *r = w->r + l * sTF;
-        real *h2 = w->h2 + l * sTC, *h2d = w->h2d + l * sTC;
-
-        /* x1 = LN1(x + dropout(MIX(x, x))) */
-        R(mix_forward)(m, w, b, l, x, x);
-        R(sq_dropout_forward)(cx, projd, w->m_att + l * sTC, proj, T, C, pd, seed, step,
-                              SITE(l, 0));
-        R(sq_residual_forward)(cx, xmid, x, projd, TC);
-        R(sq_layernorm_forward)(cx, ln1, w->ln1_mean + l * sT, w->ln1_rstd + l * sT, xmid,
-                                p->ln1_w + lc, p->ln1_b + lc, T, C, eps);
-        /* x' = LN2(x1 + dropout(W2 gelu(W1 x1 + b1) + b2)) */
-        R(sq_linear_forward)(cx, h1, ln1, p->w1 + lfc, p->b1 + (size_t)l * F, T, C, F);
-        R(sq_gelu_forward)(cx, r, h1, TF);
-        R(sq_linear_forward)(cx, h2, r, p->w2 + lfc, p->b2 + lc, T, F, C);
-        R(sq_dropout_forward)(cx, h2d, w->m_ffn2 + l * sTC, h2, T, C, pd, seed, step, SITE(l, 2));
+    R(sq_dropout_forward)(cx, h2d, w->m_ffn2 + l * sTC, h2, T, C, pd, seed, step, SITE(l, 2));
+    if (post) {
         R(sq_residual_forward)(cx, ln2, ln1, h2d, TC);
         R(sq_layernorm_forward)(cx, xn, w->ln2_mean + l * sT, w->ln2_rstd + l * sT, ln2,
                                 p->ln2_w + lc, p->ln2_b + lc, T, C, eps);
+    } else {
+        R(sq_residual_forward)(cx, xn, ln2, h2d, TC);
     }
+}
+
+/* Pre-LN: out = LNf(x[L]) on rows [0, T). Post-LN: out is x[L]. */
+static void R(final_ln)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, int T)
+{
+    const sq_sasrec_config *c = &m->cfg;
+    if (post_ln(c))
+        return;
+    R(sq_layernorm_forward)(&m->cx, w->out, w->lnf_mean, w->lnf_rstd,
+                            w->x + (size_t)c->n_layers * w->cap.T * c->dim, m->p.lnf_w,
+                            m->p.lnf_b, T, c->dim, (real)c->ln_eps);
 }
 
 void R(sq_sasrec_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
@@ -344,10 +360,48 @@ void R(sq_sasrec_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
                           uint64_t step)
 {
     real pd = train ? (real)m->cfg.dropout : (real)0;
-    if (post_ln(&m->cfg))
-        R(postln_forward)(m, w, b, pd, seed, step);
-    else
-        R(sasrec_forward)(m, w, b, pd, seed, step);
+    R(embed_forward)(m, w, b, pd, seed, step);
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        R(block_mix)(m, w, b, l);
+        R(block_tail)(m, w, l, b->T, pd, seed, step);
+    }
+    R(final_ln)(m, w, b->T);
+}
+
+/* Rows rows[0, n) of a [T, C] array moved to rows [0, n), in order (in
+ * place: rows[i] >= i, so no row is read after it is overwritten). */
+static void R(compact_rows)(real *a, const int *rows, int n, int C)
+{
+    for (int i = 0; i < n; i++)
+        if (rows[i] != i)
+            memmove(a + (size_t)i * C, a + (size_t)rows[i] * C, (size_t)C * sizeof *a);
+}
+
+int R(sq_sasrec_forward_rows)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_packed *b,
+                              const int *rows, int n)
+{
+    const sq_sasrec_config *c = &m->cfg;
+    int L = c->n_layers, C = c->dim;
+    for (int i = 0; i < n; i++)
+        if (rows[i] < i || (i && rows[i] <= rows[i - 1]) || rows[i] >= b->T)
+            return -1;
+    if (L < 1)
+        return -1;
+    R(embed_forward)(m, w, b, 0, 0, 0);
+    for (int l = 0; l < L - 1; l++) {
+        R(block_mix)(m, w, b, l);
+        R(block_tail)(m, w, l, b->T, 0, 0, 0);
+    }
+    /* the last block: its mixer on every row (the keys and values of the
+     * rows wanted), the rest on the rows wanted alone */
+    int l = L - 1;
+    size_t sTC = (size_t)w->cap.T * C;
+    R(block_mix)(m, w, b, l);
+    R(compact_rows)(w->proj + l * sTC, rows, n, C);
+    R(compact_rows)((post_ln(c) ? w->x : w->ln1) + l * sTC, rows, n, C);
+    R(block_tail)(m, w, l, n, 0, 0, 0);
+    R(final_ln)(m, w, n);
+    return 0;
 }
 
 /* BERT4Rec's output head on n rows of the states x[L] (rows NULL: row i):

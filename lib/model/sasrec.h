@@ -410,6 +410,17 @@ void R(sq_sasrec_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
                           const sq_packed *b, int train, uint64_t seed,
                           uint64_t step);
 
+/* Scoring's forward: the states of rows rows[0, n) of b only (increasing
+ * token rows, one a history), into rows [0, n) of w->out (post-LN: of
+ * x[L]; BERT4Rec's head then takes rows NULL). The last block runs its
+ * mixer on every row and the rest on those n rows alone, about a third of
+ * the FLOPs of a 2-block forward saved; every row's arithmetic is
+ * sq_sasrec_forward's, so the states are the same bits. No dropout.
+ * Returns -1 (nothing done) when rows is not increasing or the model has
+ * no block: use sq_sasrec_forward then. */
+int R(sq_sasrec_forward_rows)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_packed *b,
+                              const int *rows, int n);
+
 /* The loss of the forward states over b's entries (mean over trained
  * entries, *count of them). With g != NULL (training workspace) it also
  * sets w->dout to d loss / d h and adds the output layer's gradient (E; for

@@ -487,13 +487,18 @@ static int rowwise_states(const sq_sasrec *m, const sq_batch *hist, float *hs, s
         if ((rc = scoring_input(c, &run, &pb, &ints, &att, e)) != 0)
             break;
         if ((rc = grow_work(&w, &have, &one, &pb, att, e)) == 0) {
-            sq_sasrec_forward(&one, &w, &pb, 0, 0, 0);
+            /* the last block on the scored rows alone (same bits) */
+            const int *at = NULL; /* where the states are: rows [0, B), or pb.rows */
+            if (sq_sasrec_forward_rows(&one, &w, &pb, pb.rows, pb.B) != 0) {
+                sq_sasrec_forward(&one, &w, &pb, 0, 0, 0);
+                at = pb.rows;
+            }
             float *h = hs + (size_t)b0 * C;
             if (is_bert(c)) {
-                sq_sasrec_head(&one, &w, pb.rows, pb.B);
+                sq_sasrec_head(&one, &w, at, pb.B);
                 sq_copy(&one.cx, h, w.hln, (size_t)pb.B * C);
             } else {
-                sq_gather_rows(&one.cx, h, w.out, pb.rows, pb.B, C);
+                sq_gather_rows(&one.cx, h, w.out, at, pb.B, C);
             }
         }
         free(ints);

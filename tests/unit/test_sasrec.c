@@ -506,6 +506,57 @@ UNIT_TEST(test_sasrec_kinds_segments)
         }
 }
 
+/* Scoring's forward (sq_sasrec_forward_rows: the last block on the scored
+ * rows alone) gives the bits of the full forward's rows, for every kind in
+ * both backbones and both block paths, causal and not; it refuses rows out
+ * of order. */
+UNIT_TEST(test_sasrec_forward_rows_same_bits)
+{
+    for (int path = 0; path < 3; path++) /* SASRec pre-LN, SASRec post-LN, BERT4Rec */
+        for (int a = 0; a < sq_mixer_count(); a++) {
+            sq_err e = {0};
+            int bb = path == 2 ? SQ_BACKBONE_BERT4REC : SQ_BACKBONE_SASREC;
+            sq_sasrec_config c = kind_config(bb, a, path < 2, is_kind(a, "hydra") ? 6 : 2);
+            if (path == 1) {
+                c.block = SQ_BLOCK_RECBOLE;
+                c.ln_eps = 1e-12;
+            }
+            tiny_batch tb;
+            tiny_batch_init(&tb, c.max_len, 0, 0);
+            int last[3] = {0, 4, 9}; /* each sequence's last row */
+            sq_sasrec m;
+            sq_sasrec_work w, w1;
+            sq_sasrec_cap cap = {.B = 3, .T = tb.pb.T, .n = 3, .att = 64, .train = 0};
+            CHECK_EQ(kind_model(&m, &c, &e), 0);
+            if (e.code)
+                return;
+            CHECK_EQ(sq_sasrec_work_alloc(&w, &m, &cap, &e), 0);
+            CHECK_EQ(sq_sasrec_work_alloc(&w1, &m, &cap, &e), 0);
+            if (e.code)
+                return;
+            sq_sasrec_forward(&m, &w, &tb.pb, 0, 0, 0);
+            CHECK_EQ(sq_sasrec_forward_rows(&m, &w1, &tb.pb, last, 3), 0);
+            const float *h = states(&w, &c), *h1 = states(&w1, &c);
+            int same = 1;
+            for (int i = 0; i < 3; i++)
+                same &= memcmp(h + (size_t)last[i] * c.dim, h1 + (size_t)i * c.dim,
+                               (size_t)c.dim * sizeof *h) == 0;
+            CHECK(same);
+            if (!same)
+                fprintf(stderr, "  path %d %s: the states differ\n", path, kind_name(a));
+            if (bb == SQ_BACKBONE_BERT4REC) { /* and the head over them */
+                sq_sasrec_head(&m, &w, last, 3);
+                sq_sasrec_head(&m, &w1, NULL, 3);
+                CHECK(memcmp(w.hln, w1.hln, (size_t)3 * c.dim * sizeof *w.hln) == 0);
+            }
+            int bad[2] = {4, 0};
+            CHECK_EQ(sq_sasrec_forward_rows(&m, &w1, &tb.pb, bad, 2), -1);
+            sq_sasrec_work_free(&w1);
+            sq_sasrec_work_free(&w);
+            sq_sasrec_free(&m);
+        }
+}
+
 /* SASRec --block recbole (RecBole's post-LN GELU blocks, embedding LN, no
  * final LN, tied output): CE with softmax and linrec attention, dropout, BCE. */
 static sq_sasrec_config recbole_config(const char *attn, double dropout)
