@@ -16,6 +16,7 @@
 #include "vec.h"
 
 #include <float.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Column-parallel reductions (bias gradients, scatter-adds into tables) give
@@ -551,34 +552,148 @@ static size_t att_base(const int *off, int b, int H)
     return n * (size_t)H;
 }
 
+/* In place over a[0, n): softmax, exp(a - max a) / sum; a[n, len) = 0.
+ * The float build uses vec.h's exp and sums in SQ_LANES partial sums added
+ * in a fixed tree (the same bits at every vector width); the double build
+ * (the gradient checks) libm's exp in order. */
+SQ_VEC static void R(softmax_vrow)(real *restrict a, int n, int len)
+{
+    real mx = a[0];
+    for (int j = 1; j < n; j++)
+        mx = a[j] > mx ? a[j] : mx;
+#if SQ_REAL_IS_F64
+    real sum = 0;
+    for (int j = 0; j < n; j++) {
+        a[j] = exp(a[j] - mx);
+        sum += a[j];
+    }
+#else
+    float acc[SQ_LANES] = {0};
+    int j = 0;
+    for (; j + SQ_LANES <= n; j += SQ_LANES)
+        for (int l = 0; l < SQ_LANES; l++) {
+            a[j + l] = sq_vexpf(a[j + l] - mx);
+            acc[l] += a[j + l];
+        }
+    float tail = 0;
+    for (; j < n; j++) {
+        a[j] = sq_vexpf(a[j] - mx);
+        tail += a[j];
+    }
+    real sum = R(vsum)(acc, SQ_LANES) + tail;
+#endif
+    real inv = (real)1 / sum;
+    #pragma omp simd
+    for (int jj = 0; jj < n; jj++)
+        a[jj] *= inv;
+    for (int jj = n; jj < len; jj++)
+        a[jj] = 0;
+}
+
+/* oi[0, hs) = sum_j p_j v_j, j in order, into an accumulator the compiler
+ * keeps in a register when hs is a constant (inlined with 8 or 16: the
+ * usual heads of 64 and 128 dimensions over 8) instead of a store and a
+ * load of oi for every key. */
+static inline __attribute__((always_inline)) void R(attend_hs)(real *restrict oi,
+                                                               const real *restrict p,
+                                                               const real *restrict v,
+                                                               int jend, int ld, int hs)
+{
+    real acc[16] = {0};
+    if (hs > 16) {
+        for (int d = 0; d < hs; d++)
+            oi[d] = 0;
+        for (int j = 0; j < jend; j++)
+            for (int d = 0; d < hs; d++)
+                oi[d] += p[j] * v[(size_t)j * ld + d];
+        return;
+    }
+    for (int j = 0; j < jend; j++) {
+        const real *restrict vj = v + (size_t)j * ld;
+        #pragma omp simd
+        for (int d = 0; d < hs; d++)
+            acc[d] += p[j] * vj[d];
+    }
+    for (int d = 0; d < hs; d++)
+        oi[d] = acc[d];
+}
+
+/* One (segment, head) pair of sq_attention_forward: L rows of q, k, v
+ * (row stride ld) into out (stride C) and the probabilities a [L, L].
+ * The scores of a row are built over the head's dimensions in order,
+ * s_j = scale (((q_0 k_j0) + q_1 k_j1) + ...), a vector of keys j at a
+ * time, from kt = k transposed ([hs, L], packed here; NULL: read k in
+ * place, the same sums): with heads of 8-16 dimensions a dot product per
+ * pair is mostly overhead. out_i = sum_j p_ij v_j in j order. */
+SQ_VEC static void R(attn_pair_forward)(real *restrict out, real *restrict a, const real *q,
+                                        const real *k, const real *v, int ld, int C, int L,
+                                        int hs, real scale, int causal, real *restrict kt)
+{
+    if (kt)
+        for (int j = 0; j < L; j++)
+            for (int d = 0; d < hs; d++)
+                kt[(size_t)d * L + j] = k[(size_t)j * ld + d];
+    for (int i = 0; i < L; i++) {
+        const real *qi = q + (size_t)i * ld;
+        real *arow = a + (size_t)i * L, *oi = out + (size_t)i * C;
+        int jend = causal ? i + 1 : L;
+        #pragma omp simd
+        for (int j = 0; j < jend; j++)
+            arow[j] = 0;
+        for (int d = 0; d < hs; d++) {
+            real qd = qi[d];
+            if (kt) {
+                const real *restrict kd = kt + (size_t)d * L;
+                #pragma omp simd
+                for (int j = 0; j < jend; j++)
+                    arow[j] += qd * kd[j];
+            } else {
+                for (int j = 0; j < jend; j++)
+                    arow[j] += qd * k[(size_t)j * ld + d];
+            }
+        }
+        #pragma omp simd
+        for (int j = 0; j < jend; j++)
+            arow[j] *= scale;
+        R(softmax_vrow)(arow, jend, L);
+        if (hs == 8)
+            R(attend_hs)(oi, arow, v, jend, ld, 8);
+        else if (hs == 16)
+            R(attend_hs)(oi, arow, v, jend, ld, 16);
+        else
+            R(attend_hs)(oi, arow, v, jend, ld, hs);
+    }
+}
+
 void R(sq_attention_forward)(const sq_ctx *cx, real *out, real *att,
                              const real *q, const real *k, const real *v,
                              int ld, const int *off, int B, int H, int C,
                              int causal)
 {
-    int hs = C / H;
+    int hs = C / H, maxL = 0;
     real scale = (real)1 / r_sqrt((real)hs);
+    for (int b = 0; b < B; b++)
+        maxL = off[b + 1] - off[b] > maxL ? off[b + 1] - off[b] : maxL;
     /* One (segment, head) pair per iteration. Pairs write disjoint outputs
      * and each is computed by one thread in a fixed order, so dynamic
-     * scheduling (segments differ in length) stays deterministic. Segments
-     * are short (tens of rows), so plain loops beat a GEMM call per pair. */
-    #pragma omp parallel for schedule(dynamic, 1) \
-            num_threads(sq_ctx_threads(cx))
-    for (int bh = 0; bh < B * H; bh++) {
-        int b = bh / H, h = bh % H;
-        int o = off[b], L = off[b + 1] - off[b];
-        real *a = att + att_base(off, b, H) + (size_t)h * L * L;
-        for (int i = 0; i < L; i++) {
-            const real *qi = q + (size_t)(o + i) * ld + h * hs;
-            real *arow = a + (size_t)i * L;
-            int jend = causal ? i + 1 : L;
-            /* softmax(s) = exp(s - max s) / sum: no overflow */
-            for (int j = 0; j < jend; j++)
-                arow[j] = scale * sq_dot(qi, k + (size_t)(o + j) * ld + h * hs, hs);
-            sq_softmax_row(arow, jend, L);
-            sq_attend_row(out + (size_t)(o + i) * C + h * hs, arow,
-                          v + (size_t)o * ld + h * hs, jend, ld, hs);
+     * scheduling (segments differ in length) stays deterministic. Each
+     * thread packs its pairs' keys into its own kt (without memory for
+     * it, the kernel reads them in place: the same sums). */
+    #pragma omp parallel num_threads(sq_ctx_threads(cx))
+    {
+        real *kt = malloc((size_t)maxL * hs * sizeof *kt + 1);
+        #pragma omp for schedule(dynamic, 1)
+        for (int bh = 0; bh < B * H; bh++) {
+            int b = bh / H, h = bh % H;
+            int o = off[b], L = off[b + 1] - off[b];
+            if (L == 0)
+                continue;
+            size_t at = (size_t)o * ld + (size_t)h * hs;
+            R(attn_pair_forward)(out + (size_t)o * C + (size_t)h * hs,
+                                 att + att_base(off, b, H) + (size_t)h * L * L, q + at, k + at,
+                                 v + at, ld, C, L, hs, scale, causal, kt);
         }
+        free(kt);
     }
 }
 
