@@ -697,44 +697,154 @@ void R(sq_attention_forward)(const sq_ctx *cx, real *out, real *att,
     }
 }
 
+/* y[0, hs) += sum_i c[i * cs] x_i over i in [i0, i1) in order, x_i = x + i
+ * * ldx: the sum in a register when hs is a constant (8, 16), as
+ * attend_hs; y (a row of dq, dk or dv) is read and written once. */
+static inline __attribute__((always_inline)) void R(accum_hs)(real *restrict y,
+                                                              const real *restrict c, int cs,
+                                                              const real *restrict x, int ldx,
+                                                              int i0, int i1, int hs)
+{
+    real acc[16];
+    if (hs > 16) {
+        for (int i = i0; i < i1; i++)
+            for (int d = 0; d < hs; d++)
+                y[d] += c[(size_t)i * cs] * x[(size_t)i * ldx + d];
+        return;
+    }
+    for (int d = 0; d < hs; d++)
+        acc[d] = y[d];
+    for (int i = i0; i < i1; i++) {
+        real ci = c[(size_t)i * cs];
+        const real *restrict xi = x + (size_t)i * ldx;
+        #pragma omp simd
+        for (int d = 0; d < hs; d++)
+            acc[d] += ci * xi[d];
+    }
+    for (int d = 0; d < hs; d++)
+        y[d] = acc[d];
+}
+
+/* The same accumulation with hs a constant where it usually is. */
+static inline __attribute__((always_inline)) void R(accum)(real *restrict y,
+                                                           const real *restrict c, int cs,
+                                                           const real *restrict x, int ldx,
+                                                           int i0, int i1, int hs)
+{
+    if (hs == 8)
+        R(accum_hs)(y, c, cs, x, ldx, i0, i1, 8);
+    else if (hs == 16)
+        R(accum_hs)(y, c, cs, x, ldx, i0, i1, 16);
+    else
+        R(accum_hs)(y, c, cs, x, ldx, i0, i1, hs);
+}
+
+/* ds_ij = scale p_ij (do_i . v_j - do_i . out_i) of row i into dsr[0, jend),
+ * the dot over the head's dimensions in order, from vt = v transposed
+ * ([hs, L]) or (NULL) from v in place: the same sums. */
+static inline void R(ds_row)(real *restrict dsr, const real *restrict p, const real *doi,
+                             real rowdot, const real *v, int ld, const real *vt, int L,
+                             int jend, int hs, real scale)
+{
+    #pragma omp simd
+    for (int j = 0; j < jend; j++)
+        dsr[j] = 0;
+    for (int d = 0; d < hs; d++) {
+        real g = doi[d];
+        if (vt) {
+            const real *restrict vd = vt + (size_t)d * L;
+            #pragma omp simd
+            for (int j = 0; j < jend; j++)
+                dsr[j] += g * vd[j];
+        } else {
+            for (int j = 0; j < jend; j++)
+                dsr[j] += g * v[(size_t)j * ld + d];
+        }
+    }
+    #pragma omp simd
+    for (int j = 0; j < jend; j++)
+        dsr[j] = scale * p[j] * (dsr[j] - rowdot);
+}
+
+/* One (segment, head) pair of sq_attention_backward. Per row i, with
+ * p = softmax(s), dp_ij = dout_i . v_j:
+ *   ds_ij = p_ij (dp_ij - sum_j' p_ij' dp_ij'),  and the sum equals
+ *           dout_i . out_i since out_i = sum_j p_ij v_j
+ *   dq_i += scale sum_j ds_ij k_j   (j in order)
+ *   dk_j += scale sum_i ds_ij q_i,  dv_j += sum_i p_ij dout_i   (i in order)
+ * ds (scale folded in) is kept whole in dS [L, L] so that dk and dv are
+ * summed a key at a time in registers; scratch = vt [hs, L] then dS, or
+ * NULL: ds recomputed where it is needed (the same sums). */
+SQ_VEC static void R(attn_pair_backward)(real *dq, real *dk, real *dv, const real *dout,
+                                         const real *out, const real *q, const real *k,
+                                         const real *v, const real *a, int ld, int C, int L,
+                                         int hs, real scale, int causal, real *scratch)
+{
+    real *vt = scratch, *dS = scratch ? scratch + (size_t)hs * L : NULL;
+    if (vt)
+        for (int j = 0; j < L; j++)
+            for (int d = 0; d < hs; d++)
+                vt[(size_t)d * L + j] = v[(size_t)j * ld + d];
+    real row[1];
+    for (int i = 0; i < L; i++) {
+        const real *doi = dout + (size_t)i * C;
+        real rowdot = sq_dot(doi, out + (size_t)i * C, hs);
+        int jend = causal ? i + 1 : L;
+        if (dS) {
+            real *dsr = dS + (size_t)i * L;
+            R(ds_row)(dsr, a + (size_t)i * L, doi, rowdot, v, ld, vt, L, jend, hs, scale);
+            R(accum)(dq + (size_t)i * ld, dsr, 1, k, ld, 0, jend, hs);
+        } else {
+            for (int j = 0; j < jend; j++) { /* one ds at a time, in j order */
+                R(ds_row)(row, a + (size_t)i * L + j, doi, rowdot, v + (size_t)j * ld, ld,
+                          NULL, 1, 1, hs, scale);
+                R(accum)(dq + (size_t)i * ld, row, 1, k + (size_t)j * ld, ld, 0, 1, hs);
+            }
+        }
+    }
+    for (int j = 0; j < L; j++) {
+        int i0 = causal ? j : 0;
+        if (dS) {
+            R(accum)(dk + (size_t)j * ld, dS + j, L, q, ld, i0, L, hs);
+        } else {
+            for (int i = i0; i < L; i++) {
+                const real *doi = dout + (size_t)i * C;
+                real rowdot = sq_dot(doi, out + (size_t)i * C, hs);
+                R(ds_row)(row, a + (size_t)i * L + j, doi, rowdot, v + (size_t)j * ld, ld,
+                          NULL, 1, 1, hs, scale);
+                R(accum)(dk + (size_t)j * ld, row, 1, q + (size_t)i * ld, ld, 0, 1, hs);
+            }
+        }
+        R(accum)(dv + (size_t)j * ld, a + j, L, dout, C, i0, L, hs);
+    }
+}
+
 void R(sq_attention_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
                               const real *dout, const real *out, const real *q,
                               const real *k, const real *v, const real *att,
                               int ld, const int *off, int B, int H, int C,
                               int causal)
 {
-    int hs = C / H;
+    int hs = C / H, maxL = 0;
     real scale = (real)1 / r_sqrt((real)hs);
-    /* Per row i, with p = softmax(s), dp_ij = dout_i . v_j:
-     *   dv_j += p_ij dout_i
-     *   ds_ij = p_ij (dp_ij - sum_j' p_ij' dp_ij'),  and the sum equals
-     *           dout_i . out_i since out_i = sum_j p_ij v_j
-     *   dq_i += scale sum_j ds_ij k_j,  dk_j += scale ds_ij q_i */
-    #pragma omp parallel for schedule(dynamic, 1) \
-            num_threads(sq_ctx_threads(cx))
-    for (int bh = 0; bh < B * H; bh++) {
-        int b = bh / H, h = bh % H;
-        int o = off[b], L = off[b + 1] - off[b];
-        const real *a = att + att_base(off, b, H) + (size_t)h * L * L;
-        for (int i = 0; i < L; i++) {
-            const real *arow = a + (size_t)i * L;
-            const real *doi = dout + (size_t)(o + i) * C + h * hs;
-            const real *qi = q + (size_t)(o + i) * ld + h * hs;
-            real *dqi = dq + (size_t)(o + i) * ld + h * hs;
-            real rowdot = sq_dot(doi, out + (size_t)(o + i) * C + h * hs, hs);
-            int jend = causal ? i + 1 : L;
-            for (int j = 0; j < jend; j++) {
-                const real *kj = k + (size_t)(o + j) * ld + h * hs;
-                const real *vj = v + (size_t)(o + j) * ld + h * hs;
-                real *dkj = dk + (size_t)(o + j) * ld + h * hs;
-                real *dvj = dv + (size_t)(o + j) * ld + h * hs;
-                real p = arow[j];
-                real ds = scale * p * (sq_dot(doi, vj, hs) - rowdot);
-                sq_axpy(dvj, p, doi, hs);
-                sq_axpy(dqi, ds, kj, hs);
-                sq_axpy(dkj, ds, qi, hs);
-            }
+    for (int b = 0; b < B; b++)
+        maxL = off[b + 1] - off[b] > maxL ? off[b + 1] - off[b] : maxL;
+    /* as the forward: a pair per iteration, each thread its scratch */
+    #pragma omp parallel num_threads(sq_ctx_threads(cx))
+    {
+        real *scratch = malloc(((size_t)hs + (size_t)maxL) * (size_t)maxL * sizeof *scratch + 1);
+        #pragma omp for schedule(dynamic, 1)
+        for (int bh = 0; bh < B * H; bh++) {
+            int b = bh / H, h = bh % H;
+            int o = off[b], L = off[b + 1] - off[b];
+            if (L == 0)
+                continue;
+            size_t at = (size_t)o * ld + (size_t)h * hs, ao = (size_t)o * C + (size_t)h * hs;
+            R(attn_pair_backward)(dq + at, dk + at, dv + at, dout + ao, out + ao, q + at, k + at,
+                                  v + at, att + att_base(off, b, H) + (size_t)h * L * L, ld, C,
+                                  L, hs, scale, causal, scratch);
         }
+        free(scratch);
     }
 }
 
