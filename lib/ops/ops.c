@@ -590,32 +590,43 @@ SQ_VEC static void R(softmax_vrow)(real *restrict a, int n, int len)
         a[jj] = 0;
 }
 
-/* oi[0, hs) = sum_j p_j v_j, j in order, into an accumulator the compiler
- * keeps in a register when hs is a constant (inlined with 8 or 16: the
- * usual heads of 64 and 128 dimensions over 8) instead of a store and a
- * load of oi for every key. */
-static inline __attribute__((always_inline)) void R(attend_hs)(real *restrict oi,
-                                                               const real *restrict p,
-                                                               const real *restrict v,
-                                                               int jend, int ld, int hs)
+/* y[0, w) += sum_i c[i * cs] x_i[0, w) over i in [i0, i1) in order, x_i =
+ * x + i * ldx, in an accumulator the compiler keeps in registers when w is
+ * a constant: y (a row of out, dq, dk or dv) is read and written once, not
+ * once a term. */
+static inline __attribute__((always_inline)) void R(accum_w)(real *restrict y,
+                                                             const real *restrict c, int cs,
+                                                             const real *restrict x, int ldx,
+                                                             int i0, int i1, int w)
 {
-    real acc[16] = {0};
-    if (hs > 16) {
-        for (int d = 0; d < hs; d++)
-            oi[d] = 0;
-        for (int j = 0; j < jend; j++)
-            for (int d = 0; d < hs; d++)
-                oi[d] += p[j] * v[(size_t)j * ld + d];
-        return;
-    }
-    for (int j = 0; j < jend; j++) {
-        const real *restrict vj = v + (size_t)j * ld;
+    real acc[16];
+    for (int d = 0; d < w; d++)
+        acc[d] = y[d];
+    for (int i = i0; i < i1; i++) {
+        real ci = c[(size_t)i * cs];
+        const real *restrict xi = x + (size_t)i * ldx;
         #pragma omp simd
-        for (int d = 0; d < hs; d++)
-            acc[d] += p[j] * vj[d];
+        for (int d = 0; d < w; d++)
+            acc[d] += ci * xi[d];
     }
-    for (int d = 0; d < hs; d++)
-        oi[d] = acc[d];
+    for (int d = 0; d < w; d++)
+        y[d] = acc[d];
+}
+
+/* The same over y[0, hs), 16 columns at a time (heads of 8: one block of
+ * 8). Every y[d] is the same sum in i order whatever the blocks. */
+static inline __attribute__((always_inline)) void R(accum)(real *restrict y,
+                                                           const real *restrict c, int cs,
+                                                           const real *restrict x, int ldx,
+                                                           int i0, int i1, int hs)
+{
+    int d0 = 0;
+    for (; d0 + 16 <= hs; d0 += 16)
+        R(accum_w)(y + d0, c, cs, x + d0, ldx, i0, i1, 16);
+    if (hs - d0 == 8)
+        R(accum_w)(y + d0, c, cs, x + d0, ldx, i0, i1, 8);
+    else if (hs > d0)
+        R(accum_w)(y + d0, c, cs, x + d0, ldx, i0, i1, hs - d0);
 }
 
 /* One (segment, head) pair of sq_attention_forward: L rows of q, k, v
@@ -656,12 +667,9 @@ SQ_VEC static void R(attn_pair_forward)(real *restrict out, real *restrict a, co
         for (int j = 0; j < jend; j++)
             arow[j] *= scale;
         R(softmax_vrow)(arow, jend, L);
-        if (hs == 8)
-            R(attend_hs)(oi, arow, v, jend, ld, 8);
-        else if (hs == 16)
-            R(attend_hs)(oi, arow, v, jend, ld, 16);
-        else
-            R(attend_hs)(oi, arow, v, jend, ld, hs);
+        for (int d = 0; d < hs; d++)
+            oi[d] = 0;
+        R(accum)(oi, arow, 1, v, ld, 0, jend, hs);
     }
 }
 
@@ -695,48 +703,6 @@ void R(sq_attention_forward)(const sq_ctx *cx, real *out, real *att,
         }
         free(kt);
     }
-}
-
-/* y[0, hs) += sum_i c[i * cs] x_i over i in [i0, i1) in order, x_i = x + i
- * * ldx: the sum in a register when hs is a constant (8, 16), as
- * attend_hs; y (a row of dq, dk or dv) is read and written once. */
-static inline __attribute__((always_inline)) void R(accum_hs)(real *restrict y,
-                                                              const real *restrict c, int cs,
-                                                              const real *restrict x, int ldx,
-                                                              int i0, int i1, int hs)
-{
-    real acc[16];
-    if (hs > 16) {
-        for (int i = i0; i < i1; i++)
-            for (int d = 0; d < hs; d++)
-                y[d] += c[(size_t)i * cs] * x[(size_t)i * ldx + d];
-        return;
-    }
-    for (int d = 0; d < hs; d++)
-        acc[d] = y[d];
-    for (int i = i0; i < i1; i++) {
-        real ci = c[(size_t)i * cs];
-        const real *restrict xi = x + (size_t)i * ldx;
-        #pragma omp simd
-        for (int d = 0; d < hs; d++)
-            acc[d] += ci * xi[d];
-    }
-    for (int d = 0; d < hs; d++)
-        y[d] = acc[d];
-}
-
-/* The same accumulation with hs a constant where it usually is. */
-static inline __attribute__((always_inline)) void R(accum)(real *restrict y,
-                                                           const real *restrict c, int cs,
-                                                           const real *restrict x, int ldx,
-                                                           int i0, int i1, int hs)
-{
-    if (hs == 8)
-        R(accum_hs)(y, c, cs, x, ldx, i0, i1, 8);
-    else if (hs == 16)
-        R(accum_hs)(y, c, cs, x, ldx, i0, i1, 16);
-    else
-        R(accum_hs)(y, c, cs, x, ldx, i0, i1, hs);
 }
 
 /* ds_ij = scale p_ij (do_i . v_j - do_i . out_i) of row i into dsr[0, jend),
