@@ -162,7 +162,7 @@ arm64-test:
 # OpenBLAS reads an AMD qemu64 as a 3DNow! Athlon. Skipped without qemu-user.
 ISA_RUN := env OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=Prescott
 ISA_BASE := qemu-x86_64 -cpu qemu64,vendor=GenuineIntel
-ISA_TRAIN := --model sasrec --loss ce --dim 32 --ffn 32 --layers 2 --heads 1 --max-len 30 \
+ISA_TRAIN := --model sasrec --loss ce --dim 32 --ffn 32 --layers 2 --heads 4 --max-len 30 \
   --dropout 0.2 --epochs 1 --seed 1 --threads 2
 isa-test: $(PROGS) $(BUILD)/unit_tests
 	@if ! command -v qemu-x86_64 >/dev/null 2>&1; then \
