@@ -647,6 +647,10 @@ int sq_packed_split(const sq_packed *b, int P, sq_packed *parts, int *buf, size_
         int b1 = b0 + 1;
         while (k < P - 1 && b1 < b->B && b->off[b1] < goal)
             b1++;
+        /* the nearer boundary: first-past-the-goal gave part 0 half a
+         * sequence more than its share on average */
+        if (k < P - 1 && b1 - 1 > b0 && goal - b->off[b1 - 1] < b->off[b1] - goal)
+            b1--;
         if (k == P - 1)
             b1 = b->B;
         int r0 = b->off[b0], e0 = first_entry_at(b, r0), e1 = first_entry_at(b, b->off[b1]);

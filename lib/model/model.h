@@ -212,6 +212,10 @@ struct sq_model_def {
      * (lib/train/micro.h). 0: steps take whole batches (in-batch
      * negatives, paired views, per-batch draws). */
     int micro_batches;
+    /* Micro-batch workers: makes worker net n read its parameters from
+     * params (the trainer's block, the same layout), its own freed. NULL:
+     * the trainer copies its parameters to every worker before each step. */
+    void (*share_params)(sq_net *n, float *params);
     /* An sq_model scoring with the net's current parameters (borrowed). */
     void (*view)(sq_model *out, const sq_net *n);
     /* The trainer options whose default differs for this model, as kv text

@@ -59,9 +59,18 @@ int R(sq_sasrec_alloc)(R(sq_sasrec) *m, const sq_sasrec_config *c, sq_err *e)
 
 void R(sq_sasrec_free)(R(sq_sasrec) *m)
 {
-    if (m->mem)
+    if (m->mem && !m->borrowed)
         sq_ctx_free(&m->cx, m->mem);
     memset(m, 0, sizeof *m);
+}
+
+void R(sq_sasrec_borrow)(R(sq_sasrec) *m, real *mem)
+{
+    if (m->mem && !m->borrowed)
+        sq_ctx_free(&m->cx, m->mem);
+    m->mem = mem;
+    m->borrowed = 1;
+    R(point_params)(m);
 }
 
 /* The mixer's truncated-normal tensors (FPARec's R, R1, R2). */

@@ -352,6 +352,7 @@ typedef struct {
     sq_tensor_set ts;  /* sizes, offsets, decay flags */
     size_t n;          /* total reals */
     real *mem;         /* the one block */
+    int borrowed;      /* mem is another model's (sq_sasrec_borrow) */
     R(sq_sasrec_params) p;
 } R(sq_sasrec);
 
@@ -397,6 +398,12 @@ int R(sq_sasrec_alloc_on)(R(sq_sasrec) *m, const sq_sasrec_config *c, const sq_c
 void R(sq_sasrec_free)(R(sq_sasrec) *m);
 /* The initialisation described above (host memory: the CPU backend). */
 void R(sq_sasrec_init_weights)(R(sq_sasrec) *m, uint64_t seed);
+
+/* Makes m read its parameters from mem (another model's block of the same
+ * config, which must outlive m): m's own block is freed, and freeing m
+ * leaves mem alone. The trainer's micro-batch workers share its
+ * parameters this way instead of copying them every step. */
+void R(sq_sasrec_borrow)(R(sq_sasrec) *m, real *mem);
 
 /* A workspace on m's backend. */
 int R(sq_sasrec_work_alloc)(R(sq_sasrec_work) *w, const R(sq_sasrec) *m,

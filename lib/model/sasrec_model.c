@@ -773,6 +773,12 @@ static void net_init(sq_net *n, uint64_t seed)
     sq_sasrec_init_weights(&((net_impl *)n->impl)->model, seed);
 }
 
+static void share_params(sq_net *n, float *params)
+{
+    sq_sasrec_borrow(&((net_impl *)n->impl)->model, params);
+    n->params = params;
+}
+
 /* One tensor of a model file into the net's tensor i: rows [0, keep) in
  * place, the file's rows after them `grow` rows further down. */
 static int copy_grown(sq_net *n, int i, const sq_tensor *t, uint64_t keep, uint64_t grow,
@@ -950,6 +956,7 @@ int sq_backbone_init_from(sq_net *n, const sq_modelfile *mf, const char *path, s
         .net_init = net_init, .init_from = init_from, .batcher = batcher,           \
         .work_alloc = work_alloc,                                                   \
         .work_free = work_free, .step = step, .view = view, .micro_batches = 1,     \
+        .share_params = share_params,                                               \
     };
 
 TRANSFORMER(sq_model_sasrec, "sasrec", "SASRec: causal, next item (the default)",

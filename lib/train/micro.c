@@ -25,10 +25,15 @@ int sq_micro_open(sq_micro *mb, const sq_model_def *def, const void *cfg, const 
     mb->cap = (size_t)bt->batch * views + (size_t)mb->P + (size_t)bt->cap_T;
     if (!(mb->buf = malloc(mb->cap * sizeof *mb->buf)))
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
-    for (int k = 1; k < mb->P; k++)
+    mb->shared = def->share_params != NULL;
+    for (int k = 1; k < mb->P; k++) {
         if (def->net_alloc(&mb->net[k], cfg, &mb->cx1, e) ||
             def->work_alloc(&mb->net[k], bt, &mb->work[k], e))
             return e->code;
+        if (mb->shared)
+            def->share_params(&mb->net[k], net->params);
+        mb->clean[k] = 1; /* allocated zeroed */
+    }
     return 0;
 }
 
@@ -60,8 +65,9 @@ SQ_VEC static void scale_add(float *restrict g, float w, const float *restrict g
 }
 
 /* g0 = sum_k w_k g_k over the parts in order, a chunk of parameters per
- * task */
-static void reduce(const sq_micro *mb, sq_net *net, int np, const double *w)
+ * task; each worker's chunk is zeroed once read, while it is in cache, so
+ * that its next step need not (mb->clean) */
+static void reduce(sq_micro *mb, sq_net *net, int np, const double *w)
 {
     size_t n = net->ts->total;
     long chunks = sq_chunks(n);
@@ -69,9 +75,13 @@ static void reduce(const sq_micro *mb, sq_net *net, int np, const double *w)
     for (long c = 0; c < chunks; c++) {
         size_t len, i0 = sq_chunk(n, c, &len);
         scale_add(net->grads + i0, (float)w[0], NULL, 0, len);
-        for (int k = 1; k < np; k++)
+        for (int k = 1; k < np; k++) {
             scale_add(net->grads + i0, 1.0f, mb->net[k].grads + i0, (float)w[k], len);
+            memset(mb->net[k].grads + i0, 0, len * sizeof *net->grads);
+        }
     }
+    for (int k = 1; k < np; k++)
+        mb->clean[k] = 1;
 }
 
 double sq_micro_step(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
@@ -88,9 +98,11 @@ double sq_micro_step(sq_micro *mb, const sq_model_def *def, sq_net *net, void *w
     #pragma omp parallel for schedule(static, 1) num_threads(np)
     for (int k = 0; k < np; k++) {
         sq_net *nk = k ? &mb->net[k] : net;
-        if (k)
+        if (k && !mb->shared)
             memcpy(nk->params, net->params, n * sizeof *nk->params);
-        sq_zero(nk->cx, nk->grads, n); /* worker 0: nested, one thread */
+        if (!k || !mb->clean[k])
+            sq_zero(nk->cx, nk->grads, n); /* worker 0: nested, one thread */
+        mb->clean[k] = 0;
         cnt[k] = 0;
         loss[k] = def->step(nk, k ? mb->work[k] : work, &mb->part[k], so,
                             step ^ ((uint64_t)k << 48), &cnt[k]);

@@ -12,8 +12,8 @@
  *
  * which is the gradient of the whole batch's mean loss. The order is fixed,
  * so a seed and a thread count give the same bits every time. Worker 0 is
- * the trainer's net; the others are nets of their own, their parameters
- * copied from it before each step. A worker's dropout draws use the step
+ * the trainer's net; the others are nets of their own that read its
+ * parameters (def->share_params; without it, copied before each step). A worker's dropout draws use the step
  * number with the part's index in its high bits, so no two parts share a
  * mask. */
 #ifndef SQ_MICRO_H
@@ -29,6 +29,8 @@ typedef struct {
     sq_net net[SQ_MICRO_MAX];    /* [1, P): the workers' nets */
     void *work[SQ_MICRO_MAX];    /* [1, P): their work */
     sq_packed part[SQ_MICRO_MAX];
+    int shared;                  /* the workers read net's parameters */
+    int clean[SQ_MICRO_MAX];     /* worker k's gradients are all zero */
     int *buf;                    /* the parts' rebased offsets and rows */
     size_t cap;
 } sq_micro;
