@@ -552,6 +552,40 @@ static size_t att_base(const int *off, int b, int H)
     return n * (size_t)H;
 }
 
+/* x[0, n) = exp(x - mx) in place. Returns the sum of the new x but for
+ * its last n % SQ_LANES, in SQ_LANES partial sums added in a fixed tree
+ * (vsum), and *tail the sum of those last ones, in order: the same bits at
+ * every vector width (vec.h's exp). The double build (the gradient checks):
+ * libm's exp, the whole sum in order, *tail 0. */
+static inline __attribute__((always_inline)) real R(exp_shift)(real *restrict x, int n, real mx,
+                                                               real *tail)
+{
+#if SQ_REAL_IS_F64
+    real sum = 0;
+    for (int j = 0; j < n; j++) {
+        x[j] = exp(x[j] - mx);
+        sum += x[j];
+    }
+    *tail = 0;
+    return sum;
+#else
+    float acc[SQ_LANES] = {0};
+    int j = 0;
+    for (; j + SQ_LANES <= n; j += SQ_LANES)
+        for (int l = 0; l < SQ_LANES; l++) {
+            x[j + l] = sq_vexpf(x[j + l] - mx);
+            acc[l] += x[j + l];
+        }
+    float t = 0;
+    for (; j < n; j++) {
+        x[j] = sq_vexpf(x[j] - mx);
+        t += x[j];
+    }
+    *tail = t;
+    return R(vsum)(acc, SQ_LANES);
+#endif
+}
+
 /* In place over a[0, n): softmax, exp(a - max a) / sum; a[n, len) = 0.
  * The float build uses vec.h's exp and sums in SQ_LANES partial sums added
  * in a fixed tree (the same bits at every vector width); the double build
@@ -561,27 +595,8 @@ SQ_VEC static void R(softmax_vrow)(real *restrict a, int n, int len)
     real mx = a[0];
     for (int j = 1; j < n; j++)
         mx = a[j] > mx ? a[j] : mx;
-#if SQ_REAL_IS_F64
-    real sum = 0;
-    for (int j = 0; j < n; j++) {
-        a[j] = exp(a[j] - mx);
-        sum += a[j];
-    }
-#else
-    float acc[SQ_LANES] = {0};
-    int j = 0;
-    for (; j + SQ_LANES <= n; j += SQ_LANES)
-        for (int l = 0; l < SQ_LANES; l++) {
-            a[j + l] = sq_vexpf(a[j + l] - mx);
-            acc[l] += a[j + l];
-        }
-    float tail = 0;
-    for (; j < n; j++) {
-        a[j] = sq_vexpf(a[j] - mx);
-        tail += a[j];
-    }
-    real sum = R(vsum)(acc, SQ_LANES) + tail;
-#endif
+    real tail, lanes = R(exp_shift)(a, n, mx, &tail);
+    real sum = lanes + tail;
     real inv = (real)1 / sum;
     #pragma omp simd
     for (int jj = 0; jj < n; jj++)
@@ -629,6 +644,50 @@ static inline __attribute__((always_inline)) void R(accum)(real *restrict y,
         R(accum_w)(y + d0, c, cs, x + d0, ldx, i0, i1, hs - d0);
 }
 
+/* Pair bh of an attention op: segment *b, head *h, first row *o; returns
+ * the segment's length. */
+static inline int pair_of(const int *off, int H, int bh, int *b, int *h, int *o)
+{
+    *b = bh / H;
+    *h = bh % H;
+    *o = off[*b];
+    return off[*b + 1] - off[*b];
+}
+
+/* mt[hs, L] = the first hs columns of L rows of m (row stride ld),
+ * transposed: a head's keys or values, a dimension a contiguous row. */
+static inline void R(pack_t)(real *restrict mt, const real *m, int ld, int L, int hs)
+{
+    for (int j = 0; j < L; j++)
+        for (int d = 0; d < hs; d++)
+            mt[(size_t)d * L + j] = m[(size_t)j * ld + d];
+}
+
+/* s[j] = x . m_j for j < jend, over the head's dimensions in order,
+ * ((x_0 m_j0) + x_1 m_j1) + ..., a vector of rows j at a time from mt (m
+ * packed by pack_t), or (mt NULL) from m in place: the same sums. */
+static inline __attribute__((always_inline)) void R(dots_row)(real *restrict s, const real *x,
+                                                              const real *m, int ld,
+                                                              const real *mt, int L, int jend,
+                                                              int hs)
+{
+    #pragma omp simd
+    for (int j = 0; j < jend; j++)
+        s[j] = 0;
+    for (int d = 0; d < hs; d++) {
+        real xd = x[d];
+        if (mt) {
+            const real *restrict md = mt + (size_t)d * L;
+            #pragma omp simd
+            for (int j = 0; j < jend; j++)
+                s[j] += xd * md[j];
+        } else {
+            for (int j = 0; j < jend; j++)
+                s[j] += xd * m[(size_t)j * ld + d];
+        }
+    }
+}
+
 /* One (segment, head) pair of sq_attention_forward: L rows of q, k, v
  * (row stride ld) into out (stride C) and the probabilities a [L, L].
  * The scores of a row are built over the head's dimensions in order,
@@ -641,28 +700,12 @@ SQ_VEC static void R(attn_pair_forward)(real *restrict out, real *restrict a, co
                                         int hs, real scale, int causal, real *restrict kt)
 {
     if (kt)
-        for (int j = 0; j < L; j++)
-            for (int d = 0; d < hs; d++)
-                kt[(size_t)d * L + j] = k[(size_t)j * ld + d];
+        R(pack_t)(kt, k, ld, L, hs);
     for (int i = 0; i < L; i++) {
         const real *qi = q + (size_t)i * ld;
         real *arow = a + (size_t)i * L, *oi = out + (size_t)i * C;
         int jend = causal ? i + 1 : L;
-        #pragma omp simd
-        for (int j = 0; j < jend; j++)
-            arow[j] = 0;
-        for (int d = 0; d < hs; d++) {
-            real qd = qi[d];
-            if (kt) {
-                const real *restrict kd = kt + (size_t)d * L;
-                #pragma omp simd
-                for (int j = 0; j < jend; j++)
-                    arow[j] += qd * kd[j];
-            } else {
-                for (int j = 0; j < jend; j++)
-                    arow[j] += qd * k[(size_t)j * ld + d];
-            }
-        }
+        R(dots_row)(arow, qi, k, ld, kt, L, jend, hs);
         #pragma omp simd
         for (int j = 0; j < jend; j++)
             arow[j] *= scale;
@@ -692,14 +735,12 @@ void R(sq_attention_forward)(const sq_ctx *cx, real *out, real *att,
         real *kt = malloc((size_t)maxL * hs * sizeof *kt + 1);
         #pragma omp for schedule(dynamic, 1)
         for (int bh = 0; bh < B * H; bh++) {
-            int b = bh / H, h = bh % H;
-            int o = off[b], L = off[b + 1] - off[b];
-            if (L == 0)
-                continue;
+            int b, h, o, L = pair_of(off, H, bh, &b, &h, &o);
             size_t at = (size_t)o * ld + (size_t)h * hs;
-            R(attn_pair_forward)(out + (size_t)o * C + (size_t)h * hs,
-                                 att + att_base(off, b, H) + (size_t)h * L * L, q + at, k + at,
-                                 v + at, ld, C, L, hs, scale, causal, kt);
+            if (L > 0)
+                R(attn_pair_forward)(out + (size_t)o * C + (size_t)h * hs,
+                                     att + att_base(off, b, H) + (size_t)h * L * L, q + at,
+                                     k + at, v + at, ld, C, L, hs, scale, causal, kt);
         }
         free(kt);
     }
@@ -712,21 +753,7 @@ static inline void R(ds_row)(real *restrict dsr, const real *restrict p, const r
                              real rowdot, const real *v, int ld, const real *vt, int L,
                              int jend, int hs, real scale)
 {
-    #pragma omp simd
-    for (int j = 0; j < jend; j++)
-        dsr[j] = 0;
-    for (int d = 0; d < hs; d++) {
-        real g = doi[d];
-        if (vt) {
-            const real *restrict vd = vt + (size_t)d * L;
-            #pragma omp simd
-            for (int j = 0; j < jend; j++)
-                dsr[j] += g * vd[j];
-        } else {
-            for (int j = 0; j < jend; j++)
-                dsr[j] += g * v[(size_t)j * ld + d];
-        }
-    }
+    R(dots_row)(dsr, doi, v, ld, vt, L, jend, hs);
     #pragma omp simd
     for (int j = 0; j < jend; j++)
         dsr[j] = scale * p[j] * (dsr[j] - rowdot);
@@ -748,9 +775,7 @@ SQ_VEC static void R(attn_pair_backward)(real *dq, real *dk, real *dv, const rea
 {
     real *vt = scratch, *dS = scratch ? scratch + (size_t)hs * L : NULL;
     if (vt)
-        for (int j = 0; j < L; j++)
-            for (int d = 0; d < hs; d++)
-                vt[(size_t)d * L + j] = v[(size_t)j * ld + d];
+        R(pack_t)(vt, v, ld, L, hs);
     real row[1];
     for (int i = 0; i < L; i++) {
         const real *doi = dout + (size_t)i * C;
@@ -801,14 +826,13 @@ void R(sq_attention_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
         real *scratch = malloc(((size_t)hs + (size_t)maxL) * (size_t)maxL * sizeof *scratch + 1);
         #pragma omp for schedule(dynamic, 1)
         for (int bh = 0; bh < B * H; bh++) {
-            int b = bh / H, h = bh % H;
-            int o = off[b], L = off[b + 1] - off[b];
-            if (L == 0)
-                continue;
+            int b, h, o, L = pair_of(off, H, bh, &b, &h, &o);
             size_t at = (size_t)o * ld + (size_t)h * hs, ao = (size_t)o * C + (size_t)h * hs;
-            R(attn_pair_backward)(dq + at, dk + at, dv + at, dout + ao, out + ao, q + at, k + at,
-                                  v + at, att + att_base(off, b, H) + (size_t)h * L * L, ld, C,
-                                  L, hs, scale, causal, scratch);
+            if (L > 0)
+                R(attn_pair_backward)(dq + at, dk + at, dv + at, dout + ao, out + ao, q + at,
+                                      k + at, v + at,
+                                      att + att_base(off, b, H) + (size_t)h * L * L, ld, C, L,
+                                      hs, scale, causal, scratch);
         }
         free(scratch);
     }
@@ -839,27 +863,8 @@ SQ_VEC static real R(ce_row)(real *restrict lr, int V1, int y, real g, int grad)
     for (int l = 1; l < SQ_LANES; l++)
         mx = lmax[l] > mx ? lmax[l] : mx;
     lr[0] = 0;
-#if SQ_REAL_IS_F64
-    double sum = 0;
-    for (int j = 1; j < V1; j++) {
-        lr[j] = exp(lr[j] - mx);
-        sum += lr[j];
-    }
-#else
-    float acc[SQ_LANES] = {0};
-    int j = 1;
-    for (; j + SQ_LANES <= V1; j += SQ_LANES)
-        for (int l = 0; l < SQ_LANES; l++) {
-            lr[j + l] = sq_vexpf(lr[j + l] - mx);
-            acc[l] += lr[j + l];
-        }
-    float tail = 0;
-    for (; j < V1; j++) {
-        lr[j] = sq_vexpf(lr[j] - mx);
-        tail += lr[j];
-    }
-    double sum = (double)R(vsum)(acc, SQ_LANES) + tail;
-#endif
+    real tail, lanes = R(exp_shift)(lr + 1, V1 - 1, mx, &tail);
+    double sum = (double)lanes + tail;
     /* -log p_y = log sum_j exp(l_j - mx) + mx - l_y */
     real loss = (real)log(sum) + mx - ly;
     if (grad) {

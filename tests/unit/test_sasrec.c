@@ -468,6 +468,21 @@ static int kind_model(sq_sasrec *m, const sq_sasrec_config *c, sq_err *e)
     return 0;
 }
 
+/* kind_model of c and two scoring works for batch pb (n scored rows);
+ * nonzero (a check failed) when one cannot be had. */
+static int model_two_works(unit_ctx *t, sq_sasrec *m, sq_sasrec_work *w, sq_sasrec_work *w1,
+                           const sq_sasrec_config *c, const sq_packed *pb, int n)
+{
+    sq_err e = {0};
+    sq_sasrec_cap cap = {.B = 3, .T = pb->T, .n = n, .att = 64, .train = 0};
+    CHECK_EQ(kind_model(m, c, &e), 0);
+    if (e.code)
+        return 1;
+    CHECK_EQ(sq_sasrec_work_alloc(w, m, &cap, &e), 0);
+    CHECK_EQ(sq_sasrec_work_alloc(w1, m, &cap, &e), 0);
+    return e.code != 0;
+}
+
 /* For every kind in both backbones (BERT4Rec bidirectional): a sequence's
  * states do not depend on the other sequences packed with it, even when
  * every position sees every other. */
@@ -475,19 +490,12 @@ UNIT_TEST(test_sasrec_kinds_segments)
 {
     for (int bb = 0; bb <= 1; bb++)
         for (int a = 0; a < sq_mixer_count(); a++) {
-            sq_err e = {0};
             sq_sasrec_config c = kind_config(bb, a, 0, is_kind(a, "hydra") ? 6 : 2);
             tiny_batch tb;
             tiny_batch_init(&tb, c.max_len, 0, bb ? sq_mask_id(&c) : 0);
             sq_sasrec m;
             sq_sasrec_work w, w1;
-            sq_sasrec_cap cap = {.B = 3, .T = tb.pb.T, .n = 0, .att = 64, .train = 0};
-            CHECK_EQ(kind_model(&m, &c, &e), 0);
-            if (e.code)
-                return;
-            CHECK_EQ(sq_sasrec_work_alloc(&w, &m, &cap, &e), 0);
-            CHECK_EQ(sq_sasrec_work_alloc(&w1, &m, &cap, &e), 0);
-            if (e.code)
+            if (model_two_works(t, &m, &w, &w1, &c, &tb.pb, 0))
                 return;
             sq_sasrec_forward(&m, &w, &tb.pb, 0, 0, 0);
             int off1[2] = {0, 4};
@@ -514,7 +522,6 @@ UNIT_TEST(test_sasrec_forward_rows_same_bits)
 {
     for (int path = 0; path < 3; path++) /* SASRec pre-LN, SASRec post-LN, BERT4Rec */
         for (int a = 0; a < sq_mixer_count(); a++) {
-            sq_err e = {0};
             int bb = path == 2 ? SQ_BACKBONE_BERT4REC : SQ_BACKBONE_SASREC;
             sq_sasrec_config c = kind_config(bb, a, path < 2, is_kind(a, "hydra") ? 6 : 2);
             if (path == 1) {
@@ -526,13 +533,7 @@ UNIT_TEST(test_sasrec_forward_rows_same_bits)
             int last[3] = {0, 4, 9}; /* each sequence's last row */
             sq_sasrec m;
             sq_sasrec_work w, w1;
-            sq_sasrec_cap cap = {.B = 3, .T = tb.pb.T, .n = 3, .att = 64, .train = 0};
-            CHECK_EQ(kind_model(&m, &c, &e), 0);
-            if (e.code)
-                return;
-            CHECK_EQ(sq_sasrec_work_alloc(&w, &m, &cap, &e), 0);
-            CHECK_EQ(sq_sasrec_work_alloc(&w1, &m, &cap, &e), 0);
-            if (e.code)
+            if (model_two_works(t, &m, &w, &w1, &c, &tb.pb, 3))
                 return;
             sq_sasrec_forward(&m, &w, &tb.pb, 0, 0, 0);
             CHECK_EQ(sq_sasrec_forward_rows(&m, &w1, &tb.pb, last, 3), 0);
