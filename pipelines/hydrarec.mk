@@ -125,10 +125,15 @@ hydrarec_paper_beauty-bert4rec = uni-softmax:0.6781/0.4212 uni-hydra:0.7135/0.49
   bi-softmax:0.3498/0.3413 bi-hydra:0.7691/0.4962 bi-efficient:0.6651/0.3312 \
   bi-linear:0.6417/0.3214 bi-linrec:0.6341/0.3196
 hydrarec_paper = $(or $(hydrarec_paper_$(1)),$(hydrarec_paper_ml))
-hydrarec_note = Validation targets ranked against 100 popularity-sampled negatives outside the users \
-  history (pop:100 -x); d $(HYDRAREC_DIM), N $(call hydrarec_maxlen,$(1)), batch $(HYDRAREC_BATCH), \
-  mask 0.1, at most $(HYDRAREC_EPOCHS) epochs. $(if $(filter ml-1m-part,$(1)),Data: ml-1m-part is NOT the paper data \
+hydrarec_cands = Validation targets ranked against 100 popularity-sampled negatives outside the users \
+  history (pop:100 -x)
+hydrarec_data_note = $(if $(filter ml-1m-part,$(1)),Data: ml-1m-part is NOT the paper data \
   (users 1-2999 of ML-1M only).)
+hydrarec_note = $(hydrarec_cands); d $(HYDRAREC_DIM), N $(call hydrarec_maxlen,$(1)), batch $(HYDRAREC_BATCH), \
+  mask 0.1, at most $(HYDRAREC_EPOCHS) epochs. $(call hydrarec_data_note,$(1))
+# Table 4's runs have their own d, N 64, batch 32 and epochs
+hydrarec_t4_note = $(hydrarec_cands); N 64, batch 32, mask 0.1, at most $(HYDRAREC_T4_EPOCHS) epochs. \
+  $(call hydrarec_data_note,$(1))
 hydrarec_stats = if [ -s $(call hydrarec_out,$(1))/stats.tsv ]; then awk -F'\t' '{ v[$$$$1] = $$$$2 } END { \
   printf "Ours: %s users, %s items, %s interactions, average length %s.\n", \
   v["users"], v["items"], v["interactions"], v["avg_length"] }' $(call hydrarec_out,$(1))/stats.tsv; fi
@@ -154,5 +159,5 @@ hydrarec-table4:
 	@mkdir -p $(call hydrarec_out,$(HYDRAREC_ML))
 	@{ sh pipelines/paper_table.sh --keys "hr@10 ndcg@10" "HydraRec Table 4, $(HYDRAREC_ML): HydraRecBi by heads h and dimension d (validation; batch 32, N 64, at most $(HYDRAREC_T4_EPOCHS) epochs)" \
 	  $(call hydrarec_out,$(HYDRAREC_ML)) "$(hydrarec_paper_ml)" $(HYDRAREC_RUNS_T4); \
-	  echo '$(call hydrarec_note,$(HYDRAREC_ML))'; echo; } > $(call hydrarec_out,$(HYDRAREC_ML))/table4.md
+	  echo '$(call hydrarec_t4_note,$(HYDRAREC_ML))'; echo; } > $(call hydrarec_out,$(HYDRAREC_ML))/table4.md
 	@cat $(call hydrarec_out,$(HYDRAREC_ML))/table4.md
