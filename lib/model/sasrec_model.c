@@ -431,14 +431,11 @@ static int forward_states(const void *model, const sq_batch *hist, int b0, int s
     return rc;
 }
 
-/* Token rows of one scoring forward: enough for full-width GEMMs, few
- * enough that its work stays a few MB (histories of N = 200, d = 128). */
+/* Token rows of one scoring forward: enough to fill the rowwise tiles, few
+ * enough that its work stays under about 20 MB (17 MB for N = 100, d 64,
+ * ffn 256, 2 blocks), which glibc then reuses instead of mapping afresh. */
 #define SQ_SCORE_ROWS 1024
 
-/* The states of histories [0, hist->B) into rows of hs on the CPU: runs
- * of consecutive histories of at most SQ_SCORE_ROWS token rows (or one
- * history), each one forward on cx's threads with cx.rowwise set (BATCH
- * INVARIANCE above: how the runs are cut changes no bit). */
 /* A work w (*have: allocated) that fits batch pb: the one there is, or a
  * new one as large as both. One work serves every run of a share, as the
  * trainer's serves every batch: a fresh one a run cost more in page
@@ -464,6 +461,10 @@ static int grow_work(sq_sasrec_work *w, int *have, const sq_sasrec *m, const sq_
     return 0;
 }
 
+/* The states of histories [0, hist->B) into rows of hs on the CPU: runs
+ * of consecutive histories of at most SQ_SCORE_ROWS token rows (or one
+ * history), each one forward on cx's threads with cx.rowwise set (BATCH
+ * INVARIANCE above: how the runs are cut changes no bit), all in one work. */
 static int rowwise_states(const sq_sasrec *m, const sq_batch *hist, float *hs, sq_err *e)
 {
     sq_sasrec one = *m;
