@@ -216,6 +216,16 @@ struct sq_model_def {
      * params (the trainer's block, the same layout), its own freed. NULL:
      * the trainer copies its parameters to every worker before each step. */
     void (*share_params)(sq_net *n, float *params);
+    /* Row-sparse gradients (sampled losses): sets mark[r] = stamp for every
+     * row r of tensor *tensor (rows: its first dimension) that step(n, b)
+     * may write, when it writes no other row of that tensor, and returns 1;
+     * the trainer then updates the other rows with a zero gradient without
+     * reading, adding or zeroing theirs (lib/train/micro.h). Returns 0 when
+     * the step's gradient may be dense (a full softmax). NULL: always
+     * dense. A row left unmarked that the step writes is a wrong update:
+     * tests/unit/test_micro.c compares against the dense update. */
+    int (*grad_rows)(const sq_net *n, const sq_packed *b, const sq_step_opts *o,
+                     uint32_t *mark, uint32_t stamp, int *tensor);
     /* An sq_model scoring with the net's current parameters (borrowed). */
     void (*view)(sq_model *out, const sq_net *n);
     /* The trainer options whose default differs for this model, as kv text

@@ -780,6 +780,24 @@ static void share_params(sq_net *n, float *params)
     n->params = params;
 }
 
+/* SASRec's sampled loss writes the item table's gradient at the inputs
+ * (the embedding), the targets and their negatives (the tied output) only */
+static int grad_rows(const sq_net *n, const sq_packed *b, const sq_step_opts *o,
+                     uint32_t *mark, uint32_t stamp, int *tensor)
+{
+    if (((const net_impl *)n->impl)->model.cfg.backbone != SQ_BACKBONE_SASREC ||
+        o->loss != SQ_LOSS_BCE)
+        return 0;
+    *tensor = SQ_T_item_emb;
+    for (int i = 0; i < b->T; i++)
+        mark[b->ids[i]] = stamp;
+    for (int i = 0; i < b->n; i++)
+        mark[b->targets[i]] = stamp;
+    for (size_t i = 0; b->neg && i < (size_t)b->n * (size_t)b->K; i++)
+        mark[b->neg[i]] = stamp;
+    return 1;
+}
+
 /* One tensor of a model file into the net's tensor i: rows [0, keep) in
  * place, the file's rows after them `grow` rows further down. */
 static int copy_grown(sq_net *n, int i, const sq_tensor *t, uint64_t keep, uint64_t grow,
@@ -957,7 +975,7 @@ int sq_backbone_init_from(sq_net *n, const sq_modelfile *mf, const char *path, s
         .net_init = net_init, .init_from = init_from, .batcher = batcher,           \
         .work_alloc = work_alloc,                                                   \
         .work_free = work_free, .step = step, .view = view, .micro_batches = 1,     \
-        .share_params = share_params,                                               \
+        .share_params = share_params, .grad_rows = grad_rows,                       \
     };
 
 TRANSFORMER(sq_model_sasrec, "sasrec", "SASRec: causal, next item (the default)",

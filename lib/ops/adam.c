@@ -4,6 +4,8 @@
 #define SQ_REAL float
 #endif
 
+#include <string.h>
+
 #include "adam.h"
 #include "real.h"
 #include "vec.h"
@@ -13,38 +15,131 @@
  * depend on the thread count. */
 #define NORM_BLOCKS 64
 
-/* The update of elements [0, n) of one chunk: element-wise and exact
- * (IEEE division and square root), so every vector width gives the same
- * bits as the scalar loop. */
+/* The update of one element with gradient g (constants k: adam_consts);
+ * element-wise and exact (IEEE division and square root), so every vector
+ * width gives the same bits as the scalar loop. Returns the new parameter. */
+static inline real R(adam_one)(real p, real g, real *m, real *v, const real *k)
+{
+    real b1 = k[0], b2 = k[1], lr = k[2], eps = k[3], bc1 = k[4], bc2_sqrt = k[5];
+    real decay = k[6], l2 = k[7];
+    g += l2 * p;
+    *m = b1 * *m + ((real)1 - b1) * g;
+    *v = b2 * *v + ((real)1 - b2) * g * g;
+    real mhat = *m / bc1;
+    real denom = r_sqrt(*v) / bc2_sqrt + eps;
+    return p * decay - lr * mhat / denom;
+}
+
+/* Elements [0, n) of one chunk */
 SQ_VEC static void R(adam_chunk)(real *restrict param, const real *restrict grad,
                                  real *restrict m, real *restrict v, size_t n,
                                  const real *k)
 {
-    real b1 = k[0], b2 = k[1], lr = k[2], eps = k[3], bc1 = k[4], bc2_sqrt = k[5];
-    real decay = k[6], l2 = k[7];
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++)
+        param[i] = R(adam_one)(param[i], grad[i], &m[i], &v[i], k);
+}
+
+/* The same with gradient wa a + wb b (the last two terms of micro.h's sum),
+ * both zeroed: one pass over memory */
+SQ_VEC static void R(adam_chunk2)(real *restrict param, real *restrict a, real wa,
+                                  real *restrict b, real wb, real *restrict m,
+                                  real *restrict v, size_t n, const real *k)
+{
     #pragma omp simd
     for (size_t i = 0; i < n; i++) {
-        real g = grad[i] + l2 * param[i];
-        m[i] = b1 * m[i] + ((real)1 - b1) * g;
-        v[i] = b2 * v[i] + ((real)1 - b2) * g * g;
-        real mhat = m[i] / bc1;
-        real denom = r_sqrt(v[i]) / bc2_sqrt + eps;
-        param[i] = param[i] * decay - lr * mhat / denom;
+        real g = wa * a[i] + wb * b[i];
+        a[i] = 0;
+        b[i] = 0;
+        param[i] = R(adam_one)(param[i], g, &m[i], &v[i], k);
     }
+}
+
+/* b1, b2, lr, eps, the bias corrections 1 - beta^t (in double: beta^t
+ * underflows gracefully), the decay factor and the L2 coefficient */
+static void R(adam_consts)(real k[8], const sq_adam_cfg *cfg, long t)
+{
+    real lr = (real)cfg->lr, wd = (real)cfg->weight_decay;
+    k[0] = (real)cfg->beta1;
+    k[1] = (real)cfg->beta2;
+    k[2] = lr;
+    k[3] = (real)cfg->eps;
+    k[4] = (real)(1.0 - pow(cfg->beta1, (double)t));
+    k[5] = (real)sqrt(1.0 - pow(cfg->beta2, (double)t));
+    k[6] = cfg->decoupled ? (real)1 - lr * wd : (real)1;
+    k[7] = cfg->decoupled ? (real)0 : wd;
 }
 
 void R(sq_adam_update)(const sq_ctx *cx, real *param, const real *grad, real *m,
                        real *v, size_t n, const sq_adam_cfg *cfg, long t)
 {
-    real lr = (real)cfg->lr, wd = (real)cfg->weight_decay;
-    /* b1, b2, lr, eps, the bias corrections 1 - beta^t (in double: beta^t
-     * underflows gracefully), the decay factor and the L2 coefficient */
-    const real k[8] = {(real)cfg->beta1, (real)cfg->beta2, lr, (real)cfg->eps,
-                       (real)(1.0 - pow(cfg->beta1, (double)t)),
-                       (real)sqrt(1.0 - pow(cfg->beta2, (double)t)),
-                       cfg->decoupled ? (real)1 - lr * wd : (real)1,
-                       cfg->decoupled ? (real)0 : wd};
+    real k[8];
+    R(adam_consts)(k, cfg, t);
     SQ_FOR_CHUNKS(n, R(adam_chunk)(param + i0, grad + i0, m + i0, v + i0, len, k));
+}
+
+/* g = w g + wk gk over one chunk (gk NULL: g = w g); element-wise, so the
+ * same bits at every width */
+SQ_VEC static void R(scale_add)(real *restrict g, real w, const real *restrict gk, real wk,
+                                size_t n)
+{
+    if (!gk) {
+        #pragma omp simd
+        for (size_t i = 0; i < n; i++)
+            g[i] *= w;
+        return;
+    }
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++)
+        g[i] = w * g[i] + wk * gk[i];
+}
+
+/* Elements [i0, i0 + len) of the sum: grad = w[0] grad, then += w[k]
+ * parts[k] in order for k in [1, np_sum), each part zeroed once read */
+static void R(sum_chunk)(real *grad, real *const *parts, const real *w, int np_sum, size_t i0,
+                         size_t len)
+{
+    R(scale_add)(grad + i0, w[0], NULL, 0, len);
+    for (int k = 1; k < np_sum; k++) {
+        R(scale_add)(grad + i0, 1, parts[k] + i0, w[k], len);
+        memset(parts[k] + i0, 0, len * sizeof *grad);
+    }
+}
+
+void R(sq_grad_sum)(const sq_ctx *cx, real *grad, real *const *parts, const real *w, int np,
+                    size_t n)
+{
+    SQ_FOR_CHUNKS(n, R(sum_chunk)(grad, parts, w, np, i0, len));
+}
+
+/* A chunk of the fused update: with two parts, g = w0 g0 + w1 g1 in the
+ * update's own loop; with more, g0 = w0 g0 + ... + w[np-2] g[np-2] first,
+ * then g = 1 g0 + w[np-1] g[np-1] there (1 g0 = g0 exactly: the bits of
+ * sq_grad_sum) */
+static void R(sum_adam_chunk)(real *param, real *grad, real *const *parts, const real *w,
+                              int np, real *m, real *v, size_t i0, size_t len, const real *k)
+{
+    if (np < 2) {
+        R(adam_chunk)(param + i0, grad + i0, m + i0, v + i0, len, k);
+        memset(grad + i0, 0, len * sizeof *grad);
+        return;
+    }
+    real w0 = w[0];
+    if (np > 2) {
+        R(sum_chunk)(grad, parts, w, np - 1, i0, len);
+        w0 = 1;
+    }
+    R(adam_chunk2)(param + i0, grad + i0, w0, parts[np - 1] + i0, w[np - 1], m + i0, v + i0,
+                   len, k);
+}
+
+void R(sq_adam_update_sum)(const sq_ctx *cx, real *param, real *grad, real *const *parts,
+                           const real *w, int np, real *m, real *v, size_t n,
+                           const sq_adam_cfg *cfg, long t)
+{
+    real k[8];
+    R(adam_consts)(k, cfg, t);
+    SQ_FOR_CHUNKS(n, R(sum_adam_chunk)(param, grad, parts, w, np, m, v, i0, len, k));
 }
 
 double R(sq_grad_norm)(const sq_ctx *cx, const real *g, size_t n)
@@ -75,4 +170,72 @@ double R(sq_grad_clip)(const sq_ctx *cx, real *g, size_t n, double max_norm)
     for (size_t i = 0; i < n; i++)
         g[i] *= s;
     return norm;
+}
+
+/* Rows [0, rows) of widths `width`: a marked row is updated with
+ * gradient wa a + wb b (b NULL: a alone), both zeroed, an unmarked one
+ * with a zero gradient and nothing read; one call a chunk of rows, as runs
+ * of a row or two would spend more on calls than on the rows */
+SQ_VEC static void R(adam_rows)(real *restrict param, real *restrict a, real wa,
+                                real *restrict b, real wb, real *restrict m, real *restrict v,
+                                size_t rows, size_t width, const uint32_t *mark,
+                                uint32_t stamp, const real *k)
+{
+    for (size_t r = 0; r < rows; r++) {
+        size_t o = r * width, e = o + width;
+        if (mark[r] != stamp) {
+            #pragma omp simd
+            for (size_t i = o; i < e; i++)
+                param[i] = R(adam_one)(param[i], (real)0, &m[i], &v[i], k);
+        } else if (b) {
+            #pragma omp simd
+            for (size_t i = o; i < e; i++) {
+                real g = wa * a[i] + wb * b[i];
+                a[i] = 0;
+                b[i] = 0;
+                param[i] = R(adam_one)(param[i], g, &m[i], &v[i], k);
+            }
+        } else {
+            #pragma omp simd
+            for (size_t i = o; i < e; i++) {
+                real g = a[i];
+                a[i] = 0;
+                param[i] = R(adam_one)(param[i], g, &m[i], &v[i], k);
+            }
+        }
+    }
+}
+
+/* Rows [r0, r1) of sq_adam_update_rows: with more than two parts, the
+ * marked rows' first np - 1 summed first (sum_adam_chunk's order) */
+static void R(rows_chunk)(real *param, real *grad, real *const *parts, const real *w, int np,
+                          real *m, real *v, size_t r0, size_t r1, size_t width,
+                          const uint32_t *mark, uint32_t stamp, const real *k)
+{
+    real wa = np > 1 ? w[0] : 1, *b = np > 1 ? parts[np - 1] + r0 * width : NULL;
+    if (np > 2) {
+        for (size_t r = r0; r < r1; r++)
+            if (mark[r] == stamp)
+                R(sum_chunk)(grad, parts, w, np - 1, r * width, width);
+        wa = 1;
+    }
+    size_t i0 = r0 * width;
+    R(adam_rows)(param + i0, grad + i0, wa, b, np > 1 ? w[np - 1] : 0, m + i0, v + i0,
+                 r1 - r0, width, mark + r0, stamp, k);
+}
+
+void R(sq_adam_update_rows)(const sq_ctx *cx, real *param, real *grad, real *const *parts,
+                            const real *w, int np, real *m, real *v, size_t rows,
+                            size_t width, const uint32_t *mark, uint32_t stamp,
+                            const sq_adam_cfg *cfg, long t)
+{
+    real k[8];
+    R(adam_consts)(k, cfg, t);
+    size_t per = width < SQ_CHUNK ? SQ_CHUNK / width : 1;
+    long chunks = (long)((rows + per - 1) / per);
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) if (chunks > 1)
+    for (long c = 0; c < chunks; c++) {
+        size_t r0 = (size_t)c * per, r1 = r0 + per < rows ? r0 + per : rows;
+        R(rows_chunk)(param, grad, parts, w, np, m, v, r0, r1, width, mark, stamp, k);
+    }
 }

@@ -13,6 +13,7 @@
 #define SQ_ADAM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ctx.h"
 
@@ -37,6 +38,29 @@ typedef struct {
  *   param -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) */
 void R(sq_adam_update)(const sq_ctx *cx, real *param, const real *grad, real *m,
                        real *v, size_t n, const sq_adam_cfg *cfg, long t);
+
+/* grad = w[0] grad + w[1] parts[1] + ... + w[np-1] parts[np-1], added in
+ * that order (parts[0] is not read: grad is part 0); every part k >= 1 is
+ * zeroed once read. The sum of data-parallel gradients (micro.h). */
+void R(sq_grad_sum)(const sq_ctx *cx, real *grad, real *const *parts, const real *w, int np,
+                    size_t n);
+
+/* sq_grad_sum, then sq_adam_update with the sum, then grad zeroed: one pass
+ * over memory where the three would take three, with the same bits (np 1:
+ * grad alone, w not read). */
+void R(sq_adam_update_sum)(const sq_ctx *cx, real *param, real *grad, real *const *parts,
+                           const real *w, int np, real *m, real *v, size_t n,
+                           const sq_adam_cfg *cfg, long t);
+
+/* sq_adam_update_sum on a tensor of `rows` rows of `width`, whose gradient
+ * (every part's) is zero but in the rows r with mark[r] == stamp: the
+ * other rows are updated with a zero gradient without reading or writing
+ * any gradient. The same bits as sq_adam_update_sum when the gradients are
+ * zero there. */
+void R(sq_adam_update_rows)(const sq_ctx *cx, real *param, real *grad, real *const *parts,
+                            const real *w, int np, real *m, real *v, size_t rows,
+                            size_t width, const uint32_t *mark, uint32_t stamp,
+                            const sq_adam_cfg *cfg, long t);
 
 /* The L2 norm of g[n], summed in double in a fixed order. */
 double R(sq_grad_norm)(const sq_ctx *cx, const real *g, size_t n);

@@ -19,6 +19,7 @@
 #ifndef SQ_MICRO_H
 #define SQ_MICRO_H
 
+#include "adam.h"
 #include "model.h"
 
 #define SQ_MICRO_MAX 64
@@ -33,6 +34,15 @@ typedef struct {
     int clean[SQ_MICRO_MAX];     /* worker k's gradients are all zero */
     int *buf;                    /* the parts' rebased offsets and rows */
     size_t cap;
+    int defer;                   /* leave the sum to sq_micro_adam (set by the
+                                    caller when nothing reads the whole
+                                    gradient first: no clipping) */
+    int np;                      /* parts of the last step not yet summed */
+    float w[SQ_MICRO_MAX];       /* their weights n_k / n */
+    uint32_t *mark, stamp;       /* the step's rows of tensor rows_t
+                                    (def->grad_rows): mark[r] == stamp */
+    uint64_t mark_n;
+    int rows_t;                  /* -1: the step's gradient is dense */
 } sq_micro;
 
 /* Sets up P = threads parts when the model allows it (def->micro_batches),
@@ -43,8 +53,24 @@ void sq_micro_close(sq_micro *mb, const sq_model_def *def);
 
 /* One step on batch b: zeroes net->grads, then as model.h's step (the mean
  * loss over *count entries, gradients in net->grads), on the parts in
- * parallel when the batch can be cut. */
+ * parallel when the batch can be cut. With mb->defer the parts' gradients
+ * are left unsummed for sq_micro_adam. */
 double sq_micro_step(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
                      const sq_packed *b, const sq_step_opts *so, uint64_t step, int *count);
+
+/* Adam (adam.h) on parameters [off, off + n) with the step's gradient.
+ * Deferred, the parts are summed into net->grads there, chunk by chunk, in
+ * the order sq_micro_step would have used (the same bits), and every part
+ * and the sum are zeroed in the same pass; the rows of a row-sparse tensor
+ * (def->grad_rows) that the step did not touch are updated with a zero
+ * gradient without reading any. Call it once per parameter run (the runs
+ * must hold a row-sparse tensor whole to skip its rows), then
+ * sq_micro_summed. */
+void sq_micro_adam(sq_micro *mb, sq_net *net, float *m, float *v, size_t off, size_t n,
+                   const sq_adam_cfg *cfg, long t);
+
+/* The step's parts are summed (and, deferred, zeroed): the next step need
+ * not zero them. */
+void sq_micro_summed(sq_micro *mb);
 
 #endif

@@ -699,12 +699,10 @@ static int one_epoch(run *r, loop *lp, uint64_t epoch, const sq_train_hooks *hoo
         if (!isfinite(norm))
             return diverged(r, epoch, norm, "gradient norm", out_path, e);
         long t = (long)++r->st[ST_STEP];
-        for (int k = 0; k < lp->runs.n; k++) {
-            size_t off = lp->runs.off[k];
-            sq_adam_update(r->net.cx, r->net.params + off, r->net.grads + off, r->m + off,
-                           r->v + off, lp->runs.len[k],
-                           lp->runs.decay[k] ? &lp->decay : &lp->plain, t);
-        }
+        for (int k = 0; k < lp->runs.n; k++)
+            sq_micro_adam(&lp->mb, &r->net, r->m, r->v, lp->runs.off[k], lp->runs.len[k],
+                          lp->runs.decay[k] ? &lp->decay : &lp->plain, t);
+        sq_micro_summed(&lp->mb);
         loss_sum += loss * cnt;
         loss_cnt += (uint64_t)cnt;
         if (hooks->progress)
@@ -829,6 +827,7 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
         def->work_alloc(&r->net, &lp->bt, &lp->work, e) ||
         sq_micro_open(&lp->mb, def, o->cfg, &r->net, &lp->bt, o->threads, e))
         return e->code;
+    lp->mb.defer = o->clip <= 0;
     if (resume_path) {
         if (load_ckpt(r, resume_path, e))
             return e->code;
