@@ -5,27 +5,29 @@
 # 64, 2 layers, 1 head, batch 128, dropout 0.5), for both losses: ce (full
 # softmax cross-entropy over every item) and bce (one sampled negative).
 # For each loss it reports the C and PyTorch epoch seconds and sequences per
-# second (medians over EPOCHS epochs, training steps only), the speedup C
+# second (medians over EPOCHS epochs, training steps only; the C BCE runs
+# over C_BCE_EPOCHS, as their epochs are short enough for the host's
+# hiccups to move a median of two), the speedup C
 # over PyTorch, the share of the C run spent in OpenBLAS (perf's CPU-clock
 # samples by DSO, in a run of its own: the timed runs go without perf), the GEMM FLOPs of an epoch counted from the model shape
 # and the GFLOP/s they achieve, OpenBLAS's sgemm peak on the CE logits shape
 # (SGEMM_PEAK, bench/sgemm_peak.c), the C epoch at 1 thread against
 # THREADS, and two 1-thread runs side by side (c_pair_scaling: the scaling
 # the machine allows a perfectly parallel run). CSV lines "bench,metric,value" (metrics per loss end in _ce or
-# _bce). Knobs: EPOCHS (default 2), THREADS (default 2), TORCH_PYTHON (the
+# _bce). Knobs: EPOCHS (default 2), C_BCE_EPOCHS (default 10), THREADS
+# (default 2), TORCH_PYTHON (the
 # interpreter with torch; default: the first python3 that imports it; none:
 # the PyTorch half is skipped with a line saying so).
 # Timings on a shared machine are noisy; nothing asserts them.
 set -eu
 BIN=$1 CSV=$2 SPLIT=$3 PEAK=${4:-}
-EPOCHS=${EPOCHS:-2} THREADS=${THREADS:-2}
+EPOCHS=${EPOCHS:-2} THREADS=${THREADS:-2} C_BCE_EPOCHS=${C_BCE_EPOCHS:-10}
 here=$(dirname "$0")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 N=50 C=64 F=64 LAYERS=2
 ARGS="--model sasrec --max-len $N --dim $C --ffn $F --layers $LAYERS --heads 1"
 ARGS="$ARGS --dropout 0.5 --batch 128 --seed 1"
-RUN="--epochs $EPOCHS"
 # Rows of CE logits per GEMM call: lib/model/sasrec.c's ce_chunk (the
 # entries of a batch, at most 512).
 CE_CHUNK=${CE_CHUNK:-512}
@@ -58,6 +60,7 @@ V1=$((items + 1))
 "$BIN/seqrec-cat" "$SPLIT" | awk -F '\t' 'BEGIN {OFS = "\t"} {$3 = ""; $4 = ""; print}' |
   "$BIN/seqrec-cat" --from-text split --n-items "$items" -o "$tmp/train.split"
 out epochs "$EPOCHS"
+out c_bce_epochs "$C_BCE_EPOCHS"
 out threads "$THREADS"
 out users "$USERS"
 out train_tokens "$TOKENS"
@@ -89,12 +92,16 @@ if command -v perf >/dev/null 2>&1 && perf record -q -e cpu-clock -o "$tmp/probe
   have_perf=1
 fi
 
-# c_train LOSS THREADS TAG: EPOCHS epochs into $tmp/c_TAG.log (one JSON line
+# c_train LOSS THREADS TAG: EPOCHS (bce: C_BCE_EPOCHS) epochs into $tmp/c_TAG.log (one JSON line
 # per epoch; train_seconds and seq_per_s count the training steps only);
 # under perf (CPU-clock samples at 499 Hz, well under 1% of the time) when
 # PERF=1, into $tmp/TAG.data.
 c_train() {
-  if [ "$1" = ce ]; then la="--loss ce"; else la="--loss bce --neg 1"; fi
+  if [ "$1" = ce ]; then
+    la="--loss ce" RUN="--epochs $EPOCHS"
+  else
+    la="--loss bce --neg 1" RUN="--epochs $C_BCE_EPOCHS"
+  fi
   # shellcheck disable=SC2086
   if [ "${PERF:-0}" = 1 ]; then
     perf record -q -e cpu-clock -F 499 -o "$tmp/$3.data" \

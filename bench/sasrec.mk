@@ -2,7 +2,8 @@
 # C vs PyTorch, the GEMM share and GFLOP/s of the C epochs against
 # OpenBLAS's sgemm peak (bench/sgemm_peak.c), and 1 vs 2 thread scaling,
 # on Amazon Beauty (fetched by data/, DATA_MIRROR=DIR to copy it instead).
-# EPOCHS (default 2) and THREADS (default 2), given on the command line or in
+# EPOCHS (default 2), C_BCE_EPOCHS (default 10: the C BCE runs) and THREADS
+# (default 2), given on the command line or in
 # the environment, reach bench/bench-sasrec.sh.
 .PHONY: bench-sasrec
 bench: bench-sasrec
