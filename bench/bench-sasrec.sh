@@ -14,14 +14,15 @@
 # (SGEMM_PEAK, bench/sgemm_peak.c), the C epoch at 1 thread against
 # THREADS, and two 1-thread runs side by side (c_pair_scaling: the scaling
 # the machine allows a perfectly parallel run). CSV lines "bench,metric,value" (metrics per loss end in _ce or
-# _bce). Knobs: EPOCHS (default 2), C_BCE_EPOCHS (default 10), THREADS
-# (default 2), TORCH_PYTHON (the
+# _bce). Knobs: EPOCHS (default 2), C_BCE_EPOCHS (default 10), C_BCE_REPS
+# (default 3), THREADS (default 2), TORCH_PYTHON (the
 # interpreter with torch; default: the first python3 that imports it; none:
 # the PyTorch half is skipped with a line saying so).
 # Timings on a shared machine are noisy; nothing asserts them.
 set -eu
 BIN=$1 CSV=$2 SPLIT=$3 PEAK=${4:-}
 EPOCHS=${EPOCHS:-2} THREADS=${THREADS:-2} C_BCE_EPOCHS=${C_BCE_EPOCHS:-10}
+C_BCE_REPS=${C_BCE_REPS:-3}
 here=$(dirname "$0")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -61,6 +62,7 @@ V1=$((items + 1))
   "$BIN/seqrec-cat" --from-text split --n-items "$items" -o "$tmp/train.split"
 out epochs "$EPOCHS"
 out c_bce_epochs "$C_BCE_EPOCHS"
+out c_bce_reps "$C_BCE_REPS"
 out threads "$THREADS"
 out users "$USERS"
 out train_tokens "$TOKENS"
@@ -119,7 +121,23 @@ for loss in ce bce; do
   # a THREADS = 2 run (a BCE epoch 0.86 s under perf, 0.59-0.65 s without),
   # which the 1-thread run beside it would not pay. The perf run below only
   # gives the GEMM share and the profile.
-  c_train "$loss" "$THREADS" "$loss"
+  # The THREADS runs alternate with the 1-thread runs (REPS of each: bce
+  # C_BCE_REPS, ce 1), so that a drift of the host's load between them
+  # moves both; the medians are over every epoch of each side's runs.
+  reps=1
+  [ "$loss" = bce ] && reps=$C_BCE_REPS
+  : > "$tmp/c_$loss.log"
+  : > "$tmp/c_${loss}_t1.log"
+  r=0
+  while [ "$r" -lt "$reps" ]; do
+    r=$((r + 1))
+    c_train "$loss" "$THREADS" "${loss}_r$r"
+    cat "$tmp/c_${loss}_r$r.log" >> "$tmp/c_$loss.log"
+    if [ "$THREADS" -gt 1 ]; then
+      c_train "$loss" 1 "${loss}_t1_r$r"
+      cat "$tmp/c_${loss}_t1_r$r.log" >> "$tmp/c_${loss}_t1.log"
+    fi
+  done
   c_sps=$(field seq_per_s "$tmp/c_$loss.log" | median)
   c_sec=$(field train_seconds "$tmp/c_$loss.log" | median)
   eval "c_sps_$loss=\$c_sps"
@@ -163,9 +181,8 @@ for loss in ce bce; do
     fi
   fi
 
-  # 1 thread against THREADS, same epochs.
+  # 1 thread against THREADS, same epochs (the runs above).
   if [ "$THREADS" -gt 1 ]; then
-    c_train "$loss" 1 "${loss}_t1"
     c1=$(field train_seconds "$tmp/c_${loss}_t1.log" | median)
     out "c_epoch_seconds_median_${loss}_threads1" "$c1"
     out "c_thread_scaling_$loss" "$(ratio "$c1" "$c_sec")"
