@@ -133,15 +133,6 @@ static void R(sum_adam_chunk)(real *param, real *grad, real *const *parts, const
                    len, k);
 }
 
-void R(sq_adam_update_sum)(const sq_ctx *cx, real *param, real *grad, real *const *parts,
-                           const real *w, int np, real *m, real *v, size_t n,
-                           const sq_adam_cfg *cfg, long t)
-{
-    real k[8];
-    R(adam_consts)(k, cfg, t);
-    SQ_FOR_CHUNKS(n, R(sum_adam_chunk)(param, grad, parts, w, np, m, v, i0, len, k));
-}
-
 double R(sq_grad_norm)(const sq_ctx *cx, const real *g, size_t n)
 {
     double part[NORM_BLOCKS];
@@ -206,36 +197,42 @@ SQ_VEC static void R(adam_rows)(real *restrict param, real *restrict a, real wa,
     }
 }
 
-/* Rows [r0, r1) of sq_adam_update_rows: with more than two parts, the
- * marked rows' first np - 1 summed first (sum_adam_chunk's order) */
+/* Rows [r0, r1) of a row-sparse tensor at element `off` of the block: with
+ * more than two parts, the marked rows' first np - 1 summed first
+ * (sum_adam_chunk's order) */
 static void R(rows_chunk)(real *param, real *grad, real *const *parts, const real *w, int np,
-                          real *m, real *v, size_t r0, size_t r1, size_t width,
+                          real *m, real *v, size_t off, size_t r0, size_t r1, size_t width,
                           const uint32_t *mark, uint32_t stamp, const real *k)
 {
-    real wa = np > 1 ? w[0] : 1, *b = np > 1 ? parts[np - 1] + r0 * width : NULL;
+    size_t i0 = off + r0 * width;
+    real wa = np > 1 ? w[0] : 1, *b = np > 1 ? parts[np - 1] + i0 : NULL;
     if (np > 2) {
         for (size_t r = r0; r < r1; r++)
             if (mark[r] == stamp)
-                R(sum_chunk)(grad, parts, w, np - 1, r * width, width);
+                R(sum_chunk)(grad, parts, w, np - 1, off + r * width, width);
         wa = 1;
     }
-    size_t i0 = r0 * width;
     R(adam_rows)(param + i0, grad + i0, wa, b, np > 1 ? w[np - 1] : 0, m + i0, v + i0,
                  r1 - r0, width, mark + r0, stamp, k);
 }
 
-void R(sq_adam_update_rows)(const sq_ctx *cx, real *param, real *grad, real *const *parts,
-                            const real *w, int np, real *m, real *v, size_t rows,
-                            size_t width, const uint32_t *mark, uint32_t stamp,
-                            const sq_adam_cfg *cfg, long t)
+void R(sq_adam_update_pieces)(const sq_ctx *cx, real *param, real *grad, real *const *parts,
+                              const real *w, int np, real *m, real *v,
+                              const sq_adam_piece *pc, int n_pieces,
+                              const sq_adam_cfg *const *cfgs, int n_cfgs,
+                              const uint32_t *mark, uint32_t stamp, long t)
 {
-    real k[8];
-    R(adam_consts)(k, cfg, t);
-    size_t per = width < SQ_CHUNK ? SQ_CHUNK / width : 1;
-    long chunks = (long)((rows + per - 1) / per);
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) if (chunks > 1)
-    for (long c = 0; c < chunks; c++) {
-        size_t r0 = (size_t)c * per, r1 = r0 + per < rows ? r0 + per : rows;
-        R(rows_chunk)(param, grad, parts, w, np, m, v, r0, r1, width, mark, stamp, k);
+    real k[SQ_ADAM_CFGS][8];
+    for (int c = 0; c < n_cfgs && c < SQ_ADAM_CFGS; c++)
+        R(adam_consts)(k[c], cfgs[c], t);
+    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) if (n_pieces > 1)
+    for (int i = 0; i < n_pieces; i++) {
+        const sq_adam_piece *q = &pc[i];
+        if (q->width)
+            R(rows_chunk)(param, grad, parts, w, np, m, v, q->off, q->a, q->b, q->width, mark,
+                          stamp, k[q->cfg]);
+        else
+            R(sum_adam_chunk)(param, grad, parts, w, np, m, v, q->off + q->a, q->b - q->a,
+                              k[q->cfg]);
     }
 }

@@ -27,6 +27,16 @@ typedef struct {
                             PyTorch's Adam(weight_decay=...)) */
 } sq_adam_cfg;
 
+/* A piece of a fused update (sq_adam_update_pieces) */
+typedef struct {
+    size_t off;   /* its segment's first element in the parameter block */
+    size_t a, b;  /* elements [a, b) of the segment, rows when width > 0 */
+    size_t width; /* 0: dense; else the row width of a row-sparse tensor */
+    int cfg;      /* which of the update's configs */
+} sq_adam_piece;
+
+enum { SQ_ADAM_CFGS = 4 }; /* configs of one fused update at most */
+
 #define SQ_TWICE "adam.h"
 #include "twice.h"
 
@@ -45,22 +55,20 @@ void R(sq_adam_update)(const sq_ctx *cx, real *param, const real *grad, real *m,
 void R(sq_grad_sum)(const sq_ctx *cx, real *grad, real *const *parts, const real *w, int np,
                     size_t n);
 
-/* sq_grad_sum, then sq_adam_update with the sum, then grad zeroed: one pass
- * over memory where the three would take three, with the same bits (np 1:
- * grad alone, w not read). */
-void R(sq_adam_update_sum)(const sq_ctx *cx, real *param, real *grad, real *const *parts,
-                           const real *w, int np, real *m, real *v, size_t n,
-                           const sq_adam_cfg *cfg, long t);
-
-/* sq_adam_update_sum on a tensor of `rows` rows of `width`, whose gradient
- * (every part's) is zero but in the rows r with mark[r] == stamp: the
- * other rows are updated with a zero gradient without reading or writing
- * any gradient. The same bits as sq_adam_update_sum when the gradients are
- * zero there. */
-void R(sq_adam_update_rows)(const sq_ctx *cx, real *param, real *grad, real *const *parts,
-                            const real *w, int np, real *m, real *v, size_t rows,
-                            size_t width, const uint32_t *mark, uint32_t stamp,
-                            const sq_adam_cfg *cfg, long t);
+/* sq_grad_sum, then sq_adam_update with the sum, then grad zeroed, as one
+ * pass over memory, in pieces (sq_adam_piece) that one parallel loop
+ * shares out: a dense piece is elements [off + a, off + b) of the block; a
+ * row-sparse one is rows [a, b) of `width` of the tensor at element off,
+ * whose gradient (every part's) is zero but in the rows r with mark[r] ==
+ * stamp: the other rows are updated with a zero gradient and no gradient
+ * read or written. Piece i takes the constants of cfgs[pc[i].cfg]. The
+ * same bits as summing, then sq_adam_update, for any cut into pieces. np
+ * 1: grad alone, w not read. */
+void R(sq_adam_update_pieces)(const sq_ctx *cx, real *param, real *grad, real *const *parts,
+                              const real *w, int np, real *m, real *v,
+                              const sq_adam_piece *pc, int n_pieces,
+                              const sq_adam_cfg *const *cfgs, int n_cfgs,
+                              const uint32_t *mark, uint32_t stamp, long t);
 
 /* The L2 norm of g[n], summed in double in a fixed order. */
 double R(sq_grad_norm)(const sq_ctx *cx, const real *g, size_t n);

@@ -54,6 +54,7 @@ void sq_micro_close(sq_micro *mb, const sq_model_def *def)
     }
     free(mb->buf);
     free(mb->mark);
+    free(mb->pieces);
     memset(mb, 0, sizeof *mb);
 }
 
@@ -64,6 +65,17 @@ static int parts_of(sq_micro *mb, sq_net *net, float **parts)
     for (int k = 1; k < mb->np; k++)
         parts[k] = mb->net[k].grads;
     return mb->np;
+}
+
+/* The step's parts are summed (and, deferred, zeroed): the next step need
+ * not zero them */
+static void summed(sq_micro *mb)
+{
+    for (int k = 1; k < mb->np; k++)
+        mb->clean[k] = 1;
+    if (mb->np && mb->defer)
+        mb->clean[0] = 1; /* the fused update zeroed it too */
+    mb->np = 0;
 }
 
 /* The rows of the step's row-sparse tensor (def->grad_rows) into mb->mark;
@@ -128,57 +140,86 @@ double sq_micro_step(sq_micro *mb, const sq_model_def *def, sq_net *net, void *w
     if (!mb->defer) {
         float *parts[SQ_MICRO_MAX];
         sq_grad_sum(net->cx, net->grads, parts, mb->w, parts_of(mb, net, parts), n);
-        sq_micro_summed(mb);
+        summed(mb);
     }
     return sum;
 }
 
-/* The fused update of [off, off + n), all of it dense */
-static void adam_dense(sq_micro *mb, sq_net *net, float *m, float *v, size_t off, size_t n,
-                       const sq_adam_cfg *cfg, long t)
+/* Appends the pieces of segment [off, off + n) of run cfg: chunks of
+ * SQ_CHUNK elements, or of rows when width > 0 (n then counts rows) */
+static int add_pieces(sq_micro *mb, size_t off, size_t n, size_t width, int cfg)
 {
-    if (!n)
-        return;
-    float *parts[SQ_MICRO_MAX];
-    int np = parts_of(mb, net, parts);
-    for (int k = 0; k < np; k++)
-        parts[k] += off;
-    sq_adam_update_sum(net->cx, net->params + off, net->grads + off, parts, mb->w, np,
-                       m + off, v + off, n, cfg, t);
+    size_t per = !width ? SQ_CHUNK : width < SQ_CHUNK ? SQ_CHUNK / width : 1;
+    for (size_t a = 0; a < n; a += per) {
+        if (mb->n_pieces == mb->cap_pieces) {
+            int cap = mb->cap_pieces ? 2 * mb->cap_pieces : 64;
+            sq_adam_piece *p = realloc(mb->pieces, (size_t)cap * sizeof *p);
+            if (!p)
+                return -1;
+            mb->pieces = p;
+            mb->cap_pieces = cap;
+        }
+        mb->pieces[mb->n_pieces++] = (sq_adam_piece){
+            .off = off, .a = a, .b = a + per < n ? a + per : n, .width = width, .cfg = cfg};
+    }
+    return 0;
 }
 
-void sq_micro_adam(sq_micro *mb, sq_net *net, float *m, float *v, size_t off, size_t n,
-                   const sq_adam_cfg *cfg, long t)
+/* The step's update in pieces: each run dense, but a row-sparse tensor
+ * inside one by rows; cfgs[*n_cfgs] the runs' distinct configs */
+static int plan(sq_micro *mb, const sq_net *net, const sq_micro_run *runs, int n_runs,
+                const sq_adam_cfg **cfgs, int *n_cfgs)
 {
-    if (!mb->defer || !mb->np) { /* summed by the step (or no step) */
-        sq_adam_update(net->cx, net->params + off, net->grads + off, m + off, v + off, n, cfg,
-                       t);
-        return;
-    }
     const sq_tensor_set *ts = net->ts;
     int rt = mb->rows_t;
     size_t t0 = rt >= 0 ? ts->off[rt] : 0, t1 = rt >= 0 ? t0 + ts->size[rt] : 0;
-    if (rt < 0 || t0 < off || t1 > off + n) {
-        adam_dense(mb, net, m, v, off, n, cfg, t);
-        return;
+    mb->n_pieces = 0;
+    *n_cfgs = 0;
+    for (int i = 0; i < n_runs; i++) {
+        int c = 0;
+        while (c < *n_cfgs && cfgs[c] != runs[i].cfg)
+            c++;
+        if (c == *n_cfgs) {
+            if (c == SQ_ADAM_CFGS)
+                return SQ_EX_SOFTWARE;
+            cfgs[(*n_cfgs)++] = runs[i].cfg;
+        }
+        size_t off = runs[i].off, end = off + runs[i].len;
+        int rc;
+        if (rt < 0 || t0 < off || t1 > end) {
+            rc = add_pieces(mb, off, end - off, 0, c);
+        } else {
+            size_t rows = ts->shape[rt][0];
+            rc = add_pieces(mb, off, t0 - off, 0, c) ||
+                 add_pieces(mb, t0, rows, ts->size[rt] / rows, c) ||
+                 add_pieces(mb, t1, end - t1, 0, c);
+        }
+        if (rc)
+            return SQ_EX_OSERR;
     }
-    /* the row-sparse tensor inside the run: dense before and after it */
-    adam_dense(mb, net, m, v, off, t0 - off, cfg, t);
-    float *parts[SQ_MICRO_MAX];
-    int np = parts_of(mb, net, parts);
-    for (int k = 0; k < np; k++)
-        parts[k] += t0;
-    size_t rows = ts->shape[rt][0];
-    sq_adam_update_rows(net->cx, net->params + t0, net->grads + t0, parts, mb->w, np, m + t0,
-                        v + t0, rows, ts->size[rt] / rows, mb->mark, mb->stamp, cfg, t);
-    adam_dense(mb, net, m, v, t1, off + n - t1, cfg, t);
+    return 0;
 }
 
-void sq_micro_summed(sq_micro *mb)
+int sq_micro_adam(sq_micro *mb, sq_net *net, float *m, float *v, const sq_micro_run *runs,
+                  int n_runs, long t, sq_err *e)
 {
-    for (int k = 1; k < mb->np; k++)
-        mb->clean[k] = 1;
-    if (mb->np && mb->defer)
-        mb->clean[0] = 1; /* the fused update zeroed it too */
-    mb->np = 0;
+    if (!mb->defer || !mb->np) { /* summed by the step (or no step) */
+        for (int i = 0; i < n_runs; i++)
+            sq_adam_update(net->cx, net->params + runs[i].off, net->grads + runs[i].off,
+                           m + runs[i].off, v + runs[i].off, runs[i].len, runs[i].cfg, t);
+        summed(mb);
+        return 0;
+    }
+    const sq_adam_cfg *cfgs[SQ_ADAM_CFGS];
+    int n_cfgs, rc = plan(mb, net, runs, n_runs, cfgs, &n_cfgs);
+    if (rc)
+        return sq_fail(e, rc, rc == SQ_EX_OSERR ? "out of memory"
+                                                : "more than %d Adam configs", SQ_ADAM_CFGS);
+    float *parts[SQ_MICRO_MAX];
+    int np = parts_of(mb, net, parts);
+    sq_adam_update_pieces(net->cx, net->params, net->grads, parts, mb->w, np, m, v, mb->pieces,
+                          mb->n_pieces, cfgs, n_cfgs, mb->mark, mb->stamp, t);
+    summed(mb);
+    return 0;
 }
+

@@ -43,6 +43,8 @@ typedef struct {
                                     (def->grad_rows): mark[r] == stamp */
     uint64_t mark_n;
     int rows_t;                  /* -1: the step's gradient is dense */
+    sq_adam_piece *pieces;       /* the update's pieces (sq_micro_adam) */
+    int n_pieces, cap_pieces;
 } sq_micro;
 
 /* Sets up P = threads parts when the model allows it (def->micro_batches),
@@ -58,19 +60,22 @@ void sq_micro_close(sq_micro *mb, const sq_model_def *def);
 double sq_micro_step(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
                      const sq_packed *b, const sq_step_opts *so, uint64_t step, int *count);
 
-/* Adam (adam.h) on parameters [off, off + n) with the step's gradient.
- * Deferred, the parts are summed into net->grads there, chunk by chunk, in
- * the order sq_micro_step would have used (the same bits), and every part
- * and the sum are zeroed in the same pass; the rows of a row-sparse tensor
- * (def->grad_rows) that the step did not touch are updated with a zero
- * gradient without reading any. Call it once per parameter run (the runs
- * must hold a row-sparse tensor whole to skip its rows), then
- * sq_micro_summed. */
-void sq_micro_adam(sq_micro *mb, sq_net *net, float *m, float *v, size_t off, size_t n,
-                   const sq_adam_cfg *cfg, long t);
+/* A run of parameters and its Adam config (train.c: the weight-decay
+ * groups) */
+typedef struct {
+    size_t off, len;
+    const sq_adam_cfg *cfg;
+} sq_micro_run;
 
-/* The step's parts are summed (and, deferred, zeroed): the next step need
- * not zero them. */
-void sq_micro_summed(sq_micro *mb);
+/* Adam (adam.h) on the runs with the step's gradient, t >= 1 the step
+ * count. Deferred, the parts are summed into net->grads there, chunk by
+ * chunk, in the order sq_micro_step would have used (the same bits), every
+ * part and the sum zeroed in the same pass (so the next step need not),
+ * and the rows of a row-sparse tensor (def->grad_rows) that the step did
+ * not touch updated with a zero gradient without reading any; the whole
+ * update is one parallel loop (an idle OpenMP thread sleeps: each loop
+ * costs a wake-up). SQ_EX_OSERR out of memory. */
+int sq_micro_adam(sq_micro *mb, sq_net *net, float *m, float *v, const sq_micro_run *runs,
+                  int n_runs, long t, sq_err *e);
 
 #endif

@@ -645,16 +645,14 @@ static int diverged(run *r, uint64_t epoch, double what, const char *name,
  * sq_tensors_runs), listed once per run: Adam updates run by run. */
 typedef struct {
     int n;
-    size_t off[SQ_MAX_TENSORS], len[SQ_MAX_TENSORS];
-    int decay[SQ_MAX_TENSORS];
+    sq_micro_run run[SQ_MAX_TENSORS];
+    const sq_adam_cfg *decay, *plain;
 } adam_runs;
 
 static void add_run(void *p, size_t off, size_t n, int decay)
 {
     adam_runs *a = p;
-    a->off[a->n] = off;
-    a->len[a->n] = n;
-    a->decay[a->n++] = decay;
+    a->run[a->n++] = (sq_micro_run){.off = off, .len = n, .cfg = decay ? a->decay : a->plain};
 }
 
 /* What a run holds besides its state. */
@@ -699,10 +697,8 @@ static int one_epoch(run *r, loop *lp, uint64_t epoch, const sq_train_hooks *hoo
         if (!isfinite(norm))
             return diverged(r, epoch, norm, "gradient norm", out_path, e);
         long t = (long)++r->st[ST_STEP];
-        for (int k = 0; k < lp->runs.n; k++)
-            sq_micro_adam(&lp->mb, &r->net, r->m, r->v, lp->runs.off[k], lp->runs.len[k],
-                          lp->runs.decay[k] ? &lp->decay : &lp->plain, t);
-        sq_micro_summed(&lp->mb);
+        if (sq_micro_adam(&lp->mb, &r->net, r->m, r->v, lp->runs.run, lp->runs.n, t, e))
+            return e->code;
         loss_sum += loss * cnt;
         loss_cnt += (uint64_t)cnt;
         if (hooks->progress)
@@ -840,6 +836,8 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
                               .eps = o->eps, .weight_decay = o->weight_decay, .decoupled = 1};
     lp->plain = lp->decay;
     lp->plain.weight_decay = 0;
+    lp->runs.decay = &lp->decay;
+    lp->runs.plain = &lp->plain;
     sq_tensors_runs(r->net.ts, add_run, &lp->runs);
     sq_eval_defaults(&lp->eo);
     lp->eo.target = SQ_EVAL_VALID;
