@@ -35,6 +35,9 @@ mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }
   ! grep -q -- "-o $T/out/beauty-bert4rec/t4-" <<< "$output"
   run -0 mk -n hydrarec-runs HYDRAREC_OUT="$T/out" EPOCHS=2
   [ "$(grep -c -- '--epochs 2 ' <<< "$output")" -eq 32 ]
+  [ "$(grep -c -- '--mask-prob 0.1 ' <<< "$output")" -eq 32 ]
+  run -0 mk -n hydrarec-runs HYDRAREC_OUT="$T/out" HYDRAREC_MASK=0.6
+  [ "$(grep -c -- '--mask-prob 0.6 ' <<< "$output")" -eq 32 ]
 }
 
 @test "hydrarec: a reduced run (EPOCHS=1, tiny models, synthetic data) fills Tables 2, 3 and 4" {
