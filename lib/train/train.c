@@ -823,7 +823,8 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
         def->work_alloc(&r->net, &lp->bt, &lp->work, e) ||
         sq_micro_open(&lp->mb, def, o->cfg, &r->net, &lp->bt, o->threads, e))
         return e->code;
-    lp->mb.defer = o->clip <= 0;
+    /* the fused update is CPU code (a GPU backend updates with its own Adam) */
+    lp->mb.defer = o->clip <= 0 && r->net.cx->backend == SQ_BACKEND_CPU;
     if (resume_path) {
         if (load_ckpt(r, resume_path, e))
             return e->code;
