@@ -74,7 +74,8 @@ typedef struct {
  * and the rows of a row-sparse tensor (def->grad_rows) that the step did
  * not touch updated with a zero gradient without reading any; the whole
  * update is one parallel loop (an idle OpenMP thread sleeps: each loop
- * costs a wake-up). SQ_EX_OSERR out of memory. */
+ * costs a wake-up). Call it after every step (a deferred step's gradient
+ * exists only as its unsummed parts). SQ_EX_OSERR out of memory. */
 int sq_micro_adam(sq_micro *mb, sq_net *net, float *m, float *v, const sq_micro_run *runs,
                   int n_runs, long t, sq_err *e);
 
