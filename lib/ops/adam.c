@@ -40,19 +40,36 @@ SQ_VEC static void R(adam_chunk)(real *restrict param, const real *restrict grad
         param[i] = R(adam_one)(param[i], grad[i], &m[i], &v[i], k);
 }
 
-/* The same with gradient wa a + wb b (the last two terms of micro.h's sum),
- * both zeroed: one pass over memory */
-SQ_VEC static void R(adam_chunk2)(real *restrict param, real *restrict a, real wa,
-                                  real *restrict b, real wb, real *restrict m,
-                                  real *restrict v, size_t n, const real *k)
+/* Elements [o, e) with gradient wa a + wb b (the last two terms of
+ * micro.h's sum; b NULL: a alone, wa not read), a and b zeroed: one pass
+ * over memory. Inlined into each vector-width clone of its callers. */
+static inline void R(adam_span)(real *restrict param, real *restrict a, real wa,
+                                real *restrict b, real wb, real *restrict m,
+                                real *restrict v, size_t o, size_t e, const real *k)
 {
+    if (!b) {
+        #pragma omp simd
+        for (size_t i = o; i < e; i++) {
+            real g = a[i];
+            a[i] = 0;
+            param[i] = R(adam_one)(param[i], g, &m[i], &v[i], k);
+        }
+        return;
+    }
     #pragma omp simd
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = o; i < e; i++) {
         real g = wa * a[i] + wb * b[i];
         a[i] = 0;
         b[i] = 0;
         param[i] = R(adam_one)(param[i], g, &m[i], &v[i], k);
     }
+}
+
+SQ_VEC static void R(adam_chunk2)(real *restrict param, real *restrict a, real wa,
+                                  real *restrict b, real wb, real *restrict m,
+                                  real *restrict v, size_t n, const real *k)
+{
+    R(adam_span)(param, a, wa, b, wb, m, v, 0, n, k);
 }
 
 /* b1, b2, lr, eps, the bias corrections 1 - beta^t (in double: beta^t
@@ -120,8 +137,7 @@ static void R(sum_adam_chunk)(real *param, real *grad, real *const *parts, const
                               int np, real *m, real *v, size_t i0, size_t len, const real *k)
 {
     if (np < 2) {
-        R(adam_chunk)(param + i0, grad + i0, m + i0, v + i0, len, k);
-        memset(grad + i0, 0, len * sizeof *grad);
+        R(adam_chunk2)(param + i0, grad + i0, 1, NULL, 0, m + i0, v + i0, len, k);
         return;
     }
     real w0 = w[0];
@@ -174,26 +190,13 @@ SQ_VEC static void R(adam_rows)(real *restrict param, real *restrict a, real wa,
 {
     for (size_t r = 0; r < rows; r++) {
         size_t o = r * width, e = o + width;
-        if (mark[r] != stamp) {
-            #pragma omp simd
-            for (size_t i = o; i < e; i++)
-                param[i] = R(adam_one)(param[i], (real)0, &m[i], &v[i], k);
-        } else if (b) {
-            #pragma omp simd
-            for (size_t i = o; i < e; i++) {
-                real g = wa * a[i] + wb * b[i];
-                a[i] = 0;
-                b[i] = 0;
-                param[i] = R(adam_one)(param[i], g, &m[i], &v[i], k);
-            }
-        } else {
-            #pragma omp simd
-            for (size_t i = o; i < e; i++) {
-                real g = a[i];
-                a[i] = 0;
-                param[i] = R(adam_one)(param[i], g, &m[i], &v[i], k);
-            }
+        if (mark[r] == stamp) {
+            R(adam_span)(param, a, wa, b, wb, m, v, o, e, k);
+            continue;
         }
+        #pragma omp simd
+        for (size_t i = o; i < e; i++)
+            param[i] = R(adam_one)(param[i], (real)0, &m[i], &v[i], k);
     }
 }
 
