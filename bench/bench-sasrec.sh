@@ -9,8 +9,9 @@
 # over C_BCE_EPOCHS, as their epochs are short enough for the host's
 # hiccups to move a median of two), the speedup C
 # over PyTorch, the share of the C run spent in OpenBLAS (perf's CPU-clock
-# samples by DSO, in a run of its own: the timed runs go without perf), the GEMM FLOPs of an epoch counted from the model shape
-# and the GFLOP/s they achieve, OpenBLAS's sgemm peak on the CE logits shape
+# samples by DSO, in a run of its own: the timed runs go without perf),
+# the GEMM FLOPs of an epoch counted from the model shape and the GFLOP/s
+# they achieve, OpenBLAS's sgemm peak on the CE logits shape
 # (SGEMM_PEAK, bench/sgemm_peak.c), the C epoch at 1 thread against
 # THREADS, and two 1-thread runs side by side (c_pair_scaling: the scaling
 # the machine allows a perfectly parallel run). CSV lines "bench,metric,value" (metrics per loss end in _ce or
@@ -96,8 +97,8 @@ fi
 
 # c_train LOSS THREADS TAG: EPOCHS (bce: C_BCE_EPOCHS) epochs into $tmp/c_TAG.log (one JSON line
 # per epoch; train_seconds and seq_per_s count the training steps only);
-# under perf (CPU-clock samples at 499 Hz, well under 1% of the time) when
-# PERF=1, into $tmp/TAG.data.
+# under perf (CPU-clock samples at 499 Hz) when PERF=1, into $tmp/TAG.data:
+# only for shares, as perf's own process slows a run that uses every core.
 c_train() {
   if [ "$1" = ce ]; then
     la="--loss ce" RUN="--epochs $EPOCHS"
