@@ -88,12 +88,6 @@ void R(sq_flat_init)(R(sq_flat) *m, uint64_t seed)
     }
 }
 
-/* Entries of a chunk of the full cross-entropy (memory O(chunk V1)). */
-static int R(ce_chunk)(int n)
-{
-    return n < 1 ? 1 : n < 256 ? n : 256;
-}
-
 double R(sq_flat_loss)(const R(sq_flat) *m, const sq_packed *b, const real *h, int loss,
                        real *scratch, real *dh, R(sq_flat) *g, int *count)
 {
@@ -109,9 +103,9 @@ double R(sq_flat_loss)(const R(sq_flat) *m, const sq_packed *b, const real *h, i
                                  D, 1, count);
     if (bi >= 0)
         return R(sq_ce_full_bias)(cx, dh, dO, db, scratch, h, m->t[oi], m->t[bi], NULL,
-                                  b->targets, b->n, D, V1, R(ce_chunk)(b->n), 1, count);
+                                  b->targets, b->n, D, V1, sq_ce_chunk(b->n, V1), 1, count);
     return R(sq_ce_full)(cx, dh, dO, scratch, h, m->t[oi], NULL, b->targets, b->n, D, V1,
-                         R(ce_chunk)(b->n), 1, count);
+                         sq_ce_chunk(b->n, V1), 1, count);
 }
 
 #if !SQ_REAL_IS_F64
@@ -444,8 +438,9 @@ int sq_flat_work_alloc(const sq_net *n, const sq_batcher *bt, void **work, sq_er
     sq_flat_cap cap = {.B = bt->batch * bt->views, .T = T, .n = T,
                        .N = R(head)(m->cfg)->max_len, .train = 1};
     if (!(w->dh = sq_ctx_alloc(&m->cx, (size_t)T * D * sizeof *w->dh, e)) ||
-        !(w->scratch = sq_ctx_alloc(&m->cx, sq_ce_scratch_size(ce_chunk(T), (int)V1, (int)D) *
-                                                sizeof *w->scratch, e)))
+        !(w->scratch = sq_ctx_alloc(&m->cx,
+                                    sq_ce_scratch_size(sq_ce_chunk(T, (int)V1), (int)V1, (int)D) *
+                                        sizeof *w->scratch, e)))
         return e->code;
     return m->def->f.work_alloc(m, &cap, &w->mw, e);
 }
@@ -491,7 +486,7 @@ size_t sq_flat_loss_scratch(const sq_flat_def *def, const void *cfg, int n)
     if (def->tensors(cfg, &ts, &e))
         return 0;
     int oi = out_index(&ts, def);
-    return oi < 0 ? 0 : sq_ce_scratch_size(ce_chunk(n), (int)ts.shape[oi][0],
-                                           (int)ts.shape[oi][1]);
+    int V1 = oi < 0 ? 0 : (int)ts.shape[oi][0];
+    return oi < 0 ? 0 : sq_ce_scratch_size(sq_ce_chunk(n, V1), V1, (int)ts.shape[oi][1]);
 }
 #endif

@@ -93,6 +93,17 @@ size_t sq_attention_cache_size(const int *off, int B, int H)
     return n * (size_t)H;
 }
 
+int sq_ce_chunk(int n, int V1)
+{
+    /* logits of about 2^20 reals (4 MiB in float) stay in the caches while
+     * the softmax and the two backward GEMMs read them again: on Beauty
+     * (12,102 items, 2 threads) 64-96 rows a chunk ran a CE epoch 5% faster
+     * than 512, whose 24 MB went to memory and back five times */
+    int rows = V1 > 0 ? (int)(((size_t)1 << 20) / (size_t)V1) : n;
+    rows = rows < 16 ? 16 : rows;
+    return n < 1 ? 1 : rows < n ? rows : n;
+}
+
 size_t sq_ce_scratch_size(int chunk, int V1, int C)
 {
     /* logits/dlogits [chunk, V1], gathered h [chunk, C], dh [chunk, C],

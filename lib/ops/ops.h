@@ -66,6 +66,10 @@ int sq_seg_of(const int *off, int B, int row);
 /* Number of reals in the attention probability cache: H * sum(len^2). */
 size_t sq_attention_cache_size(const int *off, int B, int H);
 
+/* Entries per chunk of sq_ce_full for n entries over V1 logit columns: as
+ * many as keep the chunk's logits in cache, at most n (at least 1). */
+int sq_ce_chunk(int n, int V1);
+
 /* Number of reals of scratch sq_ce_full needs for a chunk of rows. */
 size_t sq_ce_scratch_size(int chunk, int V1, int C);
 

@@ -775,6 +775,18 @@ UNIT_TEST(test_ops_ce_full_bias)
     fprintf(stderr, "  ce_full_bias: worst gradient error %.3g, float %.3g\n", gworst, fworst);
 }
 
+/* Chunks of the full CE: logits of about 2^20 reals, 16 rows at least, no
+ * more rows than entries */
+UNIT_TEST(test_ops_ce_chunk)
+{
+    CHECK(sq_ce_chunk(1000, 12102) == 86);
+    CHECK(sq_ce_chunk(50, 12102) == 50);
+    CHECK(sq_ce_chunk(1000, 1 << 22) == 16);
+    CHECK(sq_ce_chunk(10, 1 << 22) == 10);
+    CHECK(sq_ce_chunk(700, 61) == 700);
+    CHECK(sq_ce_chunk(0, 61) == 1);
+}
+
 UNIT_TEST(test_ops_ce_full)
 {
     const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
