@@ -219,16 +219,15 @@ static void R(rows_chunk)(real *param, real *grad, real *const *parts, const rea
                  r1 - r0, width, mark + r0, stamp, k);
 }
 
-void R(sq_adam_update_pieces)(const sq_ctx *cx, real *param, real *grad, real *const *parts,
-                              const real *w, int np, real *m, real *v,
-                              const sq_adam_piece *pc, int n_pieces,
-                              const sq_adam_cfg *const *cfgs, int n_cfgs,
-                              const uint32_t *mark, uint32_t stamp, long t)
+void R(sq_adam_share_pieces)(real *param, real *grad, real *const *parts, const real *w,
+                             int np, real *m, real *v, const sq_adam_piece *pc, int n_pieces,
+                             const sq_adam_cfg *const *cfgs, int n_cfgs, const uint32_t *mark,
+                             uint32_t stamp, long t)
 {
     real k[SQ_ADAM_CFGS][8];
     for (int c = 0; c < n_cfgs && c < SQ_ADAM_CFGS; c++)
         R(adam_consts)(k[c], cfgs[c], t);
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) if (n_pieces > 1)
+    #pragma omp for schedule(static) nowait
     for (int i = 0; i < n_pieces; i++) {
         const sq_adam_piece *q = &pc[i];
         if (q->width)
@@ -238,4 +237,15 @@ void R(sq_adam_update_pieces)(const sq_ctx *cx, real *param, real *grad, real *c
             R(sum_adam_chunk)(param, grad, parts, w, np, m, v, q->off + q->a, q->b - q->a,
                               k[q->cfg]);
     }
+}
+
+void R(sq_adam_update_pieces)(const sq_ctx *cx, real *param, real *grad, real *const *parts,
+                              const real *w, int np, real *m, real *v,
+                              const sq_adam_piece *pc, int n_pieces,
+                              const sq_adam_cfg *const *cfgs, int n_cfgs,
+                              const uint32_t *mark, uint32_t stamp, long t)
+{
+    #pragma omp parallel num_threads(sq_ctx_threads(cx)) if (n_pieces > 1)
+    R(sq_adam_share_pieces)(param, grad, parts, w, np, m, v, pc, n_pieces, cfgs, n_cfgs, mark,
+                            stamp, t);
 }

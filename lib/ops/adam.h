@@ -70,6 +70,16 @@ void R(sq_adam_update_pieces)(const sq_ctx *cx, real *param, real *grad, real *c
                               const sq_adam_cfg *const *cfgs, int n_cfgs,
                               const uint32_t *mark, uint32_t stamp, long t);
 
+/* sq_adam_update_pieces without its parallel region: the calling thread's
+ * share of the pieces (an orphaned `omp for`, no barrier at its end).
+ * Called by every thread of a region, the team shares the pieces (micro.c
+ * runs the update in the region of the step's parts); outside a region,
+ * the caller updates them all. */
+void R(sq_adam_share_pieces)(real *param, real *grad, real *const *parts, const real *w,
+                             int np, real *m, real *v, const sq_adam_piece *pc, int n_pieces,
+                             const sq_adam_cfg *const *cfgs, int n_cfgs, const uint32_t *mark,
+                             uint32_t stamp, long t);
+
 /* The L2 norm of g[n], summed in double in a fixed order. */
 double R(sq_grad_norm)(const sq_ctx *cx, const real *g, size_t n);
 

@@ -96,12 +96,57 @@ static void mark_rows(sq_micro *mb, const sq_model_def *def, const sq_net *net,
         mb->rows_t = t;
 }
 
-double sq_micro_step(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
-                     const sq_packed *b, const sq_step_opts *so, uint64_t step, int *count)
+/* Cuts b into the step's parts (mb->part) and marks its rows; the parts
+ * (0 or 1: the batch is one step) */
+static int prepare(sq_micro *mb, const sq_model_def *def, const sq_net *net,
+                   const sq_packed *b, const sq_step_opts *so)
 {
-    size_t n = net->ts->total;
     int np = mb->P > 1 ? sq_packed_split(b, mb->P, mb->part, mb->buf, mb->cap) : 0;
     mark_rows(mb, def, net, b, so);
+    return np;
+}
+
+/* Worker k's step on its part, into its own gradients */
+static void run_part(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
+                     const sq_step_opts *so, uint64_t step, int k, double *loss, int *cnt)
+{
+    size_t n = net->ts->total;
+    sq_net *nk = k ? &mb->net[k] : net;
+    if (k && !mb->shared)
+        memcpy(nk->params, net->params, n * sizeof *nk->params);
+    if (!mb->clean[k])
+        sq_zero(nk->cx, nk->grads, n); /* worker 0: nested, one thread */
+    mb->clean[k] = 0;
+    cnt[k] = 0;
+    loss[k] = def->step(nk, k ? mb->work[k] : work, &mb->part[k], so,
+                        step ^ ((uint64_t)k << 48), &cnt[k]);
+}
+
+/* The parts' weights n_k / n into w and their entries into *total; the
+ * batch's loss, or the first part's that is not finite */
+static double weigh(const double *loss, const int *cnt, int np, float *w, int *total)
+{
+    int tot = 0;
+    for (int k = 0; k < np; k++)
+        tot += cnt[k];
+    *total = tot;
+    double sum = 0;
+    for (int k = 0; k < np; k++) {
+        double wk = tot ? (double)cnt[k] / tot : 0;
+        w[k] = (float)wk;
+        sum += cnt[k] ? wk * loss[k] : 0;
+        if (!isfinite(loss[k]))
+            return loss[k];
+    }
+    return sum;
+}
+
+/* sq_micro_step after prepare() */
+static double step_parts(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
+                         const sq_packed *b, const sq_step_opts *so, uint64_t step, int np,
+                         int *count)
+{
+    size_t n = net->ts->total;
     if (np < 2) {
         if (!mb->clean[0])
             sq_zero(net->cx, net->grads, n);
@@ -110,32 +155,14 @@ double sq_micro_step(sq_micro *mb, const sq_model_def *def, sq_net *net, void *w
         mb->w[0] = 1;
         return def->step(net, work, b, so, step, count);
     }
-    double loss[SQ_MICRO_MAX], w[SQ_MICRO_MAX];
+    double loss[SQ_MICRO_MAX];
     int cnt[SQ_MICRO_MAX];
     #pragma omp parallel for schedule(static, 1) num_threads(np)
-    for (int k = 0; k < np; k++) {
-        sq_net *nk = k ? &mb->net[k] : net;
-        if (k && !mb->shared)
-            memcpy(nk->params, net->params, n * sizeof *nk->params);
-        if (!mb->clean[k])
-            sq_zero(nk->cx, nk->grads, n); /* worker 0: nested, one thread */
-        mb->clean[k] = 0;
-        cnt[k] = 0;
-        loss[k] = def->step(nk, k ? mb->work[k] : work, &mb->part[k], so,
-                            step ^ ((uint64_t)k << 48), &cnt[k]);
-    }
-    int total = 0;
     for (int k = 0; k < np; k++)
-        total += cnt[k];
-    *count = total;
-    double sum = 0;
-    for (int k = 0; k < np; k++) {
-        w[k] = total ? (double)cnt[k] / total : 0;
-        mb->w[k] = (float)w[k];
-        sum += cnt[k] ? w[k] * loss[k] : 0;
-        if (!isfinite(loss[k]))
-            return loss[k];
-    }
+        run_part(mb, def, net, work, so, step, k, loss, cnt);
+    double sum = weigh(loss, cnt, np, mb->w, count);
+    if (!isfinite(sum))
+        return sum;
     mb->np = np;
     if (!mb->defer) {
         float *parts[SQ_MICRO_MAX];
@@ -143,6 +170,13 @@ double sq_micro_step(sq_micro *mb, const sq_model_def *def, sq_net *net, void *w
         summed(mb);
     }
     return sum;
+}
+
+double sq_micro_step(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
+                     const sq_packed *b, const sq_step_opts *so, uint64_t step, int *count)
+{
+    int np = prepare(mb, def, net, b, so);
+    return step_parts(mb, def, net, work, b, so, step, np, count);
 }
 
 /* Appends the pieces of segment [off, off + n) of run cfg: chunks of
@@ -200,6 +234,16 @@ static int plan(sq_micro *mb, const sq_net *net, const sq_micro_run *runs, int n
     return 0;
 }
 
+static int plan_or_fail(sq_micro *mb, const sq_net *net, const sq_micro_run *runs, int n_runs,
+                        const sq_adam_cfg **cfgs, int *n_cfgs, sq_err *e)
+{
+    int rc = plan(mb, net, runs, n_runs, cfgs, n_cfgs);
+    if (rc)
+        return sq_fail(e, rc, rc == SQ_EX_OSERR ? "out of memory"
+                                                : "more than %d Adam configs", SQ_ADAM_CFGS);
+    return 0;
+}
+
 int sq_micro_adam(sq_micro *mb, sq_net *net, float *m, float *v, const sq_micro_run *runs,
                   int n_runs, long t, sq_err *e)
 {
@@ -211,15 +255,77 @@ int sq_micro_adam(sq_micro *mb, sq_net *net, float *m, float *v, const sq_micro_
         return 0;
     }
     const sq_adam_cfg *cfgs[SQ_ADAM_CFGS];
-    int n_cfgs, rc = plan(mb, net, runs, n_runs, cfgs, &n_cfgs);
-    if (rc)
-        return sq_fail(e, rc, rc == SQ_EX_OSERR ? "out of memory"
-                                                : "more than %d Adam configs", SQ_ADAM_CFGS);
+    int n_cfgs;
+    if (plan_or_fail(mb, net, runs, n_runs, cfgs, &n_cfgs, e))
+        return e->code;
     float *parts[SQ_MICRO_MAX];
     int np = parts_of(mb, net, parts);
     sq_adam_update_pieces(net->cx, net->params, net->grads, parts, mb->w, np, m, v, mb->pieces,
                           mb->n_pieces, cfgs, n_cfgs, mb->mark, mb->stamp, t);
     summed(mb);
+    return 0;
+}
+
+/* A step's loss that allows its update */
+static int passes(double loss, double max_loss)
+{
+    return isfinite(loss) && (max_loss <= 0 || loss <= max_loss);
+}
+
+/* The deferred step of np >= 2 parts and its update in one parallel
+ * region: the parts, a barrier, then every thread weighs the parts itself
+ * (the same bits as the master's) and takes its share of the update's
+ * pieces. A sleeping thread is woken once a step instead of twice. */
+static int fused(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
+                 const sq_step_opts *so, uint64_t step, int np, const sq_micro_update *u,
+                 sq_micro_result *res, sq_err *e)
+{
+    const sq_adam_cfg *cfgs[SQ_ADAM_CFGS];
+    int n_cfgs;
+    if (plan_or_fail(mb, net, u->runs, u->n_runs, cfgs, &n_cfgs, e))
+        return e->code;
+    mb->np = np;
+    float *parts[SQ_MICRO_MAX];
+    parts_of(mb, net, parts);
+    double loss[SQ_MICRO_MAX];
+    int cnt[SQ_MICRO_MAX];
+    #pragma omp parallel num_threads(np)
+    {
+        #pragma omp for schedule(static, 1)
+        for (int k = 0; k < np; k++)
+            run_part(mb, def, net, work, so, step, k, loss, cnt);
+        float w[SQ_MICRO_MAX];
+        int total;
+        if (passes(weigh(loss, cnt, np, w, &total), u->max_loss))
+            sq_adam_share_pieces(net->params, net->grads, parts, w, np, u->m, u->v,
+                                 mb->pieces, mb->n_pieces, cfgs, n_cfgs, mb->mark, mb->stamp,
+                                 u->t);
+    }
+    res->loss = weigh(loss, cnt, np, mb->w, &res->count);
+    if ((res->updated = passes(res->loss, u->max_loss)))
+        summed(mb);
+    return 0;
+}
+
+int sq_micro_train(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
+                   const sq_packed *b, const sq_step_opts *so, uint64_t step,
+                   const sq_micro_update *u, sq_micro_result *res, sq_err *e)
+{
+    memset(res, 0, sizeof *res);
+    int np = prepare(mb, def, net, b, so);
+    if (np >= 2 && mb->defer)
+        return fused(mb, def, net, work, so, step, np, u, res, e);
+    res->loss = step_parts(mb, def, net, work, b, so, step, np, &res->count);
+    if (!passes(res->loss, u->max_loss))
+        return 0;
+    /* no clipping, no norm: a pass over every gradient saved (a diverging
+     * step shows in the next loss) */
+    if (u->clip > 0 && !isfinite(res->norm = sq_grad_clip(net->cx, net->grads,
+                                                          net->ts->total, u->clip)))
+        return 0;
+    if (sq_micro_adam(mb, net, u->m, u->v, u->runs, u->n_runs, u->t, e))
+        return e->code;
+    res->updated = 1;
     return 0;
 }
 

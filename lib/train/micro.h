@@ -79,4 +79,30 @@ typedef struct {
 int sq_micro_adam(sq_micro *mb, sq_net *net, float *m, float *v, const sq_micro_run *runs,
                   int n_runs, long t, sq_err *e);
 
+/* One training step with its update: sq_micro_step, then, when the loss
+ * is finite and at most max_loss and (clipping) the gradient norm finite,
+ * global-norm clipping and sq_micro_adam. A deferred step of several parts
+ * runs its update in the parts' own parallel region (one wake-up of a
+ * sleeping thread a step, not two). Set mb->defer only without clipping. */
+typedef struct {
+    float *m, *v;               /* Adam's moments */
+    const sq_micro_run *runs;
+    int n_runs;
+    long t;                     /* the update's step count, >= 1 */
+    double max_loss;            /* no update above it (0: no bound) */
+    double clip;                /* the gradient's global-norm bound (0: none) */
+} sq_micro_update;
+
+typedef struct {
+    double loss;                /* as sq_micro_step */
+    double norm;                /* before clipping (0 without) */
+    int count;                  /* the loss entries */
+    int updated;                /* 0: not updated (a loss or norm out of bounds) */
+} sq_micro_result;
+
+/* 0, or an error code with e set (out of memory) */
+int sq_micro_train(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
+                   const sq_packed *b, const sq_step_opts *so, uint64_t step,
+                   const sq_micro_update *u, sq_micro_result *res, sq_err *e);
+
 #endif

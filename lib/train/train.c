@@ -676,31 +676,29 @@ static int one_epoch(run *r, loop *lp, uint64_t epoch, const sq_train_hooks *hoo
 {
     const sq_train_opts *o = r->o;
     const sq_model_def *def = o->model;
-    size_t n = r->net.ts->total;
     uint64_t n_batches = sq_batcher_n_batches(&lp->bt), loss_cnt = 0;
     double loss_sum = 0;
+    sq_micro_update upd = {.m = r->m, .v = r->v, .runs = lp->runs.run, .n_runs = lp->runs.n,
+                           .max_loss = o->max_loss, .clip = o->clip};
     sq_batcher_shuffle(&lp->bt, epoch);
     for (uint64_t i = 0; i < n_batches; i++) {
         const sq_packed *pb = sq_batcher_get(&lp->bt, epoch, i);
-        int cnt = 0;
-        double loss = sq_micro_step(&lp->mb, def, &r->net, lp->work, pb, &lp->so,
-                                    r->st[ST_STEP], &cnt);
-        if (!isfinite(loss))
-            return diverged(r, epoch, loss, "loss", out_path, e);
-        if (o->max_loss > 0 && loss > o->max_loss)
-            return diverged(r, epoch, loss, "loss above --max-loss", out_path, e);
-        if (lp->first_loss == 0)
-            lp->first_loss = loss;
-        /* no clipping, no norm: a pass over every gradient saved (a
-         * diverging step shows in the next loss) */
-        double norm = o->clip > 0 ? sq_grad_clip(r->net.cx, r->net.grads, n, o->clip) : 0;
-        if (!isfinite(norm))
-            return diverged(r, epoch, norm, "gradient norm", out_path, e);
-        long t = (long)++r->st[ST_STEP];
-        if (sq_micro_adam(&lp->mb, &r->net, r->m, r->v, lp->runs.run, lp->runs.n, t, e))
+        sq_micro_result res;
+        upd.t = (long)r->st[ST_STEP] + 1;
+        if (sq_micro_train(&lp->mb, def, &r->net, lp->work, pb, &lp->so, r->st[ST_STEP], &upd,
+                           &res, e))
             return e->code;
-        loss_sum += loss * cnt;
-        loss_cnt += (uint64_t)cnt;
+        if (!isfinite(res.loss))
+            return diverged(r, epoch, res.loss, "loss", out_path, e);
+        if (o->max_loss > 0 && res.loss > o->max_loss)
+            return diverged(r, epoch, res.loss, "loss above --max-loss", out_path, e);
+        if (!res.updated)
+            return diverged(r, epoch, res.norm, "gradient norm", out_path, e);
+        if (lp->first_loss == 0)
+            lp->first_loss = res.loss;
+        r->st[ST_STEP]++;
+        loss_sum += res.loss * res.count;
+        loss_cnt += (uint64_t)res.count;
         if (hooks->progress)
             hooks->progress(hooks->ctx, epoch + 1, i + 1, n_batches,
                             loss_cnt ? loss_sum / (double)loss_cnt : 0);

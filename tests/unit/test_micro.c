@@ -108,6 +108,21 @@ static void check_deferred(unit_ctx *t, sq_micro *mb, const sq_model_def *def, s
     for (int k = 1; k < mb->P; k++)
         zero &= all_zero(mb->net[k].grads, n) && mb->clean[k];
     CHECK(zero && mb->clean[0]);
+    /* the same step and update in one region (sq_micro_train): the same
+     * bits; above max_loss, no update at all */
+    memcpy(net->params, p0, n * sizeof *p0);
+    memset(m, 0, 2 * n * sizeof *m);
+    sq_micro_update u = {.m = m, .v = v, .runs = runs, .n_runs = 2, .t = 1};
+    sq_micro_result res;
+    CHECK_EQ(sq_micro_train(mb, def, net, work, p, so, 1, &u, &res, &e), 0);
+    CHECK(res.updated && res.count == cnt && res.norm == 0);
+    CHECK(memcmp(pa, net->params, n * sizeof *pa) == 0);
+    CHECK(all_zero(net->grads, n) && mb->clean[0] && mb->np == 0);
+    u.max_loss = res.loss / 2;
+    memcpy(net->params, p0, n * sizeof *p0);
+    CHECK_EQ(sq_micro_train(mb, def, net, work, p, so, 1, &u, &res, &e), 0);
+    CHECK(!res.updated && res.loss > u.max_loss);
+    CHECK(memcmp(p0, net->params, n * sizeof *p0) == 0);
     memcpy(net->params, p0, n * sizeof *p0);
     mb->defer = 0;
     sq_micro_step(mb, def, net, work, p, so, 1, &cnt);
