@@ -180,6 +180,31 @@ setup() {
   done
 }
 
+# Without clipping the update sums the threads' gradients inside Adam, in
+# the micro-batches' parallel region; with --clip the sum, the norm and
+# Adam follow the step. A bound never reached must give the same tensors,
+# bit for bit; one that is reached must change them.
+@test "train: --clip with a bound never reached trains the same tensors as no clipping (1 and 2 threads)" {
+  for t in 1 2; do
+    for c in 0 1e9 0.05; do
+      seqrec-train "${TINY[@]}" --threads "$t" --epochs 2 --clip "$c" -o "$T/c$t-$c.sqm" "$T/s.sqr" 2>/dev/null
+    done
+    same=0 differ=0 n=0
+    for tn in $(seqrec-export -m "$T/c$t-0.sqm" --list | cut -f1); do
+      n=$((n + 1))
+      seqrec-export -m "$T/c$t-0.sqm" -t "$tn" -f npy -o "$T/a.npy"
+      seqrec-export -m "$T/c$t-1e9.sqm" -t "$tn" -f npy -o "$T/b.npy"
+      seqrec-export -m "$T/c$t-0.05.sqm" -t "$tn" -f npy -o "$T/c.npy"
+      cmp -s "$T/a.npy" "$T/b.npy" && same=$((same + 1))
+      cmp -s "$T/a.npy" "$T/c.npy" || differ=$((differ + 1))
+    done
+    echo "threads $t: $same of $n tensors the same, $differ changed by clipping"
+    [ "$n" -gt 10 ]
+    [ "$same" -eq "$n" ]
+    [ "$differ" -gt 0 ]
+  done
+}
+
 @test "train: a loss that rises 10x is warned about in the epoch line; --max-loss stops with 70" {
   run --separate-stderr seqrec-train "${TINY[@]}" --epochs 2 --lr 30 -o "$T/hot.sqm" "$T/s.sqr"
   [ "$status" -eq 0 ]
