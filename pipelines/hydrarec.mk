@@ -10,8 +10,9 @@
 # 6,040; HYDRAREC_ML=ml-1m for the complete one). Leave-one-out.
 #
 # Model: the BERT4Rec architecture (seqrec-train --model bert4rec: RecBole's
-# post-LN GELU blocks), the cloze task with mask probability HYDRAREC_MASK (0.1), 2 layers,
-# 8 heads (hydra: heads = d unless Table 4 says otherwise), inner size 256,
+# post-LN GELU blocks), the cloze task with mask probability
+# HYDRAREC_MASK (0.1), 2 layers, 8 heads (hydra: heads = d unless Table 4
+# says otherwise), inner size 256,
 # d = HYDRAREC_DIM (64; the paper's grid 16-128), max length
 # HYDRAREC_MAXLEN (ml 100, Beauty 50; the paper's grid 10-100), batch
 # HYDRAREC_BATCH (16, the low end of the paper's 16-256: with 10% of the

@@ -312,6 +312,10 @@ int sq_micro_train(sq_micro *mb, const sq_model_def *def, sq_net *net, void *wor
                    const sq_micro_update *u, sq_micro_result *res, sq_err *e)
 {
     memset(res, 0, sizeof *res);
+    /* a deferred step leaves its gradient unsummed: the norm would see
+     * part 0 alone */
+    if (u->clip > 0 && mb->defer)
+        return sq_fail(e, SQ_EX_SOFTWARE, "a deferred micro-batch sum cannot be clipped");
     int np = prepare(mb, def, net, b, so);
     if (np >= 2 && mb->defer)
         return fused(mb, def, net, work, so, step, np, u, res, e);

@@ -100,7 +100,8 @@ typedef struct {
     int updated;                /* 0: not updated (a loss or norm out of bounds) */
 } sq_micro_result;
 
-/* 0, or an error code with e set (out of memory) */
+/* 0, or an error code with e set (out of memory; SQ_EX_SOFTWARE for
+ * clipping with mb->defer set) */
 int sq_micro_train(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
                    const sq_packed *b, const sq_step_opts *so, uint64_t step,
                    const sq_micro_update *u, sq_micro_result *res, sq_err *e);

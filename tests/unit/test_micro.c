@@ -123,6 +123,10 @@ static void check_deferred(unit_ctx *t, sq_micro *mb, const sq_model_def *def, s
     CHECK_EQ(sq_micro_train(mb, def, net, work, p, so, 1, &u, &res, &e), 0);
     CHECK(!res.updated && res.loss > u.max_loss);
     CHECK(memcmp(p0, net->params, n * sizeof *p0) == 0);
+    u.max_loss = 0;
+    u.clip = 1; /* clipping needs the summed gradient: refused while deferred */
+    CHECK_EQ(sq_micro_train(mb, def, net, work, p, so, 1, &u, &res, &e), SQ_EX_SOFTWARE);
+    CHECK(memcmp(p0, net->params, n * sizeof *p0) == 0);
     memcpy(net->params, p0, n * sizeof *p0);
     mb->defer = 0;
     sq_micro_step(mb, def, net, work, p, so, 1, &cnt);
