@@ -72,3 +72,9 @@ int sq_ctx_threads(const sq_ctx *cx)
 {
     return cx && cx->threads > 0 ? cx->threads : omp_get_max_threads();
 }
+
+int sq_ctx_team(const sq_ctx *cx)
+{
+    int n = sq_ctx_threads(cx);
+    return n > 1 && omp_get_active_level() < omp_get_max_active_levels() ? n : 1;
+}

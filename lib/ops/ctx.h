@@ -51,5 +51,11 @@ int sq_ctx_download(const sq_ctx *cx, void *dst, const void *src, size_t bytes, 
 /* The thread count an OpenMP loop of an op uses: cx->threads, or OpenMP's
  * default when it is 0 (or cx is NULL). */
 int sq_ctx_threads(const sq_ctx *cx);
+/* The threads a team opened here and now would have: sq_ctx_threads, or
+ * 1 inside a parallel region when no further level can be active
+ * (OpenMP's default: no nesting), as for the first part of a micro-batch
+ * step, which runs on the main context inside the step's team. vec.h's
+ * loops run inline, without a team, when this is 1. */
+int sq_ctx_team(const sq_ctx *cx);
 
 #endif

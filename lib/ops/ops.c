@@ -119,13 +119,12 @@ size_t sq_ce_scratch_size(int chunk, int V1, int C)
 void R(sq_embedding_forward)(const sq_ctx *cx, real *out, const real *table,
                              const int *ids, int T, int C, real scale)
 {
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (int t = 0; t < T; t++) {
+    SQ_PAR_FOR(int, t, T, 1, {
         real *o = out + (size_t)t * C;
         const real *e = table + (size_t)ids[t] * C;
         for (int c = 0; c < C; c++)
             o[c] = ids[t] ? scale * e[c] : (real)0; /* id 0 = padding */
-    }
+    });
 }
 
 void R(sq_embedding_backward)(const sq_ctx *cx, real *dtable, const real *dout,
@@ -133,8 +132,7 @@ void R(sq_embedding_backward)(const sq_ctx *cx, real *dtable, const real *dout,
 {
     /* Several tokens share an item: scatter-add by column blocks, tokens in
      * order (deterministic, no atomics). Row 0 never gets gradient. */
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (int c0 = 0; c0 < C; c0 += COL_BLOCK) {
+    SQ_PAR_FOR(int, c0, C, COL_BLOCK, {
         int c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
         for (int t = 0; t < T; t++) {
             if (!ids[t])
@@ -144,7 +142,7 @@ void R(sq_embedding_backward)(const sq_ctx *cx, real *dtable, const real *dout,
             for (int c = c0; c < c1; c++)
                 d[c] += scale * g[c];
         }
-    }
+    });
 }
 
 /* ------------------------------------------------------------------------ */
@@ -153,19 +151,17 @@ void R(sq_embedding_backward)(const sq_ctx *cx, real *dtable, const real *dout,
 void R(sq_posemb_forward)(const sq_ctx *cx, real *out, const real *inp,
                           const real *pe, const int *pos, int T, int C)
 {
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (int t = 0; t < T; t++) {
+    SQ_PAR_FOR(int, t, T, 1, {
         const real *p = pe + (size_t)pos[t] * C;
         for (int c = 0; c < C; c++)
             out[(size_t)t * C + c] = inp[(size_t)t * C + c] + p[c];
-    }
+    });
 }
 
 void R(sq_posemb_backward)(const sq_ctx *cx, real *dinp, real *dpe,
                            const real *dout, const int *pos, int T, int C)
 {
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (int c0 = 0; c0 < C; c0 += COL_BLOCK) {
+    SQ_PAR_FOR(int, c0, C, COL_BLOCK, {
         int c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
         for (int t = 0; t < T; t++) {
             const real *g = dout + (size_t)t * C;
@@ -175,7 +171,7 @@ void R(sq_posemb_backward)(const sq_ctx *cx, real *dinp, real *dpe,
                 dp[c] += g[c];
             }
         }
-    }
+    });
 }
 
 /* ------------------------------------------------------------------------ */
@@ -214,10 +210,9 @@ void R(sq_layernorm_forward)(const sq_ctx *cx, real *out, real *mean,
                              const real *b, int T, int C, real eps)
 {
     int rows = rows_per_chunk(C);
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) \
-            if (T > rows)
-    for (int t0 = 0; t0 < T; t0 += rows)
+    SQ_PAR_FOR(int, t0, T, rows, {
         R(ln_rows)(out, mean, rstd, inp, w, b, t0, t0 + rows < T ? t0 + rows : T, C, eps);
+    });
 }
 
 /* dx of rows [t0, t1). With n = xhat = (x - mean) rstd and g = w * dout:
@@ -276,16 +271,14 @@ void R(sq_layernorm_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db,
                               const real *rstd, int T, int C)
 {
     int rows = rows_per_chunk(C);
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) \
-            if (T > rows)
-    for (int t0 = 0; t0 < T; t0 += rows)
+    SQ_PAR_FOR(int, t0, T, rows, {
         R(ln_back_rows)(dinp, dout, inp, w, mean, rstd, t0, t0 + rows < T ? t0 + rows : T, C);
+    });
     /* a block of 4 vectors of 16 columns per task: enough to vectorise */
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (int c0 = 0; c0 < C; c0 += 4 * COL_BLOCK) {
+    SQ_PAR_FOR(int, c0, C, 4 * COL_BLOCK, {
         int c1 = c0 + 4 * COL_BLOCK < C ? c0 + 4 * COL_BLOCK : C;
         R(ln_back_cols)(dw, db, dout, inp, mean, rstd, c0, c1, T, C);
-    }
+    });
 }
 
 /* ------------------------------------------------------------------------ */
@@ -300,10 +293,9 @@ void R(sq_linear_forward)(const sq_ctx *cx, real *out, const real *inp,
     }
     /* out = b broadcast, then out += inp W^T in one GEMM (beta = 1). */
     if (b) {
-        #pragma omp parallel for schedule(static) \
-                num_threads(sq_ctx_threads(cx))
-        for (int t = 0; t < T; t++)
+        SQ_PAR_FOR(int, t, T, 1, {
             memcpy(out + (size_t)t * OC, b, (size_t)OC * sizeof *out);
+        });
     }
     r_gemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, OC, C,
            1, inp, C, w, C, b ? 1 : 0, out, OC);
@@ -320,14 +312,12 @@ void R(sq_linear_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db,
     r_gemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, T,
            1, dout, OC, inp, C, 1, dw, C);
     if (db) {
-        #pragma omp parallel for schedule(static) \
-                num_threads(sq_ctx_threads(cx))
-        for (int o0 = 0; o0 < OC; o0 += COL_BLOCK) {
+        SQ_PAR_FOR(int, o0, OC, COL_BLOCK, {
             int o1 = o0 + COL_BLOCK < OC ? o0 + COL_BLOCK : OC;
             for (int t = 0; t < T; t++)
                 for (int o = o0; o < o1; o++)
                     db[o] += dout[(size_t)t * OC + o];
-        }
+        });
     }
 }
 
@@ -519,8 +509,7 @@ void R(sq_segmean_forward)(const sq_ctx *cx, real *out, const real *inp, const i
                            int B, int C)
 {
     /* one segment per iteration, its rows summed in order: deterministic */
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (int b = 0; b < B; b++) {
+    SQ_PAR_FOR(int, b, B, 1, {
         real *o = out + (size_t)b * C;
         int n = off[b + 1] - off[b];
         for (int c = 0; c < C; c++)
@@ -531,14 +520,13 @@ void R(sq_segmean_forward)(const sq_ctx *cx, real *out, const real *inp, const i
         real s = n > 0 ? (real)1 / (real)n : 0;
         for (int c = 0; c < C; c++)
             o[c] *= s;
-    }
+    });
 }
 
 void R(sq_segmean_backward)(const sq_ctx *cx, real *dinp, const real *dout, const int *off,
                             int B, int C)
 {
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (int b = 0; b < B; b++) {
+    SQ_PAR_FOR(int, b, B, 1, {
         int n = off[b + 1] - off[b];
         if (n <= 0)
             continue;
@@ -546,7 +534,7 @@ void R(sq_segmean_backward)(const sq_ctx *cx, real *dinp, const real *dout, cons
         for (int t = off[b]; t < off[b + 1]; t++)
             for (int c = 0; c < C; c++)
                 dinp[(size_t)t * C + c] += s * dout[(size_t)b * C + c];
-    }
+    });
 }
 
 /* ------------------------------------------------------------------------ */
@@ -742,20 +730,14 @@ void R(sq_attention_forward)(const sq_ctx *cx, real *out, real *att,
      * scheduling (segments differ in length) stays deterministic. Each
      * thread packs its pairs' keys into its own kt (without memory for
      * it, the kernel reads them in place: the same sums). */
-    #pragma omp parallel num_threads(sq_ctx_threads(cx))
-    {
-        real *kt = malloc((size_t)maxL * hs * sizeof *kt + 1);
-        #pragma omp for schedule(dynamic, 1)
-        for (int bh = 0; bh < B * H; bh++) {
-            int b, h, o, L = pair_of(off, H, bh, &b, &h, &o);
-            size_t at = (size_t)o * ld + (size_t)h * hs;
-            if (L > 0)
-                R(attn_pair_forward)(out + (size_t)o * C + (size_t)h * hs,
-                                     att + att_base(off, b, H) + (size_t)h * L * L, q + at,
-                                     k + at, v + at, ld, C, L, hs, scale, causal, kt);
-        }
-        free(kt);
-    }
+    SQ_PAR_EACH(bh, B * H, real, kt, (size_t)maxL * hs, {
+        int b, h, o, L = pair_of(off, H, bh, &b, &h, &o);
+        size_t at = (size_t)o * ld + (size_t)h * hs;
+        if (L > 0)
+            R(attn_pair_forward)(out + (size_t)o * C + (size_t)h * hs,
+                                 att + att_base(off, b, H) + (size_t)h * L * L, q + at,
+                                 k + at, v + at, ld, C, L, hs, scale, causal, kt);
+    });
 }
 
 /* ds_ij = scale p_ij (do_i . v_j - do_i . out_i) of row i into dsr[0, jend),
@@ -833,21 +815,15 @@ void R(sq_attention_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
     for (int b = 0; b < B; b++)
         maxL = off[b + 1] - off[b] > maxL ? off[b + 1] - off[b] : maxL;
     /* as the forward: a pair per iteration, each thread its scratch */
-    #pragma omp parallel num_threads(sq_ctx_threads(cx))
-    {
-        real *scratch = malloc(((size_t)hs + (size_t)maxL) * (size_t)maxL * sizeof *scratch + 1);
-        #pragma omp for schedule(dynamic, 1)
-        for (int bh = 0; bh < B * H; bh++) {
-            int b, h, o, L = pair_of(off, H, bh, &b, &h, &o);
-            size_t at = (size_t)o * ld + (size_t)h * hs, ao = (size_t)o * C + (size_t)h * hs;
-            if (L > 0)
-                R(attn_pair_backward)(dq + at, dk + at, dv + at, dout + ao, out + ao, q + at,
-                                      k + at, v + at,
-                                      att + att_base(off, b, H) + (size_t)h * L * L, ld, C, L,
-                                      hs, scale, causal, scratch);
-        }
-        free(scratch);
-    }
+    SQ_PAR_EACH(bh, B * H, real, scratch, ((size_t)hs + (size_t)maxL) * (size_t)maxL, {
+        int b, h, o, L = pair_of(off, H, bh, &b, &h, &o);
+        size_t at = (size_t)o * ld + (size_t)h * hs, ao = (size_t)o * C + (size_t)h * hs;
+        if (L > 0)
+            R(attn_pair_backward)(dq + at, dk + at, dv + at, dout + ao, out + ao, q + at,
+                                  k + at, v + at,
+                                  att + att_base(off, b, H) + (size_t)h * L * L, ld, C, L,
+                                  hs, scale, causal, scratch);
+    });
 }
 
 /* ------------------------------------------------------------------------ */
@@ -930,9 +906,7 @@ static double R(ce_full)(const sq_ctx *cx, real *dh, real *dE, real *dbias, real
         /* Softmax over items 1..V1-1 in place, the loss, and (training)
          * dlogits in the same buffer. Item 0 (padding) is out of the
          * softmax: its probability and gradient are 0. */
-        #pragma omp parallel for schedule(static) \
-                num_threads(sq_ctx_threads(cx))
-        for (int r = 0; r < m; r++) {
+        SQ_PAR_FOR(int, r, m, 1, {
             int y = targets[e0 + r];
             real *lr = logits + (size_t)r * V1;
             if (!y) {
@@ -941,7 +915,7 @@ static double R(ce_full)(const sq_ctx *cx, real *dh, real *dE, real *dbias, real
                 continue;
             }
             rowloss[r] = R(ce_row)(lr, V1, y, g, grad);
-        }
+        });
         for (int r = 0; r < m; r++) /* fixed order */
             total += rowloss[r];
         if (!grad)
@@ -1102,12 +1076,11 @@ void R(sq_copy)(const sq_ctx *cx, real *dst, const real *src, size_t n)
 void R(sq_fill2d)(const sq_ctx *cx, real *dst, int ld, int rows, int cols,
                   real v)
 {
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (int r = 0; r < rows; r++) {
+    SQ_PAR_FOR(int, r, rows, 1, {
         real *d = dst + (size_t)r * ld;
         for (int c = 0; c < cols; c++)
             d[c] = v;
-    }
+    });
 }
 
 void R(sq_copy2d)(const sq_ctx *cx, real *dst, int ld_dst, const real *src,
@@ -1115,22 +1088,21 @@ void R(sq_copy2d)(const sq_ctx *cx, real *dst, int ld_dst, const real *src,
 {
     if (cols <= 0)
         return;
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (int r = 0; r < rows; r++)
+    SQ_PAR_FOR(int, r, rows, 1, {
         memcpy(dst + (size_t)r * ld_dst, src + (size_t)r * ld_src,
                (size_t)cols * sizeof *dst);
+    });
 }
 
 void R(sq_add2d)(const sq_ctx *cx, real *dst, int ld_dst, const real *src,
                  int ld_src, int rows, int cols)
 {
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (int r = 0; r < rows; r++) {
+    SQ_PAR_FOR(int, r, rows, 1, {
         real *d = dst + (size_t)r * ld_dst;
         const real *s = src + (size_t)r * ld_src;
         for (int c = 0; c < cols; c++)
             d[c] += s[c];
-    }
+    });
 }
 
 void R(sq_gather_rows)(const sq_ctx *cx, real *out, const real *in,
@@ -1138,10 +1110,10 @@ void R(sq_gather_rows)(const sq_ctx *cx, real *out, const real *in,
 {
     if (C <= 0)
         return;
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (int i = 0; i < n; i++)
+    SQ_PAR_FOR(int, i, n, 1, {
         memcpy(out + (size_t)i * C, in + (size_t)(rows ? rows[i] : i) * C,
                (size_t)C * sizeof *out);
+    });
 }
 
 void R(sq_scatter_add_rows)(const sq_ctx *cx, real *out, const real *in,
@@ -1149,8 +1121,7 @@ void R(sq_scatter_add_rows)(const sq_ctx *cx, real *out, const real *in,
 {
     /* Rows may repeat: column blocks in parallel, entries in order inside
      * each (as sq_embedding_backward), so every sum runs in i order. */
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (int c0 = 0; c0 < C; c0 += COL_BLOCK) {
+    SQ_PAR_FOR(int, c0, C, COL_BLOCK, {
         int c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
         for (int i = 0; i < n; i++) {
             real *o = out + (size_t)(rows ? rows[i] : i) * C;
@@ -1158,7 +1129,7 @@ void R(sq_scatter_add_rows)(const sq_ctx *cx, real *out, const real *in,
             for (int c = c0; c < c1; c++)
                 o[c] += s[c];
         }
-    }
+    });
 }
 
 /* ------------------------------------------------------------------------ */

@@ -46,17 +46,64 @@ static inline size_t sq_chunk(size_t n, long c, size_t *len)
     return i0;
 }
 
+/* SQ_PAR_FOR(type, i, n, step, BODY): for (type i = 0; i < n; i += step)
+ * BODY, on the threads of the context `cx` in scope (a static schedule:
+ * iterations must not depend on one another) when it has more than one
+ * thread to run on (sq_ctx_team) and the loop more than one iteration,
+ * and inline otherwise. libgomp builds a team even for one thread: its
+ * set-up and two futex calls at the barriers, 0.6-0.8 us measured, which
+ * the ops of a micro-batch part (one thread inside the step's team,
+ * lib/train/micro.c) paid about 150 times a step. Either branch runs the same iterations,
+ * so the bits do not depend on which one ran. */
+#define SQ_PAR_FOR(type, i, n, step, ...)                                         \
+    do {                                                                           \
+        type sq_n_ = (n), sq_s_ = (step);                                          \
+        if (sq_n_ > sq_s_ && sq_ctx_team(cx) > 1) {                                \
+            _Pragma("omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))") \
+            for (type i = 0; i < sq_n_; i += sq_s_)                                \
+                __VA_ARGS__                                                        \
+        } else {                                                                   \
+            for (type i = 0; i < sq_n_; i += sq_s_)                                \
+                __VA_ARGS__                                                        \
+        }                                                                          \
+    } while (0)
+
+/* SQ_PAR_EACH(i, n, type, scratch, count, BODY): BODY for int i in [0, n)
+ * with a dynamic schedule (for iterations of uneven cost that write
+ * disjoint outputs, so the bits do not depend on which thread ran which),
+ * each thread with its own `type *scratch` of count elements (NULL when
+ * there is no memory for it: BODY must then do without). Inline, with no
+ * team, for one thread, as SQ_PAR_FOR. */
+#define SQ_PAR_EACH(i, n, type, scratch, count, ...)                               \
+    do {                                                                           \
+        int sq_n_ = (n);                                                           \
+        size_t sq_b_ = (size_t)(count) * sizeof(type) + 1;                         \
+        if (sq_n_ > 1 && sq_ctx_team(cx) > 1) {                                    \
+            _Pragma("omp parallel num_threads(sq_ctx_threads(cx))")                \
+            {                                                                      \
+                type *scratch = malloc(sq_b_);                                     \
+                _Pragma("omp for schedule(dynamic, 1)")                            \
+                for (int i = 0; i < sq_n_; i++)                                    \
+                    __VA_ARGS__                                                    \
+                free(scratch);                                                     \
+            }                                                                      \
+        } else {                                                                   \
+            type *scratch = malloc(sq_b_);                                         \
+            for (int i = 0; i < sq_n_; i++)                                        \
+                __VA_ARGS__                                                        \
+            free(scratch);                                                         \
+        }                                                                          \
+    } while (0)
+
 /* Runs CALL (an SQ_VEC kernel on elements [i0, i0 + len)) over the chunks
  * of n elements, on the threads of the context `cx` in scope. */
 #define SQ_FOR_CHUNKS(n, CALL)                                                     \
     do {                                                                           \
         size_t n_ = (n);                                                           \
-        long chunks_ = sq_chunks(n_);                                              \
-        _Pragma("omp parallel for schedule(static) num_threads(sq_ctx_threads(cx)) if (chunks_ > 1)") \
-        for (long c_ = 0; c_ < chunks_; c_++) {                                    \
+        SQ_PAR_FOR(long, c_, sq_chunks(n_), 1, {                                   \
             size_t len, i0 = sq_chunk(n_, c_, &len);                               \
             CALL;                                                                  \
-        }                                                                          \
+        });                                                                        \
     } while (0)
 
 /* Partial sums of a vectorised reduction: a multiple of every vector
