@@ -30,9 +30,6 @@ trap 'rm -rf "$tmp"' EXIT
 N=50 C=64 F=64 LAYERS=2
 ARGS="--model sasrec --max-len $N --dim $C --ffn $F --layers $LAYERS --heads 1"
 ARGS="$ARGS --dropout 0.5 --batch 128 --seed 1"
-# Rows of CE logits per GEMM call: lib/model/sasrec.c's ce_chunk (the
-# entries of a batch, at most 512).
-CE_CHUNK=${CE_CHUNK:-512}
 
 out() { echo "sasrec,$1,$2" | tee -a "$CSV"; }
 # the median (of an even count: the mean of the middle two, so that with 2
@@ -56,6 +53,10 @@ set -- $("$BIN/seqrec-cat" "$SPLIT" | awk -F '\t' -v N="$N" '
 USERS=$1 TOKENS=$2 PAIRS=$3
 items=$("$BIN/seqrec-cat" -H "$SPLIT" | awk '$1 == "n_items" {print $2}')
 V1=$((items + 1))
+# Rows of CE logits per GEMM call: sq_ce_chunk's rule (lib/ops/ops.c),
+# about 2^20 logits a chunk, at least 16 rows (a batch part has more
+# entries than that here).
+CE_CHUNK=${CE_CHUNK:-$(( (1 << 20) / V1 < 16 ? 16 : (1 << 20) / V1 ))}
 # The C runs train on a copy of the split without its validation and test
 # items: the same training samples, no validation (the timed seconds
 # exclude it anyway; this keeps its scoring out of the perf samples).
@@ -68,6 +69,7 @@ out threads "$THREADS"
 out users "$USERS"
 out train_tokens "$TOKENS"
 out items "$items"
+out ce_chunk_rows "$CE_CHUNK"
 
 # GEMM FLOPs of one training epoch, 2 M N K per GEMM, over T tokens, width
 # C, FFN width F, L layers, V1 = items + 1 logit columns. A linear layer of

@@ -15,6 +15,7 @@
 
 #include "attn_cross.h"
 #include "real.h"
+#include "vec.h"
 
 /* Below this many multiply-adds (H hs sum nq nk) the ops run on the
  * calling thread: a team costs more than the work. */
@@ -52,9 +53,7 @@ void R(sq_cross_attention_forward)(const sq_ctx *cx, real *out, real *att, const
     /* One (segment, head) item per iteration: items write disjoint parts
      * of out and att, each in a fixed order, so dynamic scheduling
      * (segments differ in size) stays deterministic. */
-    #pragma omp parallel for schedule(dynamic, 1) num_threads(sq_ctx_threads(cx)) \
-            if (xatt_fork(offq, offk, B, H, C))
-    for (int bh = 0; bh < B * H; bh++) {
+    SQ_PAR_LOOP(dynamic, xatt_fork(offq, offk, B, H, C), int, bh, B * H, 1, {
         int b = bh / H, h = bh % H;
         int oq = offq[b], nq = offq[b + 1] - offq[b];
         int ok = offk[b], nk = offk[b + 1] - offk[b];
@@ -75,7 +74,7 @@ void R(sq_cross_attention_forward)(const sq_ctx *cx, real *out, real *att, const
             sq_softmax_row(arow, nk, nk); /* exp(s - max s) / sum */
             sq_attend_row(oi, arow, vh, nk, ldk, hs);
         }
-    }
+    });
 }
 
 void R(sq_cross_attention_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
@@ -93,9 +92,7 @@ void R(sq_cross_attention_backward)(const sq_ctx *cx, real *dq, real *dk, real *
      * in the order of sq_attention_backward. Item (b, h) alone owns the
      * rows of segment b in both sets (head h's columns), so dk_j and dv_j
      * sum over i in row order whatever the thread count. */
-    #pragma omp parallel for schedule(dynamic, 1) num_threads(sq_ctx_threads(cx)) \
-            if (xatt_fork(offq, offk, B, H, C))
-    for (int bh = 0; bh < B * H; bh++) {
+    SQ_PAR_LOOP(dynamic, xatt_fork(offq, offk, B, H, C), int, bh, B * H, 1, {
         int b = bh / H, h = bh % H;
         int oq = offq[b], nq = offq[b + 1] - offq[b];
         int ok = offk[b], nk = offk[b + 1] - offk[b];
@@ -117,5 +114,5 @@ void R(sq_cross_attention_backward)(const sq_ctx *cx, real *dq, real *dk, real *
                 sq_axpy(dk + kr, ds, qi, hs);
             }
         }
-    }
+    });
 }

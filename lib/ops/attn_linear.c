@@ -22,6 +22,7 @@
 
 #include "attn_linear.h"
 #include "real.h"
+#include "vec.h"
 
 #include <string.h>
 
@@ -704,12 +705,10 @@ static void hydra_bwd(real *dv, real *dpq, real *dpk, const real *dout,
 static void row_rnorms(const sq_ctx *cx, real *n, const real *x, int ld,
                        int T, int C)
 {
-    #pragma omp parallel for schedule(static) if(par_worth(T, C, 0)) \
-            num_threads(sq_ctx_threads(cx))
-    for (int t = 0; t < T; t++) {
+    SQ_PAR_LOOP(static, par_worth(T, C, 0), int, t, T, 1, {
         const real *xt = x + (size_t)t * ld;
         n[t] = (real)1 / r_sqrt(sq_dot(xt, xt, C) + (real)SQ_LATTN_EPS);
-    }
+    });
 }
 
 /* dx_t += n_t (dphi_t - phi_t (phi_t . dphi_t)), phi_t = n_t x_t. */
@@ -717,15 +716,13 @@ static void row_rnorms_backward(const sq_ctx *cx, real *dx, const real *dphi,
                                 const real *x, const real *n, int ld, int T,
                                 int C)
 {
-    #pragma omp parallel for schedule(static) if(par_worth(T, C, 0)) \
-            num_threads(sq_ctx_threads(cx))
-    for (int t = 0; t < T; t++) {
+    SQ_PAR_LOOP(static, par_worth(T, C, 0), int, t, T, 1, {
         const real *xt = x + (size_t)t * ld, *dp = dphi + (size_t)t * C;
         real nt = n[t], s = sq_dot(xt, dp, C) * nt * nt;
         real *d = dx + (size_t)t * ld;
         for (int c = 0; c < C; c++)
             d[c] += nt * (dp[c] - xt[c] * s);
-    }
+    });
 }
 
 void R(sq_hydra_attn_forward)(const sq_ctx *cx, real *out, real *cache,

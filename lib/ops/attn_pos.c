@@ -14,6 +14,7 @@
 
 #include "attn_pos.h"
 #include "real.h"
+#include "vec.h"
 
 #include <float.h>
 #include <string.h>
@@ -92,9 +93,7 @@ void R(sq_pa_forward)(const sq_ctx *cx, real *out, real *att, const real *Rw,
     size_t nn = (size_t)max_len * max_len;
     /* One (segment, head) pair per iteration, one thread each: disjoint
      * outputs, fixed order inside, so dynamic scheduling is deterministic. */
-    #pragma omp parallel for schedule(dynamic, 1) \
-            num_threads(sq_ctx_threads(cx))
-    for (int bh = 0; bh < B * H; bh++) {
+    SQ_PAR_LOOP(dynamic, 1, int, bh, B * H, 1, {
         int b = bh / H, h = bh % H;
         int o = off[b], L = off[b + 1] - off[b];
         const int *p = pos + o;
@@ -110,7 +109,7 @@ void R(sq_pa_forward)(const sq_ctx *cx, real *out, real *att, const real *Rw,
             sq_attend_row(out + (size_t)(o + i) * C + h * hs, arow,
                           v + (size_t)o * ld + h * hs, jend, ld, hs);
         }
-    }
+    });
 }
 
 void R(sq_pa_backward)(const sq_ctx *cx, real *dRw, real *dv, const real *dout,
@@ -123,9 +122,7 @@ void R(sq_pa_backward)(const sq_ctx *cx, real *dRw, real *dv, const real *dout,
     size_t nn = (size_t)max_len * max_len;
     /* dv_j += sum_i A_ij dout_i: per (segment, head), rows in order. */
     if (dv) {
-        #pragma omp parallel for schedule(dynamic, 1) \
-                num_threads(sq_ctx_threads(cx))
-        for (int bh = 0; bh < B * H; bh++) {
+        SQ_PAR_LOOP(dynamic, 1, int, bh, B * H, 1, {
             int b = bh / H, h = bh % H;
             int o = off[b], L = off[b + 1] - off[b];
             const real *a = att + pa_base(off, b, H) + (size_t)h * L * L;
@@ -136,7 +133,7 @@ void R(sq_pa_backward)(const sq_ctx *cx, real *dRw, real *dv, const real *dout,
                 for (int j = 0; j < jend; j++)
                     sq_axpy(dv + (size_t)(o + j) * ld + h * hs, arow[j], doi, hs);
             }
-        }
+        });
     }
     if (!dRw)
         return;
@@ -144,9 +141,7 @@ void R(sq_pa_backward)(const sq_ctx *cx, real *dRw, real *dv, const real *dout,
      * softmax backward, with sum_j' A_ij' dA_ij' = dout_i . out_i. One row
      * (h, q) of dRw per iteration; the segments that occupy position q add
      * into it in segment order. */
-    #pragma omp parallel for schedule(dynamic, 1) \
-            num_threads(sq_ctx_threads(cx))
-    for (int hq = 0; hq < H * max_len; hq++) {
+    SQ_PAR_LOOP(dynamic, 1, int, hq, H * max_len, 1, {
         int h = hq / max_len, q = hq % max_len;
         real *drow = dRw + (size_t)h * nn + (size_t)q * max_len;
         size_t base = 0; /* pa_base(off, b, H), kept up to date */
@@ -166,7 +161,7 @@ void R(sq_pa_backward)(const sq_ctx *cx, real *dRw, real *dv, const real *dout,
             }
             base += (size_t)H * L * L;
         }
-    }
+    });
 }
 
 /* ------------------------------------------------------------------------ */
@@ -269,9 +264,7 @@ void R(sq_fixed_forward)(const sq_ctx *cx, real *out, const real *v, int ld,
                          int max_len, int kind, real decay, int causal)
 {
     real logdecay = kind == SQ_ATTN_EXP_ANNEAL ? r_log(decay) : (real)0;
-    #pragma omp parallel for schedule(dynamic, 1) \
-            num_threads(sq_ctx_threads(cx))
-    for (int b = 0; b < B; b++) {
+    SQ_PAR_LOOP(dynamic, 1, int, b, B, 1, {
         int o = off[b], L = off[b + 1] - off[b];
         const int *p = pos + o;
         for (int i = 0; i < L; i++) {
@@ -289,7 +282,7 @@ void R(sq_fixed_forward)(const sq_ctx *cx, real *out, const real *v, int ld,
             for (int c = 0; c < C; c++)
                 oi[c] *= inv;
         }
-    }
+    });
 }
 
 void R(sq_fixed_backward)(const sq_ctx *cx, real *dv, const real *dout, int ld,
@@ -297,9 +290,7 @@ void R(sq_fixed_backward)(const sq_ctx *cx, real *dv, const real *dout, int ld,
                           int max_len, int kind, real decay, int causal)
 {
     real logdecay = kind == SQ_ATTN_EXP_ANNEAL ? r_log(decay) : (real)0;
-    #pragma omp parallel for schedule(dynamic, 1) \
-            num_threads(sq_ctx_threads(cx))
-    for (int b = 0; b < B; b++) {
+    SQ_PAR_LOOP(dynamic, 1, int, b, B, 1, {
         int o = off[b], L = off[b + 1] - off[b];
         const int *p = pos + o;
         for (int i = 0; i < L; i++) {
@@ -311,7 +302,7 @@ void R(sq_fixed_backward)(const sq_ctx *cx, real *dv, const real *dout, int ld,
                      inv * fixed_a(kind, p[i], p[j], max_len, logdecay, causal),
                      doi, C);
         }
-    }
+    });
 }
 
 /* ------------------------------------------------------------------------ */
@@ -324,9 +315,7 @@ void R(sq_mixing_forward)(const sq_ctx *cx, real *out, real *cache,
 {
     size_t TC = (size_t)off[B] * C;
     real *u = cache, *g = cache + TC;
-    #pragma omp parallel for schedule(dynamic, 1) \
-            num_threads(sq_ctx_threads(cx))
-    for (int b = 0; b < B; b++) {
+    SQ_PAR_LOOP(dynamic, 1, int, b, B, 1, {
         int o = off[b], L = off[b + 1] - off[b];
         const int *p = pos + o;
         /* hidden units at the segment's positions */
@@ -351,7 +340,7 @@ void R(sq_mixing_forward)(const sq_ctx *cx, real *out, real *cache,
             for (int t = 0; t < tend; t++)
                 sq_axpy(oi, w2row[p[t]], g + (size_t)(o + t) * C, C);
         }
-    }
+    });
 }
 
 void R(sq_mixing_backward)(const sq_ctx *cx, real *dx, real *dW1, real *db1,
@@ -366,9 +355,7 @@ void R(sq_mixing_backward)(const sq_ctx *cx, real *dx, real *dW1, real *db1,
     real *du = scratch;
     /* Per segment: du_t = gelu'(u_t) * sum_{i: t in allowed(i)} W2[p_i, p_t]
      * dout_i, then dx_j += sum_{t: j in allowed(t)} W1[p_t, p_j] du_t. */
-    #pragma omp parallel for schedule(dynamic, 1) \
-            num_threads(sq_ctx_threads(cx))
-    for (int b = 0; b < B; b++) {
+    SQ_PAR_LOOP(dynamic, 1, int, b, B, 1, {
         int o = off[b], L = off[b + 1] - off[b];
         const int *p = pos + o;
         for (int t = 0; t < L; t++) {
@@ -391,12 +378,10 @@ void R(sq_mixing_backward)(const sq_ctx *cx, real *dx, real *dW1, real *db1,
             for (int j = 0; j < jend; j++)
                 sq_axpy(dx + (size_t)(o + j) * ld, w1row[p[j]], dut, C);
         }
-    }
+    });
     /* Parameter rows: position q's rows of W1, W2 and entries of b1, b2,
      * the segments that occupy q adding in segment order. */
-    #pragma omp parallel for schedule(dynamic, 1) \
-            num_threads(sq_ctx_threads(cx))
-    for (int q = 0; q < max_len; q++) {
+    SQ_PAR_LOOP(dynamic, 1, int, q, max_len, 1, {
         real *dw1 = dW1 + (size_t)q * max_len, *dw2 = dW2 + (size_t)q * max_len;
         for (int b = 0; b < B; b++) {
             int o = off[b], L = off[b + 1] - off[b];
@@ -419,5 +404,5 @@ void R(sq_mixing_backward)(const sq_ctx *cx, real *dx, real *dW1, real *db1,
                 dw1[p[j]] += sq_dot(dui, x + (size_t)(o + j) * ld, C);
             }
         }
-    }
+    });
 }

@@ -10,6 +10,7 @@
 
 #include "attn_silu.h"
 #include "real.h"
+#include "vec.h"
 
 #if !SQ_REAL_IS_F64
 size_t sq_attn_silu_scratch_size(int B, int H, int max_len)
@@ -28,8 +29,7 @@ void R(sq_attn_silu_forward)(const sq_ctx *cx, real *out, const real *q, const r
     int E = H * v_dim;
     /* One (segment, head) pair per iteration: disjoint outputs, a fixed
      * order inside, so dynamic scheduling stays deterministic. */
-    #pragma omp parallel for schedule(dynamic, 1) num_threads(sq_ctx_threads(cx))
-    for (int bh = 0; bh < B * H; bh++) {
+    SQ_PAR_LOOP(dynamic, 1, int, bh, B * H, 1, {
         int b = bh / H, h = bh % H, o = off[b], L = off[b + 1] - off[b];
         const real *bias = rab + (size_t)h * max_len;
         for (int i = 0; i < L; i++) {
@@ -44,7 +44,7 @@ void R(sq_attn_silu_forward)(const sq_ctx *cx, real *out, const real *q, const r
                         v_dim);
             }
         }
-    }
+    });
 }
 
 void R(sq_attn_silu_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv, real *drab,
@@ -53,8 +53,7 @@ void R(sq_attn_silu_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv, re
                               int H, int qk_dim, int v_dim, int max_len, real scale)
 {
     int E = H * v_dim;
-    #pragma omp parallel for schedule(dynamic, 1) num_threads(sq_ctx_threads(cx))
-    for (int bh = 0; bh < B * H; bh++) {
+    SQ_PAR_LOOP(dynamic, 1, int, bh, B * H, 1, {
         int b = bh / H, h = bh % H, o = off[b], L = off[b + 1] - off[b];
         const real *bias = rab + (size_t)h * max_len;
         real *part = drab ? scratch + (size_t)bh * max_len : NULL; /* this pair's drab */
@@ -80,18 +79,17 @@ void R(sq_attn_silu_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv, re
                     part[i - j] += ds;
             }
         }
-    }
+    });
     if (!drab)
         return;
     /* drab[h, d] = the pairs' partial sums in segment order */
-    #pragma omp parallel for num_threads(sq_ctx_threads(cx))
-    for (int hd = 0; hd < H * max_len; hd++) {
+    SQ_PAR_FOR(int, hd, H * max_len, 1, {
         int h = hd / max_len, d = hd % max_len;
         real acc = 0;
         for (int b = 0; b < B; b++)
             acc += scratch[((size_t)b * H + h) * max_len + d];
         drab[hd] += acc;
-    }
+    });
 }
 
 /* ------------------------------------------------------------------------ */
@@ -100,40 +98,39 @@ void R(sq_attn_silu_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv, re
 void R(sq_silu_forward)(const sq_ctx *cx, real *out, const real *x, int ld, int rows,
                         int cols)
 {
-    #pragma omp parallel for num_threads(sq_ctx_threads(cx))
-    for (int r = 0; r < rows; r++)
+    SQ_PAR_FOR(int, r, rows, 1, {
         for (int c = 0; c < cols; c++) {
             real z = x[(size_t)r * ld + c];
             out[(size_t)r * ld + c] = z * sq_sigmoid(z);
         }
+    });
 }
 
 void R(sq_silu_backward)(const sq_ctx *cx, real *dx, const real *dout, const real *x, int ld,
                          int rows, int cols)
 {
-    #pragma omp parallel for num_threads(sq_ctx_threads(cx))
-    for (int r = 0; r < rows; r++)
+    SQ_PAR_FOR(int, r, rows, 1, {
         for (int c = 0; c < cols; c++) {
             size_t i = (size_t)r * ld + c;
             real sg = sq_sigmoid(x[i]);
             dx[i] += dout[i] * sg * ((real)1 + x[i] * ((real)1 - sg));
         }
+    });
 }
 
 void R(sq_gate_forward)(const sq_ctx *cx, real *out, const real *a, int lda, const real *b,
                         int ldb, int rows, int cols)
 {
-    #pragma omp parallel for num_threads(sq_ctx_threads(cx))
-    for (int r = 0; r < rows; r++)
+    SQ_PAR_FOR(int, r, rows, 1, {
         for (int c = 0; c < cols; c++)
             out[(size_t)r * cols + c] = a[(size_t)r * lda + c] * b[(size_t)r * ldb + c];
+    });
 }
 
 void R(sq_gate_backward)(const sq_ctx *cx, real *da, real *db, const real *dout,
                          const real *a, int lda, const real *b, int ldb, int rows, int cols)
 {
-    #pragma omp parallel for num_threads(sq_ctx_threads(cx))
-    for (int r = 0; r < rows; r++)
+    SQ_PAR_FOR(int, r, rows, 1, {
         for (int c = 0; c < cols; c++) {
             real g = dout[(size_t)r * cols + c];
             if (da)
@@ -141,4 +138,5 @@ void R(sq_gate_backward)(const sq_ctx *cx, real *da, real *db, const real *dout,
             if (db)
                 db[(size_t)r * ldb + c] += g * a[(size_t)r * lda + c];
         }
+    });
 }

@@ -10,6 +10,7 @@
 
 #include "attnpool.h"
 #include "real.h"
+#include "vec.h"
 
 #include <math.h>
 #include <omp.h>
@@ -17,8 +18,7 @@
 void R(sq_attnpool_forward)(const sq_ctx *cx, real *out, real *alpha, const real *score,
                             const real *inp, const int *off, int B, int C)
 {
-#pragma omp parallel for num_threads(sq_ctx_threads(cx)) schedule(static)
-    for (int b = 0; b < B; b++) {
+SQ_PAR_FOR(int, b, B, 1, {
         int t0 = off[b], t1 = off[b + 1];
         real *o = out + (size_t)b * C;
         for (int c = 0; c < C; c++)
@@ -42,15 +42,14 @@ void R(sq_attnpool_forward)(const sq_ctx *cx, real *out, real *alpha, const real
             for (int c = 0; c < C; c++)
                 o[c] += alpha[t] * x[c];
         }
-    }
+    });
 }
 
 void R(sq_attnpool_backward)(const sq_ctx *cx, real *dinp, real *dscore, const real *dout,
                              const real *alpha, const real *inp, const int *off, int B,
                              int C)
 {
-#pragma omp parallel for num_threads(sq_ctx_threads(cx)) schedule(static)
-    for (int b = 0; b < B; b++) {
+SQ_PAR_FOR(int, b, B, 1, {
         int t0 = off[b], t1 = off[b + 1];
         const real *d = dout + (size_t)b * C;
         double mean = 0;
@@ -69,5 +68,5 @@ void R(sq_attnpool_backward)(const sq_ctx *cx, real *dinp, real *dscore, const r
         if (dscore)
             for (int t = t0; t < t1; t++)
                 dscore[t] = (real)(alpha[t] * ((double)dscore[t] - mean));
-    }
+    });
 }

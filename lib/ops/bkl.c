@@ -11,6 +11,7 @@
 
 #include "bkl.h"
 #include "real.h"
+#include "vec.h"
 
 #include <math.h>
 #include <string.h>
@@ -134,10 +135,10 @@ static double R(bkl_full)(const sq_ctx *cx, real *dh, real *dE, real *scratch, c
         /* logits[2m, V1] = hc[2m, C] E[V1, C]^T */
         r_gemm(CblasRowMajor, CblasNoTrans, CblasTrans, 2 * m, V1, C,
                1, hc, C, E, C, 0, logits, V1);
-        #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-        for (int r = 0; r < m; r++)
+        SQ_PAR_FOR(int, r, m, 1, {
             rowloss[r] = (real)R(bkl_rows)(logits + (size_t)r * V1,
                                            logits + (size_t)(m + r) * V1, V1, g, grad);
+        });
         for (int r = 0; r < m; r++) /* fixed order */
             total += rowloss[r];
         if (!grad)

@@ -13,6 +13,7 @@
 
 #include "conv.h"
 #include "real.h"
+#include "vec.h"
 
 /* Below this many multiply-adds an op runs on one thread (a fork costs
  * more than a few microseconds of work). */
@@ -56,11 +57,10 @@ void R(sq_hconv_forward)(const sq_ctx *cx, real *out, int ldo, int *arg, const r
                          const real *w, const real *b, int n, int L, int C, int F)
 {
     double work = (double)n * F * C * L * L;
-    #pragma omp parallel for schedule(static) if(par_worth(work)) \
-            num_threads(sq_ctx_threads(cx))
-    for (int i = 0; i < n; i++)
+    SQ_PAR_LOOP(static, par_worth(work), int, i, n, 1, {
         R(hconv_window)(out + (size_t)i * ldo, arg + (size_t)i * L * F,
                         x + (size_t)i * L * C, w, b, L, C, F);
+    });
 }
 
 /* dx of one window: each live output sends dout w_h[f] to the h rows of
@@ -84,16 +84,13 @@ void R(sq_hconv_backward)(const sq_ctx *cx, real *dx, real *dw, real *db, const 
                           int C, int F)
 {
     double work = (double)n * F * C * L * L;
-    #pragma omp parallel for schedule(static) if(par_worth(work)) \
-            num_threads(sq_ctx_threads(cx))
-    for (int i = 0; i < n; i++)
+    SQ_PAR_LOOP(static, par_worth(work), int, i, n, 1, {
         R(hconv_dx_window)(dx + (size_t)i * L * C, dout + (size_t)i * ldo,
                            arg + (size_t)i * L * F, w, L, C, F);
+    });
     /* filter j = (h - 1) F + f: dw_h[f] += dout x[rows of the max] and
      * db += dout, over the windows in ascending order */
-    #pragma omp parallel for schedule(dynamic, 1) if(par_worth(work)) \
-            num_threads(sq_ctx_threads(cx))
-    for (int j = 0; j < L * F; j++) {
+    SQ_PAR_LOOP(dynamic, par_worth(work), int, j, L * F, 1, {
         int h = j / F + 1, f = j % F;
         real *dwf = dw + sq_hconv_offset(h, F, C) + (size_t)f * h * C, dbf = 0;
         for (int i = 0; i < n; i++) {
@@ -105,7 +102,7 @@ void R(sq_hconv_backward)(const sq_ctx *cx, real *dx, real *dw, real *db, const 
             dbf += g;
         }
         db[j] += dbf;
-    }
+    });
 }
 
 /* ------------------------------------------------------------------------ */
@@ -114,9 +111,7 @@ void R(sq_hconv_backward)(const sq_ctx *cx, real *dx, real *dw, real *db, const 
 void R(sq_vconv_forward)(const sq_ctx *cx, real *out, int ldo, const real *x, const real *w,
                          const real *b, int n, int L, int C, int F)
 {
-    #pragma omp parallel for schedule(static) if(par_worth((double)n * F * L * C)) \
-            num_threads(sq_ctx_threads(cx))
-    for (int i = 0; i < n; i++) {
+    SQ_PAR_LOOP(static, par_worth((double)n * F * L * C), int, i, n, 1, {
         const real *xi = x + (size_t)i * L * C;
         for (int f = 0; f < F; f++) {
             real *y = out + (size_t)i * ldo + (size_t)f * C;
@@ -125,7 +120,7 @@ void R(sq_vconv_forward)(const sq_ctx *cx, real *out, int ldo, const real *x, co
             for (int k = 0; k < L; k++)
                 sq_axpy(y, w[(size_t)f * L + k], xi + (size_t)k * C, C);
         }
-    }
+    });
 }
 
 void R(sq_vconv_backward)(const sq_ctx *cx, real *dx, real *dw, real *db, const real *dout,
@@ -133,15 +128,14 @@ void R(sq_vconv_backward)(const sq_ctx *cx, real *dx, real *dw, real *db, const 
 {
     int par = par_worth((double)n * F * L * C);
     /* dx[i, k] += sum_f w[f, k] dout[i, f] */
-    #pragma omp parallel for schedule(static) if(par) num_threads(sq_ctx_threads(cx))
-    for (int i = 0; i < n; i++)
+    SQ_PAR_LOOP(static, par, int, i, n, 1, {
         for (int k = 0; k < L; k++)
             for (int f = 0; f < F; f++)
                 sq_axpy(dx + ((size_t)i * L + k) * C, w[(size_t)f * L + k],
                         dout + (size_t)i * ldo + (size_t)f * C, C);
+    });
     /* dw[f, k] += sum_i dout[i, f] . x[i, k]; db[f] += sum_i sum_c dout[i, f, c] */
-    #pragma omp parallel for schedule(static) if(par) num_threads(sq_ctx_threads(cx))
-    for (int f = 0; f < F; f++) {
+    SQ_PAR_LOOP(static, par, int, f, F, 1, {
         real dbf = 0;
         for (int i = 0; i < n; i++) {
             const real *g = dout + (size_t)i * ldo + (size_t)f * C;
@@ -152,5 +146,5 @@ void R(sq_vconv_backward)(const sq_ctx *cx, real *dx, real *dw, real *db, const 
         }
         if (db)
             db[f] += dbf;
-    }
+    });
 }

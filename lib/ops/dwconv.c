@@ -15,6 +15,7 @@
 #include "dwconv.h"
 #include "ops.h"
 #include "real.h"
+#include "vec.h"
 
 /* Below this many multiply-adds an op runs on one thread (as in
  * attn_linear.c: a fork costs more than a few microseconds of work). */
@@ -37,9 +38,7 @@ void R(sq_dwconv_forward)(const sq_ctx *cx, real *out, const real *x, int ld, co
                           const real *b, int K, const int *off, int B, int C, int causal)
 {
     int T = off[B], lo = sq_dwconv_lo(K, causal);
-    #pragma omp parallel for schedule(static) if(par_worth(T, C, K)) \
-            num_threads(sq_ctx_threads(cx))
-    for (int t = 0; t < T; t++) {
+    SQ_PAR_LOOP(static, par_worth(T, C, K), int, t, T, 1, {
         int s = sq_seg_of(off, B, t), o = off[s], e = off[s + 1];
         real *y = out + (size_t)t * C;
         if (b)
@@ -50,7 +49,7 @@ void R(sq_dwconv_forward)(const sq_ctx *cx, real *out, const real *x, int ld, co
             for (int c = 0; c < C; c++)
                 y[c] += wk[c] * xj[c];
         }
-    }
+    });
 }
 
 /* dx_j += sum_k w_k (.) dout_{j-k+lo}: the transpose of the forward's
@@ -60,9 +59,7 @@ static void dx_rows(const sq_ctx *cx, real *dx, const real *dout, int ld, const 
                        int K, int lo, const int *off, int B, int C)
 {
     int T = off[B];
-    #pragma omp parallel for schedule(static) if(par_worth(T, C, K)) \
-            num_threads(sq_ctx_threads(cx))
-    for (int j = 0; j < T; j++) {
+    SQ_PAR_LOOP(static, par_worth(T, C, K), int, j, T, 1, {
         int s = sq_seg_of(off, B, j), o = off[s], e = off[s + 1];
         real *d = dx + (size_t)j * ld;
         int k0 = imax(0, j + lo - e + 1), k1 = imin(K, j + lo - o + 1);
@@ -71,7 +68,7 @@ static void dx_rows(const sq_ctx *cx, real *dx, const real *dout, int ld, const 
             for (int c = 0; c < C; c++)
                 d[c] += wk[c] * g[c];
         }
-    }
+    });
 }
 
 /* dw_k[c] += sum_t dout_t[c] x_{t+k-lo}[c] and db[c] += sum_t dout_t[c] over
@@ -112,10 +109,8 @@ void R(sq_dwconv_backward)(const sq_ctx *cx, real *dx, real *dw, real *db, const
 {
     int T = off[B], lo = sq_dwconv_lo(K, causal), nb = (C + CBLOCK - 1) / CBLOCK;
     dx_rows(cx, dx, dout, ld, w, K, lo, off, B, C);
-    #pragma omp parallel for schedule(dynamic, 1) if(par_worth(T, C, K)) \
-            num_threads(sq_ctx_threads(cx))
-    for (int i = 0; i < nb; i++) {
+    SQ_PAR_LOOP(dynamic, par_worth(T, C, K), int, i, nb, 1, {
         int c0 = i * CBLOCK;
         dw_block(dw, db, dout, x, ld, K, lo, off, B, C, c0, imin(CBLOCK, C - c0));
-    }
+    });
 }

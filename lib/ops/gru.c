@@ -16,6 +16,7 @@
 #include "gru.h"
 #include "ops.h"
 #include "real.h"
+#include "vec.h"
 
 #include <string.h>
 
@@ -65,9 +66,7 @@ static void R(step_forward)(const sq_ctx *cx, real *h, real *cache, const real *
                             const real *Q, const int *idx, const int *off, int nb, int t,
                             int H)
 {
-    #pragma omp parallel for schedule(static) if((long)nb * H >= PAR_MIN_WORK) \
-            num_threads(sq_ctx_threads(cx))
-    for (int i = 0; i < nb; i++) {
+    SQ_PAR_LOOP(static, (long)nb * H >= PAR_MIN_WORK, int, i, nb, 1, {
         int row = off[idx[i]] + t;
         real *c = cache + (size_t)row * 4 * H, *ht = h + (size_t)row * H;
         const real *q = Q + (size_t)i * 3 * H, *hp = P + (size_t)i * H;
@@ -82,7 +81,7 @@ static void R(step_forward)(const sq_ctx *cx, real *h, real *cache, const real *
             c[3 * H + j] = hn;
             ht[j] = ((real)1 - z) * n + z * hp[j];
         }
-    }
+    });
 }
 
 void R(sq_gru_forward)(const sq_ctx *cx, real *h, real *cache, real *scratch, const real *x,
@@ -115,9 +114,7 @@ static void R(step_backward)(const sq_ctx *cx, real *dA, real *dQ, real *dP, con
                              const real *cache, const real *P, const int *idx,
                              const int *off, int nb, int t, int H)
 {
-    #pragma omp parallel for schedule(static) if((long)nb * H >= PAR_MIN_WORK) \
-            num_threads(sq_ctx_threads(cx))
-    for (int i = 0; i < nb; i++) {
+    SQ_PAR_LOOP(static, (long)nb * H >= PAR_MIN_WORK, int, i, nb, 1, {
         int row = off[idx[i]] + t;
         const real *c = cache + (size_t)row * 4 * H, *dh = dH + (size_t)row * H;
         const real *hp = P + (size_t)i * H;
@@ -136,7 +133,7 @@ static void R(step_backward)(const sq_ctx *cx, real *dA, real *dQ, real *dP, con
             dq[2 * H + j] = dan * r;
             dp[j] = dh[j] * z;
         }
-    }
+    });
 }
 
 /* db[0, G) += the sum of the rows of d [rows, G], in row order. */

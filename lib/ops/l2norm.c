@@ -8,6 +8,7 @@
 
 #include "l2norm.h"
 #include "real.h"
+#include "vec.h"
 
 #include <math.h>
 #include <omp.h>
@@ -15,8 +16,7 @@
 void R(sq_l2norm_forward)(const sq_ctx *cx, real *out, real *norm, const real *inp, int T,
                           int C, real s, real eps)
 {
-#pragma omp parallel for num_threads(sq_ctx_threads(cx)) schedule(static)
-    for (int t = 0; t < T; t++) {
+SQ_PAR_FOR(int, t, T, 1, {
         const real *x = inp + (size_t)t * C;
         real *y = out + (size_t)t * C;
         double ss = 0;
@@ -26,14 +26,13 @@ void R(sq_l2norm_forward)(const sq_ctx *cx, real *out, real *norm, const real *i
         norm[t] = (real)n;
         for (int c = 0; c < C; c++)
             y[c] = (real)(s * (double)x[c] / d);
-    }
+    });
 }
 
 void R(sq_l2norm_backward)(const sq_ctx *cx, real *dinp, const real *dout, const real *out,
                            const real *norm, int T, int C, real s, real eps)
 {
-#pragma omp parallel for num_threads(sq_ctx_threads(cx)) schedule(static)
-    for (int t = 0; t < T; t++) {
+SQ_PAR_FOR(int, t, T, 1, {
         const real *y = out + (size_t)t * C, *dy = dout + (size_t)t * C;
         real *dx = dinp + (size_t)t * C;
         double n = norm[t];
@@ -48,5 +47,5 @@ void R(sq_l2norm_backward)(const sq_ctx *cx, real *dinp, const real *dout, const
         double a = s / n, b = yd / (s * n);
         for (int c = 0; c < C; c++)
             dx[c] += (real)(a * dy[c] - b * y[c]);
-    }
+    });
 }

@@ -14,6 +14,7 @@
 
 #include "pkm.h"
 #include "real.h"
+#include "vec.h"
 
 #include <string.h>
 
@@ -154,9 +155,7 @@ void R(sq_pkm_forward)(const sq_ctx *cx, real *out, int *idx, real *cache,
 {
     int h = d / 2, G = n_groups(B);
     real *sc = cache, *w = cache + (size_t)B * k;
-    #pragma omp parallel for schedule(static) if(par_worth(B, n, d)) \
-            num_threads(sq_ctx_threads(cx))
-    for (int g = 0; g < G; g++) {
+    SQ_PAR_LOOP(static, par_worth(B, n, d), int, g, G, 1, {
         real *slot = scratch + (size_t)g * slot_size(k);
         for (int b = g; b < B; b += G) {
             size_t r = (size_t)b * k;
@@ -165,7 +164,7 @@ void R(sq_pkm_forward)(const sq_ctx *cx, real *out, int *idx, real *cache,
             emit_query(out + r * d, w + r, sc + r, idx + r, E, d, k,
                        weighted);
         }
-    }
+    });
 }
 
 /* Weighted backward of one query: gb[m] = d sc_m (pkm.h's g), and dqb. */
@@ -226,20 +225,16 @@ void R(sq_pkm_backward)(const sq_ctx *cx, real *dq, real *dC1, real *dC2,
     const real *w = cache + (size_t)B * k;
     real *g = weighted ? scratch : NULL;
     if (weighted) {
-        #pragma omp parallel for schedule(static) if(par_worth(B, k, d)) \
-                num_threads(sq_ctx_threads(cx))
-        for (int b = 0; b < B; b++) {
+        SQ_PAR_LOOP(static, par_worth(B, k, d), int, b, B, 1, {
             size_t r = (size_t)b * k;
             query_grad(dq + (size_t)b * d, g + r, dout + r * d, C1, C2, E,
                        idx + r, w + r, n, d, k);
-        }
+        });
     }
     int tiles = (d + TILE - 1) / TILE;
-    #pragma omp parallel for schedule(static) if(par_worth(B, k, d)) \
-            num_threads(sq_ctx_threads(cx))
-    for (int t = 0; t < tiles; t++) {
+    SQ_PAR_LOOP(static, par_worth(B, k, d), int, t, tiles, 1, {
         int c0 = t * TILE, nc = d - c0 < TILE ? d - c0 : TILE;
         scatter_tile(dC1, dC2, dE, g, dout, q, idx, weighted ? w : NULL, B,
                      n, d, k, c0, nc);
-    }
+    });
 }

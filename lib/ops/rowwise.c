@@ -93,14 +93,14 @@ static void R(row_task)(real *out, const real *inp, const real *wt, const real *
 static void R(row_plain)(const sq_ctx *cx, real *out, const real *inp, const real *w,
                          const real *b, int T, int C, int OC)
 {
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (int t = 0; t < T; t++)
+    SQ_PAR_FOR(int, t, T, 1, {
         for (int o = 0; o < OC; o++) {
             real s = 0;
             for (int c = 0; c < C; c++)
                 s += inp[(size_t)t * C + c] * w[(size_t)o * C + c];
             out[(size_t)t * OC + o] = b ? s + b[o] : s + (real)0;
         }
+    });
 }
 
 void R(sq_rowwise_linear)(const sq_ctx *cx, real *out, const real *inp, const real *w,

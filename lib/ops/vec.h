@@ -19,6 +19,7 @@
 #define SQ_VEC_H
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__) && \
@@ -56,10 +57,18 @@ static inline size_t sq_chunk(size_t n, long c, size_t *len)
  * lib/train/micro.c) paid about 150 times a step. Either branch runs the same iterations,
  * so the bits do not depend on which one ran. */
 #define SQ_PAR_FOR(type, i, n, step, ...)                                         \
+    SQ_PAR_LOOP(static, 1, type, i, n, step, __VA_ARGS__)
+
+/* SQ_PAR_LOOP(sched, cond, type, i, n, step, BODY): SQ_PAR_FOR with the
+ * schedule `sched` (static, or dynamic: one iteration at a time, for
+ * iterations of uneven cost that write disjoint outputs) and a team only
+ * when cond holds too (enough work to be worth one). */
+#define SQ_PRAGMA(x) _Pragma(#x)
+#define SQ_PAR_LOOP(sched, cond, type, i, n, step, ...)                            \
     do {                                                                           \
         type sq_n_ = (n), sq_s_ = (step);                                          \
-        if (sq_n_ > sq_s_ && sq_ctx_team(cx) > 1) {                                \
-            _Pragma("omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))") \
+        if ((cond) && sq_n_ > sq_s_ && sq_ctx_team(cx) > 1) {                      \
+            SQ_PRAGMA(omp parallel for schedule(sched) num_threads(sq_ctx_threads(cx))) \
             for (type i = 0; i < sq_n_; i += sq_s_)                                \
                 __VA_ARGS__                                                        \
         } else {                                                                   \
