@@ -153,14 +153,13 @@ double R(sq_grad_norm)(const sq_ctx *cx, const real *g, size_t n)
 {
     double part[NORM_BLOCKS];
     size_t bs = (n + NORM_BLOCKS - 1) / NORM_BLOCKS;
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (int k = 0; k < NORM_BLOCKS; k++) {
+    SQ_PAR_FOR(int, k, NORM_BLOCKS, 1, {
         size_t i0 = (size_t)k * bs, i1 = i0 + bs < n ? i0 + bs : n;
         double s = 0;
         for (size_t i = i0; i < i1; i++)
             s += (double)g[i] * (double)g[i];
         part[k] = s;
-    }
+    });
     double s = 0;
     for (int k = 0; k < NORM_BLOCKS; k++)
         s += part[k];
@@ -173,9 +172,9 @@ double R(sq_grad_clip)(const sq_ctx *cx, real *g, size_t n, double max_norm)
     if (!isfinite(norm) || max_norm <= 0 || norm <= max_norm)
         return norm;
     real s = (real)(max_norm / (norm + 1e-6));
-    #pragma omp parallel for schedule(static) num_threads(sq_ctx_threads(cx))
-    for (size_t i = 0; i < n; i++)
+    SQ_PAR_FOR(size_t, i, n, 1, {
         g[i] *= s;
+    });
     return norm;
 }
 

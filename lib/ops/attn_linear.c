@@ -188,16 +188,14 @@ static int par_worth(int T, int C, int hs)
 #define FOR_SEGMENT_HEADS(scratch, rowbufs, T, B, H, C, BODY) do { \
     int G_ = n_groups(B), hs_ = (C) / (H), par_ = par_worth(T, C, hs_); \
     real *slots_ = (scratch) + (size_t)(rowbufs) * (size_t)(T) * (size_t)(C); \
-    _Pragma("omp parallel for schedule(dynamic, 1) if(par_) \
-             num_threads(sq_ctx_threads(cx))") \
-    for (int gh_ = 0; gh_ < G_ * (H); gh_++) { \
+    SQ_PAR_LOOP(dynamic, par_, int, gh_, G_ * (H), 1, { \
         int h = gh_ % (H); \
         real *st = slots_ + (size_t)gh_ * slot_size(hs_); \
         for (int b = gh_ / (H); b < (B); b += G_) { \
             int o = off[b], L = off[b + 1] - off[b]; \
             BODY; \
         } \
-    } } while (0)
+    }); } while (0)
 
 #define ROW(p, t) ((p) + (size_t)(o + (t)) * ld + (size_t)h * hs)
 #define OROW(p, t) ((p) + (size_t)(o + (t)) * C + (size_t)h * hs)

@@ -8,6 +8,7 @@
 #include "ctx.h"
 #include "gpu.h"
 #include "unit.h"
+#include "vec.h"
 
 UNIT_TEST(test_ctx_alloc_zeroed_aligned)
 {
@@ -74,6 +75,58 @@ UNIT_TEST(test_ctx_threads)
         seen = omp_get_num_threads();
     }
     CHECK(seen >= 1 && seen <= 3);
+}
+
+/* SQ_PAR_FOR over n = 10 in steps of 3 with context cx: every iteration
+ * once (in hits), and the OpenMP level each ran at (in level) */
+static void par_for_levels(const sq_ctx *cx, int *hits, int *level)
+{
+    SQ_PAR_FOR(int, i, 10, 3, {
+        hits[i]++;
+        level[i] = omp_get_level();
+    });
+}
+
+/* vec.h's loops open a team only when it would have more than one
+ * thread: not for a one-thread context, not inside a region (nesting
+ * off), where libgomp would build a team of one for nothing */
+UNIT_TEST(test_ctx_team_inline)
+{
+    sq_ctx one = sq_ctx_cpu(), two = sq_ctx_cpu();
+    one.threads = 1;
+    two.threads = 2;
+    CHECK_EQ(sq_ctx_team(&one), 1);
+    CHECK_EQ(sq_ctx_team(&two), 2);
+    int hits[10] = {0}, level[10] = {0};
+    par_for_levels(&two, hits, level); /* a team: level 1 */
+    for (int i = 0; i < 10; i += 3)
+        CHECK(hits[i] == 1 && level[i] == 1);
+    par_for_levels(&one, hits, level); /* inline: level 0 */
+    for (int i = 0; i < 10; i += 3)
+        CHECK(hits[i] == 2 && level[i] == 0);
+    /* inside a region, as a micro-batch part with the main context: with
+     * nesting off (OpenMP's default) inline at the region's level 1 */
+    int nested = omp_get_max_active_levels() > 1, ran[2] = {0, 0};
+    int team_in[2] = {0, 0}, lv[2][10] = {{0}}, h2[2][10] = {{0}};
+    #pragma omp parallel num_threads(2)
+    {
+        int k = omp_get_thread_num();
+        if (k < 2) {
+            ran[k] = 1;
+            team_in[k] = sq_ctx_team(&two);
+            par_for_levels(&two, h2[k], lv[k]);
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        if (!ran[k]) /* OpenMP gave the region one thread */
+            continue;
+        CHECK_EQ(team_in[k], nested ? 2 : 1);
+        for (int i = 0; i < 10; i += 3)
+            CHECK(h2[k][i] == 1 && lv[k][i] == (nested ? 2 : 1));
+    }
+    for (int i = 0; i < 10; i++) /* the other indices never ran */
+        if (i % 3)
+            CHECK(hits[i] == 0 && h2[0][i] == 0);
 }
 
 UNIT_TEST(test_ctx_cuda)
