@@ -54,8 +54,8 @@ static inline size_t sq_chunk(size_t n, long c, size_t *len)
  * and inline otherwise. libgomp builds a team even for one thread: its
  * set-up and two futex calls at the barriers, 0.6-0.8 us measured, which
  * the ops of a micro-batch part (one thread inside the step's team,
- * lib/train/micro.c) paid about 150 times a step. Either branch runs the same iterations,
- * so the bits do not depend on which one ran. */
+ * lib/train/micro.c) paid about 150 times a step. Either branch runs the
+ * same iterations, so the bits do not depend on which one ran. */
 #define SQ_PAR_FOR(type, i, n, step, ...)                                         \
     SQ_PAR_LOOP(static, 1, type, i, n, step, __VA_ARGS__)
 
