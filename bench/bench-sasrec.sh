@@ -53,10 +53,12 @@ set -- $("$BIN/seqrec-cat" "$SPLIT" | awk -F '\t' -v N="$N" '
 USERS=$1 TOKENS=$2 PAIRS=$3
 items=$("$BIN/seqrec-cat" -H "$SPLIT" | awk '$1 == "n_items" {print $2}')
 V1=$((items + 1))
-# Rows of CE logits per GEMM call: sq_ce_chunk's rule (lib/ops/ops.c),
-# about 2^20 logits a chunk, at least 16 rows (a batch part has more
-# entries than that here).
-CE_CHUNK=${CE_CHUNK:-$(( (1 << 20) / V1 < 16 ? 16 : (1 << 20) / V1 ))}
+# Rows of CE logits per GEMM call: the engine's rule (sq_ce_chunk, asked
+# through sgemm_peak; a batch part has more entries than it here).
+CE_CHUNK=${CE_CHUNK:-n/a}
+if [ -n "$PEAK" ] && [ -x "$PEAK" ] && [ "$CE_CHUNK" = n/a ]; then
+  CE_CHUNK=$("$PEAK" --ce-rows "$V1")
+fi
 # The C runs train on a copy of the split without its validation and test
 # items: the same training samples, no validation (the timed seconds
 # exclude it anyway; this keeps its scoring out of the perf samples).

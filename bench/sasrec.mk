@@ -9,7 +9,7 @@
 bench: bench-sasrec
 BENCH_BEAUTY := data/raw/Beauty.txt.gz
 
-$(BUILD)/bench/sgemm_peak: $(BUILD)/bench/sgemm_peak.o
+$(BUILD)/bench/sgemm_peak: $(BUILD)/bench/sgemm_peak.o $(BUILD)/libseqrec.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_ALL) -o $@
 

@@ -6,11 +6,18 @@
  *   (A is M x K and B is K x N after op). Repeats the call for about SECONDS
  *   (default 2) after one warm-up call on THREADS OpenBLAS threads (default
  *   1) and prints "GFLOP/s best median" (2 M N K per call; best and median
- *   over the calls). The inputs are uniform in [-1, 1), fixed seed. */
+ *   over the calls). The inputs are uniform in [-1, 1), fixed seed.
+ * sgemm_peak --ce-rows V1 prints the rows of logits the engine's full CE
+ * takes per GEMM call over V1 columns (sq_ce_chunk, lib/ops/ops.c): the M
+ * of the logits shape that bench-sasrec measures. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <limits.h>
 #include <time.h>
+
+#include "ops.h"
 
 void openblas_set_num_threads(int num_threads);
 
@@ -29,12 +36,20 @@ static int cmp(const void *a, const void *b)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: sgemm_peak M N K [N|T N|T [THREADS [SECONDS]]]\n");
+    fprintf(stderr, "usage: sgemm_peak M N K [N|T N|T [THREADS [SECONDS]]]\n"
+                    "       sgemm_peak --ce-rows V1\n");
     return 64;
 }
 
 int main(int argc, char **argv)
 {
+    if (argc == 3 && !strcmp(argv[1], "--ce-rows")) {
+        int v1 = atoi(argv[2]);
+        if (v1 < 1)
+            return usage();
+        printf("%d\n", sq_ce_chunk(INT_MAX, v1));
+        return 0;
+    }
     if (argc < 4 || argc > 8)
         return usage();
     int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]);

@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctx.h" /* sq_ctx_team, sq_ctx_threads: the loops' teams */
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__) && \
     !defined(SQ_NO_CLONES)
 #define SQ_VEC __attribute__((target_clones("avx512f", "avx2", "default")))
