@@ -122,6 +122,28 @@ static inline real elu_grad(real x)
     return x > 0 ? (real)1 : r_exp(x);
 }
 
+/* elu and its gradient as the linrec sweeps use them: in the float build
+ * through vec.h's exp, so that a row's hs maps vectorise (libm's expm1f was
+ * a call per element, four to six times per element of a step); e^x - 1
+ * is within 2e-7 of expm1 (absolute: elu's outputs are O(1) sums). The
+ * double build, which the gradient checks use, keeps libm's. */
+#if SQ_REAL_IS_F64
+#define elu_v elu
+#define elu_grad_v elu_grad
+#define SIMD_IF_FLOAT
+#else
+static inline float elu_v(float x)
+{
+    return x > 0 ? x : sq_vexpf(x) - 1.0f;
+}
+
+static inline float elu_grad_v(float x)
+{
+    return x > 0 ? 1.0f : sq_vexpf(x);
+}
+#define SIMD_IF_FLOAT _Pragma("omp simd")
+#endif
+
 /* M += x y^T, M [n, n] row-major. */
 static inline void outer_add(real *M, const real *x, const real *y, int n)
 {
@@ -129,14 +151,34 @@ static inline void outer_add(real *M, const real *x, const real *y, int n)
         sq_axpy(M + (size_t)a * n, x[a], y, n);
 }
 
-/* y = M^T x: y[e] = sum_a x[a] M[a][e] (row-wise axpy, no reduction). */
+/* y = M^T x: y[e] = sum_a x[a] M[a][e], summed over a in order (as
+ * row-wise axpys would). Blocks of MT_BLOCK columns are summed in a local
+ * vector, which stays in registers: axpys into y itself made each row wait
+ * for the previous row's store (a head's state is small, hs = 16 at d 128
+ * and 8 heads, so this is most of a sweep's time). */
+#define MT_BLOCK 16
+
 static inline void mt_vec(real *restrict y, const real *M, const real *x,
                           int n)
 {
-    for (int e = 0; e < n; e++)
-        y[e] = 0;
-    for (int a = 0; a < n; a++)
-        sq_axpy(y, x[a], M + (size_t)a * n, n);
+    int e0 = 0;
+    for (; e0 + MT_BLOCK <= n; e0 += MT_BLOCK) {
+        real acc[MT_BLOCK] = {0};
+        for (int a = 0; a < n; a++) {
+            const real *m = M + (size_t)a * n + e0;
+            real xa = x[a];
+            _Pragma("omp simd")
+            for (int l = 0; l < MT_BLOCK; l++)
+                acc[l] += xa * m[l];
+        }
+        memcpy(y + e0, acc, sizeof acc);
+    }
+    for (; e0 < n; e0++) {
+        real s = 0;
+        for (int a = 0; a < n; a++)
+            s += x[a] * M[(size_t)a * n + e0];
+        y[e0] = s;
+    }
 }
 
 /* y[a] = sum_e M[a][e] x[e] */
@@ -218,15 +260,31 @@ static linrec_mode linrec_mode_of(int causal, sq_linrec_scale scale,
     return m;
 }
 
-/* The feature map f (elu, or the identity without it) and f'. */
-static inline real lr_f(const linrec_mode *m, real x)
+/* The feature map f (elu, or the identity without it) of a row's hs
+ * entries, y = f(x), and y = f'(x). */
+static inline void lr_f_row(const linrec_mode *m, real *restrict y,
+                            const real *restrict x, int hs)
 {
-    return m->elu ? elu(x) : x;
+    if (m->elu) {
+        SIMD_IF_FLOAT
+        for (int a = 0; a < hs; a++)
+            y[a] = elu_v(x[a]);
+    } else {
+        memcpy(y, x, (size_t)hs * sizeof *y);
+    }
 }
 
-static inline real lr_f_grad(const linrec_mode *m, real x)
+static inline void lr_f_grad_row(const linrec_mode *m, real *restrict y,
+                                 const real *restrict x, int hs)
 {
-    return m->elu ? elu_grad(x) : (real)1;
+    if (m->elu) {
+        SIMD_IF_FLOAT
+        for (int a = 0; a < hs; a++)
+            y[a] = elu_grad_v(x[a]);
+    } else {
+        for (int a = 0; a < hs; a++)
+            y[a] = 1;
+    }
 }
 
 /* Key-column factor c_k(t): 1/sqrt(N(t)) (paper scaling), else 1. */
@@ -237,10 +295,13 @@ static inline real linrec_ck(const linrec_mode *m, int t, int L)
 }
 
 /* Without L2 normalisation the row and column factors nq_t and rk_t are 1
- * (and the cache holds ones), so forward and backward share every line. */
-static void linrec_fwd(real *out, real *rk, real *rq, const real *q,
-                       const real *k, const real *v, int ld, int C, int H,
-                       int o, int L, int h, const linrec_mode *md, real *st)
+ * (and the cache holds ones), so forward and backward share every line.
+ * Every loop over a row's hs entries is element-wise (vectorised in the
+ * SQ_VEC clones) or, for the two reductions over a row (|f(q_t)|^2 and
+ * ah . d ah), sequential in a fixed order: the same bits on every target. */
+SQ_VEC static void linrec_fwd(real *out, real *rk, real *rq, const real *q,
+                              const real *k, const real *v, int ld, int C, int H,
+                              int o, int L, int h, const linrec_mode *md, real *st)
 {
     int hs = C / H, causal = md->causal;
     real *S = st, *z = S + (size_t)hs * hs, *u = z + hs, *kb = u + hs;
@@ -250,23 +311,21 @@ static void linrec_fwd(real *out, real *rk, real *rq, const real *q,
     for (int t = 0; t < L; t++) {
         /* bidirectional: all keys before the first query */
         for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
-            const real *kj = ROW(k, j);
-            for (int a = 0; a < hs; a++) {
-                kb[a] = lr_f(md, kj[a]);
+            lr_f_row(md, kb, ROW(k, j), hs);
+            _Pragma("omp simd")
+            for (int a = 0; a < hs; a++)
                 z[a] += kb[a] * kb[a];
-            }
             outer_add(S, kb, ROW(v, j), hs);
         }
         real ck = linrec_ck(md, t, L);
-        const real *qt = ROW(q, t);
+        lr_f_row(md, u, ROW(q, t), hs);
         real n2 = 0;
-        for (int a = 0; a < hs; a++) {
-            u[a] = lr_f(md, qt[a]);
+        for (int a = 0; a < hs; a++)
             n2 += u[a] * u[a];
-        }
         real nq = md->l2 ? (real)1 / r_sqrt(n2 + eps) : (real)1;
         rq[(size_t)(o + t) * H + h] = nq;
         real *rkt = OROW(rk, t);
+        _Pragma("omp simd")
         for (int a = 0; a < hs; a++) {
             rkt[a] = md->l2 ? (real)1 / r_sqrt(z[a] + eps) : (real)1;
             u[a] *= cq * ck * nq * rkt[a];
@@ -277,78 +336,89 @@ static void linrec_fwd(real *out, real *rk, real *rq, const real *q,
 
 /* u_t = c_q c_k f(q_t) nq_t rk_t (also returns f(q_t) in ah, scaled by
  * nq_t: the unit row qh_t / c_q when normalised). */
-static void linrec_u(real *u, real *ah, const real *qt, const real *rkt,
-                     real nq, real c, int hs, const linrec_mode *md)
+static inline void linrec_u(real *restrict u, real *restrict ah, const real *qt,
+                            const real *rkt, real nq, real c, int hs,
+                            const linrec_mode *md)
 {
+    lr_f_row(md, ah, qt, hs);
+    _Pragma("omp simd")
     for (int a = 0; a < hs; a++) {
-        ah[a] = lr_f(md, qt[a]) * nq;
+        ah[a] *= nq;
         u[a] = c * ah[a] * rkt[a];
     }
 }
 
-static void linrec_bwd(real *dq, real *dk, real *dv, real *dz,
-                       const real *dout, const real *q, const real *k,
-                       const real *v, const real *rk, const real *rq, int ld,
-                       int C, int H, int o, int L, int h,
-                       const linrec_mode *md, real *st)
+/* The products with the hs x hs states are all row-wise axpys (mt_vec,
+ * outer_add): the forward sweep keeps S^T = sum v_j f(k_j)^T, so that
+ * du = S dout_t is one, and the reverse sweep keeps G = sum u_t dout_t^T
+ * and G^T side by side, for dv_j = G^T f(k_j) and G v_j (hs dot products
+ * a row cost several times the second outer product). */
+SQ_VEC static void linrec_bwd(real *dq, real *dk, real *dv, real *dz,
+                              const real *dout, const real *q, const real *k,
+                              const real *v, const real *rk, const real *rq, int ld,
+                              int C, int H, int o, int L, int h,
+                              const linrec_mode *md, real *st)
 {
     int hs = C / H, causal = md->causal;
-    real *S = st, *Gm = S + (size_t)hs * hs, *g = Gm + (size_t)hs * hs;
-    real *u = g + hs, *ah = u + hs, *du = ah + hs, *kb = du + hs;
+    real *M1 = st, *M2 = M1 + (size_t)hs * hs, *g = M2 + (size_t)hs * hs;
+    real *u = g + hs, *ah = u + hs, *du = ah + hs, *kb = du + hs, *fg = kb + hs;
     real cq = (real)1 / r_sqrt((real)hs);
-    memset(S, 0, (size_t)hs * hs * sizeof *S);
-    /* Forward sweep: dq, and dz_t[a] = d loss / d z_t[a] to the row buffer */
+    /* Forward sweep (M1 = S^T): dq, and dz_t[a] = d loss / d z_t[a] to the
+     * row buffer */
+    memset(M1, 0, (size_t)hs * hs * sizeof *M1);
     for (int t = 0; t < L; t++) {
         for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
-            const real *kj = ROW(k, j);
-            for (int a = 0; a < hs; a++)
-                kb[a] = lr_f(md, kj[a]);
-            outer_add(S, kb, ROW(v, j), hs);
+            lr_f_row(md, kb, ROW(k, j), hs);
+            outer_add(M1, ROW(v, j), kb, hs);
         }
-        real ck = linrec_ck(md, t, L);
+        real ck = linrec_ck(md, t, L), c = cq * ck;
         const real *qt = ROW(q, t), *rkt = OROW(rk, t);
         real nq = rq[(size_t)(o + t) * H + h];
-        linrec_u(u, ah, qt, rkt, nq, cq * ck, hs, md);
-        m_vec(du, S, OROW(dout, t), hs);
+        linrec_u(u, ah, qt, rkt, nq, c, hs, md);
+        mt_vec(du, M1, OROW(dout, t), hs);
         /* u = c ah rk: d ah = c rk du; ah = x nq with x = f(q) and
          * nq = (|x|^2 + eps)^-1/2: dx = (d ah - ah (ah . d ah)) nq
          * (without L2: nq = 1 constant, dx = d ah) */
+        _Pragma("omp simd")
+        for (int a = 0; a < hs; a++)
+            kb[a] = c * rkt[a] * du[a]; /* d ah */
         real s = 0;
-        for (int a = 0; a < hs; a++) {
-            kb[a] = cq * ck * rkt[a] * du[a]; /* d ah */
-            s += ah[a] * kb[a];
-        }
-        if (!md->l2)
-            s = 0;
+        if (md->l2)
+            for (int a = 0; a < hs; a++)
+                s += ah[a] * kb[a];
+        lr_f_grad_row(md, fg, qt, hs);
         real *dqt = ROW(dq, t), *dzt = OROW(dz, t);
+        _Pragma("omp simd")
         for (int a = 0; a < hs; a++) {
-            dqt[a] += lr_f_grad(md, qt[a]) * (kb[a] - ah[a] * s) * nq;
+            dqt[a] += fg[a] * (kb[a] - ah[a] * s) * nq;
             /* u = c ah (z + eps)^-1/2: du/dz = -u rk^2 / 2 (no L2: 0) */
             dzt[a] = md->l2 ? -(real)0.5 * u[a] * du[a] * rkt[a] * rkt[a]
                             : (real)0;
         }
     }
-    /* Reverse sweep: G = sum u_t dout_t^T, g = sum dz_t over the queries that
-     * see key j (t >= j causal, all t bidirectional). */
-    memset(Gm, 0, (size_t)hs * hs * sizeof *Gm);
+    /* Reverse sweep: M2 = G = sum u_t dout_t^T, M1 = G^T, g = sum dz_t over
+     * the queries that see key j (t >= j causal, all t bidirectional). */
+    memset(M1, 0, (size_t)hs * hs * sizeof *M1);
+    memset(M2, 0, (size_t)hs * hs * sizeof *M2);
     memset(g, 0, (size_t)hs * sizeof *g);
     for (int j = L - 1; j >= 0; j--) {
         for (int t = queries_from(j, L, causal); t < queries_to(j, L, causal); t++) {
-            real ck = linrec_ck(md, t, L);
-            linrec_u(u, ah, ROW(q, t), OROW(rk, t),
-                     rq[(size_t)(o + t) * H + h], cq * ck, hs, md);
-            outer_add(Gm, u, OROW(dout, t), hs);
+            linrec_u(u, ah, ROW(q, t), OROW(rk, t), rq[(size_t)(o + t) * H + h],
+                     cq * linrec_ck(md, t, L), hs, md);
+            outer_add(M2, u, OROW(dout, t), hs);
+            outer_add(M1, OROW(dout, t), u, hs);
             sq_axpy(g, 1, OROW(dz, t), hs);
         }
-        const real *kj = ROW(k, j), *vj = ROW(v, j);
-        for (int a = 0; a < hs; a++)
-            kb[a] = lr_f(md, kj[a]);
-        mt_vec(du, Gm, kb, hs);
+        const real *kj = ROW(k, j);
+        lr_f_row(md, kb, kj, hs);
+        mt_vec(du, M2, kb, hs);        /* G^T f(k_j) */
         sq_axpy(ROW(dv, j), 1, du, hs);
+        mt_vec(ah, M1, ROW(v, j), hs); /* G v_j */
+        lr_f_grad_row(md, fg, kj, hs);
         real *dkj = ROW(dk, j);
+        _Pragma("omp simd")
         for (int a = 0; a < hs; a++)
-            dkj[a] += lr_f_grad(md, kj[a]) *
-                      (sq_dot(Gm + (size_t)a * hs, vj, hs) + 2 * kb[a] * g[a]);
+            dkj[a] += fg[a] * (ah[a] + 2 * kb[a] * g[a]);
     }
 }
 

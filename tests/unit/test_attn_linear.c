@@ -2,7 +2,7 @@
  *
  * For every kind (linrec: its two scalings and three variants, full, no-l2
  * and no-elu, the ablations of --linrec-variant), causal and bidirectional, on odd shapes (C = 6 with H = 2
- * or 3, C = 5 with H = 1; hydra also with H = C) and packed batches of
+ * or 3, C = 5 with H = 1, C = 40 with H = 2; hydra also with H = C) and packed batches of
  * segments of lengths 1..7 (a length-1 segment always included), separate
  * and fused (ld = 3C) q, k, v:
  *   - the double build equals an explicit quadratic reference (the masked
@@ -293,14 +293,16 @@ static void check_instance(unit_ctx *t, sq_rng *r, sq_lattn_kind kind, int C,
 
 static void check_kind(unit_ctx *t, sq_lattn_kind kind, uint64_t seed)
 {
-    static const int plain[][2] = {{6, 2}, {6, 3}, {5, 1}, {6, 2}};
-    static const int hydra[][2] = {{6, 6}, {5, 5}, {6, 2}, {6, 3}};
+    /* the last shape: hs = 20, a whole 16-column block of the kernels'
+     * blocked state products plus a tail (attn_linear.c, mt_vec) */
+    static const int plain[][2] = {{6, 2}, {6, 3}, {5, 1}, {6, 2}, {40, 2}};
+    static const int hydra[][2] = {{6, 6}, {5, 5}, {6, 2}, {6, 3}, {40, 2}};
     const int (*shape)[2] = kind == SQ_LATTN_HYDRA ? hydra : plain;
     sq_rng r;
     sq_rng_seed(&r, seed, 0);
     worst wo = {{0, 0}, {0, 0}, {0, 0}, {0, 0}};
     for (int causal = 0; causal < 2; causal++)
-        for (int trial = 0; trial < 4; trial++)
+        for (int trial = 0; trial < 5; trial++)
             check_instance(t, &r, kind, shape[trial][0], shape[trial][1],
                            causal, trial, 1, &wo);
     gc_note(t->name, "grad q, k, v (bidir)", wo.grad[0]);
