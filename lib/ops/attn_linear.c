@@ -261,29 +261,21 @@ static linrec_mode linrec_mode_of(int causal, sq_linrec_scale scale,
 }
 
 /* The feature map f (elu, or the identity without it) of a row's hs
- * entries, y = f(x), and y = f'(x). */
+ * entries, y = f(x), or with `grad` its derivative y = f'(x). */
 static inline void lr_f_row(const linrec_mode *m, real *restrict y,
-                            const real *restrict x, int hs)
+                            const real *restrict x, int hs, int grad)
 {
-    if (m->elu) {
-        SIMD_IF_FLOAT
+    if (!m->elu) {
         for (int a = 0; a < hs; a++)
-            y[a] = elu_v(x[a]);
-    } else {
-        memcpy(y, x, (size_t)hs * sizeof *y);
-    }
-}
-
-static inline void lr_f_grad_row(const linrec_mode *m, real *restrict y,
-                                 const real *restrict x, int hs)
-{
-    if (m->elu) {
+            y[a] = grad ? (real)1 : x[a];
+    } else if (grad) {
         SIMD_IF_FLOAT
         for (int a = 0; a < hs; a++)
             y[a] = elu_grad_v(x[a]);
     } else {
+        SIMD_IF_FLOAT
         for (int a = 0; a < hs; a++)
-            y[a] = 1;
+            y[a] = elu_v(x[a]);
     }
 }
 
@@ -311,14 +303,14 @@ SQ_VEC static void linrec_fwd(real *out, real *rk, real *rq, const real *q,
     for (int t = 0; t < L; t++) {
         /* bidirectional: all keys before the first query */
         for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
-            lr_f_row(md, kb, ROW(k, j), hs);
+            lr_f_row(md, kb, ROW(k, j), hs, 0);
             _Pragma("omp simd")
             for (int a = 0; a < hs; a++)
                 z[a] += kb[a] * kb[a];
             outer_add(S, kb, ROW(v, j), hs);
         }
         real ck = linrec_ck(md, t, L);
-        lr_f_row(md, u, ROW(q, t), hs);
+        lr_f_row(md, u, ROW(q, t), hs, 0);
         real n2 = 0;
         for (int a = 0; a < hs; a++)
             n2 += u[a] * u[a];
@@ -340,7 +332,7 @@ static inline void linrec_u(real *restrict u, real *restrict ah, const real *qt,
                             const real *rkt, real nq, real c, int hs,
                             const linrec_mode *md)
 {
-    lr_f_row(md, ah, qt, hs);
+    lr_f_row(md, ah, qt, hs, 0);
     _Pragma("omp simd")
     for (int a = 0; a < hs; a++) {
         ah[a] *= nq;
@@ -368,7 +360,7 @@ SQ_VEC static void linrec_bwd(real *dq, real *dk, real *dv, real *dz,
     memset(M1, 0, (size_t)hs * hs * sizeof *M1);
     for (int t = 0; t < L; t++) {
         for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
-            lr_f_row(md, kb, ROW(k, j), hs);
+            lr_f_row(md, kb, ROW(k, j), hs, 0);
             outer_add(M1, ROW(v, j), kb, hs);
         }
         real ck = linrec_ck(md, t, L), c = cq * ck;
@@ -386,7 +378,7 @@ SQ_VEC static void linrec_bwd(real *dq, real *dk, real *dv, real *dz,
         if (md->l2)
             for (int a = 0; a < hs; a++)
                 s += ah[a] * kb[a];
-        lr_f_grad_row(md, fg, qt, hs);
+        lr_f_row(md, fg, qt, hs, 1);
         real *dqt = ROW(dq, t), *dzt = OROW(dz, t);
         _Pragma("omp simd")
         for (int a = 0; a < hs; a++) {
@@ -410,11 +402,11 @@ SQ_VEC static void linrec_bwd(real *dq, real *dk, real *dv, real *dz,
             sq_axpy(g, 1, OROW(dz, t), hs);
         }
         const real *kj = ROW(k, j);
-        lr_f_row(md, kb, kj, hs);
+        lr_f_row(md, kb, kj, hs, 0);
         mt_vec(du, M2, kb, hs);        /* G^T f(k_j) */
         sq_axpy(ROW(dv, j), 1, du, hs);
         mt_vec(ah, M1, ROW(v, j), hs); /* G v_j */
-        lr_f_grad_row(md, fg, kj, hs);
+        lr_f_row(md, fg, kj, hs, 1);
         real *dkj = ROW(dk, j);
         _Pragma("omp simd")
         for (int a = 0; a < hs; a++)
