@@ -162,6 +162,10 @@ arm64-test:
 # OpenBLAS reads an AMD qemu64 as a 3DNow! Athlon. Skipped without qemu-user.
 ISA_RUN := env OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=Prescott
 ISA_BASE := qemu-x86_64 -cpu qemu64,vendor=GenuineIntel
+# The attention kinds trained (ATTN, or ATTN:OPTION:VALUE for one more
+# option; linrec with 2 heads of 16 dimensions: its sweeps' blocked state
+# products).
+ISA_ATTNS := softmax linrec:--heads:2
 ISA_TRAIN := --model sasrec --loss ce --dim 32 --ffn 32 --layers 2 --heads 4 --max-len 30 \
   --dropout 0.2 --epochs 1 --seed 1 --threads 2
 isa-test: $(PROGS) $(BUILD)/unit_tests
@@ -173,11 +177,14 @@ isa-test: $(PROGS) $(BUILD)/unit_tests
 	  grep -q ' 0 failed' $$d/unit.txt && \
 	  $$b/seqrec-synth --users 400 --seed 3 | $$b/seqrec-preprocess --format tsv --core 5 - | \
 	    $$b/seqrec-split --leave-one-out -o $$d/split.sqr && \
-	  $(ISA_RUN) $$b/seqrec-train $(ISA_TRAIN) -o $$d/native.sqm $$d/split.sqr 2>/dev/null && \
-	  $(ISA_RUN) qemu-x86_64 -cpu Haswell $$b/seqrec-train $(ISA_TRAIN) -o $$d/avx2.sqm $$d/split.sqr 2>/dev/null && \
-	  $(ISA_RUN) $(ISA_BASE) $$b/seqrec-train $(ISA_TRAIN) -o $$d/base.sqm $$d/split.sqr 2>/dev/null && \
-	  cmp $$d/native.sqm $$d/avx2.sqm && cmp $$d/native.sqm $$d/base.sqm && \
-	  echo "isa-test: unit tests pass on baseline x86-64; the model is the same bytes natively ($$(if grep -qw avx512f /proc/cpuinfo; then echo avx512f; elif grep -qw avx2 /proc/cpuinfo; then echo avx2; else echo baseline; fi) clones), on avx2 and on baseline"; \
+	  for a in $(ISA_ATTNS); do \
+	    t="$(ISA_TRAIN) --attn $$(echo $$a | tr : ' ')"; n=$${a%%:*}; \
+	    $(ISA_RUN) $$b/seqrec-train $$t -o $$d/native-$$n.sqm $$d/split.sqr 2>/dev/null && \
+	    $(ISA_RUN) qemu-x86_64 -cpu Haswell $$b/seqrec-train $$t -o $$d/avx2-$$n.sqm $$d/split.sqr 2>/dev/null && \
+	    $(ISA_RUN) $(ISA_BASE) $$b/seqrec-train $$t -o $$d/base-$$n.sqm $$d/split.sqr 2>/dev/null && \
+	    cmp $$d/native-$$n.sqm $$d/avx2-$$n.sqm && cmp $$d/native-$$n.sqm $$d/base-$$n.sqm || exit 1; \
+	  done && \
+	  echo "isa-test: unit tests pass on baseline x86-64; each model ($(ISA_ATTNS)) is the same bytes natively ($$(if grep -qw avx512f /proc/cpuinfo; then echo avx512f; elif grep -qw avx2 /proc/cpuinfo; then echo avx2; else echo baseline; fi) clones), on avx2 and on baseline"; \
 	fi
 
 # Man pages must render without warnings.
