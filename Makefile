@@ -163,9 +163,9 @@ arm64-test:
 ISA_RUN := env OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=Prescott
 ISA_BASE := qemu-x86_64 -cpu qemu64,vendor=GenuineIntel
 # The attention kinds trained (ATTN, or ATTN:OPTION:VALUE for one more
-# option; linrec with 2 heads of 16 dimensions: its sweeps' blocked state
-# products).
-ISA_ATTNS := softmax linrec:--heads:2
+# option; linrec and linear with 2 heads of 16 dimensions: their sweeps'
+# blocked state products).
+ISA_ATTNS := softmax linrec:--heads:2 linear:--heads:2
 ISA_TRAIN := --model sasrec --loss ce --dim 32 --ffn 32 --layers 2 --heads 4 --max-len 30 \
   --dropout 0.2 --epochs 1 --seed 1 --threads 2
 isa-test: $(PROGS) $(BUILD)/unit_tests

@@ -26,12 +26,6 @@
 
 #include <string.h>
 
-#if SQ_REAL_IS_F64
-#define r_expm1 expm1
-#else
-#define r_expm1 expm1f
-#endif
-
 /* ------------------------------------------------------------------------ */
 /* Buffer sizes (precision-free: compiled once, in the float build).        */
 
@@ -111,25 +105,22 @@ size_t sq_lattn_scratch_size(sq_lattn_kind kind, const int *off, int B,
 /* ------------------------------------------------------------------------ */
 /* Small helpers                                                             */
 
-static inline real elu(real x)
-{
-    return x > 0 ? x : r_expm1(x);
-}
-
-/* d elu / dx = 1 (x > 0), e^x (x <= 0). */
-static inline real elu_grad(real x)
-{
-    return x > 0 ? (real)1 : r_exp(x);
-}
-
-/* elu and its gradient as the linrec sweeps use them: in the float build
- * through vec.h's exp, so that a row's hs maps vectorise (libm's expm1f was
- * a call per element, four to six times per element of a step); e^x - 1
- * is within 2e-7 of expm1 (absolute: elu's outputs are O(1) sums). The
- * double build, which the gradient checks use, keeps libm's. */
+/* elu(x) = x (x > 0), e^x - 1 (x <= 0), and d elu / dx = 1 (x > 0), e^x
+ * (x <= 0). The float build computes e^x with vec.h's exp, so that a row's
+ * hs maps vectorise (libm's expm1f was a call per element, four to six
+ * times per element of a step); e^x - 1 is within 2e-7 of expm1 (absolute:
+ * elu's outputs are O(1) sums). The double build, which the gradient
+ * checks use, keeps libm's. */
 #if SQ_REAL_IS_F64
-#define elu_v elu
-#define elu_grad_v elu_grad
+static inline double elu_v(double x)
+{
+    return x > 0 ? x : expm1(x);
+}
+
+static inline double elu_grad_v(double x)
+{
+    return x > 0 ? 1.0 : exp(x);
+}
 #define SIMD_IF_FLOAT
 #else
 static inline float elu_v(float x)
@@ -446,13 +437,16 @@ void R(sq_linrec_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
 /* ------------------------------------------------------------------------ */
 /* 2. Linear attention, phi = elu + 1                                        */
 
-static inline void phi1(real *y, const real *x, int n)
+static inline void phi1(real *restrict y, const real *restrict x, int n)
 {
+    SIMD_IF_FLOAT
     for (int a = 0; a < n; a++)
-        y[a] = elu(x[a]) + 1;
+        y[a] = elu_v(x[a]) + 1;
 }
 
-static void linear_fwd(real *out, real *rden, const real *q, const real *k,
+/* As linrec's sweeps: element-wise row loops, S^T and G^T kept beside S
+ * and G so that every state product is an axpy (mt_vec). */
+SQ_VEC static void linear_fwd(real *out, real *rden, const real *q, const real *k,
                        const real *v, int ld, int C, int H, int o, int L,
                        int h, int causal, real *st)
 {
@@ -475,39 +469,43 @@ static void linear_fwd(real *out, real *rden, const real *q, const real *k,
     }
 }
 
-static void linear_bwd(real *dq, real *dk, real *dv, real *dden,
-                       const real *dout, const real *q, const real *k,
-                       const real *v, const real *rden, int ld, int C, int H,
-                       int o, int L, int h, int causal, real *st)
+SQ_VEC static void linear_bwd(real *dq, real *dk, real *dv, real *dden,
+                              const real *dout, const real *q, const real *k,
+                              const real *v, const real *rden, int ld, int C, int H,
+                              int o, int L, int h, int causal, real *st)
 {
     int hs = C / H;
-    real *S = st, *Gm = S + (size_t)hs * hs, *z = Gm + (size_t)hs * hs;
+    real *M1 = st, *M2 = M1 + (size_t)hs * hs, *z = M2 + (size_t)hs * hs;
     real *g = z + hs, *pq = g + hs, *pk = pq + hs, *num = pk + hs;
     real *tmp = num + hs;
-    memset(S, 0, (size_t)hs * hs * sizeof *S);
+    /* M1 = S, M2 = S^T. out = num / den: dnum = dout / den,
+     * dden = -(dout . num) / den^2; dphi(q_t) = S_t dnum + z_t dden */
+    memset(M1, 0, (size_t)hs * hs * sizeof *M1);
+    memset(M2, 0, (size_t)hs * hs * sizeof *M2);
     memset(z, 0, (size_t)hs * sizeof *z);
-    /* out = num / den: dnum = dout / den, dden = -(dout . num) / den^2;
-     * dphi(q_t) = S_t dnum + z_t dden */
     for (int t = 0; t < L; t++) {
         for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
             phi1(pk, ROW(k, j), hs);
             sq_axpy(z, 1, pk, hs);
-            outer_add(S, pk, ROW(v, j), hs);
+            outer_add(M1, pk, ROW(v, j), hs);
+            outer_add(M2, ROW(v, j), pk, hs);
         }
         const real *qt = ROW(q, t), *dt = OROW(dout, t);
         real inv = rden[(size_t)(o + t) * H + h];
         phi1(pq, qt, hs);
-        mt_vec(num, S, pq, hs);
+        mt_vec(num, M1, pq, hs);
         real dd = -sq_dot(dt, num, hs) * inv * inv;
-        m_vec(tmp, S, dt, hs);
+        mt_vec(tmp, M2, dt, hs);
         real *dqt = ROW(dq, t);
+        SIMD_IF_FLOAT
         for (int a = 0; a < hs; a++)
-            dqt[a] += elu_grad(qt[a]) * (tmp[a] * inv + z[a] * dd);
+            dqt[a] += elu_grad_v(qt[a]) * (tmp[a] * inv + z[a] * dd);
         dden[(size_t)(o + t) * C + (size_t)h * hs] = dd;
     }
-    /* G = sum phi(q_t) dnum_t^T, g = sum phi(q_t) dden_t over t seeing j:
-     * dphi(k_j) = G v_j + g, dv_j = G^T phi(k_j). */
-    memset(Gm, 0, (size_t)hs * hs * sizeof *Gm);
+    /* M2 = G = sum phi(q_t) dnum_t^T, M1 = G^T, g = sum phi(q_t) dden_t
+     * over t seeing j: dphi(k_j) = G v_j + g, dv_j = G^T phi(k_j). */
+    memset(M1, 0, (size_t)hs * hs * sizeof *M1);
+    memset(M2, 0, (size_t)hs * hs * sizeof *M2);
     memset(g, 0, (size_t)hs * sizeof *g);
     for (int j = L - 1; j >= 0; j--) {
         for (int t = queries_from(j, L, causal); t < queries_to(j, L, causal); t++) {
@@ -517,16 +515,18 @@ static void linear_bwd(real *dq, real *dk, real *dv, real *dden,
             sq_axpy(g, dd, pq, hs);
             for (int a = 0; a < hs; a++)
                 pq[a] *= inv;
-            outer_add(Gm, pq, OROW(dout, t), hs);
+            outer_add(M2, pq, OROW(dout, t), hs);
+            outer_add(M1, OROW(dout, t), pq, hs);
         }
-        const real *kj = ROW(k, j), *vj = ROW(v, j);
+        const real *kj = ROW(k, j);
         phi1(pk, kj, hs);
-        mt_vec(tmp, Gm, pk, hs);
+        mt_vec(tmp, M2, pk, hs);
         sq_axpy(ROW(dv, j), 1, tmp, hs);
+        mt_vec(num, M1, ROW(v, j), hs); /* G v_j */
         real *dkj = ROW(dk, j);
+        SIMD_IF_FLOAT
         for (int a = 0; a < hs; a++)
-            dkj[a] += elu_grad(kj[a]) *
-                      (sq_dot(Gm + (size_t)a * hs, vj, hs) + g[a]);
+            dkj[a] += elu_grad_v(kj[a]) * (num[a] + g[a]);
     }
 }
 
