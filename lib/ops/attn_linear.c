@@ -121,7 +121,6 @@ static inline double elu_grad_v(double x)
 {
     return x > 0 ? 1.0 : exp(x);
 }
-#define SIMD_IF_FLOAT
 #else
 static inline float elu_v(float x)
 {
@@ -132,7 +131,6 @@ static inline float elu_grad_v(float x)
 {
     return x > 0 ? 1.0f : sq_vexpf(x);
 }
-#define SIMD_IF_FLOAT _Pragma("omp simd")
 #endif
 
 /* M += x y^T, M [n, n] row-major. */
@@ -260,11 +258,11 @@ static inline void lr_f_row(const linrec_mode *m, real *restrict y,
         for (int a = 0; a < hs; a++)
             y[a] = grad ? (real)1 : x[a];
     } else if (grad) {
-        SIMD_IF_FLOAT
+        SQ_SIMD_IF_FLOAT
         for (int a = 0; a < hs; a++)
             y[a] = elu_grad_v(x[a]);
     } else {
-        SIMD_IF_FLOAT
+        SQ_SIMD_IF_FLOAT
         for (int a = 0; a < hs; a++)
             y[a] = elu_v(x[a]);
     }
@@ -439,7 +437,7 @@ void R(sq_linrec_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
 
 static inline void phi1(real *restrict y, const real *restrict x, int n)
 {
-    SIMD_IF_FLOAT
+    SQ_SIMD_IF_FLOAT
     for (int a = 0; a < n; a++)
         y[a] = elu_v(x[a]) + 1;
 }
@@ -497,7 +495,7 @@ SQ_VEC static void linear_bwd(real *dq, real *dk, real *dv, real *dden,
         real dd = -sq_dot(dt, num, hs) * inv * inv;
         mt_vec(tmp, M2, dt, hs);
         real *dqt = ROW(dq, t);
-        SIMD_IF_FLOAT
+        SQ_SIMD_IF_FLOAT
         for (int a = 0; a < hs; a++)
             dqt[a] += elu_grad_v(qt[a]) * (tmp[a] * inv + z[a] * dd);
         dden[(size_t)(o + t) * C + (size_t)h * hs] = dd;
@@ -524,7 +522,7 @@ SQ_VEC static void linear_bwd(real *dq, real *dk, real *dv, real *dden,
         sq_axpy(ROW(dv, j), 1, tmp, hs);
         mt_vec(num, M1, ROW(v, j), hs); /* G v_j */
         real *dkj = ROW(dk, j);
-        SIMD_IF_FLOAT
+        SQ_SIMD_IF_FLOAT
         for (int a = 0; a < hs; a++)
             dkj[a] += elu_grad_v(kj[a]) * (num[a] + g[a]);
     }

@@ -343,16 +343,9 @@ static inline float gelu_grad_v(float x)
 }
 #endif
 
-/* libm's erf has no vector form: only the float build asks for vectors */
-#if SQ_REAL_IS_F64
-#define SIMD_IF_FLOAT
-#else
-#define SIMD_IF_FLOAT _Pragma("omp simd")
-#endif
-
 SQ_VEC static void R(gelu_chunk)(real *restrict out, const real *restrict inp, size_t n)
 {
-    SIMD_IF_FLOAT
+    SQ_SIMD_IF_FLOAT
     for (size_t i = 0; i < n; i++)
         out[i] = gelu_v(inp[i]);
 }
@@ -365,7 +358,7 @@ void R(sq_gelu_forward)(const sq_ctx *cx, real *out, const real *inp, size_t n)
 SQ_VEC static void R(gelu_back_chunk)(real *restrict dinp, const real *restrict dout,
                                       const real *restrict inp, size_t n)
 {
-    SIMD_IF_FLOAT
+    SQ_SIMD_IF_FLOAT
     for (size_t i = 0; i < n; i++)
         dinp[i] += dout[i] * gelu_grad_v(inp[i]);
 }

@@ -60,6 +60,15 @@ typedef SQ_REAL real;
 #define r_fabs fabsf
 #endif
 
+/* Before a loop that calls vec.h's float exp or erf: vectorise it in the
+ * float build. The double build calls libm there, which has no vector form
+ * that gives the same bits at every width, so its loop stays scalar. */
+#if SQ_REAL_IS_F64 || !defined(_OPENMP)
+#define SQ_SIMD_IF_FLOAT
+#else
+#define SQ_SIMD_IF_FLOAT _Pragma("omp simd")
+#endif
+
 #ifndef __CUDACC__
 /* cblas_?gemm's contract, with the work cut over the OpenMP team
  * (pgemm.c). */
