@@ -280,7 +280,7 @@ static inline real linrec_ck(const linrec_mode *m, int t, int L)
  * Every loop over a row's hs entries is element-wise (vectorised in the
  * SQ_VEC clones) or, for the two reductions over a row (|f(q_t)|^2 and
  * ah . d ah), sequential in a fixed order: the same bits on every target. */
-SQ_VEC static void linrec_fwd(real *out, real *rk, real *rq, const real *q,
+SQ_VEC static void R(linrec_fwd)(real *out, real *rk, real *rq, const real *q,
                               const real *k, const real *v, int ld, int C, int H,
                               int o, int L, int h, const linrec_mode *md, real *st)
 {
@@ -334,7 +334,7 @@ static inline void linrec_u(real *restrict u, real *restrict ah, const real *qt,
  * du = S dout_t is one, and the reverse sweep keeps G = sum u_t dout_t^T
  * and G^T side by side, for dv_j = G^T f(k_j) and G v_j (hs dot products
  * a row cost several times the second outer product). */
-SQ_VEC static void linrec_bwd(real *dq, real *dk, real *dv, real *dz,
+SQ_VEC static void R(linrec_bwd)(real *dq, real *dk, real *dv, real *dz,
                               const real *dout, const real *q, const real *k,
                               const real *v, const real *rk, const real *rq, int ld,
                               int C, int H, int o, int L, int h,
@@ -413,7 +413,7 @@ void R(sq_linrec_forward)(const sq_ctx *cx, real *out, real *cache,
     linrec_mode md = linrec_mode_of(causal, scale, variant);
     real *rk = cache, *rq = cache + (size_t)T * C;
     FOR_SEGMENT_HEADS(scratch, 0, T, B, H, C,
-        linrec_fwd(out, rk, rq, q, k, v, ld, C, H, o, L, h, &md, st));
+        R(linrec_fwd)(out, rk, rq, q, k, v, ld, C, H, o, L, h, &md, st));
 }
 
 void R(sq_linrec_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
@@ -428,7 +428,7 @@ void R(sq_linrec_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
     const real *rk = cache, *rq = cache + (size_t)T * C;
     real *dz = scratch;
     FOR_SEGMENT_HEADS(scratch, 1, T, B, H, C,
-        linrec_bwd(dq, dk, dv, dz, dout, q, k, v, rk, rq, ld, C, H, o, L, h,
+        R(linrec_bwd)(dq, dk, dv, dz, dout, q, k, v, rk, rq, ld, C, H, o, L, h,
                    &md, st));
 }
 
@@ -444,7 +444,7 @@ static inline void phi1(real *restrict y, const real *restrict x, int n)
 
 /* As linrec's sweeps: element-wise row loops, S^T and G^T kept beside S
  * and G so that every state product is an axpy (mt_vec). */
-SQ_VEC static void linear_fwd(real *out, real *rden, const real *q, const real *k,
+SQ_VEC static void R(linear_fwd)(real *out, real *rden, const real *q, const real *k,
                        const real *v, int ld, int C, int H, int o, int L,
                        int h, int causal, real *st)
 {
@@ -467,7 +467,7 @@ SQ_VEC static void linear_fwd(real *out, real *rden, const real *q, const real *
     }
 }
 
-SQ_VEC static void linear_bwd(real *dq, real *dk, real *dv, real *dden,
+SQ_VEC static void R(linear_bwd)(real *dq, real *dk, real *dv, real *dden,
                               const real *dout, const real *q, const real *k,
                               const real *v, const real *rden, int ld, int C, int H,
                               int o, int L, int h, int causal, real *st)
@@ -535,7 +535,7 @@ void R(sq_linear_attn_forward)(const sq_ctx *cx, real *out, real *cache,
 {
     int T = off[B];
     FOR_SEGMENT_HEADS(scratch, 0, T, B, H, C,
-        linear_fwd(out, cache, q, k, v, ld, C, H, o, L, h, causal, st));
+        R(linear_fwd)(out, cache, q, k, v, ld, C, H, o, L, h, causal, st));
 }
 
 void R(sq_linear_attn_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
@@ -547,7 +547,7 @@ void R(sq_linear_attn_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
     int T = off[B];
     real *dden = scratch;
     FOR_SEGMENT_HEADS(scratch, 1, T, B, H, C,
-        linear_bwd(dq, dk, dv, dden, dout, q, k, v, cache, ld, C, H, o, L, h,
+        R(linear_bwd)(dq, dk, dv, dden, dout, q, k, v, cache, ld, C, H, o, L, h,
                    causal, st));
 }
 

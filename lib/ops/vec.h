@@ -8,7 +8,10 @@
  *
  * target_clones does not reach into an OpenMP region's outlined body, so
  * the pattern is: a parallel loop over fixed chunks calls an SQ_VEC kernel
- * on each chunk (see adam.c).
+ * on each chunk (see adam.c). In a file built in float and double (real.h)
+ * an SQ_VEC function takes an R() name even when static: clang names the
+ * clones' resolver after the function, and the two builds' resolvers would
+ * clash when libseqrec.a is linked.
  *
  * Same bits on every target: the kernels use no FMA contraction
  * (-ffp-contract=off in the Makefile), IEEE division and square root are
