@@ -141,8 +141,9 @@ static inline void outer_add(real *M, const real *x, const real *y, int n)
 }
 
 /* y = M^T x: y[e] = sum_a x[a] M[a][e], summed over a in order (as
- * row-wise axpys would). Blocks of MT_BLOCK columns are summed in a local
- * vector, which stays in registers: axpys into y itself made each row wait
+ * row-wise axpys would). Blocks of MT_BLOCK columns (the last one
+ * narrower) are summed in a local vector, which stays in registers: axpys
+ * into y itself made each row wait
  * for the previous row's store (a head's state is small, hs = 16 at d 128
  * and 8 heads, so this is most of a sweep's time). */
 #define MT_BLOCK 16
@@ -150,23 +151,17 @@ static inline void outer_add(real *M, const real *x, const real *y, int n)
 static inline void mt_vec(real *restrict y, const real *M, const real *x,
                           int n)
 {
-    int e0 = 0;
-    for (; e0 + MT_BLOCK <= n; e0 += MT_BLOCK) {
+    for (int e0 = 0; e0 < n; e0 += MT_BLOCK) {
+        int w = n - e0 < MT_BLOCK ? n - e0 : MT_BLOCK;
         real acc[MT_BLOCK] = {0};
         for (int a = 0; a < n; a++) {
             const real *m = M + (size_t)a * n + e0;
             real xa = x[a];
             _Pragma("omp simd")
-            for (int l = 0; l < MT_BLOCK; l++)
+            for (int l = 0; l < w; l++)
                 acc[l] += xa * m[l];
         }
-        memcpy(y + e0, acc, sizeof acc);
-    }
-    for (; e0 < n; e0++) {
-        real s = 0;
-        for (int a = 0; a < n; a++)
-            s += x[a] * M[(size_t)a * n + e0];
-        y[e0] = s;
+        memcpy(y + e0, acc, (size_t)w * sizeof *acc);
     }
 }
 
