@@ -1,7 +1,11 @@
 /* seqrec-score - rank held-out targets with a model, or recommend the top K
  * items of every user (see seqrec-score(1)). Argument parsing and wiring
- * only: models load through the registry (lib/train/registry.c), ranks and top-K lists come from
- * lib/train/eval.c, the input is held by lib/data/dataset.c. */
+ * only: models load through the registry (lib/train/registry.c), ranks and
+ * top-K lists come from lib/train/eval.c, the input is held by
+ * lib/data/dataset.c, the --users list is read and resolved by
+ * lib/data/userlist.c, and --attention-map's files and picture are made by
+ * lib/train/attnmap.c. Left here besides the options: the text formats of
+ * --topk and the messages (warnings and notes included). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -9,9 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "attnmap.h"
 #include "cli.h"
 #include "dataset.h"
 #include "err.h"
@@ -21,6 +25,7 @@
 #include "registry.h"
 #include "stream.h"
 #include "threads.h"
+#include "userlist.h"
 
 static const char *prog = "seqrec-score";
 
@@ -214,196 +219,6 @@ static int put_topk(void *ctx, uint32_t user, uint32_t k, const uint32_t *items,
     if (ferror(f))
         return sq_fail(e, SQ_EX_IO, "%s: write error: %s", o->out_name, strerror(errno));
     return 0;
-}
-
-/* ---- --attention-map ---- */
-
-/* One n x n matrix as TSV (query rows, key columns) at path, atomically. */
-static int write_matrix(const char *path, const float *a, int n, sq_err *e)
-{
-    sq_outfile o = {0};
-    if (sq_out_open(&o, path, 0, e))
-        return e->code;
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < n; j++)
-            fprintf(o.fp, "%.7g%c", (double)a[(size_t)i * n + j], j + 1 < n ? '\t' : '\n');
-    if (ferror(o.fp)) {
-        sq_out_abort(&o);
-        return sq_fail(e, SQ_EX_IO, "%s: write error", path);
-    }
-    return sq_out_commit(&o, e);
-}
-
-/* The gnuplot script: one panel per layer, the head mean of each, rows =
- * queries (oldest at the top), columns = keys; name = the prefix's last
- * component (gnuplot runs in the prefix's directory). */
-static int write_gnuplot(const char *path, const char *name, const char *title, int L, int n,
-                         const int *ids, int mask_id, double signed_max, sq_err *e)
-{
-    sq_outfile o = {0};
-    if (sq_out_open(&o, path, 0, e))
-        return e->code;
-    FILE *f = o.fp;
-    int w = 80 + 330 * L;
-    fprintf(f, "# %s\n# written by seqrec-score --attention-map; run: gnuplot %s.gp\n", title,
-            name);
-    fprintf(f, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
-               "    set terminal pngcairo size %d,380 font ',9'\n"
-               "} else {\n    set terminal png size %d,380\n}\n", w, w);
-    fprintf(f, "set output '%s.png'\n", name);
-    fprintf(f, "set multiplot layout 1,%d title \"%s\" noenhanced\n", L, title);
-    fprintf(f, "set size ratio -1\nset xrange [-0.5:%d.5]\nset yrange [%d.5:-0.5]\n", n - 1,
-            n - 1);
-    fprintf(f, "set xlabel 'key'\nset ylabel 'query'\nunset key\n");
-    if (signed_max > 0) /* weights of either sign: a diverging palette around 0 */
-        fprintf(f, "set palette defined (-1 '#b2182b', 0 'white', 1 '#2166ac')\n"
-                   "set cbrange [%.7g:%.7g]\n", -signed_max, signed_max);
-    else
-        fprintf(f, "set palette defined (0 'white', 1 '#fdd49e', 2 '#d7301f', 3 '#7f0000')\n"
-                   "set cbrange [0:*]\n");
-    if (n <= 30) { /* item ids as tics */
-        for (int axis = 0; axis < 2; axis++) {
-            fprintf(f, "set %ctics (", axis ? 'y' : 'x');
-            for (int i = 0; i < n; i++) {
-                if (ids[i] == mask_id)
-                    fprintf(f, "%s\"[M]\" %d", i ? ", " : "", i);
-                else
-                    fprintf(f, "%s\"%d\" %d", i ? ", " : "", ids[i], i);
-            }
-            fprintf(f, ")%s\n", axis ? "" : " rotate by 90 right");
-        }
-    }
-    for (int l = 1; l <= L; l++)
-        fprintf(f, "set title 'layer %d (mean over heads)'\n"
-                   "plot '%s.l%d.mean.tsv' matrix with image\n", l, name, l);
-    fprintf(f, "unset multiplot\n");
-    if (ferror(f)) {
-        sq_out_abort(&o);
-        return sq_fail(e, SQ_EX_IO, "%s: write error", path);
-    }
-    return sq_out_commit(&o, e);
-}
-
-/* Runs gnuplot on PREFIX.gp in PREFIX's directory; 1 when gnuplot is not
- * installed (the script stays, for later). */
-static int run_gnuplot(const char *dir, const char *name, sq_err *e)
-{
-    char script[4096];
-    snprintf(script, sizeof script, "%s.gp", name);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0)
-        return sq_fail(e, SQ_EX_OSERR, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        if (dir[0] && chdir(dir) != 0)
-            _exit(126);
-        execlp("gnuplot", "gnuplot", script, (char *)NULL);
-        _exit(errno == ENOENT ? 127 : 126);
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return sq_fail(e, SQ_EX_OSERR, "waitpid: %s", strerror(errno));
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
-        return 1;
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        return sq_fail(e, SQ_EX_SOFTWARE, "gnuplot failed on %s%s.gp", dir, name);
-    return 0;
-}
-
-static int attention_map(const sq_model *model, const char *model_path, const sq_dataset *ds,
-                         const char *in_name, uint32_t user, int target, const char *prefix,
-                         sq_err *e)
-{
-    if (!model->attention)
-        return sq_fail(e, SQ_EX_USAGE, "--attention-map: %s is a %s model, which has no "
-                       "attention (sasrec and bert4rec models have)", model_path, model->name);
-    uint64_t r;
-    for (r = 0; r < ds->n_seq; r++)
-        if (ds->seq[r].user == user && ds->seq[r].view == 0)
-            break;
-    if (r == ds->n_seq)
-        return sq_fail(e, SQ_EX_DATA, "--attention-map: %s has no user %" PRIu32, in_name, user);
-    /* the history sq_eval_ranks gives this user's first target of the set */
-    const sq_seq *q = &ds->seq[r];
-    uint32_t end = target == SQ_EVAL_VALID ? q->n_train : q->n_train + q->n_valid;
-    if (end > q->len)
-        end = q->len;
-    const uint32_t *hist = sq_dataset_items(ds, r) + q->hist;
-    uint32_t len = end > q->hist ? end - q->hist : 0;
-    sq_attn_map am;
-    if (model->attention(model, hist, len, &am, e))
-        return e->code;
-    const float *map = am.map;
-    const int *ids = am.ids, *pos = am.pos;
-    int n = am.n, H = am.heads, L = am.layers, rc = 0;
-    size_t plen = strlen(prefix);
-    char *path = malloc(plen + 64), *dir = malloc(plen + 1);
-    float *mean = malloc((size_t)n * n * sizeof *mean);
-    sq_outfile o = {0};
-    if (!path || !dir || !mean) {
-        rc = sq_fail(e, SQ_EX_OSERR, "out of memory");
-        goto done;
-    }
-    /* the rows of the input: window position and item (or the mask) */
-    snprintf(path, plen + 64, "%s.items.tsv", prefix);
-    if ((rc = sq_out_open(&o, path, 0, e)) != 0)
-        goto done;
-    fprintf(o.fp, "row\tposition\titem\n");
-    for (int i = 0; i < n; i++) {
-        if (ids[i] == am.mask_id)
-            fprintf(o.fp, "%d\t%d\tmask\n", i, pos[i]);
-        else
-            fprintf(o.fp, "%d\t%d\t%d\n", i, pos[i], ids[i]);
-    }
-    if ((rc = sq_out_commit(&o, e)) != 0)
-        goto done;
-    size_t nn = (size_t)n * n;
-    double smax = 0; /* the largest |weight| of the head means (the picture) */
-    for (int l = 0; l < L; l++) {
-        memset(mean, 0, nn * sizeof *mean);
-        for (int h = 0; h < H; h++) {
-            const float *a = map + ((size_t)l * H + h) * nn;
-            for (size_t i = 0; i < nn; i++)
-                mean[i] += a[i] / (float)H;
-            snprintf(path, plen + 64, "%s.l%d.h%d.tsv", prefix, l + 1, h + 1);
-            if ((rc = write_matrix(path, a, n, e)) != 0)
-                goto done;
-        }
-        for (size_t i = 0; i < nn; i++)
-            smax = fabs(mean[i]) > smax ? fabs(mean[i]) : smax;
-        snprintf(path, plen + 64, "%s.l%d.mean.tsv", prefix, l + 1);
-        if ((rc = write_matrix(path, mean, n, e)) != 0)
-            goto done;
-    }
-    /* the script and the picture, made in the prefix's directory */
-    const char *slash = strrchr(prefix, '/'), *name = slash ? slash + 1 : prefix;
-    size_t dlen = slash ? (size_t)(slash - prefix) + 1 : 0;
-    memcpy(dir, prefix, dlen);
-    dir[dlen] = '\0';
-    char title[256];
-    snprintf(title, sizeof title, "%s, user %" PRIu32 " (%d items)", am.what, user, n);
-    /* weights of either sign (linrec, hydra: no normaliser; mixing: a
-     * Jacobian) get a diverging palette over [-max |w|, max |w|] */
-    int signed_map = am.signed_weights;
-    smax = !signed_map ? 0 : smax > 0 ? smax : 1;
-    snprintf(path, plen + 64, "%s.gp", prefix);
-    if ((rc = write_gnuplot(path, name, title, L, n, ids, am.mask_id, smax, e)) != 0)
-        goto done;
-    rc = run_gnuplot(dir, name, e);
-    if (rc == 1) {
-        fprintf(stderr, "%s: note: gnuplot not found: %s.gp written, %s.png not drawn\n", prog,
-                prefix, prefix);
-        rc = 0;
-    }
-done:
-    sq_out_abort(&o);
-    free(path);
-    free(dir);
-    free(mean);
-    sq_attn_map_free(&am);
-    return rc;
 }
 
 /* ---- the command line ---- */
@@ -606,12 +421,17 @@ static int run_attention_map(const score_args *a, sq_err *err)
     sq_model model = {0};
     sq_dataset ds = {0};
     FILE *in = NULL;
+    int drawn = 0;
     if (sq_model_load(&model, a->model_path, err) || sq_in_open(&in, a->in_path, err) ||
         sq_dataset_read(&ds, in, in_name, err) ||
         sq_model_check_stream(&model, &ds.hdr, in_name, err) ||
-        attention_map(&model, a->model_path, &ds, in_name, a->map_user, a->eo.target,
-                      a->out_path, err))
+        sq_attention_map_write(&model, a->model_path, &ds, in_name, a->map_user, a->eo.target,
+                               a->out_path, err) ||
+        sq_attention_map_draw(a->out_path, &drawn, err))
         sq_report(prog, err);
+    else if (!drawn)
+        fprintf(stderr, "%s: note: gnuplot not found: %s.gp written, %s.png not drawn\n", prog,
+                a->out_path, a->out_path);
     sq_dataset_free(&ds);
     sq_in_close(in);
     sq_model_free(&model);
@@ -620,151 +440,26 @@ static int run_attention_map(const score_args *a, sq_err *err)
 
 /* ---- --users ---- */
 
-/* One line of a --users file. */
-typedef struct {
-    char *id;
-    uint64_t line;
-} user_line;
-
-typedef struct {
-    user_line *l;
-    size_t n;
-} user_list;
-
-static void user_list_free(user_list *u)
+/* Resolves the --users list (userlist.h) and warns about the lines it
+ * skipped: at most 10, then (when it succeeded) the count. */
+static int resolve_users(const sq_user_list *u, const char *file, const sq_idmap *map,
+                         const sq_dataset *ds, const char *in_name, sq_user_set *s,
+                         sq_err *e)
 {
-    for (size_t i = 0; i < u->n; i++)
-        free(u->l[i].id);
-    free(u->l);
-    memset(u, 0, sizeof *u);
-}
-
-/* The lines of path (one id each: not empty, no TAB; CR LF accepted);
- * 66 when missing, 65 naming the line when bad. */
-static int read_user_lines(user_list *u, const char *path, sq_err *e)
-{
-    FILE *f;
-    if (sq_in_open(&f, path, e))
-        return e->code;
-    const char *name = sq_in_name(path);
-    char *buf = NULL;
-    size_t cap = 0, room = 0;
-    ssize_t n;
-    int rc = 0;
-    for (uint64_t line = 1; (n = getline(&buf, &cap, f)) >= 0; line++) {
-        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-            buf[--n] = '\0';
-        if (n == 0 || strchr(buf, '\t') || strlen(buf) != (size_t)n) {
-            rc = sq_fail(e, SQ_EX_DATA, "%s: line %" PRIu64 ": expected one user id, got %s",
-                         name, line, n == 0 ? "an empty line" : "a TAB or NUL");
-            break;
-        }
-        if (u->n == room) {
-            room = room ? 2 * room : 256;
-            user_line *l = realloc(u->l, room * sizeof *l);
-            if (!l) {
-                rc = sq_fail(e, SQ_EX_OSERR, "out of memory");
-                break;
-            }
-            u->l = l;
-        }
-        if (!(u->l[u->n].id = strdup(buf))) {
-            rc = sq_fail(e, SQ_EX_OSERR, "out of memory");
-            break;
-        }
-        u->l[u->n++].line = line;
-    }
-    if (!rc && ferror(f))
-        rc = sq_fail(e, SQ_EX_IO, "%s: read error: %s", name, strerror(errno));
-    free(buf);
-    sq_in_close(f);
-    if (rc)
-        user_list_free(u);
-    return rc;
-}
-
-typedef struct {
-    const char *id;
-    uint32_t dense;
-} named;
-
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(((const named *)a)->id, ((const named *)b)->id);
-}
-
-/* Warns (at most 10 lines, then a count) about a listed user that is
- * skipped; the run goes on. */
-static void unknown_user(uint64_t *n_unknown, const char *file, uint64_t line, const char *id,
-                         const char *why)
-{
-    if (++*n_unknown <= 10)
-        fprintf(stderr, "%s: warning: %s: line %" PRIu64 ": user '%s' %s: skipped\n", prog,
-                file, line, id, why);
-}
-
-/* The set of listed users (dense ids) in ds: *set [*n] with set[u] = 1.
- * Original ids through map when given, else dense ids (a line that is not
- * one is 65). Ids not in the map or not in ds are warnings. */
-static int resolve_users(const user_list *u, const char *file, const sq_idmap *map,
-                         const sq_dataset *ds, const char *in_name, unsigned char **set,
-                         uint32_t *n, sq_err *e)
-{
-    uint32_t max = 0;
-    for (uint64_t r = 0; r < ds->n_seq; r++)
-        max = ds->seq[r].user > max ? ds->seq[r].user : max;
-    unsigned char *have = calloc((size_t)max + 1, 2);
-    named *names = map ? malloc(((size_t)map->n_user + 1) * sizeof *names) : NULL;
-    size_t n_names = 0;
-    uint64_t n_unknown = 0;
-    int rc = 0;
-    if (!have || (map && !names)) {
-        rc = sq_fail(e, SQ_EX_OSERR, "out of memory");
-        goto done;
-    }
-    for (uint64_t r = 0; r < ds->n_seq; r++)
-        have[ds->seq[r].user] = 1;
-    for (uint32_t d = 1; map && d <= map->n_user; d++)
-        if (map->user[d])
-            names[n_names++] = (named){map->user[d], d};
-    if (map)
-        qsort(names, n_names, sizeof *names, by_name);
-    unsigned char *want = have + (size_t)max + 1;
-    for (size_t i = 0; i < u->n; i++) {
-        const user_line *l = &u->l[i];
-        uint32_t d;
-        if (map) {
-            named key = {l->id, 0}, *hit = bsearch(&key, names, n_names, sizeof *names, by_name);
-            if (!hit) {
-                unknown_user(&n_unknown, file, l->line, l->id, "is not in the map");
-                continue;
-            }
-            d = hit->dense;
-        } else if (sq_cli_u32(l->id, 1, UINT32_MAX, &d)) {
-            rc = sq_fail(e, SQ_EX_DATA, "%s: line %" PRIu64 ": bad user id '%s' (dense ids "
-                         "are positive integers; original ids need --map)", file, l->line,
-                         l->id);
-            goto done;
-        }
-        if (d > max || !have[d]) {
-            char why[128];
+    int rc = sq_user_list_resolve(u, file, map, ds, s, e);
+    for (size_t i = 0; i < s->n_skip && i < 10; i++) {
+        const sq_user_line *l = s->skip[i].user;
+        char why[128]; /* a very long input name is cut here, as it always was */
+        if (s->skip[i].why == SQ_USER_NOT_IN_MAP)
+            snprintf(why, sizeof why, "is not in the map");
+        else
             snprintf(why, sizeof why, "has no record in %s", in_name);
-            unknown_user(&n_unknown, file, l->line, l->id, why);
-            continue;
-        }
-        want[d] = 1;
+        fprintf(stderr, "%s: warning: %s: line %" PRIu64 ": user '%s' %s: skipped\n", prog,
+                file, l->line, l->id, why);
     }
-    if (n_unknown > 10)
-        fprintf(stderr, "%s: warning: %s: %" PRIu64 " unknown users in all, skipped\n", prog,
-                file, n_unknown);
-    /* the set: the second half of the block, moved to its start */
-    memmove(have, want, (size_t)max + 1);
-    *set = have;
-    *n = max + 1;
-    have = NULL;
-done:
-    free(have);
-    free(names);
+    if (!rc && s->n_skip > 10)
+        fprintf(stderr, "%s: warning: %s: %zu unknown users in all, skipped\n", prog, file,
+                s->n_skip);
     return rc;
 }
 
@@ -848,8 +543,8 @@ static int run_score(const score_args *a, sq_err *err)
     sq_outfile out = {0};
     sq_writer wr = {0};
     sq_header hdr = {0};
-    user_list ul = {0};
-    unsigned char *users = NULL;
+    sq_user_list ul = {0};
+    sq_user_set us = {0};
     uint64_t *experts = NULL;
     FILE *in = NULL;
     out_ctx oc = {.fmt = a->fmt, .out_name = out_name, .map = a->map_path ? &map : NULL,
@@ -857,16 +552,17 @@ static int run_score(const score_args *a, sq_err *err)
 
     if (sq_model_load(&model, a->model_path, err) ||
         (a->map_path && sq_idmap_read(&map, a->map_path, err)) ||
-        (a->users_path && read_user_lines(&ul, a->users_path, err)) ||
+        (a->users_path && sq_user_list_read(&ul, a->users_path, err)) ||
         sq_out_open(&out, a->out_path, !text, err) ||
         sq_in_open(&in, a->in_path, err) ||
         sq_dataset_read(&ds, in, in_name, err) ||
         sq_model_check_stream(&model, &ds.hdr, in_name, err) ||
         experts_begin(a, &model, &experts, err) ||
         (a->users_path && resolve_users(&ul, sq_in_name(a->users_path), oc.map, &ds, in_name,
-                                        &users, &eo.n_users, err)))
+                                        &us, err)))
         goto done;
-    eo.users = users;
+    eo.users = us.set;
+    eo.n_users = us.n;
     eo.expert_count = experts;
     uint64_t unknown = 0;
     eo.unknown_users = &unknown;
@@ -909,8 +605,8 @@ done:
     sq_dataset_free(&ds);
     sq_in_close(in);
     sq_idmap_free(&map);
-    user_list_free(&ul);
-    free(users);
+    sq_user_list_free(&ul);
+    sq_user_set_free(&us);
     free(experts);
     sq_model_free(&model);
     return err->code;
