@@ -1,5 +1,6 @@
-/* seqrec-cat - print a seqrec stream as text, check it, or encode text.
- * See man/man1/seqrec-cat.1. */
+/* seqrec-cat - print a seqrec stream as text, check it, or encode text
+ * (the encoder is sq_text_encode, lib/data/textenc.c). See
+ * man/man1/seqrec-cat.1. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "modelfile.h"
 #include "stream.h"
 #include "text.h"
+#include "textenc.h"
 
 static const char *PROG = "seqrec-cat";
 
@@ -45,7 +47,7 @@ typedef struct {
     int from_kind;
     long n_items, max_len;
     int with_ts;
-    char **meta;
+    const char **meta;
     int n_meta;
 } opts;
 
@@ -114,144 +116,18 @@ static int dump(const char *path, const opts *o, FILE *out, sq_err *e)
     return rc;
 }
 
-/* Text records, kept until n_items is known. */
-typedef struct {
-    sq_record *recs;
-    uint64_t *lines;    /* the input line of each record, for messages */
-    size_t n, cap;
-    uint32_t *items;
-    int64_t *ts;
-    float *scores;
-    size_t n_items, cap_items;
-} record_list;
-
-static int keep(record_list *l, const sq_record *r, uint64_t lineno, sq_err *e)
-{
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 256;
-        sq_record *p = realloc(l->recs, cap * sizeof *p);
-        if (p)
-            l->recs = p;
-        uint64_t *ln = p ? realloc(l->lines, cap * sizeof *ln) : NULL;
-        if (!ln)
-            return sq_fail(e, SQ_EX_OSERR, "out of memory");
-        l->lines = ln;
-        l->cap = cap;
-    }
-    l->lines[l->n] = lineno;
-    while (l->n_items + r->len > l->cap_items) {
-        size_t cap = l->cap_items ? l->cap_items * 2 : 4096;
-        uint32_t *it = realloc(l->items, cap * sizeof *it);
-        if (it)
-            l->items = it;
-        int64_t *ts = it ? realloc(l->ts, cap * sizeof *ts) : NULL;
-        if (ts)
-            l->ts = ts;
-        float *sc = ts ? realloc(l->scores, cap * sizeof *sc) : NULL;
-        if (!sc)
-            return sq_fail(e, SQ_EX_OSERR, "out of memory");
-        l->scores = sc;
-        l->cap_items = cap;
-    }
-    sq_record *k = &l->recs[l->n++];
-    *k = *r;
-    /* Arrays are stored as offsets until the end, as the buffers move. */
-    k->items = (uint32_t *)(uintptr_t)l->n_items;
-    if (r->items)
-        memcpy(l->items + l->n_items, r->items, r->len * sizeof *r->items);
-    if (r->ts)
-        memcpy(l->ts + l->n_items, r->ts, r->len * sizeof *r->ts);
-    if (r->scores)
-        memcpy(l->scores + l->n_items, r->scores, r->len * sizeof *r->scores);
-    l->n_items += r->items ? r->len : 0;
-    return 0;
-}
-
-/* The writer names a bad record "OUTPUT: record N: reason"; the reader of
- * the text wants "INPUT: line L: reason". */
-static int at_line(sq_err *e, const char *in_name, uint64_t lineno)
-{
-    char reason[sizeof e->msg];
-    const char *r = strstr(e->msg, ": record ");
-    r = r ? strstr(r + 9, ": ") : NULL;
-    snprintf(reason, sizeof reason, "%s", r ? r + 2 : e->msg);
-    e->code = 0;
-    return sq_fail(e, SQ_EX_DATA, "%s: line %" PRIu64 ": %s", in_name, lineno, reason);
-}
-
+/* Encodes the text input into the stream out. */
 static int encode(const char *path, const opts *o, sq_outfile *out, sq_err *e)
 {
     FILE *in;
     if (sq_in_open(&in, path, e))
         return e->code;
-    const char *name = sq_in_name(path);
-    record_list l = {0};
-    sq_text_buf b = {0};
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    uint64_t lineno = 0;
-    uint32_t max_item = 0;
-    int rc = 0;
-    while (!rc && (n = getline(&line, &cap, in)) >= 0) {
-        lineno++;
-        if (n > 0 && line[n - 1] == '\n')
-            line[--n] = '\0';
-        if (n == 0 || line[0] == '#')
-            continue;
-        char where[512];
-        snprintf(where, sizeof where, "%s: line %" PRIu64, name, lineno);
-        sq_record rec;
-        rc = sq_text_parse(line, (uint16_t)o->from_kind, o->with_ts, &b, &rec, where, e);
-        if (!rc) {
-            for (uint32_t i = 0; i < rec.len && rec.items; i++)
-                if (rec.items[i] > max_item)
-                    max_item = rec.items[i];
-            if (rec.item > max_item)
-                max_item = rec.item;
-            rc = keep(&l, &rec, lineno, e);
-        }
-    }
-    if (!rc && ferror(in))
-        rc = sq_fail(e, SQ_EX_IO, "%s: read error", name);
-    free(line);
-    sq_text_buf_free(&b);
+    sq_text_encode_opts eo = {
+        .kind = (uint16_t)o->from_kind, .with_ts = o->with_ts, .n_items = o->n_items,
+        .max_len = o->max_len, .meta = o->meta, .n_meta = o->n_meta,
+    };
+    int rc = sq_text_encode(in, sq_in_name(path), &eo, out->fp, sq_out_name(o->output), e);
     sq_in_close(in);
-
-    sq_header h;
-    sq_header_init(&h, (uint16_t)o->from_kind, o->n_items >= 0 ? (uint32_t)o->n_items : max_item);
-    h.max_len = o->max_len > 0 ? (uint32_t)o->max_len : 0;
-    h.flags = o->with_ts ? SQ_FLAG_TS : 0;
-    for (int i = 0; !rc && i < o->n_meta; i++) {
-        char *eq = strchr(o->meta[i], '=');
-        *eq = '\0';
-        rc = sq_meta_add(&h, e, o->meta[i], "%s", eq + 1);
-        *eq = '=';
-    }
-    if (!rc)
-        rc = sq_meta_add(&h, e, "cat.from_text", "%s", name);
-    sq_writer w = {0};
-    if (!rc)
-        rc = sq_writer_open(&w, out->fp, sq_out_name(o->output), &h, e);
-    for (size_t i = 0; !rc && i < l.n; i++) {
-        sq_record rec = l.recs[i];
-        size_t off = (size_t)(uintptr_t)rec.items;
-        rec.items = o->from_kind == SQ_RANKS ? NULL : l.items + off;
-        rec.ts = o->with_ts ? l.ts + off : NULL;
-        rec.scores = o->from_kind == SQ_TOPK ? l.scores + off : NULL;
-        rc = sq_write(&w, &rec, e);
-        if (rc == SQ_EX_DATA)
-            rc = at_line(e, name, l.lines[i]);
-    }
-    if (!rc)
-        rc = sq_writer_finish(&w, e);
-    sq_writer_free(&w);
-    sq_header_free(&h);
-    free(l.recs);
-    free(l.lines);
-    free(l.items);
-    free(l.ts);
-    free(l.scores);
     return rc;
 }
 
