@@ -37,6 +37,18 @@ static void encode_text(const char *text, size_t n, const sq_text_encode_opts *o
         fclose(out);
 }
 
+/* text (no NUL inside) is refused with 65 and msg; the bytes written */
+static size_t refused(unit_ctx *t, const char *text, const sq_text_encode_opts *o,
+                      const char *msg)
+{
+    encoded s;
+    encode_text(text, strlen(text), o, &s);
+    CHECK_EQ(s.rc, SQ_EX_DATA);
+    CHECK_STR(s.e.msg, msg);
+    free(s.buf);
+    return s.len;
+}
+
 /* A stream read back: its header and records (arrays copied). */
 typedef struct {
     int rc;            /* 0: read to the verified trailer */
@@ -237,10 +249,7 @@ UNIT_TEST(test_textenc_header_options)
     free(s.buf);
     /* n_items 0 given is 0, not "the largest item": item 1 is out of range */
     o = (sq_text_encode_opts){.kind = SQ_SEQUENCES, .n_items = 0};
-    encode_text(text, sizeof text - 1, &o, &s);
-    CHECK_EQ(s.rc, SQ_EX_DATA);
-    CHECK_STR(s.e.msg, "in.txt: line 1: item id 1 out of range (n_items 0)");
-    free(s.buf);
+    refused(t, text, &o, "in.txt: line 1: item id 1 out of range (n_items 0)");
 }
 
 UNIT_TEST(test_textenc_comments_and_empty_lines)
@@ -266,36 +275,22 @@ UNIT_TEST(test_textenc_comments_and_empty_lines)
     free(s.buf);
     /* skipped lines still count: the bad line is line 6 */
     static const char bad[] = "# c\n\n1\t2\n#\n\n2\t3\t4\n";
-    encode_text(bad, sizeof bad - 1, &o, &s);
-    CHECK_EQ(s.rc, SQ_EX_DATA);
-    CHECK_STR(s.e.msg, "in.txt: line 6: expected 2 tab-separated fields for a "
-                       "sequences record, found 3");
-    free(s.buf);
+    refused(t, bad, &o, "in.txt: line 6: expected 2 tab-separated fields for a "
+                        "sequences record, found 3");
 }
 
 UNIT_TEST(test_textenc_malformed_line)
 {
     sq_text_encode_opts o = {.kind = SQ_SEQUENCES, .n_items = -1, .max_len = -1};
-    encoded s;
     static const char fields[] = "1\t1 2\n2\t3\t4\n3\t5\n";
-    encode_text(fields, sizeof fields - 1, &o, &s);
-    CHECK_EQ(s.rc, SQ_EX_DATA);
-    CHECK_STR(s.e.msg, "in.txt: line 2: expected 2 tab-separated fields for a "
-                       "sequences record, found 3");
-    CHECK_EQ(s.len, 0); /* nothing written */
-    free(s.buf);
+    CHECK_EQ(refused(t, fields, &o, "in.txt: line 2: expected 2 tab-separated fields for a "
+                                    "sequences record, found 3"),
+             0); /* nothing written */
     static const char item[] = "1\t1 2\n2\t3\n3\t5 x\n";
-    encode_text(item, sizeof item - 1, &o, &s);
-    CHECK_EQ(s.rc, SQ_EX_DATA);
-    CHECK_STR(s.e.msg, "in.txt: line 3: bad number in the items field");
-    CHECK_EQ(s.len, 0);
-    free(s.buf);
+    CHECK_EQ(refused(t, item, &o, "in.txt: line 3: bad number in the items field"), 0);
     o.with_ts = 1;
     static const char ts[] = "1\t1 2\t10 20\n2\t3 4\t30\n";
-    encode_text(ts, sizeof ts - 1, &o, &s);
-    CHECK_EQ(s.rc, SQ_EX_DATA);
-    CHECK_STR(s.e.msg, "in.txt: line 2: 1 timestamps for 2 items");
-    free(s.buf);
+    refused(t, ts, &o, "in.txt: line 2: 1 timestamps for 2 items");
 }
 
 UNIT_TEST(test_textenc_writer_refusal_names_line)
@@ -303,30 +298,17 @@ UNIT_TEST(test_textenc_writer_refusal_names_line)
     /* the writer says "out.sqr: record 1: ..."; the message names the line */
     static const char text[] = "1\t1 2\n# c\n2\t4 99 5\n";
     sq_text_encode_opts o = {.kind = SQ_SEQUENCES, .n_items = 5, .max_len = -1};
-    encoded s;
-    encode_text(text, sizeof text - 1, &o, &s);
-    CHECK_EQ(s.rc, SQ_EX_DATA);
-    CHECK_STR(s.e.msg, "in.txt: line 3: item id 99 out of range (n_items 5)");
-    free(s.buf);
+    refused(t, text, &o, "in.txt: line 3: item id 99 out of range (n_items 5)");
     static const char zero[] = "1\t1 2\n\n\n2\t4 0 5\n";
     o.n_items = -1;
-    encode_text(zero, sizeof zero - 1, &o, &s);
-    CHECK_EQ(s.rc, SQ_EX_DATA);
-    CHECK_STR(s.e.msg, "in.txt: line 4: item id 0 (padding) outside a padded row");
-    free(s.buf);
+    refused(t, zero, &o, "in.txt: line 4: item id 0 (padding) outside a padded row");
     o.max_len = 2;
     static const char longer[] = "1\t1 2\n2\t1 2 3\n";
-    encode_text(longer, sizeof longer - 1, &o, &s);
-    CHECK_EQ(s.rc, SQ_EX_DATA);
-    CHECK_STR(s.e.msg, "in.txt: line 2: oversize record: 3 items exceeds max_len 2");
-    free(s.buf);
+    refused(t, longer, &o, "in.txt: line 2: oversize record: 3 items exceeds max_len 2");
     /* a header the writer refuses keeps the writer's message */
     sq_text_encode_opts r = {.kind = SQ_RANKS, .with_ts = 1, .n_items = -1};
     static const char rk[] = "1\t1\t10\t3\t77\n";
-    encode_text(rk, sizeof rk - 1, &r, &s);
-    CHECK_EQ(s.rc, SQ_EX_DATA);
-    CHECK_STR(s.e.msg, "out.sqr: record 0: timestamps flag on a ranks stream");
-    free(s.buf);
+    refused(t, rk, &r, "out.sqr: record 0: timestamps flag on a ranks stream");
 }
 
 UNIT_TEST(test_textenc_empty_input)
@@ -384,10 +366,7 @@ UNIT_TEST(test_textenc_ranks_topk)
     sq_header_free(&d.h);
     free(s.buf);
     o.n_items = 10;
-    encode_text(ranks, sizeof ranks - 1, &o, &s);
-    CHECK_EQ(s.rc, SQ_EX_DATA);
-    CHECK_STR(s.e.msg, "in.txt: line 1: target item id 42 out of range (n_items 10)");
-    free(s.buf);
+    refused(t, ranks, &o, "in.txt: line 1: target item id 42 out of range (n_items 10)");
 
     /* topk text: user item:score,...; an empty list is a record too */
     static const char topk[] = "3\t42:0.5,7:0.25,9:-1.5\n4\t\n5\t1:3.25e-05\n";
