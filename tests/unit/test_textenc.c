@@ -88,6 +88,18 @@ static void decode(const encoded *s, decoded *d)
     fclose(f);
 }
 
+/* text encodes (0) into a stream that reads back into *d */
+static void accepted(unit_ctx *t, const char *text, size_t n, const sq_text_encode_opts *o,
+                     decoded *d)
+{
+    encoded s;
+    encode_text(text, n, o, &s);
+    CHECK_EQ(s.rc, 0);
+    decode(&s, d);
+    CHECK_EQ(d->rc, 0);
+    free(s.buf);
+}
+
 /* Prints recs as text with sq_text_write, the way seqrec-cat does (with
  * timestamps only when h has them). */
 static char *as_text(const sq_header *h, const sq_record *recs, int n, size_t *len)
@@ -165,11 +177,8 @@ UNIT_TEST(test_textenc_roundtrip_sequences)
         CHECK(text != NULL);
         sq_text_encode_opts o = {.kind = SQ_SEQUENCES, .with_ts = with_ts,
                                  .n_items = -1, .max_len = -1};
-        encoded s;
-        encode_text(text ? text : "", text ? n : 0, &o, &s);
-        CHECK_EQ(s.rc, 0);
         decoded d;
-        decode(&s, &d);
+        accepted(t, text ? text : "", text ? n : 0, &o, &d);
         check_records(t, &d, &h, recs, 4);
         CHECK_EQ(d.h.kind, SQ_SEQUENCES);
         CHECK_EQ(d.h.flags, h.flags);
@@ -178,7 +187,6 @@ UNIT_TEST(test_textenc_roundtrip_sequences)
         CHECK_STR(d.h.meta, "cat.from_text=in.txt\n");
         sq_header_free(&d.h);
         sq_header_free(&h);
-        free(s.buf);
         free(text);
     }
 }
@@ -207,11 +215,8 @@ UNIT_TEST(test_textenc_roundtrip_split_padded)
         CHECK(text != NULL);
         sq_text_encode_opts o = {.kind = h.kind, .with_ts = with_ts, .n_items = -1,
                                  .max_len = padded ? 4 : -1};
-        encoded s;
-        encode_text(text ? text : "", text ? n : 0, &o, &s);
-        CHECK_EQ(s.rc, 0);
         decoded d;
-        decode(&s, &d);
+        accepted(t, text ? text : "", text ? n : 0, &o, &d);
         check_records(t, &d, &h, recs, 2);
         CHECK_EQ(d.h.kind, h.kind);
         CHECK_EQ(d.h.flags, h.flags);
@@ -219,7 +224,6 @@ UNIT_TEST(test_textenc_roundtrip_split_padded)
         CHECK_EQ(d.h.max_len, padded ? 4 : 0);
         sq_header_free(&d.h);
         sq_header_free(&h);
-        free(s.buf);
         free(text);
     }
 }
@@ -230,12 +234,8 @@ UNIT_TEST(test_textenc_header_options)
     const char *meta[3] = {"dataset=tiny", "a.b=x=y", "empty="};
     sq_text_encode_opts o = {.kind = SQ_SEQUENCES, .n_items = 1000, .max_len = 3,
                              .meta = meta, .n_meta = 3};
-    encoded s;
-    encode_text(text, sizeof text - 1, &o, &s);
-    CHECK_EQ(s.rc, 0);
     decoded d;
-    decode(&s, &d);
-    CHECK_EQ(d.rc, 0);
+    accepted(t, text, sizeof text - 1, &o, &d);
     CHECK_EQ(d.n, 2);
     CHECK_EQ(d.h.n_items, 1000); /* given, not the largest item (5) */
     CHECK_EQ(d.h.max_len, 3);
@@ -246,7 +246,6 @@ UNIT_TEST(test_textenc_header_options)
     /* the caller's strings are not cut at '=' */
     CHECK_STR(meta[1], "a.b=x=y");
     sq_header_free(&d.h);
-    free(s.buf);
     /* n_items 0 given is 0, not "the largest item": item 1 is out of range */
     o = (sq_text_encode_opts){.kind = SQ_SEQUENCES, .n_items = 0};
     refused(t, text, &o, "in.txt: line 1: item id 1 out of range (n_items 0)");
@@ -257,12 +256,8 @@ UNIT_TEST(test_textenc_comments_and_empty_lines)
     /* the last line has no newline; "#" only at the start makes a comment */
     static const char text[] = "# header\n\n1\t3 4 5\n#\t9 9\n\n\n2\t9 1";
     sq_text_encode_opts o = {.kind = SQ_SEQUENCES, .n_items = -1, .max_len = -1};
-    encoded s;
-    encode_text(text, sizeof text - 1, &o, &s);
-    CHECK_EQ(s.rc, 0);
     decoded d;
-    decode(&s, &d);
-    CHECK_EQ(d.rc, 0);
+    accepted(t, text, sizeof text - 1, &o, &d);
     CHECK_EQ(d.n, 2);
     CHECK_EQ(d.rec[0].user, 1);
     CHECK_EQ(d.rec[0].len, 3);
@@ -272,7 +267,6 @@ UNIT_TEST(test_textenc_comments_and_empty_lines)
     CHECK_EQ(d.items[1][0], 9);
     CHECK_EQ(d.h.n_items, 9);
     sq_header_free(&d.h);
-    free(s.buf);
     /* skipped lines still count: the bad line is line 6 */
     static const char bad[] = "# c\n\n1\t2\n#\n\n2\t3\t4\n";
     refused(t, bad, &o, "in.txt: line 6: expected 2 tab-separated fields for a "
@@ -316,32 +310,22 @@ UNIT_TEST(test_textenc_empty_input)
     for (int given = 0; given <= 1; given++) {
         sq_text_encode_opts o = {.kind = SQ_SPLIT, .with_ts = 1,
                                  .n_items = given ? 7 : -1, .max_len = -1};
-        encoded s;
-        encode_text("", 0, &o, &s);
-        CHECK_EQ(s.rc, 0);
         decoded d;
-        decode(&s, &d);
-        CHECK_EQ(d.rc, 0);
+        accepted(t, "", 0, &o, &d);
         CHECK_EQ(d.n, 0);
         CHECK_EQ(d.h.kind, SQ_SPLIT);
         CHECK_EQ(d.h.flags, SQ_FLAG_TS);
         CHECK_EQ(d.h.n_items, given ? 7 : 0);
         check_meta(t, &d.h, "cat.from_text", "in.txt");
         sq_header_free(&d.h);
-        free(s.buf);
     }
     /* only comments: the same */
     sq_text_encode_opts o = {.kind = SQ_TOPK, .n_items = -1};
-    encoded s;
-    encode_text("# nothing\n\n", 11, &o, &s);
-    CHECK_EQ(s.rc, 0);
     decoded d;
-    decode(&s, &d);
-    CHECK_EQ(d.rc, 0);
+    accepted(t, "# nothing\n\n", 11, &o, &d);
     CHECK_EQ(d.n, 0);
     CHECK_EQ(d.h.kind, SQ_TOPK);
     sq_header_free(&d.h);
-    free(s.buf);
 }
 
 UNIT_TEST(test_textenc_ranks_topk)
@@ -349,12 +333,8 @@ UNIT_TEST(test_textenc_ranks_topk)
     /* ranks text: user rank n_cand item; n_items = the largest target */
     static const char ranks[] = "1\t5\t100\t42\n2\t1\t100\t7\n";
     sq_text_encode_opts o = {.kind = SQ_RANKS, .n_items = -1};
-    encoded s;
-    encode_text(ranks, sizeof ranks - 1, &o, &s);
-    CHECK_EQ(s.rc, 0);
     decoded d;
-    decode(&s, &d);
-    CHECK_EQ(d.rc, 0);
+    accepted(t, ranks, sizeof ranks - 1, &o, &d);
     CHECK_EQ(d.n, 2);
     CHECK_EQ(d.h.n_items, 42);
     CHECK_EQ(d.rec[0].user, 1);
@@ -364,7 +344,6 @@ UNIT_TEST(test_textenc_ranks_topk)
     CHECK_EQ(d.rec[1].item, 7);
     CHECK_EQ(d.rec[1].rank, 1);
     sq_header_free(&d.h);
-    free(s.buf);
     o.n_items = 10;
     refused(t, ranks, &o, "in.txt: line 1: target item id 42 out of range (n_items 10)");
 
@@ -378,13 +357,10 @@ UNIT_TEST(test_textenc_ranks_topk)
     want[2].items = it2;
     want[2].scores = sc2;
     o = (sq_text_encode_opts){.kind = SQ_TOPK, .n_items = -1};
-    encode_text(topk, sizeof topk - 1, &o, &s);
-    CHECK_EQ(s.rc, 0);
-    decode(&s, &d);
+    accepted(t, topk, sizeof topk - 1, &o, &d);
     check_records(t, &d, &d.h, want, 3);
     CHECK_EQ(d.h.n_items, 42);
     sq_header_free(&d.h);
-    free(s.buf);
 }
 
 UNIT_TEST(test_textenc_bad_meta)
