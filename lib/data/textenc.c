@@ -14,19 +14,15 @@ typedef struct {
     sq_record *recs;
     uint64_t *lines;    /* the input line of each record, for messages */
     size_t n, cap;
-    uint32_t *items;
-    int64_t *ts;
-    float *scores;
-    size_t n_items, cap_items;
+    sq_text_buf arr;    /* every record's items, timestamps and scores */
+    size_t n_items;     /* entries of arr in use */
 } record_list;
 
 static void record_list_free(record_list *l)
 {
     free(l->recs);
     free(l->lines);
-    free(l->items);
-    free(l->ts);
-    free(l->scores);
+    sq_text_buf_free(&l->arr);
 }
 
 static int keep(record_list *l, const sq_record *r, uint64_t lineno, sq_err *e)
@@ -43,30 +39,18 @@ static int keep(record_list *l, const sq_record *r, uint64_t lineno, sq_err *e)
         l->cap = cap;
     }
     l->lines[l->n] = lineno;
-    while (l->n_items + r->len > l->cap_items) {
-        size_t cap = l->cap_items ? l->cap_items * 2 : 4096;
-        uint32_t *it = realloc(l->items, cap * sizeof *it);
-        if (it)
-            l->items = it;
-        int64_t *ts = it ? realloc(l->ts, cap * sizeof *ts) : NULL;
-        if (ts)
-            l->ts = ts;
-        float *sc = ts ? realloc(l->scores, cap * sizeof *sc) : NULL;
-        if (!sc)
-            return sq_fail(e, SQ_EX_OSERR, "out of memory");
-        l->scores = sc;
-        l->cap_items = cap;
-    }
+    if (sq_text_buf_reserve(&l->arr, l->n_items + r->len, e))
+        return e->code;
     sq_record *k = &l->recs[l->n++];
     *k = *r;
     /* Arrays are stored as offsets until the end, as the buffers move. */
     k->items = (uint32_t *)(uintptr_t)l->n_items;
     if (r->items)
-        memcpy(l->items + l->n_items, r->items, r->len * sizeof *r->items);
+        memcpy(l->arr.items + l->n_items, r->items, r->len * sizeof *r->items);
     if (r->ts)
-        memcpy(l->ts + l->n_items, r->ts, r->len * sizeof *r->ts);
+        memcpy(l->arr.ts + l->n_items, r->ts, r->len * sizeof *r->ts);
     if (r->scores)
-        memcpy(l->scores + l->n_items, r->scores, r->len * sizeof *r->scores);
+        memcpy(l->arr.scores + l->n_items, r->scores, r->len * sizeof *r->scores);
     l->n_items += r->items ? r->len : 0;
     return 0;
 }
@@ -147,9 +131,9 @@ static int write_records(const record_list *l, const sq_header *h, const char *i
     for (size_t i = 0; !rc && i < l->n; i++) {
         sq_record rec = l->recs[i];
         size_t off = (size_t)(uintptr_t)rec.items;
-        rec.items = h->kind == SQ_RANKS ? NULL : l->items + off;
-        rec.ts = (h->flags & SQ_FLAG_TS) ? l->ts + off : NULL;
-        rec.scores = h->kind == SQ_TOPK ? l->scores + off : NULL;
+        rec.items = h->kind == SQ_RANKS ? NULL : l->arr.items + off;
+        rec.ts = (h->flags & SQ_FLAG_TS) ? l->arr.ts + off : NULL;
+        rec.scores = h->kind == SQ_TOPK ? l->arr.scores + off : NULL;
         rc = sq_write(&w, &rec, e);
         if (rc == SQ_EX_DATA)
             rc = at_line(e, in_name, l->lines[i]);

@@ -56,7 +56,7 @@ int sq_text_write(FILE *f, const sq_header *h, const sq_record *r)
     return 0;
 }
 
-static int reserve(sq_text_buf *b, size_t n, sq_err *e)
+int sq_text_buf_reserve(sq_text_buf *b, size_t n, sq_err *e)
 {
     if (n <= b->cap)
         return 0;
@@ -120,7 +120,7 @@ static int parse_list(const char *s, sq_text_buf *b, size_t *n, int as_ts,
             p++;
         if (!*p)
             break;
-        if (reserve(b, *n + 1, e))
+        if (sq_text_buf_reserve(b, *n + 1, e))
             return e->code;
         char *end;
         errno = 0;
@@ -171,7 +171,7 @@ int sq_text_parse(char *line, uint16_t kind, int with_ts, sq_text_buf *b,
     }
     if (kind == SQ_TOPK) {
         for (char *p = f[1]; *p;) {
-            if (reserve(b, len + 1, e))
+            if (sq_text_buf_reserve(b, len + 1, e))
                 return e->code;
             char *end;
             errno = 0;

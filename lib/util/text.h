@@ -31,6 +31,8 @@ typedef struct {
  * buf. where = "FILE: line N" for messages. Returns 0 or 65/71. */
 int sq_text_parse(char *line, uint16_t kind, int with_ts, sq_text_buf *buf,
                   sq_record *rec, const char *where, sq_err *e);
+/* Room for n entries in each array (the capacity doubles); 0 or 71. */
+int sq_text_buf_reserve(sq_text_buf *b, size_t n, sq_err *e);
 void sq_text_buf_free(sq_text_buf *buf);
 
 #endif
