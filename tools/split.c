@@ -30,7 +30,8 @@ static void usage(FILE *f)
         "                       as RecBole does\n"
         "  -t, --time T[,T2]    global temporal cut (needs timestamps): ts < T\n"
         "                       train, T <= ts < T2 validation, the rest test\n"
-        "      --holdout-users F  a fraction F (0 < F < 1) of the users, chosen by a\n"
+        "      --holdout-users F\n"
+        "                       a fraction F (0 < F < 1) of the users, chosen by a\n"
         "                       hash of the user id, keep their last item as the\n"
         "                       validation target; every other user trains on its\n"
         "                       whole sequence; no test targets (fine-tuning)\n"
@@ -43,8 +44,8 @@ static void usage(FILE *f)
         "\n"
         "Short users: fewer than 3 items (leave-one-out), no held-out item\n"
         "(ratio), no item before T (time), a held-out user with a single item\n"
-        "(holdout-users). They are counted on stderr and kept,\n"
-        "for training only (under --time: without history), unless --drop-short.\n"
+        "(holdout-users). They are counted on stderr and kept, for training only\n"
+        "(under --time: without history), unless --drop-short.\n"
         "Exit status: 0 ok, 64 usage, 65 bad data, 66 missing input,\n"
         "73 cannot create output, 74 I/O error.\n");
 }
