@@ -10,7 +10,7 @@
 
 static const char *commands[][2] = {
     {"preprocess", "raw interaction logs -> sequences stream"},
-    {"split", "sequences -> split stream (leave-one-out, ratio, time)"},
+    {"split", "sequences -> split stream (leave-one-out, ratio, time, holdout-users)"},
     {"pad", "split -> padded rows (zero or RandomPad)"},
     {"cat", "print, check or encode a stream"},
     {"synth", "generate a synthetic interaction log"},
