@@ -217,6 +217,13 @@ UNIT_TEST(test_split_holdout_fraction_and_determinism)
             CHECK(sq_split_holdout_has(u, 0.2, 3));
 }
 
+static void check_cut(unit_ctx *t, sq_cut c, uint32_t n_train, uint32_t n_valid, int is_short)
+{
+    CHECK_EQ(c.n_train, n_train);
+    CHECK_EQ(c.n_valid, n_valid);
+    CHECK_EQ(c.is_short, is_short);
+}
+
 UNIT_TEST(test_split_holdout_cuts)
 {
     uint32_t in = 0, out = 0; /* a held-out user and another, seed 0, F 0.5 */
@@ -227,40 +234,26 @@ UNIT_TEST(test_split_holdout_cuts)
             out = out ? out : u;
     }
     CHECK(in && out);
-    sq_cut c = sq_split_holdout(in, 5, 0.5, 0); /* last item validation, no test */
-    CHECK_EQ(c.n_train, 4);
-    CHECK_EQ(c.n_valid, 1);
-    CHECK_EQ(c.is_short, 0);
-    c = sq_split_holdout(in, 2, 0.5, 0);
-    CHECK_EQ(c.n_train, 1);
-    CHECK_EQ(c.n_valid, 1);
-    c = sq_split_holdout(out, 5, 0.5, 0); /* the whole sequence trains */
-    CHECK_EQ(c.n_train, 5);
-    CHECK_EQ(c.n_valid, 0);
-    CHECK_EQ(c.is_short, 0);
+    /* held out: last item validation, no test; the others: all train */
+    check_cut(t, sq_split_holdout(in, 5, 0.5, 0), 4, 1, 0);
+    check_cut(t, sq_split_holdout(in, 2, 0.5, 0), 1, 1, 0);
+    check_cut(t, sq_split_holdout(out, 5, 0.5, 0), 5, 0, 0);
     /* single-item users all train; a held-out one is counted short */
-    c = sq_split_holdout(in, 1, 0.5, 0);
-    CHECK_EQ(c.n_train, 1);
-    CHECK_EQ(c.n_valid, 0);
-    CHECK_EQ(c.is_short, 1);
-    c = sq_split_holdout(out, 1, 0.5, 0);
-    CHECK_EQ(c.n_train, 1);
-    CHECK_EQ(c.n_valid, 0);
-    CHECK_EQ(c.is_short, 0);
+    check_cut(t, sq_split_holdout(in, 1, 0.5, 0), 1, 0, 1);
+    check_cut(t, sq_split_holdout(out, 1, 0.5, 0), 1, 0, 0);
     /* through sq_split_record */
     uint32_t items[5] = {1, 2, 3, 4, 5};
     sq_record rec = {.user = in, .len = 5, .items = items};
     sq_split_opts o = {0};
+    sq_cut c;
     sq_err e = {0};
     CHECK_EQ(sq_split_parse_holdout(&o, "0.5", &e), 0);
     CHECK_EQ(o.mode, SQ_SPLIT_HOLDOUT);
     CHECK_EQ(sq_split_record(&o, &rec, "x", &c, &e), 0);
-    CHECK_EQ(c.n_train, 4);
-    CHECK_EQ(c.n_valid, 1);
+    check_cut(t, c, 4, 1, 0);
     rec.user = out;
     CHECK_EQ(sq_split_record(&o, &rec, "x", &c, &e), 0);
-    CHECK_EQ(c.n_train, 5);
-    CHECK_EQ(c.n_valid, 0);
+    check_cut(t, c, 5, 0, 0);
 }
 
 UNIT_TEST(test_split_parse_holdout_and_seed)
@@ -289,38 +282,36 @@ UNIT_TEST(test_split_parse_holdout_and_seed)
     }
 }
 
+/* The meta sq_split_meta writes for o, in a fresh header, is want. */
+static void check_meta(unit_ctx *t, const sq_split_opts *o, int drop, const char *want)
+{
+    sq_header h;
+    sq_err e = {0};
+    sq_header_init(&h, SQ_SPLIT, 10);
+    CHECK_EQ(sq_split_meta(&h, o, drop, &e), 0);
+    CHECK_STR(h.meta, want);
+    sq_header_free(&h);
+}
+
 /* The meta of each mode: split.mode, the option, split.seed, split.short. */
 UNIT_TEST(test_split_meta)
 {
-    sq_header h;
-    char buf[64];
     sq_err e = {0};
     sq_split_opts o = {0};
     CHECK_EQ(sq_split_parse_holdout(&o, "0.05", &e), 0);
     CHECK_EQ(sq_split_parse_seed(&o, "42", &e), 0);
-    sq_header_init(&h, SQ_SPLIT, 10);
-    CHECK_EQ(sq_split_meta(&h, &o, 0, &e), 0);
-    CHECK_STR(h.meta, "split.mode=holdout-users\nsplit.holdout=0.05\nsplit.seed=42\n"
-                      "split.short=train\n");
-    CHECK(sq_meta_get(&h, "split.seed", buf, sizeof buf) == 1);
-    CHECK_STR(buf, "42");
-    sq_header_free(&h);
+    check_meta(t, &o, 0, "split.mode=holdout-users\nsplit.holdout=0.05\nsplit.seed=42\n"
+                         "split.short=train\n");
+    o.seed = 0; /* the default seed is written too */
+    check_meta(t, &o, 1, "split.mode=holdout-users\nsplit.holdout=0.05\nsplit.seed=0\n"
+                         "split.short=drop\n");
     sq_split_opts loo = {.mode = SQ_SPLIT_LOO};
-    sq_header_init(&h, SQ_SPLIT, 10);
-    CHECK_EQ(sq_split_meta(&h, &loo, 1, &e), 0);
-    CHECK_STR(h.meta, "split.mode=leave-one-out\nsplit.short=drop\n");
-    sq_header_free(&h);
+    check_meta(t, &loo, 1, "split.mode=leave-one-out\nsplit.short=drop\n");
     sq_split_opts r = {0};
     CHECK_EQ(sq_split_parse_ratio(&r, "0.8,0.1,0.1", &e), 0);
-    sq_header_init(&h, SQ_SPLIT, 10);
-    CHECK_EQ(sq_split_meta(&h, &r, 0, &e), 0);
-    CHECK_STR(h.meta, "split.mode=ratio\nsplit.ratio=0.8,0.1,0.1\nsplit.short=train\n");
-    sq_header_free(&h);
+    check_meta(t, &r, 0, "split.mode=ratio\nsplit.ratio=0.8,0.1,0.1\nsplit.short=train\n");
     sq_split_opts tm = {0};
     CHECK_EQ(sq_split_parse_time(&tm, "20,40", &e), 0);
-    sq_header_init(&h, SQ_SPLIT, 10);
-    CHECK_EQ(sq_split_meta(&h, &tm, 0, &e), 0);
-    CHECK_STR(h.meta, "split.mode=time\nsplit.time=20,40\nsplit.short=train\n");
-    sq_header_free(&h);
+    check_meta(t, &tm, 0, "split.mode=time\nsplit.time=20,40\nsplit.short=train\n");
     CHECK_STR(sq_split_mode_name(SQ_SPLIT_HOLDOUT), "holdout-users");
 }
