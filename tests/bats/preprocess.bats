@@ -324,7 +324,7 @@ PY
     grep -q -- "${opt//-/\\\\-}" "$SEQREC_ROOT/man/man1/seqrec-preprocess.1" || { echo "man lacks $opt"; return 1; }
   done
   run -0 seqrec-preprocess --version
-  [[ "$output" == "seqrec-preprocess "[0-9]* ]]
+  [[ "$output" == "seqrec-preprocess (seqrec) "[0-9]* ]]
 }
 
 @test "real data: Beauty and ml-100k statistics (skipped without the mirror)" {
