@@ -97,8 +97,11 @@ deps:
 unit: $(BUILD)/unit_tests
 	$(BUILD)/unit_tests
 
+# TAP, ended by the line "bats: N passed, N failed, N skipped"
+# (tests/bats/run.sh); BATS_FILES=tests/bats/x.bats runs fewer suites.
+BATS_FILES ?= tests/bats
 bats: $(PROGS) $(CUDA_SO)
-	SEQREC_BIN=$(CURDIR)/$(BUILD)/bin SEQREC_ROOT=$(CURDIR) bats tests/bats
+	SEQREC_BIN=$(CURDIR)/$(BUILD)/bin SEQREC_ROOT=$(CURDIR) sh tests/bats/run.sh $(BATS_FILES)
 
 # Every source must also compile warning-free with clang (when present).
 clang-check:

@@ -117,7 +117,7 @@ static int parse_args(int argc, char **argv, split_args *a)
         case 'o': a->out_path = optarg; break;
         case 'v': a->verbose = 1; break;
         case 'h': usage(stdout); return -1;
-        case 'V': printf("%s (seqrec) %s\n", prog, SEQREC_VERSION); return -1;
+        case 'V': sq_cli_version(prog); return -1;
         default: return sq_cli_try_help(prog);
         }
         if (c == 'l' || c == 'r' || c == 't' || c == OPT_HOLDOUT)
