@@ -45,6 +45,9 @@ PROGS := $(BUILD)/bin/seqrec $(TOOL_NAMES:%=$(BUILD)/bin/seqrec-%)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/main.o
 
+# `make` alone builds the programs: the included files' first rules (cuda.mk's
+# err_pic.o with nvcc on PATH) must not become the default goal (issue 40).
+.DEFAULT_GOAL := all
 include cuda/cuda.mk
 
 # tags for editors: .ctags.d/ teaches ctags the R(name) functions of real.h.

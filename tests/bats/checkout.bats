@@ -59,3 +59,13 @@ setup() { common_setup; }
   output=$(grep -vx checkout.bats <<< "$output" || true)
   [ -z "$output" ] || { echo "fixed mirror paths in: $output"; false; }
 }
+
+@test "plain make's goal is 'all', also with nvcc on PATH (issue 40: cuda.mk's first rule was the default)" {
+  mkdir -p "$T/fakebin"
+  printf '#!/bin/sh\nexit 0\n' > "$T/fakebin/nvcc"
+  chmod +x "$T/fakebin/nvcc"
+  for cuda in auto 0; do
+    PATH="$T/fakebin:$PATH" run make -pn -C "$SEQREC_ROOT" CUDA=$cuda BUILD="$T/build"
+    [[ "$output" == *$'\n.DEFAULT_GOAL := all\n'* ]]
+  done
+}
