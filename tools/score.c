@@ -60,6 +60,8 @@ static void usage(FILE *f)
         "                         (a topk stream)\n"
         "      --map FILE         with --topk tsv, long or jsonl: print original user\n"
         "                         and item ids from the map of seqrec-preprocess --map\n"
+        "                         (65 unless its items extend the model's map and its\n"
+        "                         users the stream's)\n"
         "      --users FILE       only the users listed in FILE, one id a line\n"
         "                         (original ids with --map, dense ids without); an\n"
         "                         id not in the map or not in the input is a warning\n"
@@ -422,14 +424,9 @@ static int parse_args(int argc, char **argv, score_args *a)
 
 /* ---- id maps (idmap.h) ---- */
 
-static void warn(const char *w)
-{
-    if (w[0])
-        fprintf(stderr, "%s: warning: %s\n", prog, w);
-}
-
 /* The stream must have the model's id map (same items), and a --map
- * (NULL: none) must extend the model's items and the stream's users. */
+ * (NULL: none) must extend the model's items and the stream's users. What
+ * could not be checked (no fingerprint) is one warning line. */
 static int check_maps(const score_args *a, const sq_model *m, const sq_header *h,
                       const char *in_name, const sq_idmap *map, sq_err *e)
 {
@@ -437,20 +434,15 @@ static int check_maps(const score_args *a, const sq_model *m, const sq_header *h
     char w[768] = "";
     sq_mapfp_from_meta(m->meta, "", &mfp);
     sq_mapfp_from_meta(h->meta, "", &sfp);
-    if (sq_mapfp_check_stream(&mfp, a->model_path, &sfp, in_name, w, sizeof w, e))
+    const char *mn = map ? sq_in_name(a->map_path) : NULL;
+    if (sq_mapfp_check_stream(&mfp, a->model_path, &sfp, in_name, w, sizeof w, e) ||
+        (map && sq_idmap_check_extends(map, mn, 1, &mfp.item, "model", a->model_path,
+                                       w[0] ? NULL : w, sizeof w, e)) ||
+        (map && sq_idmap_check_extends(map, mn, 0, &sfp.user, "stream", in_name,
+                                       w[0] ? NULL : w, sizeof w, e)))
         return e->code;
-    warn(w);
-    if (!map)
-        return 0;
-    const char *mn = sq_in_name(a->map_path);
-    w[0] = '\0';
-    if (sq_idmap_check_extends(map, mn, 1, &mfp.item, "model", a->model_path, w, sizeof w, e))
-        return e->code;
-    warn(w);
-    w[0] = '\0';
-    if (sq_idmap_check_extends(map, mn, 0, &sfp.user, "stream", in_name, w, sizeof w, e))
-        return e->code;
-    warn(w);
+    if (w[0])
+        fprintf(stderr, "%s: warning: %s\n", prog, w);
     return 0;
 }
 
