@@ -117,7 +117,7 @@ die() { why=$2; echo "$ME: $2" >&2; exit "$1"; }
 # stop_children: TERM to each child's session (a wrapper script's
 # children too), then wait for them, so that none outlives the job
 stop_children() {
-    for _p in $pids; do kill -TERM -- "-$_p" 2>/dev/null || kill -TERM "$_p" 2>/dev/null || true; done
+    for _p in $pids; do kill -TERM "-$_p" 2>/dev/null || kill -TERM "$_p" 2>/dev/null || true; done
     for _p in $pids; do wait "$_p" 2>/dev/null || true; done
     pids=""
 }
@@ -129,6 +129,7 @@ finish() {
     stop_children
     [ -n "${dog:-}" ] && { kill "$dog" 2>/dev/null; wait "$dog" 2>/dev/null; }
     if [ -n "$sig" ]; then
+        code=$rc
         why="killed by SIG$sig during $step${published:+ (after publishing $published)}"
     elif [ "$rc" -ne 0 ] && [ -z "$why" ]; then
         # an unwrapped command under set -e
@@ -427,17 +428,17 @@ while [ "$i" -lt "$SHARDS" ]; do
     pids="$pids $!"
     i=$((i + 1))
 done
-failed=0 code=0
+failed=0 scode=0
 for p in $pids; do
     st=0
     wait "$p" || st=$?
-    [ "$st" -eq 0 ] || { failed=$((failed + 1)); code=$st; }
+    [ "$st" -eq 0 ] || { failed=$((failed + 1)); scode=$st; }
 done
 pids=""
 if [ "$failed" -gt 0 ]; then
     cat "$W"/score.*.err >&2
-    why="$failed of $SHARDS shards failed (exit $code); nothing published"
-    log score "$t_step" status=failed exit="$code" shards="$SHARDS" failed="$failed" message="$(cat "$W"/score.*.err)"
+    code=$scode why="$failed of $SHARDS shards failed (exit $scode); nothing published"
+    log score "$t_step" status=failed exit="$scode" shards="$SHARDS" failed="$failed" message="$(cat "$W"/score.*.err)"
     logged=1
     exit 1
 fi
