@@ -68,7 +68,7 @@ for a in "$@"; do
     -V|--version) echo "$ME (seqrec) $VERSION"; exit 0 ;;
     NIGHTLY_*=*)
         case " $(echo $SETTINGS) " in
-        *" ${a%%=*} "*) export "$a" ;;
+        *" ${a%%=*} "*) export "${a?}" ;;
         *) echo "$ME: ${a%%=*}: no such setting" >&2
            echo "nightly: exit 64: unknown setting ${a%%=*}" >&2; exit 64 ;;
         esac ;;
@@ -348,6 +348,7 @@ seq_of "$W/today.split" > "$W/new.txt"
 if [ -f "$D/last.split" ]; then
     step=check t_step=$(now)
     seq_of "$D/last.split" > "$W/old.txt"
+    # shellcheck disable=SC2046
     set -- $(awk -F'\t' 'NR == FNR { n[$1] = $2; next } { if (!($1 in n)) { u++; i += $2 } else if (n[$1] < $2) i += $2 - n[$1] }
         END { print u + 0, i + 0 }' "$W/new.txt" "$W/old.txt")
     log check "$t_step" lost_users="$1" lost_interactions="$2" kind="$KIND"
