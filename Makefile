@@ -46,6 +46,9 @@ SCRIPTS := $(BUILD)/bin/seqrec-nightly
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/main.o
 
+# `make` alone builds the programs: the included files' first rules (cuda.mk's
+# err_pic.o with nvcc on PATH) must not become the default goal (issue 40).
+.DEFAULT_GOAL := all
 include cuda/cuda.mk
 
 # tags for editors: .ctags.d/ teaches ctags the R(name) functions of real.h.
@@ -103,8 +106,11 @@ deps:
 unit: $(BUILD)/unit_tests
 	$(BUILD)/unit_tests
 
+# TAP, ended by the line "bats: N passed, N failed, N skipped"
+# (tests/bats/run.sh); BATS_FILES=tests/bats/x.bats runs fewer suites.
+BATS_FILES ?= tests/bats
 bats: $(PROGS) $(SCRIPTS) $(CUDA_SO)
-	SEQREC_BIN=$(CURDIR)/$(BUILD)/bin SEQREC_ROOT=$(CURDIR) bats tests/bats
+	SEQREC_BIN=$(CURDIR)/$(BUILD)/bin SEQREC_ROOT=$(CURDIR) sh tests/bats/run.sh $(BATS_FILES)
 
 # Every source must also compile warning-free with clang (when present).
 clang-check:

@@ -49,7 +49,9 @@
 # and the plots OUTDIR/attn_time.png and attn_mem.png (bench/attn.gnuplot).
 #
 # Narrowing for development: ATTN_KINDS, ATTN_DIMS, ATTN_NMIN, ATTN_NMAX,
-# ATTN_THREADS, ATTN_BATCH (then B is that at every N).
+# ATTN_THREADS, ATTN_BATCH (then B is that at every N); the plots then
+# show only what ran. The narrowest: ATTN_KINDS=softmax ATTN_DIMS=64
+# ATTN_NMIN=64 ATTN_NMAX=128 make bench-attn (a second).
 set -eu
 BIN=$1 OUT=$2
 KINDS=${ATTN_KINDS:-$("$BIN" --list)}
@@ -126,7 +128,7 @@ awk -F, -v OFS=, '
     print "kind,d,points,N_from,N_to,slope,expected,kernel_slope"
     for (i = 1; i <= nk; i++) {
       key = order[i]; m = n[key]; split(key, kd, ",")
-      e = kd[1] ~ /^(linrec|linear|efficient|hydra)$/ ? 1 : 2
+      e = kd[1] ~ /^(linrec|linear|efficient|efficient-dwc|hydra)$/ ? 1 : 2
       if (m < 2) { print key, m, "", "", "", e, ""; continue }
       h = int((m + 1) / 2); if (h < 2) h = 2; lo = m - h + 1
       printf "%s,%d,%d,%d,%.3f,%d,%.3f\n", key, h, exp(x[key, lo]) + 0.5, exp(x[key, m]) + 0.5,

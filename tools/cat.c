@@ -35,7 +35,8 @@ static void usage(FILE *f)
 "      --timestamps      the text has a timestamps field\n"
 "      --meta KEY=VALUE  add a meta line (repeatable)\n"
 "\n"
-"  -h, --help            this help      --version   print the version\n"
+"  -h, --help            this help\n"
+"  -V, --version         print the version\n"
 "\n"
 "Exit status: 0 ok, 64 usage, 65 bad data, 66 missing input, 73 cannot\n"
 "create output, 74 I/O error. See seqrec-cat(1) and seqrec(5).\n");
@@ -143,17 +144,17 @@ static int parse_count(const char *s, const char *opt, long *v)
  * status (-1: --help or --version, 0). */
 static int parse_args(int argc, char **argv, opts *o)
 {
-    enum { O_NO_TS = 256, O_FROM, O_NITEMS, O_MAXLEN, O_TS, O_META, O_VERSION };
+    enum { O_NO_TS = 256, O_FROM, O_NITEMS, O_MAXLEN, O_TS, O_META };
     static const struct option longs[] = {
         {"header", no_argument, 0, 'H'},       {"verify", no_argument, 0, 'c'},
         {"no-ts", no_argument, 0, O_NO_TS},     {"output", required_argument, 0, 'o'},
         {"from-text", required_argument, 0, O_FROM}, {"n-items", required_argument, 0, O_NITEMS},
         {"max-len", required_argument, 0, O_MAXLEN}, {"timestamps", no_argument, 0, O_TS},
         {"meta", required_argument, 0, O_META}, {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0},
+        {"version", no_argument, 0, 'V'}, {0, 0, 0, 0},
     };
     int c, rc = 0;
-    while (!rc && (c = getopt_long(argc, argv, "Hco:h", longs, NULL)) != -1) {
+    while (!rc && (c = getopt_long(argc, argv, "Hco:hV", longs, NULL)) != -1) {
         switch (c) {
         case 'H': o->header = 1; break;
         case 'c': o->verify = 1; break;
@@ -173,7 +174,7 @@ static int parse_args(int argc, char **argv, opts *o)
             o->meta[o->n_meta++] = optarg;
             break;
         case 'h': usage(stdout); return -1;
-        case O_VERSION: printf("seqrec-cat %s\n", SEQREC_VERSION); return -1;
+        case 'V': sq_cli_version(PROG); return -1;
         default: usage(stderr); return SQ_EX_USAGE;
         }
     }

@@ -36,7 +36,7 @@ static void usage(FILE *f)
 "  -o, --output FILE     write to FILE (atomically) instead of stdout\n"
 "\n"
 "  -h, --help            this help\n"
-"      --version         print the version\n"
+"  -V, --version         print the version\n"
 "\n"
 "Exit status: 0 ok, 64 usage, 65 bad data (also: no such tensor), 66 missing\n"
 "input, 73 cannot create output, 74 I/O error. See seqrec-export(1).\n");
@@ -221,7 +221,7 @@ static int parse_args(int argc, char **argv, opts *o)
         {0, 0, 0, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "m:t:f:lo:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:t:f:lo:hV", longs, NULL)) != -1) {
         switch (c) {
         case 'm': o->model = optarg; break;
         case 't': o->tensor = optarg; break;
@@ -237,7 +237,7 @@ static int parse_args(int argc, char **argv, opts *o)
         case 'l': o->list = 1; break;
         case 'o': o->output = optarg; break;
         case 'h': usage(stdout); return -1;
-        case O_VERSION: printf("seqrec-export %s\n", SEQREC_VERSION); return -1;
+        case O_VERSION: case 'V': sq_cli_version(PROG); return -1;
         default: return sq_cli_try_help(PROG);
         }
     }

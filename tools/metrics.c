@@ -21,9 +21,9 @@ static const char usage[] =
     "      --json          print one JSON object instead of the table\n"
     "  -o, --output FILE   write to FILE (atomically) instead of standard output\n"
     "  -h, --help          show this help and exit\n"
-    "      --version       show the version and exit\n";
+    "  -V, --version       show the version and exit\n";
 
-enum { OPT_JSON = 256, OPT_VERSION };
+enum { OPT_JSON = 256 };
 
 static int write_table(void *m, FILE *f, const char *name, sq_err *e)
 {
@@ -42,7 +42,7 @@ int main(int argc, char **argv)
         {"json", no_argument, NULL, OPT_JSON},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, OPT_VERSION},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     uint32_t k[SQ_METRICS_MAX_K] = {10, 20};
@@ -52,7 +52,7 @@ int main(int argc, char **argv)
     sq_err err = {0};
     int c;
     opterr = 0; /* we print our own messages */
-    while ((c = getopt_long(argc, argv, ":k:o:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":k:o:hV", longopts, NULL)) != -1) {
         switch (c) {
         case 'k':
             if (sq_metrics_parse_k(optarg, k, &n_k, &err))
@@ -61,7 +61,7 @@ int main(int argc, char **argv)
         case OPT_JSON: json = 1; break;
         case 'o': output = optarg; break;
         case 'h': fputs(usage, stdout); return 0;
-        case OPT_VERSION: printf("%s %s\n", prog, SEQREC_VERSION); return 0;
+        case 'V': sq_cli_version(prog); return 0;
         case ':': return sq_cli_usage_error(prog, "missing argument to %s", argv[optind - 1]);
         default: return sq_cli_usage_error(prog, "unknown option %s", argv[optind - 1]);
         }

@@ -91,7 +91,7 @@ static int parse_args(int argc, char **argv, pad_args *a)
             break;
         case 'o': a->out_path = optarg; break;
         case 'h': usage(stdout); return -1;
-        case 'V': printf("%s (seqrec) %s\n", prog, SEQREC_VERSION); return -1;
+        case 'V': sq_cli_version(prog); return -1;
         default: return sq_cli_try_help(prog);
         }
     }

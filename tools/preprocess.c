@@ -275,7 +275,7 @@ static int parse_args(int argc, char **argv, opts *o)
                                         optarg);
             break;
         case 'h': usage(stdout); return -1;
-        case 'V': printf("%s %s\n", PROG, SEQREC_VERSION); return -1;
+        case 'V': sq_cli_version(PROG); return -1;
         default: usage(stderr); return SQ_EX_USAGE;
         }
     }

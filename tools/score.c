@@ -396,7 +396,7 @@ static int parse_args(int argc, char **argv, score_args *a)
             return -1;
         }
         if (c == 'V') {
-            printf("%s (seqrec) %s\n", prog, SEQREC_VERSION);
+            sq_cli_version(prog);
             return -1;
         }
         if ((rc = parse_opt(c, optarg, a)) != 0)

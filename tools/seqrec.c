@@ -8,15 +8,21 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
+
+/* Every seqrec-NAME program, in pipeline order: --help lists them, and
+ * tests/bats/seqrec.bats checks that each built program is here and in
+ * seqrec(1). */
 static const char *commands[][2] = {
     {"preprocess", "raw interaction logs -> sequences stream"},
-    {"split", "sequences -> split stream (leave-one-out, ratio, time)"},
+    {"split", "sequences -> split stream (leave-one-out, ratio, time, holdout-users)"},
     {"pad", "split -> padded rows (zero or RandomPad)"},
+    {"train", "train a model on a split (or padded) stream"},
+    {"score", "score users with a model: ranks or top-K lists"},
+    {"metrics", "ranks -> HR, NDCG, MRR, Precision, Recall"},
+    {"export", "a model's item embeddings (or any tensor) as TSV or .npy"},
     {"cat", "print, check or encode a stream"},
     {"synth", "generate a synthetic interaction log"},
-    {"metrics", "ranks -> HR, NDCG, MRR, Precision, Recall"},
-    {"train", "train a model"},
-    {"score", "score users with a model"},
 };
 
 static void usage(FILE *f)
@@ -24,7 +30,9 @@ static void usage(FILE *f)
     fprintf(f, "usage: seqrec COMMAND [ARGS...]   (runs seqrec-COMMAND)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-11s %s\n", commands[i][0], commands[i][1]);
-    fprintf(f, "\n`seqrec COMMAND --help` or `man seqrec-COMMAND` for each; man 5 seqrec for the format.\n");
+    fprintf(f, "\n  -h, --help    show this help and exit\n"
+               "  -V, --version show the version and exit\n"
+               "\n`seqrec COMMAND --help` or `man seqrec-COMMAND` for each; man 5 seqrec for the format.\n");
 }
 
 int main(int argc, char **argv)
@@ -33,8 +41,8 @@ int main(int argc, char **argv)
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 64 : 0;
     }
-    if (strcmp(argv[1], "--version") == 0) {
-        printf("seqrec %s\n", SEQREC_VERSION);
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
+        sq_cli_version("seqrec");
         return 0;
     }
     const char *cmd = argv[1];

@@ -30,6 +30,12 @@ static void usage(FILE *f)
         "                       as RecBole does\n"
         "  -t, --time T[,T2]    global temporal cut (needs timestamps): ts < T\n"
         "                       train, T <= ts < T2 validation, the rest test\n"
+        "      --holdout-users F\n"
+        "                       a fraction F (0 < F < 1) of the users, chosen by a\n"
+        "                       hash of the user id, keep their last item as the\n"
+        "                       validation target; every other user trains on its\n"
+        "                       whole sequence; no test targets (fine-tuning)\n"
+        "      --seed S         the seed of --holdout-users' hash (default 0)\n"
         "      --drop-short     drop short users instead of keeping them\n"
         "  -o, --output FILE    write to FILE (atomically) instead of stdout\n"
         "  -v, --verbose        name every short user on stderr\n"
@@ -37,8 +43,9 @@ static void usage(FILE *f)
         "  -V, --version        show the version and exit\n"
         "\n"
         "Short users: fewer than 3 items (leave-one-out), no held-out item\n"
-        "(ratio), no item before T (time). They are counted on stderr and kept,\n"
-        "for training only (under --time: without history), unless --drop-short.\n"
+        "(ratio), no item before T (time), a held-out user with a single item\n"
+        "(holdout-users). They are counted on stderr and kept, for training only\n"
+        "(under --time: without history), unless --drop-short.\n"
         "Exit status: 0 ok, 64 usage, 65 bad data, 66 missing input,\n"
         "73 cannot create output, 74 I/O error.\n");
 }
@@ -50,6 +57,7 @@ static const char *short_reason(const sq_split_opts *o)
     case SQ_SPLIT_LOO: return "fewer than 3 items for leave-one-out";
     case SQ_SPLIT_RATIO: return "too few items for a held-out part";
     case SQ_SPLIT_TIME: return "no item before the cut";
+    case SQ_SPLIT_HOLDOUT: return "a held-out user with a single item";
     }
     return "";
 }
@@ -66,19 +74,20 @@ static const char *short_action(const sq_split_opts *o, int drop)
 
 typedef struct {
     sq_split_opts opts;
-    const char *mode_arg; /* the text of --ratio or --time */
-    int drop_short, verbose;
+    int drop_short, verbose, seed_given;
     const char *in_path, *out_path;
 } split_args;
 
 /* The options into *a; 0, or the exit status (-1: --help or --version, 0). */
 static int parse_args(int argc, char **argv, split_args *a)
 {
-    enum { OPT_DROP_SHORT = 256 };
+    enum { OPT_DROP_SHORT = 256, OPT_HOLDOUT, OPT_SEED };
     static const struct option longopts[] = {
         {"leave-one-out", no_argument, NULL, 'l'},
         {"ratio", required_argument, NULL, 'r'},
         {"time", required_argument, NULL, 't'},
+        {"holdout-users", required_argument, NULL, OPT_HOLDOUT},
+        {"seed", required_argument, NULL, OPT_SEED},
         {"drop-short", no_argument, NULL, OPT_DROP_SHORT},
         {"output", required_argument, NULL, 'o'},
         {"verbose", no_argument, NULL, 'v'},
@@ -93,22 +102,32 @@ static int parse_args(int argc, char **argv, split_args *a)
         case 'l': a->opts.mode = SQ_SPLIT_LOO; break;
         case 'r':
         case 't':
-            if ((c == 'r' ? sq_split_parse_ratio : sq_split_parse_time)(&a->opts, optarg, &err))
+        case OPT_HOLDOUT:
+            if ((c == 'r'   ? sq_split_parse_ratio
+                 : c == 't' ? sq_split_parse_time
+                            : sq_split_parse_holdout)(&a->opts, optarg, &err))
                 return sq_report(prog, &err);
-            a->mode_arg = optarg;
+            break;
+        case OPT_SEED:
+            if (sq_split_parse_seed(&a->opts, optarg, &err))
+                return sq_report(prog, &err);
+            a->seed_given = 1;
             break;
         case OPT_DROP_SHORT: a->drop_short = 1; break;
         case 'o': a->out_path = optarg; break;
         case 'v': a->verbose = 1; break;
         case 'h': usage(stdout); return -1;
-        case 'V': printf("%s (seqrec) %s\n", prog, SEQREC_VERSION); return -1;
+        case 'V': sq_cli_version(prog); return -1;
         default: return sq_cli_try_help(prog);
         }
-        if (c == 'l' || c == 'r' || c == 't')
+        if (c == 'l' || c == 'r' || c == 't' || c == OPT_HOLDOUT)
             modes |= 1 << a->opts.mode;
     }
     if (modes & (modes - 1)) /* more than one bit */
-        return sq_cli_usage_error(prog, "choose one of --leave-one-out, --ratio and --time");
+        return sq_cli_usage_error(prog, "choose one of --leave-one-out, --ratio, --time and "
+                                  "--holdout-users");
+    if (a->seed_given && a->opts.mode != SQ_SPLIT_HOLDOUT)
+        return sq_cli_usage_error(prog, "--seed needs --holdout-users");
     if (argc - optind > 1)
         return sq_cli_usage_error(prog, "at most one input FILE");
     a->in_path = optind < argc ? argv[optind] : NULL;
@@ -125,16 +144,8 @@ static int split_header(sq_filter *f, const split_args *a, sq_err *e)
     if (o->mode == SQ_SPLIT_TIME && !(f->rd.hdr.flags & SQ_FLAG_TS))
         return sq_fail(e, SQ_EX_DATA, "%s: --time needs timestamps, but this stream has none "
                        "(preprocess a source that has them)", f->in_name);
-    sq_header *h = &f->hdr;
-    h->kind = SQ_SPLIT;
-    if (sq_meta_add(h, e, "split.mode", "%s", sq_split_mode_name(o->mode)) ||
-        (a->mode_arg && o->mode == SQ_SPLIT_RATIO &&
-         sq_meta_add(h, e, "split.ratio", "%s", a->mode_arg)) ||
-        (a->mode_arg && o->mode == SQ_SPLIT_TIME &&
-         sq_meta_add(h, e, "split.time", "%s", a->mode_arg)) ||
-        sq_meta_add(h, e, "split.short", "%s", a->drop_short ? "drop" : "train"))
-        return e->code;
-    return 0;
+    f->hdr.kind = SQ_SPLIT;
+    return sq_split_meta(&f->hdr, o, a->drop_short, e);
 }
 
 /* Cuts every record; counts the users and the short ones. */

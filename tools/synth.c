@@ -31,11 +31,11 @@ static const char usage[] =
     "                     (a sequences stream with timestamps); default text\n"
     "  -o, --output FILE  write to FILE (atomically) instead of standard output\n"
     "  -h, --help         show this help and exit\n"
-    "      --version      show the version and exit\n";
+    "  -V, --version      show the version and exit\n";
 
 enum { OPT_USERS = 256, OPT_ITEMS, OPT_CLUSTERS, OPT_USER_CLUSTERS, OPT_MIN_LEN,
        OPT_MEAN_LEN, OPT_MAX_LEN, OPT_ZIPF, OPT_P_NEXT, OPT_P_STAY, OPT_SEED,
-       OPT_FORMAT, OPT_VERSION };
+       OPT_FORMAT };
 
 /* The options into *o, *output and *stream; 0, or the exit status (-1:
  * --help or --version, 0). */
@@ -56,12 +56,12 @@ static int parse_args(int argc, char **argv, sq_synth_opts *o, const char **outp
         {"format", required_argument, NULL, OPT_FORMAT},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, OPT_VERSION},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     int c;
     opterr = 0; /* we print our own messages */
-    while ((c = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":o:hV", longopts, NULL)) != -1) {
         uint64_t v = 0;
         double x = 0;
         int bad = 0;
@@ -105,7 +105,7 @@ static int parse_args(int argc, char **argv, sq_synth_opts *o, const char **outp
             break;
         case 'o': *output = optarg; break;
         case 'h': fputs(usage, stdout); return -1;
-        case OPT_VERSION: printf("%s %s\n", prog, SEQREC_VERSION); return -1;
+        case 'V': sq_cli_version(prog); return -1;
         case ':': return sq_cli_usage_error(prog, "%s: missing argument", argv[optind - 1]);
         default: return sq_cli_usage_error(prog, "unknown option '%s'", argv[optind - 1]);
         }

@@ -283,7 +283,7 @@ static int parse_args(args *a, const optset *s, int argc, char **argv)
         case OPT_INIT: a->init = optarg; break;
         case OPT_LOG: a->log_path = optarg; break;
         case 'h': usage(s); return -1;
-        case 'V': printf("%s (seqrec) %s\n", prog, SEQREC_VERSION); return -1;
+        case 'V': sq_cli_version(prog); return -1;
         default:
             if (c < OPT_TABLE)
                 return sq_cli_try_help(prog);
@@ -331,6 +331,36 @@ static int parse_args(args *a, const optset *s, int argc, char **argv)
                                   "value is used; only --epochs, --threads and --log may "
                                   "change)", a->other ? a->other : "option");
     return 0;
+}
+
+/* What parse_args cannot see: --epochs 0 is for --init (the model only
+ * extended to the stream's items) and --resume (the best model so far), not
+ * for a fresh run, which would write an untrained model. */
+static int check_epochs(const args *a)
+{
+    if (a->o.epochs == 0 && a->model->step && !a->init && !a->resume)
+        return sq_cli_usage_error(prog, "--epochs must be at least 1 (0 only with --init or "
+                                  "--resume)");
+    return 0;
+}
+
+/* --resume reads the training split again (the checkpoint holds no data):
+ * standard input that is a terminal or empty means it was left out. */
+static int resume_input(const args *a, FILE *in, sq_err *e)
+{
+    if (!a->resume || in != stdin)
+        return 0;
+    const char *again = "--resume needs the training split again: seqrec-train --resume";
+    if (isatty(fileno(in)))
+        return sq_fail(e, SQ_EX_USAGE, "%s %s ... SPLIT (standard input is a terminal)",
+                       again, a->resume);
+    int c = getc(in);
+    if (c == EOF && ferror(in))
+        return sq_fail(e, SQ_EX_IO, "<stdin>: %s", strerror(errno));
+    if (c == EOF)
+        return sq_fail(e, SQ_EX_DATA, "<stdin>: byte 0: empty input (%s %s ... SPLIT)", again,
+                       a->resume);
+    return ungetc(c, in) == EOF ? sq_fail(e, SQ_EX_IO, "<stdin>: cannot push back") : 0;
 }
 
 /* The model's config from the options given: early (n_items unknown) to
@@ -441,6 +471,8 @@ int main(int argc, char **argv)
     if (build_options(&s))
         return SQ_EX_SOFTWARE;
     int rc = parse_args(&a, &s, argc, argv);
+    if (!rc)
+        rc = check_epochs(&a);
     sq_err err = {0};
     FILE *in = NULL;
     sq_dataset ds = {0};
@@ -458,7 +490,7 @@ int main(int argc, char **argv)
         goto out;
     }
     sq_threads_set(a.o.threads);
-    if (sq_in_open(&in, a.in_path, &err) ||
+    if (sq_in_open(&in, a.in_path, &err) || resume_input(&a, in, &err) ||
         sq_dataset_read(&ds, in, sq_in_name(a.in_path), &err))
         goto fail;
     if (ds.hdr.kind != SQ_SPLIT && ds.hdr.kind != SQ_PADDED) {

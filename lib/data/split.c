@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 sq_cut sq_split_loo(uint32_t len)
 {
@@ -70,6 +71,28 @@ uint32_t sq_split_time(const int64_t *ts, uint32_t len, int64_t t1, int64_t t2,
     return 0;
 }
 
+int sq_split_holdout_has(uint32_t user, double frac, uint64_t seed)
+{
+    unsigned char b[4] = {(unsigned char)user, (unsigned char)(user >> 8),
+                          (unsigned char)(user >> 16), (unsigned char)(user >> 24)};
+    uint64_t h = XXH3_64bits_withSeed(b, sizeof b, seed);
+    return (double)(h >> 11) * 0x1p-53 < frac;
+}
+
+sq_cut sq_split_holdout(uint32_t user, uint32_t len, double frac, uint64_t seed)
+{
+    sq_cut c = {len, 0, 0};
+    if (!sq_split_holdout_has(user, frac, seed))
+        return c; /* the whole sequence trains */
+    if (len < 2) {
+        c.is_short = 1; /* nothing before the target: kept for training only */
+        return c;
+    }
+    c.n_train = len - 1;
+    c.n_valid = 1;
+    return c;
+}
+
 int sq_split_record(const sq_split_opts *o, const sq_record *rec, const char *name,
                     sq_cut *c, sq_err *e)
 {
@@ -91,6 +114,9 @@ int sq_split_record(const sq_split_opts *o, const sq_record *rec, const char *na
                            "(%" PRId64 " after %" PRId64 "); a temporal cut needs "
                            "time-ordered sequences", name, rec->user, bad,
                            rec->ts[bad], rec->ts[bad - 1]);
+        return 0;
+    case SQ_SPLIT_HOLDOUT:
+        *c = sq_split_holdout(rec->user, rec->len, o->holdout, o->seed);
         return 0;
     }
     return sq_fail(e, SQ_EX_SOFTWARE, "unknown split mode %d", (int)o->mode);
@@ -143,6 +169,7 @@ int sq_split_parse_ratio(sq_split_opts *o, const char *s, sq_err *e)
     if (n == 2)
         o->ratio[2] = 0;
     o->n_ratio = n;
+    o->text = s;
     o->mode = SQ_SPLIT_RATIO;
     return 0;
 }
@@ -175,7 +202,33 @@ int sq_split_parse_time(sq_split_opts *o, const char *s, sq_err *e)
     o->has_t2 = comma != NULL;
     if (o->has_t2 && o->t2 <= o->t1)
         return sq_fail(e, SQ_EX_USAGE, "--time '%s': T2 must be later than T1", s);
+    o->text = s;
     o->mode = SQ_SPLIT_TIME;
+    return 0;
+}
+
+int sq_split_parse_holdout(sq_split_opts *o, const char *s, sq_err *e)
+{
+    double f;
+    if (parse_double(s, s + strlen(s), &f) || !(f > 0 && f < 1))
+        return sq_fail(e, SQ_EX_USAGE, "--holdout-users '%s': expected a fraction F of the "
+                       "users with 0 < F < 1 (e.g. 0.05)", s);
+    o->holdout = f;
+    o->text = s;
+    o->mode = SQ_SPLIT_HOLDOUT;
+    return 0;
+}
+
+int sq_split_parse_seed(sq_split_opts *o, const char *s, sq_err *e)
+{
+    char *stop;
+    errno = 0;
+    unsigned long long v = strtoull(s, &stop, 10);
+    /* strtoull takes "-1" as 2^64 - 1: only digits are a seed */
+    if (!*s || *stop || errno || strspn(s, "0123456789") != strlen(s))
+        return sq_fail(e, SQ_EX_USAGE, "--seed '%s': expected an integer from 0 to "
+                       "18446744073709551615", s);
+    o->seed = (uint64_t)v;
     return 0;
 }
 
@@ -185,6 +238,21 @@ const char *sq_split_mode_name(enum sq_split_mode m)
     case SQ_SPLIT_LOO: return "leave-one-out";
     case SQ_SPLIT_RATIO: return "ratio";
     case SQ_SPLIT_TIME: return "time";
+    case SQ_SPLIT_HOLDOUT: return "holdout-users";
     }
     return "?";
+}
+
+int sq_split_meta(sq_header *h, const sq_split_opts *o, int drop_short, sq_err *e)
+{
+    const char *text = o->text ? o->text : "?";
+    if (sq_meta_add(h, e, "split.mode", "%s", sq_split_mode_name(o->mode)) ||
+        (o->text && o->mode == SQ_SPLIT_RATIO && sq_meta_add(h, e, "split.ratio", "%s", text)) ||
+        (o->text && o->mode == SQ_SPLIT_TIME && sq_meta_add(h, e, "split.time", "%s", text)) ||
+        (o->mode == SQ_SPLIT_HOLDOUT &&
+         (sq_meta_add(h, e, "split.holdout", "%s", text) ||
+          sq_meta_add(h, e, "split.seed", "%" PRIu64, o->seed))) ||
+        sq_meta_add(h, e, "split.short", "%s", drop_short ? "drop" : "train"))
+        return e->code;
+    return 0;
 }

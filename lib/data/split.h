@@ -15,6 +15,7 @@ enum sq_split_mode {
     SQ_SPLIT_LOO = 0, /* last item test, second-to-last validation */
     SQ_SPLIT_RATIO,   /* per-user fractions, in order (RecBole rounding) */
     SQ_SPLIT_TIME,    /* global temporal cut(s) on the timestamps */
+    SQ_SPLIT_HOLDOUT, /* a hashed fraction of users: last item validation */
 };
 
 /* Leave-one-out needs one train item plus the two targets. */
@@ -26,6 +27,10 @@ typedef struct {
     int n_ratio;      /* 3, or 2 (train, test: no validation) */
     int64_t t1, t2;   /* time: ts < t1 train, t1 <= ts < t2 valid, rest test */
     int has_t2;       /* 0: one cut, no validation part */
+    double holdout;   /* holdout-users: the fraction F of users held out, (0, 1) */
+    uint64_t seed;    /* holdout-users: the seed of the users' hash */
+    const char *text; /* the mode's option as given (--ratio, --time, --holdout-users),
+                         for the meta; NULL for leave-one-out */
 } sq_split_opts;
 
 typedef struct {
@@ -50,6 +55,19 @@ sq_cut sq_split_ratio(uint32_t len, const double *ratio, int n_ratio);
 uint32_t sq_split_time(const int64_t *ts, uint32_t len, int64_t t1, int64_t t2,
                        int has_t2, sq_cut *c);
 
+/* Holdout-users: whether dense user u is one of the held-out fraction F
+ * (0 < F < 1): XXH3-64 with seed of u as 4 little-endian bytes, its top
+ * 53 bits as a number in [0, 1), below F. It depends on u and seed alone,
+ * so the same users are held out every day (as long as the dense ids are
+ * the same: seqrec-preprocess --map-in). */
+int sq_split_holdout_has(uint32_t user, double frac, uint64_t seed);
+
+/* Holdout-users: a held-out user of len >= 2 keeps its last item as the
+ * validation target (n_train = len - 1, n_valid = 1, no test target);
+ * every other user trains on its whole sequence (n_train = len). A
+ * held-out user with fewer than 2 items is short (kept for training). */
+sq_cut sq_split_holdout(uint32_t user, uint32_t len, double frac, uint64_t seed);
+
 /* The cut for one record under opts; 65 with "NAME: user U: ..." when the
  * record cannot be cut (timestamps out of order, or missing). */
 int sq_split_record(const sq_split_opts *o, const sq_record *rec, const char *name,
@@ -61,7 +79,17 @@ int sq_split_parse_ratio(sq_split_opts *o, const char *s, sq_err *e);
 /* Parse "T1" or "T1,T2" (integers in the stream's timestamp unit, T1 < T2). */
 int sq_split_parse_time(sq_split_opts *o, const char *s, sq_err *e);
 
-/* "leave-one-out", "ratio", "time". */
+/* Parse F of --holdout-users: one number with 0 < F < 1 (64 otherwise). */
+int sq_split_parse_holdout(sq_split_opts *o, const char *s, sq_err *e);
+/* Parse S of --seed: a decimal integer in [0, 2^64) (64 otherwise). */
+int sq_split_parse_seed(sq_split_opts *o, const char *s, sq_err *e);
+
+/* "leave-one-out", "ratio", "time", "holdout-users". */
 const char *sq_split_mode_name(enum sq_split_mode m);
+
+/* Adds how the stream was cut to h's meta: split.mode, then split.ratio or
+ * split.time (o->text), or split.holdout (o->text) and split.seed, then
+ * split.short (drop or train). */
+int sq_split_meta(sq_header *h, const sq_split_opts *o, int drop_short, sq_err *e);
 
 #endif

@@ -24,6 +24,11 @@ int sq_cli_try_help(const char *prog)
     return SQ_EX_USAGE;
 }
 
+void sq_cli_version(const char *prog)
+{
+    printf("%s (seqrec) %s\n", prog, SEQREC_VERSION);
+}
+
 /* A whole-string decimal: digits, after one '-' where neg is allowed. */
 static int is_decimal(const char *s, int neg)
 {

@@ -28,6 +28,10 @@ int sq_cli_usage_error(const char *prog, const char *fmt, ...)
  * about an unknown option); returns SQ_EX_USAGE. */
 int sq_cli_try_help(const char *prog);
 
+/* Prints "PROG (seqrec) VERSION" on standard output: the one -V, --version
+ * line of every program (tests/bats/seqrec.bats checks them all). */
+void sq_cli_version(const char *prog);
+
 /* An integer in [lo, hi] (inclusive). */
 int sq_cli_int(const char *s, int lo, int hi, int *out);
 int sq_cli_long(const char *s, long lo, long hi, long *out);

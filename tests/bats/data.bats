@@ -28,9 +28,28 @@ setup() {
   [[ "$output" == *"not in DATA_MIRROR"* ]]
 }
 
-@test "the Beauty recipe verifies the shared mirror copy" {
-  [ -f "$SEQREC_ROOT/../shared/data/Beauty.txt.gz" ] || skip "no ../shared/data mirror here"
-  run -0 make -s -C "$SEQREC_ROOT/data" beauty RAW="$T/raw" DATA_MIRROR="$SEQREC_ROOT/../shared/data"
+@test "the Beauty recipe verifies the mirror's copy (DATA_MIRROR)" {
+  need_mirror Beauty.txt.gz
+  run -0 make -s -C "$SEQREC_ROOT/data" beauty RAW="$T/raw" DATA_MIRROR="$MIRROR"
   [[ "$output" == *"content sha256 ok"* ]]
   [ -f "$T/raw/Beauty.txt.gz" ]
+}
+
+@test "a dataset missing from DATA_MIRROR names the related one there (ml-1m: ml-1m-part.zip)" {
+  : > "$T/mirror/ml-1m-part.zip"
+  run -2 make -s -C "$SEQREC_ROOT/data" ml-1m RAW="$T/raw" DATA_MIRROR="$T/mirror"
+  [[ "$output" == *"data/fetch: ml-1m: not in DATA_MIRROR=$T/mirror (looked for: ml-1m.zip)"* ]]
+  [[ "$output" == *"data/fetch: ml-1m: DATA_MIRROR has ml-1m-part.zip, another dataset (ML-1M users 1-2999): make -C data ml-1m-part copies it"* ]]
+  [ ! -e "$T/raw/ml-1m.zip" ]
+}
+
+@test "a failed download says: offline? set DATA_MIRROR (fake curl), and leaves nothing" {
+  mkdir -p "$T/bin"
+  printf '#!/bin/sh\necho "curl: (6) Could not resolve host" >&2\nexit 6\n' > "$T/bin/curl"
+  chmod +x "$T/bin/curl"
+  for target in ml-100k beauty; do
+    run -2 env -u DATA_MIRROR PATH="$T/bin:$PATH" make -s -C "$SEQREC_ROOT/data" $target RAW="$T/raw"
+    [[ "$output" == *"data/fetch: $target: cannot download https://"*" (offline?): set DATA_MIRROR=DIR to copy from a local mirror"* ]]
+    no_leftovers "$T/raw"
+  done
 }

@@ -163,8 +163,7 @@ mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }
 
 @test "elastic: a reduced real run on ml-1m-part (1 epoch, N = 16) fills SASRec's row" {
   zip="$SEQREC_ROOT/data/raw/ml-1m-part.zip"
-  [ -f "$zip" ] || zip="$SEQREC_ROOT/../shared/data/ml-1m-part.zip"
-  [ -f "$zip" ] || skip "no ml-1m-part.zip here (make -C data ml-1m-part DATA_MIRROR=...)"
+  if [ ! -f "$zip" ]; then need_mirror ml-1m-part.zip; zip=$MIRROR/ml-1m-part.zip; fi
   run -0 mk elastic-runs elastic-tables ELASTIC_OUT="$T/r" ELASTIC_FIG3_OUT="$T/none" ELASTIC_RAW="$zip" \
     ELASTIC_BIN="$SEQREC_BIN" ELASTIC_RUNS=sasrec EPOCHS=1 ELASTIC_MAXLEN=16 ELASTIC_BATCH=512
   grep -q '^users	2999$' "$T/r/stats.tsv"

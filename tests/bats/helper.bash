@@ -15,6 +15,19 @@ common_setup() {
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 }
 
+# need_mirror FILE...: sets MIRROR to the data mirror, $DATA_MIRROR (a
+# relative one is of the checkout, as for make) or, unset, ../shared/data
+# beside the checkout; skips the test, saying where it looked, unless it
+# holds every FILE. The only place a suite names a mirror path.
+need_mirror() {
+  MIRROR=${DATA_MIRROR:-$SEQREC_ROOT/../shared/data}
+  case $MIRROR in /*) ;; *) MIRROR=$SEQREC_ROOT/$MIRROR ;; esac
+  local f
+  for f in "$@"; do
+    [ -r "$MIRROR/$f" ] || skip "no $f in the data mirror $MIRROR (set DATA_MIRROR=DIR)"
+  done
+}
+
 # no_leftovers DIR: fails if DIR holds any file (final or temp) besides
 # those named after it.
 no_leftovers() {

@@ -324,12 +324,12 @@ PY
     grep -q -- "${opt//-/\\\\-}" "$SEQREC_ROOT/man/man1/seqrec-preprocess.1" || { echo "man lacks $opt"; return 1; }
   done
   run -0 seqrec-preprocess --version
-  [[ "$output" == "seqrec-preprocess "[0-9]* ]]
+  [[ "$output" == "seqrec-preprocess (seqrec) "[0-9]* ]]
 }
 
 @test "real data: Beauty and ml-100k statistics (skipped without the mirror)" {
-  D=${SEQREC_DATA_DIR:-/work/shared/data}
-  [ -r "$D/Beauty.txt.gz" ] && [ -r "$D/ml-100k.zip" ] || skip "no $D"
+  need_mirror Beauty.txt.gz ml-100k.zip
+  D=$MIRROR
   run -0 seqrec-preprocess --format s3rec --core 5 --stats -o "$T/out/b.sqr" "$D/Beauty.txt.gz"
   [[ "$output" == *$'users\t22363\nitems\t12101\ninteractions\t198502\n'* ]]
   run -0 seqrec-preprocess --stats -o "$T/out/m.sqr" "$D/ml-100k.zip"

@@ -93,6 +93,33 @@ setup() {
   cmp "$T/full.sqm" "$T/cut.sqm"
 }
 
+@test "train: --resume without the split says to give it again (terminal 64, empty 65)" {
+  seqrec-train "${TINY[@]}" --epochs 1 --log /dev/null -o "$T/m.sqm" "$T/s.sqr"
+  cp "$T/m.sqm" "$T/before.sqm"
+  hint="--resume needs the training split again: seqrec-train --resume $T/m.sqm.ckpt ... SPLIT"
+  run -65 seqrec-train --resume "$T/m.sqm.ckpt" --epochs 2 < /dev/null
+  [ "$output" = "seqrec-train: <stdin>: byte 0: empty input ($hint)" ]
+  cmp "$T/m.sqm" "$T/before.sqm"
+  if command -v script >/dev/null; then
+    run -64 timeout 20 script -qec "seqrec-train --resume '$T/m.sqm.ckpt' --epochs 2" /dev/null
+    [[ "$output" == *"seqrec-train: $hint (standard input is a terminal)"* ]]
+  fi
+  # the split on standard input is still fine
+  seqrec-train --resume "$T/m.sqm.ckpt" --epochs 2 --log /dev/null < "$T/s.sqr"
+}
+
+@test "train: --epochs 0 is refused for a fresh run (64), kept for --init and --resume" {
+  mkdir "$T/o"
+  run -64 seqrec-train "${TINY[@]}" --epochs 0 -o "$T/o/m.sqm" "$T/s.sqr"
+  [ "${lines[0]}" = "seqrec-train: --epochs must be at least 1 (0 only with --init or --resume)" ]
+  no_leftovers "$T/o"
+  seqrec-train "${TINY[@]}" --epochs 1 --log /dev/null -o "$T/m.sqm" "$T/s.sqr"
+  seqrec-train --init "$T/m.sqm" --epochs 0 --log /dev/null -o "$T/o/x.sqm" "$T/s.sqr"
+  seqrec-train --resume "$T/m.sqm.ckpt" --epochs 0 --log /dev/null "$T/s.sqr"
+  # a one-pass model has no epochs: --epochs is not its business
+  seqrec-train --model pop --epochs 0 --log /dev/null -o "$T/o/p.sqm" "$T/s.sqr"
+}
+
 @test "train: --resume refuses another dataset and changed options" {
   seqrec-train "${TINY[@]}" --epochs 1 --log /dev/null -o "$T/m.sqm" "$T/s.sqr"
   seqrec-synth --users 50 --items 40 --seed 1 --format stream | seqrec-split 2>/dev/null > "$T/other.sqr"

@@ -191,3 +191,127 @@ UNIT_TEST(test_split_record_dispatch)
     CHECK_EQ(sq_split_record(&o, &rec, "x", &c, &e), SQ_EX_DATA); /* no ts */
     CHECK_STR(sq_split_mode_name(SQ_SPLIT_LOO), "leave-one-out");
 }
+
+/* Holdout-users: about F of 10,000 users are held out, the same ones on
+ * every call, other ones under another seed. */
+UNIT_TEST(test_split_holdout_fraction_and_determinism)
+{
+    static const double fr[] = {0.05, 0.2, 0.5};
+    for (size_t k = 0; k < sizeof fr / sizeof fr[0]; k++) {
+        uint32_t n = 0, again = 0, differ = 0;
+        for (uint32_t u = 1; u <= 10000; u++) {
+            int h = sq_split_holdout_has(u, fr[k], 0);
+            n += (uint32_t)h;
+            again += h == sq_split_holdout_has(u, fr[k], 0);
+            differ += h != sq_split_holdout_has(u, fr[k], 7);
+        }
+        /* binomial: 4 standard deviations of 10,000 draws is at most 200 */
+        double sd = sqrt(10000 * fr[k] * (1 - fr[k]));
+        CHECK(fabs((double)n - 10000 * fr[k]) < 4 * sd);
+        CHECK_EQ(again, 10000);
+        CHECK(differ > 0); /* seed 7 holds out another set */
+    }
+    /* a smaller fraction holds out a subset of a larger one, same seed */
+    for (uint32_t u = 1; u <= 10000; u++)
+        if (sq_split_holdout_has(u, 0.05, 3))
+            CHECK(sq_split_holdout_has(u, 0.2, 3));
+}
+
+static void check_cut(unit_ctx *t, sq_cut c, uint32_t n_train, uint32_t n_valid, int is_short)
+{
+    CHECK_EQ(c.n_train, n_train);
+    CHECK_EQ(c.n_valid, n_valid);
+    CHECK_EQ(c.is_short, is_short);
+}
+
+UNIT_TEST(test_split_holdout_cuts)
+{
+    uint32_t in = 0, out = 0; /* a held-out user and another, seed 0, F 0.5 */
+    for (uint32_t u = 1; u < 100 && (!in || !out); u++) {
+        if (sq_split_holdout_has(u, 0.5, 0))
+            in = in ? in : u;
+        else
+            out = out ? out : u;
+    }
+    CHECK(in && out);
+    /* held out: last item validation, no test; the others: all train */
+    check_cut(t, sq_split_holdout(in, 5, 0.5, 0), 4, 1, 0);
+    check_cut(t, sq_split_holdout(in, 2, 0.5, 0), 1, 1, 0);
+    check_cut(t, sq_split_holdout(out, 5, 0.5, 0), 5, 0, 0);
+    /* single-item users all train; a held-out one is counted short */
+    check_cut(t, sq_split_holdout(in, 1, 0.5, 0), 1, 0, 1);
+    check_cut(t, sq_split_holdout(out, 1, 0.5, 0), 1, 0, 0);
+    /* through sq_split_record */
+    uint32_t items[5] = {1, 2, 3, 4, 5};
+    sq_record rec = {.user = in, .len = 5, .items = items};
+    sq_split_opts o = {0};
+    sq_cut c;
+    sq_err e = {0};
+    CHECK_EQ(sq_split_parse_holdout(&o, "0.5", &e), 0);
+    CHECK_EQ(o.mode, SQ_SPLIT_HOLDOUT);
+    CHECK_EQ(sq_split_record(&o, &rec, "x", &c, &e), 0);
+    check_cut(t, c, 4, 1, 0);
+    rec.user = out;
+    CHECK_EQ(sq_split_record(&o, &rec, "x", &c, &e), 0);
+    check_cut(t, c, 5, 0, 0);
+}
+
+UNIT_TEST(test_split_parse_holdout_and_seed)
+{
+    sq_split_opts o = {0};
+    sq_err e = {0};
+    CHECK_EQ(sq_split_parse_holdout(&o, "0.05", &e), 0);
+    CHECK_NEAR(o.holdout, 0.05, 1e-15);
+    CHECK_STR(o.text, "0.05");
+    CHECK_EQ(sq_split_parse_holdout(&o, "5e-1", &e), 0);
+    static const char *bad[] = {"", "0", "1", "1.5", "-0.1", "abc", "0.1x", "nan", "inf",
+                                "0.1,0.2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sq_err e2 = {0};
+        CHECK_EQ(sq_split_parse_holdout(&o, bad[i], &e2), SQ_EX_USAGE);
+        CHECK(strstr(e2.msg, "--holdout-users") != NULL);
+    }
+    CHECK_EQ(sq_split_parse_seed(&o, "18446744073709551615", &e), 0);
+    CHECK(o.seed == UINT64_MAX);
+    CHECK_EQ(sq_split_parse_seed(&o, "0", &e), 0);
+    CHECK(o.seed == 0);
+    static const char *bad_seed[] = {"", "-1", "+1", "1.5", "x", "18446744073709551616", " 1"};
+    for (size_t i = 0; i < sizeof bad_seed / sizeof bad_seed[0]; i++) {
+        sq_err e2 = {0};
+        CHECK_EQ(sq_split_parse_seed(&o, bad_seed[i], &e2), SQ_EX_USAGE);
+    }
+}
+
+/* The meta sq_split_meta writes for o, in a fresh header, is want. */
+static void check_meta(unit_ctx *t, const sq_split_opts *o, int drop, const char *want)
+{
+    sq_header h;
+    sq_err e = {0};
+    sq_header_init(&h, SQ_SPLIT, 10);
+    CHECK_EQ(sq_split_meta(&h, o, drop, &e), 0);
+    CHECK_STR(h.meta, want);
+    sq_header_free(&h);
+}
+
+/* The meta of each mode: split.mode, the option, split.seed, split.short. */
+UNIT_TEST(test_split_meta)
+{
+    sq_err e = {0};
+    sq_split_opts o = {0};
+    CHECK_EQ(sq_split_parse_holdout(&o, "0.05", &e), 0);
+    CHECK_EQ(sq_split_parse_seed(&o, "42", &e), 0);
+    check_meta(t, &o, 0, "split.mode=holdout-users\nsplit.holdout=0.05\nsplit.seed=42\n"
+                         "split.short=train\n");
+    o.seed = 0; /* the default seed is written too */
+    check_meta(t, &o, 1, "split.mode=holdout-users\nsplit.holdout=0.05\nsplit.seed=0\n"
+                         "split.short=drop\n");
+    sq_split_opts loo = {.mode = SQ_SPLIT_LOO};
+    check_meta(t, &loo, 1, "split.mode=leave-one-out\nsplit.short=drop\n");
+    sq_split_opts r = {0};
+    CHECK_EQ(sq_split_parse_ratio(&r, "0.8,0.1,0.1", &e), 0);
+    check_meta(t, &r, 0, "split.mode=ratio\nsplit.ratio=0.8,0.1,0.1\nsplit.short=train\n");
+    sq_split_opts tm = {0};
+    CHECK_EQ(sq_split_parse_time(&tm, "20,40", &e), 0);
+    check_meta(t, &tm, 0, "split.mode=time\nsplit.time=20,40\nsplit.short=train\n");
+    CHECK_STR(sq_split_mode_name(SQ_SPLIT_HOLDOUT), "holdout-users");
+}
