@@ -15,9 +15,12 @@ setup() {
   cut=$(sort -t$'\t' -k4,4n "$T/all.tsv" | awk 'NR == int(0.8 * n) { print $4 }' n="$(wc -l < "$T/all.tsv")")
   awk -F'\t' -v c="$cut" '$4 <= c && $2 <= 55' "$T/all.tsv" > "$T/day1.tsv"
   cp "$T/all.tsv" "$T/day2.tsv"
-  seqrec-preprocess "$T/day1.tsv" 2>/dev/null | seqrec-split -o "$T/day1.split" 2>/dev/null
+  # the model carries its id map where seqrec-train can carry one
+  seqrec-preprocess --map "$T/day1.map" "$T/day1.tsv" 2>/dev/null | seqrec-split -o "$T/day1.split" 2>/dev/null
+  MAPARG=()
+  if seqrec-train --help | grep -q -- '--map '; then MAPARG=(--map "$T/day1.map"); fi
   seqrec-train --dim 8 --ffn 16 --max-len 12 --epochs 1 --threads 1 --log /dev/null \
-    -o "$T/model.sqm" "$T/day1.split"
+    "${MAPARG[@]}" -o "$T/model.sqm" "$T/day1.split"
   mkdir -p "$T/job" "$T/bin"
   for p in "$SEQREC_BIN"/seqrec*; do ln -s "$p" "$T/bin/"; done
   export NIGHTLY_MODEL="$T/model.sqm" NIGHTLY_DIR="$T/job" NIGHTLY_BIN="$T/bin"
@@ -260,7 +263,7 @@ same_as_full() {
 @test "nightly: a new model, top-K or seqrec-score option rescores everyone, as NIGHTLY_FULL=1 does" {
   NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_DATE=20260101 run -0 sh "$NS"
   seqrec-train --dim 8 --ffn 16 --max-len 12 --epochs 1 --seed 2 --threads 1 --log /dev/null \
-    -o "$T/model2.sqm" "$T/day1.split"
+    "${MAPARG[@]}" -o "$T/model2.sqm" "$T/day1.split"
   cp "$T/model2.sqm" "$T/model.sqm"
   same_as_full
   NIGHTLY_LOG="$T/day2.tsv" NIGHTLY_DATE=20260102 run -0 sh "$NS"
@@ -355,4 +358,28 @@ same_as_full() {
   others=$(cut -f1 "$T/day1.tsv" | sort -u | awk '$1 % 2 == 0' | wc -l)
   echo "slots $slots, users without the new items $others"
   [ "$slots" -gt "$others" ]
+}
+
+@test "nightly: the first run of a fresh directory maps today's log through the model's map" {
+  seqrec-preprocess --help | grep -q -- '--model' || skip "needs seqrec-preprocess --model"
+  # item ids by first appearance: today's log alone would number them otherwise
+  awk -F'\t' -v OFS='\t' '{ $2 = "i" (1000 - $2); print }' "$T/day1.tsv" > "$T/d1.tsv"
+  awk -F'\t' -v OFS='\t' '{ $2 = "i" (1000 - $2); print }' "$T/day2.tsv" | sort -t$'\t' -k4,4nr > "$T/d2.tsv"
+  seqrec-preprocess --map "$T/d1.map" "$T/d1.tsv" 2>/dev/null | seqrec-split -o "$T/d1.split" 2>/dev/null
+  seqrec-train --dim 8 --ffn 16 --max-len 12 --epochs 1 --threads 1 --log /dev/null \
+    --map "$T/d1.map" -o "$T/model.sqm" "$T/d1.split"
+  NIGHTLY_LOG="$T/d2.tsv" NIGHTLY_DATE=20260101 run -0 sh "$NS"
+  # the job's map extends the model's
+  diff <(awk -F'\t' '$1 == "item"' "$T/d1.map") <(awk -F'\t' '$1 == "item"' "$T/job/ids.map")
+  # the lists of seqrec-score on today's log through the model's map
+  seqrec-preprocess --map-in "$T/d1.map" --map "$T/ref.map" "$T/d2.tsv" 2>/dev/null |
+    seqrec-split -o "$T/ref.split" 2>/dev/null
+  seqrec-score -m "$T/model.sqm" --topk 5 --map "$T/ref.map" "$T/ref.split" | LC_ALL=C sort > "$T/ref.tsv"
+  cmp "$T/ref.tsv" "$T/job/latest"
+  # a model without a map and no map in the directory: refused
+  rm -rf "$T/job2"
+  seqrec-train --dim 8 --ffn 16 --max-len 12 --epochs 1 --threads 1 --log /dev/null \
+    -o "$T/nomap.sqm" "$T/d1.split"
+  NIGHTLY_LOG="$T/d2.tsv" NIGHTLY_MODEL="$T/nomap.sqm" NIGHTLY_DIR="$T/job2" run -1 sh "$NS"
+  [[ "$output" == *"carries no id map"* ]]
 }
