@@ -12,7 +12,7 @@
 
 SANITIZE ?= 0
 PREFIX ?= /usr/local
-VERSION := 0.1.0
+VERSION := 0.2.0
 
 ifeq ($(SANITIZE),1)
 BUILD := build-san

@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "dataset.h"
 #include "fileio.h"
+#include "idmap.h"
 #include "modelfile.h"
 
 static const char *PROG = "seqrec-export";
@@ -31,7 +32,10 @@ static void usage(FILE *f)
 "                        rows left out) or per first index; npy: the whole\n"
 "                        tensor, every row, NumPy format 1.0\n"
 "      --map FILE        TSV ids: original item ids from the map of\n"
-"                        seqrec-preprocess --map (item-indexed tensors only)\n"
+"                        seqrec-preprocess --map (item-indexed tensors only;\n"
+"                        65 when it is not the model's map or an extension)\n"
+"      --id-map          instead: write the id map the model carries\n"
+"                        (seqrec-train --map), byte for byte (65: none)\n"
 "  -l, --list            list the tensors (name, dtype, shape) instead\n"
 "  -o, --output FILE     write to FILE (atomically) instead of stdout\n"
 "\n"
@@ -46,7 +50,7 @@ enum { FMT_TSV = 0, FMT_NPY = 1 };
 
 typedef struct {
     const char *model, *tensor, *map, *output;
-    int format, list;
+    int format, list, id_map, tensor_given;
 } opts;
 
 /* What to write: the tensor, its rows and how they are named. */
@@ -181,12 +185,55 @@ static int plan(const opts *o, const sq_modelfile *mf, job *j, sq_err *e)
     return 0;
 }
 
+typedef struct {
+    const char *bytes;
+    size_t len;
+} raw_text;
+
+static int write_raw(void *ctx, FILE *f, const char *name, sq_err *e)
+{
+    const raw_text *r = ctx;
+    if (fwrite(r->bytes, 1, r->len, f) != r->len || ferror(f))
+        return sq_fail(e, SQ_EX_IO, "%s: write error", name);
+    return 0;
+}
+
+/* --id-map: the map the model carries, as it was given to seqrec-train. */
+static int write_id_map(const opts *o, const sq_modelfile *mf, sq_err *e)
+{
+    raw_text r;
+    int rc = sq_modelfile_id_map(mf, o->model, &r.bytes, &r.len, e);
+    if (rc == 1)
+        return sq_fail(e, SQ_EX_DATA, "%s carries no id map (train it with seqrec-train --map "
+                       "FILE)", o->model);
+    return rc ? rc : sq_out_write(o->output, 0, write_raw, &r, e);
+}
+
+/* --map must be the model's map or an extension of it (idmap.h). */
+static int check_map(const opts *o, const sq_modelfile *mf, const sq_idmap *m, sq_err *e)
+{
+    sq_mapfp fp;
+    char w[768] = "";
+    sq_mapfp_from_meta(mf->config, "data.", &fp);
+    if (sq_idmap_check_extends(m, sq_in_name(o->map), 1, &fp.item, "model", o->model, w,
+                               sizeof w, e))
+        return e->code;
+    if (w[0])
+        fprintf(stderr, "%s: warning: %s\n", PROG, w);
+    return 0;
+}
+
 static int run(const opts *o, sq_err *e)
 {
     sq_modelfile mf;
     if (sq_modelfile_read(o->model, &mf, e))
         return e->code;
     int rc;
+    if (o->id_map) {
+        rc = write_id_map(o, &mf, e);
+        sq_modelfile_free(&mf);
+        return rc;
+    }
     if (o->list) {
         rc = sq_out_write(o->output, 0, write_list, &mf, e);
         sq_modelfile_free(&mf);
@@ -199,6 +246,8 @@ static int run(const opts *o, sq_err *e)
         rc = sq_idmap_read(&map, o->map, e);
         j.map = rc ? NULL : &map;
         j.map_name = sq_in_name(o->map);
+        if (!rc)
+            rc = check_map(o, &mf, &map, e);
     }
     if (!rc)
         rc = sq_out_write(o->output, o->format == FMT_NPY, o->format == FMT_NPY ? write_npy
@@ -212,19 +261,23 @@ static int run(const opts *o, sq_err *e)
 /* The options into *o; 0, or the exit status (-1: --help or --version). */
 static int parse_args(int argc, char **argv, opts *o)
 {
-    enum { O_MAP = 256, O_VERSION };
+    enum { O_MAP = 256, O_VERSION, O_ID_MAP };
     static const struct option longs[] = {
         {"model", required_argument, 0, 'm'},  {"tensor", required_argument, 0, 't'},
         {"format", required_argument, 0, 'f'}, {"map", required_argument, 0, O_MAP},
         {"list", no_argument, 0, 'l'},         {"output", required_argument, 0, 'o'},
         {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, O_VERSION},
-        {0, 0, 0, 0},
+        {"id-map", no_argument, 0, O_ID_MAP},  {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "m:t:f:lo:hV", longs, NULL)) != -1) {
         switch (c) {
         case 'm': o->model = optarg; break;
-        case 't': o->tensor = optarg; break;
+        case 't':
+            o->tensor = optarg;
+            o->tensor_given = 1;
+            break;
+        case O_ID_MAP: o->id_map = 1; break;
         case 'f':
             if (strcmp(optarg, "tsv") == 0)
                 o->format = FMT_TSV;
@@ -249,6 +302,9 @@ static int parse_args(int argc, char **argv, opts *o)
     if (o->map && o->format == FMT_NPY)
         return sq_cli_usage_error(PROG, "--map goes with --format tsv (a .npy holds no ids: "
                                   "row i is dense item i)");
+    if (o->id_map && (o->list || o->map || o->tensor_given || o->format == FMT_NPY))
+        return sq_cli_usage_error(PROG, "--id-map writes the map the model carries: no "
+                                  "--list, --map, --tensor or --format npy");
     if (o->list && (o->map || o->format == FMT_NPY))
         return sq_cli_usage_error(PROG, "--list prints text: no --map or --format npy");
     return 0;

@@ -7,7 +7,9 @@
 
 #include "cli.h"
 #include "fileio.h"
+#include "idmap.h"
 #include "interactions.h"
+#include "modelfile.h"
 #include "rawread.h"
 #include "stream.h"
 
@@ -50,8 +52,12 @@ static void usage(FILE *f)
 "      --map-in FILE     take dense ids from an existing map (from --map):\n"
 "                        known users and items keep their ids, new users get\n"
 "                        the next ids, n_items is the map's (plus appended)\n"
-"      --new-items MODE  with --map-in, interactions with items the map does\n"
-"                        not know: drop (default) or append (next ids)\n"
+"      --model M         take the dataset name and the id map from the model\n"
+"                        file M (the map it carries: seqrec-train --map), as\n"
+"                        --map-in does; with --map-in FILE, FILE must be M's\n"
+"                        map or an extension of it (65 otherwise)\n"
+"      --new-items MODE  with --map-in or --model, interactions with items the\n"
+"                        map does not know: drop (default) or append (next ids)\n"
 "      --stats           print users, items, interactions, lengths and sparsity\n"
 "                        (to stdout with -o, else to stderr; on a terminal\n"
 "                        without -o only the statistics are printed)\n"
@@ -76,7 +82,7 @@ static const char *const new_items_names[] = {"drop", "append"};
 
 typedef struct {
     sq_rawopts raw;
-    const char *output, *map, *map_in, *dataset;
+    const char *output, *map, *map_in, *dataset, *model;
     const char *min_rating_text;
     long ucore, icore;
     int dedup;
@@ -84,10 +90,12 @@ typedef struct {
     int stats;
 } opts;
 
-/* What --map-in did, for --stats and the meta. */
+/* What --map-in (or --model) did, for --stats and the meta. */
 typedef struct {
     uint64_t dropped_rows;
     uint32_t dropped_items, new_users, new_items;
+    const char *base;   /* the map's name for messages: --map-in, or "M's id map" */
+    char base_buf[512];
 } mapinfo;
 
 /* A --*-core option. */
@@ -130,7 +138,7 @@ static void print_stats(FILE *f, const char *dataset, const sq_inter_stats *s, u
             "input_interactions\t%llu\n",
             dataset, s->users, s->items, (unsigned long long)s->interactions, s->avg_len,
             s->min_len, s->max_len, s->sparsity, (unsigned long long)input);
-    if (o->map_in)
+    if (o->map_in || o->model)
         fprintf(f,
                 "new_users\t%u\n"
                 "new_items\t%u\n"
@@ -171,6 +179,9 @@ static int add_meta(sq_header *h, const opts *o, const char *dataset, const char
                     const sq_rawinfo *info, int n_inputs, const sq_inter *t,
                     const mapinfo *mi, sq_err *e)
 {
+    int mapped = o->map_in || o->model;
+    sq_mapfp fp;
+    char x[32];
     if (sq_meta_add(h, e, "dataset", "%s", dataset) ||
         sq_meta_add(h, e, "seqrec.version", "%s", SEQREC_VERSION))
         return e->code;
@@ -184,17 +195,26 @@ static int add_meta(sq_header *h, const opts *o, const char *dataset, const char
         sq_meta_add(h, e, "preprocess.item_core", "%ld", o->icore) ||
         sq_meta_add(h, e, "preprocess.order", "%s",
                     t->has_ts == 1 ? "timestamp,file" : "file") ||
-        sq_meta_add(h, e, "preprocess.user_ids", "%s%s", o->map_in ? "map," : "",
+        sq_meta_add(h, e, "preprocess.user_ids", "%s%s", mapped ? "map," : "",
                     t->users_numeric ? "numeric" : "appearance") ||
-        sq_meta_add(h, e, "preprocess.item_ids", "%s%s", o->map_in ? "map," : "",
+        sq_meta_add(h, e, "preprocess.item_ids", "%s%s", mapped ? "map," : "",
                     t->items_numeric ? "numeric" : "appearance") ||
         sq_meta_add(h, e, "preprocess.users", "%u", t->n_users) ||
         sq_meta_add(h, e, "preprocess.items", "%u", t->n_items) ||
-        sq_meta_add(h, e, "preprocess.interactions", "%zu", t->n))
+        sq_meta_add(h, e, "preprocess.interactions", "%zu", t->n) ||
+        sq_inter_mapfp(t, &fp, e) ||
+        sq_meta_add(h, e, SQ_MAPFP_USERS, "%s", sq_idfp_str(&fp.user, x, sizeof x)) ||
+        sq_meta_add(h, e, SQ_MAPFP_ITEMS, "%s", sq_idfp_str(&fp.item, x, sizeof x)))
         return e->code;
-    if (o->map_in) {
-        const char *b = strrchr(o->map_in, '/');
-        if (sq_meta_add(h, e, "preprocess.map_in", "%s", b ? b + 1 : o->map_in) ||
+    if (o->model) {
+        const char *b = strrchr(o->model, '/');
+        if (sq_meta_add(h, e, "preprocess.model", "%s", b ? b + 1 : o->model))
+            return e->code;
+    }
+    if (mapped) {
+        const char *b = o->map_in ? strrchr(o->map_in, '/') : NULL;
+        if ((o->map_in &&
+             sq_meta_add(h, e, "preprocess.map_in", "%s", b ? b + 1 : o->map_in)) ||
             sq_meta_add(h, e, "preprocess.new_items", "%s", new_items_names[o->new_items]) ||
             sq_meta_add(h, e, "preprocess.new_users", "%u", mi->new_users) ||
             sq_meta_add(h, e, "preprocess.appended_items", "%u", mi->new_items) ||
@@ -209,7 +229,7 @@ static int add_meta(sq_header *h, const opts *o, const char *dataset, const char
 static int parse_args(int argc, char **argv, opts *o)
 {
     enum { O_SEP = 256, O_HEADER, O_UCOL, O_ICOL, O_TCOL, O_RCOL, O_MINR, O_DEDUP,
-           O_UCORE, O_ICORE, O_CORE, O_MAP, O_STATS, O_MAP_IN, O_NEW_ITEMS };
+           O_UCORE, O_ICORE, O_CORE, O_MAP, O_STATS, O_MAP_IN, O_NEW_ITEMS, O_MODEL };
     static const struct option longs[] = {
         {"format", required_argument, 0, 'f'},   {"member", required_argument, 0, 'm'},
         {"sep", required_argument, 0, O_SEP},    {"header", no_argument, 0, O_HEADER},
@@ -222,6 +242,7 @@ static int parse_args(int argc, char **argv, opts *o)
         {"stats", no_argument, 0, O_STATS},      {"help", no_argument, 0, 'h'},
         {"map-in", required_argument, 0, O_MAP_IN},
         {"new-items", required_argument, 0, O_NEW_ITEMS},
+        {"model", required_argument, 0, O_MODEL},
         {"version", no_argument, 0, 'V'},        {0, 0, 0, 0},
     };
     sq_rawopts *r = &o->raw;
@@ -267,6 +288,7 @@ static int parse_args(int argc, char **argv, opts *o)
         case O_MAP: o->map = optarg; break;
         case O_STATS: o->stats = 1; break;
         case O_MAP_IN: o->map_in = optarg; break;
+        case O_MODEL: o->model = optarg; break;
         case O_NEW_ITEMS:
             o->new_items = strcmp(optarg, "drop") == 0 ? NEW_DROP
                          : strcmp(optarg, "append") == 0 ? NEW_APPEND : -2;
@@ -283,8 +305,8 @@ static int parse_args(int argc, char **argv, opts *o)
     if (!rc && !is_csv && (r->sep || r->header || r->user_col || r->item_col || r->time_col ||
                            r->rating_col))
         rc = sq_cli_usage_error(PROG, "--sep, --header and --*-col go with --format csv or tsv");
-    if (!rc && o->new_items >= 0 && !o->map_in)
-        rc = sq_cli_usage_error(PROG, "--new-items goes with --map-in");
+    if (!rc && o->new_items >= 0 && !o->map_in && !o->model)
+        rc = sq_cli_usage_error(PROG, "--new-items goes with --map-in or --model");
     if (o->new_items < 0)
         o->new_items = NEW_DROP;
     return rc;
@@ -305,16 +327,46 @@ static void input_names(const char **inputs, int n, char *buf, size_t size)
         memcpy(buf + size - 4, "...", 4);
 }
 
-/* Reads the map (--map-in) and every input into t, then drops new items
- * (--new-items drop), sorts, deduplicates, k-cores and remaps it; *input:
- * the interactions read (rated high enough). */
-static int load(sq_inter *t, const opts *o, const char **inputs, int n_inputs,
-                sq_rawinfo *info, uint64_t *input, mapinfo *mi, sq_err *e)
+/* The base map into t: --map-in (which must extend the map of --model
+ * when both are given), or the map the model mf carries. */
+static int read_base(sq_inter *t, const opts *o, const sq_modelfile *mf, mapinfo *mi,
+                     sq_err *e)
+{
+    mi->base = o->map_in;
+    if (!o->model)
+        return o->map_in ? sq_inter_read_map(t, o->map_in, e) : 0;
+    sq_mapfp fp;
+    sq_mapfp_from_meta(mf->config, "data.", &fp);
+    if (o->map_in) {
+        char w[768] = "";
+        if (sq_inter_read_map(t, o->map_in, e) ||
+            sq_inter_check_map(t, sq_in_name(o->map_in), &fp, o->model, w, sizeof w, e))
+            return e->code;
+        if (w[0])
+            fprintf(stderr, "%s: warning: %s\n", PROG, w);
+        return 0;
+    }
+    const char *bytes;
+    size_t len;
+    int rc = sq_modelfile_id_map(mf, o->model, &bytes, &len, e);
+    if (rc == 1)
+        return sq_fail(e, SQ_EX_DATA, "%s carries no id map (train it with seqrec-train --map "
+                       "FILE, or give --map-in)", o->model);
+    snprintf(mi->base_buf, sizeof mi->base_buf, "the id map of %s", o->model);
+    mi->base = mi->base_buf;
+    return rc ? rc : sq_inter_read_map_text(t, bytes, len, mi->base, e);
+}
+
+/* Reads the map (--map-in, --model) and every input into t, then drops new
+ * items (--new-items drop), sorts, deduplicates, k-cores and remaps it;
+ * *input: the interactions read (rated high enough). */
+static int load(sq_inter *t, const opts *o, const sq_modelfile *mf, const char **inputs,
+                int n_inputs, sq_rawinfo *info, uint64_t *input, mapinfo *mi, sq_err *e)
 {
     uint64_t below = 0;
     char names[256];
     input_names(inputs, n_inputs, names, sizeof names);
-    if (o->map_in && sq_inter_read_map(t, o->map_in, e))
+    if (read_base(t, o, mf, mi, e))
         return e->code;
     for (int i = 0; i < n_inputs; i++) {
         if (sq_raw_load(t, inputs[i], &o->raw, &info[i], e))
@@ -327,13 +379,13 @@ static int load(sq_inter *t, const opts *o, const char **inputs, int n_inputs,
                        "--min-rating %s", names, (unsigned long long)below, o->min_rating_text);
     if (t->n == 0)
         return sq_fail(e, SQ_EX_DATA, "%s: no interactions in the input", names);
-    if (o->map_in && o->new_items == NEW_DROP &&
+    if (mi->base && o->new_items == NEW_DROP &&
         sq_inter_drop_new_items(t, &mi->dropped_rows, &mi->dropped_items, e))
         return e->code;
     if (t->n == 0)
         return sq_fail(e, SQ_EX_DATA, "%s: no interactions left: all %llu are with items that "
                        "%s does not know (--new-items drop)", names,
-                       (unsigned long long)*input, o->map_in);
+                       (unsigned long long)*input, mi->base);
     if (sq_inter_sort(t, e) || sq_inter_dedup(t, o->dedup, e) ||
         sq_inter_kcore(t, (uint32_t)o->ucore, (uint32_t)o->icore, NULL, e))
         return e->code;
@@ -350,8 +402,8 @@ static int load(sq_inter *t, const opts *o, const char **inputs, int n_inputs,
 
 /* Writes the stream (when stream) and the map (with --map), both opened
  * before the long read so that a bad path fails first. */
-static int run(const opts *o, const char **inputs, int n_inputs, const char *dataset,
-               int stream, FILE *stats_f, sq_err *e)
+static int run(const opts *o, const sq_modelfile *mf, const char **inputs, int n_inputs,
+               const char *dataset, int stream, FILE *stats_f, sq_err *e)
 {
     sq_outfile out = {0}, map = {0};
     sq_inter t;
@@ -365,7 +417,7 @@ static int run(const opts *o, const char **inputs, int n_inputs, const char *dat
     int rc = info ? 0 : sq_fail(e, SQ_EX_OSERR, "out of memory");
     if (!rc && ((stream && sq_out_open(&out, o->output, 1, e)) ||
                 (o->map && sq_out_open(&map, o->map, 0, e)) ||
-                load(&t, o, inputs, n_inputs, info, &input, &mi, e)))
+                load(&t, o, mf, inputs, n_inputs, info, &input, &mi, e)))
         rc = e->code;
     if (!rc) {
         h.n_items = t.n_items;
@@ -412,9 +464,20 @@ int main(int argc, char **argv)
         inputs = stdin_only;
         n_inputs = 1;
     }
-    char dataset[256];
-    if (o.dataset)
-        snprintf(dataset, sizeof dataset, "%s", o.dataset);
+    char dataset[256], md[256];
+    sq_modelfile mf = {0};
+    sq_err e = {0};
+    if (o.model && sq_modelfile_read(o.model, &mf, &e))
+        return sq_report(PROG, &e);
+    int has_md = o.model && sq_modelfile_get(&mf, "data.dataset", md, sizeof md);
+    if (has_md && o.dataset && strcmp(md, o.dataset) != 0) {
+        sq_modelfile_free(&mf);
+        return sq_cli_usage_error(PROG, "--dataset %s: the model %s was trained on dataset "
+                                  "'%s' (leave --dataset out to take the model's)", o.dataset,
+                                  o.model, md);
+    }
+    if (o.dataset || has_md)
+        snprintf(dataset, sizeof dataset, "%s", o.dataset ? o.dataset : md);
     else
         dataset_from_path(inputs[0], dataset, sizeof dataset);
 
@@ -423,8 +486,7 @@ int main(int argc, char **argv)
     int to_stdout = !o.output || strcmp(o.output, "-") == 0;
     int stream = !(o.stats && to_stdout && isatty(STDOUT_FILENO));
     FILE *stats_f = to_stdout && stream ? stderr : stdout;
-    sq_err e = {0};
-    if (run(&o, inputs, n_inputs, dataset, stream, stats_f, &e))
-        return sq_report(PROG, &e);
-    return 0;
+    rc = run(&o, &mf, inputs, n_inputs, dataset, stream, stats_f, &e);
+    sq_modelfile_free(&mf);
+    return rc ? sq_report(PROG, &e) : 0;
 }

@@ -21,6 +21,7 @@
 #include "err.h"
 #include "eval.h"
 #include "fileio.h"
+#include "idmap.h"
 #include "model.h"
 #include "registry.h"
 #include "stream.h"
@@ -59,6 +60,8 @@ static void usage(FILE *f)
         "                         (a topk stream)\n"
         "      --map FILE         with --topk tsv, long or jsonl: print original user\n"
         "                         and item ids from the map of seqrec-preprocess --map\n"
+        "                         (65 unless its items extend the model's map and its\n"
+        "                         users the stream's)\n"
         "      --users FILE       only the users listed in FILE, one id a line\n"
         "                         (original ids with --map, dense ids without); an\n"
         "                         id not in the map or not in the input is a warning\n"
@@ -99,6 +102,7 @@ typedef struct {
     const char *map_name;
     uint64_t done;
     int progress;        /* stderr is a terminal */
+    int warned_sep;      /* the tsv warning about ':' and ',' in ids was given */
 } out_ctx;
 
 static void progress(out_ctx *o)
@@ -196,6 +200,12 @@ static int put_topk(void *ctx, uint32_t user, uint32_t k, const uint32_t *items,
             put_score(f, scores[j], 0);
             fputc('\n', f);
             continue;
+        }
+        if (it && !json && !o->warned_sep && strpbrk(it, ":,")) {
+            o->warned_sep = 1;
+            fprintf(stderr, "%s: warning: item id '%s' of %s holds ':' or ',': the lines "
+                    "item:score,... are ambiguous (use --format long or jsonl)\n", prog, it,
+                    o->map_name);
         }
         if (j || !json)
             fputc(j ? ',' : '\t', f);
@@ -412,6 +422,30 @@ static int parse_args(int argc, char **argv, score_args *a)
     return 0;
 }
 
+/* ---- id maps (idmap.h) ---- */
+
+/* The stream must have the model's id map (same items), and a --map
+ * (NULL: none) must extend the model's items and the stream's users. What
+ * could not be checked (no fingerprint) is one warning line. */
+static int check_maps(const score_args *a, const sq_model *m, const sq_header *h,
+                      const char *in_name, const sq_idmap *map, sq_err *e)
+{
+    sq_mapfp mfp, sfp;
+    char w[768] = "";
+    sq_mapfp_from_meta(m->meta, "", &mfp);
+    sq_mapfp_from_meta(h->meta, "", &sfp);
+    const char *mn = map ? sq_in_name(a->map_path) : NULL;
+    if (sq_mapfp_check_stream(&mfp, a->model_path, &sfp, in_name, w, sizeof w, e) ||
+        (map && sq_idmap_check_extends(map, mn, 1, &mfp.item, "model", a->model_path,
+                                       w[0] ? NULL : w, sizeof w, e)) ||
+        (map && sq_idmap_check_extends(map, mn, 0, &sfp.user, "stream", in_name,
+                                       w[0] ? NULL : w, sizeof w, e)))
+        return e->code;
+    if (w[0])
+        fprintf(stderr, "%s: warning: %s\n", prog, w);
+    return 0;
+}
+
 /* ---- the run ---- */
 
 /* --attention-map: the maps of one user's history. */
@@ -425,6 +459,7 @@ static int run_attention_map(const score_args *a, sq_err *err)
     if (sq_model_load(&model, a->model_path, err) || sq_in_open(&in, a->in_path, err) ||
         sq_dataset_read(&ds, in, in_name, err) ||
         sq_model_check_stream(&model, &ds.hdr, in_name, err) ||
+        check_maps(a, &model, &ds.hdr, in_name, NULL, err) ||
         sq_attention_map_write(&model, a->model_path, &ds, in_name, a->map_user, a->eo.target,
                                a->out_path, err) ||
         sq_attention_map_draw(a->out_path, &drawn, err))
@@ -557,6 +592,7 @@ static int run_score(const score_args *a, sq_err *err)
         sq_in_open(&in, a->in_path, err) ||
         sq_dataset_read(&ds, in, in_name, err) ||
         sq_model_check_stream(&model, &ds.hdr, in_name, err) ||
+        check_maps(a, &model, &ds.hdr, in_name, oc.map, err) ||
         experts_begin(a, &model, &experts, err) ||
         (a->users_path && resolve_users(&ul, sq_in_name(a->users_path), oc.map, &ds, in_name,
                                         &us, err)))

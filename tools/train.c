@@ -22,7 +22,7 @@
 
 static const char *prog = "seqrec-train";
 
-enum { MAX_OPTS = 128, OPT_MODEL = 256, OPT_RESUME, OPT_LOG, OPT_INIT, OPT_TABLE = 512 };
+enum { MAX_OPTS = 128, OPT_MODEL = 256, OPT_RESUME, OPT_LOG, OPT_INIT, OPT_MAP, OPT_TABLE = 512 };
 
 /* Every option of the command line: the fixed ones, the trainer's table,
  * then each model's tables (an option several models share once). */
@@ -62,6 +62,7 @@ static int build_options(optset *s)
         {"output", required_argument, NULL, 'o'},
         {"resume", required_argument, NULL, OPT_RESUME},
         {"init", required_argument, NULL, OPT_INIT},
+        {"map", required_argument, NULL, OPT_MAP},
         {"log", required_argument, NULL, OPT_LOG},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -143,6 +144,12 @@ static void usage(const optset *s)
            "                      model and options, on a stream of its dataset with\n"
            "                      as many items or more (new items initialised as\n"
            "                      usual); training options from the command line\n"
+           "  --map FILE          the model carries this id map (seqrec-preprocess --map\n"
+           "                      of the stream; 65 when it is not the stream's): the\n"
+           "                      model file is then all that a deployment needs\n"
+           "                      (seqrec-export --id-map, seqrec-preprocess --model).\n"
+           "                      Without it, --init and --resume carry over their\n"
+           "                      model's map when it is the stream's\n"
            "  --log FILE          epoch lines to FILE instead of standard error\n"
            "  -h, --help          show this help and exit\n"
            "  -V, --version       show the version and exit\n"
@@ -231,8 +238,10 @@ typedef struct {
     size_t given_len;
     char *train_given;  /* the trainer options given, the same way */
     size_t train_given_len;
-    const char *out_path, *resume, *log_path, *in_path, *init;
+    const char *out_path, *resume, *log_path, *in_path, *init, *map;
     char *derived;      /* out_path derived from --resume */
+    char *map_bytes;    /* the id map the model carries, or NULL */
+    size_t map_len;
     int epochs_given, model_given, other_given;
     const char *other;  /* an option --resume does not take */
 } args;
@@ -281,6 +290,7 @@ static int parse_args(args *a, const optset *s, int argc, char **argv)
         case 'o': a->out_path = optarg; break;
         case OPT_RESUME: a->resume = optarg; break;
         case OPT_INIT: a->init = optarg; break;
+        case OPT_MAP: a->map = optarg; break;
         case OPT_LOG: a->log_path = optarg; break;
         case 'h': usage(s); return -1;
         case 'V': sq_cli_version(prog); return -1;
@@ -418,7 +428,8 @@ static int fit(args *a, const sq_dataset *ds, sq_err *e)
 {
     int evaluated;
     double hr, ndcg;
-    if (sq_train_fit(a->model, ds, a->out_path, a->o.threads, &evaluated, &hr, &ndcg, e))
+    if (sq_train_fit_map(a->model, ds, a->out_path, a->map_bytes, a->map_len, a->o.threads,
+                         &evaluated, &hr, &ndcg, e))
         return e->code;
     if (!evaluated)
         return 0;
@@ -454,6 +465,8 @@ static int train(args *a, const sq_dataset *ds, sq_err *e)
     out_ctx oc = {.log = log, .name = a->log_path ? a->log_path : "<stderr>",
                   .bar = isatty(STDERR_FILENO), .epochs = a->o.epochs};
     sq_train_hooks hooks = {.ctx = &oc, .progress = progress, .epoch = epoch_line};
+    a->o.id_map = a->map_bytes;
+    a->o.id_map_len = a->map_len;
     rc = sq_train(&a->o, ds, a->out_path, a->resume, &hooks, e);
     if (rc && oc.bar)
         fprintf(stderr, "\r\033[K");
@@ -498,6 +511,12 @@ int main(int argc, char **argv)
                 sq_in_name(a.in_path), sq_kind_name(ds.hdr.kind));
         goto fail;
     }
+    char msg[1024];
+    if (sq_train_pick_map(a.map, a.resume ? a.resume : a.init, &ds.hdr, sq_in_name(a.in_path),
+                          &a.map_bytes, &a.map_len, msg, sizeof msg, &err))
+        goto fail;
+    if (msg[0])
+        fprintf(stderr, "%s: %s\n", prog, msg);
     if (a.model->fit ? fit(&a, &ds, &err) : train(&a, &ds, &err))
         goto fail;
     goto out;
@@ -508,6 +527,7 @@ out:
     sq_dataset_free(&ds);
     sq_in_close(in);
     free(a.derived);
+    free(a.map_bytes);
     free(a.given);
     free(a.train_given);
     free(a.o.cfg);

@@ -211,9 +211,49 @@ int sq_idmap_line(const char *s, size_t n, const char *path, unsigned long long 
     return 0;
 }
 
+/* Parses the map text m->text[0, len) (NUL-terminated, owned by m) in
+ * place: each line's original id ends in a NUL written over its newline (or
+ * CR). Messages are formed before the map is freed: they quote it. */
+static int idmap_parse(sq_idmap *m, size_t len, const char *name, sq_err *e)
+{
+    if (memchr(m->text, '\0', len))
+        return sq_fail(e, SQ_EX_DATA, "%s: NUL byte in a map file", name);
+    char *p = m->text;
+    for (uint64_t line = 1; *p; line++) {
+        char *eol = strchr(p, '\n');
+        size_t n = eol ? (size_t)(eol - p) : strlen(p);
+        char *next = eol ? eol + 1 : p + n;
+        int kind, rc;
+        uint32_t dense;
+        const char *orig;
+        size_t ol;
+        rc = sq_idmap_line(p, n, name, (unsigned long long)line, &kind, &dense, &orig, &ol, e);
+        if (rc > 1)
+            return rc;
+        if (rc == 0) {
+            ((char *)orig)[ol] = '\0';
+            if (map_put(kind ? &m->item : &m->user, kind ? &m->n_item : &m->n_user, dense,
+                        orig))
+                return sq_fail(e, SQ_EX_OSERR, "out of memory for the map %s", name);
+            uint32_t *top = kind ? &m->items : &m->users;
+            if (dense > *top)
+                *top = dense;
+        }
+        p = next;
+    }
+    return 0;
+}
+
 int sq_idmap_read(sq_idmap *m, const char *path, sq_err *e)
 {
+    return sq_idmap_read_raw(m, path, NULL, e);
+}
+
+int sq_idmap_read_raw(sq_idmap *m, const char *path, char **raw, sq_err *e)
+{
     memset(m, 0, sizeof *m);
+    if (raw)
+        *raw = NULL;
     FILE *f;
     if (sq_in_open(&f, path, e))
         return e->code;
@@ -243,36 +283,34 @@ int sq_idmap_read(sq_idmap *m, const char *path, sq_err *e)
         goto fail;
     }
     m->text[len] = '\0';
-    if (memchr(m->text, '\0', len)) {
-        sq_fail(e, SQ_EX_DATA, "%s: NUL byte in a map file", name);
+    m->len = len;
+    if (raw && !(*raw = malloc(len + 1))) {
+        sq_fail(e, SQ_EX_OSERR, "out of memory for the map %s", name);
         goto fail;
     }
-    /* Each line's original id ends in a NUL written over its newline (or
-     * CR). Messages are formed before the map is freed: they quote it. */
-    char *p = m->text;
-    for (uint64_t line = 1; *p; line++) {
-        char *eol = strchr(p, '\n');
-        size_t n = eol ? (size_t)(eol - p) : strlen(p);
-        char *next = eol ? eol + 1 : p + n;
-        int kind, rc;
-        uint32_t dense;
-        const char *orig;
-        size_t ol;
-        rc = sq_idmap_line(p, n, name, (unsigned long long)line, &kind, &dense, &orig, &ol, e);
-        if (rc > 1)
-            goto fail;
-        if (rc == 0) {
-            ((char *)orig)[ol] = '\0';
-            if (map_put(kind ? &m->item : &m->user, kind ? &m->n_item : &m->n_user, dense,
-                        orig)) {
-                sq_fail(e, SQ_EX_OSERR, "out of memory for the map %s", name);
-                goto fail;
-            }
-        }
-        p = next;
-    }
-    return 0;
+    if (raw)
+        memcpy(*raw, m->text, len + 1);
+    if (idmap_parse(m, len, name, e) == 0)
+        return 0;
 fail:
+    if (raw) {
+        free(*raw);
+        *raw = NULL;
+    }
+    sq_idmap_free(m);
+    return e->code;
+}
+
+int sq_idmap_parse(sq_idmap *m, const char *bytes, size_t len, const char *name, sq_err *e)
+{
+    memset(m, 0, sizeof *m);
+    if (!(m->text = malloc(len + 1)))
+        return sq_fail(e, SQ_EX_OSERR, "out of memory for the map %s", name);
+    memcpy(m->text, bytes, len);
+    m->text[len] = '\0';
+    m->len = len;
+    if (idmap_parse(m, len, name, e) == 0)
+        return 0;
     sq_idmap_free(m);
     return e->code;
 }

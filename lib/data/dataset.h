@@ -79,7 +79,9 @@ typedef struct {
     char *text;           /* the map file, NUL-separated fields */
     const char **user;    /* [n_user + 1], NULL where unknown */
     const char **item;    /* [n_item + 1] */
-    uint32_t n_user, n_item;
+    uint32_t n_user, n_item; /* the tables' sizes */
+    uint32_t users, items;   /* the largest dense id of each kind */
+    size_t len;              /* bytes of the map text */
 } sq_idmap;
 
 /* One line of a map file, s[0, n) without its newline (a trailing CR is
@@ -95,6 +97,12 @@ int sq_idmap_line(const char *s, size_t n, const char *path, unsigned long long 
 
 /* Reads a map file: 66 when missing, 65 "FILE: line N: reason" when bad. */
 int sq_idmap_read(sq_idmap *m, const char *path, sq_err *e);
+/* The same, and *raw (malloc'd, m->len bytes and a NUL) the file's bytes
+ * as they were (seqrec-train --map keeps them in the model). */
+int sq_idmap_read_raw(sq_idmap *m, const char *path, char **raw, sq_err *e);
+/* Parses a map held in memory (bytes[0, len), copied), as sq_idmap_read
+ * parses a file; name is for messages. */
+int sq_idmap_parse(sq_idmap *m, const char *bytes, size_t len, const char *name, sq_err *e);
 /* The original id of a dense user or item, or NULL when the map lacks it. */
 const char *sq_idmap_user(const sq_idmap *m, uint32_t dense);
 const char *sq_idmap_item(const sq_idmap *m, uint32_t dense);

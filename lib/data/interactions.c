@@ -679,6 +679,17 @@ static int map_line(sq_inter *t, const char *s, size_t n, const char *path,
     return 0;
 }
 
+/* After the lines of a map: it must have both kinds. */
+static int map_end(sq_inter *t, const char *name, unsigned long long lines, sq_err *e)
+{
+    if (t->users.n == 0 || t->items.n == 0)
+        return sq_fail(e, SQ_EX_DATA, "%s: not an id map: no %s lines (%llu lines read)", name,
+                       t->users.n == 0 ? "user" : "item", lines);
+    t->map_users = t->users.n;
+    t->map_items = t->items.n;
+    return 0;
+}
+
 int sq_inter_read_map(sq_inter *t, const char *path, sq_err *e)
 {
     if (t->n || t->users.n || t->items.n)
@@ -705,16 +716,68 @@ int sq_inter_read_map(sq_inter *t, const char *path, sq_err *e)
     if (rc == 0 && ferror(f))
         rc = sq_fail(e, errno == EISDIR ? SQ_EX_NOINPUT : SQ_EX_IO, "%s: cannot read: %s",
                      path, strerror(errno ? errno : EIO));
-    if (rc == 0 && (t->users.n == 0 || t->items.n == 0))
-        rc = sq_fail(e, SQ_EX_DATA, "%s: not an id map: no %s lines (%llu lines read)", path,
-                     t->users.n == 0 ? "user" : "item", line);
     free(buf);
     fclose(f);
-    if (rc == 0) {
-        t->map_users = t->users.n;
-        t->map_items = t->items.n;
+    return rc ? rc : map_end(t, path, line, e);
+}
+
+int sq_inter_read_map_text(sq_inter *t, const char *text, size_t len, const char *name,
+                           sq_err *e)
+{
+    if (t->n || t->users.n || t->items.n)
+        return sq_fail(e, SQ_EX_SOFTWARE, "a map is read into an empty table");
+    unsigned long long line = 0;
+    for (size_t at = 0; at < len;) {
+        const char *s = text + at, *nl = memchr(s, '\n', len - at);
+        size_t n = nl ? (size_t)(nl - s) : len - at;
+        line++;
+        if (memchr(s, '\0', n))
+            return sq_fail(e, SQ_EX_DATA, "%s: line %llu: NUL byte", name, line);
+        if (map_line(t, s, n, name, line, e))
+            return e->code;
+        at += n + (nl ? 1 : 0);
     }
-    return rc;
+    return map_end(t, name, line, e);
+}
+
+/* ---- fingerprints (idmap.h) ---- */
+
+typedef struct {
+    const sq_ids *ids;
+    const uint32_t *raw; /* dense -> raw id, or NULL: raw = dense - 1 */
+    uint32_t n;
+} ids_ctx;
+
+static const char *ids_at(const void *p, uint32_t d)
+{
+    const ids_ctx *c = p;
+    if (d < 1 || d > c->n)
+        return NULL;
+    return sq_ids_str(c->ids, c->raw ? c->raw[d] : d - 1);
+}
+
+int sq_inter_mapfp(const sq_inter *t, sq_mapfp *fp, sq_err *e)
+{
+    ids_ctx u = {&t->users, t->user_raw, t->n_users}, i = {&t->items, t->item_raw, t->n_items};
+    uint32_t hole;
+    memset(fp, 0, sizeof *fp);
+    if (sq_idfp_compute(ids_at, &u, u.n, &fp->user, &hole) ||
+        sq_idfp_compute(ids_at, &i, i.n, &fp->item, &hole))
+        return oom(e, "the id map's fingerprint");
+    fp->preprocessed = 1;
+    return 0;
+}
+
+int sq_inter_check_map(const sq_inter *t, const char *map_name, const sq_mapfp *base,
+                       const char *what, char *warn, size_t warn_n, sq_err *e)
+{
+    ids_ctx u = {&t->users, NULL, t->map_users}, i = {&t->items, NULL, t->map_items};
+    if (sq_idfp_check_extends(ids_at, &u, u.n, map_name, 0, &base->user, "model", what, warn,
+                              warn_n, e) ||
+        sq_idfp_check_extends(ids_at, &i, i.n, map_name, 1, &base->item, "model", what, NULL,
+                              0, e))
+        return e->code;
+    return 0;
 }
 
 int sq_inter_drop_new_items(sq_inter *t, uint64_t *rows, uint32_t *items, sq_err *e)

@@ -31,6 +31,7 @@
 #include <stdio.h>
 
 #include "err.h"
+#include "idmap.h"
 #include "stream.h"
 
 /* ---- string interning ---- */
@@ -136,6 +137,15 @@ int sq_inter_write_map(const sq_inter *t, FILE *f, const char *name, sq_err *e);
  * cannot be opened; 65 "PATH: line N: reason" for a bad line or an empty
  * map. */
 int sq_inter_read_map(sq_inter *t, const char *path, sq_err *e);
+/* The same for a map held in memory (text[0, len); name for messages). */
+int sq_inter_read_map_text(sq_inter *t, const char *text, size_t len, const char *name,
+                           sq_err *e);
+/* The fingerprint (idmap.h) of the dense ids (after sq_inter_remap). */
+int sq_inter_mapfp(const sq_inter *t, sq_mapfp *fp, sq_err *e);
+/* 65 (idmap.h's message) when the map read (sq_inter_read_map) does not
+ * extend base, the fingerprint of the model file what; base unknown: *warn. */
+int sq_inter_check_map(const sq_inter *t, const char *map_name, const sq_mapfp *base,
+                       const char *what, char *warn, size_t warn_n, sq_err *e);
 /* Removes the rows whose item is not in the map (raw id >= map_items);
  * *rows and *items (may be NULL) receive the rows removed and the distinct
  * items they named. Keeps the order of the rows that stay. */

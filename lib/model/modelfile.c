@@ -452,3 +452,19 @@ int sq_modelfile_list(FILE *f, const sq_modelfile *mf, const char *prefix)
     }
     return ferror(f) ? -1 : 0;
 }
+
+int sq_modelfile_id_map(const sq_modelfile *mf, const char *path, const char **bytes,
+                        size_t *len, sq_err *e)
+{
+    const sq_tensor *t = sq_modelfile_find(mf, SQ_ID_MAP_TENSOR);
+    *bytes = NULL;
+    *len = 0;
+    if (!t)
+        return 1;
+    if (t->dtype != SQ_BYTES || t->ndim != 1 || t->bytes == 0)
+        return sq_fail(e, SQ_EX_DATA, "%s: tensor %s is not the text of an id map", path,
+                       SQ_ID_MAP_TENSOR);
+    *bytes = t->data;
+    *len = (size_t)t->bytes;
+    return 0;
+}

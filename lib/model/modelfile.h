@@ -54,6 +54,14 @@ int sq_modelfile_write(const char *path, const sq_modelfile *mf, sq_err *e);
 int sq_modelfile_read(const char *path, sq_modelfile *mf, sq_err *e);
 void sq_modelfile_free(sq_modelfile *mf);
 
+/* The id map a model carries (seqrec-train --map; man 5 seqrec, MODEL
+ * FILES): the text of the map file, as an SQ_BYTES tensor of this name. */
+#define SQ_ID_MAP_TENSOR "id_map"
+/* *bytes, *len: the map mf carries (borrowed from mf). 0 found; 1 none;
+ * 65 naming path when the tensor is not one of bytes. */
+int sq_modelfile_id_map(const sq_modelfile *mf, const char *path, const char **bytes,
+                        size_t *len, sq_err *e);
+
 /* 1 when the file at PATH starts with the model magic (a named file only:
  * standard input and unreadable files give 0; the reader reports those). */
 int sq_modelfile_sniff(const char *path);

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "eval.h"
 #include "fileio.h"
+#include "idmap.h"
 #include "kv.h"
 #include "modelfile.h"
 #include "ops.h"
@@ -270,11 +271,21 @@ static int put_model(sq_modelfile *mf, const sq_model_def *def, const void *cfg,
     return 0;
 }
 
+/* The id map a model carries (ID MAP), when there is one. */
+static int put_map(sq_modelfile *mf, const char *map, size_t len, sq_err *e)
+{
+    uint64_t n[1] = {len};
+    if (map && sq_modelfile_add(mf, SQ_ID_MAP_TENSOR, SQ_BYTES, 1, n, map, e))
+        return e->code;
+    return 0;
+}
+
 static int put_config(sq_modelfile *mf, const sq_train_opts *o, const sq_dataset *ds,
                       sq_err *e)
 {
     if (put_model(mf, o->model, o->cfg, &ds->hdr, e) ||
-        sq_opt_write(sq_train_options, o, sq_modelfile_set_kv, mf, e))
+        sq_opt_write(sq_train_options, o, sq_modelfile_set_kv, mf, e) ||
+        put_map(mf, o->id_map, o->id_map_len, e))
         return e->code;
     return 0;
 }
@@ -540,6 +551,16 @@ static int get_state(run *r, const sq_modelfile *mf, const char *path, sq_err *e
     return get_flat(mf, path, "train.state", SQ_U64, ST_N, r->st, 8, e);
 }
 
+/* 65 when the stream h has another id map than the model file mf of the
+ * same number of items (idmap.h; one without a fingerprint passes). */
+static int same_map(const sq_modelfile *mf, const char *path, const sq_header *h, sq_err *e)
+{
+    sq_mapfp mfp, sfp;
+    sq_mapfp_from_meta(mf->config, "data.", &mfp);
+    sq_mapfp_from_meta(h->meta, "", &sfp);
+    return sq_mapfp_check_stream(&mfp, path, &sfp, "the stream", NULL, 0, e);
+}
+
 /* The checkpoint must be of this data and of the same model (configs
  * compared as the texts they serialise to). */
 static int same_run(const run *r, const sq_train_opts *fo, const sq_modelfile *mf,
@@ -557,6 +578,8 @@ static int same_run(const run *r, const sq_train_opts *fo, const sq_modelfile *m
         sq_meta_get(&r->ds->hdr, "dataset", b, sizeof b) && strcmp(a, b) != 0)
         return sq_fail(e, SQ_EX_DATA, "%s: the checkpoint was trained on dataset '%s', the "
                        "stream is '%s'", path, a, b);
+    if (same_map(mf, path, &r->ds->hdr, e))
+        return e->code;
     int rc = config_text(fo->model, fo->cfg, &ta, e);
     if (!rc)
         rc = config_text(r->o->model, r->o->cfg, &tb, e);
@@ -782,8 +805,10 @@ static int init_from_file(run *r, sq_err *e)
              sq_meta_get(h, "dataset", b, sizeof b) && strcmp(a, b) != 0)
         rc = sq_fail(e, SQ_EX_DATA, "%s: the model was trained on dataset '%s', the stream "
                      "is '%s'", path, a, b);
-    else
+    else if (!same_map(&mf, path, h, e))
         rc = def->init_from(&r->net, &mf, path, e);
+    else
+        rc = e->code;
     sq_modelfile_free(&mf);
     return rc;
 }
@@ -947,11 +972,20 @@ int sq_train(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
 int sq_train_fit(const sq_model_def *def, const sq_dataset *ds, const char *out_path,
                  int threads, int *evaluated, double *hr10, double *ndcg10, sq_err *e)
 {
+    return sq_train_fit_map(def, ds, out_path, NULL, 0, threads, evaluated, hr10, ndcg10, e);
+}
+
+int sq_train_fit_map(const sq_model_def *def, const sq_dataset *ds, const char *out_path,
+                     const char *id_map, size_t id_map_len, int threads, int *evaluated,
+                     double *hr10, double *ndcg10, sq_err *e)
+{
     sq_modelfile mf;
     *evaluated = 0;
     if (def->fit(ds, &mf, e))
         return e->code;
-    int rc = sq_modelfile_write(out_path, &mf, e);
+    int rc = put_map(&mf, id_map, id_map_len, e);
+    if (!rc)
+        rc = sq_modelfile_write(out_path, &mf, e);
     sq_modelfile_free(&mf);
     int has_valid = 0;
     for (uint64_t i = 0; i < ds->n_seq; i++)
@@ -973,4 +1007,86 @@ int sq_train_fit(const sq_model_def *def, const sq_dataset *ds, const char *out_
     sq_model_free(&m);
     *evaluated = rc == 0;
     return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The id map a model carries                                               */
+
+/* The map that the model file from carries, when it is the stream's. */
+static int map_of_model(const char *from, const sq_mapfp *sfp, char **bytes, size_t *len,
+                        char *msg, size_t msg_n, sq_err *e)
+{
+    sq_modelfile mf;
+    const char *b;
+    size_t n;
+    if (sq_modelfile_read(from, &mf, e))
+        return e->code;
+    int rc = sq_modelfile_id_map(&mf, from, &b, &n, e);
+    sq_idmap m = {0};
+    sq_mapfp fp;
+    char x[32], y[32];
+    if (rc == 0)
+        rc = sq_idmap_parse(&m, b, n, from, e) || sq_mapfp_of_map(&m, from, &fp, e) ? e->code
+                                                                                    : 0;
+    if (rc == 0 && sfp->item.has && sfp->user.has && fp.item.n == sfp->item.n &&
+        fp.item.hash == sfp->item.hash && fp.user.n == sfp->user.n &&
+        fp.user.hash == sfp->user.hash) {
+        if (!(*bytes = malloc(n)))
+            rc = sq_fail(e, SQ_EX_OSERR, "out of memory for the id map of %s", from);
+        else
+            memcpy(*bytes, b, n);
+        *len = n;
+    } else if (rc == 0) {
+        snprintf(msg, msg_n, "note: the id map that %s carries is not the stream's (items: "
+                 "map %s, stream %s): the new model carries none (give --map FILE)", from,
+                 sq_idfp_str(&fp.item, x, sizeof x), sq_idfp_str(&sfp->item, y, sizeof y));
+    }
+    sq_idmap_free(&m);
+    sq_modelfile_free(&mf);
+    return rc == 1 ? 0 : rc;
+}
+
+/* --map with --init or --resume: the map must extend the model's. */
+static int extends_model(const sq_idmap *m, const char *map_name, const char *from, sq_err *e)
+{
+    sq_modelfile mf;
+    sq_mapfp fp;
+    if (sq_modelfile_read(from, &mf, e))
+        return e->code;
+    sq_mapfp_from_meta(mf.config, "data.", &fp);
+    int rc = sq_idmap_check_extends(m, map_name, 1, &fp.item, "model", from, NULL, 0, e) ||
+             sq_idmap_check_extends(m, map_name, 0, &fp.user, "model", from, NULL, 0, e);
+    sq_modelfile_free(&mf);
+    return rc ? e->code : 0;
+}
+
+int sq_train_pick_map(const char *map_path, const char *from, const sq_header *h,
+                      const char *stream_name, char **bytes, size_t *len, char *msg,
+                      size_t msg_n, sq_err *e)
+{
+    sq_mapfp sfp, mfp;
+    sq_mapfp_from_meta(h->meta, "", &sfp);
+    *bytes = NULL;
+    *len = 0;
+    msg[0] = '\0';
+    if (!map_path)
+        return from ? map_of_model(from, &sfp, bytes, len, msg, msg_n, e) : 0;
+    sq_idmap m;
+    char warn[512] = "";
+    if (sq_idmap_read_raw(&m, map_path, bytes, e))
+        return e->code;
+    *len = m.len;
+    int rc = sq_mapfp_of_map(&m, sq_in_name(map_path), &mfp, e) ||
+             sq_mapfp_check_same(&mfp, sq_in_name(map_path), &sfp, stream_name, warn,
+                                 sizeof warn, e) ||
+             (from && extends_model(&m, sq_in_name(map_path), from, e));
+    sq_idmap_free(&m);
+    if (rc) {
+        free(*bytes);
+        *bytes = NULL;
+        return e->code;
+    }
+    if (warn[0])
+        snprintf(msg, msg_n, "warning: %s", warn);
+    return 0;
 }

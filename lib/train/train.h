@@ -59,7 +59,12 @@
  * SQ_EX_SOFTWARE before the update is applied; the one failure that writes
  * the output: the best model so far (none when no evaluation had happened;
  * then an earlier run's model stays as it was), and no checkpoint of the
- * diverged state is written. */
+ * diverged state is written.
+ *
+ * ID MAP. With o->id_map the model file and the checkpoint carry that text
+ * (the map file of seqrec-preprocess --map) as the tensor "id_map"
+ * (modelfile.h): the model file is then the one artifact a deployment
+ * needs. sq_train_pick_map decides what a run carries. */
 #ifndef SQ_TRAIN_H
 #define SQ_TRAIN_H
 
@@ -87,6 +92,8 @@ typedef struct {
     uint64_t valid_seed;    /* --valid-seed: the seed of the uni:N/pop:N draws */
     int valid_exclude_history; /* --valid-exclude-history: as seqrec-score -x */
     int stop_metric;        /* --stop-metric: SQ_STOP_* + 4 K */
+    const char *id_map;     /* the id map the model carries (ID MAP), or NULL */
+    size_t id_map_len;
 } sq_train_opts;
 
 /* --stop-metric: the validation metric that picks the best epoch and
@@ -176,10 +183,26 @@ int sq_train_init_config(const char *path, const sq_model_def *want, const char 
                          const sq_data_dims *dd, const sq_model_def **def, void **cfg,
                          sq_err *e);
 
+/* The id map a run on the stream h (named stream_name) carries: with
+ * map_path that file, which must be the stream's map (idmap.h: the same
+ * fingerprint; 65 naming both otherwise); without it the map that the
+ * model file from (--init or --resume; may be NULL) carries, when its
+ * fingerprint is the stream's. *bytes (malloc'd, NULL: none) and *len;
+ * msg receives a line for the user ("warning: ..." or "note: ...", "" for
+ * none): a stream without a fingerprint, or a map of from that is not
+ * carried. */
+int sq_train_pick_map(const char *map_path, const char *from, const sq_header *h,
+                      const char *stream_name, char **bytes, size_t *len, char *msg,
+                      size_t msg_n, sq_err *e);
+
 /* Fits a one-pass model (def->fit: pop) to ds and writes it to out_path;
  * when ds has validation targets, *evaluated = 1 and hr10, ndcg10 are its
  * validation HR@10 and NDCG@10 (the same ranking as for trained models). */
 int sq_train_fit(const sq_model_def *def, const sq_dataset *ds, const char *out_path,
                  int threads, int *evaluated, double *hr10, double *ndcg10, sq_err *e);
+/* The same, the model file carrying the id map id_map[0, len) (NULL: none). */
+int sq_train_fit_map(const sq_model_def *def, const sq_dataset *ds, const char *out_path,
+                     const char *id_map, size_t id_map_len, int threads, int *evaluated,
+                     double *hr10, double *ndcg10, sq_err *e);
 
 #endif

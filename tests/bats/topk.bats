@@ -70,10 +70,15 @@ for r in rows:
     assert isinstance(r["user"], int) and len(r["items"]) == 5 == len(r["scores"])
     assert all(isinstance(i, int) for i in r["items"])
     assert r["scores"] == sorted(r["scores"], reverse=True)' "$T/out/b.jsonl"
-  # ids that need escaping stay valid JSON
+  # ids that need escaping stay valid JSON: the log with ann renamed, its
+  # own map and stream (a hand-edited map is not the stream's: 65)
   printf 'user\t1\ta"b\\c\nuser\t2\tbob\nuser\t3\tcid\n' > "$T/odd.tsv"
   grep '^item' "$T/map.tsv" >> "$T/odd.tsv"
-  seqrec-score -m "$T/m.sqm" -k 1 -f jsonl --map "$T/odd.tsv" -o "$T/out/c.jsonl" "$T/split.sqr"
+  run -65 seqrec-score -m "$T/m.sqm" -k 1 -f jsonl --map "$T/odd.tsv" "$T/split.sqr"
+  [[ "$output" == *"odd.tsv is not the id map of $T/split.sqr, nor an extension of it: its first 3 users differ"* ]]
+  sed 's/^ann\t/a"b\\c\t/' "$T/log.tsv" > "$T/odd.log"
+  seqrec-preprocess --format tsv -d shop --map "$T/odd.tsv" "$T/odd.log" | seqrec-split -o "$T/odd.sqr" 2>/dev/null
+  seqrec-score -m "$T/m.sqm" -k 1 -f jsonl --map "$T/odd.tsv" -o "$T/out/c.jsonl" "$T/odd.sqr"
   python3 -c '
 import json, sys
 assert json.loads(open(sys.argv[1]).readline())["user"] == "a\"b\\c"' "$T/out/c.jsonl"
