@@ -372,7 +372,7 @@ same_as_full() {
   # the job's map extends the model's
   diff <(awk -F'\t' '$1 == "item"' "$T/d1.map") <(awk -F'\t' '$1 == "item"' "$T/job/ids.map")
   # the lists of seqrec-score on today's log through the model's map
-  seqrec-preprocess --map-in "$T/d1.map" --map "$T/ref.map" "$T/d2.tsv" 2>/dev/null |
+  seqrec-preprocess --dataset d1 --map-in "$T/d1.map" --map "$T/ref.map" "$T/d2.tsv" 2>/dev/null |
     seqrec-split -o "$T/ref.split" 2>/dev/null
   seqrec-score -m "$T/model.sqm" --topk 5 --map "$T/ref.map" "$T/ref.split" | LC_ALL=C sort > "$T/ref.tsv"
   cmp "$T/ref.tsv" "$T/job/latest"
