@@ -280,7 +280,7 @@ if ! flock -w "$WAIT" 9; then
 fi
 log lock "$t_step" status=taken
 # under the lock every run directory and temporary file is a killed run's
-rm -rf "$D"/.run.* "$D/.latest.tmp" "$D"/pub/*.tmp "$D/history.tmp" 2>/dev/null || true
+rm -rf "$D"/.run.* "$D/.latest.tmp" "$D"/pub/*.tmp "$D/key.tmp" "$MODEL.tmp" 2>/dev/null || true
 W=$(mktemp -d "$D/.run.XXXXXX") || die 73 "$D: cannot create a run directory"
 if [ -n "${NIGHTLY_MAKE_PID:-}" ]; then
     watchdog $$ "$NIGHTLY_MAKE_PID" 9>&- </dev/null &
