@@ -42,6 +42,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(REAL_SRC:%.c=$(BUILD)/%_f64.o)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_NAMES := $(filter-out seqrec,$(notdir $(TOOL_SRC:.c=)))
 PROGS := $(BUILD)/bin/seqrec $(TOOL_NAMES:%=$(BUILD)/bin/seqrec-%)
+SCRIPTS := $(BUILD)/bin/seqrec-nightly
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/main.o
 
@@ -55,7 +56,12 @@ tags: $(LIB_SRC) $(TOOL_SRC)
 	ctags -R lib tools tests/unit
 
 .PHONY: all tags check unit bats demo bench bench-data deps install clean clang-check arm64-check arm64-test isa-test man-check fnlen-check
-all: $(PROGS) $(CUDA_SO)
+all: $(PROGS) $(SCRIPTS) $(CUDA_SO)
+
+# seqrec-nightly is pipelines/nightly.sh with the version filled in.
+$(BUILD)/bin/seqrec-nightly: pipelines/nightly.sh
+	@mkdir -p $(dir $@)
+	sed 's/@VERSION@/$(VERSION)/' $< > $@.tmp && chmod 755 $@.tmp && mv $@.tmp $@
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -103,7 +109,7 @@ unit: $(BUILD)/unit_tests
 # TAP, ended by the line "bats: N passed, N failed, N skipped"
 # (tests/bats/run.sh); BATS_FILES=tests/bats/x.bats runs fewer suites.
 BATS_FILES ?= tests/bats
-bats: $(PROGS) $(CUDA_SO)
+bats: $(PROGS) $(SCRIPTS) $(CUDA_SO)
 	SEQREC_BIN=$(CURDIR)/$(BUILD)/bin SEQREC_ROOT=$(CURDIR) sh tests/bats/run.sh $(BATS_FILES)
 
 # Every source must also compile warning-free with clang (when present).
@@ -221,7 +227,7 @@ include $(filter-out bench/bench.mk,$(wildcard bench/*.mk))
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
-	install -m 755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(PROGS) $(SCRIPTS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 man/man1/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 man/man5/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	$(if $(CUDA_SO),install -d $(DESTDIR)$(PREFIX)/lib/seqrec)
