@@ -23,6 +23,7 @@ static const char *commands[][2] = {
     {"export", "a model's item embeddings (or any tensor) as TSV or .npy"},
     {"cat", "print, check or encode a stream"},
     {"synth", "generate a synthetic interaction log"},
+    {"nightly", "the nightly job: score today's log, publish top-K atomically"},
 };
 
 static void usage(FILE *f)
