@@ -303,34 +303,21 @@ if [ "$KIND" = delta ]; then
     log history "$t_step" lines="$(wc -l < "$W/history")" delta_lines="$(awk -v skip="$delta_header" 'NR > skip' "$LOGF" | wc -l)"
 fi
 
-# has_opt PROGRAM OPTION: PROGRAM --help names OPTION
-has_opt() { "${BIN}$1" --help 2>/dev/null | grep -q -e "$2[ ,=]" -e "$2\$"; }
 # The model's own id map (seqrec-preprocess --model) is the base map of the
-# first night; the dataset name alone where the programs predate it.
-if has_opt seqrec-preprocess --model; then
-    set -- --model "$MODEL"
-    newitems=1
-else
-    dataset=$("${BIN}seqrec-cat" --header "$MODEL" |
-        awk -F'\t' '$1 == "config" && $2 ~ /^data\.dataset=/ { sub(/^data\.dataset=/, "", $2); print $2 }')
-    set -- --dataset "${dataset:-nightly}"
-    newitems=0
-fi
-if [ -f "$D/ids.map" ]; then
-    set -- "$@" --map-in "$D/ids.map"
-    newitems=1
-fi
-if [ "$newitems" = 1 ]; then
-    set -- "$@" --new-items "$([ "$FINETUNE" = 1 ] && echo append || echo drop)"
-fi
+# first night; later nights extend the job's map, which must extend the
+# model's (preprocess refuses another with 65).
+set -- --model "$MODEL"
+[ -f "$D/ids.map" ] && set -- "$@" --map-in "$D/ids.map"
+set -- "$@" --new-items "$([ "$FINETUNE" = 1 ] && echo append || echo drop)"
 # shellcheck disable=SC2086
 run_step preprocess "$W/stats.txt" "${BIN}seqrec-preprocess" ${NIGHTLY_PREPROCESS:-} "$@" \
     --map "$W/ids.map" --stats -o "$W/seq.sqr" "$input"
+t_pre=$t_step
 run_step split /dev/null "${BIN}seqrec-split" --leave-one-out -o "$W/today.split" "$W/seq.sqr"
 stat_of() { awk -F'\t' -v k="$1" '$1 == k { print $2 }' "$W/stats.txt"; }
 users=$(stat_of users)
 step=preprocess
-log preprocess "$t_step" users="$users" items="$(stat_of items)" interactions="$(stat_of interactions)" \
+log preprocess "$t_pre" users="$users" items="$(stat_of items)" interactions="$(stat_of interactions)" \
     new_users="$(stat_of new_users)" dropped_items="$(stat_of dropped_new_items)" \
     dropped_interactions="$(stat_of dropped_interactions)"
 
@@ -365,15 +352,9 @@ fi
 # new items reach training)
 model=$MODEL
 if [ "$FINETUNE" = 1 ]; then
-    if has_opt seqrec-split --holdout-users; then
-        run_step finesplit /dev/null "${BIN}seqrec-split" --holdout-users "$HOLDOUT" -o "$W/train.split" "$W/seq.sqr"
-    else
-        run_step finesplit /dev/null "${BIN}seqrec-split" --leave-one-out -o "$W/train.split" "$W/seq.sqr"
-    fi
-    set --
-    has_opt seqrec-train --map && set -- --map "$W/ids.map"
+    run_step finesplit /dev/null "${BIN}seqrec-split" --holdout-users "$HOLDOUT" -o "$W/train.split" "$W/seq.sqr"
     # shellcheck disable=SC2086
-    run_step finetune /dev/null "${BIN}seqrec-train" --init "$MODEL" ${NIGHTLY_TRAIN:---epochs 1} "$@" \
+    run_step finetune /dev/null "${BIN}seqrec-train" --init "$MODEL" ${NIGHTLY_TRAIN:---epochs 1} --map "$W/ids.map" \
         --threads "$THREADS" --log "$W/train.log" -o "$W/model.sqm" "$W/train.split"
     model=$W/model.sqm
     log finetune "$t_step" epochs="$(wc -l < "$W/train.log")"
