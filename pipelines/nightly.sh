@@ -165,6 +165,7 @@ run_step() {
     setsid "$@" >"$_out" 2>"$W/$_name.err" 9>&- &
     _pid=$!
     pids="$pids $_pid"
+    echo "$_pid" >> "$W/.pids"
     _st=0
     wait "$_pid" || _st=$?
     pids=$(echo $pids | sed "s/\(^\| \)$_pid\( \|$\)/ /")
@@ -279,7 +280,17 @@ if ! flock -w "$WAIT" 9; then
     die 75 "another run holds the lock ($D/.lock); nothing done"
 fi
 log lock "$t_step" status=taken
-# under the lock every run directory and temporary file is a killed run's
+# under the lock every run directory and temporary file is a killed run's;
+# its steps may still run (a SIGKILLed job cannot end them): end each
+# session it recorded whose command line still names that directory
+for _old in "$D"/.run.*; do
+    [ -f "$_old/.pids" ] || continue
+    for _p in $(cat "$_old/.pids"); do
+        if tr '\0' ' ' < "/proc/$_p/cmdline" 2>/dev/null | grep -qF "$_old/"; then
+            kill -TERM "-$_p" 2>/dev/null || kill -TERM "$_p" 2>/dev/null || true
+        fi
+    done
+done
 rm -rf "$D"/.run.* "$D/.latest.tmp" "$D"/pub/*.tmp "$D/key.tmp" "$MODEL.tmp" 2>/dev/null || true
 W=$(mktemp -d "$D/.run.XXXXXX") || die 73 "$D: cannot create a run directory"
 if [ -n "${NIGHTLY_MAKE_PID:-}" ]; then
@@ -408,6 +419,7 @@ while [ "$i" -lt "$SHARDS" ]; do
         --shard "$i/$SHARDS" $userarg -j "$per" -o "$W/part.$i" "$W/today.split" \
         </dev/null >/dev/null 2>"$W/score.$i.err" 9>&- &
     pids="$pids $!"
+    echo "$!" >> "$W/.pids"
     i=$((i + 1))
 done
 failed=0 scode=0

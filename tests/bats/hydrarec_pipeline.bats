@@ -32,7 +32,7 @@ mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }
     done
   done
   grep -q -- "--attn hydra --heads 16 --dim 256 --max-len 64 --batch 32 --epochs 20 .*-o $T/out/ml-1m-part/t4-h16-d256.sqm" <<< "$output"
-  ! grep -q -- "-o $T/out/beauty-bert4rec/t4-" <<< "$output"
+  ! grep -q -- "-o $T/out/beauty-bert4rec/t4-" <<< "$output" || false
   run -0 mk -n hydrarec-runs HYDRAREC_OUT="$T/out" EPOCHS=2
   [ "$(grep -c -- '--epochs 2 ' <<< "$output")" -eq 32 ]
   [ "$(grep -c -- '--mask-prob 0.1 ' <<< "$output")" -eq 32 ]

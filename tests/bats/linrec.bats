@@ -29,9 +29,9 @@ key() { seqrec-cat --header "$2" | sed -n "s/^config	$1=//p"; }
     done
   done
   # three variants, three models (same seed, same data)
-  ! cmp -s "$T/sasrec-full.sqm" "$T/sasrec-no-l2.sqm"
-  ! cmp -s "$T/sasrec-full.sqm" "$T/sasrec-no-elu.sqm"
-  ! cmp -s "$T/sasrec-no-l2.sqm" "$T/sasrec-no-elu.sqm"
+  ! cmp -s "$T/sasrec-full.sqm" "$T/sasrec-no-l2.sqm" || false
+  ! cmp -s "$T/sasrec-full.sqm" "$T/sasrec-no-elu.sqm" || false
+  ! cmp -s "$T/sasrec-no-l2.sqm" "$T/sasrec-no-elu.sqm" || false
   # the default is full: the same bytes as --linrec-variant full
   seqrec-train "${TINY[@]}" --epochs 3 --log /dev/null -o "$T/def.sqm" "$T/s.sqr"
   cmp "$T/def.sqm" "$T/sasrec-full.sqm"
@@ -81,7 +81,7 @@ key() { seqrec-cat --header "$2" | sed -n "s/^config	$1=//p"; }
         END { exit bad || NR != n }' "$f"
     done
   done
-  ! cmp -s "$T/full.l1.h1.tsv" "$T/no-l2.l1.h1.tsv"
+  ! cmp -s "$T/full.l1.h1.tsv" "$T/no-l2.l1.h1.tsv" || false
 }
 
 @test "linrec: bad --linrec-variant values and uses are refused" {

@@ -101,7 +101,7 @@ clean_job() {
   wait "$job" || status=$?
   [ "${status:-0}" -ne 0 ]
   sleep 0.5
-  ! pgrep -f "$T/bin/seqrec-score" >/dev/null
+  ! pgrep -f "$T/bin/seqrec-score" >/dev/null || false
   [ "$(readlink "$T/job/latest")" = pub/top5-20260101.tsv ]
   [ ! -e "$T/job/pub/top5-20260102.tsv" ]
   clean_job
@@ -114,7 +114,7 @@ clean_job() {
   NIGHTLY_LOG="$T/day2.tsv" NIGHTLY_DATE=20260102 NIGHTLY_FINETUNE=1 run -0 sh "$NS"
   n2=$(awk -F'\t' '$1 == "item"' "$T/job/ids.map" | wc -l)
   [ "$n2" -gt "$n1" ]
-  ! cmp -s "$T/model0.sqm" "$T/model.sqm"
+  ! cmp -s "$T/model0.sqm" "$T/model.sqm" || false
   seqrec-cat --header "$T/model.sqm" | grep -qx "config	n_items=$n2"
   grep -q '"step":"finetune"' "$T/job/nightly.log"
   [ "$(wc -l < "$T/job/latest")" -eq "$(cut -f1 "$T/day2.tsv" | sort -u | wc -l)" ]
@@ -224,6 +224,32 @@ last_failed() {
   clean_job
 }
 
+@test "nightly: after a SIGKILLed run the next one ends its steps, not other processes" {
+  NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_DATE=20260101 run -0 sh "$NS"
+  wrap_score 'case "$*" in *--shard*) sleep 60;; esac'
+  NIGHTLY_LOG="$T/day2.tsv" NIGHTLY_DATE=20260102 sh "$NS" 2>/dev/null &
+  job=$!
+  for i in $(seq 100); do
+    pgrep -f "$T/bin/seqrec-score.*--shard" >/dev/null && break
+    sleep 0.1
+  done
+  kill -KILL "$job"
+  wait "$job" || true
+  # its shards run on, and a stranger's pid is in the list
+  pgrep -f "$T/bin/seqrec-score" >/dev/null
+  sleep 100 &
+  stranger=$!
+  echo "$stranger" >> "$(ls -d "$T"/job/.run.*)/.pids"
+  rm -f "$T/bin/seqrec-score"
+  ln -s "$SEQREC_BIN/seqrec-score" "$T/bin/"
+  NIGHTLY_LOG="$T/day2.tsv" NIGHTLY_DATE=20260102 run -0 sh "$NS"
+  sleep 0.5
+  ! pgrep -f "$T/bin/seqrec-score" >/dev/null || false
+  kill -0 "$stranger"
+  kill "$stranger"
+  clean_job
+}
+
 @test "nightly: NIGHTLY_KEEP keeps N days of publications (0: all)" {
   for d in 20260101 20260102 20260104; do
     NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_DATE=$d NIGHTLY_KEEP=0 run -0 sh "$NS"
@@ -298,7 +324,7 @@ same_as_full() {
   rm -rf "$T/jobF"; cp -a "$T/job" "$T/jobF"
   NIGHTLY_LOG="$T/less.tsv" NIGHTLY_DATE=20260102 NIGHTLY_LOG_KIND=replace run -0 sh "$NS"
   [ "$(wc -l < "$T/job/latest")" -eq "$(cut -f1 "$T/less.tsv" | sort -u | wc -l)" ]
-  ! awk -F'\t' '$1 <= 10 { exit 1 }' "$T/job/latest"
+  ! awk -F'\t' '$1 <= 10 { exit 1 }' "$T/job/latest" || false
   NIGHTLY_LOG="$T/less.tsv" NIGHTLY_DATE=20260102 NIGHTLY_LOG_KIND=replace NIGHTLY_FULL=1 NIGHTLY_DIR="$T/jobF" run -0 sh "$NS"
   cmp "$T/job/latest" "$T/jobF/latest"
 }

@@ -60,7 +60,7 @@ setup() {
   seqrec-synth --users 200 --seed 5 -o "$T/b.tsv"
   seqrec-synth --users 200 --seed 6 -o "$T/c.tsv"
   cmp "$T/a.tsv" "$T/b.tsv"
-  ! cmp -s "$T/a.tsv" "$T/c.tsv"
+  ! cmp -s "$T/a.tsv" "$T/c.tsv" || false
   seqrec-synth --users 200 --seed 5 --format stream -o "$T/a.sqr"
   seqrec-synth --users 200 --seed 5 --format stream > "$T/b.sqr"
   cmp "$T/a.sqr" "$T/b.sqr"
