@@ -304,6 +304,36 @@ PY
   no_leftovers "$T/out"
 }
 
+@test "a zip member or a gzip with a bad CRC-32 is bad data, not changed data (issue 40)" {
+  printf '1 10\n1 11\n2 10\n2 12\n' > "$T/u.txt"
+  python3 - "$T" <<'PY'
+import sys, zipfile, gzip
+t = sys.argv[1]
+data = open(t + '/u.txt', 'rb').read()
+with zipfile.ZipFile(t + '/crc.zip', 'w', zipfile.ZIP_STORED) as z:
+    z.writestr('u.txt', data)
+b = bytearray(open(t + '/crc.zip', 'rb').read())
+b[b.index(b'1 10')] = ord('3')   # stored data changed, CRC kept
+open(t + '/crc.zip', 'wb').write(bytes(b))
+g = bytearray(gzip.compress(data))
+g[-8] ^= 1                        # the CRC-32 of the trailer
+open(t + '/crc.gz', 'wb').write(bytes(g))
+g = bytearray(gzip.compress(data))
+g[-4] ^= 1                        # the length of the trailer
+open(t + '/len.gz', 'wb').write(bytes(g))
+PY
+  run -65 seqrec-preprocess --format sasrec -o "$T/out/x.sqr" "$T/crc.zip"
+  [[ "$output" == *"$T/crc.zip(u.txt): "*"CRC"* ]]
+  run -65 seqrec-preprocess --format sasrec -o "$T/out/x.sqr" "$T/crc.gz"
+  [[ "$output" == *"$T/crc.gz: bad gzip data: incorrect data check"* ]]
+  run -65 seqrec-preprocess --format sasrec -o "$T/out/x.sqr" "$T/len.gz"
+  [[ "$output" == *"$T/len.gz: bad gzip data: incorrect length check"* ]]
+  no_leftovers "$T/out"
+  gzip -c "$T/u.txt" > "$T/good.gz"
+  cat "$T/good.gz" "$T/good.gz" > "$T/two.gz"   # two members read as one text
+  run -0 seqrec-preprocess --format sasrec -o "$T/out/x.sqr" "$T/two.gz"
+}
+
 @test "usage errors exit 64" {
   run -64 seqrec-preprocess --format parquet "$P/ratings.dat"
   [[ "$output" == *"unknown format 'parquet'"* ]]
