@@ -793,6 +793,12 @@ int sq_raw_load(sq_inter *t, const char *path, const sq_rawopts *o,
     size_t n;
     int r = 0;
     while (rc == 0 && (r = sq_lines_next(&L, &s, &n, e)) == 1) {
+        /* ids are kept as C strings: "a\0b" would become "a" */
+        const char *nul = memchr(s, '\0', n);
+        if (nul) {
+            rc = fail_line(&L, e, "a NUL byte (byte %zu of the line)", (size_t)(nul - s) + 1);
+            break;
+        }
         if (blank(s, n))
             continue;
         if (p.format < 0) {

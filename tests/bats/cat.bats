@@ -178,6 +178,13 @@ setup() {
   [[ "$output" == *"line 1: expected 2 tab-separated fields for a sequences record, found 3"* ]]
 }
 
+@test "--from-text: a NUL byte in a line is 65 with the file and line (issue 40)" {
+  printf '1\t1 2 3\n2\t4\0 5 6\n' > "$T/nul.txt"
+  run -65 seqrec-cat --from-text sequences "$T/nul.txt" -o "$T/out/x.sqr"
+  [ "$output" = "seqrec-cat: $T/nul.txt: line 2: a NUL byte (byte 4 of the line)" ]
+  no_leftovers "$T/out"
+}
+
 @test "--from-text: 0 outside a padded row is refused" {
   printf '1\t1 0 3\n' > "$T/zero.txt"
   run -65 seqrec-cat --from-text sequences "$T/zero.txt" -o "$T/out/x.sqr"

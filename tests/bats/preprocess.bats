@@ -334,6 +334,16 @@ PY
   run -0 seqrec-preprocess --format sasrec -o "$T/out/x.sqr" "$T/two.gz"
 }
 
+@test "a NUL byte inside an id is 65 with the file and line, not a cut id (issue 40)" {
+  printf 'u1\ta\nu1\tb\nu2\ta\0x\nu2\ta\0y\n' > "$T/nul.tsv"
+  run -65 seqrec-preprocess --format tsv -o "$T/out/x.sqr" "$T/nul.tsv"
+  [[ "$output" == *"$T/nul.tsv: line 3: a NUL byte (byte 5 of the line)"* ]]
+  printf 'u1 a b\nu2 a\0x a\0y\n' > "$T/nul.txt"
+  run -65 seqrec-preprocess --format s3rec -o "$T/out/x.sqr" "$T/nul.txt"
+  [[ "$output" == *"$T/nul.txt: line 2: a NUL byte (byte 5 of the line)"* ]]
+  no_leftovers "$T/out"
+}
+
 @test "usage errors exit 64" {
   run -64 seqrec-preprocess --format parquet "$P/ratings.dat"
   [[ "$output" == *"unknown format 'parquet'"* ]]
