@@ -131,6 +131,10 @@ static int check_len(const sq_header *h, uint32_t len, const where *w, sq_err *e
         return bad(e, w, 0, "padded record of %u items is shorter than max_len %u", len, h->max_len);
     if ((h->kind == SQ_SEQUENCES || h->kind == SQ_SPLIT) && h->max_len && len > h->max_len)
         return bad(e, w, 0, "oversize record: %u items exceeds max_len %u", len, h->max_len);
+    /* a user without items has nothing to split, pad or train on (and no
+     * writer makes one: preprocess drops such users) */
+    if ((h->kind == SQ_SEQUENCES || h->kind == SQ_SPLIT) && len == 0)
+        return bad(e, w, 0, "empty record (a user with no items)");
     return 0;
 }
 
@@ -288,8 +292,8 @@ int sq_reader_open(sq_reader *r, FILE *f, const char *name, sq_err *e)
 
 static int grow(sq_reader *r, uint32_t n, sq_err *e)
 {
-    if (n <= r->cap)
-        return 0;
+    if (n <= r->cap && r->items)
+        return 0; /* a record of k = 0 still gets arrays, never NULL */
     uint32_t cap = r->cap ? r->cap : 256;
     while (cap < n)
         cap = cap > SQ_MAX_RECORD_ITEMS / 2 ? SQ_MAX_RECORD_ITEMS : cap * 2;

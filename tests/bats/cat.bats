@@ -185,6 +185,18 @@ setup() {
   no_leftovers "$T/out"
 }
 
+@test "--from-text: a record with no items is refused, a reader refuses one (issue 40)" {
+  printf '1\t1 2\n2\t\n' > "$T/empty.txt"
+  run -65 seqrec-cat --from-text sequences "$T/empty.txt" -o "$T/out/x.sqr"
+  [ "$output" = "seqrec-cat: $T/empty.txt: line 2: empty record (a user with no items)" ]
+  no_leftovers "$T/out"
+  printf '1\t4\n2\t5 6\n' > "$T/one.txt"
+  seqrec-cat --from-text sequences "$T/one.txt" -o "$T/one.sqr"
+  empty_first_record "$T/one.sqr" "$T/e.sqr"
+  run -65 seqrec-cat --verify "$T/e.sqr"
+  [[ "$output" == *"$T/e.sqr: byte "*": empty record (a user with no items)" ]]
+}
+
 @test "--from-text: 0 outside a padded row is refused" {
   printf '1\t1 0 3\n' > "$T/zero.txt"
   run -65 seqrec-cat --from-text sequences "$T/zero.txt" -o "$T/out/x.sqr"

@@ -339,3 +339,15 @@ setup() {
   run -0 seqrec-split --version
   [[ "$output" == "seqrec-split (seqrec) "* ]]
 }
+
+@test "a zero-length record is 65 naming the input and its byte (issue 40)" {
+  printf '1\t4\t10\n2\t5 6\t35 50\n' > "$T/one.txt"
+  seqrec-cat --from-text sequences --timestamps "$T/one.txt" -o "$T/one.sqr"
+  empty_first_record "$T/one.sqr" "$T/empty.sqr"
+  META_LEN=$(python3 -c "import struct,sys;print(struct.unpack('<I',open(sys.argv[1],'rb').read()[20:24])[0])" "$T/one.sqr")
+  for cut in "" "--time 40" "--ratio 0.5,0.5" "--holdout-users 0.5"; do
+    run -65 seqrec-split $cut -o "$T/out/x.sqr" "$T/empty.sqr"
+    [ "$output" = "seqrec-split: $T/empty.sqr: byte $((24 + META_LEN + 5)): empty record (a user with no items)" ]
+  done
+  no_leftovers "$T/out"
+}
