@@ -286,6 +286,11 @@ int sq_reader_open(sq_reader *r, FILE *f, const char *name, sq_err *e)
         if (memchr(h->meta, '\0', meta_len))
             return sq_fail(e, SQ_EX_DATA, "%s: byte %u: NUL byte in the meta text", name,
                            SQ_HEADER_FIXED + (unsigned)(strlen(h->meta)));
+        /* lines end in "\n" (seqrec(5)); the next program's key would
+         * otherwise join the last one */
+        if (h->meta[meta_len - 1] != '\n')
+            return sq_fail(e, SQ_EX_DATA, "%s: byte %u: the meta text does not end with a newline",
+                           name, SQ_HEADER_FIXED + meta_len - 1);
     }
     return 0;
 }

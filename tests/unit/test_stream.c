@@ -255,3 +255,40 @@ UNIT_TEST(test_stream_writer_refuses_bad_records)
     fclose(f);
     free(mem);
 }
+
+/* Issue 40: meta text whose last line lacks "\n". A reader refuses it (the
+ * next program's key would join that line); sq_meta_add never merges. */
+UNIT_TEST(test_stream_meta_without_final_newline)
+{
+    sq_err e = {0};
+    sq_header h;
+    sq_header_init(&h, SQ_SEQUENCES, 20);
+    h.meta = strdup("split.short=train");
+    h.meta_len = h.meta ? (uint32_t)strlen(h.meta) : 0;
+    CHECK(h.meta != NULL);
+    char *mem = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&mem, &len);
+    CHECK(f != NULL);
+    if (!f || !h.meta) {
+        sq_header_free(&h);
+        return;
+    }
+    sq_writer w;
+    CHECK_EQ(sq_writer_open(&w, f, "mem", &h, &e), 0);
+    CHECK_EQ(sq_writer_finish(&w, &e), 0);
+    sq_writer_free(&w);
+    fclose(f);
+    memset(&e, 0, sizeof e);
+    CHECK_EQ(read_all((unsigned char *)mem, len, &e, NULL), -SQ_EX_DATA);
+    CHECK_STR(e.msg, "mem: byte 40: the meta text does not end with a newline");
+    free(mem);
+    /* adding to such a text starts a new line */
+    CHECK_EQ(sq_meta_add(&h, &e, "pad.len", "%d", 10), 0);
+    CHECK_STR(h.meta, "split.short=train\npad.len=10\n");
+    CHECK_EQ(h.meta_len, strlen(h.meta));
+    char val[64] = "";
+    CHECK(sq_meta_get(&h, "split.short", val, sizeof val));
+    CHECK_STR(val, "train");
+    sq_header_free(&h);
+}
