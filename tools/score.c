@@ -566,11 +566,10 @@ static int run_score(const score_args *a, sq_err *err)
     eo.expert_count = experts;
     uint64_t unknown = 0;
     eo.unknown_users = &unknown;
-    if (!topk && ds.hdr.kind == SQ_SEQUENCES) {
-        sq_fail(err, SQ_EX_DATA, "%s: a sequences stream has no held-out targets "
-                "(cut it with seqrec-split first, or use --topk)", in_name);
+    if (!topk && sq_expect_kind(&ds.hdr, in_name, SQ_KIND_BIT(SQ_SPLIT) | SQ_KIND_BIT(SQ_PADDED),
+                                "a sequences stream has no held-out targets: cut it with "
+                                "seqrec-split first, or use --topk", err))
         goto done;
-    }
     if (!text && (score_header(&hdr, &ds.hdr, a, model.name, err) ||
                   sq_writer_open(&wr, out.fp, out_name, &hdr, err)))
         goto done;

@@ -491,13 +491,9 @@ int main(int argc, char **argv)
     }
     sq_threads_set(a.o.threads);
     if (sq_in_open(&in, a.in_path, &err) || resume_input(&a, in, &err) ||
-        sq_dataset_read(&ds, in, sq_in_name(a.in_path), &err))
+        sq_dataset_read_as(&ds, in, sq_in_name(a.in_path),
+                           SQ_KIND_BIT(SQ_SPLIT) | SQ_KIND_BIT(SQ_PADDED), &err))
         goto fail;
-    if (ds.hdr.kind != SQ_SPLIT && ds.hdr.kind != SQ_PADDED) {
-        sq_fail(&err, SQ_EX_DATA, "%s: expected a split or padded stream, got %s",
-                sq_in_name(a.in_path), sq_kind_name(ds.hdr.kind));
-        goto fail;
-    }
     if (a.model->fit ? fit(&a, &ds, &err) : train(&a, &ds, &err))
         goto fail;
     goto out;

@@ -27,6 +27,30 @@ const char *sq_kind_name(uint16_t kind)
     return kind >= 1 && kind <= SQ_TOPK ? kind_names[kind] : NULL;
 }
 
+int sq_expect_kind(const sq_header *h, const char *name, unsigned kinds, const char *why,
+                   sq_err *e)
+{
+    if (h->kind < 32 && (kinds & SQ_KIND_BIT(h->kind)))
+        return 0;
+    char list[128] = "";
+    int n = 0, total = 0;
+    for (int k = 1; k <= SQ_TOPK; k++)
+        total += (kinds & SQ_KIND_BIT(k)) != 0;
+    for (int k = 1; k <= SQ_TOPK; k++) {
+        if (!(kinds & SQ_KIND_BIT(k)))
+            continue;
+        n++;
+        size_t at = strlen(list);
+        snprintf(list + at, sizeof list - at, "%s%s", n == 1 ? "" : n == total ? " or " : ", ",
+                 kind_names[k]);
+    }
+    const char *got = sq_kind_name(h->kind);
+    char num[16];
+    snprintf(num, sizeof num, "kind %u", h->kind);
+    return sq_fail(e, SQ_EX_DATA, "%s: byte 6: expected a %s stream, got %s%s%s%s", name, list,
+                   got ? got : num, why ? " (" : "", why ? why : "", why ? ")" : "");
+}
+
 int sq_kind_parse(const char *name)
 {
     for (int k = 1; k <= SQ_TOPK; k++)

@@ -180,7 +180,7 @@ rows() { seqrec-cat "$1" | cut -f1-3; }
 @test "a padded stream is not padded again (65)" {
   seqrec-pad -n 5 -o "$T/p.sqr" "$T/split.sqr"
   run -65 seqrec-pad -n 5 -o "$T/out/x.sqr" "$T/p.sqr"
-  [[ "$output" == *"expected a split or sequences stream, got padded"* ]]
+  [ "$output" = "seqrec-pad: $T/p.sqr: byte 6: expected a sequences or split stream, got padded" ]
   no_leftovers "$T/out"
 }
 

@@ -244,10 +244,10 @@ need_model() {
 @test "a sequences stream has no targets to rank (65); ranks streams are refused (65)" {
   need_model
   run -65 seqrec-score -m "$T/m.sqm" "$T/seq.sqr"
-  [[ "$output" == *"a sequences stream has no held-out targets"* ]]
+  [[ "$output" == *"$T/seq.sqr: byte 6: expected a split or padded stream, got sequences (a sequences stream has no held-out targets: cut it with seqrec-split first, or use --topk)"* ]]
   seqrec-score -m "$T/m.sqm" -o "$T/r.sqr" "$T/split.sqr"
   run -65 seqrec-score -m "$T/m.sqm" "$T/r.sqr"
-  [[ "$output" == *"expected a split, padded or sequences stream, got ranks"* ]]
+  [[ "$output" == *"$T/r.sqr: byte 6: expected a sequences, split or padded stream, got ranks"* ]]
 }
 
 @test "an output that cannot be created is 73" {

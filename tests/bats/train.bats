@@ -156,7 +156,12 @@ setup() {
   seqrec-synth --users 20 --items 30 --seed 1 --format stream > "$T/seq.sqr"
   run seqrec-train -o "$T/m.sqm" "$T/seq.sqr"
   [ "$status" -eq 65 ]
-  [[ "$output" == *"expected a split or padded stream, got sequences"* ]]
+  [[ "$output" == *"$T/seq.sqr: byte 6: expected a split or padded stream, got sequences"* ]]
+  # issue 40: the message names only the kinds train takes, whatever it gets
+  printf '1\t5\t100\t3\n' > "$T/r.txt"
+  seqrec-cat --from-text ranks -o "$T/r.sqr" "$T/r.txt"
+  run -65 seqrec-train -o "$T/m.sqm" "$T/r.sqr"
+  [[ "$output" == *"$T/r.sqr: byte 6: expected a split or padded stream, got ranks"* ]]
   head -c 300 "$T/s.sqr" > "$T/cut.sqr"
   run seqrec-train -o "$T/m.sqm" "$T/cut.sqr"
   [ "$status" -eq 65 ]
@@ -171,7 +176,7 @@ setup() {
   run seqrec-train "$T/s.sqr"
   [ "$status" -eq 64 ]
   [[ "$output" == *"-o MODEL"* ]]
-  no_leftovers "$T" s.sqr seq.sqr cut.sqr
+  no_leftovers "$T" s.sqr seq.sqr cut.sqr r.txt r.sqr
 }
 
 @test "train: SASRec beats popularity on validation NDCG@10" {

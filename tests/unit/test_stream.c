@@ -292,3 +292,24 @@ UNIT_TEST(test_stream_meta_without_final_newline)
     CHECK_STR(val, "train");
     sq_header_free(&h);
 }
+
+/* Issue 40: one wrong-kind message, naming the kind found and those taken. */
+UNIT_TEST(test_stream_expect_kind_message)
+{
+    sq_header h;
+    sq_header_init(&h, SQ_RANKS, 5);
+    sq_err e = {0};
+    CHECK_EQ(sq_expect_kind(&h, "in.sqr", SQ_KIND_BIT(SQ_RANKS), NULL, &e), 0);
+    CHECK_EQ(sq_expect_kind(&h, "in.sqr", SQ_KIND_BIT(SQ_SPLIT) | SQ_KIND_BIT(SQ_PADDED), NULL,
+                            &e), SQ_EX_DATA);
+    CHECK_STR(e.msg, "in.sqr: byte 6: expected a split or padded stream, got ranks");
+    memset(&e, 0, sizeof e);
+    h.kind = SQ_TOPK;
+    CHECK_EQ(sq_expect_kind(&h, "x", SQ_KIND_BIT(SQ_SEQUENCES) | SQ_KIND_BIT(SQ_SPLIT) |
+                            SQ_KIND_BIT(SQ_PADDED), "why", &e), SQ_EX_DATA);
+    CHECK_STR(e.msg, "x: byte 6: expected a sequences, split or padded stream, got topk (why)");
+    memset(&e, 0, sizeof e);
+    CHECK_EQ(sq_expect_kind(&h, "x", SQ_KIND_BIT(SQ_SEQUENCES), NULL, &e), SQ_EX_DATA);
+    CHECK_STR(e.msg, "x: byte 6: expected a sequences stream, got topk");
+    sq_header_free(&h);
+}
