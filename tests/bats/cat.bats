@@ -197,6 +197,18 @@ setup() {
   [[ "$output" == *"$T/e.sqr: byte "*": empty record (a user with no items)" ]]
 }
 
+@test "--from-text with --header prints the would-be header, with --verify only checks (issue 40)" {
+  run -0 seqrec-cat --from-text sequences --meta dataset=t --header "$T/seq.txt"
+  [[ "$output" == *$'kind\tsequences\n'*$'meta\tdataset=t\n'*$'records\t3\ninteractions\t9\nchecksum\tok'* ]]
+  run -0 seqrec-cat --from-text sequences --verify "$T/seq.txt"
+  [ -z "$output" ]
+  printf '1\t1 x\n' > "$T/bad.txt"
+  run -65 seqrec-cat --from-text sequences --verify "$T/bad.txt"
+  [ "$output" = "seqrec-cat: $T/bad.txt: line 1: bad number in the items field" ]
+  run -64 seqrec-cat --from-text sequences --no-ts "$T/seq.txt"
+  [[ "$output" == *"--no-ts does not go with --from-text"* ]]
+}
+
 @test "--from-text: 0 outside a padded row is refused" {
   printf '1\t1 0 3\n' > "$T/zero.txt"
   run -65 seqrec-cat --from-text sequences "$T/zero.txt" -o "$T/out/x.sqr"
