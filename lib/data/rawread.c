@@ -493,6 +493,19 @@ static int parse_ts(const char *s, size_t n, int64_t *v)
     return 0;
 }
 
+/* A number however long (an id need not fit in 64 bits): optional sign,
+ * then digits. Only a first field that is not one makes a header. */
+static int all_digits(const char *s, size_t n)
+{
+    size_t i = n && (s[0] == '-' || s[0] == '+');
+    if (i == n)
+        return 0;
+    for (; i < n; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+    return 1;
+}
+
 /* ---- the parser ---- */
 
 typedef struct {
@@ -593,8 +606,7 @@ static int parser_setup(sq_parser *p, const sq_rawopts *o, const sq_lines *L,
         p->col_time = 3;
         sq_field f[1];
         split_sep(s, n, p->sep, p->seplen, f, 1);
-        int64_t v;
-        p->skip_header = parse_i64(f[0].s, f[0].n, &v) != 0;
+        p->skip_header = !all_digits(f[0].s, f[0].n);
         break;
     }
     case SQ_FMT_RECBOLE:

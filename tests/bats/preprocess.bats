@@ -344,6 +344,14 @@ PY
   no_leftovers "$T/out"
 }
 
+@test "auto format: a first id over 64 bits is data, not a header (issue 40)" {
+  printf '123456789012345678901234,5,4,100\n123456789012345678901234,6,4,200\n2,5,3,50\n' > "$T/big.csv"
+  run -0 seqrec-preprocess --map "$T/map.tsv" -o "$T/out/x.sqr" "$T/big.csv"
+  run -0 seqrec-cat "$T/out/x.sqr"
+  [ "$output" = $'1\t1\t50\n2\t1 2\t100 200' ]
+  grep -qx $'user\t2\t123456789012345678901234' "$T/map.tsv"
+}
+
 @test "usage errors exit 64" {
   run -64 seqrec-preprocess --format parquet "$P/ratings.dat"
   [[ "$output" == *"unknown format 'parquet'"* ]]
