@@ -799,7 +799,7 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
     cpu.threads = o->threads;
     /* Find out now, not after the first epoch, whether the output can be
      * written. */
-    if (sq_out_check(out_path, e))
+    if (sq_out_check_regular(out_path, "-o", e) || sq_out_check(out_path, e))
         return e->code;
     sq_seqs seqs;
     if (make_seqs(ds, &seqs, &lp->start, &lp->ntr, &lp->uid, e))
@@ -949,7 +949,7 @@ int sq_train_fit(const sq_model_def *def, const sq_dataset *ds, const char *out_
 {
     sq_modelfile mf;
     *evaluated = 0;
-    if (def->fit(ds, &mf, e))
+    if (sq_out_check_regular(out_path, "-o", e) || def->fit(ds, &mf, e))
         return e->code;
     int rc = sq_modelfile_write(out_path, &mf, e);
     sq_modelfile_free(&mf);

@@ -251,3 +251,17 @@ setup() {
   run seqrec-train "${TINY[@]}" --max-loss -1 -o "$T/x.sqm" "$T/s.sqr"
   [ "$status" -eq 64 ]
 }
+
+@test "train: -o a device or FIFO is 73 before training, no checkpoint beside it (issue 40)" {
+  mkdir "$T/o"
+  mkfifo "$T/o/fifo"
+  run -73 timeout 60 seqrec-train "${TINY[@]}" --epochs 1 -o "$T/o/fifo" "$T/s.sqr"
+  [ "$output" = "seqrec-train: -o $T/o/fifo: not a regular file" ]
+  run -73 timeout 60 seqrec-train --model pop -o "$T/o/fifo" "$T/s.sqr"
+  if [ "$(id -u)" = 0 ] && mknod "$T/o/dev" c 1 3 2>/dev/null; then
+    run -73 seqrec-train "${TINY[@]}" --epochs 1 -o "$T/o/dev" "$T/s.sqr"
+    [ "$output" = "seqrec-train: -o $T/o/dev: not a regular file" ]
+    no_leftovers "$T/o" fifo dev
+  fi
+  no_leftovers "$T/o" fifo dev
+}
