@@ -778,6 +778,18 @@ static int parse_s3rec(sq_inter *t, sq_parser *p, sq_rawinfo *info, const sq_lin
     return 0;
 }
 
+/* "NAME: line N: out of memory (WHAT) after K interactions" */
+static void at_oom(const sq_lines *L, uint64_t rows, sq_err *e)
+{
+    char why[sizeof e->msg];
+    memcpy(why, e->msg, sizeof why);
+    int k = snprintf(e->msg, sizeof e->msg, "%.400s: line %llu: ", L->name,
+                     (unsigned long long)L->lineno);
+    if (k > 0 && (size_t)k < sizeof e->msg)
+        snprintf(e->msg + k, sizeof e->msg - (size_t)k, "%.500s after %llu interactions", why,
+                 (unsigned long long)rows);
+}
+
 static int blank(const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -846,6 +858,8 @@ int sq_raw_load(sq_inter *t, const char *path, const sq_rawopts *o,
     }
     if (rc == 0 && r < 0)
         rc = e->code;
+    if (rc == SQ_EX_OSERR) /* say where: the input has no size cap (man page, BOUNDS) */
+        at_oom(&L, info->rows, e);
     info->lines = L.lineno;
     sq_lines_close(&L);
     return rc;

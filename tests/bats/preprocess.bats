@@ -352,6 +352,15 @@ PY
   grep -qx $'user\t2\t123456789012345678901234' "$T/map.tsv"
 }
 
+@test "a small gzip of 13M lines under ulimit -v: 71 naming the file and line, no output (issue 40)" {
+  ldd "$SEQREC_BIN/seqrec-preprocess" | grep -q libasan && skip "ASan reserves more address space than the limit"
+  python3 -c "import gzip,sys; open(sys.argv[1],'wb').write(gzip.compress(b'1 1\n' * 13000000, 9))" "$T/bomb.gz"
+  run -71 bash -c "ulimit -v 120000; seqrec-preprocess --format sasrec -o '$T/out/x.sqr' '$T/bomb.gz'"
+  [[ "$output" == *"seqrec-preprocess: $T/bomb.gz: line "*": out of memory ("*") after "*" interactions"* ]]
+  no_leftovers "$T/out"
+  grep -q 'SS Bounds' "$SEQREC_ROOT/man/man1/seqrec-preprocess.1"
+}
+
 @test "usage errors exit 64" {
   run -64 seqrec-preprocess --format parquet "$P/ratings.dat"
   [[ "$output" == *"unknown format 'parquet'"* ]]
