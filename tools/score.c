@@ -619,7 +619,9 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
-    sq_threads_set(a.eo.threads); /* OpenMP and OpenBLAS: -j, or every CPU */
     sq_err err = {0};
+    /* OpenMP and OpenBLAS: -j, or every CPU; the team starts before any output */
+    if (sq_threads_start(a.eo.threads, 0, &err) < 0)
+        return sq_report(prog, &err);
     return a.amap ? run_attention_map(&a, &err) : run_score(&a, &err);
 }

@@ -489,7 +489,8 @@ int main(int argc, char **argv)
         rc = sq_cli_usage_error(prog, "%s", err.msg);
         goto out;
     }
-    sq_threads_set(a.o.threads);
+    if (sq_threads_start(a.o.threads, !a.model->fit, &err) < 0)
+        goto fail;
     if (sq_in_open(&in, a.in_path, &err) || resume_input(&a, in, &err) ||
         sq_dataset_read_as(&ds, in, sq_in_name(a.in_path),
                            SQ_KIND_BIT(SQ_SPLIT) | SQ_KIND_BIT(SQ_PADDED), &err))

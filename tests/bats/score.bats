@@ -310,3 +310,12 @@ need_model() {
   run -0 seqrec-score --version
   [[ "$output" == "seqrec-score (seqrec) "* ]]
 }
+
+@test "threads that do not fit ulimit -v: 71 before any output, nothing left (issue 40)" {
+  ldd "$SEQREC_BIN/seqrec-score" | grep -q libasan && skip "ASan reserves more address space than the limit"
+  need_model
+  mkdir -p "$T/o"
+  run -71 bash -c "ulimit -v 200000; seqrec-score --threads 64 -m '$T/m.sqm' -o '$T/o/r.sqr' '$T/split.sqr'"
+  [[ "$output" == *"seqrec-score: out of memory: 64 threads do not fit the address-space limit (ulimit -v 200000)"* ]]
+  no_leftovers "$T/o"
+}

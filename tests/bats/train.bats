@@ -265,3 +265,14 @@ setup() {
   fi
   no_leftovers "$T/o" fifo dev
 }
+
+@test "train: OpenBLAS buffers that do not fit ulimit -v: 71 at once, not a spin (issue 40)" {
+  ldd "$SEQREC_BIN/seqrec-train" | grep -q libasan && skip "ASan reserves more address space than the limit"
+  mkdir "$T/o"
+  run -71 timeout 60 bash -c "ulimit -v 250000; seqrec-train ${TINY[*]} --epochs 1 -o '$T/o/m.sqm' '$T/s.sqr'"
+  [[ "$output" == *"out of memory: 2 threads and their 128 MiB OpenBLAS buffers do not fit the address-space limit (ulimit -v 250000)"* ]]
+  no_leftovers "$T/o"
+  # one thread fits; popularity needs no OpenBLAS at all
+  run -0 timeout 120 bash -c "ulimit -v 250000; seqrec-train ${TINY[*]} --threads 1 --epochs 1 --log /dev/null -o '$T/o/m.sqm' '$T/s.sqr'"
+  run -0 bash -c "ulimit -v 120000; seqrec-train --model pop --threads 2 -o '$T/o/p.sqm' '$T/s.sqr'"
+}
