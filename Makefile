@@ -31,7 +31,7 @@ CFLAGS_ALL := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wvla \
   -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -DSEQREC_VERSION='"$(VERSION)"' \
   -fopenmp $(LIB_INC) $(SANFLAGS) $(CFLAGS)
 # -ldl: lib/ops/gpu_load.c dlopens the CUDA backend (cuda/cuda.mk) on demand.
-LDLIBS_ALL := -larchive -lxxhash -lopenblas -lm -ldl -fopenmp $(LDLIBS)
+LDLIBS_ALL := -larchive -lz -lxxhash -lopenblas -lm -ldl -fopenmp $(LDLIBS)
 
 LIB_SRC := $(sort $(wildcard lib/*/*.c))
 # Sources written over real.h's `real` (they start with `#define SQ_REAL

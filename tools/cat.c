@@ -1,6 +1,7 @@
 /* seqrec-cat - print a seqrec stream as text, check it, or encode text
  * (the encoder is sq_text_encode, lib/data/textenc.c). See
  * man/man1/seqrec-cat.1. */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -29,7 +30,8 @@ static void usage(FILE *f)
 "\n"
 "Encoding text into a stream (the inverse of printing):\n"
 "      --from-text KIND  read the text form of KIND records (sequences, split,\n"
-"                        padded, ranks, topk) and write a binary stream\n"
+"                        padded, ranks, topk) and write a binary stream;\n"
+"                        with -H print its header instead, with -c only check\n"
 "      --n-items N       header n_items (default: the largest item id seen)\n"
 "      --max-len N       header max_len (required for padded)\n"
 "      --timestamps      the text has a timestamps field\n"
@@ -73,15 +75,9 @@ static int dump_model(const char *path, const opts *o, FILE *out, sq_err *e)
     return 0;
 }
 
-/* Prints (or just checks) one stream, or a model file. */
-static int dump(const char *path, const opts *o, FILE *out, sq_err *e)
+/* Prints (or just checks) the stream in, called name in messages. */
+static int dump_stream(FILE *in, const char *name, const opts *o, FILE *out, sq_err *e)
 {
-    if (!o->from_kind && sq_modelfile_sniff(path))
-        return dump_model(path, o, out, e);
-    FILE *in;
-    if (sq_in_open(&in, path, e))
-        return e->code;
-    const char *name = sq_in_name(path);
     sq_reader r;
     sq_record rec;
     int rc = sq_reader_open(&r, in, name, e);
@@ -113,12 +109,26 @@ static int dump(const char *path, const opts *o, FILE *out, sq_err *e)
         fprintf(out, "records\t%" PRIu64 "\ninteractions\t%" PRIu64 "\nchecksum\tok\n",
                 r.n_records, r.n_inter);
     sq_reader_free(&r);
+    return rc;
+}
+
+/* Prints (or just checks) one stream, or a model file. */
+static int dump(const char *path, const opts *o, FILE *out, sq_err *e)
+{
+    if (sq_modelfile_sniff(path))
+        return dump_model(path, o, out, e);
+    FILE *in;
+    if (sq_in_open(&in, path, e))
+        return e->code;
+    int rc = dump_stream(in, sq_in_name(path), o, out, e);
     sq_in_close(in);
     return rc;
 }
 
-/* Encodes the text input into the stream out. */
-static int encode(const char *path, const opts *o, sq_outfile *out, sq_err *e)
+/* Encodes the text input into the stream out. With --header or --verify
+ * the stream goes to a temporary file and is then printed as --header
+ * prints a stream (or only checked): what the text would become. */
+static int encode(const char *path, const opts *o, FILE *out, sq_err *e)
 {
     FILE *in;
     if (sq_in_open(&in, path, e))
@@ -127,7 +137,24 @@ static int encode(const char *path, const opts *o, sq_outfile *out, sq_err *e)
         .kind = (uint16_t)o->from_kind, .with_ts = o->with_ts, .n_items = o->n_items,
         .max_len = o->max_len, .meta = o->meta, .n_meta = o->n_meta,
     };
-    int rc = sq_text_encode(in, sq_in_name(path), &eo, out->fp, sq_out_name(o->output), e);
+    const char *name = sq_in_name(path);
+    int rc;
+    if (o->header || o->verify) {
+        FILE *tmp = tmpfile();
+        if (!tmp) {
+            sq_in_close(in);
+            return sq_fail(e, SQ_EX_CANTCREAT, "cannot create a temporary file: %s",
+                           strerror(errno));
+        }
+        rc = sq_text_encode(in, name, &eo, tmp, "<temporary stream>", e);
+        if (!rc && (fflush(tmp) || fseek(tmp, 0, SEEK_SET)))
+            rc = sq_fail(e, SQ_EX_IO, "<temporary stream>: %s", strerror(errno));
+        if (!rc)
+            rc = dump_stream(tmp, name, o, out, e);
+        fclose(tmp);
+    } else {
+        rc = sq_text_encode(in, name, &eo, out, sq_out_name(o->output), e);
+    }
     sq_in_close(in);
     return rc;
 }
@@ -187,6 +214,9 @@ static int parse_args(int argc, char **argv, opts *o)
     if (!o->from_kind && (o->n_items >= 0 || o->max_len >= 0 || o->with_ts || o->n_meta))
         return sq_cli_usage_error(PROG, "--n-items, --max-len, --timestamps and --meta go "
                                   "with --from-text");
+    if (o->from_kind && o->no_ts)
+        return sq_cli_usage_error(PROG, "--no-ts does not go with --from-text (it prints "
+                                  "records; leave --timestamps out instead)");
     return 0;
 }
 
@@ -194,12 +224,13 @@ static int parse_args(int argc, char **argv, opts *o)
 static int run(const opts *o, char **inputs, int n_inputs, sq_err *e)
 {
     sq_outfile out = {0};
-    int binary = o->from_kind != 0;
+    /* --header and --verify print (or check) what --from-text makes */
+    int binary = o->from_kind != 0 && !o->header && !o->verify;
     int rc = 0;
-    if (!o->verify || binary)
+    if (!o->verify)
         rc = sq_out_open(&out, o->output, binary, e);
-    if (!rc && binary) {
-        rc = encode(n_inputs ? inputs[0] : NULL, o, &out, e);
+    if (!rc && o->from_kind) {
+        rc = encode(n_inputs ? inputs[0] : NULL, o, out.fp ? out.fp : stdout, e);
     } else if (!rc) {
         FILE *f = out.fp ? out.fp : stdout;
         if (n_inputs == 0)

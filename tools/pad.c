@@ -112,9 +112,9 @@ static int parse_args(int argc, char **argv, pad_args *a)
 static int pad_header(sq_filter *f, const pad_args *a, sq_err *e)
 {
     uint16_t kind = f->rd.hdr.kind;
-    if (kind != SQ_SPLIT && kind != SQ_SEQUENCES)
-        return sq_fail(e, SQ_EX_DATA, "%s: expected a split or sequences stream, got %s",
-                       f->in_name, sq_kind_name(kind));
+    if (sq_expect_kind(&f->rd.hdr, f->in_name, SQ_KIND_BIT(SQ_SEQUENCES) | SQ_KIND_BIT(SQ_SPLIT),
+                       NULL, e))
+        return e->code;
     sq_header *h = &f->hdr;
     h->kind = SQ_PADDED;
     h->max_len = a->len;

@@ -602,11 +602,10 @@ static int run_score(const score_args *a, sq_err *err)
     eo.expert_count = experts;
     uint64_t unknown = 0;
     eo.unknown_users = &unknown;
-    if (!topk && ds.hdr.kind == SQ_SEQUENCES) {
-        sq_fail(err, SQ_EX_DATA, "%s: a sequences stream has no held-out targets "
-                "(cut it with seqrec-split first, or use --topk)", in_name);
+    if (!topk && sq_expect_kind(&ds.hdr, in_name, SQ_KIND_BIT(SQ_SPLIT) | SQ_KIND_BIT(SQ_PADDED),
+                                "a sequences stream has no held-out targets: cut it with "
+                                "seqrec-split first, or use --topk", err))
         goto done;
-    }
     if (!text && (score_header(&hdr, &ds.hdr, a, model.name, err) ||
                   sq_writer_open(&wr, out.fp, out_name, &hdr, err)))
         goto done;
@@ -656,7 +655,9 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
-    sq_threads_set(a.eo.threads); /* OpenMP and OpenBLAS: -j, or every CPU */
     sq_err err = {0};
+    /* OpenMP and OpenBLAS: -j, or every CPU; the team starts before any output */
+    if (sq_threads_start(a.eo.threads, 0, &err) < 0)
+        return sq_report(prog, &err);
     return a.amap ? run_attention_map(&a, &err) : run_score(&a, &err);
 }

@@ -138,9 +138,8 @@ static int parse_args(int argc, char **argv, split_args *a)
 static int split_header(sq_filter *f, const split_args *a, sq_err *e)
 {
     const sq_split_opts *o = &a->opts;
-    if (f->rd.hdr.kind != SQ_SEQUENCES)
-        return sq_fail(e, SQ_EX_DATA, "%s: expected a sequences stream, got %s", f->in_name,
-                       sq_kind_name(f->rd.hdr.kind));
+    if (sq_expect_kind(&f->rd.hdr, f->in_name, SQ_KIND_BIT(SQ_SEQUENCES), NULL, e))
+        return e->code;
     if (o->mode == SQ_SPLIT_TIME && !(f->rd.hdr.flags & SQ_FLAG_TS))
         return sq_fail(e, SQ_EX_DATA, "%s: --time needs timestamps, but this stream has none "
                        "(preprocess a source that has them)", f->in_name);

@@ -502,15 +502,12 @@ int main(int argc, char **argv)
         rc = sq_cli_usage_error(prog, "%s", err.msg);
         goto out;
     }
-    sq_threads_set(a.o.threads);
+    if (sq_threads_start(a.o.threads, !a.model->fit, &err) < 0)
+        goto fail;
     if (sq_in_open(&in, a.in_path, &err) || resume_input(&a, in, &err) ||
-        sq_dataset_read(&ds, in, sq_in_name(a.in_path), &err))
+        sq_dataset_read_as(&ds, in, sq_in_name(a.in_path),
+                           SQ_KIND_BIT(SQ_SPLIT) | SQ_KIND_BIT(SQ_PADDED), &err))
         goto fail;
-    if (ds.hdr.kind != SQ_SPLIT && ds.hdr.kind != SQ_PADDED) {
-        sq_fail(&err, SQ_EX_DATA, "%s: expected a split or padded stream, got %s",
-                sq_in_name(a.in_path), sq_kind_name(ds.hdr.kind));
-        goto fail;
-    }
     char msg[1024];
     if (sq_train_pick_map(a.map, a.resume ? a.resume : a.init, &ds.hdr, sq_in_name(a.in_path),
                           &a.map_bytes, &a.map_len, msg, sizeof msg, &err))

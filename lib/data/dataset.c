@@ -106,15 +106,17 @@ int sq_dataset_finish(sq_dataset *ds, sq_err *e)
 
 int sq_dataset_read(sq_dataset *ds, FILE *f, const char *name, sq_err *e)
 {
+    return sq_dataset_read_as(ds, f, name, SQ_DATASET_KINDS, e);
+}
+
+int sq_dataset_read_as(sq_dataset *ds, FILE *f, const char *name, unsigned kinds, sq_err *e)
+{
     sq_reader rd;
     memset(ds, 0, sizeof *ds);
     if (sq_reader_open(&rd, f, name, e))
         goto fail;
-    if (rd.hdr.kind != SQ_SPLIT && rd.hdr.kind != SQ_PADDED && rd.hdr.kind != SQ_SEQUENCES) {
-        sq_fail(e, SQ_EX_DATA, "%s: expected a split, padded or sequences stream, got %s",
-                name, sq_kind_name(rd.hdr.kind));
+    if (sq_expect_kind(&rd.hdr, name, kinds & SQ_DATASET_KINDS, NULL, e))
         goto fail;
-    }
     if (sq_dataset_init(ds, &rd.hdr, e))
         goto fail;
     sq_record rec;

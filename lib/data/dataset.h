@@ -53,6 +53,10 @@ typedef struct {
  * are refused, 65). Stream errors are reported as the reader reports them,
  * so a truncated input fails before anything has been written. */
 int sq_dataset_read(sq_dataset *ds, FILE *f, const char *name, sq_err *e);
+/* The same, accepting only the kinds KINDS names (a subset of these): the
+ * program's own list, so its wrong-kind message names only what it takes. */
+#define SQ_DATASET_KINDS (SQ_KIND_BIT(SQ_SEQUENCES) | SQ_KIND_BIT(SQ_SPLIT) | SQ_KIND_BIT(SQ_PADDED))
+int sq_dataset_read_as(sq_dataset *ds, FILE *f, const char *name, unsigned kinds, sq_err *e);
 void sq_dataset_free(sq_dataset *ds);
 
 /* The items of record r. */

@@ -10,6 +10,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <zlib.h>
 
 #include "fileio.h"
 
@@ -142,6 +143,63 @@ static int select_member(sq_lines *L, const char *o_member, const char *want,
     }
 }
 
+/* libarchive's gzip filter ignores the CRC-32 and length of each member
+ * (a damaged file reads as changed data): a named plain gzip file is read
+ * with zlib instead, whose gzread checks both. */
+static int gz_switch(sq_lines *L, sq_err *e)
+{
+    if (!L->path || archive_filter_count(L->a) != 2 ||
+        archive_filter_code(L->a, 0) != ARCHIVE_FILTER_GZIP)
+        return 0;
+    L->gzbuf = malloc(SQ_BLOCK);
+    if (!L->gzbuf)
+        return sq_fail(e, SQ_EX_OSERR, "out of memory (gzip buffer)");
+    gzFile g = gzopen(L->path, "rb");
+    if (!g)
+        return sq_fail(e, SQ_EX_NOINPUT, "%s: cannot open: %s", L->name,
+                       errno ? strerror(errno) : "out of memory");
+    archive_read_free(L->a);
+    L->a = NULL;
+    L->gz = g;
+    return 0;
+}
+
+/* gzerror's message starts with the path, which L->name already gives */
+static const char *gz_msg(const sq_lines *L, int *zerr)
+{
+    const char *msg = gzerror((gzFile)L->gz, zerr);
+    size_t k = strlen(L->path);
+    if (strncmp(msg, L->path, k) == 0 && strncmp(msg + k, ": ", 2) == 0)
+        msg += k + 2;
+    return msg;
+}
+
+static int gz_block(sq_lines *L, sq_err *e)
+{
+    int n = gzread((gzFile)L->gz, L->gzbuf, SQ_BLOCK);
+    if (n < 0) {
+        int zerr;
+        const char *msg = gz_msg(L, &zerr);
+        if (zerr == Z_ERRNO)
+            return sq_fail(e, SQ_EX_IO, "%s: read failed: %s", L->name, strerror(errno));
+        if (zerr == Z_MEM_ERROR)
+            return sq_fail(e, SQ_EX_OSERR, "out of memory (zlib)");
+        return sq_fail(e, SQ_EX_DATA, "%s: bad gzip data: %s", L->name, msg);
+    }
+    if (n == 0) {
+        /* a member cut short reads as a clean end; gzerror says otherwise */
+        int zerr;
+        const char *msg = gz_msg(L, &zerr);
+        if (zerr != Z_OK)
+            return sq_fail(e, SQ_EX_DATA, "%s: bad gzip data: %s", L->name, msg);
+        L->eof = 1;
+    }
+    L->blk = L->gzbuf;
+    L->blk_len = (size_t)n;
+    L->blk_pos = 0;
+    return 0;
+}
+
 int sq_lines_open(sq_lines *L, const char *path, const char *member, sq_err *e)
 {
     memset(L, 0, sizeof *L);
@@ -188,6 +246,8 @@ int sq_lines_open(sq_lines *L, const char *path, const char *member, sq_err *e)
     } else if (path) {
         /* "u.data.gz" hints like "u.data" */
         snprintf(L->hint, sizeof L->hint, "%s", base_name(path));
+        if (gz_switch(L, e))
+            return e->code;
         static const char *const zext[] = {".gz", ".bz2", ".xz", ".zst", ".lz4", ".lzma", ".Z"};
         for (size_t i = 0; i < sizeof zext / sizeof zext[0]; i++)
             if (ends_with(L->hint, zext[i])) {
@@ -231,6 +291,11 @@ int sq_lines_next(sq_lines *L, const char **line, size_t *len, sq_err *e)
                 *len = L->buf_len;
                 break;
             }
+            if (L->gz) {
+                if (gz_block(L, e))
+                    return -1;
+                continue;
+            }
             const void *b;
             size_t n;
             la_int64_t off;
@@ -239,7 +304,9 @@ int sq_lines_next(sq_lines *L, const char **line, size_t *len, sq_err *e)
                 L->eof = 1;
                 continue;
             }
-            if (r < ARCHIVE_WARN) {
+            /* a warning here is a member whose CRC does not match (zip):
+             * the data read is not what was stored */
+            if (r != ARCHIVE_OK) {
                 arc_fail(L, e, "read failed");
                 return -1;
             }
@@ -285,9 +352,14 @@ void sq_lines_close(sq_lines *L)
 {
     if (L->a)
         archive_read_free(L->a);
+    if (L->gz)
+        gzclose((gzFile)L->gz);
     free(L->buf);
+    free(L->gzbuf);
     L->a = NULL;
+    L->gz = NULL;
     L->buf = NULL;
+    L->gzbuf = NULL;
 }
 
 /* ---- fields and numbers ---- */
@@ -421,6 +493,19 @@ static int parse_ts(const char *s, size_t n, int64_t *v)
     return 0;
 }
 
+/* A number however long (an id need not fit in 64 bits): optional sign,
+ * then digits. Only a first field that is not one makes a header. */
+static int all_digits(const char *s, size_t n)
+{
+    size_t i = n && (s[0] == '-' || s[0] == '+');
+    if (i == n)
+        return 0;
+    for (; i < n; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+    return 1;
+}
+
 /* ---- the parser ---- */
 
 typedef struct {
@@ -521,8 +606,7 @@ static int parser_setup(sq_parser *p, const sq_rawopts *o, const sq_lines *L,
         p->col_time = 3;
         sq_field f[1];
         split_sep(s, n, p->sep, p->seplen, f, 1);
-        int64_t v;
-        p->skip_header = parse_i64(f[0].s, f[0].n, &v) != 0;
+        p->skip_header = !all_digits(f[0].s, f[0].n);
         break;
     }
     case SQ_FMT_RECBOLE:
@@ -694,6 +778,18 @@ static int parse_s3rec(sq_inter *t, sq_parser *p, sq_rawinfo *info, const sq_lin
     return 0;
 }
 
+/* "NAME: line N: out of memory (WHAT) after K interactions" */
+static void at_oom(const sq_lines *L, uint64_t rows, sq_err *e)
+{
+    char why[sizeof e->msg];
+    memcpy(why, e->msg, sizeof why);
+    int k = snprintf(e->msg, sizeof e->msg, "%.400s: line %llu: ", L->name,
+                     (unsigned long long)L->lineno);
+    if (k > 0 && (size_t)k < sizeof e->msg)
+        snprintf(e->msg + k, sizeof e->msg - (size_t)k, "%.500s after %llu interactions", why,
+                 (unsigned long long)rows);
+}
+
 static int blank(const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -721,6 +817,12 @@ int sq_raw_load(sq_inter *t, const char *path, const sq_rawopts *o,
     size_t n;
     int r = 0;
     while (rc == 0 && (r = sq_lines_next(&L, &s, &n, e)) == 1) {
+        /* ids are kept as C strings: "a\0b" would become "a" */
+        const char *nul = memchr(s, '\0', n);
+        if (nul) {
+            rc = fail_line(&L, e, "a NUL byte (byte %zu of the line)", (size_t)(nul - s) + 1);
+            break;
+        }
         if (blank(s, n))
             continue;
         if (p.format < 0) {
@@ -756,6 +858,8 @@ int sq_raw_load(sq_inter *t, const char *path, const sq_rawopts *o,
     }
     if (rc == 0 && r < 0)
         rc = e->code;
+    if (rc == SQ_EX_OSERR) /* say where: the input has no size cap (man page, BOUNDS) */
+        at_oom(&L, info->rows, e);
     info->lines = L.lineno;
     sq_lines_close(&L);
     return rc;

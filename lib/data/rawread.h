@@ -5,7 +5,9 @@
  * all read the same way, from a named file or from standard input. Inside an archive
  * the member is the one named by --member, else the first whose base name
  * is a known ratings file (u.data, ratings.dat, ratings.csv, *.inter), else
- * the only regular file of the archive.
+ * the only regular file of the archive. A named plain gzip file is read with
+ * zlib, which checks each member's CRC-32 and length (libarchive does not);
+ * a zip member's CRC is checked by libarchive. Either mismatch is exit 65.
  *
  * Formats (one interaction per line unless said otherwise):
  *   movielens  user item rating timestamp, separated by "::" (ml-1m, ml-10m),
@@ -49,6 +51,9 @@ int sq_format_parse(const char *name);  /* -1 if unknown */
 
 typedef struct {
     struct archive *a;
+    void *gz;                 /* a plain gzip file: read with zlib, which checks
+                               * the CRC-32 and length libarchive skips */
+    char *gzbuf;
     const char *path;         /* NULL = standard input */
     char name[SQ_MEMBER_MAX + 512]; /* for messages: "PATH" or "PATH(MEMBER)" */
     char member[SQ_MEMBER_MAX];     /* chosen member; "" unless an archive */

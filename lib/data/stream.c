@@ -27,6 +27,30 @@ const char *sq_kind_name(uint16_t kind)
     return kind >= 1 && kind <= SQ_TOPK ? kind_names[kind] : NULL;
 }
 
+int sq_expect_kind(const sq_header *h, const char *name, unsigned kinds, const char *why,
+                   sq_err *e)
+{
+    if (h->kind < 32 && (kinds & SQ_KIND_BIT(h->kind)))
+        return 0;
+    char list[128] = "";
+    int n = 0, total = 0;
+    for (int k = 1; k <= SQ_TOPK; k++)
+        total += (kinds & SQ_KIND_BIT(k)) != 0;
+    for (int k = 1; k <= SQ_TOPK; k++) {
+        if (!(kinds & SQ_KIND_BIT(k)))
+            continue;
+        n++;
+        size_t at = strlen(list);
+        snprintf(list + at, sizeof list - at, "%s%s", n == 1 ? "" : n == total ? " or " : ", ",
+                 kind_names[k]);
+    }
+    const char *got = sq_kind_name(h->kind);
+    char num[16];
+    snprintf(num, sizeof num, "kind %u", h->kind);
+    return sq_fail(e, SQ_EX_DATA, "%s: byte 6: expected a %s stream, got %s%s%s%s", name, list,
+                   got ? got : num, why ? " (" : "", why ? why : "", why ? ")" : "");
+}
+
 int sq_kind_parse(const char *name)
 {
     for (int k = 1; k <= SQ_TOPK; k++)
@@ -131,6 +155,10 @@ static int check_len(const sq_header *h, uint32_t len, const where *w, sq_err *e
         return bad(e, w, 0, "padded record of %u items is shorter than max_len %u", len, h->max_len);
     if ((h->kind == SQ_SEQUENCES || h->kind == SQ_SPLIT) && h->max_len && len > h->max_len)
         return bad(e, w, 0, "oversize record: %u items exceeds max_len %u", len, h->max_len);
+    /* a user without items has nothing to split, pad or train on (and no
+     * writer makes one: preprocess drops such users) */
+    if ((h->kind == SQ_SEQUENCES || h->kind == SQ_SPLIT) && len == 0)
+        return bad(e, w, 0, "empty record (a user with no items)");
     return 0;
 }
 
@@ -282,14 +310,19 @@ int sq_reader_open(sq_reader *r, FILE *f, const char *name, sq_err *e)
         if (memchr(h->meta, '\0', meta_len))
             return sq_fail(e, SQ_EX_DATA, "%s: byte %u: NUL byte in the meta text", name,
                            SQ_HEADER_FIXED + (unsigned)(strlen(h->meta)));
+        /* lines end in "\n" (seqrec(5)); the next program's key would
+         * otherwise join the last one */
+        if (h->meta[meta_len - 1] != '\n')
+            return sq_fail(e, SQ_EX_DATA, "%s: byte %u: the meta text does not end with a newline",
+                           name, SQ_HEADER_FIXED + meta_len - 1);
     }
     return 0;
 }
 
 static int grow(sq_reader *r, uint32_t n, sq_err *e)
 {
-    if (n <= r->cap)
-        return 0;
+    if (n <= r->cap && r->items)
+        return 0; /* a record of k = 0 still gets arrays, never NULL */
     uint32_t cap = r->cap ? r->cap : 256;
     while (cap < n)
         cap = cap > SQ_MAX_RECORD_ITEMS / 2 ? SQ_MAX_RECORD_ITEMS : cap * 2;

@@ -73,6 +73,12 @@ typedef struct {
 
 const char *sq_kind_name(uint16_t kind);      /* "sequences", ... or NULL */
 int sq_kind_parse(const char *name);          /* 0 if unknown */
+#define SQ_KIND_BIT(k) (1u << (k))
+/* The one wrong-kind message of every program: 0 if h's kind is one of
+ * KINDS (SQ_KIND_BIT ors), else 65 "NAME: byte 6: expected a split or
+ * padded stream, got sequences[ (WHY)]"; WHY may be NULL. */
+int sq_expect_kind(const sq_header *h, const char *name, unsigned kinds, const char *why,
+                   sq_err *e);
 
 /* Header helpers. meta is owned by the header. */
 void sq_header_init(sq_header *h, uint16_t kind, uint32_t n_items);

@@ -67,6 +67,13 @@ static int read_records(FILE *in, const char *name, const sq_text_encode_opts *o
     int rc = 0;
     while (!rc && (n = getline(&line, &cap, in)) >= 0) {
         lineno++;
+        /* the parser stops at a NUL: the rest of the line would vanish */
+        const char *nul = memchr(line, '\0', (size_t)n);
+        if (nul) {
+            rc = sq_fail(e, SQ_EX_DATA, "%s: line %" PRIu64 ": a NUL byte (byte %zu of the line)",
+                         name, lineno, (size_t)(nul - line) + 1);
+            break;
+        }
         if (n > 0 && line[n - 1] == '\n')
             line[--n] = '\0';
         if (n == 0 || line[0] == '#')

@@ -824,7 +824,7 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
     cpu.threads = o->threads;
     /* Find out now, not after the first epoch, whether the output can be
      * written. */
-    if (sq_out_check(out_path, e))
+    if (sq_out_check_regular(out_path, "-o", e) || sq_out_check(out_path, e))
         return e->code;
     sq_seqs seqs;
     if (make_seqs(ds, &seqs, &lp->start, &lp->ntr, &lp->uid, e))
@@ -981,7 +981,7 @@ int sq_train_fit_map(const sq_model_def *def, const sq_dataset *ds, const char *
 {
     sq_modelfile mf;
     *evaluated = 0;
-    if (def->fit(ds, &mf, e))
+    if (sq_out_check_regular(out_path, "-o", e) || def->fit(ds, &mf, e))
         return e->code;
     int rc = put_map(&mf, id_map, id_map_len, e);
     if (!rc)

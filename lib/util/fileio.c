@@ -133,6 +133,14 @@ int sq_out_open(sq_outfile *o, const char *path, int binary, sq_err *e)
     return rc;
 }
 
+int sq_out_check_regular(const char *path, const char *opt, sq_err *e)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return sq_fail(e, SQ_EX_CANTCREAT, "%s %s: not a regular file", opt, path);
+    return 0;
+}
+
 int sq_out_check(const char *path, sq_err *e)
 {
     if (is_stdio(path))

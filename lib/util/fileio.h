@@ -37,6 +37,10 @@ int sq_out_open(sq_outfile *o, const char *path, int binary, sq_err *e);
 /* What sq_out_open would say of PATH, without opening it (a FIFO is not
  * opened: that would block for a reader, then send it an empty stream). */
 int sq_out_check(const char *path, sq_err *e);
+/* 73 "OPT PATH: not a regular file" when PATH exists (through its links)
+ * and is a device, FIFO or anything else that is not a file: for outputs
+ * that must be files (a model, beside which its checkpoint goes). */
+int sq_out_check_regular(const char *path, const char *opt, sq_err *e);
 /* Flushes, closes and renames the temp file into place (74 on failure,
  * the message naming PATH). */
 int sq_out_commit(sq_outfile *o, sq_err *e);

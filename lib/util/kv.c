@@ -14,13 +14,16 @@ int sq_kv_add(char **text, size_t *len, size_t max, sq_err *e, const char *key,
     for (char *p = val; *p; p++) /* one line per key, whatever the value */
         if (*p == '\n' || *p == '\r')
             *p = ' ';
-    size_t add = strlen(key) + 1 + strlen(val) + 1;
+    /* a text whose last line lacks its newline gets one: the new key must
+     * never merge into that line */
+    int nl = *len && (*text)[*len - 1] != '\n';
+    size_t add = (size_t)nl + strlen(key) + 1 + strlen(val) + 1;
     if (*len + add > max)
         return sq_fail(e, SQ_EX_SOFTWARE, "key=value text would exceed %zu bytes", max);
     char *t = realloc(*text, *len + add + 1);
     if (!t)
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
-    snprintf(t + *len, add + 1, "%s=%s\n", key, val);
+    snprintf(t + *len, add + 1, "%s%s=%s\n", nl ? "\n" : "", key, val);
     *text = t;
     *len += add;
     return 0;

@@ -12,6 +12,8 @@
 #ifndef SQ_THREADS_H
 #define SQ_THREADS_H
 
+#include "err.h"
+
 /* Call first thing in main. Returns only if no re-exec happened (the
  * variable was already set, or exec failed: then it just runs slower). */
 void sq_threads_passive(char **argv);
@@ -20,5 +22,14 @@ void sq_threads_passive(char **argv);
  * OpenBLAS to 1.
  * Returns the number used. */
 int sq_threads_set(int n);
+
+/* sq_threads_set, first making sure, under an address-space limit (ulimit
+ * -v), that the n threads can start, and with blas != 0 that n OpenBLAS
+ * GEMM buffers (128 MiB each) fit beside them, then starting the team.
+ * Without this libgomp exits 1 from inside a parallel region (leaving the
+ * program's temporary outputs) and OpenBLAS's blas_memory_alloc retries its
+ * mmap forever. Call before any output is opened. Returns the number of
+ * threads, or -1 with e set (71). */
+int sq_threads_start(int n, int blas, sq_err *e);
 
 #endif

@@ -178,6 +178,37 @@ setup() {
   [[ "$output" == *"line 1: expected 2 tab-separated fields for a sequences record, found 3"* ]]
 }
 
+@test "--from-text: a NUL byte in a line is 65 with the file and line (issue 40)" {
+  printf '1\t1 2 3\n2\t4\0 5 6\n' > "$T/nul.txt"
+  run -65 seqrec-cat --from-text sequences "$T/nul.txt" -o "$T/out/x.sqr"
+  [ "$output" = "seqrec-cat: $T/nul.txt: line 2: a NUL byte (byte 4 of the line)" ]
+  no_leftovers "$T/out"
+}
+
+@test "--from-text: a record with no items is refused, a reader refuses one (issue 40)" {
+  printf '1\t1 2\n2\t\n' > "$T/empty.txt"
+  run -65 seqrec-cat --from-text sequences "$T/empty.txt" -o "$T/out/x.sqr"
+  [ "$output" = "seqrec-cat: $T/empty.txt: line 2: empty record (a user with no items)" ]
+  no_leftovers "$T/out"
+  printf '1\t4\n2\t5 6\n' > "$T/one.txt"
+  seqrec-cat --from-text sequences "$T/one.txt" -o "$T/one.sqr"
+  empty_first_record "$T/one.sqr" "$T/e.sqr"
+  run -65 seqrec-cat --verify "$T/e.sqr"
+  [[ "$output" == *"$T/e.sqr: byte "*": empty record (a user with no items)" ]]
+}
+
+@test "--from-text with --header prints the would-be header, with --verify only checks (issue 40)" {
+  run -0 seqrec-cat --from-text sequences --meta dataset=t --header "$T/seq.txt"
+  [[ "$output" == *$'kind\tsequences\n'*$'meta\tdataset=t\n'*$'records\t3\ninteractions\t9\nchecksum\tok'* ]]
+  run -0 seqrec-cat --from-text sequences --verify "$T/seq.txt"
+  [ -z "$output" ]
+  printf '1\t1 x\n' > "$T/bad.txt"
+  run -65 seqrec-cat --from-text sequences --verify "$T/bad.txt"
+  [ "$output" = "seqrec-cat: $T/bad.txt: line 1: bad number in the items field" ]
+  run -64 seqrec-cat --from-text sequences --no-ts "$T/seq.txt"
+  [[ "$output" == *"--no-ts does not go with --from-text"* ]]
+}
+
 @test "--from-text: 0 outside a padded row is refused" {
   printf '1\t1 0 3\n' > "$T/zero.txt"
   run -65 seqrec-cat --from-text sequences "$T/zero.txt" -o "$T/out/x.sqr"

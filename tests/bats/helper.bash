@@ -139,3 +139,19 @@ roundtrip_and_init() {
   diff <(seqrec-cat --header "$T/m.sqm" | grep -v -e '^file' -e 'train\.' -e 'valid\.') \
        <(seqrec-cat --header "$T/m2.sqm" | grep -v -e '^file' -e 'train\.' -e 'valid\.')
 }
+
+# empty_first_record SRC DST: SRC (a sequences stream whose first record has
+# one item) with that record's len set to 0 and its item (and timestamp)
+# removed. The checksum is left stale: a reader stops at the record first.
+empty_first_record() {
+  python3 - "$1" "$2" <<'PY'
+import sys, struct
+b = bytearray(open(sys.argv[1], 'rb').read())
+flags, meta_len = struct.unpack('<I', b[8:12])[0], struct.unpack('<I', b[20:24])[0]
+rec = 24 + meta_len                       # tag, user, len, items, [ts]
+assert struct.unpack('<I', b[rec + 5:rec + 9])[0] == 1, "first record must have one item"
+b[rec + 5:rec + 9] = struct.pack('<I', 0)
+del b[rec + 9:rec + 9 + 4 + (8 if flags & 1 else 0)]
+open(sys.argv[2], 'wb').write(bytes(b))
+PY
+}

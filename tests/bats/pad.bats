@@ -180,7 +180,7 @@ rows() { seqrec-cat "$1" | cut -f1-3; }
 @test "a padded stream is not padded again (65)" {
   seqrec-pad -n 5 -o "$T/p.sqr" "$T/split.sqr"
   run -65 seqrec-pad -n 5 -o "$T/out/x.sqr" "$T/p.sqr"
-  [[ "$output" == *"expected a split or sequences stream, got padded"* ]]
+  [ "$output" = "seqrec-pad: $T/p.sqr: byte 6: expected a sequences or split stream, got padded" ]
   no_leftovers "$T/out"
 }
 
@@ -198,4 +198,13 @@ rows() { seqrec-cat "$1" | cut -f1-3; }
   [ "$help_opts" = "$man_opts" ]
   run -0 seqrec-pad --version
   [[ "$output" == "seqrec-pad (seqrec) "* ]]
+}
+
+@test "a zero-length record is 65 naming the input and its byte (issue 40)" {
+  printf '1\t4\n2\t5 6\n' > "$T/one.txt"
+  seqrec-cat --from-text sequences "$T/one.txt" -o "$T/one.sqr"
+  empty_first_record "$T/one.sqr" "$T/empty.sqr"
+  run -65 seqrec-pad -n 5 -o "$T/out/x.sqr" "$T/empty.sqr"
+  [[ "$output" == "seqrec-pad: $T/empty.sqr: byte "*": empty record (a user with no items)" ]]
+  no_leftovers "$T/out"
 }

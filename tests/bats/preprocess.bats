@@ -304,6 +304,63 @@ PY
   no_leftovers "$T/out"
 }
 
+@test "a zip member or a gzip with a bad CRC-32 is bad data, not changed data (issue 40)" {
+  printf '1 10\n1 11\n2 10\n2 12\n' > "$T/u.txt"
+  python3 - "$T" <<'PY'
+import sys, zipfile, gzip
+t = sys.argv[1]
+data = open(t + '/u.txt', 'rb').read()
+with zipfile.ZipFile(t + '/crc.zip', 'w', zipfile.ZIP_STORED) as z:
+    z.writestr('u.txt', data)
+b = bytearray(open(t + '/crc.zip', 'rb').read())
+b[b.index(b'1 10')] = ord('3')   # stored data changed, CRC kept
+open(t + '/crc.zip', 'wb').write(bytes(b))
+g = bytearray(gzip.compress(data))
+g[-8] ^= 1                        # the CRC-32 of the trailer
+open(t + '/crc.gz', 'wb').write(bytes(g))
+g = bytearray(gzip.compress(data))
+g[-4] ^= 1                        # the length of the trailer
+open(t + '/len.gz', 'wb').write(bytes(g))
+PY
+  run -65 seqrec-preprocess --format sasrec -o "$T/out/x.sqr" "$T/crc.zip"
+  [[ "$output" == *"$T/crc.zip(u.txt): "*"CRC"* ]]
+  run -65 seqrec-preprocess --format sasrec -o "$T/out/x.sqr" "$T/crc.gz"
+  [[ "$output" == *"$T/crc.gz: bad gzip data: incorrect data check"* ]]
+  run -65 seqrec-preprocess --format sasrec -o "$T/out/x.sqr" "$T/len.gz"
+  [[ "$output" == *"$T/len.gz: bad gzip data: incorrect length check"* ]]
+  no_leftovers "$T/out"
+  gzip -c "$T/u.txt" > "$T/good.gz"
+  cat "$T/good.gz" "$T/good.gz" > "$T/two.gz"   # two members read as one text
+  run -0 seqrec-preprocess --format sasrec -o "$T/out/x.sqr" "$T/two.gz"
+}
+
+@test "a NUL byte inside an id is 65 with the file and line, not a cut id (issue 40)" {
+  printf 'u1\ta\nu1\tb\nu2\ta\0x\nu2\ta\0y\n' > "$T/nul.tsv"
+  run -65 seqrec-preprocess --format tsv -o "$T/out/x.sqr" "$T/nul.tsv"
+  [[ "$output" == *"$T/nul.tsv: line 3: a NUL byte (byte 5 of the line)"* ]]
+  printf 'u1 a b\nu2 a\0x a\0y\n' > "$T/nul.txt"
+  run -65 seqrec-preprocess --format s3rec -o "$T/out/x.sqr" "$T/nul.txt"
+  [[ "$output" == *"$T/nul.txt: line 2: a NUL byte (byte 5 of the line)"* ]]
+  no_leftovers "$T/out"
+}
+
+@test "auto format: a first id over 64 bits is data, not a header (issue 40)" {
+  printf '123456789012345678901234,5,4,100\n123456789012345678901234,6,4,200\n2,5,3,50\n' > "$T/big.csv"
+  run -0 seqrec-preprocess --map "$T/map.tsv" -o "$T/out/x.sqr" "$T/big.csv"
+  run -0 seqrec-cat "$T/out/x.sqr"
+  [ "$output" = $'1\t1\t50\n2\t1 2\t100 200' ]
+  grep -qx $'user\t2\t123456789012345678901234' "$T/map.tsv"
+}
+
+@test "a small gzip of 13M lines under ulimit -v: 71 naming the file and line, no output (issue 40)" {
+  ldd "$SEQREC_BIN/seqrec-preprocess" | grep -q libasan && skip "ASan reserves more address space than the limit"
+  python3 -c "import gzip,sys; open(sys.argv[1],'wb').write(gzip.compress(b'1 1\n' * 13000000, 9))" "$T/bomb.gz"
+  run -71 bash -c "ulimit -v 120000; seqrec-preprocess --format sasrec -o '$T/out/x.sqr' '$T/bomb.gz'"
+  [[ "$output" == *"seqrec-preprocess: $T/bomb.gz: line "*": out of memory ("*") after "*" interactions"* ]]
+  no_leftovers "$T/out"
+  grep -q 'SS Bounds' "$SEQREC_ROOT/man/man1/seqrec-preprocess.1"
+}
+
 @test "usage errors exit 64" {
   run -64 seqrec-preprocess --format parquet "$P/ratings.dat"
   [[ "$output" == *"unknown format 'parquet'"* ]]

@@ -244,10 +244,10 @@ need_model() {
 @test "a sequences stream has no targets to rank (65); ranks streams are refused (65)" {
   need_model
   run -65 seqrec-score -m "$T/m.sqm" "$T/seq.sqr"
-  [[ "$output" == *"a sequences stream has no held-out targets"* ]]
+  [[ "$output" == *"$T/seq.sqr: byte 6: expected a split or padded stream, got sequences (a sequences stream has no held-out targets: cut it with seqrec-split first, or use --topk)"* ]]
   seqrec-score -m "$T/m.sqm" -o "$T/r.sqr" "$T/split.sqr"
   run -65 seqrec-score -m "$T/m.sqm" "$T/r.sqr"
-  [[ "$output" == *"expected a split, padded or sequences stream, got ranks"* ]]
+  [[ "$output" == *"$T/r.sqr: byte 6: expected a sequences, split or padded stream, got ranks"* ]]
 }
 
 @test "an output that cannot be created is 73" {
@@ -310,4 +310,13 @@ need_model() {
   [ "$help_opts" = "$man_opts" ]
   run -0 seqrec-score --version
   [[ "$output" == "seqrec-score (seqrec) "* ]]
+}
+
+@test "threads that do not fit ulimit -v: 71 before any output, nothing left (issue 40)" {
+  ldd "$SEQREC_BIN/seqrec-score" | grep -q libasan && skip "ASan reserves more address space than the limit"
+  need_model
+  mkdir -p "$T/o"
+  run -71 bash -c "ulimit -v 200000; seqrec-score --threads 64 -m '$T/m.sqm' -o '$T/o/r.sqr' '$T/split.sqr'"
+  [[ "$output" == *"seqrec-score: out of memory: 64 threads do not fit the address-space limit (ulimit -v 200000)"* ]]
+  no_leftovers "$T/o"
 }

@@ -320,7 +320,7 @@ setup() {
 @test "a split stream is not split again (65)" {
   seqrec-split -o "$T/s.sqr" "$T/seq.sqr" 2>/dev/null
   run -65 seqrec-split -o "$T/out/x.sqr" "$T/s.sqr"
-  [[ "$output" == *"expected a sequences stream, got split"* ]]
+  [ "$output" = "seqrec-split: $T/s.sqr: byte 6: expected a sequences stream, got split" ]
   no_leftovers "$T/out"
 }
 
@@ -338,4 +338,16 @@ setup() {
   [ "$help_opts" = "$man_opts" ]
   run -0 seqrec-split --version
   [[ "$output" == "seqrec-split (seqrec) "* ]]
+}
+
+@test "a zero-length record is 65 naming the input and its byte (issue 40)" {
+  printf '1\t4\t10\n2\t5 6\t35 50\n' > "$T/one.txt"
+  seqrec-cat --from-text sequences --timestamps "$T/one.txt" -o "$T/one.sqr"
+  empty_first_record "$T/one.sqr" "$T/empty.sqr"
+  META_LEN=$(python3 -c "import struct,sys;print(struct.unpack('<I',open(sys.argv[1],'rb').read()[20:24])[0])" "$T/one.sqr")
+  for cut in "" "--time 40" "--ratio 0.5,0.5" "--holdout-users 0.5"; do
+    run -65 seqrec-split $cut -o "$T/out/x.sqr" "$T/empty.sqr"
+    [ "$output" = "seqrec-split: $T/empty.sqr: byte $((24 + META_LEN + 5)): empty record (a user with no items)" ]
+  done
+  no_leftovers "$T/out"
 }

@@ -156,7 +156,12 @@ setup() {
   seqrec-synth --users 20 --items 30 --seed 1 --format stream > "$T/seq.sqr"
   run seqrec-train -o "$T/m.sqm" "$T/seq.sqr"
   [ "$status" -eq 65 ]
-  [[ "$output" == *"expected a split or padded stream, got sequences"* ]]
+  [[ "$output" == *"$T/seq.sqr: byte 6: expected a split or padded stream, got sequences"* ]]
+  # issue 40: the message names only the kinds train takes, whatever it gets
+  printf '1\t5\t100\t3\n' > "$T/r.txt"
+  seqrec-cat --from-text ranks -o "$T/r.sqr" "$T/r.txt"
+  run -65 seqrec-train -o "$T/m.sqm" "$T/r.sqr"
+  [[ "$output" == *"$T/r.sqr: byte 6: expected a split or padded stream, got ranks"* ]]
   head -c 300 "$T/s.sqr" > "$T/cut.sqr"
   run seqrec-train -o "$T/m.sqm" "$T/cut.sqr"
   [ "$status" -eq 65 ]
@@ -171,7 +176,7 @@ setup() {
   run seqrec-train "$T/s.sqr"
   [ "$status" -eq 64 ]
   [[ "$output" == *"-o MODEL"* ]]
-  no_leftovers "$T" s.sqr seq.sqr cut.sqr
+  no_leftovers "$T" s.sqr seq.sqr cut.sqr r.txt r.sqr
 }
 
 @test "train: SASRec beats popularity on validation NDCG@10" {
@@ -245,4 +250,29 @@ setup() {
   [[ "$output" == *"above --max-loss"* ]]
   run seqrec-train "${TINY[@]}" --max-loss -1 -o "$T/x.sqm" "$T/s.sqr"
   [ "$status" -eq 64 ]
+}
+
+@test "train: -o a device or FIFO is 73 before training, no checkpoint beside it (issue 40)" {
+  mkdir "$T/o"
+  mkfifo "$T/o/fifo"
+  run -73 timeout 60 seqrec-train "${TINY[@]}" --epochs 1 -o "$T/o/fifo" "$T/s.sqr"
+  [ "$output" = "seqrec-train: -o $T/o/fifo: not a regular file" ]
+  run -73 timeout 60 seqrec-train --model pop -o "$T/o/fifo" "$T/s.sqr"
+  if [ "$(id -u)" = 0 ] && mknod "$T/o/dev" c 1 3 2>/dev/null; then
+    run -73 seqrec-train "${TINY[@]}" --epochs 1 -o "$T/o/dev" "$T/s.sqr"
+    [ "$output" = "seqrec-train: -o $T/o/dev: not a regular file" ]
+    no_leftovers "$T/o" fifo dev
+  fi
+  no_leftovers "$T/o" fifo dev
+}
+
+@test "train: OpenBLAS buffers that do not fit ulimit -v: 71 at once, not a spin (issue 40)" {
+  ldd "$SEQREC_BIN/seqrec-train" | grep -q libasan && skip "ASan reserves more address space than the limit"
+  mkdir "$T/o"
+  run -71 timeout 60 bash -c "ulimit -v 250000; seqrec-train ${TINY[*]} --epochs 1 -o '$T/o/m.sqm' '$T/s.sqr'"
+  [[ "$output" == *"out of memory: 2 threads and their 128 MiB OpenBLAS buffers do not fit the address-space limit (ulimit -v 250000)"* ]]
+  no_leftovers "$T/o"
+  # one thread fits; popularity needs no OpenBLAS at all
+  run -0 timeout 120 bash -c "ulimit -v 250000; seqrec-train ${TINY[*]} --threads 1 --epochs 1 --log /dev/null -o '$T/o/m.sqm' '$T/s.sqr'"
+  run -0 bash -c "ulimit -v 120000; seqrec-train --model pop --threads 2 -o '$T/o/p.sqm' '$T/s.sqr'"
 }

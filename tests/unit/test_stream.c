@@ -255,3 +255,61 @@ UNIT_TEST(test_stream_writer_refuses_bad_records)
     fclose(f);
     free(mem);
 }
+
+/* Issue 40: meta text whose last line lacks "\n". A reader refuses it (the
+ * next program's key would join that line); sq_meta_add never merges. */
+UNIT_TEST(test_stream_meta_without_final_newline)
+{
+    sq_err e = {0};
+    sq_header h;
+    sq_header_init(&h, SQ_SEQUENCES, 20);
+    h.meta = strdup("split.short=train");
+    h.meta_len = h.meta ? (uint32_t)strlen(h.meta) : 0;
+    CHECK(h.meta != NULL);
+    char *mem = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&mem, &len);
+    CHECK(f != NULL);
+    if (!f || !h.meta) {
+        sq_header_free(&h);
+        return;
+    }
+    sq_writer w;
+    CHECK_EQ(sq_writer_open(&w, f, "mem", &h, &e), 0);
+    CHECK_EQ(sq_writer_finish(&w, &e), 0);
+    sq_writer_free(&w);
+    fclose(f);
+    memset(&e, 0, sizeof e);
+    CHECK_EQ(read_all((unsigned char *)mem, len, &e, NULL), -SQ_EX_DATA);
+    CHECK_STR(e.msg, "mem: byte 40: the meta text does not end with a newline");
+    free(mem);
+    /* adding to such a text starts a new line */
+    CHECK_EQ(sq_meta_add(&h, &e, "pad.len", "%d", 10), 0);
+    CHECK_STR(h.meta, "split.short=train\npad.len=10\n");
+    CHECK_EQ(h.meta_len, strlen(h.meta));
+    char val[64] = "";
+    CHECK(sq_meta_get(&h, "split.short", val, sizeof val));
+    CHECK_STR(val, "train");
+    sq_header_free(&h);
+}
+
+/* Issue 40: one wrong-kind message, naming the kind found and those taken. */
+UNIT_TEST(test_stream_expect_kind_message)
+{
+    sq_header h;
+    sq_header_init(&h, SQ_RANKS, 5);
+    sq_err e = {0};
+    CHECK_EQ(sq_expect_kind(&h, "in.sqr", SQ_KIND_BIT(SQ_RANKS), NULL, &e), 0);
+    CHECK_EQ(sq_expect_kind(&h, "in.sqr", SQ_KIND_BIT(SQ_SPLIT) | SQ_KIND_BIT(SQ_PADDED), NULL,
+                            &e), SQ_EX_DATA);
+    CHECK_STR(e.msg, "in.sqr: byte 6: expected a split or padded stream, got ranks");
+    memset(&e, 0, sizeof e);
+    h.kind = SQ_TOPK;
+    CHECK_EQ(sq_expect_kind(&h, "x", SQ_KIND_BIT(SQ_SEQUENCES) | SQ_KIND_BIT(SQ_SPLIT) |
+                            SQ_KIND_BIT(SQ_PADDED), "why", &e), SQ_EX_DATA);
+    CHECK_STR(e.msg, "x: byte 6: expected a sequences, split or padded stream, got topk (why)");
+    memset(&e, 0, sizeof e);
+    CHECK_EQ(sq_expect_kind(&h, "x", SQ_KIND_BIT(SQ_SEQUENCES), NULL, &e), SQ_EX_DATA);
+    CHECK_STR(e.msg, "x: byte 6: expected a sequences stream, got topk");
+    sq_header_free(&h);
+}

@@ -166,7 +166,7 @@ UNIT_TEST(test_textenc_roundtrip_sequences)
         recs[i].items = it[i];
         recs[i].ts = ts[i];
     }
-    recs[3].user = 99; /* an empty sequence (and an empty timestamps list) */
+    recs[3].user = 99; /* an empty sequence: refused (seqrec(5): len >= 1) */
     recs[3].ts = ts[2];
     for (int with_ts = 0; with_ts <= 1; with_ts++) {
         sq_header h;
@@ -177,9 +177,14 @@ UNIT_TEST(test_textenc_roundtrip_sequences)
         CHECK(text != NULL);
         sq_text_encode_opts o = {.kind = SQ_SEQUENCES, .with_ts = with_ts,
                                  .n_items = -1, .max_len = -1};
+        if (text)
+            refused(t, text, &o, "in.txt: line 4: empty record (a user with no items)");
+        free(text);
+        text = as_text(&h, recs, 3, &n);
+        CHECK(text != NULL);
         decoded d;
         accepted(t, text ? text : "", text ? n : 0, &o, &d);
-        check_records(t, &d, &h, recs, 4);
+        check_records(t, &d, &h, recs, 3);
         CHECK_EQ(d.h.kind, SQ_SEQUENCES);
         CHECK_EQ(d.h.flags, h.flags);
         CHECK_EQ(d.h.n_items, 53); /* the largest item, not the 60 above */
