@@ -139,7 +139,8 @@ arm64-check:
 # arm64, run (.ci/run; not part of make check: about 6 minutes under
 # emulation): every program and the unit runner cross-built for aarch64
 # into ARM64_BUILD against Debian's arm64 libraries (multiarch
-# libopenblas-dev:arm64, libarchive-dev:arm64, libxxhash-dev:arm64), then
+# libopenblas-dev:arm64, libarchive-dev:arm64, libxxhash-dev:arm64,
+# zlib1g-dev:arm64), then
 # the unit tests and `make demo` (2 SASRec epochs) run under qemu-aarch64 user emulation
 # (qemu-user). Skipped with a message when any of these is missing.
 ARM64_BUILD ?= build-arm64
@@ -147,8 +148,8 @@ ARM64_LIBS := /usr/lib/aarch64-linux-gnu
 ARM64_RUN := env OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1 qemu-aarch64 -L /
 arm64-test:
 	@if ! command -v $(ARM64_CC) >/dev/null 2>&1 || ! command -v qemu-aarch64 >/dev/null 2>&1 || \
-	  ! ls $(ARM64_LIBS)/libopenblas.so $(ARM64_LIBS)/libarchive.so $(ARM64_LIBS)/libxxhash.so >/dev/null 2>&1; then \
-	  echo "arm64-test: skipped (needs $(ARM64_CC), qemu-aarch64 and the arm64 libopenblas-dev, libarchive-dev, libxxhash-dev)"; \
+	  ! ls $(ARM64_LIBS)/libopenblas.so $(ARM64_LIBS)/libarchive.so $(ARM64_LIBS)/libxxhash.so $(ARM64_LIBS)/libz.so >/dev/null 2>&1; then \
+	  echo "arm64-test: skipped (needs $(ARM64_CC), qemu-aarch64 and the arm64 libopenblas-dev, libarchive-dev, libxxhash-dev, zlib1g-dev)"; \
 	else \
 	  $(MAKE) --no-print-directory BUILD=$(ARM64_BUILD) CC=$(ARM64_CC) CUDA=0 all $(ARM64_BUILD)/unit_tests && \
 	  mkdir -p $(ARM64_BUILD)/qemu && \
