@@ -134,7 +134,8 @@ int sq_model_check_stream(const sq_model *m, const sq_header *h, const char *nam
     sq_header mh = {.meta = m->meta};
     if (sq_meta_get(h, "dataset", a, sizeof a) && sq_meta_get(&mh, "dataset", b, sizeof b) &&
         strcmp(a, b) != 0)
-        return sq_fail(e, SQ_EX_DATA, "%s: dataset '%s', but the model was trained on '%s'",
+        return sq_fail(e, SQ_EX_DATA, "%s: dataset '%s', but the model was trained on '%s' "
+                       "(seqrec-preprocess --model MODEL takes the model's name and id map)",
                        name, a, b);
     return 0;
 }

@@ -192,7 +192,7 @@ need_model() {
   need_model
   seqrec-preprocess --format tsv -d other "$T/log.tsv" | seqrec-split -o "$T/other.sqr" 2>/dev/null
   run -65 seqrec-score -m "$T/m.sqm" -o "$T/out/r.sqr" "$T/other.sqr"
-  [[ "$output" == *"seqrec-score: $T/other.sqr: dataset 'other', but the model was trained on 'shop'"* ]]
+  [[ "$output" == *"seqrec-score: $T/other.sqr: dataset 'other', but the model was trained on 'shop' (seqrec-preprocess --model MODEL takes the model's name and id map)"* ]]
   no_leftovers "$T/out"
   printf '1 1 2 3 4 5 6\n' > "$T/six.txt"
   seqrec-preprocess --format s3rec -d shop "$T/six.txt" | seqrec-split > "$T/six.sqr"
