@@ -34,6 +34,19 @@ wrap_score() {
   chmod +x "$T/bin/seqrec-score"
 }
 
+# start_scoring: day 1 published, then day 2 in the background ($job) with
+# every shard asleep; returns once a shard runs
+start_scoring() {
+  NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_DATE=20260101 run -0 sh "$NS"
+  wrap_score 'case "$*" in *--shard*) sleep 60;; esac'
+  NIGHTLY_LOG="$T/day2.tsv" NIGHTLY_DATE=20260102 sh "$NS" 2>/dev/null &
+  job=$!
+  for i in $(seq 100); do
+    pgrep -f "$T/bin/seqrec-score.*--shard" >/dev/null && break
+    sleep 0.1
+  done
+}
+
 # no run directory or temporary file left in the job directory
 clean_job() {
   ! ls -a "$T/job" | grep -E '^\.run\.|\.tmp' || { echo "left behind"; false; }
@@ -89,14 +102,7 @@ clean_job() {
 }
 
 @test "nightly: SIGTERM mid-run leaves no temporary files and publishes nothing" {
-  NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_DATE=20260101 run -0 sh "$NS"
-  wrap_score 'sleep 30'
-  NIGHTLY_LOG="$T/day2.tsv" NIGHTLY_DATE=20260102 sh "$NS" 2>/dev/null &
-  job=$!
-  for i in $(seq 50); do
-    pgrep -f "$T/bin/seqrec-score" >/dev/null && break
-    sleep 0.1
-  done
+  start_scoring
   kill -TERM "$job"
   wait "$job" || status=$?
   [ "${status:-0}" -ne 0 ]
@@ -225,14 +231,7 @@ last_failed() {
 }
 
 @test "nightly: after a SIGKILLed run the next one ends its steps, not other processes" {
-  NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_DATE=20260101 run -0 sh "$NS"
-  wrap_score 'case "$*" in *--shard*) sleep 60;; esac'
-  NIGHTLY_LOG="$T/day2.tsv" NIGHTLY_DATE=20260102 sh "$NS" 2>/dev/null &
-  job=$!
-  for i in $(seq 100); do
-    pgrep -f "$T/bin/seqrec-score.*--shard" >/dev/null && break
-    sleep 0.1
-  done
+  start_scoring
   kill -KILL "$job"
   wait "$job" || true
   # its shards run on, and a stranger's pid is in the list
