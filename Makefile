@@ -148,8 +148,8 @@ ARM64_LIBS := /usr/lib/aarch64-linux-gnu
 ARM64_RUN := env OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1 qemu-aarch64 -L /
 arm64-test:
 	@if ! command -v $(ARM64_CC) >/dev/null 2>&1 || ! command -v qemu-aarch64 >/dev/null 2>&1 || \
-	  ! ls $(ARM64_LIBS)/libopenblas.so $(ARM64_LIBS)/libarchive.so $(ARM64_LIBS)/libxxhash.so $(ARM64_LIBS)/libz.so >/dev/null 2>&1; then \
-	  echo "arm64-test: skipped (needs $(ARM64_CC), qemu-aarch64 and the arm64 libopenblas-dev, libarchive-dev, libxxhash-dev, zlib1g-dev)"; \
+	  ! ls $(ARM64_LIBS)/libopenblas.so $(ARM64_LIBS)/libarchive.so $(ARM64_LIBS)/libxxhash.so $(ARM64_LIBS)/libz.so $(ARM64_LIBS)/libgomp.so.1 >/dev/null 2>&1; then \
+	  echo "arm64-test: skipped (needs $(ARM64_CC), qemu-aarch64 and the arm64 libopenblas-dev, libarchive-dev, libxxhash-dev, zlib1g-dev, libgomp1)"; \
 	else \
 	  $(MAKE) --no-print-directory BUILD=$(ARM64_BUILD) CC=$(ARM64_CC) CUDA=0 all $(ARM64_BUILD)/unit_tests && \
 	  mkdir -p $(ARM64_BUILD)/qemu && \
