@@ -42,7 +42,7 @@
 # the reported cells (seqrec-score --target valid --candidates pop:100 -x)
 # use that; RUN.test.json has the test targets ranked the same way. On
 # Beauty (54,542 items) uniform negatives come far closer to the paper's
-# cells (README, HydraRec: 2.1-4.3x higher than popularity-sampled ones,
+# cells (doc/repro/hydrarec.md: 2.1-4.3x higher than popularity-sampled ones,
 # 0.61-0.97 of the paper), on ML-1M popularity sampling does: no one set
 # reproduces both, and seqrec-score --candidates uni:100 -x gives the other.
 # Outputs in repro/hydrarec/DATA/: the split and its stats, per run .log,
@@ -62,7 +62,7 @@ HYDRAREC_T4_EPOCHS ?= $(if $(filter command line environment,$(origin EPOCHS)),$
 HYDRAREC_EPOCHS ?= $(if $(filter command line environment,$(origin EPOCHS)),$(EPOCHS),200)
 HYDRAREC_PATIENCE ?= 10
 # the paper's 0.1 for every run; Beauty learns far faster per epoch at
-# BERT4Rec's own 0.6 (README, HydraRec)
+# BERT4Rec's own 0.6 (doc/repro/hydrarec.md)
 HYDRAREC_MASK ?= 0.1
 HYDRAREC_KINDS := softmax hydra efficient linear linrec
 HYDRAREC_RUNS_T23 := $(HYDRAREC_KINDS:%=uni-%) $(HYDRAREC_KINDS:%=bi-%)

@@ -30,7 +30,7 @@
 # what differs is that a target near a window's start sees fewer than 200
 # items of history, and that a batch holds whole windows of 16 users
 # rather than 2048 prefixes of many (the closing note of issue 15 and the
-# README measure both ways). --target all would train only each user's
+# doc/repro/linrec.md measure both ways). --target all would train only each user's
 # newest 200 targets an epoch (66% of them on ml-1m-part).
 # LINREC_TARGET=last runs RecBole's samples, batch 2048. BERT4Rec trains
 # its cloze task on the same windows (RecBole masks every prefix); CORE
