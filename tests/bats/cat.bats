@@ -168,28 +168,28 @@ setup() {
   no_leftovers "$T/out"
 }
 
-@test "--from-text: malformed line names file and line number, no output" {
-  printf '1\t1 2 3\n# comment\n2\t4 x\n' > "$T/bad.txt"
-  run -65 seqrec-cat --from-text sequences "$T/bad.txt" -o "$T/out/x.sqr"
-  [ "$output" = "seqrec-cat: $T/bad.txt: line 3: bad number in the items field" ]
+# from_text_refused TEXT LINE-MESSAGE: --from-text sequences of TEXT (printf
+# format) is 65 with "FILE: LINE-MESSAGE" and leaves no output
+from_text_refused() {
+  printf "$1" > "$T/refused.txt"
+  run -65 seqrec-cat --from-text sequences "$T/refused.txt" -o "$T/out/x.sqr"
+  [ "$output" = "seqrec-cat: $T/refused.txt: $2" ]
   no_leftovers "$T/out"
+}
+
+@test "--from-text: malformed line names file and line number, no output" {
+  from_text_refused '1\t1 2 3\n# comment\n2\t4 x\n' "line 3: bad number in the items field"
   printf '1\t1 2 3\t9\n' > "$T/bad2.txt"
   run -65 seqrec-cat --from-text sequences "$T/bad2.txt"
   [[ "$output" == *"line 1: expected 2 tab-separated fields for a sequences record, found 3"* ]]
 }
 
 @test "--from-text: a NUL byte in a line is 65 with the file and line (issue 40)" {
-  printf '1\t1 2 3\n2\t4\0 5 6\n' > "$T/nul.txt"
-  run -65 seqrec-cat --from-text sequences "$T/nul.txt" -o "$T/out/x.sqr"
-  [ "$output" = "seqrec-cat: $T/nul.txt: line 2: a NUL byte (byte 4 of the line)" ]
-  no_leftovers "$T/out"
+  from_text_refused '1\t1 2 3\n2\t4\0 5 6\n' "line 2: a NUL byte (byte 4 of the line)"
 }
 
 @test "--from-text: a record with no items is refused, a reader refuses one (issue 40)" {
-  printf '1\t1 2\n2\t\n' > "$T/empty.txt"
-  run -65 seqrec-cat --from-text sequences "$T/empty.txt" -o "$T/out/x.sqr"
-  [ "$output" = "seqrec-cat: $T/empty.txt: line 2: empty record (a user with no items)" ]
-  no_leftovers "$T/out"
+  from_text_refused '1\t1 2\n2\t\n' "line 2: empty record (a user with no items)"
   printf '1\t4\n2\t5 6\n' > "$T/one.txt"
   seqrec-cat --from-text sequences "$T/one.txt" -o "$T/one.sqr"
   empty_first_record "$T/one.sqr" "$T/e.sqr"
