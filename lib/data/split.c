@@ -8,6 +8,8 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "cli.h"
+
 sq_cut sq_split_loo(uint32_t len)
 {
     sq_cut c = {len, 0, 0};
@@ -221,14 +223,9 @@ int sq_split_parse_holdout(sq_split_opts *o, const char *s, sq_err *e)
 
 int sq_split_parse_seed(sq_split_opts *o, const char *s, sq_err *e)
 {
-    char *stop;
-    errno = 0;
-    unsigned long long v = strtoull(s, &stop, 10);
-    /* strtoull takes "-1" as 2^64 - 1: only digits are a seed */
-    if (!*s || *stop || errno || strspn(s, "0123456789") != strlen(s))
+    if (sq_cli_u64(s, 0, UINT64_MAX, &o->seed))
         return sq_fail(e, SQ_EX_USAGE, "--seed '%s': expected an integer from 0 to "
                        "18446744073709551615", s);
-    o->seed = (uint64_t)v;
     return 0;
 }
 
