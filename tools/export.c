@@ -261,12 +261,12 @@ static int run(const opts *o, sq_err *e)
 /* The options into *o; 0, or the exit status (-1: --help or --version). */
 static int parse_args(int argc, char **argv, opts *o)
 {
-    enum { O_MAP = 256, O_VERSION, O_ID_MAP };
+    enum { O_MAP = 256, O_ID_MAP };
     static const struct option longs[] = {
         {"model", required_argument, 0, 'm'},  {"tensor", required_argument, 0, 't'},
         {"format", required_argument, 0, 'f'}, {"map", required_argument, 0, O_MAP},
         {"list", no_argument, 0, 'l'},         {"output", required_argument, 0, 'o'},
-        {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, O_VERSION},
+        {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
         {"id-map", no_argument, 0, O_ID_MAP},  {0, 0, 0, 0},
     };
     int c;
@@ -290,7 +290,7 @@ static int parse_args(int argc, char **argv, opts *o)
         case 'l': o->list = 1; break;
         case 'o': o->output = optarg; break;
         case 'h': usage(stdout); return -1;
-        case O_VERSION: case 'V': sq_cli_version(PROG); return -1;
+        case 'V': sq_cli_version(PROG); return -1;
         default: return sq_cli_try_help(PROG);
         }
     }
