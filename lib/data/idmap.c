@@ -96,12 +96,13 @@ static const char *item_at(const void *ctx, uint32_t d)
     return sq_idmap_item(ctx, d);
 }
 
-/* The fingerprint of m's first n ids of a kind. */
-static int map_prefix(const sq_idmap *m, const char *name, int kind, uint32_t n, sq_idfp *fp,
-                      sq_err *e)
+/* The fingerprint of the first n ids of a kind of a map (at(ctx, .), name
+ * for messages): 65 for a hole. */
+static int prefix_fp(sq_id_at at, const void *ctx, const char *name, int kind, uint32_t n,
+                     sq_idfp *fp, sq_err *e)
 {
     uint32_t hole;
-    int rc = sq_idfp_compute(kind ? item_at : user_at, m, n, fp, &hole);
+    int rc = sq_idfp_compute(at, ctx, n, fp, &hole);
     if (rc < 0)
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
     if (rc)
@@ -113,8 +114,8 @@ static int map_prefix(const sq_idmap *m, const char *name, int kind, uint32_t n,
 int sq_mapfp_of_map(const sq_idmap *m, const char *name, sq_mapfp *fp, sq_err *e)
 {
     memset(fp, 0, sizeof *fp);
-    if (map_prefix(m, name, 0, m->users, &fp->user, e) ||
-        map_prefix(m, name, 1, m->items, &fp->item, e))
+    if (prefix_fp(user_at, m, name, 0, m->users, &fp->user, e) ||
+        prefix_fp(item_at, m, name, 1, m->items, &fp->item, e))
         return e->code;
     fp->preprocessed = 1;
     return 0;
@@ -164,13 +165,8 @@ int sq_idfp_check_extends(sq_id_at at, const void *ctx, uint32_t have_n,
         return 0;
     }
     sq_idfp have = {0};
-    uint32_t hole;
-    int rc = have_n >= base->n ? sq_idfp_compute(at, ctx, base->n, &have, &hole) : 0;
-    if (rc < 0)
-        return sq_fail(e, SQ_EX_OSERR, "out of memory");
-    if (rc)
-        return sq_fail(e, SQ_EX_DATA, "%s: no %s %" PRIu32 " in the map (an id map has the "
-                       "dense ids 1..N of each kind)", map_name, kind ? "item" : "user", hole);
+    if (have_n >= base->n && prefix_fp(at, ctx, map_name, kind, base->n, &have, e))
+        return e->code;
     return extends(&have, have_n, map_name, kind, base, role, what, e);
 }
 
