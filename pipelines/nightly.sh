@@ -388,20 +388,23 @@ if [ "$FULL" = 1 ]; then reason=NIGHTLY_FULL
 elif [ ! -f "$D/last.split" ] || [ ! -e "$D/latest" ] || [ ! -f "$D/last.key" ]; then reason=first
 elif [ "$(cat "$D/last.key")" != "$key" ]; then reason=key
 fi
-# today's users, original ids
-awk -F'\t' 'NR == FNR { want[$1] = 1; next } $1 == "user" && ($2 in want) { print $3 }' \
-    "$W/new.txt" "$W/ids.map" > "$W/today.users"
+# originals FILE: the original ids of the users whose dense ids are FILE's
+# first field (the map's user lines)
+originals() {
+    awk -F'\t' 'NR == FNR { want[$1] = 1; next } $1 == "user" && ($2 in want) { print $3 }' \
+        "$1" "$W/ids.map"
+}
 if [ -n "$reason" ]; then
     scope=all
     userarg=""
     n_users=$users
 else
     scope=changed
+    originals "$W/new.txt" > "$W/today.users"    # for the merge
     cut -f1,3- "$W/old.txt" > "$W/old.cmp"
     cut -f1,3- "$W/new.txt" > "$W/new.cmp"
     LC_ALL=C comm -13 "$W/old.cmp" "$W/new.cmp" | cut -f1 > "$W/changed.dense"
-    awk -F'\t' 'NR == FNR { want[$1] = 1; next } $1 == "user" && ($2 in want) { print $3 }' \
-        "$W/changed.dense" "$W/ids.map" > "$W/users.txt"
+    originals "$W/changed.dense" > "$W/users.txt"
     userarg="--users $W/users.txt"
     n_users=$(wc -l < "$W/users.txt")
 fi
