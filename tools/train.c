@@ -428,8 +428,8 @@ static int fit(args *a, const sq_dataset *ds, sq_err *e)
 {
     int evaluated;
     double hr, ndcg;
-    if (sq_train_fit_map(a->model, ds, a->out_path, a->map_bytes, a->map_len, a->o.threads,
-                         &evaluated, &hr, &ndcg, e))
+    if (sq_train_fit(a->model, ds, a->out_path, a->map_bytes, a->map_len, a->o.threads,
+                     &evaluated, &hr, &ndcg, e))
         return e->code;
     if (!evaluated)
         return 0;

@@ -970,14 +970,8 @@ int sq_train(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
 }
 
 int sq_train_fit(const sq_model_def *def, const sq_dataset *ds, const char *out_path,
-                 int threads, int *evaluated, double *hr10, double *ndcg10, sq_err *e)
-{
-    return sq_train_fit_map(def, ds, out_path, NULL, 0, threads, evaluated, hr10, ndcg10, e);
-}
-
-int sq_train_fit_map(const sq_model_def *def, const sq_dataset *ds, const char *out_path,
-                     const char *id_map, size_t id_map_len, int threads, int *evaluated,
-                     double *hr10, double *ndcg10, sq_err *e)
+                 const char *id_map, size_t id_map_len, int threads, int *evaluated,
+                 double *hr10, double *ndcg10, sq_err *e)
 {
     sq_modelfile mf;
     *evaluated = 0;

@@ -195,14 +195,12 @@ int sq_train_pick_map(const char *map_path, const char *from, const sq_header *h
                       const char *stream_name, char **bytes, size_t *len, char *msg,
                       size_t msg_n, sq_err *e);
 
-/* Fits a one-pass model (def->fit: pop) to ds and writes it to out_path;
- * when ds has validation targets, *evaluated = 1 and hr10, ndcg10 are its
+/* Fits a one-pass model (def->fit: pop) to ds and writes it to out_path,
+ * carrying the id map id_map[0, id_map_len) (NULL: none; ID MAP); when ds
+ * has validation targets, *evaluated = 1 and hr10, ndcg10 are its
  * validation HR@10 and NDCG@10 (the same ranking as for trained models). */
 int sq_train_fit(const sq_model_def *def, const sq_dataset *ds, const char *out_path,
-                 int threads, int *evaluated, double *hr10, double *ndcg10, sq_err *e);
-/* The same, the model file carrying the id map id_map[0, len) (NULL: none). */
-int sq_train_fit_map(const sq_model_def *def, const sq_dataset *ds, const char *out_path,
-                     const char *id_map, size_t id_map_len, int threads, int *evaluated,
-                     double *hr10, double *ndcg10, sq_err *e);
+                 const char *id_map, size_t id_map_len, int threads, int *evaluated,
+                 double *hr10, double *ndcg10, sq_err *e);
 
 #endif
