@@ -99,7 +99,8 @@ int sq_threads_start(int n, int blas, sq_err *e)
                 (unsigned long long)(rl.rlim_cur / 1024), strerror(err));
         return -1;
     }
-    /* start the team now, before any output exists: libgomp keeps it */
+    /* start the team now, before any output exists: libgomp keeps it (the
+     * region does some work: GCC drops an empty one, and no team starts) */
     int got = 0;
     #pragma omp parallel num_threads(n)
     {
