@@ -1,29 +1,64 @@
-// gpu.cu - device context, checked allocations and the cuBLAS GEMM wrapper.
-// Every CUDA and cuBLAS call is checked; errors come back through sq_err.
+// gpu.cu - the backend's context: device, stream, cuBLAS with a fixed
+// workspace, checked allocations, the explicit host<->device staging, the
+// mirror of the step's integer arrays, the sticky error, the GEMM, and the
+// table of the one op list (gpu_ops.h).
 //
 // Built into libseqrec-cuda.so, which the programs dlopen on demand
-// (lib/ops/gpu_load.c). Only sq_cuda_backend is exported: every function
-// here is static, and sq_fail is the object's own hidden copy of
+// (lib/ops/gpu_load.c). Only sq_cuda_backend is exported: everything here
+// is hidden, and sq_fail is the object's own hidden copy of
 // lib/util/err.c (cuda.mk), so no call binds to a symbol of the program.
 #include <cstdio>
 #include <cstdlib>
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
+#include <cstring>
 
-#include "gpu_ops.h"
+#include "common.cuh"
 
-struct sq_gpu_be {
-    int device;
-    cublasHandle_t blas;
-};
+#define BE_BLAS_WS (32u << 20) // cuBLAS's workspace: 32 MiB, fixed for the run
 
-#define CUDA_TRY(call, e)                                                              \
-    do {                                                                               \
-        cudaError_t st_ = (call);                                                      \
-        if (st_ != cudaSuccess)                                                        \
-            return sq_fail((e), SQ_EX_SOFTWARE, "CUDA: %s: %s", #call,                \
-                           cudaGetErrorString(st_));                                   \
-    } while (0)
+static int fail_code(cudaError_t st)
+{
+    return st == cudaErrorMemoryAllocation ? SQ_EX_OSERR : SQ_EX_SOFTWARE;
+}
+
+int be_note(sq_gpu_be *b, cudaError_t st, const char *what)
+{
+    if (st == cudaSuccess)
+        return 0;
+    if (!b->failed) {
+        b->failed = 1;
+        sq_fail(&b->err, fail_code(st), "CUDA: %s: %s", what, cudaGetErrorString(st));
+    }
+    return 1;
+}
+
+int be_note_blas(sq_gpu_be *b, cublasStatus_t st, const char *what)
+{
+    if (st == CUBLAS_STATUS_SUCCESS)
+        return 0;
+    if (!b->failed) {
+        b->failed = 1;
+        sq_fail(&b->err, st == CUBLAS_STATUS_ALLOC_FAILED ? SQ_EX_OSERR : SQ_EX_SOFTWARE,
+                "cuBLAS: %s failed (status %d)", what, (int)st);
+    }
+    return 1;
+}
+
+// The sticky error into e (once), or 0.
+static int sticky(sq_gpu_be *b, sq_err *e)
+{
+    return b->failed ? sq_fail(e, b->err.code, "%s", b->err.msg) : 0;
+}
+
+const int *be_ints(const sq_gpu_be *b, const int *p)
+{
+    const char *c = (const char *)p;
+    for (int i = 0; i < b->n_range; i++) {
+        const struct be_range *r = &b->range[i];
+        if (c >= r->host && c < r->host + r->bytes)
+            return (const int *)(r->dev + (c - r->host));
+    }
+    return p;
+}
 
 static int be_probe(char *name, size_t n)
 {
@@ -47,38 +82,92 @@ static int be_probe(char *name, size_t n)
     return 1;
 }
 
-static int be_open(sq_gpu_be **b, int device, sq_err *e)
-{
-    *b = NULL;
-    CUDA_TRY(cudaSetDevice(device), e);
-    sq_gpu_be *ctx = (sq_gpu_be *)calloc(1, sizeof *ctx);
-    if (!ctx)
-        return sq_fail(e, SQ_EX_OSERR, "out of memory");
-    ctx->device = device;
-    if (cublasCreate(&ctx->blas) != CUBLAS_STATUS_SUCCESS) {
-        free(ctx);
-        return sq_fail(e, SQ_EX_SOFTWARE, "cuBLAS: cublasCreate failed");
-    }
-    *b = ctx;
-    return 0;
-}
-
 static void be_close(sq_gpu_be *b)
 {
     if (!b)
         return;
-    cublasDestroy(b->blas);
+    if (b->stream)
+        cudaStreamSynchronize(b->stream);
+    if (b->blas)
+        cublasDestroy(b->blas);
+    cudaFree(b->blas_ws);
+    cudaFree(b->stage_dev);
+    cudaFree(b->red);
+    cudaFreeHost(b->red_host);
+    for (int i = 0; i < BE_STAGE_BUFS; i++) {
+        cudaFreeHost(b->pinned[i]);
+        if (b->pinned_done[i])
+            cudaEventDestroy(b->pinned_done[i]);
+    }
+    if (b->stream)
+        cudaStreamDestroy(b->stream);
     free(b);
+}
+
+#define OPEN_TRY(call)                                                                  \
+    do {                                                                                \
+        cudaError_t st_ = (call);                                                       \
+        if (st_ != cudaSuccess) {                                                       \
+            be_close(c);                                                                \
+            return sq_fail(e, fail_code(st_), "CUDA: %s: %s", #call,                     \
+                           cudaGetErrorString(st_));                                    \
+        }                                                                               \
+    } while (0)
+
+static int be_open(sq_gpu_be **b, int device, sq_err *e)
+{
+    *b = NULL;
+    int count = 0;
+    cudaError_t st = cudaGetDeviceCount(&count);
+    if (st != cudaSuccess || count == 0)
+        return sq_fail(e, SQ_EX_UNAVAILABLE, "no CUDA device (%s)",
+                       st != cudaSuccess ? cudaGetErrorString(st) : "none found");
+    if (device < 0 || device >= count)
+        return sq_fail(e, SQ_EX_UNAVAILABLE, "no CUDA device %d (this machine has %d: 0..%d)",
+                       device, count, count - 1);
+    sq_gpu_be *c = (sq_gpu_be *)calloc(1, sizeof *c);
+    if (!c)
+        return sq_fail(e, SQ_EX_OSERR, "out of memory");
+    c->device = device;
+    OPEN_TRY(cudaSetDevice(device));
+    cudaDeviceProp p;
+    OPEN_TRY(cudaGetDeviceProperties(&p, device));
+    c->sms = p.multiProcessorCount > 0 ? p.multiProcessorCount : 1;
+    OPEN_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    OPEN_TRY(cudaMalloc(&c->blas_ws, BE_BLAS_WS));
+    c->blas_ws_bytes = BE_BLAS_WS;
+    OPEN_TRY(cudaMalloc((void **)&c->red, BE_RED_SLOTS * sizeof(double)));
+    OPEN_TRY(cudaHostAlloc((void **)&c->red_host, BE_RED_SLOTS * sizeof(double),
+                           cudaHostAllocDefault));
+    for (int i = 0; i < BE_STAGE_BUFS; i++)
+        OPEN_TRY(cudaEventCreateWithFlags(&c->pinned_done[i], cudaEventDisableTiming));
+    if (cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS) {
+        c->blas = NULL;
+        be_close(c);
+        return sq_fail(e, SQ_EX_SOFTWARE, "cuBLAS: cublasCreate failed");
+    }
+    // tf32 by default (--precision); a fixed workspace on the context's
+    // stream: the same algorithms, so the same bits, on every run
+    if (cublasSetStream(c->blas, c->stream) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetWorkspace(c->blas, c->blas_ws, c->blas_ws_bytes) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetMathMode(c->blas, CUBLAS_TF32_TENSOR_OP_MATH) != CUBLAS_STATUS_SUCCESS) {
+        be_close(c);
+        return sq_fail(e, SQ_EX_SOFTWARE, "cuBLAS: cannot set the stream, workspace or "
+                       "math mode");
+    }
+    *b = c;
+    return 0;
 }
 
 static int be_alloc(sq_gpu_be *b, void **ptr, size_t bytes, sq_err *e)
 {
-    (void)b;
     *ptr = NULL;
-    cudaError_t st = cudaMalloc(ptr, bytes);
-    if (st != cudaSuccess)
-        return sq_fail(e, SQ_EX_OSERR, "CUDA: cannot allocate %zu bytes: %s", bytes,
-                       cudaGetErrorString(st));
+    cudaError_t st = cudaMalloc(ptr, bytes ? bytes : 1);
+    if (st != cudaSuccess) {
+        *ptr = NULL;
+        return sq_fail(e, fail_code(st), "CUDA: cannot allocate %zu bytes of device %d: %s",
+                       bytes, b->device, cudaGetErrorString(st));
+    }
     return 0;
 }
 
@@ -89,47 +178,128 @@ static void be_free(sq_gpu_be *b, void *ptr)
         cudaFree(ptr);
 }
 
-static int be_memset0(sq_gpu_be *b, void *p, size_t bytes, sq_err *e)
+int be_memset0(sq_gpu_be *b, void *p, size_t bytes, sq_err *e)
 {
-    (void)b;
     if (bytes)
-        CUDA_TRY(cudaMemset(p, 0, bytes), e);
+        be_note(b, cudaMemsetAsync(p, 0, bytes, b->stream), "cudaMemsetAsync");
+    return sticky(b, e);
+}
+
+// Staging (initialisation, saving, checkpoints, validation): explicit,
+// ordered with the stream, and waited for.
+int be_upload(sq_gpu_be *b, void *dst, const void *src, size_t bytes, sq_err *e)
+{
+    if (bytes && !be_note(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                                             b->stream), "upload"))
+        be_note(b, cudaStreamSynchronize(b->stream), "upload");
+    return sticky(b, e);
+}
+
+int be_download(sq_gpu_be *b, void *dst, const void *src, size_t bytes, sq_err *e)
+{
+    if (bytes && !be_note(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
+                                             b->stream), "download"))
+        be_note(b, cudaStreamSynchronize(b->stream), "download");
+    return sticky(b, e);
+}
+
+// Grows a pinned buffer and the device mirror to hold `need` bytes.
+static int stage_room(sq_gpu_be *b, size_t need)
+{
+    if (need > b->pinned_bytes) {
+        size_t cap = need < 65536 ? 65536 : need + need / 2;
+        for (int i = 0; i < BE_STAGE_BUFS; i++) {
+            if (b->pinned[i]) {
+                be_note(b, cudaEventSynchronize(b->pinned_done[i]), "stage");
+                cudaFreeHost(b->pinned[i]);
+                b->pinned[i] = NULL;
+            }
+            if (be_note(b, cudaHostAlloc((void **)&b->pinned[i], cap, cudaHostAllocDefault),
+                        "pinned staging buffer"))
+                return -1;
+        }
+        b->pinned_bytes = cap;
+    }
+    if (need > b->stage_dev_bytes) {
+        size_t cap = need < 65536 ? 65536 : need + need / 2;
+        if (b->stage_dev) {
+            be_note(b, cudaStreamSynchronize(b->stream), "stage");
+            cudaFree(b->stage_dev);
+            b->stage_dev = NULL;
+        }
+        if (be_note(b, cudaMalloc((void **)&b->stage_dev, cap), "staging mirror"))
+            return -1;
+        b->stage_dev_bytes = cap;
+    }
     return 0;
 }
 
-static int be_upload(sq_gpu_be *b, void *dst, const void *src, size_t bytes, sq_err *e)
+// The step's integer arrays up in one copy: packed into the next pinned
+// buffer (waiting only for that buffer's previous copy), then one
+// asynchronous copy on the stream; ops find the mirror through be_ints.
+// The device mirror is reused in stream order: the previous step's kernels
+// were queued before this copy.
+int be_stage(sq_gpu_be *b, const void *const *host, const size_t *bytes, int n, sq_err *e)
 {
-    (void)b;
-    CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), e);
-    return 0;
+    if (n > BE_STAGE_MAX)
+        return sq_fail(e, SQ_EX_SOFTWARE, "CUDA: %d arrays staged at once (at most %d)", n,
+                       BE_STAGE_MAX);
+    size_t need = 0;
+    for (int i = 0; i < n; i++)
+        need += (bytes[i] + 255) & ~(size_t)255;
+    b->n_range = 0;
+    if (stage_room(b, need))
+        return sticky(b, e);
+    int k = b->pinned_next;
+    b->pinned_next = (k + 1) % BE_STAGE_BUFS;
+    be_note(b, cudaEventSynchronize(b->pinned_done[k]), "stage");
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        if (!host[i] || !bytes[i])
+            continue;
+        memcpy(b->pinned[k] + at, host[i], bytes[i]);
+        b->range[b->n_range++] = {(const char *)host[i], bytes[i], b->stage_dev + at};
+        at += (bytes[i] + 255) & ~(size_t)255;
+    }
+    if (at) {
+        be_note(b, cudaMemcpyAsync(b->stage_dev, b->pinned[k], at, cudaMemcpyHostToDevice,
+                                   b->stream), "stage");
+        be_note(b, cudaEventRecord(b->pinned_done[k], b->stream), "stage");
+    }
+    return sticky(b, e);
 }
 
-static int be_download(sq_gpu_be *b, void *dst, const void *src, size_t bytes, sq_err *e)
+// Once a step: waits for the stream and reports the sticky error.
+int be_sync(sq_gpu_be *b, sq_err *e)
 {
-    (void)b;
-    CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), e);
-    return 0;
+    be_note(b, cudaStreamSynchronize(b->stream), "the step's kernels");
+    return sticky(b, e);
+}
+
+int be_set_precision(sq_gpu_be *b, int tf32, sq_err *e)
+{
+    be_note_blas(b, cublasSetMathMode(b->blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                    : CUBLAS_PEDANTIC_MATH), "precision");
+    return sticky(b, e);
 }
 
 // cuBLAS is column-major: a row-major C = op(A) op(B) is the column-major
 // C^T = op(B)^T op(A)^T, so swap the operands and M/N.
-static int be_sgemm(sq_gpu_be *b, int ta, int tb, int M, int N, int K, float alpha,
-                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                    int ldc, sq_err *e)
+void be_gemm(sq_gpu_be *b, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+             int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
-    cublasStatus_t st = cublasSgemm(b->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                    ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb,
-                                    A, lda, &beta, C, ldc);
-    if (st != CUBLAS_STATUS_SUCCESS)
-        return sq_fail(e, SQ_EX_SOFTWARE, "cuBLAS: sgemm %dx%dx%d failed (status %d)", M, N,
-                       K, (int)st);
-    CUDA_TRY(cudaGetLastError(), e);
-    return 0;
+    if (M <= 0 || N <= 0)
+        return;
+    be_note_blas(b, cublasSgemm(b->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, A,
+                                lda, &beta, C, ldc), "sgemm");
 }
 
 static const sq_gpu_ops be_ops = {
-    SQ_GPU_OPS_ABI, sizeof(sq_err), be_probe, be_open, be_close, be_alloc, be_free,
-    be_memset0, be_upload, be_download, be_sgemm,
+    sq_gpu_ops_hash(), sizeof(sq_err), be_probe, be_open, be_close, be_alloc, be_free,
+#define SQ_BE_TABLE_X(ret, name, params, args) be_##name,
+    SQ_GPU_OP_LIST(SQ_BE_TABLE_X)
+#undef SQ_BE_TABLE_X
 };
 
 // The object's one export (SQ_GPU_OPS_SYMBOL); it is built with

@@ -8,6 +8,7 @@
 
 #include "adam.h"
 #include "real.h"
+#include "ongpu.h"
 #include "vec.h"
 
 /* The norm is summed over a fixed number of contiguous blocks, each in
@@ -90,6 +91,8 @@ static void R(adam_consts)(real k[8], const sq_adam_cfg *cfg, long t)
 void R(sq_adam_update)(const sq_ctx *cx, real *param, const real *grad, real *m,
                        real *v, size_t n, const sq_adam_cfg *cfg, long t)
 {
+    SQ_ON_GPU(cx, adam_update,
+              (param, grad, m, v, n, cfg->lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, cfg->decoupled, t));
     real k[8];
     R(adam_consts)(k, cfg, t);
     SQ_FOR_CHUNKS(n, R(adam_chunk)(param + i0, grad + i0, m + i0, v + i0, len, k));
@@ -151,6 +154,7 @@ static void R(sum_adam_chunk)(real *param, real *grad, real *const *parts, const
 
 double R(sq_grad_norm)(const sq_ctx *cx, const real *g, size_t n)
 {
+    SQ_ON_GPU_RET(cx, grad_norm, (g, n));
     double part[NORM_BLOCKS];
     size_t bs = (n + NORM_BLOCKS - 1) / NORM_BLOCKS;
     SQ_PAR_FOR(int, k, NORM_BLOCKS, 1, {
@@ -168,6 +172,7 @@ double R(sq_grad_norm)(const sq_ctx *cx, const real *g, size_t n)
 
 double R(sq_grad_clip)(const sq_ctx *cx, real *g, size_t n, double max_norm)
 {
+    SQ_ON_GPU_RET(cx, grad_clip, (g, n, max_norm));
     double norm = R(sq_grad_norm)(cx, g, n);
     if (!isfinite(norm) || max_norm <= 0 || norm <= max_norm)
         return norm;

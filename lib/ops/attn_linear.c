@@ -22,6 +22,7 @@
 
 #include "attn_linear.h"
 #include "real.h"
+#include "ongpu.h"
 #include "vec.h"
 
 #include <string.h>
@@ -815,6 +816,8 @@ void R(sq_lattn_forward)(const sq_ctx *cx, sq_lattn_kind kind, real *out,
                          const real *k, const real *v, int ld, const int *off,
                          int B, int H, int C, int causal)
 {
+    SQ_ON_GPU(cx, lattn_forward,
+              (kind, out, cache, scratch, q, k, v, ld, off, B, H, C, causal));
     sq_linrec_scale sc;
     sq_linrec_variant va;
     if (sq_lattn_is_linrec(kind, &sc, &va)) {
@@ -846,6 +849,8 @@ void R(sq_lattn_backward)(const sq_ctx *cx, sq_lattn_kind kind, real *dq,
                           const real *cache, int ld, const int *off, int B,
                           int H, int C, int causal)
 {
+    SQ_ON_GPU(cx, lattn_backward,
+              (kind, dq, dk, dv, scratch, dout, q, k, v, cache, ld, off, B, H, C, causal));
     sq_linrec_scale sc;
     sq_linrec_variant va;
     if (sq_lattn_is_linrec(kind, &sc, &va)) {

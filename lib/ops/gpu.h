@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include "err.h"
+#include "gpu_ops.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,19 +26,17 @@ int sq_gpu_probe(char *name, size_t n);
 int sq_gpu_open(sq_gpu **g, int device, sq_err *e);
 void sq_gpu_close(sq_gpu *g);
 
-/* Device memory; every call checked, failures reported through e. */
+/* Device memory; failures reported through e. */
 int sq_gpu_alloc(sq_gpu *g, void **ptr, size_t bytes, sq_err *e);
 void sq_gpu_free(sq_gpu *g, void *ptr);
-/* Sets bytes of device memory at p to zero. */
-int sq_gpu_memset0(sq_gpu *g, void *p, size_t bytes, sq_err *e);
-int sq_gpu_upload(sq_gpu *g, void *dst, const void *src, size_t bytes, sq_err *e);
-int sq_gpu_download(sq_gpu *g, void *dst, const void *src, size_t bytes, sq_err *e);
 
-/* Row-major C[M,N] = alpha * op(A) op(B) + beta * C, the semantics of
- * cblas_sgemm(CblasRowMajor, ...), on device pointers (cuBLAS). */
-int sq_gpu_sgemm(sq_gpu *g, int trans_a, int trans_b, int M, int N, int K,
-                 float alpha, const float *A, int lda, const float *B, int ldb,
-                 float beta, float *C, int ldc, sq_err *e);
+/* Every op of gpu_ops.h's list as sq_gpu_NAME(g, ...), g open (not NULL):
+ * sq_gpu_memset0, _upload, _download, _stage (the step's integer arrays),
+ * _sync (the sticky error, once a step), _gemm, _layernorm_forward, ... */
+#define SQ_GPU_DECL_X(ret, name, params, args) \
+    ret sq_gpu_##name(sq_gpu *gpu, SQ_GPU_STRIP params);
+SQ_GPU_OP_LIST(SQ_GPU_DECL_X)
+#undef SQ_GPU_DECL_X
 
 #ifdef __cplusplus
 }

@@ -64,9 +64,10 @@ static int lib_try(sq_gpu *g, const char *path, char *why, size_t n)
     if (!get)
         reason(why, n, "%s: no %s() in it: not a seqrec CUDA backend", path,
                SQ_GPU_OPS_SYMBOL);
-    else if (!ops || ops->abi != SQ_GPU_OPS_ABI || ops->err_size != sizeof(sq_err))
-        reason(why, n, "%s: built for another seqrec (table ABI %d, this program's %d)",
-               path, ops ? ops->abi : -1, SQ_GPU_OPS_ABI);
+    else if (!ops || ops->hash != sq_gpu_ops_hash() || ops->err_size != sizeof(sq_err))
+        reason(why, n, "%s: built for another seqrec (its op list %016llx, this "
+               "program's %016llx)", path, ops ? (unsigned long long)ops->hash : 0ull,
+               (unsigned long long)sq_gpu_ops_hash());
     else {
         g->dl = dl;
         g->ops = ops;
@@ -173,47 +174,24 @@ void sq_gpu_close(sq_gpu *g)
     free(g);
 }
 
-/* The calls below need an open sq_gpu; without one they fail as the CPU-only
- * build always did. */
-static int no_gpu(sq_err *e)
-{
-    return sq_fail(e, SQ_EX_USAGE, "no CUDA backend (no sq_gpu_open)");
-}
-
 int sq_gpu_alloc(sq_gpu *g, void **ptr, size_t bytes, sq_err *e)
 {
-    if (!g) {
-        *ptr = NULL;
-        return no_gpu(e);
-    }
     return g->ops->alloc(g->be, ptr, bytes, e);
 }
 
 void sq_gpu_free(sq_gpu *g, void *ptr)
 {
-    if (g)
-        g->ops->free(g->be, ptr);
+    g->ops->free(g->be, ptr);
 }
 
-int sq_gpu_memset0(sq_gpu *g, void *p, size_t bytes, sq_err *e)
-{
-    return g ? g->ops->memset0(g->be, p, bytes, e) : no_gpu(e);
-}
-
-int sq_gpu_upload(sq_gpu *g, void *dst, const void *src, size_t bytes, sq_err *e)
-{
-    return g ? g->ops->upload(g->be, dst, src, bytes, e) : no_gpu(e);
-}
-
-int sq_gpu_download(sq_gpu *g, void *dst, const void *src, size_t bytes, sq_err *e)
-{
-    return g ? g->ops->download(g->be, dst, src, bytes, e) : no_gpu(e);
-}
-
-int sq_gpu_sgemm(sq_gpu *g, int ta, int tb, int M, int N, int K, float alpha, const float *A,
-                 int lda, const float *B, int ldb, float beta, float *C, int ldc, sq_err *e)
-{
-    if (!g)
-        return no_gpu(e);
-    return g->ops->sgemm(g->be, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e);
-}
+/* The forwarders, one per op of the list: sq_gpu_NAME(g, ...) calls the
+ * object's NAME with its context. SQ_GPU_RET_void drops the return. */
+#define SQ_GPU_RET_void
+#define SQ_GPU_RET_int return
+#define SQ_GPU_RET_double return
+#define SQ_GPU_FWD_X(ret, name, params, args)                 \
+    ret sq_gpu_##name(sq_gpu *gpu, SQ_GPU_STRIP params)             \
+    {                                                               \
+        SQ_GPU_RET_##ret gpu->ops->name(gpu->be, SQ_GPU_STRIP args); \
+    }
+SQ_GPU_OP_LIST(SQ_GPU_FWD_X)

@@ -1,4 +1,5 @@
-/* gpu_ops.h - the table of functions libseqrec-cuda.so hands its loader.
+/* gpu_ops.h - the one list of the CUDA backend's entry points, and the
+ * table libseqrec-cuda.so hands its loader.
  *
  * The CUDA backend (the .cu files of cuda/) is built into a shared object
  * that the programs dlopen only when a GPU is asked for (gpu_load.c), so
@@ -8,40 +9,177 @@
  * names of gpu.h: the programs define those, and ELF interposition would
  * bind the object's own calls to the programs' versions.
  *
- * sq_gpu_be is the backend's context (device, cuBLAS handle), opaque here.
- * The functions mean what their sq_gpu_* namesakes in gpu.h say. */
+ * ONE LIST. SQ_GPU_OP_LIST below names every op once: its return type,
+ * name, parameters and the arguments that forward them. Three things are
+ * expanded from it, so that they cannot drift apart:
+ *   - the table's fields (this file), in list order;
+ *   - the loader's forwarders sq_gpu_NAME(sq_gpu *, ...) (gpu_load.c) and
+ *     their declarations (gpu.h);
+ *   - the backend's declarations be_NAME(sq_gpu_be *, ...) and its table
+ *     (cuda/common.cuh, cuda/gpu.cu).
+ * A GPU op is therefore its kernel file (cuda/k_*.cu, defining be_NAME)
+ * plus its line here (and, where a CPU op is its twin, the one-line
+ * SQ_ON_GPU dispatch at the top of that op). Any change of the list
+ * changes SQ_GPU_OPS_HASH, which the loader compares: an object built
+ * against another list is refused, never called through.
+ *
+ * CONVENTIONS. Every op means what its CPU twin (ops.h, attn_linear.h,
+ * adam.h) says, on device pointers, in float. Integer arrays (ids, offsets,
+ * rows, targets) are HOST arrays of the step's packed batch that the
+ * backend mirrors once a step (sq_gpu_stage), or device arrays. Ops queue
+ * work on the context's stream and return at once; the first failure is
+ * kept (sticky) and reported by sq_gpu_sync, which the trainer calls once
+ * a step. Ops that return a value (a loss, a norm) wait for it. */
 #ifndef SQ_GPU_OPS_H
 #define SQ_GPU_OPS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "err.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Raised whenever the table or sq_err changes: the loader refuses an
- * object built against another layout instead of calling through it. */
-#define SQ_GPU_OPS_ABI 1
 #define SQ_GPU_OPS_SYMBOL "sq_cuda_backend"
 #define SQ_GPU_LIB_NAME "libseqrec-cuda.so"
+
+/* Strips one pair of parentheses: SQ_GPU_STRIP (a, b) -> a, b */
+#define SQ_GPU_STRIP(...) __VA_ARGS__
+
+/* X(ret, name, (params), (args)) for every op, in table order. */
+#define SQ_GPU_OP_LIST(X)                                                                    \
+    /* the context, memory and the step */                                                   \
+    X(int, memset0, (void *p, size_t bytes, sq_err *e), (p, bytes, e))                       \
+    X(int, upload, (void *dst, const void *src, size_t bytes, sq_err *e), (dst, src, bytes, e)) \
+    X(int, download, (void *dst, const void *src, size_t bytes, sq_err *e),                  \
+      (dst, src, bytes, e))                                                                  \
+    X(int, stage, (const void *const *host, const size_t *bytes, int n, sq_err *e),          \
+      (host, bytes, n, e))                                                                   \
+    X(int, sync, (sq_err *e), (e))                                                           \
+    X(int, set_precision, (int tf32, sq_err *e), (tf32, e))                                  \
+    /* GEMM (cuBLAS, row-major cblas contract) */                                            \
+    X(void, gemm, (int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, \
+                   int lda, const float *B, int ldb, float beta, float *Cm, int ldc),        \
+      (trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc))                     \
+    /* copies and fills (k_elem.cu) */                                                       \
+    X(void, zero, (float *x, size_t n), (x, n))                                              \
+    X(void, copy, (float *dst, const float *src, size_t n), (dst, src, n))                   \
+    X(void, fill2d, (float *dst, int ld, int rows, int cols, float v), (dst, ld, rows, cols, v)) \
+    X(void, copy2d, (float *dst, int ld_dst, const float *src, int ld_src, int rows, int cols), \
+      (dst, ld_dst, src, ld_src, rows, cols))                                                \
+    X(void, add2d, (float *dst, int ld_dst, const float *src, int ld_src, int rows, int cols), \
+      (dst, ld_dst, src, ld_src, rows, cols))                                                \
+    X(void, gather_rows, (float *out, const float *in, const int *rows, int n, int C),       \
+      (out, in, rows, n, C))                                                                 \
+    X(void, scatter_add_rows, (float *out, const float *in, const int *rows, int n, int C),  \
+      (out, in, rows, n, C))                                                                 \
+    /* element-wise (k_elem.cu) */                                                           \
+    X(void, gelu_forward, (float *out, const float *inp, size_t n), (out, inp, n))           \
+    X(void, gelu_backward, (float *dinp, const float *dout, const float *inp, size_t n),     \
+      (dinp, dout, inp, n))                                                                  \
+    X(void, relu_forward, (float *out, const float *inp, size_t n), (out, inp, n))           \
+    X(void, relu_backward, (float *dinp, const float *dout, const float *inp, size_t n),     \
+      (dinp, dout, inp, n))                                                                  \
+    X(void, dropout_forward, (float *out, uint8_t *mask, const float *inp, int T, int C,     \
+                              float p, uint64_t seed, uint64_t step, uint64_t site),         \
+      (out, mask, inp, T, C, p, seed, step, site))                                           \
+    X(void, dropout_backward, (float *dinp, const float *dout, const uint8_t *mask, size_t n, \
+                               float p), (dinp, dout, mask, n, p))                           \
+    X(void, residual_forward, (float *out, const float *a, const float *b, size_t n),        \
+      (out, a, b, n))                                                                        \
+    X(void, residual_backward, (float *da, float *db, const float *dout, size_t n),          \
+      (da, db, dout, n))                                                                     \
+    /* rows: embeddings, LayerNorm, linear layers (k_rows.cu) */                             \
+    X(void, embedding_forward, (float *out, const float *table, const int *ids, int T, int C, \
+                                float scale), (out, table, ids, T, C, scale))                \
+    X(void, embedding_backward, (float *dtable, const float *dout, const int *ids, int T,    \
+                                 int C, float scale), (dtable, dout, ids, T, C, scale))      \
+    X(void, posemb_forward, (float *out, const float *inp, const float *pe, const int *pos,  \
+                             int T, int C), (out, inp, pe, pos, T, C))                       \
+    X(void, posemb_backward, (float *dinp, float *dpe, const float *dout, const int *pos,    \
+                              int T, int C), (dinp, dpe, dout, pos, T, C))                   \
+    X(void, layernorm_forward, (float *out, float *mean, float *rstd, const float *inp,      \
+                                const float *w, const float *b, int T, int C, float eps),    \
+      (out, mean, rstd, inp, w, b, T, C, eps))                                               \
+    X(void, layernorm_backward, (float *dinp, float *dw, float *db, const float *dout,       \
+                                 const float *inp, const float *w, const float *mean,        \
+                                 const float *rstd, int T, int C),                           \
+      (dinp, dw, db, dout, inp, w, mean, rstd, T, C))                                        \
+    X(void, linear_forward, (float *out, const float *inp, const float *w, const float *b,   \
+                             int T, int C, int OC), (out, inp, w, b, T, C, OC))              \
+    X(void, linear_backward, (float *dinp, float *dw, float *db, const float *dout,          \
+                              const float *inp, const float *w, int T, int C, int OC),       \
+      (dinp, dw, db, dout, inp, w, T, C, OC))                                                \
+    /* attention over packed segments (k_attn.cu, k_lattn.cu) */                             \
+    X(void, attention_forward, (float *out, float *att, const float *q, const float *k,      \
+                                const float *v, int ld, const int *off, int B, int H, int C, \
+                                int causal), (out, att, q, k, v, ld, off, B, H, C, causal))  \
+    X(void, attention_backward, (float *dq, float *dk, float *dv, const float *dout,         \
+                                 const float *out, const float *q, const float *k,           \
+                                 const float *v, const float *att, int ld, const int *off,   \
+                                 int B, int H, int C, int causal),                           \
+      (dq, dk, dv, dout, out, q, k, v, att, ld, off, B, H, C, causal))                       \
+    X(void, lattn_forward, (int kind, float *out, float *cache, float *scratch,              \
+                            const float *q, const float *k, const float *v, int ld,          \
+                            const int *off, int B, int H, int C, int causal),                \
+      (kind, out, cache, scratch, q, k, v, ld, off, B, H, C, causal))                        \
+    X(void, lattn_backward, (int kind, float *dq, float *dk, float *dv, float *scratch,      \
+                             const float *dout, const float *q, const float *k,              \
+                             const float *v, const float *cache, int ld, const int *off,     \
+                             int B, int H, int C, int causal),                               \
+      (kind, dq, dk, dv, scratch, dout, q, k, v, cache, ld, off, B, H, C, causal))           \
+    /* losses (k_loss.cu): the mean loss over *count entries */                              \
+    X(double, ce_full, (float *dh, float *dE, float *scratch, const float *h, const float *E, \
+                        const int *rows, const int *targets, int n, int C, int V1, int chunk, \
+                        float dloss, int *count),                                            \
+      (dh, dE, scratch, h, E, rows, targets, n, C, V1, chunk, dloss, count))                 \
+    X(double, ce_full_bias, (float *dh, float *dE, float *dbias, float *scratch,             \
+                             const float *h, const float *E, const float *bias,              \
+                             const int *rows, const int *targets, int n, int C, int V1,      \
+                             int chunk, float dloss, int *count),                            \
+      (dh, dE, dbias, scratch, h, E, bias, rows, targets, n, C, V1, chunk, dloss, count))    \
+    X(double, bce_sampled, (float *dh, float *dE, const float *h, const float *E,            \
+                            const int *rows, const int *pos, const int *neg, int n, int K,   \
+                            int C, float dloss, int *count),                                 \
+      (dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count))                                 \
+    /* the optimiser (k_adam.cu) */                                                          \
+    X(void, adam_update, (float *param, const float *grad, float *m, float *v, size_t n,     \
+                          double lr, double beta1, double beta2, double eps,                 \
+                          double weight_decay, int decoupled, long t),                       \
+      (param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, decoupled, t))             \
+    X(double, grad_norm, (const float *g, size_t n), (g, n))                                 \
+    X(double, grad_clip, (float *g, size_t n, double max_norm), (g, n, max_norm))
+
+/* The list's fingerprint, taken by the loader from its own build and from
+ * the object's: the stringised list, hashed (FNV-1a) at start-up. */
+#define SQ_GPU_STR2_(...) #__VA_ARGS__
+#define SQ_GPU_STR_(x) SQ_GPU_STR2_(x)
+#define SQ_GPU_OPS_TEXT SQ_GPU_STR_(SQ_GPU_OP_LIST(SQ_GPU_TEXT_X))
+#define SQ_GPU_TEXT_X(ret, name, params, args) ret name params;
+
+static inline uint64_t sq_gpu_ops_hash(void)
+{
+    const char *s = SQ_GPU_OPS_TEXT;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
 
 typedef struct sq_gpu_be sq_gpu_be;
 
 typedef struct sq_gpu_ops {
-    int abi;           /* SQ_GPU_OPS_ABI of the object's build */
+    uint64_t hash;     /* sq_gpu_ops_hash() of the object's build */
     size_t err_size;   /* sizeof(sq_err) of the object's build */
     int (*probe)(char *name, size_t n);
     int (*open)(sq_gpu_be **b, int device, sq_err *e);
     void (*close)(sq_gpu_be *b);
     int (*alloc)(sq_gpu_be *b, void **ptr, size_t bytes, sq_err *e);
     void (*free)(sq_gpu_be *b, void *ptr);
-    int (*memset0)(sq_gpu_be *b, void *p, size_t bytes, sq_err *e);
-    int (*upload)(sq_gpu_be *b, void *dst, const void *src, size_t bytes, sq_err *e);
-    int (*download)(sq_gpu_be *b, void *dst, const void *src, size_t bytes, sq_err *e);
-    int (*sgemm)(sq_gpu_be *b, int trans_a, int trans_b, int M, int N, int K, float alpha,
-                 const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                 int ldc, sq_err *e);
+#define SQ_GPU_FIELD_X(ret, name, params, args) ret (*name)(sq_gpu_be *be, SQ_GPU_STRIP params);
+    SQ_GPU_OP_LIST(SQ_GPU_FIELD_X)
+#undef SQ_GPU_FIELD_X
 } sq_gpu_ops;
 
 /* The type of the exported function. */

@@ -11,6 +11,7 @@
 
 #include "ops.h"
 #include "real.h"
+#include "ongpu.h"
 #include "rng.h"
 #include "rowwise.h"
 #include "vec.h"
@@ -119,6 +120,7 @@ size_t sq_ce_scratch_size(int chunk, int V1, int C)
 void R(sq_embedding_forward)(const sq_ctx *cx, real *out, const real *table,
                              const int *ids, int T, int C, real scale)
 {
+    SQ_ON_GPU(cx, embedding_forward, (out, table, ids, T, C, scale));
     SQ_PAR_FOR(int, t, T, 1, {
         real *o = out + (size_t)t * C;
         const real *e = table + (size_t)ids[t] * C;
@@ -130,6 +132,7 @@ void R(sq_embedding_forward)(const sq_ctx *cx, real *out, const real *table,
 void R(sq_embedding_backward)(const sq_ctx *cx, real *dtable, const real *dout,
                               const int *ids, int T, int C, real scale)
 {
+    SQ_ON_GPU(cx, embedding_backward, (dtable, dout, ids, T, C, scale));
     /* Several tokens share an item: scatter-add by column blocks, tokens in
      * order (deterministic, no atomics). Row 0 never gets gradient. */
     SQ_PAR_FOR(int, c0, C, COL_BLOCK, {
@@ -151,6 +154,7 @@ void R(sq_embedding_backward)(const sq_ctx *cx, real *dtable, const real *dout,
 void R(sq_posemb_forward)(const sq_ctx *cx, real *out, const real *inp,
                           const real *pe, const int *pos, int T, int C)
 {
+    SQ_ON_GPU(cx, posemb_forward, (out, inp, pe, pos, T, C));
     SQ_PAR_FOR(int, t, T, 1, {
         const real *p = pe + (size_t)pos[t] * C;
         for (int c = 0; c < C; c++)
@@ -161,6 +165,7 @@ void R(sq_posemb_forward)(const sq_ctx *cx, real *out, const real *inp,
 void R(sq_posemb_backward)(const sq_ctx *cx, real *dinp, real *dpe,
                            const real *dout, const int *pos, int T, int C)
 {
+    SQ_ON_GPU(cx, posemb_backward, (dinp, dpe, dout, pos, T, C));
     SQ_PAR_FOR(int, c0, C, COL_BLOCK, {
         int c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
         for (int t = 0; t < T; t++) {
@@ -209,6 +214,7 @@ void R(sq_layernorm_forward)(const sq_ctx *cx, real *out, real *mean,
                              real *rstd, const real *inp, const real *w,
                              const real *b, int T, int C, real eps)
 {
+    SQ_ON_GPU(cx, layernorm_forward, (out, mean, rstd, inp, w, b, T, C, eps));
     int rows = rows_per_chunk(C);
     SQ_PAR_FOR(int, t0, T, rows, {
         R(ln_rows)(out, mean, rstd, inp, w, b, t0, t0 + rows < T ? t0 + rows : T, C, eps);
@@ -270,6 +276,7 @@ void R(sq_layernorm_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db,
                               const real *w, const real *mean,
                               const real *rstd, int T, int C)
 {
+    SQ_ON_GPU(cx, layernorm_backward, (dinp, dw, db, dout, inp, w, mean, rstd, T, C));
     int rows = rows_per_chunk(C);
     SQ_PAR_FOR(int, t0, T, rows, {
         R(ln_back_rows)(dinp, dout, inp, w, mean, rstd, t0, t0 + rows < T ? t0 + rows : T, C);
@@ -287,6 +294,7 @@ void R(sq_layernorm_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db,
 void R(sq_linear_forward)(const sq_ctx *cx, real *out, const real *inp,
                           const real *w, const real *b, int T, int C, int OC)
 {
+    SQ_ON_GPU(cx, linear_forward, (out, inp, w, b, T, C, OC));
     if (cx->rowwise && cx->backend == SQ_BACKEND_CPU) {
         R(sq_rowwise_linear)(cx, out, inp, w, b, T, C, OC);
         return;
@@ -305,6 +313,7 @@ void R(sq_linear_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db,
                            const real *dout, const real *inp, const real *w,
                            int T, int C, int OC)
 {
+    SQ_ON_GPU(cx, linear_backward, (dinp, dw, db, dout, inp, w, T, C, OC));
     if (dinp) /* dinp[T, C] += dout[T, OC] W[OC, C] */
         r_gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, C, OC,
                1, dout, OC, w, C, 1, dinp, C);
@@ -352,6 +361,7 @@ SQ_VEC static void R(gelu_chunk)(real *restrict out, const real *restrict inp, s
 
 void R(sq_gelu_forward)(const sq_ctx *cx, real *out, const real *inp, size_t n)
 {
+    SQ_ON_GPU(cx, gelu_forward, (out, inp, n));
     SQ_FOR_CHUNKS(n, R(gelu_chunk)(out + i0, inp + i0, len));
 }
 
@@ -366,6 +376,7 @@ SQ_VEC static void R(gelu_back_chunk)(real *restrict dinp, const real *restrict 
 void R(sq_gelu_backward)(const sq_ctx *cx, real *dinp, const real *dout,
                          const real *inp, size_t n)
 {
+    SQ_ON_GPU(cx, gelu_backward, (dinp, dout, inp, n));
     SQ_FOR_CHUNKS(n, R(gelu_back_chunk)(dinp + i0, dout + i0, inp + i0, len));
 }
 
@@ -378,6 +389,7 @@ SQ_VEC static void R(relu_chunk)(real *out, const real *inp, size_t n)
 
 void R(sq_relu_forward)(const sq_ctx *cx, real *out, const real *inp, size_t n)
 {
+    SQ_ON_GPU(cx, relu_forward, (out, inp, n));
     SQ_FOR_CHUNKS(n, R(relu_chunk)(out + i0, inp + i0, len));
 }
 
@@ -393,6 +405,7 @@ SQ_VEC static void R(relu_back_chunk)(real *restrict dinp, const real *restrict 
 void R(sq_relu_backward)(const sq_ctx *cx, real *dinp, const real *dout,
                          const real *inp, size_t n)
 {
+    SQ_ON_GPU(cx, relu_backward, (dinp, dout, inp, n));
     SQ_FOR_CHUNKS(n, R(relu_back_chunk)(dinp + i0, dout + i0, inp + i0, len));
 }
 
@@ -435,6 +448,7 @@ void R(sq_dropout_forward)(const sq_ctx *cx, real *out, uint8_t *mask,
                            const real *inp, int T, int C, real p, uint64_t seed,
                            uint64_t step, uint64_t site)
 {
+    SQ_ON_GPU(cx, dropout_forward, (out, mask, inp, T, C, p, seed, step, site));
     real keep_scale = (real)1 / ((real)1 - p);
     uint64_t key = dropout_key(seed, step, site);
     size_t n = (size_t)T * C;
@@ -460,6 +474,7 @@ SQ_VEC static void R(dropout_back_chunk)(real *restrict dinp, const real *restri
 void R(sq_dropout_backward)(const sq_ctx *cx, real *dinp, const real *dout,
                             const uint8_t *mask, size_t n, real p)
 {
+    SQ_ON_GPU(cx, dropout_backward, (dinp, dout, mask, n, p));
     real keep_scale = (real)1 / ((real)1 - p);
     SQ_FOR_CHUNKS(n, R(dropout_back_chunk)(dinp + i0, dout + i0, mask + i0, len, keep_scale));
 }
@@ -477,6 +492,7 @@ SQ_VEC static void R(residual_chunk)(real *out, const real *a, const real *b, si
 void R(sq_residual_forward)(const sq_ctx *cx, real *out, const real *a,
                             const real *b, size_t n)
 {
+    SQ_ON_GPU(cx, residual_forward, (out, a, b, n));
     SQ_FOR_CHUNKS(n, R(residual_chunk)(out + i0, a + i0, b + i0, len));
 }
 
@@ -492,6 +508,7 @@ SQ_VEC static void R(residual_back_chunk)(real *da, real *db, const real *dout, 
 void R(sq_residual_backward)(const sq_ctx *cx, real *da, real *db,
                              const real *dout, size_t n)
 {
+    SQ_ON_GPU(cx, residual_backward, (da, db, dout, n));
     SQ_FOR_CHUNKS(n, R(residual_back_chunk)(da + i0, db + i0, dout + i0, len));
 }
 
@@ -714,6 +731,7 @@ void R(sq_attention_forward)(const sq_ctx *cx, real *out, real *att,
                              int ld, const int *off, int B, int H, int C,
                              int causal)
 {
+    SQ_ON_GPU(cx, attention_forward, (out, att, q, k, v, ld, off, B, H, C, causal));
     int hs = C / H, maxL = 0;
     real scale = (real)1 / r_sqrt((real)hs);
     for (int b = 0; b < B; b++)
@@ -803,6 +821,8 @@ void R(sq_attention_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
                               int ld, const int *off, int B, int H, int C,
                               int causal)
 {
+    SQ_ON_GPU(cx, attention_backward,
+              (dq, dk, dv, dout, out, q, k, v, att, ld, off, B, H, C, causal));
     int hs = C / H, maxL = 0;
     real scale = (real)1 / r_sqrt((real)hs);
     for (int b = 0; b < B; b++)
@@ -940,6 +960,8 @@ double R(sq_ce_full)(const sq_ctx *cx, real *dh, real *dE, real *scratch,
                      const int *targets, int n, int C, int V1, int chunk,
                      real dloss, int *count)
 {
+    SQ_ON_GPU_RET(cx, ce_full,
+              (dh, dE, scratch, h, E, rows, targets, n, C, V1, chunk, dloss, count));
     return R(ce_full)(cx, dh, dE, NULL, scratch, h, E, NULL, rows, targets, n, C, V1, chunk,
                       dloss, count);
 }
@@ -949,6 +971,8 @@ double R(sq_ce_full_bias)(const sq_ctx *cx, real *dh, real *dE, real *dbias,
                           const real *bias, const int *rows, const int *targets,
                           int n, int C, int V1, int chunk, real dloss, int *count)
 {
+    SQ_ON_GPU_RET(cx, ce_full_bias,
+              (dh, dE, dbias, scratch, h, E, bias, rows, targets, n, C, V1, chunk, dloss, count));
     return R(ce_full)(cx, dh, dE, dbias, scratch, h, E, bias, rows, targets, n, C, V1, chunk,
                       dloss, count);
 }
@@ -1037,6 +1061,7 @@ double R(sq_bce_sampled)(const sq_ctx *cx, real *dh, real *dE, const real *h,
                          const int *neg, int n, int K, int C, real dloss,
                          int *count)
 {
+    SQ_ON_GPU_RET(cx, bce_sampled, (dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count));
     (void)cx; /* sequential, see sampled_loss */
     return R(sampled_loss)(dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count, 0);
 }
@@ -1054,6 +1079,7 @@ double R(sq_ce_sampled)(const sq_ctx *cx, real *dh, real *dE, const real *h, con
 
 void R(sq_zero)(const sq_ctx *cx, real *x, size_t n)
 {
+    SQ_ON_GPU(cx, zero, (x, n));
     (void)cx; /* one memset: memory-bound, nothing for threads to gain */
     if (n)
         memset(x, 0, n * sizeof *x);
@@ -1061,6 +1087,7 @@ void R(sq_zero)(const sq_ctx *cx, real *x, size_t n)
 
 void R(sq_copy)(const sq_ctx *cx, real *dst, const real *src, size_t n)
 {
+    SQ_ON_GPU(cx, copy, (dst, src, n));
     (void)cx;
     if (n)
         memcpy(dst, src, n * sizeof *dst);
@@ -1069,6 +1096,7 @@ void R(sq_copy)(const sq_ctx *cx, real *dst, const real *src, size_t n)
 void R(sq_fill2d)(const sq_ctx *cx, real *dst, int ld, int rows, int cols,
                   real v)
 {
+    SQ_ON_GPU(cx, fill2d, (dst, ld, rows, cols, v));
     SQ_PAR_FOR(int, r, rows, 1, {
         real *d = dst + (size_t)r * ld;
         for (int c = 0; c < cols; c++)
@@ -1079,6 +1107,7 @@ void R(sq_fill2d)(const sq_ctx *cx, real *dst, int ld, int rows, int cols,
 void R(sq_copy2d)(const sq_ctx *cx, real *dst, int ld_dst, const real *src,
                   int ld_src, int rows, int cols)
 {
+    SQ_ON_GPU(cx, copy2d, (dst, ld_dst, src, ld_src, rows, cols));
     if (cols <= 0)
         return;
     SQ_PAR_FOR(int, r, rows, 1, {
@@ -1090,6 +1119,7 @@ void R(sq_copy2d)(const sq_ctx *cx, real *dst, int ld_dst, const real *src,
 void R(sq_add2d)(const sq_ctx *cx, real *dst, int ld_dst, const real *src,
                  int ld_src, int rows, int cols)
 {
+    SQ_ON_GPU(cx, add2d, (dst, ld_dst, src, ld_src, rows, cols));
     SQ_PAR_FOR(int, r, rows, 1, {
         real *d = dst + (size_t)r * ld_dst;
         const real *s = src + (size_t)r * ld_src;
@@ -1101,6 +1131,7 @@ void R(sq_add2d)(const sq_ctx *cx, real *dst, int ld_dst, const real *src,
 void R(sq_gather_rows)(const sq_ctx *cx, real *out, const real *in,
                        const int *rows, int n, int C)
 {
+    SQ_ON_GPU(cx, gather_rows, (out, in, rows, n, C));
     if (C <= 0)
         return;
     SQ_PAR_FOR(int, i, n, 1, {
@@ -1112,6 +1143,7 @@ void R(sq_gather_rows)(const sq_ctx *cx, real *out, const real *in,
 void R(sq_scatter_add_rows)(const sq_ctx *cx, real *out, const real *in,
                             const int *rows, int n, int C)
 {
+    SQ_ON_GPU(cx, scatter_add_rows, (out, in, rows, n, C));
     /* Rows may repeat: column blocks in parallel, entries in order inside
      * each (as sq_embedding_backward), so every sum runs in i order. */
     SQ_PAR_FOR(int, c0, C, COL_BLOCK, {
@@ -1132,6 +1164,7 @@ void R(sq_gemm)(const sq_ctx *cx, int trans_a, int trans_b, int M, int N,
                 int K, real alpha, const real *A, int lda, const real *B,
                 int ldb, real beta, real *Cm, int ldc)
 {
+    SQ_ON_GPU(cx, gemm, (trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc));
     (void)cx; /* OpenBLAS keeps its own thread count (sq_threads_set) */
     r_gemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
            trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,

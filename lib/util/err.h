@@ -16,6 +16,7 @@ enum {
     SQ_EX_USAGE = 64,   /* bad command line */
     SQ_EX_DATA = 65,    /* malformed input data */
     SQ_EX_NOINPUT = 66, /* input file missing or unreadable */
+    SQ_EX_UNAVAILABLE = 69, /* no GPU, or no such device */
     SQ_EX_SOFTWARE = 70,/* internal error, or training diverged */
     SQ_EX_OSERR = 71,   /* out of memory or other OS failure */
     SQ_EX_CANTCREAT = 73,/* output file cannot be created */

@@ -37,7 +37,8 @@ UNIT_TEST(test_gpu_sgemm_matches_cblas)
             CHECK_EQ(sq_gpu_alloc(g, &dC, sizeof(float) * M * N, &e), 0);
             CHECK_EQ(sq_gpu_upload(g, dA, A, sizeof(float) * M * K, &e), 0);
             CHECK_EQ(sq_gpu_upload(g, dB, B, sizeof(float) * K * N, &e), 0);
-            CHECK_EQ(sq_gpu_sgemm(g, ta, tb, M, N, K, 1.0f, dA, lda, dB, ldb, 0.0f, dC, N, &e), 0);
+            sq_gpu_gemm(g, ta, tb, M, N, K, 1.0f, dA, lda, dB, ldb, 0.0f, dC, N);
+            CHECK_EQ(sq_gpu_sync(g, &e), 0);
             CHECK_EQ(sq_gpu_download(g, G, dC, sizeof(float) * M * N, &e), 0);
             double worst = 0;
             for (int i = 0; i < M * N; i++) {

@@ -1,0 +1,112 @@
+// common.cuh - what every kernel file of the CUDA backend shares: the
+// backend's context, the launch macro, the sticky error, the mirror of the
+// step's integer arrays, and the declarations of the ops (from the one
+// list in lib/ops/gpu_ops.h).
+//
+// Kernel files (k_*.cu) define be_NAME for their ops of the list and
+// nothing else with external linkage: kernels and helpers are static.
+// The same sources build two ways:
+//   nvcc (cuda.mk)            the real backend, libseqrec-cuda.so;
+//   the host C++ compiler     the simulated device (tests/sim/), against
+//     with -DSQ_SIM             the small SIMT runtime there; so every launch
+//                               goes through SQ_LAUNCH, never <<<>>> itself.
+#ifndef SQ_CUDA_COMMON_CUH
+#define SQ_CUDA_COMMON_CUH
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef SQ_SIM
+#include "sim_cuda.h" // tests/sim: cuda_runtime, cuBLAS and the launch, on the CPU
+#else
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#endif
+
+#include "gpu_ops.h"
+
+// Pinned staging buffers of the step's integer arrays: two, used in turn,
+// so that the host fills one while the copy out of the other is in flight.
+#define BE_STAGE_BUFS 2
+#define BE_STAGE_MAX 16 // arrays staged at once (a packed batch has <= 8)
+
+struct be_range {
+    const char *host; // the host array as the op receives it
+    size_t bytes;
+    char *dev;        // its copy on the device
+};
+
+struct sq_gpu_be {
+    int device;
+    cudaStream_t stream;  // every kernel, copy and cuBLAS call of the context
+    cublasHandle_t blas;
+    void *blas_ws;        // cuBLAS's fixed workspace (the same algorithms every run)
+    size_t blas_ws_bytes;
+    int sms;              // multiprocessors: grid sizes of the reductions
+    // the sticky error: the first failure of an op, reported by be_sync
+    int failed;
+    sq_err err;
+    // the step's integer arrays (be_stage)
+    char *pinned[BE_STAGE_BUFS];
+    cudaEvent_t pinned_done[BE_STAGE_BUFS];
+    size_t pinned_bytes;
+    int pinned_next;
+    char *stage_dev;
+    size_t stage_dev_bytes;
+    struct be_range range[BE_STAGE_MAX];
+    int n_range;
+    // small device scratch of the ops that return a value (losses, norms)
+    double *red;          // BE_RED_SLOTS doubles
+    double *red_host;     // pinned, the same size
+};
+#define BE_RED_SLOTS 4096
+
+// Records a failure unless one is already kept; code is SQ_EX_OSERR for
+// device memory, else SQ_EX_SOFTWARE. Returns 1 when st is a failure.
+int be_note(sq_gpu_be *b, cudaError_t st, const char *what);
+int be_note_blas(sq_gpu_be *b, cublasStatus_t st, const char *what);
+
+// The device address of an integer array an op was given: inside a staged
+// host array, its mirror; otherwise p itself (already on the device).
+const int *be_ints(const sq_gpu_be *b, const int *p);
+
+// Blocks of `threads` threads covering n items (at least one block).
+static inline unsigned be_blocks(size_t n, unsigned threads)
+{
+    size_t g = (n + threads - 1) / threads;
+    return g ? (unsigned)(g < 0x7fffffffu ? g : 0x7fffffffu) : 1u;
+}
+
+// Every launch: queued on the context's stream, its launch error kept.
+#ifdef SQ_SIM
+#define SQ_LAUNCH(b, kern, grid, block, shmem, ...)                                     \
+    be_note((b), sim_launch(#kern, kern, dim3(grid), dim3(block), (shmem), (b)->stream, \
+                            __VA_ARGS__), #kern)
+#else
+#define SQ_LAUNCH(b, kern, grid, block, shmem, ...)                   \
+    do {                                                              \
+        kern<<<(grid), (block), (shmem), (b)->stream>>>(__VA_ARGS__); \
+        be_note((b), cudaGetLastError(), #kern);                      \
+    } while (0)
+#endif
+
+// The ops of the list, defined across the k_*.cu files and gpu.cu.
+#define SQ_BE_DECL_X(ret, name, params, args) ret be_##name(sq_gpu_be *be, SQ_GPU_STRIP params);
+SQ_GPU_OP_LIST(SQ_BE_DECL_X)
+#undef SQ_BE_DECL_X
+
+// Warp-level sum (all lanes get it), in a fixed order: deterministic.
+static __device__ inline float be_warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+static __device__ inline float be_warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+#endif

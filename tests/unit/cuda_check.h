@@ -1,0 +1,145 @@
+/* cuda_check.h - what the GPU parity tests (test_cuda_*.c) share.
+ *
+ * A parity test runs a GPU op through its CPU API with a CUDA context
+ * (the SQ_ON_GPU dispatch, the forwarder, the kernel) on device copies of
+ * the inputs, and compares with the CPU op on the host arrays. It runs on
+ * whatever backend sq_gpu_open finds: the simulated device of make check
+ * (SEQREC_CUDA_LIB=build/lib/libseqrec-cuda-sim.so) or a real GPU (make
+ * gpu-check); without either it skips, saying why.
+ *
+ *     cuda_env g;
+ *     if (cuda_open(t, &g)) return;           (skipped or failed)
+ *     float *d = cuda_up(&g, host, n);        (a device copy; NULL fails)
+ *     sq_layernorm_forward(&g.cx, ...);       (device pointers)
+ *     cuda_down(&g, out_host, d, n);          (syncs, checks the sticky error)
+ *     CHECK(cuda_close_to(gpu, cpu, n, 1e-5, 1e-5, "layernorm out"));
+ *     cuda_close(&g);                          (frees every cuda_up/cuda_zeros)
+ */
+#ifndef SQ_CUDA_CHECK_H
+#define SQ_CUDA_CHECK_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctx.h"
+#include "gpu.h"
+#include "unit.h"
+
+#define CUDA_CHECK_MAXBUF 256
+
+typedef struct {
+    sq_gpu *gpu;
+    sq_ctx cx;          /* the CUDA context the ops take */
+    sq_err e;
+    void *buf[CUDA_CHECK_MAXBUF];
+    int n_buf;
+    int bad;            /* a copy or the sticky error failed */
+} cuda_env;
+
+/* 0 with g open; 1 when the test is skipped (no backend) or failed. */
+static inline int cuda_open_(unit_ctx *t, cuda_env *g)
+{
+    char name[512];
+    memset(g, 0, sizeof *g);
+    if (!sq_gpu_probe(name, sizeof name)) {
+        t->skipped = 1;
+        fprintf(stderr, "  %s: skipped: %s\n", t->name, name);
+        return 1;
+    }
+    if (sq_gpu_open(&g->gpu, 0, &g->e) != 0) {
+        fprintf(stderr, "  %s: sq_gpu_open: %s\n", t->name, g->e.msg);
+        t->failed = 1;
+        return 1;
+    }
+    g->cx = (sq_ctx){SQ_BACKEND_CUDA, 0, g->gpu, 0};
+    return 0;
+}
+#define cuda_open(t, g) cuda_open_((t), (g))
+
+static inline void *cuda_alloc(cuda_env *g, size_t bytes)
+{
+    if (g->n_buf == CUDA_CHECK_MAXBUF) {
+        g->bad = 1;
+        return NULL;
+    }
+    void *d = sq_ctx_alloc(&g->cx, bytes, &g->e); /* zeroed */
+    if (!d) {
+        g->bad = 1;
+        return NULL;
+    }
+    g->buf[g->n_buf++] = d;
+    return d;
+}
+
+/* A device copy of host[bytes]. */
+static inline void *cuda_up_bytes(cuda_env *g, const void *host, size_t bytes)
+{
+    void *d = cuda_alloc(g, bytes);
+    if (d && host && sq_gpu_upload(g->gpu, d, host, bytes, &g->e) != 0)
+        g->bad = 1;
+    return d;
+}
+static inline float *cuda_up(cuda_env *g, const float *host, size_t n)
+{
+    return cuda_up_bytes(g, host, n * sizeof(float));
+}
+static inline float *cuda_zeros(cuda_env *g, size_t n)
+{
+    return cuda_alloc(g, n * sizeof(float));
+}
+
+/* host[n] = the device array d, after the queued work; 0, or -1 (the
+ * sticky error or the copy failed, in g->e). */
+static inline int cuda_down_bytes(cuda_env *g, void *host, const void *d, size_t bytes)
+{
+    if (sq_gpu_sync(g->gpu, &g->e) != 0 || sq_gpu_download(g->gpu, host, d, bytes, &g->e) != 0) {
+        g->bad = 1;
+        fprintf(stderr, "    cuda: %s\n", g->e.msg);
+        return -1;
+    }
+    return 0;
+}
+static inline int cuda_down(cuda_env *g, float *host, const float *d, size_t n)
+{
+    return cuda_down_bytes(g, host, d, n * sizeof(float));
+}
+
+/* |a - b| <= atol + rtol |b| everywhere (b the CPU's); prints the worst
+ * element when not. */
+static inline int cuda_close_to(const float *a, const float *b, size_t n, double atol,
+                                double rtol, const char *what)
+{
+    size_t worst = 0;
+    double wexcess = -1;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]), lim = atol + rtol * fabs((double)b[i]);
+        if (!(d <= lim) && (wexcess < 0 || d - lim > wexcess || isnan(d))) {
+            wexcess = isnan(d) ? INFINITY : d - lim;
+            worst = i;
+        }
+    }
+    if (wexcess < 0)
+        return 1;
+    fprintf(stderr, "    %s: [%zu] gpu %.9g cpu %.9g (atol %g rtol %g)\n", what, worst,
+            (double)a[worst], (double)b[worst], atol, rtol);
+    return 0;
+}
+
+/* Frees every buffer and closes; fails the test when a copy or the
+ * sticky error failed. */
+static inline void cuda_close_(unit_ctx *t, cuda_env *g)
+{
+    for (int i = 0; i < g->n_buf; i++)
+        sq_ctx_free(&g->cx, g->buf[i]);
+    if (g->bad) {
+        fprintf(stderr, "  %s: GPU error: %s\n", t->name, g->e.msg);
+        t->failed = 1;
+    }
+    sq_gpu_close(g->gpu);
+    g->gpu = NULL;
+}
+#define cuda_close(g) cuda_close_(t, (g))
+
+#endif
