@@ -55,6 +55,11 @@ struct sq_gpu_be {
     size_t stage_dev_bytes;
     struct be_range range[BE_STAGE_MAX];
     int n_range;
+    // per-op host arrays (be_op_upload): a pinned buffer and its device copy
+    char *op_pinned;
+    char *op_dev;
+    size_t op_bytes, op_used;
+    cudaEvent_t op_done;
     // small device scratch of the ops that return a value (losses, norms)
     double *red;          // BE_RED_SLOTS doubles
     double *red_host;     // pinned, the same size
@@ -69,6 +74,26 @@ int be_note_blas(sq_gpu_be *b, cublasStatus_t st, const char *what);
 // The device address of an integer array an op was given: inside a staged
 // host array, its mirror; otherwise p itself (already on the device).
 const int *be_ints(const sq_gpu_be *b, const int *p);
+
+// The host array behind an integer array an op was given, when it is a
+// staged one (p itself), else NULL: what an op that works on the host
+// first (bucketing rows for a deterministic scatter) can read.
+const int *be_host_ints(const sq_gpu_be *b, const int *p);
+
+// A device copy of host[bytes] made by an op (bucketed rows, offsets),
+// valid for the work queued after it in this step; NULL (and the sticky
+// error) when it cannot be had. The space is reused from the next
+// be_stage on: one step's op uploads at most grow it.
+void *be_op_upload(sq_gpu_be *b, const void *host, size_t bytes);
+
+// Dynamic shared memory, 16-byte aligned, as `type *name`.
+#ifdef SQ_SIM
+#define BE_DYN_SHARED(type, name) type *name = (type *)sim_dyn_shared()
+#else
+#define BE_DYN_SHARED(type, name)                            \
+    extern __shared__ __align__(16) unsigned char be_dyn_[]; \
+    type *name = (type *)be_dyn_
+#endif
 
 // Blocks of `threads` threads covering n items (at least one block).
 static inline unsigned be_blocks(size_t n, unsigned threads)

@@ -60,6 +60,56 @@ const int *be_ints(const sq_gpu_be *b, const int *p)
     return p;
 }
 
+const int *be_host_ints(const sq_gpu_be *b, const int *p)
+{
+    const char *c = (const char *)p;
+    for (int i = 0; i < b->n_range; i++)
+        if (c >= b->range[i].host && c < b->range[i].host + b->range[i].bytes)
+            return p;
+    return NULL;
+}
+
+// One pinned buffer and one device buffer, filled from the start after
+// each be_stage (the step's first upload), so a step's op uploads never
+// overwrite each other; growing waits for the stream, which only happens
+// in the first steps.
+void *be_op_upload(sq_gpu_be *b, const void *host, size_t bytes)
+{
+    size_t at = b->op_used, need = at + ((bytes + 255) & ~(size_t)255);
+    if (need > b->op_bytes) {
+        if (be_note(b, cudaStreamSynchronize(b->stream), "op upload"))
+            return NULL;
+        size_t cap = need < 65536 ? 65536 : 2 * need;
+        char *p = NULL, *d = NULL;
+        if (be_note(b, cudaHostAlloc((void **)&p, cap, cudaHostAllocDefault), "op upload") ||
+            be_note(b, cudaMalloc((void **)&d, cap), "op upload")) {
+            cudaFreeHost(p);
+            return NULL;
+        }
+        // what earlier ops of this step uploaded was queued already and has
+        // been copied (the stream is idle): the old buffers can go
+        cudaFreeHost(b->op_pinned);
+        cudaFree(b->op_dev);
+        b->op_pinned = p;
+        b->op_dev = d;
+        b->op_bytes = cap;
+        at = 0;
+        need = (bytes + 255) & ~(size_t)255;
+    } else if (at == 0) {
+        // the first upload since be_stage: the previous step's copies out
+        // of the pinned buffer must be done before it is rewritten
+        if (be_note(b, cudaEventSynchronize(b->op_done), "op upload"))
+            return NULL;
+    }
+    memcpy(b->op_pinned + at, host, bytes);
+    if (be_note(b, cudaMemcpyAsync(b->op_dev + at, b->op_pinned + at, bytes,
+                                   cudaMemcpyHostToDevice, b->stream), "op upload") ||
+        be_note(b, cudaEventRecord(b->op_done, b->stream), "op upload"))
+        return NULL;
+    b->op_used = need;
+    return b->op_dev + at;
+}
+
 static int be_probe(char *name, size_t n)
 {
     int count = 0;
@@ -92,6 +142,10 @@ static void be_close(sq_gpu_be *b)
         cublasDestroy(b->blas);
     cudaFree(b->blas_ws);
     cudaFree(b->stage_dev);
+    cudaFree(b->op_dev);
+    cudaFreeHost(b->op_pinned);
+    if (b->op_done)
+        cudaEventDestroy(b->op_done);
     cudaFree(b->red);
     cudaFreeHost(b->red_host);
     for (int i = 0; i < BE_STAGE_BUFS; i++) {
@@ -141,6 +195,7 @@ static int be_open(sq_gpu_be **b, int device, sq_err *e)
                            cudaHostAllocDefault));
     for (int i = 0; i < BE_STAGE_BUFS; i++)
         OPEN_TRY(cudaEventCreateWithFlags(&c->pinned_done[i], cudaEventDisableTiming));
+    OPEN_TRY(cudaEventCreateWithFlags(&c->op_done, cudaEventDisableTiming));
     if (cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS) {
         c->blas = NULL;
         be_close(c);
@@ -225,6 +280,10 @@ static int stage_room(sq_gpu_be *b, size_t need)
         if (b->stage_dev) {
             be_note(b, cudaStreamSynchronize(b->stream), "stage");
             cudaFree(b->stage_dev);
+    cudaFree(b->op_dev);
+    cudaFreeHost(b->op_pinned);
+    if (b->op_done)
+        cudaEventDestroy(b->op_done);
             b->stage_dev = NULL;
         }
         if (be_note(b, cudaMalloc((void **)&b->stage_dev, cap), "staging mirror"))
@@ -248,6 +307,7 @@ int be_stage(sq_gpu_be *b, const void *const *host, const size_t *bytes, int n, 
     for (int i = 0; i < n; i++)
         need += (bytes[i] + 255) & ~(size_t)255;
     b->n_range = 0;
+    b->op_used = 0;
     if (stage_room(b, need))
         return sticky(b, e);
     int k = b->pinned_next;
