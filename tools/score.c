@@ -25,6 +25,7 @@
 #include "model.h"
 #include "registry.h"
 #include "stream.h"
+#include "device.h"
 #include "threads.h"
 #include "userlist.h"
 
@@ -79,6 +80,11 @@ static void usage(FILE *f)
         "  -b, --batch B          histories per model call (default 256)\n"
         "  -j, --threads T        threads (default: all); the output is the same\n"
         "                         bytes whatever -j, -b and --shard\n"
+        "      --device D         cpu (default), cuda or cuda:N: sasrec and bert4rec\n"
+        "                         score on that GPU (69 when there is none); the\n"
+        "                         GPU's scores equal the CPU's to float rounding,\n"
+        "                         not bit for bit\n"
+        "      --precision P      the GPU's GEMMs: tf32 (default) or fp32\n"
         "  -o, --output FILE      write to FILE (atomically) instead of stdout;\n"
         "                         with --attention-map the files' PREFIX\n"
         "  -h, --help             show this help and exit\n"
@@ -88,7 +94,8 @@ static void usage(FILE *f)
         "scoring equal. Exit status: 0 ok, 64 usage, 65 bad data (also: a stream\n"
         "of another dataset than the model's, a bad line of --users), 66 missing\n"
         "input, model or --users file,\n"
-        "70 the model gave NaN scores, 73 cannot create output, 74 I/O error.\n");
+        "69 no GPU, 70 the model gave NaN scores or a GPU kernel failed, 71 out of\n"
+        "(device) memory, 73 cannot create output, 74 I/O error.\n");
 }
 
 enum { FMT_TSV = 0, FMT_STREAM, FMT_LONG, FMT_JSONL }; /* --format */
@@ -234,7 +241,8 @@ static int put_topk(void *ctx, uint32_t user, uint32_t k, const uint32_t *items,
 /* ---- the command line ---- */
 
 /* the long-only options */
-enum { O_TIES = 256, O_MAP, O_SHARD, O_ATTN_MAP, O_INCLUDE_HISTORY, O_USERS, O_EXPERTS };
+enum { O_TIES = 256, O_MAP, O_SHARD, O_ATTN_MAP, O_INCLUDE_HISTORY, O_USERS, O_EXPERTS,
+       O_DEVICE, O_PRECISION };
 
 typedef struct {
     sq_eval_opts eo;
@@ -242,6 +250,9 @@ typedef struct {
     const char *experts_path; /* --expert-stats */
     uint32_t topk, map_user;
     int fmt, amap;  /* FMT_*; --attention-map given */
+    const char *device; /* --device (NULL: cpu) */
+    int precision;      /* --precision: SQ_PREC_* */
+    const sq_ctx *cx;   /* the context main made of them */
     int rank_opts;  /* --target, --candidates or --ties given */
     int cand_opts;  /* --candidates or --ties given */
     int exclude_given, include_given; /* -x, --include-history */
@@ -277,6 +288,17 @@ static int parse_opt(int c, const char *arg, score_args *a)
     int w;
     switch (c) {
     case 'm': a->model_path = arg; return 0;
+    case O_DEVICE: {
+        int be, idx;
+        if (sq_device_parse(arg, &be, &idx, &err))
+            return sq_cli_usage_error(prog, "%s", err.msg);
+        a->device = arg;
+        return 0;
+    }
+    case O_PRECISION:
+        if (sq_precision_parse(arg, &a->precision, &err))
+            return sq_cli_usage_error(prog, "%s", err.msg);
+        return 0;
     case 't':
         if ((w = parse_word("--target", arg, "valid", "test")) < 0)
             return SQ_EX_USAGE;
@@ -393,6 +415,8 @@ static int parse_args(int argc, char **argv, score_args *a)
         {"shard", required_argument, NULL, O_SHARD},
         {"attention-map", required_argument, NULL, O_ATTN_MAP},
         {"batch", required_argument, NULL, 'b'},
+        {"device", required_argument, NULL, O_DEVICE},
+        {"precision", required_argument, NULL, O_PRECISION},
         {"threads", required_argument, NULL, 'j'},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
@@ -585,7 +609,7 @@ static int run_score(const score_args *a, sq_err *err)
     out_ctx oc = {.fmt = a->fmt, .out_name = out_name, .map = a->map_path ? &map : NULL,
                   .map_name = a->map_path, .progress = isatty(STDERR_FILENO)};
 
-    if (sq_model_load(&model, a->model_path, err) ||
+    if (sq_model_load_on(&model, a->model_path, a->cx, err) ||
         (a->map_path && sq_idmap_read(&map, a->map_path, err)) ||
         (a->users_path && sq_user_list_read(&ul, a->users_path, err)) ||
         sq_out_open(&out, a->out_path, !text, err) ||
@@ -652,6 +676,7 @@ int main(int argc, char **argv)
     sq_threads_passive(argv); /* threads.h: idle OpenMP threads sleep (2.4x faster, 2 cores) */
     score_args a = {0};
     sq_eval_defaults(&a.eo);
+    a.precision = SQ_PREC_TF32;
     int rc = parse_args(argc, argv, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
@@ -659,5 +684,14 @@ int main(int argc, char **argv)
     /* OpenMP and OpenBLAS: -j, or every CPU; the team starts before any output */
     if (sq_threads_start(a.eo.threads, 0, &err) < 0)
         return sq_report(prog, &err);
-    return a.amap ? run_attention_map(&a, &err) : run_score(&a, &err);
+    if (a.amap && a.device && strcmp(a.device, "cpu") != 0)
+        return sq_cli_usage_error(prog, "--attention-map runs on the CPU (no --device %s)",
+                                  a.device);
+    sq_ctx cx;
+    if (sq_device_open(&cx, a.device, a.precision, a.eo.threads, &err))
+        return sq_report(prog, &err);
+    a.cx = &cx;
+    rc = a.amap ? run_attention_map(&a, &err) : run_score(&a, &err);
+    sq_device_close(&cx);
+    return rc;
 }

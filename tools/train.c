@@ -17,12 +17,14 @@
 #include "fileio.h"
 #include "kv.h"
 #include "registry.h"
+#include "device.h"
 #include "threads.h"
 #include "train.h"
 
 static const char *prog = "seqrec-train";
 
-enum { MAX_OPTS = 128, OPT_MODEL = 256, OPT_RESUME, OPT_LOG, OPT_INIT, OPT_MAP, OPT_TABLE = 512 };
+enum { MAX_OPTS = 128, OPT_MODEL = 256, OPT_RESUME, OPT_LOG, OPT_INIT, OPT_MAP, OPT_DEVICE, OPT_PRECISION,
+       OPT_TABLE = 512 };
 
 /* Every option of the command line: the fixed ones, the trainer's table,
  * then each model's tables (an option several models share once). */
@@ -63,6 +65,8 @@ static int build_options(optset *s)
         {"resume", required_argument, NULL, OPT_RESUME},
         {"init", required_argument, NULL, OPT_INIT},
         {"map", required_argument, NULL, OPT_MAP},
+        {"device", required_argument, NULL, OPT_DEVICE},
+        {"precision", required_argument, NULL, OPT_PRECISION},
         {"log", required_argument, NULL, OPT_LOG},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -151,11 +155,17 @@ static void usage(const optset *s)
            "                      Without it, --init and --resume carry over their\n"
            "                      model's map when it is the stream's\n"
            "  --log FILE          epoch lines to FILE instead of standard error\n"
+           "Device:\n"
+           "  --device D          cpu (default), cuda or cuda:N (sasrec and bert4rec with\n"
+           "                      --attn softmax, linrec, linear, efficient or hydra);\n"
+           "                      69 when there is no such GPU\n"
+           "  --precision P       the GPU's GEMMs: tf32 (default) or fp32\n"
            "  -h, --help          show this help and exit\n"
            "  -V, --version       show the version and exit\n"
            "\n"
-           "Exit status: 0 ok, 64 usage, 65 bad data, 66 missing input, 70 training\n"
-           "diverged, 73 cannot create output, 74 I/O error.\n");
+           "Exit status: 0 ok, 64 usage, 65 bad data, 66 missing input, 69 no GPU,\n"
+           "70 training diverged or a GPU kernel failed, 71 out of (device) memory,\n"
+           "73 cannot create output, 74 I/O error.\n");
 }
 
 /* ---- the epoch log and the progress bar ---- */
@@ -239,6 +249,8 @@ typedef struct {
     char *train_given;  /* the trainer options given, the same way */
     size_t train_given_len;
     const char *out_path, *resume, *log_path, *in_path, *init, *map;
+    const char *device;  /* --device (NULL: cpu) */
+    int precision;       /* --precision: SQ_PREC_* (default tf32) */
     char *derived;      /* out_path derived from --resume */
     char *map_bytes;    /* the id map the model carries, or NULL */
     size_t map_len;
@@ -291,6 +303,20 @@ static int parse_args(args *a, const optset *s, int argc, char **argv)
         case OPT_RESUME: a->resume = optarg; break;
         case OPT_INIT: a->init = optarg; break;
         case OPT_MAP: a->map = optarg; break;
+        case OPT_DEVICE: {
+            int be, idx;
+            sq_err de = {0};
+            if (sq_device_parse(optarg, &be, &idx, &de))
+                return sq_cli_usage_error(prog, "%s", de.msg);
+            a->device = optarg;
+            break;
+        }
+        case OPT_PRECISION: {
+            sq_err de = {0};
+            if (sq_precision_parse(optarg, &a->precision, &de))
+                return sq_cli_usage_error(prog, "%s", de.msg);
+            break;
+        }
         case OPT_LOG: a->log_path = optarg; break;
         case 'h': usage(s); return -1;
         case 'V': sq_cli_version(prog); return -1;
@@ -408,6 +434,7 @@ static int init_config(args *a, const sq_data_dims *dd, sq_err *e)
 static int resume_opts(args *a, const sq_dataset *ds, sq_err *e)
 {
     int epochs = a->o.epochs, threads = a->o.threads;
+    const sq_ctx *cx = a->o.cx; /* a run resumes on the device it is given */
     free(a->o.cfg);
     a->o.cfg = NULL;
     if (sq_train_read_opts(&a->o, a->resume, e))
@@ -415,6 +442,7 @@ static int resume_opts(args *a, const sq_dataset *ds, sq_err *e)
     if (a->epochs_given)
         a->o.epochs = epochs;
     a->o.threads = threads;
+    a->o.cx = cx;
     if (a->model_given && a->o.model != a->model)
         return sq_fail(e, SQ_EX_USAGE, "%s: a checkpoint of --model %s, not %s", a->resume,
                        a->o.model->name, a->model->name);
@@ -481,6 +509,8 @@ int main(int argc, char **argv)
     static optset s;
     args a = {0};
     sq_train_defaults(&a.o);
+    a.precision = SQ_PREC_TF32;
+    sq_ctx cx = sq_ctx_cpu();
     if (build_options(&s))
         return SQ_EX_SOFTWARE;
     int rc = parse_args(&a, &s, argc, argv);
@@ -504,6 +534,14 @@ int main(int argc, char **argv)
     }
     if (sq_threads_start(a.o.threads, !a.model->fit, &err) < 0)
         goto fail;
+    if (a.device && a.model->fit && strcmp(a.device, "cpu") != 0) {
+        rc = sq_cli_usage_error(prog, "--device %s: --model %s runs on the CPU only", a.device,
+                                a.model->name);
+        goto out;
+    }
+    if (sq_device_open(&cx, a.device, a.precision, a.o.threads, &err))
+        goto fail;
+    a.o.cx = &cx;
     if (sq_in_open(&in, a.in_path, &err) || resume_input(&a, in, &err) ||
         sq_dataset_read_as(&ds, in, sq_in_name(a.in_path),
                            SQ_KIND_BIT(SQ_SPLIT) | SQ_KIND_BIT(SQ_PADDED), &err))
@@ -521,6 +559,7 @@ fail:
     sq_report(prog, &err);
     rc = err.code ? err.code : SQ_EX_SOFTWARE;
 out:
+    sq_device_close(&cx);
     sq_dataset_free(&ds);
     sq_in_close(in);
     free(a.derived);

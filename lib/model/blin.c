@@ -241,7 +241,7 @@ static int wrap(sq_model *mm, const sq_model *inner, const blin_config *c, sq_er
     return 0;
 }
 
-static int load(sq_model *mm, sq_modelfile *mf, sq_err *e)
+static int load(sq_model *mm, sq_modelfile *mf, const sq_ctx *cx, sq_err *e)
 {
     blin_config c;
     char name[32] = "model";
@@ -250,7 +250,7 @@ static int load(sq_model *mm, sq_modelfile *mf, sq_err *e)
         return e->code;
     sq_model inner = {0};
     snprintf(inner.name, sizeof inner.name, "sasrec");
-    if (sq_sasrec_load_as(&inner, mf, &c.base, e))
+    if (sq_sasrec_load_as(&inner, mf, &c.base, cx, e))
         return e->code;
     if (wrap(mm, &inner, &c, e)) {
         sq_model_free(&inner);

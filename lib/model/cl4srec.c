@@ -138,14 +138,14 @@ static int config_read(void *cfg, const sq_modelfile *mf, const char *path, sq_e
 }
 
 /* Scoring: SASRec's on the backbone (E's mask row is never scored). */
-static int load(sq_model *mm, sq_modelfile *mf, sq_err *e)
+static int load(sq_model *mm, sq_modelfile *mf, const sq_ctx *cx, sq_err *e)
 {
     cl4srec_config c;
     char name[32] = "model";
     sq_modelfile_get(mf, "model", name, sizeof name);
     if (config_read(&c, mf, name, e))
         return e->code;
-    return sq_sasrec_load_as(mm, mf, &c.base, e);
+    return sq_sasrec_load_as(mm, mf, &c.base, cx, e);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -364,7 +364,7 @@ static void scorer_free(sq_model *mm)
     mm->impl = NULL;
 }
 
-static int load(sq_model *mm, sq_modelfile *mf, sq_err *e)
+static int load(sq_model *mm, sq_modelfile *mf, const sq_ctx *cx, sq_err *e)
 {
     core_config c;
     char name[32] = "model";
@@ -378,7 +378,7 @@ static int load(sq_model *mm, sq_modelfile *mf, sq_err *e)
         free(s);
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
     }
-    if (sq_sasrec_alloc(m, &c.base, e) || sq_sasrec_get_tensors(m, mf, name, e)) {
+    if (sq_sasrec_alloc_on(m, &c.base, cx, e) || sq_sasrec_get_tensors(m, mf, name, e)) {
         sq_sasrec_free(m);
         free(m);
         free(s);

@@ -300,16 +300,15 @@ static void owned_free(sq_model *mm)
     mm->impl = NULL;
 }
 
-static int load(sq_model *mm, sq_modelfile *mf, sq_err *e)
+static int load(sq_model *mm, sq_modelfile *mf, const sq_ctx *cx, sq_err *e)
 {
     sq_elastic_config c;
     if (config_read(&c, mf, "elastic", e))
         return e->code;
     sq_elastic *m = malloc(sizeof *m);
-    sq_ctx cpu = sq_ctx_cpu();
     if (!m)
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
-    if (sq_elastic_alloc_on(m, &c, &cpu, e) ||
+    if (sq_elastic_alloc_on(m, &c, cx, e) ||
         sq_tensors_from_file(&m->ts, m->mem, mf, "elastic", e)) {
         sq_elastic_free(m);
         free(m);

@@ -337,14 +337,14 @@ static void owned_free(sq_model *mm)
     mm->impl = NULL;
 }
 
-int sq_flat_load(const sq_flat_def *def, sq_model *mm, sq_modelfile *mf, sq_err *e)
+int sq_flat_load(const sq_flat_def *def, sq_model *mm, sq_modelfile *mf, const sq_ctx *cx,
+                 sq_err *e)
 {
     void *c = malloc(def->cfg_size);
     sq_flat *m = calloc(1, sizeof *m);
-    sq_ctx cpu = sq_ctx_cpu();
     int rc = !c || !m ? sq_fail(e, SQ_EX_OSERR, "out of memory")
                       : sq_flat_config_read(def, c, mf, def->name, e);
-    if (!rc && (sq_flat_alloc(m, def, c, &cpu, e) ||
+    if (!rc && (sq_flat_alloc(m, def, c, cx, e) ||
                 sq_tensors_from_file(&m->ts, m->mem, mf, def->name, e)))
         rc = e->code;
     free(c);

@@ -159,9 +159,9 @@ size_t sq_flat_loss_scratch(const sq_flat_def *def, const void *cfg, int n);
     {                                                                                      \
         return sq_flat_config_read(&sq_flat_##NAME, cfg, mf, path, e);                     \
     }                                                                                      \
-    static int NAME##_flat_load(sq_model *m, sq_modelfile *mf, sq_err *e)                  \
+    static int NAME##_flat_load(sq_model *m, sq_modelfile *mf, const sq_ctx *cx, sq_err *e) \
     {                                                                                      \
-        return sq_flat_load(&sq_flat_##NAME, m, mf, e);                                    \
+        return sq_flat_load(&sq_flat_##NAME, m, mf, cx, e);                                \
     }                                                                                      \
     const sq_model_def sq_model_##NAME = {                                                 \
         .name = #NAME, .summary = SUMMARY, .opts = NAME##_opts,                            \
@@ -183,7 +183,8 @@ int sq_flat_config_check(const void *cfg, sq_err *e);
 int sq_flat_config_write(const void *cfg, sq_modelfile *mf, sq_err *e);
 int sq_flat_config_read(const sq_flat_def *def, void *cfg, const sq_modelfile *mf,
                         const char *path, sq_err *e);
-int sq_flat_load(const sq_flat_def *def, sq_model *m, sq_modelfile *mf, sq_err *e);
+int sq_flat_load(const sq_flat_def *def, sq_model *m, sq_modelfile *mf, const sq_ctx *cx,
+                 sq_err *e);
 int sq_flat_check_step(const void *cfg, const sq_step_opts *o, sq_err *e);
 int sq_flat_net_alloc(sq_net *n, const void *cfg, const sq_ctx *cx, sq_err *e);
 void sq_flat_net_free(sq_net *n);

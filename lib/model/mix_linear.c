@@ -122,7 +122,7 @@ static const sq_opt linrec_opts[] = {
                           .backward = sq_mix_linear_backward,                        \
                           .forward_f64 = sq_mix_linear_forward_f64,                  \
                           .backward_f64 = sq_mix_linear_backward_f64, .map = map,    \
-                          __VA_ARGS__};
+                          .gpu = 1, __VA_ARGS__};
 
 LINEAR_KIND(sq_mixer_linrec, "linrec", "LinRec L2-normalised elu, O(N d^2/h)",
             .variant = SQ_LATTN_LINREC, .opts = linrec_opts, .signed_map = 1)

@@ -73,6 +73,7 @@ const sq_mixer sq_mixer_softmax = {
     .forward_f64 = sq_mix_softmax_forward_f64,
     .backward_f64 = sq_mix_softmax_backward_f64,
     .map = map,
+    .gpu = 1,
 };
 
 #endif

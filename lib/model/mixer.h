@@ -65,6 +65,7 @@ typedef struct sq_mixer {
     const sq_opt *opts;          /* the kind's options (NULL: none) */
     int variant;                 /* the family's own number of the kind */
     int signed_map;              /* its map has weights of either sign */
+    int gpu;                     /* its ops have CUDA twins (--device cuda) */
     const sq_tensor_desc *tensors; /* per-layer tensors: shapes start with 'L' */
     int n_tensors;
     /* Kind-specific checks of a config (SQ_EX_USAGE); NULL: none. */

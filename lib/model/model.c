@@ -63,7 +63,7 @@ static void prefix_path(sq_err *e, const char *path)
 
 int sq_model_load_by(sq_model *m, const char *path,
                      const sq_model_def *(*find)(const char *name), const char *known,
-                     sq_err *e)
+                     const sq_ctx *cx, sq_err *e)
 {
     memset(m, 0, sizeof *m);
     sq_modelfile mf;
@@ -100,7 +100,26 @@ int sq_model_load_by(sq_model *m, const char *path,
     m->n_items = (uint32_t)n;
     if ((rc = restore_meta(m, &mf, e)) != 0)
         goto done;
-    if ((rc = def->load(m, &mf, e)) != 0)
+    sq_ctx cpu = sq_ctx_cpu();
+    if (!cx)
+        cx = &cpu;
+    void *cfg = NULL;
+    if (cx->backend != SQ_BACKEND_CPU && !def->gpu_check) {
+        rc = sq_fail(e, SQ_EX_USAGE, "--device cuda: --model %s runs on the CPU only (on the "
+                     "GPU: sasrec, bert4rec)", name);
+        goto done;
+    }
+    if (cx->backend != SQ_BACKEND_CPU) { /* the model's options must run there too */
+        if (!(cfg = calloc(1, def->cfg_size))) {
+            rc = sq_fail(e, SQ_EX_OSERR, "out of memory");
+            goto done;
+        }
+        rc = def->config_read(cfg, &mf, path, e) || def->gpu_check(cfg, e) ? e->code : 0;
+        free(cfg);
+        if (rc)
+            goto done;
+    }
+    if ((rc = def->load(m, &mf, cx, e)) != 0)
         prefix_path(e, path);
 done:
     sq_modelfile_free(&mf);
@@ -138,4 +157,16 @@ int sq_model_check_stream(const sq_model *m, const sq_header *h, const char *nam
                        "(seqrec-preprocess --model MODEL takes the model's name and id map)",
                        name, a, b);
     return 0;
+}
+
+int sq_packed_stage(const sq_ctx *cx, const sq_packed *b, sq_err *e)
+{
+    if (cx->backend == SQ_BACKEND_CPU)
+        return 0;
+    size_t T = (size_t)b->T, n = (size_t)b->n, nk = n * (size_t)b->K;
+    const void *host[] = {b->ids, b->off, b->pos, b->rows, b->targets, b->neg};
+    size_t bytes[] = {T * sizeof(int), ((size_t)b->B + 1) * sizeof(int), T * sizeof(int),
+                      b->rows ? n * sizeof(int) : 0, b->targets ? n * sizeof(int) : 0,
+                      b->neg ? nk * sizeof(int) : 0};
+    return sq_ctx_stage(cx, host, bytes, 6, e);
 }

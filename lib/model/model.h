@@ -93,20 +93,27 @@ void sq_model_free(sq_model *m);
 
 typedef struct sq_model_def sq_model_def;
 
+/* CUDA: the integer arrays of packed batch b up to the device in one copy
+ * (sq_ctx_stage), for the ops of the step that follows; a no-op on the
+ * CPU. */
+int sq_packed_stage(const sq_ctx *cx, const sq_packed *b, sq_err *e);
+
 /* Loads a model file: reads it, restores what every model shares (name,
  * n_items, the training meta) and hands it to the loader of find(its
  * "model" key); known lists the names for the message when there is none.
  * (registry.h's sq_model_load calls it with the registry.) */
 int sq_model_load_by(sq_model *m, const char *path,
                      const sq_model_def *(*find)(const char *name), const char *known,
-                     sq_err *e);
+                     const sq_ctx *cx, sq_err *e);
 
 /* What each model provides to sq_model_load (registry.h): sq_model_load
  * has already set m->name, n_items and meta; the loader copies what it
  * needs from mf, which is freed after it returns (or takes a tensor's data
  * over by setting that tensor's data to NULL), and sets impl, scores and
  * free_impl. */
-typedef int (*sq_model_loader)(sq_model *m, sq_modelfile *mf, sq_err *e);
+/* cx: the backend the model is loaded onto (sq_model_load_by has checked
+ * that the model runs there: the CPU, or a GPU for a model with gpu_check). */
+typedef int (*sq_model_loader)(sq_model *m, sq_modelfile *mf, const sq_ctx *cx, sq_err *e);
 
 /* Writes the keys every model file carries after its "model" key: n_items,
  * the training stream's meta as "data.KEY=value" lines and seqrec.version.
@@ -184,6 +191,10 @@ struct sq_model_def {
     /* Trained models (fit NULL). SQ_EX_USAGE for training options the model
      * cannot use (e.g. BERT4Rec and --loss bce). */
     int (*check_step)(const void *cfg, const sq_step_opts *o, sq_err *e);
+    /* --device cuda: 0 when this configuration trains and scores on a GPU
+     * (its ops all have CUDA twins), else SQ_EX_USAGE saying what does
+     * not; NULL: the model runs on the CPU only. */
+    int (*gpu_check)(const void *cfg, sq_err *e);
     int (*net_alloc)(sq_net *n, const void *cfg, const sq_ctx *cx, sq_err *e);
     void (*net_free)(sq_net *n);
     void (*net_init)(sq_net *n, uint64_t seed);

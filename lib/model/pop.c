@@ -44,8 +44,9 @@ static void pop_free(sq_model *m)
     m->impl = NULL;
 }
 
-int sq_pop_load(sq_model *m, sq_modelfile *mf, sq_err *e)
+int sq_pop_load(sq_model *m, sq_modelfile *mf, const sq_ctx *cx, sq_err *e)
 {
+    (void)cx; /* counts, scored on the CPU (no gpu_check: never given a GPU) */
     const sq_tensor *t = sq_modelfile_find(mf, "pop.count");
     if (!t)
         return sq_fail(e, SQ_EX_DATA, "pop model without a pop.count tensor");

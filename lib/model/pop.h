@@ -20,6 +20,6 @@
 int sq_pop_fit(const sq_dataset *ds, sq_modelfile *mf, sq_err *e);
 
 /* The loader of sq_model_load's table. */
-int sq_pop_load(sq_model *m, sq_modelfile *mf, sq_err *e);
+int sq_pop_load(sq_model *m, sq_modelfile *mf, const sq_ctx *cx, sq_err *e);
 
 #endif

@@ -15,6 +15,7 @@
 #include "ops.h"
 #include "real.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Dropout sites: 0 for the embedding, then three per block. */
@@ -87,7 +88,18 @@ void R(sq_sasrec_init_weights)(R(sq_sasrec) *m, uint64_t seed)
     const sq_sasrec_config *c = &m->cfg;
     sq_init_rule rule = {.xavier = !post_ln(c), .sd = 0.02, .trunc_sd = R(trunc_sd),
                          .ctx = c};
-    R(sq_tensors_init)(&m->ts, m->mem, &rule, seed);
+    /* the seeded generator runs on the host: on a GPU into a host copy,
+     * uploaded (the same bits as the CPU's init) */
+    size_t bytes = m->n * sizeof(real);
+    real *host = m->cx.backend == SQ_BACKEND_CPU ? m->mem : malloc(bytes ? bytes : 1);
+    if (!host)
+        return; /* left zero; the caller's first step shows it */
+    R(sq_tensors_init)(&m->ts, host, &rule, seed);
+    if (host != m->mem) {
+        sq_err e = {0};
+        (void)sq_ctx_upload(&m->cx, m->mem, host, bytes, &e);
+        free(host);
+    }
     R(sq_zero)(&m->cx, m->p.item_emb, (size_t)c->dim); /* the padding row */
 }
 

@@ -280,7 +280,8 @@ void sq_sasrec_model_view(sq_model *out, const sq_sasrec *m);
 const sq_sasrec *sq_sasrec_of(const sq_model *m);
 /* Loads the tensors of a model file with config c into mm (a scoring
  * model owning its sq_sasrec; sq_model_loader's contract). */
-int sq_sasrec_load_as(sq_model *mm, sq_modelfile *mf, const sq_sasrec_config *c, sq_err *e);
+int sq_sasrec_load_as(sq_model *mm, sq_modelfile *mf, const sq_sasrec_config *c,
+                      const sq_ctx *cx, sq_err *e);
 
 /* The parts of a net made by sq_model_sasrec.net_alloc and of a workspace
  * made by its work_alloc, for models that train the backbone with a step

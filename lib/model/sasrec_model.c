@@ -284,7 +284,17 @@ int sq_sasrec_add_tensors(const sq_sasrec *m, sq_modelfile *mf, sq_err *e)
 int sq_sasrec_get_tensors(sq_sasrec *m, const sq_modelfile *mf, const char *path,
                           sq_err *e)
 {
-    return sq_tensors_from_file(&m->ts, m->mem, mf, path, e);
+    if (m->cx.backend == SQ_BACKEND_CPU)
+        return sq_tensors_from_file(&m->ts, m->mem, mf, path, e);
+    /* a GPU's block is read through a host copy, then uploaded */
+    size_t bytes = m->n * sizeof(float);
+    float *host = calloc(1, bytes ? bytes : 1);
+    if (!host)
+        return sq_fail(e, SQ_EX_OSERR, "out of memory");
+    int rc = sq_tensors_from_file(&m->ts, host, mf, path, e) ||
+             sq_ctx_upload(&m->cx, m->mem, host, bytes, e) ? e->code : 0;
+    free(host);
+    return rc;
 }
 
 /* The scoring input of B histories (SCORING in sasrec.h) as a packed batch
@@ -397,40 +407,6 @@ int sq_states_parallel(sq_states_fn states, const void *model, const sq_batch *h
     return rc;
 }
 
-/* The states of histories b, b + step, ... of hist into rows of hs, one
- * forward each on the single-threaded model one with its own work. */
-static int forward_states(const void *model, const sq_batch *hist, int b0, int step,
-                          float *hs, sq_err *e)
-{
-    const sq_sasrec *one = model;
-    const sq_sasrec_config *c = &one->cfg;
-    int C = c->dim, N = c->max_len;
-    sq_sasrec_cap cap = {.B = 1, .T = N, .n = 1, .att = (size_t)N * N, .K = 0, .train = 0};
-    sq_sasrec_work w;
-    if (sq_sasrec_work_alloc(&w, one, &cap, e))
-        return e->code;
-    int rc = 0;
-    for (int b = b0; b < hist->B && !rc; b += step) {
-        uint32_t off = 0, len = hist->len[b];
-        sq_batch h1 = {hist->items + hist->off[b], &off, &len, 1, NULL};
-        sq_packed pb;
-        int *ints = NULL;
-        size_t att;
-        if ((rc = scoring_input(c, &h1, &pb, &ints, &att, e)) != 0)
-            break;
-        sq_sasrec_forward(one, &w, &pb, 0, 0, 0);
-        if (is_bert(c)) {
-            sq_sasrec_head(one, &w, pb.rows, 1);
-            sq_copy(&one->cx, hs + (size_t)b * C, w.hln, (size_t)C);
-        } else {
-            sq_gather_rows(&one->cx, hs + (size_t)b * C, w.out, pb.rows, 1, C);
-        }
-        free(ints);
-    }
-    sq_sasrec_work_free(&w);
-    return rc;
-}
-
 /* Token rows of one scoring forward: enough to fill the rowwise tiles, few
  * enough that its work stays under about 20 MB (17 MB for N = 100, d 64,
  * ffn 256, 2 blocks), which glibc then reuses instead of mapping afresh. */
@@ -521,27 +497,61 @@ static int rowwise_share(const void *model, const sq_batch *hist, int t, int n, 
     return rowwise_states(one, &part, hs + (size_t)lo * one->cfg.dim, e);
 }
 
+/* On a GPU: the histories as one packed batch, one forward on the device
+ * (no batch invariance to keep there: the CPU's rowwise ops are what give
+ * it), the states and scores on the device, the scores down once. */
+static int device_scores(const sq_sasrec *m, const sq_batch *hist, float *scores, sq_err *e)
+{
+    const sq_ctx *cx = &m->cx;
+    const sq_sasrec_config *c = &m->cfg;
+    int B = hist->B, C = c->dim, V1 = (int)c->n_items + 1, have = 0;
+    sq_packed pb;
+    int *ints = NULL;
+    size_t att;
+    sq_sasrec_work w;
+    float *dsc = NULL, *hs = NULL;
+    int rc = scoring_input(c, hist, &pb, &ints, &att, e);
+    if (!rc && (sq_packed_stage(cx, &pb, e) || grow_work(&w, &have, m, &pb, att, e)))
+        rc = e->code;
+    if (!rc && (!(dsc = sq_ctx_alloc(cx, (size_t)B * V1 * sizeof *dsc, e)) ||
+                !(hs = sq_ctx_alloc(cx, (size_t)B * C * sizeof *hs, e))))
+        rc = e->code;
+    if (!rc) {
+        sq_sasrec_forward(m, &w, &pb, 0, 0, 0);
+        if (is_bert(c)) {
+            sq_sasrec_head(m, &w, pb.rows, B);
+            sq_copy(cx, hs, w.hln, (size_t)B * C);
+        } else {
+            sq_gather_rows(cx, hs, w.out, pb.rows, B, C);
+        }
+        rc = score_states(m, hs, B, dsc, e);
+    }
+    if (!rc)
+        rc = sq_ctx_download(cx, scores, dsc, (size_t)B * V1 * sizeof *scores, e);
+    sq_ctx_free(cx, hs);
+    sq_ctx_free(cx, dsc);
+    if (have)
+        sq_sasrec_work_free(&w);
+    free(ints);
+    return rc;
+}
+
 int sq_sasrec_scores(const sq_sasrec *m, const sq_batch *hist, float *scores, sq_err *e)
 {
     const sq_ctx *cx = &m->cx;
     int B = hist->B, C = m->cfg.dim;
     if (B <= 0)
         return 0;
+    if (cx->backend != SQ_BACKEND_CPU)
+        return device_scores(m, hist, scores, e);
     float *hs = sq_ctx_alloc(cx, (size_t)B * C * sizeof *hs, e);
     if (!hs)
         return e->code;
-    int rc;
-    if (cx->backend == SQ_BACKEND_CPU) {
-        /* each thread a contiguous share of the histories, its forwards
-         * single-threaded: one wake-up of the team a batch, not one an op */
-        sq_sasrec one = *m;
-        one.cx.threads = 1;
-        rc = sq_states_parallel(rowwise_share, &one, hist, sq_ctx_threads(cx), hs, e);
-    } else { /* one history at a time, its ops on the device */
-        sq_sasrec one = *m;
-        one.cx.threads = 1;
-        rc = sq_states_parallel(forward_states, &one, hist, 1, hs, e);
-    }
+    /* each thread a contiguous share of the histories, its forwards
+     * single-threaded: one wake-up of the team a batch, not one an op */
+    sq_sasrec one = *m;
+    one.cx.threads = 1;
+    int rc = sq_states_parallel(rowwise_share, &one, hist, sq_ctx_threads(cx), hs, e);
     if (!rc)
         rc = score_states(m, hs, B, scores, e);
     sq_ctx_free(cx, hs);
@@ -660,14 +670,15 @@ static void owned_free(sq_model *mm)
     mm->impl = NULL;
 }
 
-int sq_sasrec_load_as(sq_model *mm, sq_modelfile *mf, const sq_sasrec_config *c, sq_err *e)
+int sq_sasrec_load_as(sq_model *mm, sq_modelfile *mf, const sq_sasrec_config *c,
+                      const sq_ctx *cx, sq_err *e)
 {
     char name[32] = "model";
     sq_modelfile_get(mf, "model", name, sizeof name);
     sq_sasrec *m = malloc(sizeof *m);
     if (!m)
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
-    if (sq_sasrec_alloc(m, c, e) || sq_sasrec_get_tensors(m, mf, name, e)) {
+    if (sq_sasrec_alloc_on(m, c, cx, e) || sq_sasrec_get_tensors(m, mf, name, e)) {
         sq_sasrec_free(m);
         free(m);
         return e->code;
@@ -680,14 +691,14 @@ int sq_sasrec_load_as(sq_model *mm, sq_modelfile *mf, const sq_sasrec_config *c,
     return 0;
 }
 
-static int load(sq_model *mm, sq_modelfile *mf, sq_err *e)
+static int load(sq_model *mm, sq_modelfile *mf, const sq_ctx *cx, sq_err *e)
 {
     sq_sasrec_config c;
     char name[32] = "model";
     sq_modelfile_get(mf, "model", name, sizeof name);
     if (sq_sasrec_config_read(&c, mf, name, e))
         return e->code;
-    return sq_sasrec_load_as(mm, mf, &c, e);
+    return sq_sasrec_load_as(mm, mf, &c, cx, e);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -739,6 +750,17 @@ static int check_step(const void *cfg, const sq_step_opts *o, sq_err *e)
     if (is_bert(cfg) && o->loss != SQ_LOSS_CE)
         return sq_fail(e, SQ_EX_USAGE, "--loss bce is for --model sasrec (BERT4Rec's cloze "
                        "task uses ce)");
+    return 0;
+}
+
+static int gpu_check(const void *cfg, sq_err *e)
+{
+    const sq_sasrec_config *c = cfg;
+    const sq_mixer *mx = sq_mixer_get(c->attn.kind);
+    if (!mx || !mx->gpu)
+        return sq_fail(e, SQ_EX_USAGE, "--device cuda: --attn %s runs on the CPU only (on "
+                       "the GPU: softmax, linrec, linear, efficient, hydra)",
+                       mx ? mx->name : "?");
     return 0;
 }
 
@@ -976,6 +998,7 @@ int sq_backbone_init_from(sq_net *n, const sq_modelfile *mf, const char *path, s
         .work_alloc = work_alloc,                                                   \
         .work_free = work_free, .step = step, .view = view, .micro_batches = 1,     \
         .share_params = share_params, .grad_rows = grad_rows,                       \
+        .gpu_check = gpu_check,                                                     \
     };
 
 TRANSFORMER(sq_model_sasrec, "sasrec", "SASRec: causal, next item (the default)",

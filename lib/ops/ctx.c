@@ -68,6 +68,17 @@ int sq_ctx_download(const sq_ctx *cx, void *dst, const void *src, size_t bytes, 
     return 0;
 }
 
+int sq_ctx_stage(const sq_ctx *cx, const void *const *host, const size_t *bytes, int n,
+                 sq_err *e)
+{
+    return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_stage(cx->gpu, host, bytes, n, e) : 0;
+}
+
+int sq_ctx_sync(const sq_ctx *cx, sq_err *e)
+{
+    return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_sync(cx->gpu, e) : 0;
+}
+
 int sq_ctx_threads(const sq_ctx *cx)
 {
     return cx && cx->threads > 0 ? cx->threads : omp_get_max_threads();

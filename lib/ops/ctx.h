@@ -48,6 +48,13 @@ void sq_ctx_free(const sq_ctx *cx, void *p);
 /* Host <-> backend copies (plain memcpy on the CPU). */
 int sq_ctx_upload(const sq_ctx *cx, void *dst, const void *src, size_t bytes, sq_err *e);
 int sq_ctx_download(const sq_ctx *cx, void *dst, const void *src, size_t bytes, sq_err *e);
+/* CUDA: the step's integer arrays up in one copy (gpu.h sq_gpu_stage:
+ * ops given these host arrays read their device mirror); the queued work
+ * waited for and its sticky error reported, once a step. No-ops on the
+ * CPU. */
+int sq_ctx_stage(const sq_ctx *cx, const void *const *host, const size_t *bytes, int n,
+                 sq_err *e);
+int sq_ctx_sync(const sq_ctx *cx, sq_err *e);
 /* The thread count an OpenMP loop of an op uses: cx->threads, or OpenMP's
  * default when it is 0 (or cx is NULL). */
 int sq_ctx_threads(const sq_ctx *cx);

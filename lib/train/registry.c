@@ -56,6 +56,12 @@ const char *sq_models_names(char *buf, size_t n)
 
 int sq_model_load(sq_model *m, const char *path, sq_err *e)
 {
+    return sq_model_load_on(m, path, NULL, e);
+}
+
+int sq_model_load_on(sq_model *m, const char *path, const sq_ctx *cx, sq_err *e)
+{
     char known[256];
-    return sq_model_load_by(m, path, sq_models_find, sq_models_names(known, sizeof known), e);
+    return sq_model_load_by(m, path, sq_models_find, sq_models_names(known, sizeof known), cx,
+                            e);
 }

@@ -18,5 +18,8 @@ const char *sq_models_names(char *buf, size_t n);
 /* Loads any model file, dispatching on its "model" config key to the
  * model's loader. */
 int sq_model_load(sq_model *m, const char *path, sq_err *e);
+/* onto the backend of cx (NULL: the CPU); 64 when the model does not run
+ * there */
+int sq_model_load_on(sq_model *m, const char *path, const sq_ctx *cx, sq_err *e);
 
 #endif

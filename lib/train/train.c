@@ -237,6 +237,13 @@ int sq_train_check(const sq_train_opts *o, sq_err *e)
         return e->code;
     if (o->stride && o->target != SQ_TARGET_WINDOWS)
         return sq_fail(e, SQ_EX_USAGE, "--window-stride needs --target windows");
+    if (o->cx && o->cx->backend != SQ_BACKEND_CPU) {
+        if (!o->model->gpu_check)
+            return sq_fail(e, SQ_EX_USAGE, "--device cuda: --model %s runs on the CPU only "
+                           "(on the GPU: sasrec, bert4rec)", o->model->name);
+        if (o->model->gpu_check(o->cfg, e))
+            return e->code;
+    }
     sq_step_opts s = sq_train_step_opts(o);
     return o->model->check_step ? o->model->check_step(o->cfg, &s, e) : 0;
 }
@@ -491,18 +498,64 @@ static int put_best(const run *r, sq_modelfile *mf, sq_err *e)
     return rc ? e->code : 0;
 }
 
+/* Saving, checkpoints and resume go through host memory: on the CPU the
+ * backend's block itself, on a GPU a copy (explicit staging: one download
+ * or upload per block, never an op reading device memory on the host). */
+static const float *host_copy(const run *r, const float *p, float **tmp, sq_err *e)
+{
+    *tmp = NULL;
+    if (r->net.cx->backend == SQ_BACKEND_CPU)
+        return p;
+    size_t bytes = r->net.ts->total * sizeof(float);
+    if (!(*tmp = malloc(bytes ? bytes : 1))) {
+        sq_fail(e, SQ_EX_OSERR, "out of memory");
+        return NULL;
+    }
+    if (sq_ctx_download(r->net.cx, *tmp, p, bytes, e)) {
+        free(*tmp);
+        *tmp = NULL;
+        return NULL;
+    }
+    return *tmp;
+}
+
+/* Where a block of the backend is read into: itself on the CPU, else a
+ * host buffer that host_commit uploads and frees. */
+static float *host_slot(const run *r, float *p, float **tmp, sq_err *e)
+{
+    *tmp = NULL;
+    if (r->net.cx->backend == SQ_BACKEND_CPU)
+        return p;
+    size_t bytes = r->net.ts->total * sizeof(float);
+    if (!(*tmp = calloc(1, bytes ? bytes : 1)))
+        sq_fail(e, SQ_EX_OSERR, "out of memory");
+    return *tmp;
+}
+
+static int host_commit(const run *r, float *p, float *tmp, int rc, sq_err *e)
+{
+    if (tmp && !rc)
+        rc = sq_ctx_upload(r->net.cx, p, tmp, r->net.ts->total * sizeof(float), e);
+    free(tmp);
+    return rc;
+}
+
 static int write_model(const run *r, const char *path, sq_err *e)
 {
     sq_modelfile mf = {0};
     int rc = put_config(&mf, r->o, r->ds, e);
     if (!rc && r->st[ST_HAS_BEST])
         rc = put_best(r, &mf, e);
+    float *tmp = NULL;
+    const float *p = NULL;
+    if (!rc && !(p = host_copy(r, r->st[ST_HAS_BEST] ? r->best : r->net.params, &tmp, e)))
+        rc = e->code;
     if (!rc)
-        rc = sq_tensors_to_file(r->net.ts, r->st[ST_HAS_BEST] ? r->best : r->net.params, &mf,
-                                e);
+        rc = sq_tensors_to_file(r->net.ts, p, &mf, e);
     if (!rc)
         rc = sq_modelfile_write(path, &mf, e);
     sq_modelfile_free(&mf);
+    free(tmp);
     return rc;
 }
 
@@ -511,17 +564,25 @@ static int write_ckpt(const run *r, const char *path, sq_err *e)
     sq_modelfile mf = {0};
     uint64_t n[1] = {r->net.ts->total}, ns[1] = {ST_N};
     int rc = put_config(&mf, r->o, r->ds, e);
+    float *tmp[4] = {NULL, NULL, NULL, NULL};
+    const float *p = NULL, *m = NULL, *v = NULL, *best = NULL;
+    if (!rc && (!(p = host_copy(r, r->net.params, &tmp[0], e)) ||
+                !(m = host_copy(r, r->m, &tmp[1], e)) || !(v = host_copy(r, r->v, &tmp[2], e)) ||
+                !(best = host_copy(r, r->best, &tmp[3], e))))
+        rc = e->code;
     if (!rc)
-        rc = sq_tensors_to_file(r->net.ts, r->net.params, &mf, e);
+        rc = sq_tensors_to_file(r->net.ts, p, &mf, e);
     if (!rc)
-        rc = sq_modelfile_add(&mf, "adam.m", SQ_F32, 1, n, r->m, e) ||
-             sq_modelfile_add(&mf, "adam.v", SQ_F32, 1, n, r->v, e) ||
-             sq_modelfile_add(&mf, "best.params", SQ_F32, 1, n, r->best, e) ||
+        rc = sq_modelfile_add(&mf, "adam.m", SQ_F32, 1, n, m, e) ||
+             sq_modelfile_add(&mf, "adam.v", SQ_F32, 1, n, v, e) ||
+             sq_modelfile_add(&mf, "best.params", SQ_F32, 1, n, best, e) ||
              sq_modelfile_add(&mf, "train.state", SQ_U64, 1, ns, r->st, e);
     rc = rc ? e->code : 0;
     if (!rc)
         rc = sq_modelfile_write(path, &mf, e);
     sq_modelfile_free(&mf);
+    for (int i = 0; i < 4; i++)
+        free(tmp[i]);
     return rc;
 }
 
@@ -601,13 +662,20 @@ static int load_ckpt(run *r, const char *path, sq_err *e)
     int rc = opts_from_file(&fo, &mf, path, e);
     if (!rc)
         rc = same_run(r, &fo, &mf, path, e);
+    float *blk[4] = {r->net.params, r->m, r->v, r->best}, *tmp[4] = {NULL, NULL, NULL, NULL};
+    float *at[4] = {NULL, NULL, NULL, NULL};
+    for (int i = 0; !rc && i < 4; i++)
+        if (!(at[i] = host_slot(r, blk[i], &tmp[i], e)))
+            rc = e->code;
     if (!rc)
-        rc = sq_tensors_from_file(r->net.ts, r->net.params, &mf, path, e);
+        rc = sq_tensors_from_file(r->net.ts, at[0], &mf, path, e);
     if (!rc)
-        rc = get_flat(&mf, path, "adam.m", SQ_F32, n, r->m, 4, e) ||
-             get_flat(&mf, path, "adam.v", SQ_F32, n, r->v, 4, e) ||
-             get_flat(&mf, path, "best.params", SQ_F32, n, r->best, 4, e) ||
+        rc = get_flat(&mf, path, "adam.m", SQ_F32, n, at[1], 4, e) ||
+             get_flat(&mf, path, "adam.v", SQ_F32, n, at[2], 4, e) ||
+             get_flat(&mf, path, "best.params", SQ_F32, n, at[3], 4, e) ||
              get_state(r, &mf, path, e) ? e->code : 0;
+    for (int i = 0; i < 4; i++)
+        rc = host_commit(r, blk[i], tmp[i], rc, e);
     free(fo.cfg);
     sq_modelfile_free(&mf);
     return rc;
@@ -708,8 +776,12 @@ static int one_epoch(run *r, loop *lp, uint64_t epoch, const sq_train_hooks *hoo
         const sq_packed *pb = sq_batcher_get(&lp->bt, epoch, i);
         sq_micro_result res;
         upd.t = (long)r->st[ST_STEP] + 1;
-        if (sq_micro_train(&lp->mb, def, &r->net, lp->work, pb, &lp->so, r->st[ST_STEP], &upd,
-                           &res, e))
+        /* GPU: the batch's integers up once, the step queued, then one wait
+         * that also reports a failed kernel or allocation */
+        if (sq_packed_stage(r->net.cx, pb, e) ||
+            sq_micro_train(&lp->mb, def, &r->net, lp->work, pb, &lp->so, r->st[ST_STEP], &upd,
+                           &res, e) ||
+            sq_ctx_sync(r->net.cx, e))
             return e->code;
         if (!isfinite(res.loss))
             return diverged(r, epoch, res.loss, "loss", out_path, e);
@@ -820,8 +892,10 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
     const sq_train_opts *o = r->o;
     const sq_model_def *def = o->model;
     const sq_dataset *ds = r->ds;
-    sq_ctx cpu = sq_ctx_cpu();
-    cpu.threads = o->threads;
+    sq_ctx cx = sq_ctx_cpu();
+    cx.threads = o->threads;
+    if (o->cx)
+        cx = *o->cx;
     /* Find out now, not after the first epoch, whether the output can be
      * written. */
     if (sq_out_check_regular(out_path, "-o", e) || sq_out_check(out_path, e))
@@ -837,7 +911,7 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
         return e->code;
     if (o->stride && lp->bt.stride != o->stride)
         return sq_fail(e, SQ_EX_USAGE, "--model %s does not take --window-stride", def->name);
-    if (def->net_alloc(&r->net, o->cfg, &cpu, e))
+    if (def->net_alloc(&r->net, o->cfg, &cx, e))
         return e->code;
     size_t bytes = r->net.ts->total * sizeof(float);
     if (!(r->m = sq_ctx_alloc(r->net.cx, bytes, e)) ||

@@ -86,6 +86,8 @@ typedef struct {
     int batch, epochs, patience, eval_every;
     uint64_t seed;
     int threads;            /* 0: the OpenMP default */
+    const sq_ctx *cx;       /* the backend (--device), made by main; NULL:
+                               the CPU with `threads` */
     double max_loss;        /* a batch loss above it stops the run (0: off) */
     const char *init;       /* a model file to start from (--init), or NULL */
     int valid_cand;         /* --valid-candidates: SQ_CAND_* (eval.h) + 4 N */
