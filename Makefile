@@ -50,6 +50,7 @@ UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/main.o
 # err_pic.o with nvcc on PATH) must not become the default goal (issue 40).
 .DEFAULT_GOAL := all
 include cuda/cuda.mk
+include tests/gpu/gpu.mk
 
 # tags for editors: .ctags.d/ teaches ctags the R(name) functions of real.h.
 tags: $(LIB_SRC) $(TOOL_SRC)

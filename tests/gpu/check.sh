@@ -1,0 +1,178 @@
+#!/bin/bash
+# check.sh - `make gpu-check`'s one command on a GPU machine, sized for a
+# borrowed GPU: under 7 minutes. Runs from the unpacked pack (pack.sh):
+#
+#   tar -xJf .gpu/pack.tar.xz -C /tmp && /tmp/pack/check.sh [PART...]
+#
+# PART (default: all) picks what runs: parity, sanitize, train, score,
+# bench. Each part writes PASS/FAIL lines; the summary goes to
+# $OUT/summary.txt (or ./gpu-summary.txt), the logs beside it. The exit
+# status is 1 when a part failed.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+out=${OUT:-$here/out}
+mkdir -p "$out"
+sum="$out/summary.txt"
+: > "$sum"
+parts=${*:-parity sanitize train score bench}
+fails=0
+say() { echo "$*" | tee -a "$sum"; }
+pass() { say "PASS $*"; }
+fail() { say "FAIL $*"; fails=$((fails + 1)); }
+want() { [[ " $parts " == *" $1 "* ]]; }
+
+# The CUDA libraries: wherever this image keeps them.
+cudalib=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64 \
+         /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib \
+         /opt/torch/.venv/lib/python3*/site-packages/nvidia/cublas/lib; do
+  [ -e "$d/libcublas.so.13" ] && cudalib="$cudalib:$d"
+done
+if [ -z "$cudalib" ]; then
+  d=$(find / -name 'libcublas.so.13' -not -path '*/proc/*' 2>/dev/null | head -1)
+  [ -n "$d" ] && cudalib=":$(dirname "$d")"
+fi
+for d in /opt/torch/.venv/lib/python3*/site-packages/nvidia/cuda_runtime/lib \
+         /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib; do
+  [ -e "$d/libcudart.so.13" ] && cudalib="$cudalib:$d"
+done
+export LD_LIBRARY_PATH="$here/lib$cudalib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export SEQREC_CUDA_LIB="$here/lib/libseqrec-cuda.so"
+export PATH="$here/bin:$PATH"
+unset SEQREC_SIMULATED_DEVICE
+
+say "# seqrec gpu-check $(date -u +%FT%TZ)"
+say "# device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
+say "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) threads"
+if ! ldd "$SEQREC_CUDA_LIB" > "$out/ldd.txt" 2>&1 || grep -q 'not found' "$out/ldd.txt"; then
+  fail "backend loads: $(grep 'not found' "$out/ldd.txt" | tr '\n' ' ')"
+fi
+
+# 1. Every GPU op against its CPU twin (forward, backward, odd shapes, two
+# runs for determinism): the unit runner's GPU tests, on the real device.
+if want parity; then
+  for f in gpu cuda; do
+    if "$here/unit_tests" "$f" > "$out/parity-$f.log" 2>&1; then
+      pass "parity ($f): $(tail -1 "$out/parity-$f.log")"
+    else
+      fail "parity ($f): $(tail -1 "$out/parity-$f.log"); $(grep -c '^FAIL' "$out/parity-$f.log") failing:"
+      grep '^FAIL' "$out/parity-$f.log" | head -20 | tee -a "$sum"
+    fi
+    if grep -q '^SKIP' "$out/parity-$f.log"; then
+      fail "parity ($f): skipped tests on a GPU machine: $(grep '^SKIP' "$out/parity-$f.log" | head -3 | tr '\n' ' ')"
+    fi
+  done
+fi
+
+# 2. compute-sanitizer memcheck and racecheck on the parity tests' small
+# shapes.
+if want sanitize; then
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
+  if [ -z "$cs" ]; then
+    fail "sanitize: no compute-sanitizer on this machine"
+  else
+    for tool in memcheck racecheck; do
+      if timeout 240 "$cs" --tool $tool --error-exitcode 99 "$here/unit_tests" cuda \
+           > "$out/sanitize-$tool.log" 2>&1; then
+        pass "compute-sanitizer $tool: $(grep -m1 'ERROR SUMMARY' "$out/sanitize-$tool.log")"
+      else
+        fail "compute-sanitizer $tool (rc $?): $(grep -m1 'ERROR SUMMARY' "$out/sanitize-$tool.log")"
+        grep -m5 -B2 -A8 '========= ' "$out/sanitize-$tool.log" | head -40 >> "$sum"
+      fi
+    done
+  fi
+fi
+
+# The last epoch's training loss of a JSON log line.
+loss_of() { grep -o '"loss":[-0-9.eE+]*' "$1" | tail -1 | cut -d: -f2; }
+relerr() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b; print (m > 0 ? d / m : d) }'; }
+
+# 3. One epoch of SASRec and BERT4Rec (softmax and linrec) on the GPU
+# against the CPU: the loss within 1e-3 relative; two GPU runs the same
+# bits (the model files compared byte for byte).
+if want train; then
+  data="$here/data/synth.split"
+  common="--epochs 1 --max-len 50 --dim 64 --layers 2 --batch 128 --seed 3 --eval-every 1"
+  for cfg in "sasrec softmax" "sasrec linrec" "bert4rec softmax" "bert4rec linrec"; do
+    set -- $cfg
+    name="$1-$2"
+    opts="--model $1 --attn $2 --loss ce $common"
+    seqrec-train $opts --device cpu -o "$out/$name.cpu.sqm" --log "$out/$name.cpu.log" "$data" \
+      > "$out/$name.cpu.out" 2>&1 || { fail "train $name cpu: $(tail -2 "$out/$name.cpu.out")"; continue; }
+    ok=1
+    for r in 1 2; do
+      if ! seqrec-train $opts --device cuda -o "$out/$name.gpu$r.sqm" --log "$out/$name.gpu$r.log" \
+           "$data" > "$out/$name.gpu$r.out" 2>&1; then
+        fail "train $name gpu run $r: $(tail -2 "$out/$name.gpu$r.out")"; ok=0; break
+      fi
+    done
+    [ $ok = 1 ] || continue
+    lc=$(loss_of "$out/$name.cpu.log"); lg=$(loss_of "$out/$name.gpu1.log")
+    e=$(relerr "$lg" "$lc")
+    if awk -v e="$e" 'BEGIN { exit !(e <= 1e-3) }'; then
+      pass "train $name: loss gpu $lg cpu $lc (rel $e)"
+    else
+      fail "train $name: loss gpu $lg cpu $lc (rel $e > 1e-3)"
+    fi
+    if cmp -s "$out/$name.gpu1.sqm" "$out/$name.gpu2.sqm"; then
+      pass "train $name: two GPU runs, the same bits"
+    else
+      fail "train $name: two GPU runs differ"
+    fi
+  done
+fi
+
+# 4. A model trained on the GPU scores on the CPU and back: the metrics of
+# both within float rounding.
+if want score; then
+  data="$here/data/synth.split"
+  for name in sasrec-softmax bert4rec-linrec; do
+    m="$out/$name.gpu1.sqm"
+    [ -f "$m" ] || { fail "score $name: no GPU model (train part)"; continue; }
+    for d in cpu cuda; do
+      seqrec-score --device $d -m "$m" --target test "$data" 2> "$out/score-$name-$d.err" \
+        | seqrec-metrics -k 10 > "$out/score-$name-$d.txt" 2>> "$out/score-$name-$d.err" \
+        || fail "score $name on $d: $(tail -1 "$out/score-$name-$d.err")"
+    done
+    if [ -s "$out/score-$name-cpu.txt" ] && [ -s "$out/score-$name-cuda.txt" ]; then
+      say "     $name cpu: $(tr '\n' ' ' < "$out/score-$name-cpu.txt")"
+      say "     $name gpu: $(tr '\n' ' ' < "$out/score-$name-cuda.txt")"
+      if paste "$out/score-$name-cpu.txt" "$out/score-$name-cuda.txt" | awk '
+           { for (i = 1; i <= NF / 2; i++) { a = $i; b = $(i + NF / 2);
+               if (a ~ /^[0-9.]+$/ && (a - b > 0.002 || b - a > 0.002)) bad = 1 } }
+           END { exit bad }'; then
+        pass "score $name: GPU model on the CPU and the GPU agree (0.002)"
+      else
+        fail "score $name: CPU and GPU metrics differ by more than 0.002"
+      fi
+    fi
+  done
+fi
+
+# 5. The short form of bench-gpu: s/epoch on the GPU against the CPU's
+# threads and, when PyTorch is there, the PyTorch twin on the same GPU.
+if want bench; then
+  bench="$out/bench.csv"
+  echo "what,data,device,seconds_per_epoch,seq_per_s" > "$bench"
+  for ds in beauty synth; do
+    data="$here/data/$ds.split"
+    [ -f "$data" ] || continue
+    opts="--model sasrec --attn softmax --loss ce --epochs 2 --max-len 50 --dim 64 --layers 2 --batch 128 --seed 1 --eval-every 100"
+    for d in cuda cpu; do
+      if timeout 120 seqrec-train $opts --device $d -o "$out/bench-$ds-$d.sqm" --log "$out/bench-$ds-$d.log" \
+           "$data" > "$out/bench-$ds-$d.out" 2>&1; then
+        s=$(grep -o '"train_seconds":[0-9.eE+-]*' "$out/bench-$ds-$d.log" | tail -1 | cut -d: -f2)
+        q=$(grep -o '"seq_per_s":[0-9.eE+-]*' "$out/bench-$ds-$d.log" | tail -1 | cut -d: -f2)
+        echo "seqrec,$ds,$d,$s,$q" >> "$bench"
+      else
+        echo "seqrec,$ds,$d,timeout-or-fail," >> "$bench"
+      fi
+    done
+  done
+  say "     bench (N 50, d 64, batch 128, full CE):"
+  sed 's/^/     /' "$bench" >> "$sum"; sed 's/^/     /' "$bench"
+  pass "bench ran"
+fi
+
+say "# $fails failed"
+[ "$fails" = 0 ]

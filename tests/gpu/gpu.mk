@@ -1,0 +1,22 @@
+# tests/gpu/gpu.mk - `make gpu-check`: the CUDA backend checked on a real
+# GPU, sized for one borrowed for ten minutes (HACKING.md, "GPU checks").
+#
+#   make gpu-pack     builds .gpu/pack.tar.xz here (tests/gpu/pack.sh): the
+#                     programs, the unit runner, libseqrec-cuda.so for sm_90,
+#                     the shared objects the GPU machine lacks, the data
+#   make gpu-check    the pack, then the check: on this machine when it has
+#                     a GPU, else the one command to run on the GPU machine
+#                     (carrying .gpu): it writes $OUT/summary.txt
+#   GPU_PARTS=...     the parts to (re)run: parity sanitize train score bench
+GPU_PARTS ?=
+.PHONY: gpu-pack gpu-check
+gpu-pack:
+	tests/gpu/pack.sh $(DATA_MIRROR)
+gpu-check: gpu-pack
+	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
+	  rm -rf /tmp/seqrec-gpu && mkdir -p /tmp/seqrec-gpu && \
+	  tar -xJf .gpu/pack.tar.xz -C /tmp/seqrec-gpu && /tmp/seqrec-gpu/pack/check.sh $(GPU_PARTS); \
+	else \
+	  echo "no GPU here: on the GPU machine (carry .gpu) run"; \
+	  echo "  mkdir -p /tmp/g && tar -xJf .gpu/pack.tar.xz -C /tmp/g && /tmp/g/pack/check.sh $(GPU_PARTS)"; \
+	fi
