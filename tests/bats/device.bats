@@ -1,0 +1,93 @@
+#!/usr/bin/env bats
+# --device and --precision of seqrec-train and seqrec-score: bad values,
+# no GPU, models and attention kinds that run on the CPU only, and (on the
+# simulated device of tests/sim, when built) one epoch on "the GPU" against
+# the CPU. The real GPU is `make gpu-check`'s (tests/gpu/check.sh).
+
+load helper
+
+setup() {
+  common_setup
+  seqrec-synth --users 200 --items 80 --seed 1 --format stream | seqrec-split 2>/dev/null > "$T/s.sqr"
+  TINY=(--dim 16 --ffn 32 --max-len 20 --batch 32 --threads 2 --epochs 1 --loss ce)
+  SIM="$SEQREC_BIN/../lib/libseqrec-cuda-sim.so"
+}
+
+@test "device: a malformed --device or --precision is a usage error (64), naming it" {
+  for d in gpu cuda: cuda:x cuda:-1 'cuda 0' CPU; do
+    run -64 seqrec-train "${TINY[@]}" --device "$d" -o "$T/m.sqm" "$T/s.sqr"
+    [[ "$output" == *"--device '$d': expected cpu, cuda or cuda:N"* ]]
+    run -64 seqrec-score --device "$d" -m "$T/m.sqm" "$T/s.sqr"
+    [[ "$output" == *"--device '$d'"* ]]
+  done
+  run -64 seqrec-train "${TINY[@]}" --precision fp16 -o "$T/m.sqm" "$T/s.sqr"
+  [[ "$output" == *"--precision 'fp16': expected fp32 or tf32"* ]]
+  run -64 seqrec-score --precision bf16 -m "$T/m.sqm" "$T/s.sqr"
+  [ ! -e "$T/m.sqm" ]
+}
+
+@test "device: --device cpu is the default: the same model bit for bit" {
+  seqrec-train "${TINY[@]}" -o "$T/a.sqm" "$T/s.sqr" 2>/dev/null
+  seqrec-train "${TINY[@]}" --device cpu --precision fp32 -o "$T/b.sqm" "$T/s.sqr" 2>/dev/null
+  cmp "$T/a.sqm" "$T/b.sqm"
+  run -0 seqrec-score --device cpu -m "$T/a.sqm" --target test "$T/s.sqr"
+}
+
+@test "device: no GPU (or no such device) is 69, and no model file" {
+  # without the backend object, or with one but no device
+  SEQREC_CUDA_LIB=/nonexistent/libseqrec-cuda.so run -69 seqrec-train "${TINY[@]}" \
+    --device cuda -o "$T/m.sqm" "$T/s.sqr"
+  [[ "$output" == *"no CUDA backend"* ]]
+  [ ! -e "$T/m.sqm" ] && [ ! -e "$T/m.sqm.ckpt" ]
+  seqrec-train "${TINY[@]}" -o "$T/c.sqm" "$T/s.sqr" 2>/dev/null
+  SEQREC_CUDA_LIB=/nonexistent/libseqrec-cuda.so run -69 seqrec-score --device cuda:1 \
+    -m "$T/c.sqm" "$T/s.sqr"
+  [[ "$output" == *"no CUDA backend"* ]]
+  if [ -f "$SIM" ]; then
+    # the simulated device has one device: 0
+    SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1 run -69 seqrec-train "${TINY[@]}" \
+      --device cuda:1 -o "$T/m.sqm" "$T/s.sqr"
+    [[ "$output" == *"no CUDA device 1"* ]]
+    # outside the tests (no SEQREC_SIMULATED_DEVICE) it is refused
+    SEQREC_CUDA_LIB="$SIM" run -69 seqrec-train "${TINY[@]}" --device cuda -o "$T/m.sqm" "$T/s.sqr"
+    [[ "$output" == *"simulated"* ]]
+  fi
+}
+
+@test "device: models and attention kinds without GPU kernels are refused (64) on a GPU" {
+  [ -f "$SIM" ] || skip "no simulated device built"
+  export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
+  run -64 seqrec-train "${TINY[@]}" --model gru4rec --device cuda -o "$T/m.sqm" "$T/s.sqr"
+  [[ "$output" == *"--model gru4rec runs on the CPU only"* ]]
+  run -64 seqrec-train "${TINY[@]}" --attn fpositional --device cuda -o "$T/m.sqm" "$T/s.sqr"
+  [[ "$output" == *"--attn fpositional runs on the CPU only"* ]]
+  run -64 seqrec-train --model pop --device cuda -o "$T/m.sqm" "$T/s.sqr"
+  [[ "$output" == *"--model pop runs on the CPU only"* ]]
+  [ ! -e "$T/m.sqm" ]
+  seqrec-train "${TINY[@]}" --model gru4rec -o "$T/g.sqm" "$T/s.sqr" 2>/dev/null
+  run -64 seqrec-score --device cuda -m "$T/g.sqm" "$T/s.sqr"
+  [[ "$output" == *"runs on the CPU only"* ]]
+}
+
+@test "device: one epoch on the simulated GPU gives the CPU's loss (1e-3) and scores on both" {
+  [ -f "$SIM" ] || skip "no simulated device built"
+  export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
+  for m in "--model sasrec --attn softmax" "--model sasrec --attn linrec" \
+           "--model bert4rec --attn softmax --mask-prob 0.3"; do
+    seqrec-train "${TINY[@]}" $m --dropout 0.2 --precision fp32 --log "$T/cpu.log" -o "$T/c.sqm" "$T/s.sqr"
+    seqrec-train "${TINY[@]}" $m --dropout 0.2 --precision fp32 --device cuda --log "$T/gpu.log" \
+      -o "$T/g.sqm" "$T/s.sqr"
+    seqrec-train "${TINY[@]}" $m --dropout 0.2 --precision fp32 --device cuda --log "$T/gpu2.log" \
+      -o "$T/g2.sqm" "$T/s.sqr"
+    cmp "$T/g.sqm" "$T/g2.sqm" # two GPU runs, the same bits
+    lc=$(grep -o '"loss":[0-9.]*' "$T/cpu.log" | cut -d: -f2)
+    lg=$(grep -o '"loss":[0-9.]*' "$T/gpu.log" | cut -d: -f2)
+    awk -v a="$lc" -v b="$lg" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-3 * a) }' \
+      || { echo "$m: cpu loss $lc, gpu $lg"; false; }
+    # the GPU's model scores on the CPU and on the GPU alike
+    seqrec-score -m "$T/g.sqm" --target test "$T/s.sqr" | seqrec-metrics -k 10 > "$T/on-cpu"
+    seqrec-score --device cuda -m "$T/g.sqm" --target test "$T/s.sqr" | seqrec-metrics -k 10 > "$T/on-gpu"
+    paste "$T/on-cpu" "$T/on-gpu" | awk '{ for (i = 1; i <= NF / 2; i++) { a = $i; b = $(i + NF / 2);
+      if (a ~ /^[0-9.]+$/ && (a - b > 0.01 || b - a > 0.01)) { print; exit 1 } } }'
+  done
+}
