@@ -47,8 +47,9 @@ class TrainSASRec(sasrec_ref.SASRec):
         d = lambda t: F.dropout(t, self.drop, self.training)  # noqa: E731
         x = F.embedding(ids, p["item_emb"], padding_idx=0) * math.sqrt(C) + p["pos_emb"][None]
         x = d(x)
-        causal = torch.tril(torch.ones(N, N, dtype=torch.bool))
-        allowed = (causal[None] & valid[:, None, :]) | torch.eye(N, dtype=torch.bool)[None]
+        dev = ids.device
+        causal = torch.tril(torch.ones(N, N, dtype=torch.bool, device=dev))
+        allowed = (causal[None] & valid[:, None, :]) | torch.eye(N, dtype=torch.bool, device=dev)[None]
         for l in range(self.L):
             q_in = F.layer_norm(x, (C,), p["ln1_w"][l], p["ln1_b"][l], self.eps)
             x = q_in + d(self.mha(l, q_in, x, allowed))
@@ -84,7 +85,13 @@ def main():
         ap.add_argument("--" + k, type=int, default=v)
     ap.add_argument("--dropout", type=float, default=0.5)
     ap.add_argument("--loss", choices=("bce", "ce"), default="bce")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (bench-gpu)")
+    ap.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="tf32",
+                    help="on the GPU: the matrix products' precision (bf16: autocast)")
     o = ap.parse_args()
+    dev = torch.device(o.device)
+    torch.backends.cuda.matmul.allow_tf32 = o.precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = o.precision == "tf32"
     torch.set_num_threads(o.threads)
     torch.manual_seed(o.seed)
     rng = np.random.default_rng(o.seed)
@@ -103,7 +110,7 @@ def main():
     cfg = {"layers": o.layers, "heads": o.heads, "dim": o.dim, "max_len": N, "ln_eps": 1e-8}
     model = TrainSASRec(cfg, init_arrays(V, N, o.dim, o.ffn, o.layers, rng), o.dropout)
     for k in model.p:
-        model.p[k].data = model.p[k].data.float()
+        model.p[k].data = model.p[k].data.float().to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.98))
 
     # SASRec.pytorch's sample: input = the newest N+1 training items but the
@@ -132,16 +139,19 @@ def main():
         t0 = time.perf_counter()
         total = 0.0
         for b in batches:
-            bi, bp, bn = (torch.from_numpy(a[b]) for a in (ids, pos, neg))
+            bi, bp, bn = (torch.from_numpy(a[b]).to(dev, non_blocking=True) for a in (ids, pos, neg))
             valid = bi != 0
-            h = model(bi, valid)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=o.precision == "bf16" and dev.type == "cuda"):
+                h = model(bi, valid)
             E = model.p["item_emb"]
             keep = bp != 0
             if o.loss == "ce":
                 # logits of items 1..V (item 0 is out of the softmax): target i -> class i-1
-                logits = h[keep] @ E[1:].t()
+                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=o.precision == "bf16" and dev.type == "cuda"):
+                    logits = (h[keep] @ E[1:].t()).float()
                 loss = F.cross_entropy(logits, bp[keep] - 1)
             else:
+                h = h.float()
                 s_pos = (h * E[bp]).sum(-1)
                 s_neg = (h * E[bn]).sum(-1)
                 loss = (F.softplus(-s_pos)[keep].sum() + F.softplus(s_neg)[keep].sum()) / keep.sum()
@@ -149,7 +159,11 @@ def main():
             loss.backward()
             opt.step()
             total += loss.item()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
         secs = time.perf_counter() - t0
+        if dev.type == "cuda":
+            print("torch,peak_mib,%.1f" % (torch.cuda.max_memory_allocated() / 2**20), flush=True)
         print("torch,epoch_seconds,%.3f" % secs, flush=True)
         print("torch,seq_per_s,%.1f" % (U / secs), flush=True)
         print("torch,loss,%.6f" % (total / len(batches)), flush=True)

@@ -149,28 +149,57 @@ if want score; then
   done
 fi
 
-# 5. The short form of bench-gpu: s/epoch on the GPU against the CPU's
-# threads and, when PyTorch is there, the PyTorch twin on the same GPU.
+# 5. The short form of bench-gpu: s/epoch of seqrec on the GPU, of the
+# PyTorch twin (bench/sasrec_torch.py, eager) on the same GPU in the same
+# run, and of seqrec on this machine's CPU threads. (a) Beauty N 50, d 64,
+# batch 128, full CE; (b) ml-1m-part N 200, d 128, ffn 256, 2 heads, batch
+# 128 and 2048. Epoch 2 of 2 is timed (the first pays start-up).
+bench_one() { # NAME DATA OPTS...: seqrec cuda, torch cuda, seqrec cpu
+  local name=$1 data="$here/data/$2.split"; shift 2
+  [ -f "$data" ] || { say "     bench $name: no data"; return; }
+  local v; v=$(seqrec-cat -H "$data" | awk '$1 == "n_items" { print $2 }')
+  local nl=$(($#)) opts=("$@")
+  for d in cuda cpu; do
+    [ $d = cpu ] && [ "$name" != a ] && continue # the CPU on (a) only: minutes otherwise
+    if timeout 150 seqrec-train --model sasrec --attn softmax --loss ce --epochs 2 --eval-every 100 \
+         --seed 1 "${opts[@]}" --device $d -o "$out/bench-$name-$d.sqm" --log "$out/bench-$name-$d.log" \
+         "$data" > "$out/bench-$name-$d.out" 2>&1; then
+      local s q
+      s=$(grep -o '"train_seconds":[0-9.eE+-]*' "$out/bench-$name-$d.log" | tail -1 | cut -d: -f2)
+      q=$(grep -o '"seq_per_s":[0-9.eE+-]*' "$out/bench-$name-$d.log" | tail -1 | cut -d: -f2)
+      echo "seqrec,$name,$d,$s,$q," >> "$bench"
+    else
+      echo "seqrec,$name,$d,fail,,$(tail -1 "$out/bench-$name-$d.out" | tr , ' ')" >> "$bench"
+    fi
+  done
+  if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    # the twin takes --max-len, --dim, --ffn, --layers, --heads, --batch, --dropout
+    local t=() i=0
+    while [ $i -lt $nl ]; do
+      case ${opts[$i]} in --max-len|--dim|--ffn|--layers|--heads|--batch|--dropout)
+        t+=("${opts[$i]}" "${opts[$((i + 1))]}");; esac
+      i=$((i + 1))
+    done
+    if seqrec-cat "$data" | timeout 200 python3 "$here/sasrec_torch.py" --device cuda --loss ce \
+         --epochs 2 --n-items "$v" "${t[@]}" > "$out/bench-$name-torch.out" 2>&1; then
+      local s q pk
+      s=$(grep '^torch,epoch_seconds' "$out/bench-$name-torch.out" | tail -1 | cut -d, -f3)
+      q=$(grep '^torch,seq_per_s' "$out/bench-$name-torch.out" | tail -1 | cut -d, -f3)
+      pk=$(grep '^torch,peak_mib' "$out/bench-$name-torch.out" | tail -1 | cut -d, -f3)
+      echo "torch,$name,cuda,$s,$q,peak $pk MiB" >> "$bench"
+    else
+      echo "torch,$name,cuda,fail,,$(tail -1 "$out/bench-$name-torch.out" | tr , ' ')" >> "$bench"
+    fi
+  fi
+}
 if want bench; then
   bench="$out/bench.csv"
-  echo "what,data,device,seconds_per_epoch,seq_per_s" > "$bench"
-  for ds in beauty synth; do
-    data="$here/data/$ds.split"
-    [ -f "$data" ] || continue
-    opts="--model sasrec --attn softmax --loss ce --epochs 2 --max-len 50 --dim 64 --layers 2 --batch 128 --seed 1 --eval-every 100"
-    for d in cuda cpu; do
-      if timeout 120 seqrec-train $opts --device $d -o "$out/bench-$ds-$d.sqm" --log "$out/bench-$ds-$d.log" \
-           "$data" > "$out/bench-$ds-$d.out" 2>&1; then
-        s=$(grep -o '"train_seconds":[0-9.eE+-]*' "$out/bench-$ds-$d.log" | tail -1 | cut -d: -f2)
-        q=$(grep -o '"seq_per_s":[0-9.eE+-]*' "$out/bench-$ds-$d.log" | tail -1 | cut -d: -f2)
-        echo "seqrec,$ds,$d,$s,$q" >> "$bench"
-      else
-        echo "seqrec,$ds,$d,timeout-or-fail," >> "$bench"
-      fi
-    done
-  done
-  say "     bench (N 50, d 64, batch 128, full CE):"
-  sed 's/^/     /' "$bench" >> "$sum"; sed 's/^/     /' "$bench"
+  echo "what,config,device,seconds_per_epoch,seq_per_s,note" > "$bench"
+  bench_one a beauty --max-len 50 --dim 64 --ffn 64 --layers 2 --heads 1 --batch 128 --dropout 0.5
+  bench_one b ml1m --max-len 200 --dim 128 --ffn 256 --layers 2 --heads 2 --batch 128 --dropout 0.2
+  bench_one b2048 ml1m --max-len 200 --dim 128 --ffn 256 --layers 2 --heads 2 --batch 2048 --dropout 0.2
+  say "     bench (epoch 2 of 2; seqrec-train's train_seconds, the twin's epoch_seconds):"
+  sed 's/^/     /' "$bench" | tee -a "$sum"
   pass "bench ran"
 fi
 
