@@ -776,12 +776,14 @@ static int one_epoch(run *r, loop *lp, uint64_t epoch, const sq_train_hooks *hoo
         const sq_packed *pb = sq_batcher_get(&lp->bt, epoch, i);
         sq_micro_result res;
         upd.t = (long)r->st[ST_STEP] + 1;
-        /* GPU: the batch's integers up once, the step queued, then one wait
-         * that also reports a failed kernel or allocation */
+        /* GPU: the batch's integers up in one copy (into the pinned buffer
+         * the step before last used), the step queued. The loss comes down
+         * after the forward; the backward and the update still run while
+         * the loop builds the next batch, and a failure among them is
+         * reported by the next step's staging (or the wait below). */
         if (sq_packed_stage(r->net.cx, pb, e) ||
             sq_micro_train(&lp->mb, def, &r->net, lp->work, pb, &lp->so, r->st[ST_STEP], &upd,
-                           &res, e) ||
-            sq_ctx_sync(r->net.cx, e))
+                           &res, e))
             return e->code;
         if (!isfinite(res.loss))
             return diverged(r, epoch, res.loss, "loss", out_path, e);
@@ -799,7 +801,7 @@ static int one_epoch(run *r, loop *lp, uint64_t epoch, const sq_train_hooks *hoo
                             loss_cnt ? loss_sum / (double)loss_cnt : 0);
     }
     *loss_mean = loss_cnt ? loss_sum / (double)loss_cnt : 0;
-    return 0;
+    return sq_ctx_sync(r->net.cx, e); /* the epoch's last update, and its errors */
 }
 
 /* The validation metrics of the parameters now: @10 and the stop metric. */
