@@ -24,7 +24,7 @@ CUDA_SO_LDFLAGS := -shared -cudart shared -Xlinker -z,defs \
   -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64
 $(BUILD)/cuda/%.o: cuda/%.cu lib/ops/gpu_ops.h lib/util/err.h
 	@mkdir -p $(dir $@)
-	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror \
+	$(NVCC) -O2 -std=c++17 --fmad=false $(CUDA_ARCH) -Werror all-warnings -Xptxas -warn-spills,-warn-lmem-usage -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror \
 	  -Ilib/ops -Ilib/util -c $< -o $@
 # The object's own copy of sq_fail (err.c), hidden like the rest.
 $(BUILD)/cuda/err_pic.o: lib/util/err.c lib/util/err.h

@@ -1,0 +1,357 @@
+// k_rows.cu - row ops: embeddings, positional embeddings, row gather and
+// scatter-add, LayerNorm and linear layers (ops.c's sections 1-4 and its
+// row helpers).
+//
+// DETERMINISM. A scatter-add (embedding and positional gradients, rows of
+// sq_scatter_add_rows) adds several source rows into one target row. No
+// float atomics: the index array is a staged host array (be_host_ints),
+// bucketed on the host into CSR (targets, each with its sources in
+// increasing order), uploaded (be_op_upload), and one block per target
+// adds its sources in that order, as the CPU does: the CPU's bits. An index
+// array already on the device (not staged) falls back to one thread per
+// column walking every source in order: the same sums, slower.
+// Column sums (LayerNorm's dw, db; linear's db) are per-tile partial sums
+// in row order, then the tiles summed in order: fixed, but not the CPU's
+// order (tolerance in the parity tests).
+//
+// Budget: 256 threads a block, __launch_bounds__(256), no dynamic shared
+// memory; LayerNorm a warp per row (8 rows a block).
+#include <stdlib.h>
+
+#include "common.cuh"
+
+#define ROW_THREADS 256
+#define SUM_TILE 64 // rows per partial column sum
+
+// ---- gathers -----------------------------------------------------------
+
+// out[i] = scale * in[idx[i]] (idx NULL: row i); idx 0 gives a zero row
+// when zero_pad (embeddings: id 0 is the padding item)
+static __global__ __launch_bounds__(ROW_THREADS) void k_gather(float *out, const float *in,
+                                                               const int *idx, int n, int C,
+                                                               float scale, int zero_pad,
+                                                               int scaled)
+{
+    size_t total = (size_t)n * C;
+    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < total;
+         k += (size_t)gridDim.x * blockDim.x) {
+        size_t i = k / C, c = k % C;
+        int r = idx ? idx[i] : (int)i;
+        float v = in[(size_t)r * C + c];
+        out[k] = zero_pad && r == 0 ? 0.0f : scaled ? scale * v : v;
+    }
+}
+
+static unsigned row_blocks(sq_gpu_be *be, size_t n)
+{
+    size_t cap = (size_t)be->sms * 16, g = (n + ROW_THREADS - 1) / ROW_THREADS;
+    return (unsigned)(g < 1 ? 1 : g > cap ? cap : g);
+}
+
+void be_embedding_forward(sq_gpu_be *be, float *out, const float *table, const int *ids, int T,
+                          int C, float scale)
+{
+    size_t n = (size_t)T * C;
+    if (n)
+        SQ_LAUNCH(be, k_gather, row_blocks(be, n), ROW_THREADS, 0, out, table,
+                  be_ints(be, ids), T, C, scale, 1, 1);
+}
+
+void be_gather_rows(sq_gpu_be *be, float *out, const float *in, const int *rows, int n, int C)
+{
+    size_t m = (size_t)n * C;
+    if (m)
+        SQ_LAUNCH(be, k_gather, row_blocks(be, m), ROW_THREADS, 0, out, in,
+                  rows ? be_ints(be, rows) : (const int *)NULL, n, C, 1.0f, 0, 0);
+}
+
+static __global__ __launch_bounds__(ROW_THREADS) void k_posemb(float *out, const float *inp,
+                                                               const float *pe, const int *pos,
+                                                               int T, int C)
+{
+    size_t total = (size_t)T * C;
+    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < total;
+         k += (size_t)gridDim.x * blockDim.x)
+        out[k] = inp[k] + pe[(size_t)pos[k / C] * C + k % C];
+}
+
+void be_posemb_forward(sq_gpu_be *be, float *out, const float *inp, const float *pe,
+                       const int *pos, int T, int C)
+{
+    size_t n = (size_t)T * C;
+    if (n)
+        SQ_LAUNCH(be, k_posemb, row_blocks(be, n), ROW_THREADS, 0, out, inp, pe,
+                  be_ints(be, pos), T, C);
+}
+
+// ---- scatter-adds ------------------------------------------------------
+
+// Block u: target row tgt[u] += scale * in[src[k]] for k in [start[u],
+// start[u+1]), in order; threads over columns.
+static __global__ __launch_bounds__(ROW_THREADS) void k_scatter_csr(float *out, const float *in,
+                                                                    const int *tgt,
+                                                                    const int *start,
+                                                                    const int *src, int C,
+                                                                    float scale, int scaled)
+{
+    int u = blockIdx.x;
+    float *o = out + (size_t)tgt[u] * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float acc = o[c];
+        for (int k = start[u]; k < start[u + 1]; k++) {
+            float v = in[(size_t)src[k] * C + c];
+            acc += scaled ? scale * v : v;
+        }
+        o[c] = acc;
+    }
+}
+
+// The fallback for device index arrays: thread c walks every source.
+static __global__ __launch_bounds__(ROW_THREADS) void k_scatter_cols(float *out, const float *in,
+                                                                     const int *idx, int n,
+                                                                     int C, float scale,
+                                                                     int scaled, int skip0)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C)
+        return;
+    for (int i = 0; i < n; i++) {
+        int r = idx ? idx[i] : i;
+        if (skip0 && r == 0)
+            continue;
+        float v = in[(size_t)i * C + c];
+        out[(size_t)r * C + c] += scaled ? scale * v : v;
+    }
+}
+
+typedef struct {
+    int idx, src;
+} pair;
+
+static int pair_cmp(const void *a, const void *b)
+{
+    const pair *x = (const pair *)a, *y = (const pair *)b;
+    return x->idx != y->idx ? (x->idx > y->idx) - (x->idx < y->idx)
+                            : (x->src > y->src) - (x->src < y->src);
+}
+
+// out[idx[i]] += scale * in[i] for i < n (idx 0 skipped when skip0), every
+// target's sources added in increasing i.
+static void scatter(sq_gpu_be *be, float *out, const float *in, const int *idx, int n, int C,
+                    float scale, int scaled, int skip0, const char *what)
+{
+    if (n <= 0 || C <= 0)
+        return;
+    const int *host = idx ? be_host_ints(be, idx) : NULL;
+    if (idx && !host) { // device indices: one thread a column
+        SQ_LAUNCH(be, k_scatter_cols, be_blocks((size_t)C, ROW_THREADS), ROW_THREADS, 0, out,
+                  in, idx, n, C, scale, scaled, skip0);
+        return;
+    }
+    pair *p = (pair *)malloc((size_t)n * sizeof *p);
+    int *csr = (int *)malloc(((size_t)3 * n + 1) * sizeof *csr);
+    if (!p || !csr) {
+        free(p);
+        free(csr);
+        be_note(be, cudaErrorMemoryAllocation, what);
+        return;
+    }
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        int r = host ? host[i] : i;
+        if (skip0 && r == 0)
+            continue;
+        p[m].idx = r;
+        p[m++].src = i;
+    }
+    if (host)
+        qsort(p, (size_t)m, sizeof *p, pair_cmp);
+    // csr: tgt [U], start [U + 1], src [m]
+    int U = 0;
+    int *tgt = csr, *start = csr + n, *src = csr + 2 * n + 1;
+    for (int k = 0; k < m; k++) {
+        if (k == 0 || p[k].idx != p[k - 1].idx) {
+            tgt[U] = p[k].idx;
+            start[U++] = k;
+        }
+        src[k] = p[k].src;
+    }
+    start[U] = m;
+    free(p);
+    if (U) {
+        const int *d_tgt = (const int *)be_op_upload(be, tgt, (size_t)U * sizeof *tgt);
+        const int *d_start = (const int *)be_op_upload(be, start, (size_t)(U + 1) * sizeof *start);
+        const int *d_src = (const int *)be_op_upload(be, src, (size_t)m * sizeof *src);
+        if (d_tgt && d_start && d_src)
+            SQ_LAUNCH(be, k_scatter_csr, U, ROW_THREADS, 0, out, in, d_tgt, d_start, d_src, C,
+                      scale, scaled);
+    }
+    free(csr);
+}
+
+void be_embedding_backward(sq_gpu_be *be, float *dtable, const float *dout, const int *ids,
+                           int T, int C, float scale)
+{
+    scatter(be, dtable, dout, ids, T, C, scale, 1, 1, "embedding_backward");
+}
+
+void be_scatter_add_rows(sq_gpu_be *be, float *out, const float *in, const int *rows, int n,
+                         int C)
+{
+    scatter(be, out, in, rows, n, C, 1.0f, 0, 0, "scatter_add_rows");
+}
+
+void be_posemb_backward(sq_gpu_be *be, float *dinp, float *dpe, const float *dout,
+                        const int *pos, int T, int C)
+{
+    if (dinp)
+        be_add2d(be, dinp, C, dout, C, T, C);
+    scatter(be, dpe, dout, pos, T, C, 1.0f, 0, 0, "posemb_backward");
+}
+
+// ---- column sums -------------------------------------------------------
+
+// part[tile][c] = sum over rows of the tile, in order, of f(row, c):
+// kind 0: dout[r][c]; kind 1: (inp[r][c] - mean[r]) rstd[r] dout[r][c]
+static __global__ __launch_bounds__(ROW_THREADS) void k_colsum_tiles(
+    float *part, const float *dout, const float *inp, const float *mean, const float *rstd,
+    int T, int C, int kind)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x, tile = blockIdx.y;
+    if (c >= C)
+        return;
+    int r0 = tile * SUM_TILE, r1 = r0 + SUM_TILE < T ? r0 + SUM_TILE : T;
+    float acc = 0;
+    for (int r = r0; r < r1; r++) {
+        float d = dout[(size_t)r * C + c];
+        acc += kind ? (inp[(size_t)r * C + c] - mean[r]) * rstd[r] * d : d;
+    }
+    part[(size_t)tile * C + c] = acc;
+}
+
+// dst[c] += sum over tiles, in order
+static __global__ __launch_bounds__(ROW_THREADS) void k_colsum_reduce(float *dst,
+                                                                      const float *part,
+                                                                      int tiles, int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C)
+        return;
+    float acc = 0;
+    for (int t = 0; t < tiles; t++)
+        acc += part[(size_t)t * C + c];
+    dst[c] += acc;
+}
+
+// dst[C] += column sums of (kind) over T rows; part: 2 slots when both
+static void colsum(sq_gpu_be *be, float *dst, float *part, const float *dout, const float *inp,
+                   const float *mean, const float *rstd, int T, int C, int kind)
+{
+    int tiles = (T + SUM_TILE - 1) / SUM_TILE;
+    dim3 grid(be_blocks((size_t)C, ROW_THREADS), (unsigned)tiles);
+    SQ_LAUNCH(be, k_colsum_tiles, grid, ROW_THREADS, 0, part, dout, inp, mean, rstd, T, C, kind);
+    SQ_LAUNCH(be, k_colsum_reduce, be_blocks((size_t)C, ROW_THREADS), ROW_THREADS, 0, dst, part,
+              tiles, C);
+}
+
+// ---- LayerNorm: a warp per row ------------------------------------------
+
+#define LN_ROWS 8 // rows (warps) a block
+
+static __global__ __launch_bounds__(LN_ROWS * 32) void k_ln_forward(
+    float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+    int T, int C, float eps)
+{
+    int t = blockIdx.x * LN_ROWS + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (t >= T) // whole warps leave together: the shuffles below stay full
+        return;
+    const float *x = inp + (size_t)t * C;
+    float s = 0;
+    for (int c = lane; c < C; c += 32)
+        s += x[c];
+    float m = be_warp_sum(s) / (float)C;
+    float v = 0;
+    for (int c = lane; c < C; c += 32)
+        v += (x[c] - m) * (x[c] - m);
+    float r = 1.0f / sqrtf(be_warp_sum(v) / (float)C + eps);
+    float *o = out + (size_t)t * C;
+    for (int c = lane; c < C; c += 32)
+        o[c] = (x[c] - m) * r * w[c] + b[c];
+    if (lane == 0) {
+        mean[t] = m;
+        rstd[t] = r;
+    }
+}
+
+static __global__ __launch_bounds__(LN_ROWS * 32) void k_ln_backward(
+    float *dinp, const float *dout, const float *inp, const float *w, const float *mean,
+    const float *rstd, int T, int C)
+{
+    int t = blockIdx.x * LN_ROWS + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (t >= T)
+        return;
+    const float *x = inp + (size_t)t * C, *d = dout + (size_t)t * C;
+    float m = mean[t], s = rstd[t], g = 0, gn = 0;
+    for (int c = lane; c < C; c += 32) {
+        float gc = w[c] * d[c];
+        g += gc;
+        gn += gc * ((x[c] - m) * s);
+    }
+    float gmean = be_warp_sum(g) / (float)C, gnmean = be_warp_sum(gn) / (float)C;
+    float *dx = dinp + (size_t)t * C;
+    for (int c = lane; c < C; c += 32)
+        dx[c] += s * (w[c] * d[c] - gmean - (x[c] - m) * s * gnmean);
+}
+
+void be_layernorm_forward(sq_gpu_be *be, float *out, float *mean, float *rstd, const float *inp,
+                          const float *w, const float *b, int T, int C, float eps)
+{
+    if (T > 0)
+        SQ_LAUNCH(be, k_ln_forward, (unsigned)((T + LN_ROWS - 1) / LN_ROWS), LN_ROWS * 32, 0,
+                  out, mean, rstd, inp, w, b, T, C, eps);
+}
+
+void be_layernorm_backward(sq_gpu_be *be, float *dinp, float *dw, float *db, const float *dout,
+                           const float *inp, const float *w, const float *mean,
+                           const float *rstd, int T, int C)
+{
+    if (T <= 0)
+        return;
+    SQ_LAUNCH(be, k_ln_backward, (unsigned)((T + LN_ROWS - 1) / LN_ROWS), LN_ROWS * 32, 0,
+              dinp, dout, inp, w, mean, rstd, T, C);
+    int tiles = (T + SUM_TILE - 1) / SUM_TILE;
+    float *part = (float *)be_scratch(be, (size_t)2 * tiles * C * sizeof(float));
+    if (!part)
+        return;
+    colsum(be, dw, part, dout, inp, mean, rstd, T, C, 1);
+    colsum(be, db, part + (size_t)tiles * C, dout, inp, mean, rstd, T, C, 0);
+}
+
+// ---- linear: out[T, OC] = inp[T, C] W[OC, C]^T + b ----------------------
+
+void be_linear_forward(sq_gpu_be *be, float *out, const float *inp, const float *w,
+                       const float *b, int T, int C, int OC)
+{
+    if (T <= 0 || OC <= 0)
+        return;
+    if (b) // out = b on every row, then out += inp W^T (beta 1), as the CPU
+        be_copy2d(be, out, OC, b, 0, T, OC);
+    be_gemm(be, 0, 1, T, OC, C, 1.0f, inp, C, w, C, b ? 1.0f : 0.0f, out, OC);
+}
+
+void be_linear_backward(sq_gpu_be *be, float *dinp, float *dw, float *db, const float *dout,
+                        const float *inp, const float *w, int T, int C, int OC)
+{
+    if (T <= 0)
+        return;
+    if (dinp) // dinp[T, C] += dout[T, OC] W[OC, C]
+        be_gemm(be, 0, 0, T, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
+    // dW[OC, C] += dout^T[OC, T] inp[T, C]
+    be_gemm(be, 1, 0, OC, C, T, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
+    if (db) {
+        int tiles = (T + SUM_TILE - 1) / SUM_TILE;
+        float *part = (float *)be_scratch(be, (size_t)tiles * OC * sizeof(float));
+        if (part)
+            colsum(be, db, part, dout, NULL, NULL, NULL, T, OC, 0);
+    }
+}
