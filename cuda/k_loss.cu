@@ -237,13 +237,19 @@ static __global__ __launch_bounds__(LOSS_THREADS) void scatter_distinct_kernel(
         dh[(size_t)rows[e] * C + c] += dhc[i];
 }
 
-// 1 when the host rows are strictly increasing (so distinct): the usual
-// batch, whose rows list the positions with a target in order.
-static int rows_increasing(const int *hrows, int n)
+// 1 when the host rows of the entries with a target are strictly
+// increasing (so distinct): the usual batch, whose rows list the positions
+// with a target in order. Ignored entries' rows are never read.
+static int rows_increasing(const int *hrows, const int *htargets, int n)
 {
-    for (int i = 1; i < n; i++)
-        if (hrows[i] <= hrows[i - 1])
+    int last = -1;
+    for (int i = 0; i < n; i++) {
+        if (!htargets[i])
+            continue;
+        if (hrows[i] <= last)
             return 0;
+        last = hrows[i];
+    }
     return 1;
 }
 
@@ -266,7 +272,8 @@ static double ce_full(sq_gpu_be *be, float *dh, float *dE, float *dbias, float *
     float *rowloss = dhc + (size_t)chunk * C; // [chunk]
     const int *dt = be_ints(be, targets), *drows = rows ? be_ints(be, rows) : NULL;
     const int *hrows = rows ? be_host_ints(be, rows) : NULL;
-    int distinct = rows && hrows && rows_increasing(hrows, n);
+    const int *htargets = be_host_ints(be, targets);
+    int distinct = hrows && htargets && rows_increasing(hrows, htargets, n);
     for (int e0 = 0; e0 < n; e0 += chunk) {
         int m = n - e0 < chunk ? n - e0 : chunk; // entries e0 .. e0+m-1
         SQ_LAUNCH(be, gather_kernel, be_blocks((size_t)m * C, LOSS_THREADS), LOSS_THREADS, 0,
