@@ -202,6 +202,41 @@ UNIT_TEST(test_cuda_ce_full_bias)
         ce_case(t, 1, rk, 0);
 }
 
+/* Every target ignored: count 0, loss 0, gradients untouched (the CPU's
+ * early return: no 1/0 scale reaches a kernel). */
+UNIT_TEST(test_cuda_loss_none_counted)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    enum { n = 5, C = 8, V1 = 11, K = 2 };
+    float h[n * C], E[V1 * C], dh[n * C], dE[V1 * C];
+    for (int i = 0; i < n * C; i++)
+        h[i] = 0.1f * (float)i;
+    for (int i = 0; i < V1 * C; i++)
+        E[i] = 0.01f * (float)i;
+    int targets[n] = {0}, neg[n * K];
+    for (int i = 0; i < n * K; i++)
+        neg[i] = 1 + i % (V1 - 1);
+    float *hd = cuda_up(&g, h, n * C), *Ed = cuda_up(&g, E, V1 * C);
+    float *dhd = cuda_up(&g, h, n * C), *dEd = cuda_up(&g, E, V1 * C);
+    float *sc = cuda_zeros(&g, sq_ce_scratch_size(4, V1, C));
+    stage(&g, targets, n, neg, n * K, NULL, 0);
+    if (!g.bad) {
+        int cnt = -1;
+        CHECK(sq_ce_full(&g.cx, dhd, dEd, sc, hd, Ed, NULL, targets, n, C, V1, 4, 1, &cnt) == 0);
+        CHECK_EQ(cnt, 0);
+        cnt = -1;
+        CHECK(sq_bce_sampled(&g.cx, dhd, dEd, hd, Ed, NULL, targets, neg, n, K, C, 1, &cnt) == 0);
+        CHECK_EQ(cnt, 0);
+        cuda_down(&g, dh, dhd, n * C);
+        cuda_down(&g, dE, dEd, V1 * C);
+        CHECK(memcmp(dh, h, sizeof h) == 0);
+        CHECK(memcmp(dE, E, sizeof E) == 0);
+    }
+    cuda_close(&g);
+}
+
 /* ------------------------------------------------------------------------ */
 
 #define BCE_K 3
