@@ -1,0 +1,178 @@
+// k_adam.cu - the optimiser: Adam/AdamW (adam.h's sq_adam_update), the
+// gradient's L2 norm and global-norm clipping, with the CPU's arithmetic.
+//
+// Budgets (nvcc -Xptxas -v, sm_90): every kernel __launch_bounds__(256);
+//   adam_kernel        24 registers, no shared memory
+//   sumsq_kernel       16 registers, 2 KiB static shared (256 doubles)
+//   sumsq_final_kernel 14 registers, 2 KiB static shared
+//   scale_kernel       10 registers, no shared memory
+// no spills, no local memory.
+#include <cmath>
+
+#include "common.cuh"
+
+#define ADAM_THREADS 256
+// The norm's first pass: at most this many blocks (partials in be->red),
+// the count depending on n only, so that the bits never depend on the
+// device.
+#define NORM_THREADS 256
+#define NORM_BLOCKS_MAX 1024
+#define NORM_PER_BLOCK 8192
+
+// Single roundings as the CPU (-ffp-contract=off): nvcc would otherwise fuse
+// a * b + c into one fma and the parameters would drift from the CPU's bits.
+#ifdef SQ_SIM
+#define MUL_RN(a, b) ((a) * (b))
+#define ADD_RN(a, b) ((a) + (b))
+#define SUB_RN(a, b) ((a) - (b))
+#else
+#define MUL_RN(a, b) __fmul_rn((a), (b))
+#define ADD_RN(a, b) __fadd_rn((a), (b))
+#define SUB_RN(a, b) __fsub_rn((a), (b))
+#endif
+
+// adam.c's constants: b1, b2, lr, eps, bc1, sqrt(bc2), decay, l2.
+struct adam_k {
+    float b1, b2, lr, eps, bc1, bc2_sqrt, decay, l2;
+};
+
+// adam.c's adam_one, operation for operation (IEEE division and sqrt).
+static __global__ __launch_bounds__(ADAM_THREADS) void adam_kernel(float *param,
+                                                                   const float *grad, float *m,
+                                                                   float *v, size_t n,
+                                                                   adam_k k)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float p = param[i];
+        float g = ADD_RN(grad[i], MUL_RN(k.l2, p));
+        float mi = ADD_RN(MUL_RN(k.b1, m[i]), MUL_RN(1.0f - k.b1, g));
+        float vi = ADD_RN(MUL_RN(k.b2, v[i]), MUL_RN(MUL_RN(1.0f - k.b2, g), g));
+        m[i] = mi;
+        v[i] = vi;
+        float mhat = mi / k.bc1;
+        float denom = ADD_RN(sqrtf(vi) / k.bc2_sqrt, k.eps);
+        param[i] = SUB_RN(MUL_RN(p, k.decay), MUL_RN(k.lr, mhat) / denom);
+    }
+}
+
+void be_adam_update(sq_gpu_be *be, float *param, const float *grad, float *m, float *v,
+                    size_t n, double lr, double beta1, double beta2, double eps,
+                    double weight_decay, int decoupled, long t)
+{
+    if (n == 0)
+        return;
+    // adam_consts: in double on the host, rounded to float once
+    adam_k k;
+    float flr = (float)lr, wd = (float)weight_decay;
+    k.b1 = (float)beta1;
+    k.b2 = (float)beta2;
+    k.lr = flr;
+    k.eps = (float)eps;
+    k.bc1 = (float)(1.0 - pow(beta1, (double)t));
+    k.bc2_sqrt = (float)sqrt(1.0 - pow(beta2, (double)t));
+    k.decay = decoupled ? 1.0f - flr * wd : 1.0f;
+    k.l2 = decoupled ? 0.0f : wd;
+    unsigned grid = be_blocks(n, ADAM_THREADS);
+    if (grid > 65535u * 16u) // grid-stride beyond: a million blocks fill any device
+        grid = 65535u * 16u;
+    SQ_LAUNCH(be, adam_kernel, grid, ADAM_THREADS, 0, param, grad, m, v, n, k);
+}
+
+// Block sum of one double per thread, in a fixed tree; thread 0 gets it.
+static __device__ double block_sum_d(double s, double *sh)
+{
+    sh[threadIdx.x] = s;
+    __syncthreads();
+    for (unsigned h = blockDim.x / 2; h > 0; h >>= 1) {
+        if (threadIdx.x < h)
+            sh[threadIdx.x] += sh[threadIdx.x + h];
+        __syncthreads();
+    }
+    return sh[0];
+}
+
+// Pass 1: block b sums g^2 over its contiguous slice, in double, each
+// thread a strided part, then a fixed tree.
+static __global__ __launch_bounds__(NORM_THREADS) void sumsq_kernel(double *part,
+                                                                    const float *g, size_t n,
+                                                                    size_t per_block)
+{
+    __shared__ double sh[NORM_THREADS];
+    size_t i0 = (size_t)blockIdx.x * per_block;
+    size_t i1 = i0 + per_block < n ? i0 + per_block : n;
+    double s = 0;
+    for (size_t i = i0 + threadIdx.x; i < i1; i += blockDim.x)
+        s += (double)g[i] * (double)g[i];
+    s = block_sum_d(s, sh);
+    if (threadIdx.x == 0)
+        part[blockIdx.x] = s;
+}
+
+// Pass 2: one block sums the partials (fixed order) into out[0].
+static __global__ __launch_bounds__(NORM_THREADS) void sumsq_final_kernel(double *out,
+                                                                          const double *part,
+                                                                          int np)
+{
+    __shared__ double sh[NORM_THREADS];
+    double s = 0;
+    for (int i = threadIdx.x; i < np; i += blockDim.x)
+        s += part[i];
+    s = block_sum_d(s, sh);
+    if (threadIdx.x == 0)
+        out[0] = s;
+}
+
+// The sum of squares, queued, into be->red[0] (partials in red[1..]).
+static void queue_sumsq(sq_gpu_be *be, const float *g, size_t n)
+{
+    size_t blocks = (n + NORM_PER_BLOCK - 1) / NORM_PER_BLOCK;
+    if (blocks < 1)
+        blocks = 1;
+    if (blocks > NORM_BLOCKS_MAX)
+        blocks = NORM_BLOCKS_MAX;
+    size_t per_block = (n + blocks - 1) / blocks;
+    SQ_LAUNCH(be, sumsq_kernel, (unsigned)blocks, NORM_THREADS, 0, be->red + 1, g, n,
+              per_block);
+    SQ_LAUNCH(be, sumsq_final_kernel, 1, NORM_THREADS, 0, be->red, be->red + 1, (int)blocks);
+}
+
+// be->red[0] to the host: the one wait of an op that returns a value.
+static double download_red0(sq_gpu_be *be)
+{
+    if (be_note(be, cudaMemcpyAsync(be->red_host, be->red, sizeof(double),
+                                    cudaMemcpyDeviceToHost, be->stream), "download") ||
+        be_note(be, cudaStreamSynchronize(be->stream), "download"))
+        return NAN;
+    return be->red_host[0];
+}
+
+double be_grad_norm(sq_gpu_be *be, const float *g, size_t n)
+{
+    if (n == 0)
+        return 0;
+    queue_sumsq(be, g, n);
+    return sqrt(download_red0(be));
+}
+
+static __global__ __launch_bounds__(ADAM_THREADS) void scale_kernel(float *g, size_t n,
+                                                                    float s)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        g[i] *= s;
+}
+
+// adam.c's sq_grad_clip: the norm, and g scaled when it exceeds max_norm.
+double be_grad_clip(sq_gpu_be *be, float *g, size_t n, double max_norm)
+{
+    double norm = be_grad_norm(be, g, n);
+    if (!std::isfinite(norm) || max_norm <= 0 || norm <= max_norm)
+        return norm;
+    float s = (float)(max_norm / (norm + 1e-6));
+    unsigned grid = be_blocks(n, ADAM_THREADS);
+    if (grid > 65535u * 16u)
+        grid = 65535u * 16u;
+    SQ_LAUNCH(be, scale_kernel, grid, ADAM_THREADS, 0, g, n, s);
+    return norm;
+}

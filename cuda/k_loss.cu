@@ -1,0 +1,558 @@
+// k_loss.cu - the losses: full-softmax cross-entropy over every item, in
+// row chunks (ops.h 9, sq_ce_full / sq_ce_full_bias), and BCE with sampled
+// negatives (ops.h 10, sq_bce_sampled).
+//
+// Full CE, per chunk of `chunk` entries (so the batch's T x V1 logits never
+// exist at once; scratch is laid out as the CPU's: logits [chunk, V1],
+// gathered h [chunk, C], dh [chunk, C], row losses [chunk]):
+//   gather the entries' rows of h (zero for ignored entries)
+//   logits = hc E^T                           (cuBLAS)
+//   one block per row: online log-sum-exp over items 1..V1-1, the loss,
+//   and dlogits = dloss/count (softmax - onehot) over the logits in place
+//   the chunk's losses added, in double and a fixed order, to be->red[0]
+//   dbias += column sums of dlogits           (rows in order, no atomics)
+//   dh += dlogits E, dE += dlogits^T hc       (cuBLAS, beta 1)
+// BCE: scores and coefficients per (entry, item) pair on the device; the
+// scatter into rows of dE (and of dh) that pairs share is bucketed on the
+// host, one block per destination row summing its pairs in the CPU's order.
+// Nothing uses float atomics: the same inputs give the same bits.
+//
+// Budgets (nvcc -Xptxas -v, sm_90; every kernel __launch_bounds__(256)):
+//   gather_kernel            18 registers
+//   ce_row_kernel            31 registers, 256 B static shared
+//   sum_rows_kernel          16 registers, 2 KiB static shared (256 doubles)
+//   count_kernel             16 registers, 2 KiB static shared
+//   colsum_kernel            32 registers
+//   scatter_kernel           30 registers (rows that may repeat)
+//   scatter_distinct_kernel  18 registers
+//   pair_kernel              31 registers
+//   bucket_kernel            32 registers
+// no spills, no local memory.
+#include <cfloat>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "common.cuh"
+
+#define LOSS_THREADS 256
+
+// ---------------------------------------------------------------------------
+// Shared pieces
+
+// Block sum of one double per thread, in a fixed tree; every thread gets it.
+static __device__ double block_sum_d(double s, double *sh)
+{
+    sh[threadIdx.x] = s;
+    __syncthreads();
+    for (unsigned h = blockDim.x / 2; h > 0; h >>= 1) {
+        if (threadIdx.x < h)
+            sh[threadIdx.x] += sh[threadIdx.x + h];
+        __syncthreads();
+    }
+    double r = sh[0];
+    __syncthreads(); // sh is free again when the caller reuses it
+    return r;
+}
+
+// acc[0] (+)= sum of x[0, n) as doubles: one block, fixed order, so the
+// loss has the same bits every run. first: acc[0] starts at 0.
+static __global__ __launch_bounds__(LOSS_THREADS) void sum_rows_kernel(double *acc,
+                                                                       const float *x, int n,
+                                                                       int first)
+{
+    __shared__ double sh[LOSS_THREADS];
+    double s = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        s += (double)x[i];
+    s = block_sum_d(s, sh);
+    if (threadIdx.x == 0)
+        acc[0] = (first ? 0.0 : acc[0]) + s;
+}
+
+// Entries with a non-zero id, for ids that live on the device only.
+static __global__ __launch_bounds__(LOSS_THREADS) void count_kernel(double *out,
+                                                                    const int *ids, int n)
+{
+    __shared__ double sh[LOSS_THREADS];
+    double s = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        s += ids[i] != 0;
+    s = block_sum_d(s, sh);
+    if (threadIdx.x == 0)
+        out[0] = s;
+}
+
+// be->red[slot] to the host: the one wait of an op that returns a value.
+static double download_red(sq_gpu_be *be, int slot)
+{
+    if (be_note(be, cudaMemcpyAsync(be->red_host + slot, be->red + slot, sizeof(double),
+                                    cudaMemcpyDeviceToHost, be->stream), "download") ||
+        be_note(be, cudaStreamSynchronize(be->stream), "download"))
+        return NAN;
+    return be->red_host[slot];
+}
+
+// The entries with a non-zero id: counted on the host from the staged
+// array, else on the device (one wait).
+static int count_nonzero(sq_gpu_be *be, const int *ids, int n)
+{
+    const int *hids = be_host_ints(be, ids);
+    if (hids) {
+        int c = 0;
+        for (int i = 0; i < n; i++)
+            c += hids[i] != 0;
+        return c;
+    }
+    SQ_LAUNCH(be, count_kernel, 1, LOSS_THREADS, 0, be->red, be_ints(be, ids), n);
+    double c = download_red(be, 0);
+    return std::isfinite(c) ? (int)c : 0;
+}
+
+// ---------------------------------------------------------------------------
+// Full-softmax cross-entropy
+
+// hc[r] = h[rows[e0 + r]] (rows NULL: h[e0 + r]) for the m entries of the
+// chunk; zero for ignored entries, whose rows are never read (the CPU's).
+static __global__ __launch_bounds__(LOSS_THREADS) void gather_kernel(float *hc, const float *h,
+                                                                     const int *rows,
+                                                                     const int *targets,
+                                                                     int e0, int m, int C)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)m * C)
+        return;
+    int r = (int)(i / C), c = (int)(i % C), e = e0 + r;
+    hc[i] = targets[e] ? h[(size_t)(rows ? rows[e] : e) * C + c] : 0.0f;
+}
+
+// Combines two online (max, sum of exp(l - max)) pairs.
+static __device__ inline void lse_merge(float &mx, float &s, float om, float os)
+{
+    float M = fmaxf(mx, om);
+    s = s * expf(mx - M) + os * expf(om - M);
+    mx = M;
+}
+
+// One block per row r of the chunk, target y = targets[r] (0: the row's
+// loss and dlogits are 0). One pass for the online max and sum over items
+// 1..V1-1 (item 0 is padding, out of the softmax), then -log p_y and, when
+// grad, dlogits = g (p - onehot(y)) over the row in place.
+static __global__ __launch_bounds__(LOSS_THREADS) void ce_row_kernel(float *logits,
+                                                                     float *rowloss,
+                                                                     const float *bias,
+                                                                     const int *targets, int V1,
+                                                                     float g, int grad)
+{
+    __shared__ float wm[32], ws[32];
+    int r = blockIdx.x, y = targets[r];
+    float *lr = logits + (size_t)r * V1;
+    if (!y) {
+        for (int j = threadIdx.x; j < V1; j += blockDim.x)
+            lr[j] = 0.0f;
+        if (threadIdx.x == 0)
+            rowloss[r] = 0.0f;
+        return;
+    }
+    float mx = -FLT_MAX, s = 0.0f;
+    for (int j = 1 + threadIdx.x; j < V1; j += blockDim.x) {
+        float l = bias ? lr[j] + bias[j] : lr[j];
+        if (l > mx) {
+            s = s * expf(mx - l) + 1.0f;
+            mx = l;
+        } else {
+            s += expf(l - mx);
+        }
+    }
+    // the warp's lanes, then the warps, in a fixed order (xor pairs give
+    // every lane the same bits: the merge is symmetric)
+    for (int o = 16; o > 0; o >>= 1) {
+        float om = __shfl_xor_sync(0xffffffffu, mx, o), os = __shfl_xor_sync(0xffffffffu, s, o);
+        lse_merge(mx, s, om, os);
+    }
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+    if (lane == 0) {
+        wm[warp] = mx;
+        ws[warp] = s;
+    }
+    __syncthreads();
+    mx = wm[0];
+    s = ws[0];
+    for (int w = 1; w < nw; w++)
+        lse_merge(mx, s, wm[w], ws[w]);
+    float ly = bias ? lr[y] + bias[y] : lr[y];
+    if (threadIdx.x == 0)
+        rowloss[r] = logf(s) + mx - ly; // -log p_y
+    if (!grad)
+        return;
+    __syncthreads(); // every thread has read lr[y]
+    float inv = g / s;
+    for (int j = threadIdx.x; j < V1; j += blockDim.x) {
+        float l = bias ? lr[j] + bias[j] : lr[j];
+        float d = j ? expf(l - mx) * inv : 0.0f;
+        lr[j] = j == y ? d - g : d;
+    }
+}
+
+// dbias[j] += dlogits[r][j] for r = 0..m-1 in order (the CPU's axpys).
+static __global__ __launch_bounds__(LOSS_THREADS) void colsum_kernel(float *dbias,
+                                                                     const float *dl, int m,
+                                                                     int V1)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= V1)
+        return;
+    float acc = dbias[j];
+    for (int r = 0; r < m; r++)
+        acc += dl[(size_t)r * V1 + j];
+    dbias[j] = acc;
+}
+
+// dh[rows[e0 + r]] += dhc[r] over the chunk's non-ignored entries; one
+// thread per column walks the entries in order, so repeated rows add in
+// the CPU's order. Used where the rows may repeat.
+static __global__ __launch_bounds__(LOSS_THREADS) void scatter_kernel(float *dh,
+                                                                      const float *dhc,
+                                                                      const int *rows,
+                                                                      const int *targets,
+                                                                      int e0, int m, int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C)
+        return;
+    for (int r = 0; r < m; r++)
+        if (targets[e0 + r])
+            dh[(size_t)rows[e0 + r] * C + c] += dhc[(size_t)r * C + c];
+}
+
+// The same, one thread per element, where the rows are known distinct.
+static __global__ __launch_bounds__(LOSS_THREADS) void scatter_distinct_kernel(
+    float *dh, const float *dhc, const int *rows, const int *targets, int e0, int m, int C)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)m * C)
+        return;
+    int r = (int)(i / C), c = (int)(i % C), e = e0 + r;
+    if (targets[e])
+        dh[(size_t)rows[e] * C + c] += dhc[i];
+}
+
+// 1 when the host rows of the entries with a target are strictly
+// increasing (so distinct): the usual batch, whose rows list the positions
+// with a target in order. Ignored entries' rows are never read.
+static int rows_increasing(const int *hrows, const int *htargets, int n)
+{
+    int last = -1;
+    for (int i = 0; i < n; i++) {
+        if (!htargets[i])
+            continue;
+        if (hrows[i] <= last)
+            return 0;
+        last = hrows[i];
+    }
+    return 1;
+}
+
+// Both full-CE ops: bias and dbias NULL for sq_ce_full.
+static double ce_full(sq_gpu_be *be, float *dh, float *dE, float *dbias, float *scratch,
+                      const float *h, const float *E, const float *bias, const int *rows,
+                      const int *targets, int n, int C, int V1, int chunk, float dloss,
+                      int *count)
+{
+    // the count scales dlogits, so it is known before the first chunk
+    int cnt = count_nonzero(be, targets, n);
+    *count = cnt;
+    if (cnt == 0 || be->failed)
+        return 0;
+    int grad = dh && dE;
+    float g = dloss / (float)cnt; // the CPU's float
+    float *logits = scratch;                  // [chunk, V1]
+    float *hc = logits + (size_t)chunk * V1;  // [chunk, C]
+    float *dhc = hc + (size_t)chunk * C;      // [chunk, C]
+    float *rowloss = dhc + (size_t)chunk * C; // [chunk]
+    const int *dt = be_ints(be, targets), *drows = rows ? be_ints(be, rows) : NULL;
+    const int *hrows = rows ? be_host_ints(be, rows) : NULL;
+    const int *htargets = be_host_ints(be, targets);
+    int distinct = hrows && htargets && rows_increasing(hrows, htargets, n);
+    for (int e0 = 0; e0 < n; e0 += chunk) {
+        int m = n - e0 < chunk ? n - e0 : chunk; // entries e0 .. e0+m-1
+        SQ_LAUNCH(be, gather_kernel, be_blocks((size_t)m * C, LOSS_THREADS), LOSS_THREADS, 0,
+                  hc, h, drows, dt, e0, m, C);
+        be_gemm(be, 0, 1, m, V1, C, 1.0f, hc, C, E, C, 0.0f, logits, V1);
+        SQ_LAUNCH(be, ce_row_kernel, m, LOSS_THREADS, 0, logits, rowloss, bias, dt + e0, V1, g,
+                  grad);
+        SQ_LAUNCH(be, sum_rows_kernel, 1, LOSS_THREADS, 0, be->red, rowloss, m, e0 == 0);
+        if (!grad)
+            continue;
+        if (dbias)
+            SQ_LAUNCH(be, colsum_kernel, be_blocks(V1, LOSS_THREADS), LOSS_THREADS, 0, dbias,
+                      logits, m, V1);
+        if (!rows) { // entry e is row e: straight into dh (ignored rows add 0)
+            be_gemm(be, 0, 0, m, C, V1, 1.0f, logits, V1, E, C, 1.0f, dh + (size_t)e0 * C, C);
+        } else {
+            be_gemm(be, 0, 0, m, C, V1, 1.0f, logits, V1, E, C, 0.0f, dhc, C);
+            if (distinct)
+                SQ_LAUNCH(be, scatter_distinct_kernel, be_blocks((size_t)m * C, LOSS_THREADS),
+                          LOSS_THREADS, 0, dh, dhc, drows, dt, e0, m, C);
+            else
+                SQ_LAUNCH(be, scatter_kernel, be_blocks(C, LOSS_THREADS), LOSS_THREADS, 0, dh,
+                          dhc, drows, dt, e0, m, C);
+        }
+        be_gemm(be, 1, 0, V1, C, m, 1.0f, logits, V1, hc, C, 1.0f, dE, C);
+    }
+    return download_red(be, 0) / cnt;
+}
+
+double be_ce_full(sq_gpu_be *be, float *dh, float *dE, float *scratch, const float *h,
+                  const float *E, const int *rows, const int *targets, int n, int C, int V1,
+                  int chunk, float dloss, int *count)
+{
+    return ce_full(be, dh, dE, NULL, scratch, h, E, NULL, rows, targets, n, C, V1, chunk,
+                   dloss, count);
+}
+
+double be_ce_full_bias(sq_gpu_be *be, float *dh, float *dE, float *dbias, float *scratch,
+                       const float *h, const float *E, const float *bias, const int *rows,
+                       const int *targets, int n, int C, int V1, int chunk, float dloss,
+                       int *count)
+{
+    return ce_full(be, dh, dE, dbias, scratch, h, E, bias, rows, targets, n, C, V1, chunk,
+                   dloss, count);
+}
+
+// ---------------------------------------------------------------------------
+// BCE with sampled negatives
+
+// real.h's softplus and sigmoid (real.h itself is C, not C++).
+static __device__ inline float softplus_f(float x)
+{
+    return (x > 0 ? x : 0.0f) + log1pf(expf(-fabsf(x)));
+}
+static __device__ inline float sigmoid_f(float x)
+{
+    if (x >= 0)
+        return 1.0f / (1.0f + expf(-x));
+    float e = expf(x);
+    return e / (1.0f + e);
+}
+
+// One warp per pair p = i (K+1) + k+1 (k = -1: the positive pos[i], else
+// the negative neg[i K + k]): s = h_row . E_item, the loss term and the
+// gradient coefficient g (sigmoid(s) - [positive]); both 0 for a pair the
+// CPU skips (pos[i] or the item 0).
+static __global__ __launch_bounds__(LOSS_THREADS) void pair_kernel(float *coef, float *term,
+                                                                   const float *h,
+                                                                   const float *E,
+                                                                   const int *rows,
+                                                                   const int *pos,
+                                                                   const int *neg, int n, int K,
+                                                                   int C, float g)
+{
+    int lane = threadIdx.x % 32;
+    long long p = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (p >= (long long)n * (K + 1))
+        return; // the whole warp: p is the same on its lanes
+    int i = (int)(p / (K + 1)), k = (int)(p % (K + 1)) - 1;
+    int item = k < 0 ? pos[i] : neg[(size_t)i * K + k];
+    if (!pos[i] || !item) {
+        if (lane == 0)
+            coef[p] = term[p] = 0.0f;
+        return;
+    }
+    const float *hi = h + (size_t)(rows ? rows[i] : i) * C, *e = E + (size_t)item * C;
+    float s = 0.0f;
+    for (int c = lane; c < C; c += 32)
+        s += hi[c] * e[c];
+    s = be_warp_sum(s);
+    if (lane == 0) {
+        term[p] = k < 0 ? softplus_f(-s) : softplus_f(s);
+        coef[p] = g * (sigmoid_f(s) - (k < 0 ? 1.0f : 0.0f));
+    }
+}
+
+// One block per bucket b (destination row dest[b]): dst[dest] += coef[q]
+// src[srcrow[q]] over the bucket's pairs q in order (the CPU's), one thread
+// a column: every destination row has one writer.
+static __global__ __launch_bounds__(LOSS_THREADS) void bucket_kernel(float *dst,
+                                                                     const float *src,
+                                                                     const float *coef,
+                                                                     const int *start,
+                                                                     const int *dest,
+                                                                     const int *pair,
+                                                                     const int *srcrow, int C)
+{
+    int b = blockIdx.x, q0 = start[b], q1 = start[b + 1];
+    float *d = dst + (size_t)dest[b] * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float acc = d[c];
+        for (int q = q0; q < q1; q++)
+            acc += coef[pair[q]] * src[(size_t)srcrow[q] * C + c];
+        d[c] = acc;
+    }
+}
+
+// A CSR of the live pairs by destination row, as laid out in the upload:
+// start [nb + 1], dest [nb], pair [L], src [L]. Counting sort on the key:
+// stable, so a bucket lists its pairs in (entry, k) order.
+struct bucketing {
+    int nb, L;
+    int *start, *dest, *pair, *src;
+};
+
+// keys[q] / srcs[q] of the L live pairs q (ids lp[q]), keys in [0, nkey).
+static int bucket_pairs(bucketing *bk, const int *keys, const int *srcs, const int *lp, int L,
+                        int nkey, int *space)
+{
+    int *cnt = (int *)calloc((size_t)nkey + 1, sizeof(int));
+    if (!cnt)
+        return -1;
+    for (int q = 0; q < L; q++)
+        cnt[keys[q] + 1]++;
+    int nb = 0;
+    for (int k = 0; k < nkey; k++)
+        nb += cnt[k + 1] != 0;
+    bk->nb = nb;
+    bk->L = L;
+    bk->start = space;
+    bk->dest = space + nb + 1;
+    bk->pair = bk->dest + nb;
+    bk->src = bk->pair + L;
+    for (int k = 0, b = 0; k < nkey; k++) { // cnt[k] = first slot of key k
+        int c = cnt[k + 1];
+        cnt[k + 1] = cnt[k] + c;
+        if (c) {
+            bk->start[b] = cnt[k];
+            bk->dest[b++] = k;
+        }
+    }
+    bk->start[nb] = L;
+    for (int q = 0; q < L; q++) {
+        int at = cnt[keys[q]]++;
+        bk->pair[at] = lp[q];
+        bk->src[at] = srcs[q];
+    }
+    free(cnt);
+    return 0;
+}
+
+// Ints of a bucketing of L pairs into at most L buckets.
+static size_t bucket_ints(int L)
+{
+    return (size_t)L * 4 + 1;
+}
+
+// The host copy of an integer array: the staged one itself, else
+// downloaded into *own (freed by the caller).
+static const int *host_ids(sq_gpu_be *be, const int *p, size_t n, int **own)
+{
+    *own = NULL;
+    if (!p)
+        return NULL;
+    const int *h = be_host_ints(be, p);
+    if (h)
+        return h;
+    *own = (int *)malloc(n * sizeof(int) + 1);
+    if (!*own || be_note(be, cudaMemcpyAsync(*own, p, n * sizeof(int), cudaMemcpyDeviceToHost,
+                                             be->stream), "download") ||
+        be_note(be, cudaStreamSynchronize(be->stream), "download"))
+        return NULL;
+    return *own;
+}
+
+// Queues the scatter of both gradients: the pairs' keys and sources
+// bucketed on the host, the CSRs in `ints` (uploaded by the caller's one
+// be_op_upload, at device offset dev - ints).
+struct bce_plan {
+    bucketing e, h; // dE by item (source: the entry's row of h), dh by row
+};
+
+static int bce_bucket(bce_plan *pl, int *ints, const int *hrows, const int *hpos,
+                      const int *hneg, int n, int K)
+{
+    int P = n * (K + 1), L = 0, maxitem = 0, maxrow = 0;
+    int *buf = (int *)malloc(sizeof(int) * ((size_t)P * 3 + 1));
+    if (!buf)
+        return -1;
+    int *lp = buf, *item = buf + P, *row = buf + 2 * (size_t)P;
+    for (int i = 0; i < n; i++) {
+        if (!hpos[i])
+            continue;
+        int ri = hrows ? hrows[i] : i;
+        for (int k = -1; k < K; k++) {
+            int it = k < 0 ? hpos[i] : hneg[(size_t)i * K + k];
+            if (!it)
+                continue;
+            lp[L] = i * (K + 1) + k + 1;
+            item[L] = it;
+            row[L++] = ri;
+            maxitem = it > maxitem ? it : maxitem;
+            maxrow = ri > maxrow ? ri : maxrow;
+        }
+    }
+    int rc = bucket_pairs(&pl->e, item, row, lp, L, maxitem + 1, ints);
+    if (!rc)
+        rc = bucket_pairs(&pl->h, row, item, lp, L, maxrow + 1, ints + bucket_ints(L));
+    free(buf);
+    return rc;
+}
+
+double be_bce_sampled(sq_gpu_be *be, float *dh, float *dE, const float *h, const float *E,
+                      const int *rows, const int *pos, const int *neg, int n, int K, int C,
+                      float dloss, int *count)
+{
+    int cnt = count_nonzero(be, pos, n);
+    *count = cnt;
+    if (cnt == 0 || be->failed)
+        return 0;
+    int grad = dh && dE;
+    float g = dloss / (float)cnt; // the CPU's float
+    int P = n * (K + 1);
+    // one upload: room for the pairs' coefficients and loss terms, then
+    // (grad) the two CSRs bucketed from the host ids
+    size_t words = 2 * (size_t)P + (grad ? 2 * bucket_ints(P) : 0);
+    int *hbuf = (int *)calloc(words, sizeof(int));
+    int *own_rows = NULL, *own_pos = NULL, *own_neg = NULL;
+    bce_plan pl;
+    memset(&pl, 0, sizeof pl);
+    int bad = !hbuf;
+    if (!bad && grad) {
+        const int *hrows = host_ids(be, rows, (size_t)n, &own_rows);
+        const int *hpos = host_ids(be, pos, (size_t)n, &own_pos);
+        const int *hneg = host_ids(be, neg, (size_t)n * K, &own_neg);
+        bad = (rows && !hrows) || !hpos || (K && !hneg) ||
+              bce_bucket(&pl, hbuf + 2 * (size_t)P, hrows, hpos, hneg, n, K) != 0;
+        if (!bad)
+            words = 2 * (size_t)P + 2 * bucket_ints(pl.e.L);
+    }
+    char *dev = bad ? NULL : (char *)be_op_upload(be, hbuf, words * sizeof(int));
+    if (!dev) {
+        if (bad)
+            be_note(be, cudaErrorMemoryAllocation, "bce_sampled: host buffers");
+        free(hbuf);
+        free(own_rows);
+        free(own_pos);
+        free(own_neg);
+        return 0;
+    }
+    float *coef = (float *)dev, *term = coef + P;
+    const int *drows = rows ? be_ints(be, rows) : NULL;
+    const int *dneg = K ? be_ints(be, neg) : NULL;
+    SQ_LAUNCH(be, pair_kernel, be_blocks((size_t)P * 32, LOSS_THREADS), LOSS_THREADS, 0, coef,
+              term, h, E, drows, be_ints(be, pos), dneg, n, K, C, g);
+    SQ_LAUNCH(be, sum_rows_kernel, 1, LOSS_THREADS, 0, be->red, term, P, 1);
+    if (grad && pl.e.nb > 0) {
+        // host CSR pointers into hbuf -> the same offsets in the device copy
+        const int *dints = (const int *)dev;
+#define DEV(p) (dints + ((p) - hbuf))
+        SQ_LAUNCH(be, bucket_kernel, pl.e.nb, LOSS_THREADS, 0, dE, h, coef, DEV(pl.e.start),
+                  DEV(pl.e.dest), DEV(pl.e.pair), DEV(pl.e.src), C);
+        SQ_LAUNCH(be, bucket_kernel, pl.h.nb, LOSS_THREADS, 0, dh, E, coef, DEV(pl.h.start),
+                  DEV(pl.h.dest), DEV(pl.h.pair), DEV(pl.h.src), C);
+#undef DEV
+    }
+    free(hbuf);
+    free(own_rows);
+    free(own_pos);
+    free(own_neg);
+    return download_red(be, 0) / cnt;
+}

@@ -1,0 +1,429 @@
+/* The CUDA losses and optimiser (cuda/k_loss.cu, cuda/k_adam.cu) against
+ * their CPU twins (ops.h 9-10, adam.h), through the CPU API on a CUDA
+ * context (cuda_check.h); skipped without a backend.
+ *
+ * Sizes are odd on purpose: 37 entries in chunks of 16 (two full chunks
+ * and a partial one), C = 24 (not a multiple of a warp), V1 = 1001 (not a
+ * multiple of a block). Gradient buffers start non-zero (the ops ADD).
+ *
+ * Tolerances. The GPU sums in other orders than the CPU (the online
+ * log-sum-exp, a warp's dot product, cuBLAS's blocking) and uses expf
+ * where the CPU uses vec.h's exp: a few float ulps per term. The loss is
+ * compared to 1e-5 relative. Gradients start at 0.01 scale, so that the
+ * smallest contributions (a non-target item's dlogit times h, ~1e-5) are
+ * far above the float spacing of the sums; they are compared to 1e-7
+ * absolute + 1e-4 relative, which a missing or misplaced term (wrong row,
+ * wrong item, missing 1/count) exceeds by orders of magnitude. Adam is the
+ * CPU's arithmetic operation for operation (single roundings, IEEE
+ * division and sqrt): 1 ulp of slack only so as not to depend on how the
+ * simulated device's host compiler contracts. Every op is run twice and
+ * must give the same bits (no float atomics). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adam.h"
+#include "cuda_check.h"
+#include "ops.h"
+#include "rng.h"
+
+#define CE_N 37
+#define CE_C 24
+#define CE_V1 1001
+#define CE_CHUNK 16
+#define CE_HROWS 53 /* rows of h: more than entries, so rows matter */
+
+static void fill_normal(float *x, size_t n, double scale, sq_rng *r)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(scale * sq_rng_normal(r));
+}
+
+/* The rows variant: 0 NULL, 1 increasing (distinct), 2 with repeats. */
+static int *make_rows(int kind, int n, int nrows, sq_rng *r)
+{
+    if (kind == 0)
+        return NULL;
+    int *rows = malloc(sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        rows[i] = kind == 1 ? i + i / 3 : (int)sq_rng_below(r, (uint64_t)nrows / 4);
+    return rows;
+}
+
+/* Stages the op's host integer arrays (NULLs skipped): what the trainer's
+ * sq_gpu_stage does once a step. */
+static int stage(cuda_env *g, const int *a, size_t na, const int *b, size_t nb, const int *c,
+                 size_t nc)
+{
+    const void *host[3] = {a, b, c};
+    size_t bytes[3] = {a ? na * sizeof(int) : 0, b ? nb * sizeof(int) : 0,
+                       c ? nc * sizeof(int) : 0};
+    return sq_gpu_stage(g->gpu, host, bytes, 3, &g->e);
+}
+
+typedef struct {
+    double loss;
+    int count;
+    float *dh, *dE, *db;
+} ce_out;
+
+/* One CE run on the GPU from the initial gradients; dev_ids: rows and
+ * targets as device arrays instead of staged host ones. */
+static void ce_gpu(unit_ctx *t, cuda_env *g, ce_out *o, const float *h, const float *E,
+                   const float *bias, const float *dh0, const float *dE0, const float *db0,
+                   const int *rows, const int *targets, float dloss, int dev_ids)
+{
+    (void)t;
+    size_t nh = (size_t)CE_HROWS * CE_C, nE = (size_t)CE_V1 * CE_C;
+    float *dh = cuda_up(g, dh0, nh), *dE = cuda_up(g, dE0, nE);
+    float *db = bias ? cuda_up(g, db0, CE_V1) : NULL;
+    float *dhd = cuda_up(g, h, nh), *Ed = cuda_up(g, E, nE);
+    float *bd = bias ? cuda_up(g, bias, CE_V1) : NULL;
+    float *scratch = cuda_zeros(g, sq_ce_scratch_size(CE_CHUNK, CE_V1, CE_C));
+    const int *r = rows, *tg = targets;
+    if (dev_ids) {
+        tg = cuda_up_bytes(g, targets, sizeof(int) * CE_N);
+        r = rows ? cuda_up_bytes(g, rows, sizeof(int) * CE_N) : NULL;
+        stage(g, NULL, 0, NULL, 0, NULL, 0);
+    } else {
+        stage(g, rows, CE_N, targets, CE_N, NULL, 0);
+    }
+    if (g->bad)
+        return;
+    o->loss = bias ? sq_ce_full_bias(&g->cx, dh, dE, db, scratch, dhd, Ed, bd, r, tg, CE_N,
+                                     CE_C, CE_V1, CE_CHUNK, dloss, &o->count)
+                   : sq_ce_full(&g->cx, dh, dE, scratch, dhd, Ed, r, tg, CE_N, CE_C, CE_V1,
+                                CE_CHUNK, dloss, &o->count);
+    cuda_down(g, o->dh, dh, nh);
+    cuda_down(g, o->dE, dE, nE);
+    if (bias)
+        cuda_down(g, o->db, db, CE_V1);
+}
+
+static void ce_case(unit_ctx *t, int with_bias, int rows_kind, int dev_ids)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    sq_gpu_set_precision(g.gpu, 0, &g.e); /* FP32 GEMMs on a real GPU: parity */
+    sq_rng r;
+    sq_rng_seed(&r, 42 + (uint64_t)rows_kind, (uint64_t)with_bias);
+    size_t nh = (size_t)CE_HROWS * CE_C, nE = (size_t)CE_V1 * CE_C;
+    float *h = malloc(sizeof(float) * nh), *E = malloc(sizeof(float) * nE);
+    float *bias = malloc(sizeof(float) * CE_V1), *db0 = malloc(sizeof(float) * CE_V1);
+    float *dh0 = malloc(sizeof(float) * nh), *dE0 = malloc(sizeof(float) * nE);
+    fill_normal(h, nh, 0.3, &r);
+    fill_normal(E, nE, 0.3, &r);
+    fill_normal(bias, CE_V1, 0.5, &r);
+    fill_normal(dh0, nh, 0.01, &r);
+    fill_normal(dE0, nE, 0.01, &r);
+    fill_normal(db0, CE_V1, 0.01, &r);
+    int targets[CE_N];
+    for (int i = 0; i < CE_N; i++) /* every 5th ignored; the rest 1..V1-1 */
+        targets[i] = i % 5 == 2 ? 0 : 1 + (int)sq_rng_below(&r, CE_V1 - 1);
+    targets[3] = CE_V1 - 1; /* the last item */
+    int *rows = make_rows(rows_kind, CE_N, CE_HROWS, &r);
+    float dloss = 1.7f;
+
+    /* the CPU op in float */
+    const sq_ctx cpu = sq_ctx_cpu();
+    float *cdh = malloc(sizeof(float) * nh), *cdE = malloc(sizeof(float) * nE);
+    float *cdb = malloc(sizeof(float) * CE_V1);
+    float *cs = malloc(sizeof(float) * sq_ce_scratch_size(CE_CHUNK, CE_V1, CE_C));
+    memcpy(cdh, dh0, sizeof(float) * nh);
+    memcpy(cdE, dE0, sizeof(float) * nE);
+    memcpy(cdb, db0, sizeof(float) * CE_V1);
+    int ccount = 0;
+    double closs = with_bias ? sq_ce_full_bias(&cpu, cdh, cdE, cdb, cs, h, E, bias, rows,
+                                               targets, CE_N, CE_C, CE_V1, CE_CHUNK, dloss,
+                                               &ccount)
+                             : sq_ce_full(&cpu, cdh, cdE, cs, h, E, rows, targets, CE_N, CE_C,
+                                          CE_V1, CE_CHUNK, dloss, &ccount);
+
+    ce_out o[2];
+    for (int k = 0; k < 2; k++) {
+        o[k].dh = malloc(sizeof(float) * nh);
+        o[k].dE = malloc(sizeof(float) * nE);
+        o[k].db = malloc(sizeof(float) * CE_V1);
+        o[k].loss = -1;
+        o[k].count = -1;
+        ce_gpu(t, &g, &o[k], h, E, with_bias ? bias : NULL, dh0, dE0, db0, rows, targets,
+               dloss, dev_ids);
+    }
+    if (!g.bad) {
+        CHECK_EQ(o[0].count, ccount);
+        CHECK_NEAR(o[0].loss, closs, 1e-5);
+        CHECK(cuda_close_to(o[0].dh, cdh, nh, 1e-7, 1e-4, "ce dh"));
+        CHECK(cuda_close_to(o[0].dE, cdE, nE, 1e-7, 1e-4, "ce dE"));
+        if (with_bias)
+            CHECK(cuda_close_to(o[0].db, cdb, CE_V1, 1e-7, 1e-4, "ce dbias"));
+        /* deterministic: the second run gives the same bits */
+        CHECK(o[0].loss == o[1].loss);
+        CHECK(memcmp(o[0].dh, o[1].dh, sizeof(float) * nh) == 0);
+        CHECK(memcmp(o[0].dE, o[1].dE, sizeof(float) * nE) == 0);
+        if (with_bias)
+            CHECK(memcmp(o[0].db, o[1].db, sizeof(float) * CE_V1) == 0);
+    }
+    /* no gradients wanted: the loss alone, buffers untouched */
+    if (!g.bad) {
+        float *scratch = cuda_zeros(&g, sq_ce_scratch_size(CE_CHUNK, CE_V1, CE_C));
+        float *hd = cuda_up(&g, h, nh), *Ed = cuda_up(&g, E, nE);
+        float *bd = cuda_up(&g, bias, CE_V1);
+        stage(&g, rows, CE_N, targets, CE_N, NULL, 0);
+        int cnt = -1;
+        double l = with_bias ? sq_ce_full_bias(&g.cx, NULL, NULL, NULL, scratch, hd, Ed, bd,
+                                               rows, targets, CE_N, CE_C, CE_V1, CE_CHUNK,
+                                               dloss, &cnt)
+                             : sq_ce_full(&g.cx, NULL, NULL, scratch, hd, Ed, rows, targets,
+                                          CE_N, CE_C, CE_V1, CE_CHUNK, dloss, &cnt);
+        CHECK_EQ(cnt, ccount);
+        CHECK(l == o[0].loss);
+    }
+    cuda_close(&g);
+    for (int k = 0; k < 2; k++) {
+        free(o[k].dh);
+        free(o[k].dE);
+        free(o[k].db);
+    }
+    free(h); free(E); free(bias); free(db0); free(dh0); free(dE0);
+    free(cdh); free(cdE); free(cdb); free(cs); free(rows);
+}
+
+UNIT_TEST(test_cuda_ce_full)
+{
+    for (int rk = 0; rk < 3; rk++)
+        ce_case(t, 0, rk, 0);
+    ce_case(t, 0, 2, 1); /* ids on the device: counted there */
+}
+
+UNIT_TEST(test_cuda_ce_full_bias)
+{
+    for (int rk = 0; rk < 3; rk++)
+        ce_case(t, 1, rk, 0);
+}
+
+/* Every target ignored: count 0, loss 0, gradients untouched (the CPU's
+ * early return: no 1/0 scale reaches a kernel). */
+UNIT_TEST(test_cuda_loss_none_counted)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    enum { n = 5, C = 8, V1 = 11, K = 2 };
+    float h[n * C], E[V1 * C], dh[n * C], dE[V1 * C];
+    for (int i = 0; i < n * C; i++)
+        h[i] = 0.1f * (float)i;
+    for (int i = 0; i < V1 * C; i++)
+        E[i] = 0.01f * (float)i;
+    int targets[n] = {0}, neg[n * K];
+    for (int i = 0; i < n * K; i++)
+        neg[i] = 1 + i % (V1 - 1);
+    float *hd = cuda_up(&g, h, n * C), *Ed = cuda_up(&g, E, V1 * C);
+    float *dhd = cuda_up(&g, h, n * C), *dEd = cuda_up(&g, E, V1 * C);
+    float *sc = cuda_zeros(&g, sq_ce_scratch_size(4, V1, C));
+    stage(&g, targets, n, neg, n * K, NULL, 0);
+    if (!g.bad) {
+        int cnt = -1;
+        CHECK(sq_ce_full(&g.cx, dhd, dEd, sc, hd, Ed, NULL, targets, n, C, V1, 4, 1, &cnt) == 0);
+        CHECK_EQ(cnt, 0);
+        cnt = -1;
+        CHECK(sq_bce_sampled(&g.cx, dhd, dEd, hd, Ed, NULL, targets, neg, n, K, C, 1, &cnt) == 0);
+        CHECK_EQ(cnt, 0);
+        cuda_down(&g, dh, dhd, n * C);
+        cuda_down(&g, dE, dEd, V1 * C);
+        CHECK(memcmp(dh, h, sizeof h) == 0);
+        CHECK(memcmp(dE, E, sizeof E) == 0);
+    }
+    cuda_close(&g);
+}
+
+/* ------------------------------------------------------------------------ */
+
+#define BCE_K 3
+#define BCE_V1 41 /* few items: several entries hit the same row of dE */
+
+static void bce_case(unit_ctx *t, int rows_kind, int dev_ids)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    sq_gpu_set_precision(g.gpu, 0, &g.e);
+    sq_rng r;
+    sq_rng_seed(&r, 7 + (uint64_t)rows_kind, (uint64_t)dev_ids);
+    size_t nh = (size_t)CE_HROWS * CE_C, nE = (size_t)BCE_V1 * CE_C;
+    float *h = malloc(sizeof(float) * nh), *E = malloc(sizeof(float) * nE);
+    float *dh0 = malloc(sizeof(float) * nh), *dE0 = malloc(sizeof(float) * nE);
+    fill_normal(h, nh, 0.5, &r);
+    fill_normal(E, nE, 0.5, &r);
+    fill_normal(dh0, nh, 0.01, &r);
+    fill_normal(dE0, nE, 0.01, &r);
+    int pos[CE_N], neg[CE_N * BCE_K];
+    for (int i = 0; i < CE_N; i++)
+        pos[i] = i % 6 == 1 ? 0 : 1 + (int)sq_rng_below(&r, BCE_V1 - 1);
+    for (int i = 0; i < CE_N * BCE_K; i++) /* some 0 (none); some equal to pos */
+        neg[i] = i % 7 == 3 ? 0 : i % 11 == 5 ? pos[i / BCE_K] : 1 + (int)sq_rng_below(&r, BCE_V1 - 1);
+    int *rows = make_rows(rows_kind, CE_N, CE_HROWS, &r);
+    float dloss = 0.8f;
+
+    const sq_ctx cpu = sq_ctx_cpu();
+    float *cdh = malloc(sizeof(float) * nh), *cdE = malloc(sizeof(float) * nE);
+    memcpy(cdh, dh0, sizeof(float) * nh);
+    memcpy(cdE, dE0, sizeof(float) * nE);
+    int ccount = 0;
+    double closs = sq_bce_sampled(&cpu, cdh, cdE, h, E, rows, pos, neg, CE_N, BCE_K, CE_C,
+                                  dloss, &ccount);
+
+    float *gdh[2], *gdE[2];
+    double gl[2] = {-1, -1};
+    int gc[2] = {-1, -1};
+    float *hd = cuda_up(&g, h, nh), *Ed = cuda_up(&g, E, nE);
+    const int *rr = rows, *pp = pos, *nn = neg;
+    if (dev_ids) {
+        rr = rows ? cuda_up_bytes(&g, rows, sizeof(int) * CE_N) : NULL;
+        pp = cuda_up_bytes(&g, pos, sizeof pos);
+        nn = cuda_up_bytes(&g, neg, sizeof neg);
+    }
+    for (int k = 0; k < 2; k++) {
+        gdh[k] = malloc(sizeof(float) * nh);
+        gdE[k] = malloc(sizeof(float) * nE);
+        float *dh = cuda_up(&g, dh0, nh), *dE = cuda_up(&g, dE0, nE);
+        if (dev_ids)
+            stage(&g, NULL, 0, NULL, 0, NULL, 0);
+        else
+            stage(&g, rows, CE_N, pos, CE_N, neg, CE_N * BCE_K);
+        if (g.bad)
+            break;
+        gl[k] = sq_bce_sampled(&g.cx, dh, dE, hd, Ed, rr, pp, nn, CE_N, BCE_K, CE_C, dloss,
+                               &gc[k]);
+        cuda_down(&g, gdh[k], dh, nh);
+        cuda_down(&g, gdE[k], dE, nE);
+    }
+    if (!g.bad) {
+        CHECK_EQ(gc[0], ccount);
+        CHECK_NEAR(gl[0], closs, 1e-5);
+        CHECK(cuda_close_to(gdh[0], cdh, nh, 1e-7, 1e-4, "bce dh"));
+        CHECK(cuda_close_to(gdE[0], cdE, nE, 1e-7, 1e-4, "bce dE"));
+        CHECK(gl[0] == gl[1]);
+        CHECK(memcmp(gdh[0], gdh[1], sizeof(float) * nh) == 0);
+        CHECK(memcmp(gdE[0], gdE[1], sizeof(float) * nE) == 0);
+        /* the loss alone */
+        if (!dev_ids)
+            stage(&g, rows, CE_N, pos, CE_N, neg, CE_N * BCE_K);
+        int cnt = -1;
+        double l = sq_bce_sampled(&g.cx, NULL, NULL, hd, Ed, rr, pp, nn, CE_N, BCE_K, CE_C,
+                                  dloss, &cnt);
+        CHECK_EQ(cnt, ccount);
+        CHECK(l == gl[0]);
+    }
+    cuda_close(&g);
+    for (int k = 0; k < 2; k++) {
+        free(gdh[k]);
+        free(gdE[k]);
+    }
+    free(h); free(E); free(dh0); free(dE0); free(cdh); free(cdE); free(rows);
+}
+
+UNIT_TEST(test_cuda_bce_sampled)
+{
+    for (int rk = 0; rk < 3; rk++)
+        bce_case(t, rk, 0);
+    bce_case(t, 2, 1); /* ids on the device: downloaded to bucket */
+}
+
+/* ------------------------------------------------------------------------ */
+
+#define ADAM_N 1237
+
+UNIT_TEST(test_cuda_adam)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    sq_rng r;
+    sq_rng_seed(&r, 3, 0);
+    const sq_ctx cpu = sq_ctx_cpu();
+    for (int decoupled = 0; decoupled < 2; decoupled++) {
+        sq_adam_cfg cfg = {1e-3, 0.9, 0.98, 1e-8, 0.01, decoupled};
+        float p[ADAM_N], m[ADAM_N] = {0}, v[ADAM_N] = {0}, gr[ADAM_N];
+        float gp[ADAM_N], gm[ADAM_N], gv[ADAM_N];
+        fill_normal(p, ADAM_N, 1.0, &r);
+        float *dp = cuda_up(&g, p, ADAM_N), *dm = cuda_zeros(&g, ADAM_N);
+        float *dv = cuda_zeros(&g, ADAM_N), *dg = cuda_zeros(&g, ADAM_N);
+        for (long step = 1; step <= 3 && !g.bad; step++) {
+            fill_normal(gr, ADAM_N, step == 2 ? 1e-3 : 1.0, &r);
+            sq_gpu_upload(g.gpu, dg, gr, sizeof gr, &g.e);
+            sq_adam_update(&cpu, p, gr, m, v, ADAM_N, &cfg, step);
+            sq_adam_update(&g.cx, dp, dg, dm, dv, ADAM_N, &cfg, step);
+            cuda_down(&g, gp, dp, ADAM_N);
+            cuda_down(&g, gm, dm, ADAM_N);
+            cuda_down(&g, gv, dv, ADAM_N);
+            CHECK(cuda_close_to(gp, p, ADAM_N, 1e-30, 2.4e-7, "adam param"));
+            CHECK(cuda_close_to(gm, m, ADAM_N, 1e-30, 2.4e-7, "adam m"));
+            CHECK(cuda_close_to(gv, v, ADAM_N, 1e-30, 2.4e-7, "adam v"));
+            size_t same = 0;
+            for (int i = 0; i < ADAM_N; i++)
+                same += memcmp(&gp[i], &p[i], sizeof(float)) == 0;
+            if (same != ADAM_N)
+                fprintf(stderr, "  adam step %ld: %zu of %d parameters bit-equal\n", step, same,
+                        ADAM_N);
+        }
+    }
+    cuda_close(&g);
+}
+
+#define NORM_N 100003 /* several blocks of the first pass, a partial last */
+
+UNIT_TEST(test_cuda_grad_norm)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    sq_rng r;
+    sq_rng_seed(&r, 5, 0);
+    float *x = malloc(sizeof(float) * NORM_N);
+    fill_normal(x, NORM_N, 1.0, &r);
+    const sq_ctx cpu = sq_ctx_cpu();
+    float *d = cuda_up(&g, x, NORM_N);
+    if (!g.bad) {
+        size_t sizes[] = {0, 1, 37, 8192, 8193, NORM_N};
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+            size_t n = sizes[k];
+            double c = sq_grad_norm(&cpu, x, n);
+            double a = sq_grad_norm(&g.cx, d, n), b = sq_grad_norm(&g.cx, d, n);
+            CHECK_NEAR(a, c, 1e-12); /* double sums, other orders */
+            CHECK(memcmp(&a, &b, sizeof a) == 0);
+        }
+    }
+    cuda_close(&g);
+    free(x);
+}
+
+UNIT_TEST(test_cuda_grad_clip)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    sq_rng r;
+    sq_rng_seed(&r, 6, 0);
+    float *x = malloc(sizeof(float) * NORM_N), *c = malloc(sizeof(float) * NORM_N);
+    float *o = malloc(sizeof(float) * NORM_N);
+    fill_normal(x, NORM_N, 1.0, &r);
+    const sq_ctx cpu = sq_ctx_cpu();
+    double maxes[] = {5.0, 1e6, 0.0}; /* clipped, under the limit, off */
+    for (int k = 0; k < 3; k++) {
+        memcpy(c, x, sizeof(float) * NORM_N);
+        double cn = sq_grad_clip(&cpu, c, NORM_N, maxes[k]);
+        float *d = cuda_up(&g, x, NORM_N);
+        if (g.bad)
+            break;
+        double gn = sq_grad_clip(&g.cx, d, NORM_N, maxes[k]);
+        cuda_down(&g, o, d, NORM_N);
+        CHECK_NEAR(gn, cn, 1e-12);
+        /* the same float scale, unless the norms' last bits differ */
+        CHECK(cuda_close_to(o, c, NORM_N, 1e-30, 1.2e-7, "clipped g"));
+        if (k > 0)
+            CHECK(memcmp(o, x, sizeof(float) * NORM_N) == 0); /* untouched */
+    }
+    cuda_close(&g);
+    free(x); free(c); free(o);
+}
