@@ -1,0 +1,82 @@
+/* The CUDA attention kernels (cuda/k_attn.cu) against the CPU's
+ * (ops.c sq_attention_*) through the CPU API on a CUDA context
+ * (cuda_check.h); skipped without a backend.
+ *
+ * Packed segments of odd lengths (1, 7, 33, 50 and random ones), heads of
+ * 8, 16, 32 and 64 dimensions, q, k, v as column slices of one [T, 3C]
+ * array (ld = 3C), causal and bidirectional. Gradient buffers start
+ * non-zero (the backward ADDS). Tolerance 2e-5 absolute + 1e-4 relative:
+ * the online softmax rescales its sums as the maximum grows and the
+ * backward recomputes the probabilities from the log-sum-exp, so the GPU
+ * rounds differently from the CPU's two-pass softmax; a wrong mask or a
+ * missing term is off by 1e-2 or more. Two runs give the same bits. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_check.h"
+#include "ops.h"
+#include "rng.h"
+
+static void attn_case(unit_ctx *t, cuda_env *g, const int *len, int B, int H, int C, int causal)
+{
+    int off[16];
+    int T = sq_pack_offsets(off, len, B), ld = 3 * C;
+    size_t n3 = (size_t)T * ld, tc = (size_t)T * C;
+    sq_rng r;
+    sq_rng_seed(&r, (uint64_t)(T * 131 + H * 7 + causal), 0);
+    float *qkv = malloc(n3 * sizeof *qkv), *dout = malloc(tc * sizeof *dout);
+    float *g0 = malloc(n3 * sizeof *g0);
+    for (size_t i = 0; i < n3; i++) {
+        qkv[i] = (float)sq_rng_normal(&r);
+        g0[i] = (float)(0.1 * sq_rng_normal(&r));
+    }
+    for (size_t i = 0; i < tc; i++)
+        dout[i] = (float)sq_rng_normal(&r);
+    size_t na = sq_attention_cache_size(off, B, H);
+    float *att = malloc(na * sizeof *att), *out = malloc(tc * sizeof *out);
+    float *dqkv = malloc(n3 * sizeof *dqkv), *gout = malloc(tc * sizeof *gout);
+    float *gd = malloc(n3 * sizeof *gd);
+    sq_ctx c = sq_ctx_cpu();
+    sq_attention_forward(&c, out, att, qkv, qkv + C, qkv + 2 * C, ld, off, B, H, C, causal);
+    memcpy(dqkv, g0, n3 * sizeof *dqkv);
+    sq_attention_backward(&c, dqkv, dqkv + C, dqkv + 2 * C, dout, out, qkv, qkv + C,
+                          qkv + 2 * C, att, ld, off, B, H, C, causal);
+    const void *host[1] = {off};
+    size_t bytes[1] = {(size_t)(B + 1) * sizeof(int)};
+    CHECK_EQ(sq_gpu_stage(g->gpu, host, bytes, 1, &g->e), 0);
+    float *x = cuda_up(g, qkv, n3), *dd = cuda_up(g, dout, tc);
+    float *datt = cuda_zeros(g, na), *dout_g = cuda_zeros(g, tc);
+    float *prev = malloc(n3 * sizeof *prev);
+    for (int rep = 0; rep < 2; rep++) {
+        float *dg = cuda_up(g, g0, n3);
+        sq_attention_forward(&g->cx, dout_g, datt, x, x + C, x + 2 * C, ld, off, B, H, C,
+                             causal);
+        sq_attention_backward(&g->cx, dg, dg + C, dg + 2 * C, dd, dout_g, x, x + C, x + 2 * C,
+                              datt, ld, off, B, H, C, causal);
+        CHECK(cuda_down(g, gout, dout_g, tc) == 0);
+        CHECK(cuda_close_to(gout, out, tc, 2e-5, 1e-4, "attention out"));
+        CHECK(cuda_down(g, gd, dg, n3) == 0);
+        CHECK(cuda_close_to(gd, dqkv, n3, 2e-5, 1e-4, "attention dq|dk|dv"));
+        if (rep)
+            CHECK(memcmp(prev, gd, n3 * sizeof *gd) == 0);
+        memcpy(prev, gd, n3 * sizeof *gd);
+    }
+    free(qkv); free(dout); free(g0); free(att); free(out); free(dqkv); free(gout); free(gd);
+    free(prev);
+}
+
+UNIT_TEST(cuda_attention_softmax)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    static const int lens[][4] = {{1, 7, 33, 50}, {50, 1, 2, 3}, {13, 0, 0, 0}};
+    static const int nb[] = {4, 4, 1};
+    static const int heads[][2] = {{1, 32}, {2, 64}, {4, 64}, {2, 16}, {8, 64}};
+    for (int s = 0; s < 3; s++)
+        for (int h = 0; h < 5; h++)
+            for (int causal = 0; causal < 2; causal++)
+                attn_case(t, &g, lens[s], nb[s], heads[h][0], heads[h][1], causal);
+    cuda_close(&g);
+}
