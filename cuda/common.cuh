@@ -60,9 +60,6 @@ struct sq_gpu_be {
     char *op_dev;
     size_t op_bytes, op_used;
     cudaEvent_t op_done;
-    // device scratch of one op (be_scratch)
-    void *scratch;
-    size_t scratch_bytes;
     // small device scratch of the ops that return a value (losses, norms)
     double *red;          // BE_RED_SLOTS doubles
     double *red_host;     // pinned, the same size
@@ -88,11 +85,6 @@ const int *be_host_ints(const sq_gpu_be *b, const int *p);
 // error) when it cannot be had. The space is reused from the next
 // be_stage on: one step's op uploads at most grow it.
 void *be_op_upload(sq_gpu_be *b, const void *host, size_t bytes);
-
-// bytes of device scratch for the op being queued (partial sums): valid
-// until the next be_scratch call, since the stream runs the ops in order;
-// NULL (and the sticky error) when it cannot be had.
-void *be_scratch(sq_gpu_be *b, size_t bytes);
 
 // Dynamic shared memory, 16-byte aligned, as `type *name`.
 #ifdef SQ_SIM

@@ -90,7 +90,6 @@ void *be_op_upload(sq_gpu_be *b, const void *host, size_t bytes)
         // been copied (the stream is idle): the old buffers can go
         cudaFreeHost(b->op_pinned);
         cudaFree(b->op_dev);
-    cudaFree(b->scratch);
         b->op_pinned = p;
         b->op_dev = d;
         b->op_bytes = cap;
@@ -109,23 +108,6 @@ void *be_op_upload(sq_gpu_be *b, const void *host, size_t bytes)
         return NULL;
     b->op_used = need;
     return b->op_dev + at;
-}
-
-void *be_scratch(sq_gpu_be *b, size_t bytes)
-{
-    if (bytes > b->scratch_bytes) {
-        // the ops queued before still read the old one: wait for them
-        if (be_note(b, cudaStreamSynchronize(b->stream), "scratch"))
-            return NULL;
-        cudaFree(b->scratch);
-        b->scratch = NULL;
-        b->scratch_bytes = 0;
-        size_t cap = bytes < (1u << 20) ? (1u << 20) : bytes + bytes / 2;
-        if (be_note(b, cudaMalloc(&b->scratch, cap), "op scratch"))
-            return NULL;
-        b->scratch_bytes = cap;
-    }
-    return b->scratch;
 }
 
 static int be_probe(char *name, size_t n)

@@ -75,9 +75,9 @@ static __global__ __launch_bounds__(AT_WARPS * 32, 1) void k_attn_fwd(
         lse[(size_t)t * H + h] = m + logf(l);
 }
 
-// dq (and D_t = dout_t . out_t into Dst for the key pass)
+// dq; D_t = dout_t . out_t
 static __global__ __launch_bounds__(AT_WARPS * 32, 1) void k_attn_dq(
-    float *dq, float *Dst, const float *dout, const float *out, const float *q, const float *k,
+    float *dq, const float *dout, const float *out, const float *q, const float *k,
     const float *v, const float *lse, int ld, const int *off, int B, int T, int H, int hs,
     float scale, int causal)
 {
@@ -104,13 +104,12 @@ static __global__ __launch_bounds__(AT_WARPS * 32, 1) void k_attn_dq(
         dq[hq + d0] += r0;
     if (d1 < hs)
         dq[hq + d1] += r1;
-    if (lane == 0)
-        Dst[(size_t)t * H + h] = D;
 }
 
 // dk, dv: a warp per (key row j, head), the queries that see j in order
+// (D_t recomputed: no scratch between the passes)
 static __global__ __launch_bounds__(AT_WARPS * 32, 1) void k_attn_dkv(
-    float *dk, float *dv, const float *Dst, const float *dout, const float *q, const float *k,
+    float *dk, float *dv, const float *dout, const float *out, const float *q, const float *k,
     const float *v, const float *lse, int ld, const int *off, int B, int T, int H, int hs,
     float scale, int causal)
 {
@@ -127,8 +126,9 @@ static __global__ __launch_bounds__(AT_WARPS * 32, 1) void k_attn_dkv(
         size_t hq = (size_t)t * ld + (size_t)h * hs, ho = (size_t)t * C + (size_t)h * hs;
         float q0 = d0 < hs ? q[hq + d0] : 0, q1 = d1 < hs ? q[hq + d1] : 0;
         float g0 = d0 < hs ? dout[ho + d0] : 0, g1 = d1 < hs ? dout[ho + d1] : 0;
+        float o0 = d0 < hs ? out[ho + d0] : 0, o1 = d1 < hs ? out[ho + d1] : 0;
         float p = expf(scale * hdot(q0, q1, k0, k1) - lse[(size_t)t * H + h]);
-        float ds = scale * p * (hdot(g0, g1, v0, v1) - Dst[(size_t)t * H + h]);
+        float ds = scale * p * (hdot(g0, g1, v0, v1) - hdot(g0, g1, o0, o1));
         ak0 += ds * q0;
         ak1 += ds * q1;
         av0 += p * g0;
@@ -180,13 +180,10 @@ void be_attention_backward(sq_gpu_be *be, float *dq, float *dk, float *dv, const
         return;
     int hs = C / H;
     float scale = 1.0f / sqrtf((float)hs);
-    float *D = (float *)be_scratch(be, (size_t)T * H * sizeof(float));
-    if (!D)
-        return;
     const int *doff = be_ints(be, off);
     unsigned blocks = (unsigned)(((size_t)T * H + AT_WARPS - 1) / AT_WARPS);
-    SQ_LAUNCH(be, k_attn_dq, blocks, AT_WARPS * 32, 0, dq, D, dout, out, q, k, v, att, ld, doff,
+    SQ_LAUNCH(be, k_attn_dq, blocks, AT_WARPS * 32, 0, dq, dout, out, q, k, v, att, ld, doff,
               B, T, H, hs, scale, causal);
-    SQ_LAUNCH(be, k_attn_dkv, blocks, AT_WARPS * 32, 0, dk, dv, D, dout, q, k, v, att, ld, doff,
+    SQ_LAUNCH(be, k_attn_dkv, blocks, AT_WARPS * 32, 0, dk, dv, dout, out, q, k, v, att, ld, doff,
               B, T, H, hs, scale, causal);
 }

@@ -10,8 +10,8 @@
 // adds its sources in that order, as the CPU does: the CPU's bits. An index
 // array already on the device (not staged) falls back to one thread per
 // column walking every source in order: the same sums, slower.
-// Column sums (LayerNorm's dw, db; linear's db) are per-tile partial sums
-// in row order, then the tiles summed in order: fixed, but not the CPU's
+// Column sums (LayerNorm's dw, db; linear's db) are per-row-group sums in
+// row order, then the groups summed in order: fixed, but not the CPU's
 // order (tolerance in the parity tests).
 //
 // Budget: 256 threads a block, __launch_bounds__(256), no dynamic shared
@@ -21,7 +21,6 @@
 #include "common.cuh"
 
 #define ROW_THREADS 256
-#define SUM_TILE 64 // rows per partial column sum
 
 // ---- gathers -----------------------------------------------------------
 
@@ -211,47 +210,40 @@ void be_posemb_backward(sq_gpu_be *be, float *dinp, float *dpe, const float *dou
 
 // ---- column sums -------------------------------------------------------
 
-// part[tile][c] = sum over rows of the tile, in order, of f(row, c):
-// kind 0: dout[r][c]; kind 1: (inp[r][c] - mean[r]) rstd[r] dout[r][c]
-static __global__ __launch_bounds__(ROW_THREADS) void k_colsum_tiles(
-    float *part, const float *dout, const float *inp, const float *mean, const float *rstd,
+// dst[c] += sum over rows r of f(r, c), f = dout[r][c] (kind 0) or
+// (inp[r][c] - mean[r]) rstd[r] dout[r][c] (kind 1: LayerNorm's dw). A
+// block takes 32 columns; its SUM_GROUPS row groups sum rows g, g + G, ...
+// in order, then one thread adds the groups' sums in order: a fixed order,
+// no atomics, no scratch.
+#define SUM_GROUPS 8
+
+static __global__ __launch_bounds__(32 * SUM_GROUPS, 1) void k_colsum(
+    float *dst, const float *dout, const float *inp, const float *mean, const float *rstd,
     int T, int C, int kind)
 {
-    int c = blockIdx.x * blockDim.x + threadIdx.x, tile = blockIdx.y;
-    if (c >= C)
-        return;
-    int r0 = tile * SUM_TILE, r1 = r0 + SUM_TILE < T ? r0 + SUM_TILE : T;
+    __shared__ float part[SUM_GROUPS][32];
+    int c = blockIdx.x * 32 + threadIdx.x, g = threadIdx.y;
     float acc = 0;
-    for (int r = r0; r < r1; r++) {
-        float d = dout[(size_t)r * C + c];
-        acc += kind ? (inp[(size_t)r * C + c] - mean[r]) * rstd[r] * d : d;
+    if (c < C)
+        for (int r = g; r < T; r += SUM_GROUPS) {
+            float d = dout[(size_t)r * C + c];
+            acc += kind ? (inp[(size_t)r * C + c] - mean[r]) * rstd[r] * d : d;
+        }
+    part[g][threadIdx.x] = acc;
+    __syncthreads();
+    if (g == 0 && c < C) {
+        float s = 0;
+        for (int k = 0; k < SUM_GROUPS; k++)
+            s += part[k][threadIdx.x];
+        dst[c] += s;
     }
-    part[(size_t)tile * C + c] = acc;
 }
 
-// dst[c] += sum over tiles, in order
-static __global__ __launch_bounds__(ROW_THREADS) void k_colsum_reduce(float *dst,
-                                                                      const float *part,
-                                                                      int tiles, int C)
-{
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C)
-        return;
-    float acc = 0;
-    for (int t = 0; t < tiles; t++)
-        acc += part[(size_t)t * C + c];
-    dst[c] += acc;
-}
-
-// dst[C] += column sums of (kind) over T rows; part: 2 slots when both
-static void colsum(sq_gpu_be *be, float *dst, float *part, const float *dout, const float *inp,
+static void colsum(sq_gpu_be *be, float *dst, const float *dout, const float *inp,
                    const float *mean, const float *rstd, int T, int C, int kind)
 {
-    int tiles = (T + SUM_TILE - 1) / SUM_TILE;
-    dim3 grid(be_blocks((size_t)C, ROW_THREADS), (unsigned)tiles);
-    SQ_LAUNCH(be, k_colsum_tiles, grid, ROW_THREADS, 0, part, dout, inp, mean, rstd, T, C, kind);
-    SQ_LAUNCH(be, k_colsum_reduce, be_blocks((size_t)C, ROW_THREADS), ROW_THREADS, 0, dst, part,
-              tiles, C);
+    SQ_LAUNCH(be, k_colsum, (unsigned)((C + 31) / 32), dim3(32, SUM_GROUPS), 0, dst, dout, inp,
+              mean, rstd, T, C, kind);
 }
 
 // ---- LayerNorm: a warp per row ------------------------------------------
@@ -319,12 +311,8 @@ void be_layernorm_backward(sq_gpu_be *be, float *dinp, float *dw, float *db, con
         return;
     SQ_LAUNCH(be, k_ln_backward, (unsigned)((T + LN_ROWS - 1) / LN_ROWS), LN_ROWS * 32, 0,
               dinp, dout, inp, w, mean, rstd, T, C);
-    int tiles = (T + SUM_TILE - 1) / SUM_TILE;
-    float *part = (float *)be_scratch(be, (size_t)2 * tiles * C * sizeof(float));
-    if (!part)
-        return;
-    colsum(be, dw, part, dout, inp, mean, rstd, T, C, 1);
-    colsum(be, db, part + (size_t)tiles * C, dout, inp, mean, rstd, T, C, 0);
+    colsum(be, dw, dout, inp, mean, rstd, T, C, 1);
+    colsum(be, db, dout, inp, mean, rstd, T, C, 0);
 }
 
 // ---- linear: out[T, OC] = inp[T, C] W[OC, C]^T + b ----------------------
@@ -348,10 +336,6 @@ void be_linear_backward(sq_gpu_be *be, float *dinp, float *dw, float *db, const 
         be_gemm(be, 0, 0, T, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
     // dW[OC, C] += dout^T[OC, T] inp[T, C]
     be_gemm(be, 1, 0, OC, C, T, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
-    if (db) {
-        int tiles = (T + SUM_TILE - 1) / SUM_TILE;
-        float *part = (float *)be_scratch(be, (size_t)tiles * OC * sizeof(float));
-        if (part)
-            colsum(be, db, part, dout, NULL, NULL, NULL, T, OC, 0);
-    }
+    if (db)
+        colsum(be, db, dout, NULL, NULL, NULL, T, OC, 0);
 }

@@ -5,14 +5,22 @@
 #   tar -xJf .gpu/pack.tar.xz -C /tmp && /tmp/pack/check.sh [PART...]
 #
 # PART (default: all) picks what runs: parity, sanitize, train, score,
-# bench. Each part writes PASS/FAIL lines; the summary goes to
-# $OUT/summary.txt (or ./gpu-summary.txt), the logs beside it. The exit
-# status is 1 when a part failed.
+# bench. Each part writes PASS/FAIL lines into summary.txt; it and the logs
+# (logs.tar.gz) go to $OUT when that is set (the device tool brings $OUT
+# back), else stay in the pack's out/. The exit status is 1 when a part
+# failed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-out=${OUT:-$here/out}
+out=$here/out
 mkdir -p "$out"
 sum="$out/summary.txt"
+finish() {
+  if [ -n "${OUT:-}" ]; then
+    cp "$sum" "$OUT/summary.txt"
+    tar -C "$here" -czf "$OUT/logs.tar.gz" --exclude='*.sqm' --exclude='*.ckpt' out
+  fi
+}
+trap finish EXIT
 : > "$sum"
 parts=${*:-parity sanitize train score bench}
 fails=0

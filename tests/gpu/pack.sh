@@ -24,7 +24,8 @@ make -s -j"$(nproc)" BUILD=$B CUDA=1 \
   CUDA_ARCH='-gencode arch=compute_90,code=sm_90' \
   LDLIBS_ALL="$static $dyn" \
   all $B/unit_tests
-cp $B/bin/seqrec-train $B/bin/seqrec-score $B/bin/seqrec-metrics $B/bin/seqrec-cat "$P/bin/"
+cp $B/bin/seqrec-train $B/bin/seqrec-score $B/bin/seqrec-metrics $B/bin/seqrec-cat \
+  $B/bin/seqrec-synth $B/bin/seqrec-split "$P/bin/"
 cp $B/unit_tests "$P/"
 cp $B/lib/libseqrec-cuda.so "$P/lib/"
 # the shared objects the GPU machine lacks (OpenBLAS and what it needs)
@@ -33,6 +34,8 @@ for so in libopenblas.so.0 libgomp.so.1 libgfortran.so.5 libquadmath.so.0 libzst
 done
 strip "$P"/bin/* "$P/unit_tests" "$P"/lib/*.so* 2>/dev/null || true
 # data
+./build/bin/seqrec-synth --users 300 --items 100 --seed 7 --format stream \
+  | ./build/bin/seqrec-split --leave-one-out -o "$P/data/tiny.split"
 ./build/bin/seqrec-synth --users 3000 --items 800 --seed 7 --format stream \
   | ./build/bin/seqrec-split --leave-one-out -o "$P/data/synth.split"
 if [ -f "$mirror/Beauty.txt.gz" ]; then
