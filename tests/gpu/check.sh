@@ -80,7 +80,7 @@ if want sanitize; then
     fail "sanitize: no compute-sanitizer on this machine"
   else
     for tool in memcheck racecheck; do
-      if timeout 240 "$cs" --tool $tool --error-exitcode 99 "$here/unit_tests" cuda \
+      if timeout 60 "$cs" --tool $tool --error-exitcode 99 "$here/unit_tests" cuda \
            > "$out/sanitize-$tool.log" 2>&1; then
         pass "compute-sanitizer $tool: $(grep -m1 'ERROR SUMMARY' "$out/sanitize-$tool.log")"
       else
@@ -169,7 +169,7 @@ bench_one() { # NAME DATA OPTS...: seqrec cuda, torch cuda, seqrec cpu
   local nl=$(($#)) opts=("$@")
   for d in cuda cpu; do
     [ $d = cpu ] && [ "$name" != a ] && continue # the CPU on (a) only: minutes otherwise
-    if timeout 150 seqrec-train --model sasrec --attn softmax --loss ce --epochs 2 --eval-every 100 \
+    if timeout 90 seqrec-train --model sasrec --attn softmax --loss ce --epochs 2 --eval-every 100 \
          --seed 1 "${opts[@]}" --device $d -o "$out/bench-$name-$d.sqm" --log "$out/bench-$name-$d.log" \
          "$data" > "$out/bench-$name-$d.out" 2>&1; then
       local s q
@@ -188,7 +188,7 @@ bench_one() { # NAME DATA OPTS...: seqrec cuda, torch cuda, seqrec cpu
         t+=("${opts[$i]}" "${opts[$((i + 1))]}");; esac
       i=$((i + 1))
     done
-    if seqrec-cat "$data" | timeout 200 python3 "$here/sasrec_torch.py" --device cuda --loss ce \
+    if seqrec-cat "$data" | timeout 90 python3 "$here/sasrec_torch.py" --device cuda --loss ce \
          --epochs 2 --n-items "$v" "${t[@]}" > "$out/bench-$name-torch.out" 2>&1; then
       local s q pk
       s=$(grep '^torch,epoch_seconds' "$out/bench-$name-torch.out" | tail -1 | cut -d, -f3)

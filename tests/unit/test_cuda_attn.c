@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cuda_check.h"
+#include "attn_linear.h"
 #include "ops.h"
 #include "rng.h"
 
@@ -78,5 +79,67 @@ UNIT_TEST(cuda_attention_softmax)
         for (int h = 0; h < 5; h++)
             for (int causal = 0; causal < 2; causal++)
                 attn_case(t, &g, lens[s], nb[s], heads[h][0], heads[h][1], causal);
+    cuda_close(&g);
+}
+
+/* The linear kinds (k_lattn.cu): every sq_lattn_kind, causal and
+ * bidirectional, against attn_linear.c. The GPU runs the CPU's sweeps
+ * statement for statement (expf for vec.h's exp): 1e-5 absolute + 1e-4
+ * relative. */
+static void lattn_case(unit_ctx *t, cuda_env *g, int kind, const int *len, int B, int H, int C,
+                       int causal)
+{
+    int off[16];
+    int T = sq_pack_offsets(off, len, B), ld = 3 * C;
+    size_t n3 = (size_t)T * ld, tc = (size_t)T * C;
+    sq_rng r;
+    sq_rng_seed(&r, (uint64_t)(kind * 977 + T * 13 + causal), 0);
+    float *qkv = malloc(n3 * sizeof *qkv), *dout = malloc(tc * sizeof *dout);
+    float *g0 = malloc(n3 * sizeof *g0);
+    for (size_t i = 0; i < n3; i++) {
+        qkv[i] = (float)sq_rng_normal(&r);
+        g0[i] = (float)(0.1 * sq_rng_normal(&r));
+    }
+    for (size_t i = 0; i < tc; i++)
+        dout[i] = (float)sq_rng_normal(&r);
+    size_t nc = sq_lattn_cache_size(kind, off, B, H, C);
+    size_t ns = sq_lattn_scratch_size(kind, off, B, H, C);
+    float *cache = malloc(nc * sizeof *cache), *scr = malloc(ns * sizeof *scr);
+    float *out = malloc(tc * sizeof *out), *dqkv = malloc(n3 * sizeof *dqkv);
+    float *gout = malloc(tc * sizeof *gout), *gd = malloc(n3 * sizeof *gd);
+    sq_ctx c = sq_ctx_cpu();
+    sq_lattn_forward(&c, kind, out, cache, scr, qkv, qkv + C, qkv + 2 * C, ld, off, B, H, C,
+                     causal);
+    memcpy(dqkv, g0, n3 * sizeof *dqkv);
+    sq_lattn_backward(&c, kind, dqkv, dqkv + C, dqkv + 2 * C, scr, dout, qkv, qkv + C,
+                      qkv + 2 * C, cache, ld, off, B, H, C, causal);
+    const void *host[1] = {off};
+    size_t bytes[1] = {(size_t)(B + 1) * sizeof(int)};
+    CHECK_EQ(sq_gpu_stage(g->gpu, host, bytes, 1, &g->e), 0);
+    float *x = cuda_up(g, qkv, n3), *dd = cuda_up(g, dout, tc), *dg = cuda_up(g, g0, n3);
+    float *dc = cuda_zeros(g, nc), *ds = cuda_zeros(g, ns), *dy = cuda_zeros(g, tc);
+    sq_lattn_forward(&g->cx, kind, dy, dc, ds, x, x + C, x + 2 * C, ld, off, B, H, C, causal);
+    sq_lattn_backward(&g->cx, kind, dg, dg + C, dg + 2 * C, ds, dd, x, x + C, x + 2 * C, dc, ld,
+                      off, B, H, C, causal);
+    char what[64];
+    snprintf(what, sizeof what, "lattn kind %d causal %d out", kind, causal);
+    CHECK(cuda_down(g, gout, dy, tc) == 0 && cuda_close_to(gout, out, tc, 1e-5, 1e-4, what));
+    snprintf(what, sizeof what, "lattn kind %d causal %d grads", kind, causal);
+    CHECK(cuda_down(g, gd, dg, n3) == 0 && cuda_close_to(gd, dqkv, n3, 1e-5, 1e-4, what));
+    free(qkv); free(dout); free(g0); free(cache); free(scr); free(out); free(dqkv);
+    free(gout); free(gd);
+}
+
+UNIT_TEST(cuda_lattn_kinds)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    static const int lens[] = {1, 7, 33, 12};
+    for (int kind = SQ_LATTN_LINREC; kind <= SQ_LATTN_LINREC_NO_ELU_PAPER; kind++)
+        for (int causal = 0; causal < 2; causal++) {
+            int hydra = kind == SQ_LATTN_HYDRA;
+            lattn_case(t, &g, kind, lens, 4, hydra ? 16 : 2, 16, causal);
+        }
     cuda_close(&g);
 }
