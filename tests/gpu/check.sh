@@ -47,6 +47,7 @@ done
 export LD_LIBRARY_PATH="$here/lib$cudalib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export SEQREC_CUDA_LIB="$here/lib/libseqrec-cuda.so"
 export PATH="$here/bin:$PATH"
+export PYTHONPATH="$here/reference${PYTHONPATH:+:$PYTHONPATH}" # the twin imports sasrec_ref
 unset SEQREC_SIMULATED_DEVICE
 
 say "# seqrec gpu-check $(date -u +%FT%TZ)"
