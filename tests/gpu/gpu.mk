@@ -7,9 +7,10 @@
 #   make gpu-check    the pack, then the check: on this machine when it has
 #                     a GPU, else the one command to run on the GPU machine
 #                     (carrying .gpu): it writes $OUT/summary.txt
+#   make bench-gpu    gpu-check's bench part alone (doc/bench.md, "GPU")
 #   GPU_PARTS=...     the parts to (re)run: parity sanitize train score bench
 GPU_PARTS ?=
-.PHONY: gpu-pack gpu-check
+.PHONY: gpu-pack gpu-check bench-gpu
 gpu-pack:
 	tests/gpu/pack.sh $(DATA_MIRROR)
 gpu-check: gpu-pack
@@ -20,3 +21,7 @@ gpu-check: gpu-pack
 	  echo "no GPU here: on the GPU machine (carry .gpu) run"; \
 	  echo "  mkdir -p /tmp/g && tar -xJf .gpu/pack.tar.xz -C /tmp/g && /tmp/g/pack/check.sh $(GPU_PARTS)"; \
 	fi
+# bench-gpu: the bench part alone (seqrec on the GPU, the PyTorch twin on the
+# same GPU in the same run, seqrec on the CPU for (a)): bench.csv in the logs
+bench-gpu:
+	$(MAKE) gpu-check GPU_PARTS=bench
