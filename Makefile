@@ -55,8 +55,8 @@ include cuda/cuda.mk
 tags: $(LIB_SRC) $(TOOL_SRC)
 	ctags -R lib tools tests/unit
 
-.PHONY: all tags check unit bats demo bench bench-data deps install clean clang-check arm64-check arm64-test isa-test man-check fnlen-check
-all: $(PROGS) $(SCRIPTS) $(CUDA_SO)
+.PHONY: all tags check unit unit-sim dup-check bats demo bench bench-data deps install clean clang-check arm64-check arm64-test isa-test man-check fnlen-check
+all: $(PROGS) $(SCRIPTS) $(CUDA_SO) $(SIM_SO)
 
 # seqrec-nightly is pipelines/nightly.sh with the version filled in.
 $(BUILD)/bin/seqrec-nightly: pipelines/nightly.sh
@@ -105,6 +105,13 @@ deps:
 
 unit: $(BUILD)/unit_tests
 	$(BUILD)/unit_tests
+
+# The GPU tests (names with gpu or cuda) on the simulated device
+# (cuda/cuda.mk, tests/sim), and the runtime's own self-test.
+unit-sim: $(BUILD)/unit_tests $(SIM_SO) $(BUILD)/sim/selftest
+	$(BUILD)/sim/selftest
+	SEQREC_CUDA_LIB=$(CURDIR)/$(SIM_SO) SEQREC_SIMULATED_DEVICE=1 $(BUILD)/unit_tests gpu cuda | tee $(BUILD)/unit-sim.txt
+	@grep -q ' 0 failed' $(BUILD)/unit-sim.txt
 
 # TAP, ended by the line "bats: N passed, N failed, N skipped"
 # (tests/bats/run.sh); BATS_FILES=tests/bats/x.bats runs fewer suites.
@@ -216,6 +223,7 @@ check: deps $(BUILD)/tests/unit/list.h
 	$(MAKE) --no-print-directory clang-check arm64-check man-check fnlen-check
 	$(MAKE) --no-print-directory bats
 	$(MAKE) --no-print-directory unit
+	$(MAKE) --no-print-directory unit-sim dup-check
 
 # The dataset recipes (data/Makefile) run in data/: a relative DATA_MIRROR
 # given here (e.g. ../shared/data) is made absolute for them.
