@@ -106,6 +106,16 @@ deps:
 unit: $(BUILD)/unit_tests
 	$(BUILD)/unit_tests
 
+# No global symbol defined twice among the objects of the library (every
+# program links them) or of the simulated backend: a static archive would
+# silently link the first of two ops of one name. Weak symbols (the stubs,
+# C++ inline functions) do not count; the _f64 twins have their own names.
+dup-check: $(LIB_OBJ) $(SIM_OBJ)
+	@for set in "$(LIB_OBJ)" "$(SIM_OBJ)"; do \
+	  d=$$(nm -g --defined-only $$set | awk 'NF == 3 && $$2 ~ /^[TDBRGS]$$/ {print $$3}' | sort | uniq -d); \
+	  if [ -n "$$d" ]; then echo "dup-check: defined twice: $$d"; exit 1; fi; \
+	done; echo "dup-check: no global symbol defined twice"
+
 # The GPU tests (names with gpu or cuda) on the simulated device
 # (cuda/cuda.mk, tests/sim), and the runtime's own self-test.
 unit-sim: $(BUILD)/unit_tests $(SIM_SO) $(BUILD)/sim/selftest
