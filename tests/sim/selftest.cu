@@ -1,7 +1,8 @@
 // selftest.cu - the simulated device's own checks (make unit-sim): barrier
 // order, warp shuffles, dynamic shared memory, several blocks, and that
 // the harness aborts on a divergent __syncthreads, on a host pointer
-// passed to a kernel and (under ASan) on a device pointer read by the host.
+// passed to a kernel and (under ASan) on a device pointer read by the host
+// and on a kernel writing past its buffer.
 #include "sim_cuda.h"
 
 #include <sys/wait.h>
@@ -102,6 +103,11 @@ static void host_ptr(void)
     static float h[64];
     sim_launch("k_touch", k_touch, dim3(1), dim3(64), 0, nullptr, h);
 }
+static void kernel_oob(void)
+{
+    float *d = dev(16); // 64 threads write 64 floats: past the end, into the red zone
+    sim_launch("k_touch", k_touch, dim3(1), dim3(64), 0, nullptr, d);
+}
 static void host_deref(void)
 {
     float *d = dev(64);
@@ -171,8 +177,10 @@ int main(void)
     CHECK(child_aborts(host_ptr));
 #if defined(__SANITIZE_ADDRESS__)
     CHECK(child_aborts(host_deref));
+    CHECK(child_aborts(kernel_oob));
 #else
     (void)host_deref;
+    (void)kernel_oob;
 #endif
     printf("sim selftest: %s\n", fails ? "FAILED" : "ok");
     return fails != 0;
