@@ -135,7 +135,10 @@ clang-check:
 	  for f in $(LIB_SRC) $(TOOL_SRC) $(UNIT_SRC); do \
 	    clang -std=c11 -fsyntax-only -fopenmp -Wall -Wextra -Werror -Wshadow -Wvla -D_DEFAULT_SOURCE \
 	      -D_FILE_OFFSET_BITS=64 -DSEQREC_VERSION='"$(VERSION)"' $(LIB_INC) -Itests/unit -I$(BUILD)/tests/unit $$f || exit 1; \
-	  done; echo "clang: all sources clean"; \
+	  done; \
+	  for f in $(CUDA_SRC) tests/sim/sim.cpp tests/sim/selftest.cu; do \
+	    clang++ -x c++ -fsyntax-only $(filter-out $(SANFLAGS),$(SIM_CXXFLAGS)) $$f || exit 1; \
+	  done; echo "clang: all sources clean (the simulated device's C++ too)"; \
 	else echo "clang not found: skipping the clang warning check"; fi
 
 # arm64 (the SQ_VEC kernels' one-function branch, vec.h): every library
