@@ -56,8 +56,8 @@ include tests/gpu/gpu.mk
 tags: $(LIB_SRC) $(TOOL_SRC)
 	ctags -R lib tools tests/unit
 
-.PHONY: all tags check unit bats demo bench bench-data deps install clean clang-check arm64-check arm64-test isa-test man-check fnlen-check
-all: $(PROGS) $(SCRIPTS) $(CUDA_SO)
+.PHONY: all tags check unit unit-sim dup-check bats demo bench bench-data deps install clean clang-check arm64-check arm64-test isa-test man-check fnlen-check
+all: $(PROGS) $(SCRIPTS) $(CUDA_SO) $(SIM_SO)
 
 # seqrec-nightly is pipelines/nightly.sh with the version filled in.
 $(BUILD)/bin/seqrec-nightly: pipelines/nightly.sh
@@ -107,6 +107,23 @@ deps:
 unit: $(BUILD)/unit_tests
 	$(BUILD)/unit_tests
 
+# No global symbol defined twice among the objects of the library (every
+# program links them) or of the simulated backend: a static archive would
+# silently link the first of two ops of one name. Weak symbols (the stubs,
+# C++ inline functions) do not count; the _f64 twins have their own names.
+dup-check: $(LIB_OBJ) $(SIM_OBJ)
+	@for set in "$(LIB_OBJ)" "$(SIM_OBJ)"; do \
+	  d=$$(nm -g --defined-only $$set | awk 'NF == 3 && $$2 ~ /^[TDBRGS]$$/ {print $$3}' | sort | uniq -d); \
+	  if [ -n "$$d" ]; then echo "dup-check: defined twice: $$d"; exit 1; fi; \
+	done; echo "dup-check: no global symbol defined twice"
+
+# The GPU tests (names with gpu or cuda) on the simulated device
+# (cuda/cuda.mk, tests/sim), and the runtime's own self-test.
+unit-sim: $(BUILD)/unit_tests $(SIM_SO) $(BUILD)/sim/selftest
+	$(BUILD)/sim/selftest
+	SEQREC_CUDA_LIB=$(CURDIR)/$(SIM_SO) SEQREC_SIMULATED_DEVICE=1 $(BUILD)/unit_tests gpu cuda | tee $(BUILD)/unit-sim.txt
+	@grep -q ' 0 failed' $(BUILD)/unit-sim.txt
+
 # TAP, ended by the line "bats: N passed, N failed, N skipped"
 # (tests/bats/run.sh); BATS_FILES=tests/bats/x.bats runs fewer suites.
 BATS_FILES ?= tests/bats
@@ -119,7 +136,10 @@ clang-check:
 	  for f in $(LIB_SRC) $(TOOL_SRC) $(UNIT_SRC); do \
 	    clang -std=c11 -fsyntax-only -fopenmp -Wall -Wextra -Werror -Wshadow -Wvla -D_DEFAULT_SOURCE \
 	      -D_FILE_OFFSET_BITS=64 -DSEQREC_VERSION='"$(VERSION)"' $(LIB_INC) -Itests/unit -I$(BUILD)/tests/unit $$f || exit 1; \
-	  done; echo "clang: all sources clean"; \
+	  done; \
+	  for f in $(CUDA_SRC) tests/sim/sim.cpp tests/sim/selftest.cu; do \
+	    clang++ -x c++ -fsyntax-only $(filter-out $(SANFLAGS),$(SIM_CXXFLAGS)) $$f || exit 1; \
+	  done; echo "clang: all sources clean (the simulated device's C++ too)"; \
 	else echo "clang not found: skipping the clang warning check"; fi
 
 # arm64 (the SQ_VEC kernels' one-function branch, vec.h): every library
@@ -217,6 +237,7 @@ check: deps $(BUILD)/tests/unit/list.h
 	$(MAKE) --no-print-directory clang-check arm64-check man-check fnlen-check
 	$(MAKE) --no-print-directory bats
 	$(MAKE) --no-print-directory unit
+	$(MAKE) --no-print-directory unit-sim dup-check
 
 # The dataset recipes (data/Makefile) run in data/: a relative DATA_MIRROR
 # given here (e.g. ../shared/data) is made absolute for them.

@@ -38,3 +38,32 @@ else
 CUDA_OBJ :=
 CUDA_SO :=
 endif
+
+# The simulated device (tests/sim, HACKING.md "The simulated device"): the
+# same cuda/*.cu compiled by the host C++ compiler with -DSQ_SIM against
+# the small SIMT runtime tests/sim/sim.cpp (fibers, real barriers, a
+# guarded device arena, cuBLAS over OpenBLAS). Built in every build, nvcc
+# or not; `make check` runs the unit runner's GPU tests on it (unit-sim).
+# Under SANITIZE=1 it carries the sanitizers, like everything else.
+SIM_SO := $(BUILD)/lib/libseqrec-cuda-sim.so
+SIM_OBJ := $(CUDA_SRC:cuda/%.cu=$(BUILD)/sim/%.o) $(BUILD)/sim/sim.o $(BUILD)/sim/err_pic.o
+SIM_CXXFLAGS := -std=c++17 -DSQ_SIM -Itests/sim -Ilib/ops -Ilib/util -fPIC -fvisibility=hidden \
+  -O1 -g -Wall -Wextra -Werror $(SANFLAGS)
+$(BUILD)/sim/%.o: cuda/%.cu cuda/common.cuh tests/sim/sim_cuda.h lib/ops/gpu_ops.h lib/util/err.h
+	@mkdir -p $(dir $@)
+	$(CXX) -x c++ $(SIM_CXXFLAGS) -c $< -o $@
+$(BUILD)/sim/sim.o: tests/sim/sim.cpp tests/sim/sim_cuda.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(SIM_CXXFLAGS) -c $< -o $@
+$(BUILD)/sim/err_pic.o: lib/util/err.c lib/util/err.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O1 -g -fPIC -fvisibility=hidden -Wall -Wextra -Werror -D_DEFAULT_SOURCE \
+	  $(SANFLAGS) -Ilib/util -c $< -o $@
+$(SIM_SO): $(SIM_OBJ)
+	@mkdir -p $(dir $@)
+	$(CXX) -shared $(SANFLAGS) -Wl,-z,defs $^ -lopenblas -o $@
+# The self-test of the runtime (tests/sim/selftest.cu, a program).
+$(BUILD)/sim/selftest: tests/sim/selftest.cu $(BUILD)/sim/sim.o tests/sim/sim_cuda.h
+	@mkdir -p $(dir $@)
+	$(CXX) -x c++ $(SIM_CXXFLAGS) -fvisibility=default -c $< -o $@.o
+	$(CXX) $(SANFLAGS) $@.o $(BUILD)/sim/sim.o -lopenblas -o $@

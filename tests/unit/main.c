@@ -1,5 +1,5 @@
 /* The unit test runner: runs every UNIT_TEST (or those whose name contains
- * argv[1]) and ends with the line "N passed, N failed". */
+ * one of argv[1..]) and ends with the line "N passed, N failed". */
 #include <stdio.h>
 #include <string.h>
 
@@ -23,10 +23,12 @@ int main(int argc, char **argv)
 {
     /* Tiny models: idle OpenMP threads spinning would starve the rest. */
     sq_threads_passive(argv);
-    const char *filter = argc > 1 ? argv[1] : NULL;
     int passed = 0, failed = 0, skipped = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        if (filter && !strstr(tests[i].name, filter))
+        int want = argc < 2;
+        for (int a = 1; a < argc && !want; a++)
+            want = strstr(tests[i].name, argv[a]) != NULL;
+        if (!want)
             continue;
         unit_ctx t = {tests[i].name, 0, 0, 0};
         tests[i].fn(&t);

@@ -1,0 +1,604 @@
+// sim.cpp - the simulated device's runtime (see sim_cuda.h): the fibers of
+// a block, the barriers, the device arena, the runtime and cuBLAS subset.
+#include "sim_cuda.h"
+
+#include <cblas.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SIM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SIM_ASAN 1
+#endif
+#endif
+#ifdef SIM_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#define SIM_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define SIM_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#define SIM_STACK (256u << 10)
+#else
+#define SIM_POISON(p, n) ((void)(p), (void)(n))
+#define SIM_UNPOISON(p, n) ((void)(p), (void)(n))
+#define SIM_STACK (64u << 10)
+#endif
+
+#define SIM_HIDDEN __attribute__((visibility("hidden")))
+
+[[noreturn]] static void die(const char *fmt, const char *a, int b = 0)
+{
+    fprintf(stderr, "simulated device: ");
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, "\n");
+    fflush(stderr);
+    abort();
+}
+
+// ---------------------------------------------------------------- fibers
+namespace {
+struct fiber {
+    ucontext_t ctx;
+    sim_thread st;
+    int done;
+    void *fake_stack;
+};
+struct barrier {
+    unsigned count = 0, gen = 0;
+};
+struct block_run {
+    const char *kern;
+    const std::function<void()> *body;
+    unsigned n, nwarps;
+    std::vector<fiber> f;
+    barrier bar;
+    std::vector<barrier> wbar;
+    std::vector<uint64_t> slot; // one per thread: the lanes' deposits
+    unsigned cur, finished;
+    int progress;
+    ucontext_t sched;
+    void *sched_fake;
+    const void *sched_bottom;
+    size_t sched_size;
+};
+block_run *run_ = nullptr;
+char *stacks_ = nullptr; // 1024 stacks, each after a guard page
+size_t page_;
+void *dyn_ = nullptr;
+size_t dyn_bytes_ = 0;
+sim_thread host_thread_;
+} // namespace
+
+static char *stack_of(unsigned i) { return stacks_ + (size_t)i * (SIM_STACK + page_) + page_; }
+
+static void to_sched(void)
+{
+    block_run *r = run_;
+    fiber *f = &r->f[r->cur];
+#ifdef SIM_ASAN
+    __sanitizer_start_switch_fiber(f->done ? nullptr : &f->fake_stack, r->sched_bottom,
+                                   r->sched_size);
+#endif
+    swapcontext(&f->ctx, &r->sched);
+#ifdef SIM_ASAN
+    __sanitizer_finish_switch_fiber(f->fake_stack, nullptr, nullptr);
+#endif
+}
+
+static void fiber_main(void)
+{
+#ifdef SIM_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &run_->sched_bottom, &run_->sched_size);
+#endif
+    (*run_->body)();
+    run_->f[run_->cur].done = 1;
+    run_->finished++;
+    run_->progress = 1;
+    to_sched();
+    abort(); // never resumed
+}
+
+const sim_thread *sim_cur(void) { return run_ ? &run_->f[run_->cur].st : &host_thread_; }
+
+static void wait_at(barrier *b, unsigned expected)
+{
+    block_run *r = run_;
+    if (!r)
+        die("%s: barrier or warp intrinsic outside a kernel", "host");
+    r->progress = 1;
+    if (++b->count == expected) {
+        b->count = 0;
+        b->gen++;
+        return;
+    }
+    unsigned g = b->gen;
+    while (b->gen == g)
+        to_sched();
+}
+
+void __syncthreads(void) { wait_at(&run_->bar, run_->n); }
+
+static unsigned lanes_of(unsigned w)
+{
+    unsigned left = run_->n - w * 32;
+    return left < 32 ? left : 32;
+}
+unsigned sim_active_lanes(void)
+{
+    unsigned l = lanes_of(run_->cur / 32);
+    return l == 32 ? 0xffffffffu : (1u << l) - 1;
+}
+
+static void check_mask(unsigned mask, const char *what)
+{
+    if (!run_)
+        die("%s outside a kernel", what);
+    if (mask != 0xffffffffu)
+        die("warp intrinsic in kernel %s with a partial mask (only full masks are supported)",
+            run_->kern);
+}
+
+void __syncwarp(unsigned mask)
+{
+    check_mask(mask, "__syncwarp");
+    unsigned w = run_->cur / 32;
+    wait_at(&run_->wbar[w], lanes_of(w));
+}
+
+uint64_t sim_shfl_raw(unsigned mask, uint64_t v, int mode, int arg, int width)
+{
+    check_mask(mask, "__shfl_*_sync");
+    block_run *r = run_;
+    unsigned me = r->cur, w = me / 32, lane = me % 32, nl = lanes_of(w);
+    if (width <= 0 || width > 32 || (width & (width - 1)))
+        die("shuffle width in kernel %s is not a power of two <= 32", r->kern);
+    r->slot[me] = v;
+    wait_at(&r->wbar[w], nl);
+    int base = (int)lane & ~(width - 1), src;
+    switch (mode) {
+    case 0: src = (int)lane ^ arg; if (src >= base + width) src = (int)lane; break;
+    case 1: src = (int)lane + arg; if (src >= base + width) src = (int)lane; break;
+    case 2: src = (int)lane - arg; if (src < base) src = (int)lane; break;
+    default: src = base + (((arg % width) + width) % width); break;
+    }
+    if ((unsigned)src >= nl)
+        die("shuffle in kernel %s reads a lane past the end of the block", r->kern);
+    uint64_t out = r->slot[w * 32 + (unsigned)src];
+    wait_at(&r->wbar[w], nl);
+    return out;
+}
+
+unsigned __ballot_sync(unsigned mask, int pred)
+{
+    check_mask(mask, "__ballot_sync");
+    block_run *r = run_;
+    unsigned me = r->cur, w = me / 32, nl = lanes_of(w);
+    r->slot[me] = pred != 0;
+    wait_at(&r->wbar[w], nl);
+    unsigned b = 0;
+    for (unsigned l = 0; l < nl; l++)
+        b |= (unsigned)(r->slot[w * 32 + l] != 0) << l;
+    wait_at(&r->wbar[w], nl);
+    return b;
+}
+
+int atomicAdd(int *p, int v)
+{
+    int o = *p;
+    *p = (int)((unsigned)o + (unsigned)v);
+    return o;
+}
+unsigned atomicAdd(unsigned *p, unsigned v)
+{
+    unsigned o = *p;
+    *p = o + v;
+    return o;
+}
+
+void *sim_dyn_shared(void) { return dyn_; }
+
+// ---------------------------------------------------------------- arena
+namespace {
+const size_t ARENA = (size_t)8 << 30;
+const size_t RED = 256; // poisoned red zone after every allocation
+char *arena_ = nullptr;
+size_t top_ = 0;
+std::map<char *, size_t> live_;            // start -> bytes asked
+std::multimap<size_t, char *> free_;       // span -> start
+std::map<char *, size_t> span_;            // start -> span (bytes + red, rounded)
+int in_kernel_ = 0;
+cudaError_t last_ = cudaSuccess;
+} // namespace
+
+static int enabled(void)
+{
+    const char *v = getenv("SEQREC_SIMULATED_DEVICE");
+    return v && !strcmp(v, "1");
+}
+
+static void arena_init(void)
+{
+    if (arena_)
+        return;
+    void *p = mmap(nullptr, ARENA, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        die("cannot reserve the device arena%s", "");
+    arena_ = (char *)p;
+}
+
+int sim_is_device(const void *p)
+{
+    return arena_ && (const char *)p >= arena_ && (const char *)p < arena_ + top_;
+}
+
+// the live allocation holding [p, p+n), or null
+static char *alloc_of(const void *p, size_t n)
+{
+    if (!sim_is_device(p))
+        return nullptr;
+    auto it = live_.upper_bound((char *)p);
+    if (it == live_.begin())
+        return nullptr;
+    --it;
+    if ((const char *)p + n > it->first + it->second)
+        return nullptr;
+    return it->first;
+}
+
+static void unpoison_all(void)
+{
+    for (auto &a : live_)
+        SIM_UNPOISON(a.first, a.second);
+}
+static void poison_all(void)
+{
+    for (auto &a : live_)
+        SIM_POISON(a.first, a.second);
+}
+
+void sim_check_arg(const char *kern, int index, const void *p)
+{
+    if (p && !sim_is_device(p))
+        die("host pointer passed to kernel %s, argument %d", kern, index);
+}
+
+cudaError_t cudaMalloc(void **p, size_t n)
+{
+    *p = nullptr;
+    if (!enabled())
+        return last_ = cudaErrorNoDevice;
+    arena_init();
+    size_t span = ((n ? n : 1) + RED + 255) & ~(size_t)255;
+    char *at;
+    auto f = free_.lower_bound(span);
+    if (f != free_.end() && f->first <= 2 * span) {
+        at = f->second;
+        span = f->first;
+        free_.erase(f);
+    } else {
+        if (top_ + span > ARENA)
+            return last_ = cudaErrorMemoryAllocation;
+        at = arena_ + top_;
+        top_ += span;
+    }
+    live_[at] = n;
+    span_[at] = span;
+    SIM_POISON(at, span);
+    if (in_kernel_)
+        SIM_UNPOISON(at, n);
+    *p = at;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p)
+{
+    if (!p)
+        return cudaSuccess;
+    auto it = live_.find((char *)p);
+    if (it == live_.end())
+        return last_ = cudaErrorInvalidDevicePointer;
+    size_t span = span_[(char *)p];
+    SIM_POISON(p, span);
+    live_.erase(it);
+    span_.erase((char *)p);
+    free_.emplace(span, (char *)p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned)
+{
+    *p = malloc(n ? n : 1);
+    return *p ? cudaSuccess : (last_ = cudaErrorMemoryAllocation);
+}
+cudaError_t cudaMallocHost(void **p, size_t n) { return cudaHostAlloc(p, n, 0); }
+cudaError_t cudaFreeHost(void *p)
+{
+    if (sim_is_device(p))
+        return last_ = cudaErrorInvalidValue;
+    free(p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k)
+{
+    if (!n)
+        return cudaSuccess;
+    int dd = k == cudaMemcpyHostToDevice || k == cudaMemcpyDeviceToDevice;
+    int sd = k == cudaMemcpyDeviceToHost || k == cudaMemcpyDeviceToDevice;
+    if (k == cudaMemcpyDefault) {
+        dd = sim_is_device(dst);
+        sd = sim_is_device(src);
+    }
+    if (k > cudaMemcpyDefault || sim_is_device(dst) != dd || sim_is_device(src) != sd)
+        return last_ = cudaErrorInvalidMemcpyDirection;
+    if ((dd && !alloc_of(dst, n)) || (sd && !alloc_of(src, n)))
+        return last_ = cudaErrorInvalidValue; // past the end of an allocation
+    if (dd)
+        SIM_UNPOISON(dst, n);
+    if (sd)
+        SIM_UNPOISON((void *)src, n);
+    memmove(dst, src, n);
+    if (dd && !in_kernel_)
+        SIM_POISON(dst, n);
+    if (sd && !in_kernel_)
+        SIM_POISON((void *)src, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t)
+{
+    return cudaMemcpy(dst, src, n, k);
+}
+cudaError_t cudaMemset(void *p, int v, size_t n)
+{
+    if (!n)
+        return cudaSuccess;
+    if (!alloc_of(p, n))
+        return last_ = cudaErrorInvalidValue;
+    SIM_UNPOISON(p, n);
+    memset(p, v, n);
+    SIM_POISON(p, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { return cudaMemset(p, v, n); }
+
+// ---------------------------------------------------------------- launch
+// getcontext returns twice: kept out of sim_run's frame
+__attribute__((noinline)) static void init_fiber(fiber *f, unsigned i)
+{
+    getcontext(&f->ctx);
+    f->ctx.uc_stack.ss_sp = stack_of(i);
+    f->ctx.uc_stack.ss_size = SIM_STACK;
+    f->ctx.uc_link = nullptr;
+    makecontext(&f->ctx, fiber_main, 0);
+}
+
+cudaError_t sim_run(const char *kern, dim3 grid, dim3 block, size_t shmem, cudaStream_t,
+                    const std::function<void()> &body)
+{
+    size_t n = (size_t)block.x * block.y * block.z;
+    if (!n || n > 1024 || block.z > 64 || !grid.x || !grid.y || !grid.z || grid.y > 65535 ||
+        grid.z > 65535)
+        return last_ = cudaErrorInvalidConfiguration;
+    if (shmem > 48 * 1024)
+        return last_ = cudaErrorInvalidValue;
+    if (run_)
+        die("kernel %s launched from inside a kernel", kern);
+    if (!stacks_) {
+        page_ = 4096;
+        size_t bytes = 1024 * (SIM_STACK + page_);
+        void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED)
+            die("cannot map the fibers' stacks%s", "");
+        stacks_ = (char *)p;
+        for (unsigned i = 0; i < 1024; i++)
+            mprotect(stack_of(i) - page_, page_, PROT_NONE);
+    }
+    if (dyn_bytes_ < shmem || !dyn_) {
+        free(dyn_);
+        dyn_bytes_ = shmem > 16 ? shmem : 16;
+        dyn_ = aligned_alloc(16, (dyn_bytes_ + 15) & ~(size_t)15);
+    }
+    in_kernel_ = 1;
+    unpoison_all();
+    block_run r;
+    r.kern = kern;
+    r.body = &body;
+    r.n = (unsigned)n;
+    r.nwarps = (r.n + 31) / 32;
+    r.f.resize(n);
+    r.wbar.resize(r.nwarps);
+    r.slot.assign((size_t)r.nwarps * 32, 0);
+    for (unsigned bz = 0; bz < grid.z; bz++)
+        for (unsigned by = 0; by < grid.y; by++)
+            for (unsigned bx = 0; bx < grid.x; bx++) {
+                memset(dyn_, 0xcd, dyn_bytes_);
+                r.bar = barrier();
+                for (auto &w : r.wbar)
+                    w = barrier();
+                for (unsigned i = 0; i < r.n; i++) {
+                    fiber *f = &r.f[i];
+                    f->st.tid = dim3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
+                    f->st.bid = dim3(bx, by, bz);
+                    f->st.bdim = block;
+                    f->st.gdim = grid;
+                    f->done = 0;
+                    f->fake_stack = nullptr;
+                    init_fiber(f, i);
+                }
+                r.finished = 0;
+                run_ = &r;
+                while (r.finished < r.n) {
+                    r.progress = 0;
+                    for (unsigned i = 0; i < r.n; i++) {
+                        if (r.f[i].done)
+                            continue;
+                        r.cur = i;
+#ifdef SIM_ASAN
+                        __sanitizer_start_switch_fiber(&r.sched_fake, stack_of(i), SIM_STACK);
+#endif
+                        swapcontext(&r.sched, &r.f[i].ctx);
+#ifdef SIM_ASAN
+                        __sanitizer_finish_switch_fiber(r.sched_fake, nullptr, nullptr);
+#endif
+                    }
+                    if (!r.progress && r.finished < r.n)
+                        die(r.finished ? "divergent __syncthreads in kernel %s: a thread ended "
+                                         "while others wait at a barrier"
+                                       : "divergent __syncthreads in kernel %s: the threads "
+                                         "wait at different barriers",
+                            kern);
+                }
+                run_ = nullptr;
+            }
+    poison_all();
+    in_kernel_ = 0;
+    return cudaSuccess;
+}
+
+// ---------------------------------------------------------------- runtime
+const char *cudaGetErrorString(cudaError_t e)
+{
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+    case cudaErrorNoDevice:
+        return "this is the test harness's simulated device (tests/sim): it runs only with "
+               "SEQREC_SIMULATED_DEVICE=1";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotSupported: return "operation not supported";
+    default: return "unknown error";
+    }
+}
+cudaError_t cudaGetLastError(void)
+{
+    cudaError_t e = last_;
+    last_ = cudaSuccess;
+    return e;
+}
+cudaError_t cudaPeekAtLastError(void) { return last_; }
+cudaError_t cudaGetDeviceCount(int *n)
+{
+    *n = enabled() ? 1 : 0;
+    return *n ? cudaSuccess : cudaErrorNoDevice;
+}
+cudaError_t cudaSetDevice(int d) { return d == 0 && enabled() ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaGetDevice(int *d)
+{
+    *d = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d)
+{
+    if (d != 0 || !enabled())
+        return cudaErrorInvalidDevice;
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "simulated device");
+    p->totalGlobalMem = ARENA;
+    p->sharedMemPerBlock = 48 * 1024;
+    p->major = 9;
+    p->minor = 0;
+    p->multiProcessorCount = 4;
+    p->warpSize = 32;
+    p->maxThreadsPerBlock = 1024;
+    return cudaSuccess;
+}
+
+struct sim_stream { int flags; };
+struct sim_event { int flags; };
+cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, 0); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
+{
+    *s = new sim_stream{(int)flags};
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    delete s;
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
+{
+    *e = new sim_event{(int)flags};
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) { return e ? cudaSuccess : cudaErrorInvalidResourceHandle; }
+cudaError_t cudaEventSynchronize(cudaEvent_t e) { return e ? cudaSuccess : cudaErrorInvalidResourceHandle; }
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    delete e;
+    return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+    if (!a || !b || (a->flags & cudaEventDisableTiming) || (b->flags & cudaEventDisableTiming))
+        return cudaErrorInvalidResourceHandle;
+    *ms = 0.0f;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+
+// ---------------------------------------------------------------- cuBLAS
+struct sim_blas { int math; };
+cublasStatus_t cublasCreate(cublasHandle_t *h)
+{
+    *h = new sim_blas{0};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy(cublasHandle_t h)
+{
+    delete h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t) { return h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED; }
+cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *ws, size_t bytes)
+{
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    return bytes && !alloc_of(ws, bytes) ? CUBLAS_STATUS_INVALID_VALUE : CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m)
+{
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    h->math = (int)m;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                           int n, int k, const float *alpha, const float *A, int lda,
+                           const float *B, int ldb, const float *beta, float *C, int ldc)
+{
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (m < 0 || n < 0 || k < 0)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (!m || !n)
+        return CUBLAS_STATUS_SUCCESS;
+    // column-major extents of A (lda x cols), B, C
+    size_t ac = ta == CUBLAS_OP_N ? (size_t)k : (size_t)m;
+    size_t bc = tb == CUBLAS_OP_N ? (size_t)n : (size_t)k;
+    if ((k && (!alloc_of(A, 4 * ((ac - 1) * (size_t)lda + (ta == CUBLAS_OP_N ? m : k))) ||
+               !alloc_of(B, 4 * ((bc - 1) * (size_t)ldb + (tb == CUBLAS_OP_N ? k : n))))) ||
+        !alloc_of(C, 4 * ((size_t)(n - 1) * (size_t)ldc + (size_t)m)))
+        die("cublasSgemm%s: a matrix is not (wholly) in device memory", "");
+    unpoison_all();
+    cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
+                tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, *alpha, A, lda, B, ldb,
+                *beta, C, ldc);
+    poison_all();
+    return CUBLAS_STATUS_SUCCESS;
+}

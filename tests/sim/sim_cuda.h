@@ -1,0 +1,208 @@
+// sim_cuda.h - the simulated CUDA device (tests only): the subset of
+// cuda_runtime.h, cublas_v2.h and the device language that cuda/*.cu use,
+// run on the CPU. Compiled by the host C++ compiler with -DSQ_SIM
+// (common.cuh includes this). A launch runs its blocks one at a time; a
+// block's threads are fibers (ucontext), switched only at __syncthreads
+// and at the warp intrinsics, which are real barriers: a barrier that not
+// every thread reaches aborts ("divergent ..."). Device memory is a
+// separate arena: every pointer argument of a launch must lie in it (or be
+// NULL), and under ASan the arena is poisoned outside kernels and copies.
+// See HACKING.md, "The simulated device".
+#ifndef SQ_SIM_CUDA_H
+#define SQ_SIM_CUDA_H
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <type_traits>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+#ifndef __restrict__
+#define __restrict__ __restrict
+#endif
+
+struct dim3 {
+    unsigned x, y, z;
+    constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+struct sim_thread {
+    dim3 tid, bid, bdim, gdim;
+};
+const sim_thread *sim_cur(void);
+#define threadIdx (sim_cur()->tid)
+#define blockIdx (sim_cur()->bid)
+#define blockDim (sim_cur()->bdim)
+#define gridDim (sim_cur()->gdim)
+static constexpr int warpSize = 32;
+
+void __syncthreads(void);
+void __syncwarp(unsigned mask = 0xffffffffu);
+uint64_t sim_shfl_raw(unsigned mask, uint64_t v, int mode, int arg, int width);
+unsigned __ballot_sync(unsigned mask, int pred);
+static inline int __any_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) != 0; }
+static inline int __all_sync(unsigned mask, int pred)
+{
+    extern unsigned sim_active_lanes(void);
+    return __ballot_sync(mask, pred) == sim_active_lanes();
+}
+
+template <class T> static inline T sim_shfl(unsigned mask, T v, int mode, int arg, int width)
+{
+    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "shuffle of a scalar");
+    uint64_t u = 0;
+    std::memcpy(&u, &v, sizeof v);
+    u = sim_shfl_raw(mask, u, mode, arg, width);
+    T r;
+    std::memcpy(&r, &u, sizeof r);
+    return r;
+}
+template <class T> static inline T __shfl_xor_sync(unsigned m, T v, int lane, int w = 32) { return sim_shfl(m, v, 0, lane, w); }
+template <class T> static inline T __shfl_down_sync(unsigned m, T v, unsigned d, int w = 32) { return sim_shfl(m, v, 1, (int)d, w); }
+template <class T> static inline T __shfl_up_sync(unsigned m, T v, unsigned d, int w = 32) { return sim_shfl(m, v, 2, (int)d, w); }
+template <class T> static inline T __shfl_sync(unsigned m, T v, int src, int w = 32) { return sim_shfl(m, v, 3, src, w); }
+
+// device math: <cmath>, plus the fast intrinsics (exact here)
+using std::isfinite;
+using std::isinf;
+using std::isnan;
+static inline float sim_expf(float x) { return expf(x); }
+static inline float sim_logf(float x) { return logf(x); }
+#define __expf sim_expf // glibc declares its own __expf, __logf
+#define __logf sim_logf
+static inline float __fdividef(float a, float b) { return a / b; }
+static inline float __frcp_rn(float a) { return 1.0f / a; }
+static inline float __saturatef(float a) { return a < 0.0f ? 0.0f : a > 1.0f ? 1.0f : a; }
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+// integer atomics only: float atomics are banned (determinism)
+int atomicAdd(int *p, int v);
+unsigned atomicAdd(unsigned *p, unsigned v);
+
+// ---- runtime ----
+enum cudaError_t {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInitializationError = 3,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorInvalidDevicePointer = 17,
+    cudaErrorInvalidMemcpyDirection = 21,
+    cudaErrorNoDevice = 100,
+    cudaErrorInvalidDevice = 101,
+    cudaErrorInvalidResourceHandle = 400,
+    cudaErrorNotSupported = 801,
+    cudaErrorUnknown = 999,
+};
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4,
+};
+struct sim_stream;
+struct sim_event;
+typedef sim_stream *cudaStream_t;
+typedef sim_event *cudaEvent_t;
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem;
+    size_t sharedMemPerBlock;
+    int major, minor, multiProcessorCount, warpSize, maxThreadsPerBlock;
+};
+#define cudaStreamDefault 0u
+#define cudaStreamNonBlocking 1u
+#define cudaEventDefault 0u
+#define cudaEventDisableTiming 2u
+#define cudaHostAllocDefault 0u
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+
+const char *cudaGetErrorString(cudaError_t e);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaSetDevice(int d);
+cudaError_t cudaGetDevice(int *d);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d);
+cudaError_t cudaMalloc(void **p, size_t n);
+template <class T> static inline cudaError_t cudaMalloc(T **p, size_t n) { return cudaMalloc((void **)p, n); }
+cudaError_t cudaFree(void *p);
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags);
+cudaError_t cudaMallocHost(void **p, size_t n);
+cudaError_t cudaFreeHost(void *p);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t s = 0);
+cudaError_t cudaMemset(void *p, int v, size_t n);
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s = 0);
+cudaError_t cudaStreamCreate(cudaStream_t *s);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaEventCreate(cudaEvent_t *e);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
+cudaError_t cudaDeviceSynchronize(void);
+template <class F> static inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
+
+// ---- cuBLAS (column-major, as cuBLAS) ----
+struct sim_blas;
+typedef sim_blas *cublasHandle_t;
+enum cublasStatus_t {
+    CUBLAS_STATUS_SUCCESS = 0,
+    CUBLAS_STATUS_NOT_INITIALIZED = 1,
+    CUBLAS_STATUS_ALLOC_FAILED = 3,
+    CUBLAS_STATUS_INVALID_VALUE = 7,
+    CUBLAS_STATUS_EXECUTION_FAILED = 13,
+};
+enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
+enum cublasMath_t {
+    CUBLAS_DEFAULT_MATH = 0,
+    CUBLAS_PEDANTIC_MATH = 2,
+    CUBLAS_TF32_TENSOR_OP_MATH = 3,
+};
+cublasStatus_t cublasCreate(cublasHandle_t *h);
+cublasStatus_t cublasDestroy(cublasHandle_t h);
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s);
+cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *ws, size_t bytes);
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m);
+cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                           int n, int k, const float *alpha, const float *A, int lda,
+                           const float *B, int ldb, const float *beta, float *C, int ldc);
+
+// ---- the launch ----
+int sim_is_device(const void *p); // inside the arena
+void *sim_dyn_shared(void);
+void sim_check_arg(const char *kern, int index, const void *p); // aborts on a host pointer
+cudaError_t sim_run(const char *kern, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
+                    const std::function<void()> &body);
+
+template <class T> static inline void sim_arg(const char *kern, int i, const T &a)
+{
+    if constexpr (std::is_pointer<T>::value)
+        sim_check_arg(kern, i, (const void *)a);
+    (void)kern;
+    (void)i;
+    (void)a;
+}
+template <class... P, class... A>
+static inline cudaError_t sim_launch(const char *name, void (*kern)(P...), dim3 grid, dim3 block,
+                                     size_t shmem, cudaStream_t s, A... args)
+{
+    static_assert(sizeof...(P) == sizeof...(A), "kernel argument count");
+    int i = 1;
+    (sim_arg(name, i++, args), ...);
+    return sim_run(name, grid, block, shmem, s, [&]() { kern(static_cast<P>(args)...); });
+}
+
+#endif
