@@ -57,19 +57,23 @@ setup() {
 @test "device: models and attention kinds without GPU kernels are refused (64) on a GPU" {
   [ -f "$SIM" ] || skip "no simulated device built"
   export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
-  run -64 seqrec-train "${TINY[@]}" --model gru4rec --device cuda -o "$T/m.sqm" "$T/s.sqr"
+  run -64 seqrec-train --model gru4rec --epochs 1 --device cuda -o "$T/m.sqm" "$T/s.sqr"
   [[ "$output" == *"--model gru4rec runs on the CPU only"* ]]
   run -64 seqrec-train "${TINY[@]}" --attn fpositional --device cuda -o "$T/m.sqm" "$T/s.sqr"
   [[ "$output" == *"--attn fpositional runs on the CPU only"* ]]
   run -64 seqrec-train --model pop --device cuda -o "$T/m.sqm" "$T/s.sqr"
   [[ "$output" == *"--model pop runs on the CPU only"* ]]
   [ ! -e "$T/m.sqm" ]
-  seqrec-train "${TINY[@]}" --model gru4rec -o "$T/g.sqm" "$T/s.sqr" 2>/dev/null
+  seqrec-train --model gru4rec --epochs 1 --threads 2 -o "$T/g.sqm" "$T/s.sqr" 2>/dev/null
   run -64 seqrec-score --device cuda -m "$T/g.sqm" "$T/s.sqr"
   [[ "$output" == *"runs on the CPU only"* ]]
 }
 
-@test "device: one epoch on the simulated GPU gives the CPU's loss (1e-3) and scores on both" {
+# The loss within 3e-3 relative here (the real GPU's check, tests/gpu/check.sh,
+# holds 1e-3 on 3000 users): a tiny epoch of 7 Adam steps amplifies rounding,
+# since Adam moves a weight whose gradient is near 0 by about lr whatever its
+# size and sign.
+@test "device: one epoch on the simulated GPU gives the CPU's loss (3e-3) and scores on both" {
   [ -f "$SIM" ] || skip "no simulated device built"
   export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
   for m in "--model sasrec --attn softmax" "--model sasrec --attn linrec" \
@@ -82,7 +86,7 @@ setup() {
     cmp "$T/g.sqm" "$T/g2.sqm" # two GPU runs, the same bits
     lc=$(grep -o '"loss":[0-9.]*' "$T/cpu.log" | cut -d: -f2)
     lg=$(grep -o '"loss":[0-9.]*' "$T/gpu.log" | cut -d: -f2)
-    awk -v a="$lc" -v b="$lg" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-3 * a) }' \
+    awk -v a="$lc" -v b="$lg" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 3e-3 * a) }' \
       || { echo "$m: cpu loss $lc, gpu $lg"; false; }
     # the GPU's model scores on the CPU and on the GPU alike
     seqrec-score -m "$T/g.sqm" --target test "$T/s.sqr" | seqrec-metrics -k 10 > "$T/on-cpu"
