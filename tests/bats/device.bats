@@ -69,29 +69,29 @@ setup() {
   [[ "$output" == *"runs on the CPU only"* ]]
 }
 
-# The loss within 3e-3 relative here (the real GPU's check, tests/gpu/check.sh,
-# holds 1e-3 on 3000 users): a tiny epoch of 7 Adam steps amplifies rounding,
-# since Adam moves a weight whose gradient is near 0 by about lr whatever its
-# size and sign.
-@test "device: one epoch on the simulated GPU gives the CPU's loss (3e-3) and scores on both" {
+@test "device: one epoch on the simulated GPU gives the CPU's loss (1e-3) and scores on both" {
   [ -f "$SIM" ] || skip "no simulated device built"
   export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
-  for m in "--model sasrec --attn softmax" "--model sasrec --attn linrec" \
-           "--model bert4rec --attn softmax --mask-prob 0.3"; do
-    seqrec-train "${TINY[@]}" $m --dropout 0.2 --precision fp32 --log "$T/cpu.log" -o "$T/c.sqm" "$T/s.sqr"
-    seqrec-train "${TINY[@]}" $m --dropout 0.2 --precision fp32 --device cuda --log "$T/gpu.log" \
-      -o "$T/g.sqm" "$T/s.sqr"
-    seqrec-train "${TINY[@]}" $m --dropout 0.2 --precision fp32 --device cuda --log "$T/gpu2.log" \
-      -o "$T/g2.sqm" "$T/s.sqr"
+  # small: on the simulated device every warp shuffle is a fiber switch
+  seqrec-synth --users 60 --items 40 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/t.sqr"
+  # --threads 1: the GPU trains each batch whole, as the CPU does on one
+  # thread (on more, the CPU cuts it into micro-batches with their own
+  # dropout draws)
+  local o=(--dim 16 --ffn 32 --max-len 10 --batch 16 --threads 1 --epochs 1 --loss ce
+           --dropout 0.2 --precision fp32)
+  for m in "--model sasrec --attn softmax" "--model bert4rec --attn linrec --mask-prob 0.3"; do
+    seqrec-train "${o[@]}" $m --log "$T/cpu.log" -o "$T/c.sqm" "$T/t.sqr"
+    seqrec-train "${o[@]}" $m --device cuda --log "$T/gpu.log" -o "$T/g.sqm" "$T/t.sqr"
+    seqrec-train "${o[@]}" $m --device cuda --log "$T/gpu2.log" -o "$T/g2.sqm" "$T/t.sqr"
     cmp "$T/g.sqm" "$T/g2.sqm" # two GPU runs, the same bits
     lc=$(grep -o '"loss":[0-9.]*' "$T/cpu.log" | cut -d: -f2)
     lg=$(grep -o '"loss":[0-9.]*' "$T/gpu.log" | cut -d: -f2)
-    awk -v a="$lc" -v b="$lg" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 3e-3 * a) }' \
+    awk -v a="$lc" -v b="$lg" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-3 * a) }' \
       || { echo "$m: cpu loss $lc, gpu $lg"; false; }
     # the GPU's model scores on the CPU and on the GPU alike
-    seqrec-score -m "$T/g.sqm" --target test "$T/s.sqr" | seqrec-metrics -k 10 > "$T/on-cpu"
-    seqrec-score --device cuda -m "$T/g.sqm" --target test "$T/s.sqr" | seqrec-metrics -k 10 > "$T/on-gpu"
+    seqrec-score -m "$T/g.sqm" --target test "$T/t.sqr" | seqrec-metrics -k 10 > "$T/on-cpu"
+    seqrec-score --device cuda -m "$T/g.sqm" --target test "$T/t.sqr" | seqrec-metrics -k 10 > "$T/on-gpu"
     paste "$T/on-cpu" "$T/on-gpu" | awk '{ for (i = 1; i <= NF / 2; i++) { a = $i; b = $(i + NF / 2);
-      if (a ~ /^[0-9.]+$/ && (a - b > 0.01 || b - a > 0.01)) { print; exit 1 } } }'
+      if (a ~ /^[0-9.]+$/ && (a - b > 0.02 || b - a > 0.02)) { print; exit 1 } } }'
   done
 }
