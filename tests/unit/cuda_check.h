@@ -27,7 +27,7 @@
 #include "gpu.h"
 #include "unit.h"
 
-#define CUDA_CHECK_MAXBUF 256
+#define CUDA_CHECK_MAXBUF 4096 /* buffers a test may hold (one per cuda_up/zeros) */
 
 typedef struct {
     sq_gpu *gpu;
@@ -61,6 +61,9 @@ static inline int cuda_open_(unit_ctx *t, cuda_env *g)
 static inline void *cuda_alloc(cuda_env *g, size_t bytes)
 {
     if (g->n_buf == CUDA_CHECK_MAXBUF) {
+        /* said, not left to a NULL pointer in a kernel (which poisons the
+         * process's CUDA context for every later test) */
+        fprintf(stderr, "    cuda_check: more than %d buffers in one test\n", CUDA_CHECK_MAXBUF);
         g->bad = 1;
         return NULL;
     }
