@@ -134,4 +134,21 @@ static __device__ inline float be_warp_max(float v)
     return v;
 }
 
+// Block sum of one double per thread (blockDim.x a power of two, sh one
+// double a thread), in a fixed tree; every thread gets it, and sh is free
+// again on return.
+static __device__ inline double be_block_sum_d(double s, double *sh)
+{
+    sh[threadIdx.x] = s;
+    __syncthreads();
+    for (unsigned h = blockDim.x / 2; h > 0; h >>= 1) {
+        if (threadIdx.x < h)
+            sh[threadIdx.x] += sh[threadIdx.x + h];
+        __syncthreads();
+    }
+    double r = sh[0];
+    __syncthreads();
+    return r;
+}
+
 #endif

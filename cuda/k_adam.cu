@@ -79,18 +79,6 @@ void be_adam_update(sq_gpu_be *be, float *param, const float *grad, float *m, fl
     SQ_LAUNCH(be, adam_kernel, grid, ADAM_THREADS, 0, param, grad, m, v, n, k);
 }
 
-// Block sum of one double per thread, in a fixed tree; thread 0 gets it.
-static __device__ double block_sum_d(double s, double *sh)
-{
-    sh[threadIdx.x] = s;
-    __syncthreads();
-    for (unsigned h = blockDim.x / 2; h > 0; h >>= 1) {
-        if (threadIdx.x < h)
-            sh[threadIdx.x] += sh[threadIdx.x + h];
-        __syncthreads();
-    }
-    return sh[0];
-}
 
 // Pass 1: block b sums g^2 over its contiguous slice, in double, each
 // thread a strided part, then a fixed tree.
@@ -104,7 +92,7 @@ static __global__ __launch_bounds__(NORM_THREADS) void sumsq_kernel(double *part
     double s = 0;
     for (size_t i = i0 + threadIdx.x; i < i1; i += blockDim.x)
         s += (double)g[i] * (double)g[i];
-    s = block_sum_d(s, sh);
+    s = be_block_sum_d(s, sh);
     if (threadIdx.x == 0)
         part[blockIdx.x] = s;
 }
@@ -118,7 +106,7 @@ static __global__ __launch_bounds__(NORM_THREADS) void sumsq_final_kernel(double
     double s = 0;
     for (int i = threadIdx.x; i < np; i += blockDim.x)
         s += part[i];
-    s = block_sum_d(s, sh);
+    s = be_block_sum_d(s, sh);
     if (threadIdx.x == 0)
         out[0] = s;
 }

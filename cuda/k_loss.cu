@@ -40,20 +40,6 @@
 // ---------------------------------------------------------------------------
 // Shared pieces
 
-// Block sum of one double per thread, in a fixed tree; every thread gets it.
-static __device__ double block_sum_d(double s, double *sh)
-{
-    sh[threadIdx.x] = s;
-    __syncthreads();
-    for (unsigned h = blockDim.x / 2; h > 0; h >>= 1) {
-        if (threadIdx.x < h)
-            sh[threadIdx.x] += sh[threadIdx.x + h];
-        __syncthreads();
-    }
-    double r = sh[0];
-    __syncthreads(); // sh is free again when the caller reuses it
-    return r;
-}
 
 // acc[0] (+)= sum of x[0, n) as doubles: one block, fixed order, so the
 // loss has the same bits every run. first: acc[0] starts at 0.
@@ -65,7 +51,7 @@ static __global__ __launch_bounds__(LOSS_THREADS) void sum_rows_kernel(double *a
     double s = 0;
     for (int i = threadIdx.x; i < n; i += blockDim.x)
         s += (double)x[i];
-    s = block_sum_d(s, sh);
+    s = be_block_sum_d(s, sh);
     if (threadIdx.x == 0)
         acc[0] = (first ? 0.0 : acc[0]) + s;
 }
@@ -78,7 +64,7 @@ static __global__ __launch_bounds__(LOSS_THREADS) void count_kernel(double *out,
     double s = 0;
     for (int i = threadIdx.x; i < n; i += blockDim.x)
         s += ids[i] != 0;
-    s = block_sum_d(s, sh);
+    s = be_block_sum_d(s, sh);
     if (threadIdx.x == 0)
         out[0] = s;
 }
