@@ -172,7 +172,7 @@ arm64-test:
 	  ! ls $(ARM64_LIBS)/libopenblas.so $(ARM64_LIBS)/libarchive.so $(ARM64_LIBS)/libxxhash.so $(ARM64_LIBS)/libz.so $(ARM64_LIBS)/libgomp.so.1 >/dev/null 2>&1; then \
 	  echo "arm64-test: skipped (needs $(ARM64_CC), qemu-aarch64 and the arm64 libopenblas-dev, libarchive-dev, libxxhash-dev, zlib1g-dev, libgomp1)"; \
 	else \
-	  $(MAKE) --no-print-directory BUILD=$(ARM64_BUILD) CC=$(ARM64_CC) CUDA=0 all $(ARM64_BUILD)/unit_tests && \
+	  $(MAKE) --no-print-directory BUILD=$(ARM64_BUILD) CC=$(ARM64_CC) CUDA=0 SIM=0 all $(ARM64_BUILD)/unit_tests && \
 	  mkdir -p $(ARM64_BUILD)/qemu && \
 	  for p in $(notdir $(PROGS)); do \
 	    printf '#!/bin/sh\nexec $(ARM64_RUN) %s "$$@"\n' "$(CURDIR)/$(ARM64_BUILD)/bin/$$p" > $(ARM64_BUILD)/qemu/$$p && \
@@ -180,7 +180,7 @@ arm64-test:
 	  done && \
 	  $(ARM64_RUN) $(ARM64_BUILD)/unit_tests | tail -n 1 | tee $(ARM64_BUILD)/unit.txt && \
 	  grep -q ' 0 failed' $(ARM64_BUILD)/unit.txt && \
-	  $(MAKE) --no-print-directory demo BUILD=$(ARM64_BUILD) CC=$(ARM64_CC) CUDA=0 \
+	  $(MAKE) --no-print-directory demo BUILD=$(ARM64_BUILD) CC=$(ARM64_CC) CUDA=0 SIM=0 \
 	    DEMO_BIN=$(ARM64_BUILD)/qemu DEMO_OUT=$(ARM64_BUILD)/demo-out DEMO_EPOCHS=2 && \
 	  echo "arm64-test: the unit tests and the demo ran on aarch64 (qemu-aarch64)"; \
 	fi

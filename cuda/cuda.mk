@@ -45,8 +45,15 @@ endif
 # guarded device arena, cuBLAS over OpenBLAS). Built in every build, nvcc
 # or not; `make check` runs the unit runner's GPU tests on it (unit-sim).
 # Under SANITIZE=1 it carries the sanitizers, like everything else.
+# SIM=0 leaves it out: a cross build (arm64-test) has no host C++ side.
+SIM ?= 1
+ifeq ($(SIM),1)
 SIM_SO := $(BUILD)/lib/libseqrec-cuda-sim.so
 SIM_OBJ := $(CUDA_SRC:cuda/%.cu=$(BUILD)/sim/%.o) $(BUILD)/sim/sim.o $(BUILD)/sim/err_pic.o
+else
+SIM_SO :=
+SIM_OBJ :=
+endif
 SIM_CXXFLAGS := -std=c++17 -DSQ_SIM -Itests/sim -Ilib/ops -Ilib/util -fPIC -fvisibility=hidden \
   -O1 -g -Wall -Wextra -Werror $(SANFLAGS)
 $(BUILD)/sim/%.o: cuda/%.cu cuda/common.cuh tests/sim/sim_cuda.h lib/ops/gpu_ops.h lib/util/err.h
