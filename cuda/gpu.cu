@@ -49,24 +49,25 @@ static int sticky(sq_gpu_be *b, sq_err *e)
     return b->failed ? sq_fail(e, b->err.code, "%s", b->err.msg) : 0;
 }
 
-const int *be_ints(const sq_gpu_be *b, const int *p)
-{
-    const char *c = (const char *)p;
-    for (int i = 0; i < b->n_range; i++) {
-        const struct be_range *r = &b->range[i];
-        if (c >= r->host && c < r->host + r->bytes)
-            return (const int *)(r->dev + (c - r->host));
-    }
-    return p;
-}
-
-const int *be_host_ints(const sq_gpu_be *b, const int *p)
+// The staged range holding p, or NULL.
+static const struct be_range *range_of(const sq_gpu_be *b, const void *p)
 {
     const char *c = (const char *)p;
     for (int i = 0; i < b->n_range; i++)
         if (c >= b->range[i].host && c < b->range[i].host + b->range[i].bytes)
-            return p;
+            return &b->range[i];
     return NULL;
+}
+
+const int *be_ints(const sq_gpu_be *b, const int *p)
+{
+    const struct be_range *r = range_of(b, p);
+    return r ? (const int *)(r->dev + ((const char *)p - r->host)) : p;
+}
+
+const int *be_host_ints(const sq_gpu_be *b, const int *p)
+{
+    return range_of(b, p) ? p : NULL;
 }
 
 // One pinned buffer and one device buffer, filled from the start after

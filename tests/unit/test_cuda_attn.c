@@ -19,6 +19,29 @@
 #include "ops.h"
 #include "rng.h"
 
+/* q|k|v [T, 3C], the initial gradients g0 (0.1 scale) and dout [T, C],
+ * drawn from r in that order */
+static void draw_inputs(sq_rng *r, size_t n3, size_t tc, float **qkv, float **dout, float **g0)
+{
+    *qkv = malloc(n3 * sizeof **qkv);
+    *dout = malloc(tc * sizeof **dout);
+    *g0 = malloc(n3 * sizeof **g0);
+    for (size_t i = 0; i < n3; i++) {
+        (*qkv)[i] = (float)sq_rng_normal(r);
+        (*g0)[i] = (float)(0.1 * sq_rng_normal(r));
+    }
+    for (size_t i = 0; i < tc; i++)
+        (*dout)[i] = (float)sq_rng_normal(r);
+}
+
+/* the segments' offsets staged, as the trainer stages a batch */
+static int stage_off(cuda_env *g, const int *off, int B)
+{
+    const void *host[1] = {off};
+    size_t bytes[1] = {(size_t)(B + 1) * sizeof(int)};
+    return sq_gpu_stage(g->gpu, host, bytes, 1, &g->e);
+}
+
 static void attn_case(unit_ctx *t, cuda_env *g, const int *len, int B, int H, int C, int causal)
 {
     int off[16];
@@ -26,14 +49,8 @@ static void attn_case(unit_ctx *t, cuda_env *g, const int *len, int B, int H, in
     size_t n3 = (size_t)T * ld, tc = (size_t)T * C;
     sq_rng r;
     sq_rng_seed(&r, (uint64_t)(T * 131 + H * 7 + causal), 0);
-    float *qkv = malloc(n3 * sizeof *qkv), *dout = malloc(tc * sizeof *dout);
-    float *g0 = malloc(n3 * sizeof *g0);
-    for (size_t i = 0; i < n3; i++) {
-        qkv[i] = (float)sq_rng_normal(&r);
-        g0[i] = (float)(0.1 * sq_rng_normal(&r));
-    }
-    for (size_t i = 0; i < tc; i++)
-        dout[i] = (float)sq_rng_normal(&r);
+    float *qkv, *dout, *g0;
+    draw_inputs(&r, n3, tc, &qkv, &dout, &g0);
     size_t na = sq_attention_cache_size(off, B, H);
     float *att = malloc(na * sizeof *att), *out = malloc(tc * sizeof *out);
     float *dqkv = malloc(n3 * sizeof *dqkv), *gout = malloc(tc * sizeof *gout);
@@ -43,9 +60,7 @@ static void attn_case(unit_ctx *t, cuda_env *g, const int *len, int B, int H, in
     memcpy(dqkv, g0, n3 * sizeof *dqkv);
     sq_attention_backward(&c, dqkv, dqkv + C, dqkv + 2 * C, dout, out, qkv, qkv + C,
                           qkv + 2 * C, att, ld, off, B, H, C, causal);
-    const void *host[1] = {off};
-    size_t bytes[1] = {(size_t)(B + 1) * sizeof(int)};
-    CHECK_EQ(sq_gpu_stage(g->gpu, host, bytes, 1, &g->e), 0);
+    CHECK_EQ(stage_off(g, off, B), 0);
     float *x = cuda_up(g, qkv, n3), *dd = cuda_up(g, dout, tc);
     float *datt = cuda_zeros(g, na), *dout_g = cuda_zeros(g, tc);
     float *prev = malloc(n3 * sizeof *prev);
@@ -98,14 +113,8 @@ static void lattn_case(unit_ctx *t, cuda_env *g, int kind, const int *len, int B
     size_t n3 = (size_t)T * ld, tc = (size_t)T * C;
     sq_rng r;
     sq_rng_seed(&r, (uint64_t)(kind * 977 + T * 13 + causal), 0);
-    float *qkv = malloc(n3 * sizeof *qkv), *dout = malloc(tc * sizeof *dout);
-    float *g0 = malloc(n3 * sizeof *g0);
-    for (size_t i = 0; i < n3; i++) {
-        qkv[i] = (float)sq_rng_normal(&r);
-        g0[i] = (float)(0.1 * sq_rng_normal(&r));
-    }
-    for (size_t i = 0; i < tc; i++)
-        dout[i] = (float)sq_rng_normal(&r);
+    float *qkv, *dout, *g0;
+    draw_inputs(&r, n3, tc, &qkv, &dout, &g0);
     size_t nc = sq_lattn_cache_size(kind, off, B, H, C);
     size_t ns = sq_lattn_scratch_size(kind, off, B, H, C);
     float *cache = malloc(nc * sizeof *cache), *scr = malloc(ns * sizeof *scr);
@@ -117,9 +126,7 @@ static void lattn_case(unit_ctx *t, cuda_env *g, int kind, const int *len, int B
     memcpy(dqkv, g0, n3 * sizeof *dqkv);
     sq_lattn_backward(&c, kind, dqkv, dqkv + C, dqkv + 2 * C, scr, dout, qkv, qkv + C,
                       qkv + 2 * C, cache, ld, off, B, H, C, causal);
-    const void *host[1] = {off};
-    size_t bytes[1] = {(size_t)(B + 1) * sizeof(int)};
-    CHECK_EQ(sq_gpu_stage(g->gpu, host, bytes, 1, &g->e), 0);
+    CHECK_EQ(stage_off(g, off, B), 0);
     float *x = cuda_up(g, qkv, n3), *dd = cuda_up(g, dout, tc), *dg = cuda_up(g, g0, n3);
     float *dc = cuda_zeros(g, nc), *ds = cuda_zeros(g, ns), *dy = cuda_zeros(g, tc);
     sq_lattn_forward(&g->cx, kind, dy, dc, ds, x, x + C, x + 2 * C, ld, off, B, H, C, causal);
