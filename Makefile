@@ -14,12 +14,24 @@ SANITIZE ?= 0
 PREFIX ?= /usr/local
 VERSION := 0.2.0
 
+# ISA=avx2 or ISA=base: every kernel built for that instruction set alone
+# (no clones: vec.h SQ_NO_CLONES), into build-ISA/ - an AVX2 or a baseline
+# x86-64 machine's code, timed natively on a wider host (make isa-bench).
+ISA ?=
+ISA_FLAGS_avx2 := -DSQ_NO_CLONES -march=x86-64-v3
+ISA_FLAGS_base := -DSQ_NO_CLONES -march=x86-64
+ifneq ($(ISA),)
+ifeq ($(ISA_FLAGS_$(ISA)),)
+$(error ISA=$(ISA): say avx2 or base)
+endif
+endif
+
 ifeq ($(SANITIZE),1)
 BUILD := build-san
 SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 OPT := -O1
 else
-BUILD := build
+BUILD := build$(if $(ISA),-$(ISA))
 SANFLAGS :=
 OPT := -O2
 endif
@@ -29,7 +41,7 @@ LIB_INC := $(LIB_DIRS:%=-I%)
 CFLAGS_ALL := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wvla \
   -ffp-contract=off -fno-math-errno \
   -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -DSEQREC_VERSION='"$(VERSION)"' \
-  -fopenmp $(LIB_INC) $(SANFLAGS) $(CFLAGS)
+  -fopenmp $(LIB_INC) $(SANFLAGS) $(ISA_FLAGS_$(ISA)) $(CFLAGS)
 # -ldl: lib/ops/gpu_load.c dlopens the CUDA backend (cuda/cuda.mk) on demand.
 LDLIBS_ALL := -larchive -lz -lxxhash -lopenblas -lm -ldl -fopenmp $(LDLIBS)
 

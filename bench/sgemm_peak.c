@@ -9,7 +9,13 @@
  *   over the calls). The inputs are uniform in [-1, 1), fixed seed.
  * sgemm_peak --ce-rows V1 prints the rows of logits the engine's full CE
  * takes per GEMM call over V1 columns (sq_ce_chunk, lib/ops/ops.c): the M
- * of the logits shape that bench-sasrec measures. */
+ * of the logits shape that bench-sasrec measures.
+ * sgemm_peak --rowwise[=ISA] M N K [THREADS [SECONDS]] times the engine's
+ * batch-invariant scoring GEMM instead (sq_rowwise_linear, rowwise.h:
+ * C[M, N] = A[M, K] B[N, K]^T, the scores of M users over N items) on
+ * THREADS threads, with the tile kernel of ISA (avx512f, avx2 or x86-64;
+ * default and at most: the widest the host runs), and prints "GFLOP/s best
+ * median ISA", ISA the kernel it ran (isa.h sq_isa_name). */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +24,8 @@
 #include <time.h>
 
 #include "ops.h"
+#include "rowwise.h"
+#include "vec.h"
 
 void openblas_set_num_threads(int num_threads);
 
@@ -37,6 +45,7 @@ static int cmp(const void *a, const void *b)
 static int usage(void)
 {
     fprintf(stderr, "usage: sgemm_peak M N K [N|T N|T [THREADS [SECONDS]]]\n"
+                    "       sgemm_peak --rowwise[=ISA] M N K [THREADS [SECONDS]]\n"
                     "       sgemm_peak --ce-rows V1\n");
     return 64;
 }
@@ -50,12 +59,33 @@ int main(int argc, char **argv)
         printf("%d\n", sq_ce_chunk(INT_MAX, v1));
         return 0;
     }
+    int rowwise = argc > 1 && !strncmp(argv[1], "--rowwise", 9);
+    sq_isa isa = sq_isa_detect();
+    if (rowwise && argv[1][9]) {
+        const char *want = argv[1][9] == '=' ? argv[1] + 10 : "";
+        if (!strcmp(want, "avx512f"))
+            isa = SQ_ISA_AVX512;
+        else if (!strcmp(want, "avx2"))
+            isa = SQ_ISA_AVX2;
+        else if (!strcmp(want, "x86-64"))
+            isa = SQ_ISA_BASE;
+        else
+            return usage();
+        isa = sq_isa_clamp(isa);
+    }
+    if (rowwise) { /* the same argument positions, with N N for TA TB */
+        argv++;
+        argc--;
+        if (argc < 4 || argc > 6)
+            return usage();
+    }
     if (argc < 4 || argc > 8)
         return usage();
-    int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]);
-    int ta = argc > 4 && argv[4][0] == 'T', tb = argc > 5 && argv[5][0] == 'T';
-    int threads = argc > 6 ? atoi(argv[6]) : 1;
-    double budget = argc > 7 ? atof(argv[7]) : 2;
+    int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]), at = rowwise ? 4 : 6;
+    int ta = !rowwise && argc > 4 && argv[4][0] == 'T';
+    int tb = rowwise || (argc > 5 && argv[5][0] == 'T');
+    int threads = argc > at ? atoi(argv[at]) : 1;
+    double budget = argc > at + 1 ? atof(argv[at + 1]) : 2;
     if (M < 1 || N < 1 || K < 1 || threads < 1 || !(budget > 0))
         return usage();
     openblas_set_num_threads(threads);
@@ -81,17 +111,32 @@ int main(int argc, char **argv)
     int lda = ta ? M : K, ldb = tb ? K : N;
     enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
-    cblas_sgemm(CblasRowMajor, opa, opb, M, N, K, 1, a, lda, b, ldb, 0, c, N);
+    sq_ctx cx = sq_ctx_cpu();
+    cx.threads = threads;
+    cx.rowwise = 1;
+/* one call of what is timed: the engine's kernel or OpenBLAS's */
+#define CALL()                                                                  \
+    do {                                                                        \
+        if (rowwise)                                                            \
+            sq_rowwise_linear_isa(&cx, isa, c, a, b, NULL, M, K, N);            \
+        else                                                                    \
+            cblas_sgemm(CblasRowMajor, opa, opb, M, N, K, 1, a, lda, b, ldb, 0, \
+                        c, N);                                                  \
+    } while (0)
+    CALL();
     double flop = 2.0 * M * N * K, t_end = now() + budget;
     int calls = 0;
     while (calls < MAXCALLS && (calls < 3 || now() < t_end)) {
         double t0 = now();
-        cblas_sgemm(CblasRowMajor, opa, opb, M, N, K, 1, a, lda, b, ldb, 0, c, N);
+        CALL();
         double dt = now() - t0;
         gf[calls++] = flop / (dt > 0 ? dt : 1e-9) / 1e9;
     }
     qsort(gf, (size_t)calls, sizeof *gf, cmp);
-    printf("%.2f %.2f\n", gf[calls - 1], gf[calls / 2]);
+    if (rowwise)
+        printf("%.2f %.2f %s\n", gf[calls - 1], gf[calls / 2], sq_isa_name(isa));
+    else
+        printf("%.2f %.2f\n", gf[calls - 1], gf[calls / 2]);
     free(a);
     free(b);
     free(c);

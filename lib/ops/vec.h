@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "ctx.h" /* sq_ctx_team, sq_ctx_threads: the loops' teams */
+#include "isa.h" /* sq_isa_detect: the set the clones run */
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__) && \
     !defined(SQ_NO_CLONES)

@@ -1,7 +1,8 @@
 /* Unit tests for lib/ops/rowwise.c: the batch-invariant linear layer gives
  * the product (against a double reference), each output the fixed sum of
  * rowwise.h (against the plain loop, bit for bit), and a row's bits do not
- * depend on the rows beside it or on the thread count. */
+ * depend on the rows beside it, the thread count or the instruction set's
+ * tile shape. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,18 @@ UNIT_TEST(test_rowwise_linear)
         }
     CHECK(worst < 1e-5);
     CHECK(same);
+    /* the tile kernel of every instruction set this host runs (each shaped
+     * for its registers): the same bits */
+    for (int isa = SQ_ISA_BASE; isa <= (int)sq_isa_detect(); isa++) {
+        memset(one, 0, sizeof(float) * OC);
+        float *o2 = malloc(sizeof(float) * T * OC);
+        CHECK(o2 != NULL);
+        if (!o2)
+            break;
+        sq_rowwise_linear_isa(&cx, (sq_isa)isa, o2, x, w, b, T, C, OC);
+        CHECK(!memcmp(o2, out, sizeof(float) * T * OC));
+        free(o2);
+    }
     /* every row alone, on one thread: the same bits */
     cx.threads = 1;
     for (int i = 0; i < T; i++) {
