@@ -62,3 +62,11 @@ bench-elastic-leak: deps all $(BUILD)/bench/elastic_leak
 	  $(BENCH_OUT)/elastic_leak.csv
 
 -include $(BUILD)/bench/elastic_leak.d
+
+# Every vectorised kernel's throughput on the instruction set of this build
+# (bench/isa_ops.c); make isa-test runs it for each set the host can run.
+$(BUILD)/bench/isa_ops: $(BUILD)/bench/isa_ops.o $(BUILD)/libseqrec.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_ALL) -o $@
+
+-include $(BUILD)/bench/isa_ops.d

@@ -396,10 +396,14 @@ void R(sq_relu_forward)(const sq_ctx *cx, real *out, const real *inp, size_t n)
 SQ_VEC static void R(relu_back_chunk)(real *restrict dinp, const real *restrict dout,
                                       const real *restrict inp, size_t n)
 {
-    /* the subgradient 0 at x = 0, as PyTorch */
+    /* the subgradient 0 at x = 0, as PyTorch. dout read whatever the sign:
+     * a select of two values, which SSE2 vectorises (a load under the
+     * condition stayed scalar there, 35x slower: issue 33) */
     #pragma omp simd
-    for (size_t i = 0; i < n; i++)
-        dinp[i] += inp[i] > 0 ? dout[i] : (real)0;
+    for (size_t i = 0; i < n; i++) {
+        real g = dout[i];
+        dinp[i] += inp[i] > 0 ? g : (real)0;
+    }
 }
 
 void R(sq_relu_backward)(const sq_ctx *cx, real *dinp, const real *dout,
