@@ -26,6 +26,19 @@ $(error ISA=$(ISA): say avx2 or base)
 endif
 endif
 
+# An AVX2 (or baseline) machine's libraries too: OpenBLAS's kernels, and
+# PyTorch's for the benchmarks that run it beside the engine.
+ifeq ($(ISA),avx2)
+export OPENBLAS_CORETYPE ?= Haswell
+export ATEN_CPU_CAPABILITY ?= avx2
+export DNNL_MAX_CPU_ISA ?= AVX2
+endif
+ifeq ($(ISA),base)
+export OPENBLAS_CORETYPE ?= Prescott
+export ATEN_CPU_CAPABILITY ?= default
+export DNNL_MAX_CPU_ISA ?= SSE41
+endif
+
 ifeq ($(SANITIZE),1)
 BUILD := build-san
 SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer

@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/bench-attn.sh ATTN_BENCH OUTDIR - the attention sweep of `make bench`
+# bench/bench-attn.sh ATTN_BENCH OUTDIR [PEAK] - the attention sweep of `make bench`
 # (issue 4, evidence: LinRec Fig. 3 / ELASTIC Fig. 3 style).
 #
 # For every kind (the registered token mixers, `ATTN_BENCH --list`), d in
@@ -54,6 +54,7 @@
 # ATTN_NMIN=64 ATTN_NMAX=128 make bench-attn (a second).
 set -eu
 BIN=$1 OUT=$2
+. "$(dirname "$0")/timing.sh" # machine_lines; PEAK (sgemm_peak) names the vector set
 KINDS=${ATTN_KINDS:-$("$BIN" --list)}
 DIMS=${ATTN_DIMS:-"64 128"}
 NMIN=${ATTN_NMIN:-64}
@@ -111,7 +112,14 @@ for d in $DIMS; do
     done
   done
 done
-mv "$CSV.tmp" "$CSV"
+# the machine, on every row: the processor and the vector set (timing.sh)
+machine_lines /dev/null attn "${3:-}" > "$OUT/attn_machine.tmp"
+cpu=$(sed -n 's/^attn,cpu,//p' "$OUT/attn_machine.tmp")
+isa=$(sed -n 's/^attn,vector_isa,//p' "$OUT/attn_machine.tmp")
+rm -f "$OUT/attn_machine.tmp"
+awk -v c="$cpu" -v i="$isa" 'NR == 1 {print $0 ",cpu,vector_isa"; next} {print $0 "," c "," i}' \
+  "$CSV.tmp" > "$CSV"
+rm -f "$CSV.tmp"
 
 # Slopes over the upper half of the measured sizes: of the step time (the
 # evidence) and of the mixer's forward + backward alone.

@@ -29,6 +29,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 rm -f "$ECSV"
 
+. "$here/timing.sh"
+machine_lines "$CSV" recbole
 rv=$("$PY" -c 'import recbole, torch; print(recbole.__version__, torch.__version__)')
 echo "recbole,versions,$rv" | tee -a "$CSV"
 echo "recbole,recbole_epochs_cap,$EPOCHS" | tee -a "$CSV"

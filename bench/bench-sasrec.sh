@@ -32,6 +32,8 @@ ARGS="--model sasrec --max-len $N --dim $C --ffn $F --layers $LAYERS --heads 1"
 ARGS="$ARGS --dropout 0.5 --batch 128 --seed 1"
 
 out() { echo "sasrec,$1,$2" | tee -a "$CSV"; }
+. "$here/timing.sh"
+machine_lines "$CSV" sasrec "$PEAK"
 # the median (of an even count: the mean of the middle two, so that with 2
 # epochs seconds and seq/s describe the same two epochs)
 median() {

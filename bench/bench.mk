@@ -7,10 +7,11 @@ BENCH_OUT := bench/out
 .PHONY: bench bench-data bench-attn
 bench: bench-data bench-attn
 
-bench-data: deps
+bench-data: deps $(BUILD)/bench/sgemm_peak
 	@$(MAKE) --no-print-directory all
 	@mkdir -p $(BENCH_OUT)
 	@rm -f $(BENCH_OUT)/data.csv
+	@. bench/timing.sh && machine_lines $(BENCH_OUT)/data.csv data $(BUILD)/bench/sgemm_peak
 	@echo "bench-data: preprocess throughput (1M-interaction synthetic log)"
 	@sh bench/bench-preprocess.sh $(BUILD)/bin $(BENCH_OUT)/data.csv
 	@echo "bench-data: stream throughput (seqrec-cat --verify, seqrec-pad)"
@@ -31,9 +32,9 @@ $(BUILD)/bench/attn_bench: $(BUILD)/bench/attn_bench.o $(BUILD)/libseqrec.a
 ifneq ($(filter bench,$(MAKECMDGOALS)),)
 bench-attn: | bench-data
 endif
-bench-attn: deps $(BUILD)/bench/attn_bench
+bench-attn: deps $(BUILD)/bench/attn_bench $(BUILD)/bench/sgemm_peak
 	@mkdir -p $(BENCH_OUT)
-	@sh bench/bench-attn.sh $(BUILD)/bench/attn_bench $(BENCH_OUT)
+	@sh bench/bench-attn.sh $(BUILD)/bench/attn_bench $(BENCH_OUT) $(BUILD)/bench/sgemm_peak
 
 -include $(BUILD)/bench/attn_bench.d
 

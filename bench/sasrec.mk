@@ -5,8 +5,8 @@
 # EPOCHS (default 2), C_BCE_EPOCHS (default 10: the C BCE runs) and THREADS
 # (default 2), given on the command line or in
 # the environment, reach bench/bench-sasrec.sh.
-.PHONY: bench-sasrec
-bench: bench-sasrec
+.PHONY: bench-sasrec bench-score
+bench: bench-sasrec bench-score
 BENCH_BEAUTY := data/raw/Beauty.txt.gz
 
 $(BUILD)/bench/sgemm_peak: $(BUILD)/bench/sgemm_peak.o $(BUILD)/libseqrec.a
@@ -21,5 +21,17 @@ bench-sasrec: deps $(BUILD)/bench/sgemm_peak
 	@rm -f bench/out/sasrec.csv
 	sh bench/bench-sasrec.sh $(BUILD)/bin bench/out/sasrec.csv bench/out/beauty.split $(BUILD)/bench/sgemm_peak
 	@echo "bench-sasrec: results in bench/out/sasrec.csv"
+
+# make bench-score: seqrec-score over every Beauty user at 1 and THREADS
+# (default 2) threads, ranks and top-10 lists, users a minute, and the
+# scoring GEMM against OpenBLAS's sgemm on its shape (bench/bench-score.sh).
+bench-score: deps $(BUILD)/bench/sgemm_peak
+	@$(MAKE) --no-print-directory all
+	@mkdir -p bench/out
+	@[ -f $(BENCH_BEAUTY) ] || $(DATA_MAKE) beauty
+	$(BUILD)/bin/seqrec-preprocess --format s3rec $(BENCH_BEAUTY) | $(BUILD)/bin/seqrec-split -o bench/out/beauty.split
+	@rm -f bench/out/score.csv
+	sh bench/bench-score.sh $(BUILD)/bin bench/out/score.csv bench/out/beauty.split $(BUILD)/bench/sgemm_peak
+	@echo "bench-score: results in bench/out/score.csv"
 
 -include $(BUILD)/bench/sgemm_peak.d

@@ -15,7 +15,9 @@
  * C[M, N] = A[M, K] B[N, K]^T, the scores of M users over N items) on
  * THREADS threads, with the tile kernel of ISA (avx512f, avx2 or x86-64;
  * default and at most: the widest the host runs), and prints "GFLOP/s best
- * median ISA", ISA the kernel it ran (isa.h sq_isa_name). */
+ * median ISA", ISA the kernel it ran (isa.h sq_isa_name).
+ * sgemm_peak --isa prints the vector set the engine's kernels run on in
+ * this build on this host (the bench CSVs' vector_isa). */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,12 +48,17 @@ static int usage(void)
 {
     fprintf(stderr, "usage: sgemm_peak M N K [N|T N|T [THREADS [SECONDS]]]\n"
                     "       sgemm_peak --rowwise[=ISA] M N K [THREADS [SECONDS]]\n"
-                    "       sgemm_peak --ce-rows V1\n");
+                    "       sgemm_peak --ce-rows V1\n"
+                    "       sgemm_peak --isa\n");
     return 64;
 }
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 && !strcmp(argv[1], "--isa")) {
+        printf("%s\n", sq_isa_name(sq_isa_detect()));
+        return 0;
+    }
     if (argc == 3 && !strcmp(argv[1], "--ce-rows")) {
         int v1 = atoi(argv[2]);
         if (v1 < 1)

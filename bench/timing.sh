@@ -8,3 +8,28 @@ best() { # best wall seconds of 3 runs of "$@"
   done
   echo "$b"
 }
+# machine_lines CSV BENCH PEAK: the machine a bench ran on, as CSV lines
+# "BENCH,cpu,MODEL", "BENCH,host_isa,SET" (the widest vector set the host
+# runs), "BENCH,vector_isa,SET" and "BENCH,vector_bits,N" (the set the
+# engine's kernels ran: the host's, or the one a `make ISA=...` build was
+# made for), asked of PEAK (bench/sgemm_peak --isa) when given; and
+# "BENCH,openblas_coretype,..." when OPENBLAS_CORETYPE narrows OpenBLAS too.
+machine_lines() {
+  cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -n 1 | tr ',' ' ')
+  [ -n "$cpu" ] || cpu=$(uname -m)
+  # a VM may say only "AMD EPYC": family and model tell the generation
+  fm=$(awk -F': *' '/^cpu family/ {f = $2} /^model[[:space:]]*:/ {m = $2}
+    END {if (f != "") printf "family %s model %s", f, m}' /proc/cpuinfo 2>/dev/null)
+  [ -z "$fm" ] || cpu="$cpu ($fm)"
+  host=x86-64
+  grep -qw avx2 /proc/cpuinfo 2>/dev/null && host=avx2
+  grep -qw avx512f /proc/cpuinfo 2>/dev/null && host=avx512f
+  [ "$(uname -m)" = x86_64 ] || host=$(uname -m)
+  isa=$host
+  [ -n "${3:-}" ] && [ -x "$3" ] && isa=$("$3" --isa)
+  case $isa in avx512f) bits=512 ;; avx2) bits=256 ;; *) bits=128 ;; esac
+  { echo "$2,cpu,$cpu"; echo "$2,host_isa,$host"; echo "$2,vector_isa,$isa"
+    echo "$2,vector_bits,$bits"
+    [ -z "${OPENBLAS_CORETYPE:-}" ] || echo "$2,openblas_coretype,$OPENBLAS_CORETYPE"
+  } | tee -a "$1"
+}

@@ -47,6 +47,25 @@ TILE_TARGET static void TILE_NAME(tile)(const real *const *x, const real *panel,
                 acc[r][k] += xv * e[k];
         }
     }
+    if (ncols == TILE_NC) { /* whole tile: the bias (+ 0 without one) in registers */
+        TILE_NAME(tile_vec) bv[TILE_K];
+#pragma GCC unroll 16
+        for (int k = 0; k < TILE_K; k++) {
+            bv[k] = (TILE_NAME(tile_vec)){0};
+            if (b)
+                memcpy(&bv[k], b + k * TILE_W, sizeof bv[k]);
+        }
+#pragma GCC unroll 16
+        for (int r = 0; r < TILE_R; r++)
+            if (r < nrows)
+#pragma GCC unroll 16
+                for (int k = 0; k < TILE_K; k++) {
+                    TILE_NAME(tile_vec) y = acc[r][k] + bv[k];
+                    memcpy(o[r] + k * TILE_W, &y, sizeof y);
+                }
+        return;
+    }
+    /* the last outputs of a block: through memory, ncols of them */
     real tile[TILE_R][TILE_NC];
 #pragma GCC unroll 16
     for (int r = 0; r < TILE_R; r++)
@@ -57,12 +76,9 @@ TILE_TARGET static void TILE_NAME(tile)(const real *const *x, const real *panel,
     if (b)
         memcpy(bias, b, (size_t)ncols * sizeof *bias);
     for (int r = 0; r < nrows; r++) {
-        for (int j = 0; j < TILE_NC; j++)
+        for (int j = 0; j < ncols; j++)
             tile[r][j] += bias[j];
-        if (ncols == TILE_NC) /* a constant size: vector stores, no call */
-            memcpy(o[r], tile[r], sizeof tile[r]);
-        else
-            memcpy(o[r], tile[r], (size_t)ncols * sizeof *o[r]);
+        memcpy(o[r], tile[r], (size_t)ncols * sizeof *o[r]);
     }
 }
 
