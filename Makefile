@@ -233,6 +233,10 @@ arm64-test:
 # under -cpu qemu64 (baseline x86-64: the default clones), and the unit
 # tests must pass on the baseline. The qemu64 CPU says GenuineIntel:
 # OpenBLAS reads an AMD qemu64 as a 3DNow! Athlon. Skipped without qemu-user.
+# Then, natively and without qemu: the builds for AVX2 alone and baseline
+# alone (make ISA=avx2, ISA=base) write the same models again, and every
+# vectorised kernel's throughput on each set the host runs is printed and
+# kept in bench/out/isa.csv (bench/isa-speed.sh, bench/isa_ops.c).
 ISA_RUN := env OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=Prescott
 ISA_BASE := qemu-x86_64 -cpu qemu64,vendor=GenuineIntel
 # The attention kinds trained (ATTN, or ATTN:OPTION:VALUE for one more
@@ -241,7 +245,7 @@ ISA_BASE := qemu-x86_64 -cpu qemu64,vendor=GenuineIntel
 ISA_ATTNS := softmax linrec:--heads:2 linear:--heads:2
 ISA_TRAIN := --model sasrec --loss ce --dim 32 --ffn 32 --layers 2 --heads 4 --max-len 30 \
   --dropout 0.2 --epochs 1 --seed 1 --threads 2
-isa-test: $(PROGS) $(BUILD)/unit_tests
+isa-test: $(PROGS) $(BUILD)/unit_tests $(BUILD)/bench/isa_ops $(BUILD)/bench/sgemm_peak
 	@if ! command -v qemu-x86_64 >/dev/null 2>&1; then \
 	  echo "isa-test: skipped (needs qemu-x86_64: apt-get install qemu-user)"; \
 	else \
@@ -259,6 +263,11 @@ isa-test: $(PROGS) $(BUILD)/unit_tests
 	  done && \
 	  echo "isa-test: unit tests pass on baseline x86-64; each model ($(ISA_ATTNS)) is the same bytes natively ($$(if grep -qw avx512f /proc/cpuinfo; then echo avx512f; elif grep -qw avx2 /proc/cpuinfo; then echo avx2; else echo baseline; fi) clones), on avx2 and on baseline"; \
 	fi
+	@$(MAKE) --no-print-directory ISA=avx2 SIM=0 build-avx2/bin/seqrec-train build-avx2/bench/isa_ops
+	@$(MAKE) --no-print-directory ISA=base SIM=0 build-base/bin/seqrec-train build-base/bench/isa_ops
+	@mkdir -p bench/out
+	@ISA_ATTNS="$(ISA_ATTNS)" ISA_TRAIN="$(ISA_TRAIN)" \
+	  sh bench/isa-speed.sh $(BUILD) build-avx2 build-base bench/out/isa.csv
 
 # Man pages must render without warnings.
 man-check:
