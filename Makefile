@@ -166,7 +166,8 @@ unit-sim: $(BUILD)/unit_tests $(SIM_SO) $(BUILD)/sim/selftest
 # TAP, ended by the line "bats: N passed, N failed, N skipped"
 # (tests/bats/run.sh); BATS_FILES=tests/bats/x.bats runs fewer suites.
 BATS_FILES ?= tests/bats
-bats: $(PROGS) $(SCRIPTS) $(CUDA_SO)
+bats: $(PROGS) $(SCRIPTS) $(CUDA_SO) $(BUILD)/bench/attn_bench $(BUILD)/bench/sgemm_peak \
+  $(BUILD)/bench/isa_ops
 	SEQREC_BIN=$(CURDIR)/$(BUILD)/bin SEQREC_ROOT=$(CURDIR) sh tests/bats/run.sh $(BATS_FILES)
 
 # Every source must also compile warning-free with clang (when present).

@@ -21,6 +21,7 @@ padding item 0, logits h E^T with the tied item embedding and no bias, mean
 over real positions (lib/ops/ops.c sq_ce_full, as lib/model/sasrec.c calls
 it for SASRec)."""
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -90,6 +91,10 @@ def main():
                     help="on the GPU: the matrix products' precision (bf16: autocast)")
     o = ap.parse_args()
     dev = torch.device(o.device)
+    # bf16 autocast on a GPU only: a CPU-only torch cannot even build a
+    # disabled CUDA autocast (it asks the CUDA runtime whether bf16 exists)
+    use_bf16 = o.precision == "bf16" and dev.type == "cuda"
+    amp = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if use_bf16 else contextlib.nullcontext
     torch.backends.cuda.matmul.allow_tf32 = o.precision == "tf32"
     torch.backends.cudnn.allow_tf32 = o.precision == "tf32"
     torch.set_num_threads(o.threads)
@@ -141,13 +146,13 @@ def main():
         for b in batches:
             bi, bp, bn = (torch.from_numpy(a[b]).to(dev, non_blocking=True) for a in (ids, pos, neg))
             valid = bi != 0
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=o.precision == "bf16" and dev.type == "cuda"):
+            with amp():
                 h = model(bi, valid)
             E = model.p["item_emb"]
             keep = bp != 0
             if o.loss == "ce":
                 # logits of items 1..V (item 0 is out of the softmax): target i -> class i-1
-                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=o.precision == "bf16" and dev.type == "cuda"):
+                with amp():
                     logits = (h[keep] @ E[1:].t()).float()
                 loss = F.cross_entropy(logits, bp[keep] - 1)
             else:

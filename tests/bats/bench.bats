@@ -1,7 +1,9 @@
 #!/usr/bin/env bats
 # bench/: the attention sweep's plots (bench/attn.gnuplot) of a narrowed
 # sweep (ATTN_KINDS, ATTN_DIMS, ATTN_NMIN, ATTN_NMAX): only what was run,
-# and not a single gnuplot warning.
+# and not a single gnuplot warning; the machine named in the CSVs; the
+# helpers sgemm_peak and isa_ops and the scoring bench (bench-score.sh),
+# on small shapes (their timings are printed, never judged).
 
 load helper
 
@@ -43,4 +45,88 @@ plot() {
   [ -z "$stderr" ] || { echo "stderr: $stderr"; false; }
   grep -q '^efficient-dwc,64,2,64,128,[-0-9.]*,1,' "$T/out/attn_slopes.csv"
   grep -q '^softmax,64,2,64,128,[-0-9.]*,2,' "$T/out/attn_slopes.csv"
+}
+
+@test "bench-attn.sh: every row of attn.csv names the processor and the vector set" {
+  bench=${SEQREC_BIN%/bin}/bench/attn_bench
+  [ -x "$bench" ] || skip "no $bench"
+  env ATTN_KINDS=softmax ATTN_DIMS=64 ATTN_NMIN=64 ATTN_NMAX=64 \
+    sh "$SEQREC_ROOT/bench/bench-attn.sh" "$bench" "$T/out" "${SEQREC_BIN%/bin}/bench/sgemm_peak" > /dev/null
+  head -n 1 "$T/out/attn.csv" | grep -q ',kernel_sec,cpu,vector_isa$'
+  [ "$(wc -l < "$T/out/attn.csv")" -eq 2 ]
+  tail -n 1 "$T/out/attn.csv" | grep -Eq ',(avx512f|avx2|x86-64|aarch64|[a-z0-9_]+)$'
+}
+
+# the bench helpers built beside the programs (make bats builds them)
+peak() { "${SEQREC_BIN%/bin}/bench/sgemm_peak" "$@"; }
+
+@test "sgemm_peak: --isa names a vector set; --rowwise times the engine's kernel with the set it ran; bad sets and shapes are usage errors" {
+  [ -x "${SEQREC_BIN%/bin}/bench/sgemm_peak" ] || skip "no sgemm_peak"
+  run peak --isa
+  [ "$status" -eq 0 ]
+  [[ "$output" =~ ^(avx512f|avx2|x86-64|arm64|generic)$ ]]
+  run peak --rowwise 16 100 8 1 0.01
+  [ "$status" -eq 0 ]
+  [[ "$output" =~ ^[0-9.]+\ [0-9.]+\ [a-z0-9-]+$ ]]
+  if [ "$(uname -m)" = x86_64 ]; then
+    run peak --rowwise=x86-64 16 100 8 1 0.01
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ \ x86-64$ ]]
+  fi
+  run peak --rowwise=avx9 16 100 8
+  [ "$status" -eq 64 ]
+  run peak --rowwise 0 100 8
+  [ "$status" -eq 64 ]
+  run peak --rowwise= 16 100 8
+  [ "$status" -eq 64 ]
+}
+
+@test "isa_ops: one CSV line per vectorised kernel, on this build's set; a bad budget is a usage error" {
+  ops=${SEQREC_BIN%/bin}/bench/isa_ops
+  [ -x "$ops" ] || skip "no isa_ops"
+  run --separate-stderr "$ops" 0.001
+  [ "$status" -eq 0 ]
+  [ "${#lines[@]}" -eq 19 ]
+  set=$(peak --isa)
+  for l in "${lines[@]}"; do
+    [[ "$l" =~ ^[a-z_]+,$set,[^,]+,[0-9.]+,[0-9.]+,(GB/s|GFLOP/s)$ ]] || { echo "bad: $l"; false; }
+  done
+  run "$ops" 0
+  [ "$status" -eq 64 ]
+  run "$ops" 1 2
+  [ "$status" -eq 64 ]
+}
+
+@test "bench-score.sh on a small split: the machine lines, users a minute and the GEMM against OpenBLAS" {
+  [ -x "${SEQREC_BIN%/bin}/bench/sgemm_peak" ] || skip "no sgemm_peak"
+  "$SEQREC_BIN/seqrec-synth" --users 300 --items 200 --seed 2 --format stream |
+    "$SEQREC_BIN/seqrec-split" -o "$T/s.split"
+  run env THREADS=1 REPS=1 GEMM_SECONDS=0.05 \
+    sh "$SEQREC_ROOT/bench/bench-score.sh" "$SEQREC_BIN" "$T/score.csv" "$T/s.split" \
+    "${SEQREC_BIN%/bin}/bench/sgemm_peak"
+  [ "$status" -eq 0 ]
+  for m in cpu host_isa vector_isa vector_bits users items ranks_seconds_t1 ranks_users_per_min_t1 \
+           topk_seconds_t1 topk_users_per_min_t1 gemm_engine_gflops_t1 gemm_openblas_gflops_t1 \
+           gemm_ratio_t1; do
+    grep -q "^score,$m,." "$T/score.csv" || { echo "no $m"; cat "$T/score.csv"; false; }
+  done
+  grep -q '^score,users,300$' "$T/score.csv"
+  grep -q "^score,vector_isa,$(peak --isa)$" "$T/score.csv"
+  ! grep -q '_t2,' "$T/score.csv" || false
+}
+
+@test "sasrec_torch.py (bench-sasrec's PyTorch twin) trains an epoch on a CPU-only torch, both losses" {
+  py=""
+  for p in python3 /usr/bin/python3; do
+    if "$p" -c 'import torch' 2>/dev/null; then py=$p; break; fi
+  done
+  [ -n "$py" ] || skip "no python3 with torch"
+  "$SEQREC_BIN/seqrec-synth" --users 100 --items 50 --seed 2 --format stream |
+    "$SEQREC_BIN/seqrec-split" -o "$T/s.split"
+  for loss in ce bce; do
+    run --separate-stderr sh -c "'$SEQREC_BIN/seqrec-cat' '$T/s.split' | '$py' '$SEQREC_ROOT/bench/sasrec_torch.py' \
+      --epochs 1 --threads 1 --loss $loss --n-items 50 --max-len 10 --dim 8 --ffn 8 --layers 1 --heads 1 --batch 32"
+    [ "$status" -eq 0 ] || { echo "$stderr"; false; }
+    [[ "$output" == *"torch,loss,"* ]]
+  done
 }
