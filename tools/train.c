@@ -24,7 +24,7 @@
 static const char *prog = "seqrec-train";
 
 enum { MAX_OPTS = 128, OPT_MODEL = 256, OPT_RESUME, OPT_LOG, OPT_INIT, OPT_MAP, OPT_DEVICE, OPT_PRECISION,
-       OPT_TABLE = 512 };
+       OPT_LIST_MODELS, OPT_TABLE = 512 };
 
 /* Every option of the command line: the fixed ones, the trainer's table,
  * then each model's tables (an option several models share once). */
@@ -68,6 +68,7 @@ static int build_options(optset *s)
         {"device", required_argument, NULL, OPT_DEVICE},
         {"precision", required_argument, NULL, OPT_PRECISION},
         {"log", required_argument, NULL, OPT_LOG},
+        {"list-models", no_argument, NULL, OPT_LIST_MODELS},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
     };
@@ -160,6 +161,7 @@ static void usage(const optset *s)
            "                      bert4rec, attention softmax, linrec, linear,\n"
            "                      efficient or hydra; 69 when there is no such GPU\n"
            "  --precision P       the GPU's GEMMs: tf32 (default) or fp32\n"
+           "  --list-models       print every model, NAME<TAB>summary a line, and exit\n"
            "  -h, --help          show this help and exit\n"
            "  -V, --version       show the version and exit\n"
            "\n"
@@ -318,6 +320,10 @@ static int parse_args(args *a, const optset *s, int argc, char **argv)
             break;
         }
         case OPT_LOG: a->log_path = optarg; break;
+        case OPT_LIST_MODELS: /* for scripts: make leaderboard */
+            for (int m = 0; m < sq_models_count(); m++)
+                printf("%s\t%s\n", sq_models_get(m)->name, sq_models_get(m)->summary);
+            return -1;
         case 'h': usage(s); return -1;
         case 'V': sq_cli_version(prog); return -1;
         default:
