@@ -13,11 +13,15 @@ $(BUILD)/bench/sgemm_peak: $(BUILD)/bench/sgemm_peak.o $(BUILD)/libseqrec.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_ALL) -o $@
 
+# Beauty's split for the benches (remade every time: cheap, and the build
+# that makes it may have changed)
+BENCH_BEAUTY_SPLIT = @$(MAKE) --no-print-directory all && mkdir -p bench/out && \
+  { [ -f $(BENCH_BEAUTY) ] || $(DATA_MAKE) beauty; } && \
+  $(BUILD)/bin/seqrec-preprocess --format s3rec $(BENCH_BEAUTY) | \
+  $(BUILD)/bin/seqrec-split -o bench/out/beauty.split
+
 bench-sasrec: deps $(BUILD)/bench/sgemm_peak
-	@$(MAKE) --no-print-directory all
-	@mkdir -p bench/out
-	@[ -f $(BENCH_BEAUTY) ] || $(DATA_MAKE) beauty
-	$(BUILD)/bin/seqrec-preprocess --format s3rec $(BENCH_BEAUTY) | $(BUILD)/bin/seqrec-split -o bench/out/beauty.split
+	$(BENCH_BEAUTY_SPLIT)
 	@rm -f bench/out/sasrec.csv
 	sh bench/bench-sasrec.sh $(BUILD)/bin bench/out/sasrec.csv bench/out/beauty.split $(BUILD)/bench/sgemm_peak
 	@echo "bench-sasrec: results in bench/out/sasrec.csv"
@@ -26,10 +30,7 @@ bench-sasrec: deps $(BUILD)/bench/sgemm_peak
 # (default 2) threads, ranks and top-10 lists, users a minute, and the
 # scoring GEMM against OpenBLAS's sgemm on its shape (bench/bench-score.sh).
 bench-score: deps $(BUILD)/bench/sgemm_peak
-	@$(MAKE) --no-print-directory all
-	@mkdir -p bench/out
-	@[ -f $(BENCH_BEAUTY) ] || $(DATA_MAKE) beauty
-	$(BUILD)/bin/seqrec-preprocess --format s3rec $(BENCH_BEAUTY) | $(BUILD)/bin/seqrec-split -o bench/out/beauty.split
+	$(BENCH_BEAUTY_SPLIT)
 	@rm -f bench/out/score.csv
 	sh bench/bench-score.sh $(BUILD)/bin bench/out/score.csv bench/out/beauty.split $(BUILD)/bench/sgemm_peak
 	@echo "bench-score: results in bench/out/score.csv"

@@ -22,7 +22,6 @@ experts() {
   awk -v n="$2" -v u="$3" 'BEGIN { for (i = 0; i < n; i++) printf "%d\t%d\n", i, i < u ? i + 1 : 0 }' \
     > "$T/r/$1.experts.tsv"
 }
-mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }
 
 @test "elastic: paper_table.sh --mrr adds MRR columns, ratios and rows for models seqrec lacks" {
   metrics elastic 0.6 0.7 0.4 0.45 0.3 0.35

@@ -155,3 +155,6 @@ del b[rec + 9:rec + 9 + 4 + (8 if flags & 1 else 0)]
 open(sys.argv[2], 'wb').write(bytes(b))
 PY
 }
+
+# make in the checkout (the pipelines' suites)
+mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }

@@ -10,7 +10,6 @@ setup() {
   common_setup
 }
 
-mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }
 
 @test "hydrarec: make -n reproduce-hydrarec lists every run with the paper's protocol" {
   run -0 mk -n reproduce-hydrarec HYDRAREC_OUT="$T/out"

@@ -12,7 +12,6 @@ setup() {
   mkdir "$T/r"
 }
 
-mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }
 
 @test "train: --list-models prints every model of --help, NAME<TAB>summary a line" {
   run -0 seqrec-train --list-models

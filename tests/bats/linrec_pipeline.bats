@@ -12,7 +12,6 @@ setup() {
   mkdir "$T/r"
 }
 
-mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }
 # epoch line fixture: RUN "TRAIN_S EVAL_S RSS_MIB" ...
 logs() {
   local run=$1 e=0; shift
