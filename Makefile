@@ -306,7 +306,7 @@ install: all
 	$(if $(CUDA_SO),install -m 755 $(CUDA_SO) $(DESTDIR)$(PREFIX)/lib/seqrec/)
 
 clean:
-	rm -rf build build-san bench/out demo-out
+	rm -rf build build-san build-avx2 build-base bench/out demo-out
 
 # ---- fuzzing (issue 11): `make fuzz`, tests/fuzz/README.md ----
 # libFuzzer harnesses for the stream reader, the raw log reader and the
