@@ -11,10 +11,18 @@
  * code whole on any host (Makefile). */
 typedef enum { SQ_ISA_BASE, SQ_ISA_AVX2, SQ_ISA_AVX512 } sq_isa;
 
-static inline sq_isa sq_isa_detect(void)
-{
+/* 1 where kernels are built for several sets and one is chosen at run
+ * time (vec.h SQ_VEC's target_clones, rowwise.c's shaped tiles). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__) && \
     !defined(SQ_NO_CLONES)
+#define SQ_HAVE_CLONES 1
+#else
+#define SQ_HAVE_CLONES 0
+#endif
+
+static inline sq_isa sq_isa_detect(void)
+{
+#if SQ_HAVE_CLONES
     if (__builtin_cpu_supports("avx512f"))
         return SQ_ISA_AVX512;
     if (__builtin_cpu_supports("avx2"))

@@ -36,13 +36,7 @@ typedef struct {
  * OpenBLAS's sgemm on that shape: 90 (its AVX-512 kernels), 92-98 (its
  * Haswell ones). With clones each is built for its set and chosen at run
  * time (sq_isa_detect); without, only the compiler's own. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(SQ_NO_CLONES)
-#define SQ_ROW_CLONES 1
-#else
-#define SQ_ROW_CLONES 0
-#endif
-
-#if SQ_ROW_CLONES || defined(__AVX512F__)
+#if SQ_HAVE_CLONES || defined(__AVX512F__)
 #define TILE_SUFFIX avx512
 #define TILE_TARGET __attribute__((target("avx512f")))
 #define TILE_BYTES 64
@@ -50,7 +44,7 @@ typedef struct {
 #define TILE_K 1
 #include "rowwise_tile.h"
 #endif
-#if SQ_ROW_CLONES || (defined(__AVX2__) && !defined(__AVX512F__))
+#if SQ_HAVE_CLONES || (defined(__AVX2__) && !defined(__AVX512F__))
 #define TILE_SUFFIX avx2
 #define TILE_TARGET __attribute__((target("avx2")))
 #define TILE_BYTES 32
@@ -58,7 +52,7 @@ typedef struct {
 #define TILE_K 2
 #include "rowwise_tile.h"
 #endif
-#if SQ_ROW_CLONES || !defined(__AVX2__)
+#if SQ_HAVE_CLONES || !defined(__AVX2__)
 #define TILE_SUFFIX base
 #define TILE_TARGET
 #define TILE_BYTES 16
@@ -69,7 +63,7 @@ typedef struct {
 
 static const R(row_kernel) *R(row_kernel_for)(sq_isa isa)
 {
-#if SQ_ROW_CLONES
+#if SQ_HAVE_CLONES
     return isa == SQ_ISA_AVX512 ? &R(kernel_avx512) : isa == SQ_ISA_AVX2 ? &R(kernel_avx2)
                                                                         : &R(kernel_base);
 #elif defined(__AVX512F__)

@@ -28,8 +28,7 @@
 #include "ctx.h" /* sq_ctx_team, sq_ctx_threads: the loops' teams */
 #include "isa.h" /* sq_isa_detect: the set the clones run */
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__) && \
-    !defined(SQ_NO_CLONES)
+#if SQ_HAVE_CLONES
 #define SQ_VEC __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define SQ_VEC
