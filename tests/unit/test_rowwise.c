@@ -50,7 +50,6 @@ UNIT_TEST(test_rowwise_linear)
     /* the tile kernel of every instruction set this host runs (each shaped
      * for its registers): the same bits */
     for (int isa = SQ_ISA_BASE; isa <= (int)sq_isa_detect(); isa++) {
-        memset(one, 0, sizeof(float) * OC);
         float *o2 = malloc(sizeof(float) * T * OC);
         CHECK(o2 != NULL);
         if (!o2)
