@@ -41,25 +41,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The label of each pair: the target of its sample's newest row (the
+ * entries run in row order), or a value no item has where that row has no
+ * entry. */
+static void R(pair_labels)(const sq_packed *b, int U, int *label)
+{
+    for (int j = 0; j < U; j++)
+        label[j] = -1 - j;
+    for (int i = 0, j = 0; i < b->n && j < U; i++) {
+        int r = b->rows ? b->rows[i] : i;
+        while (j < U && b->off[j + 1] <= r)
+            j++;
+        if (j < U && r == b->off[j + 1] - 1)
+            label[j] = b->targets[i];
+    }
+}
+
 double R(sq_cl4srec_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_packed *b,
-                          int loss, double lambda, double tau, real *scratch, int *rows,
+                          int loss, const sq_cl4srec_cl *cl, real *scratch, int *rows,
                           R(sq_sasrec) *g, int *count)
 {
     double L = R(sq_sasrec_loss)(m, w, b, loss, g, count);
     int U = b->B / 3, C = m->cfg.dim;
-    if (!(lambda > 0) || U < 2)
+    if (!(cl->lambda > 0) || U < 2)
         return L;
     /* the user representations: the newest row of each view */
-    int *ra = rows, *rb = rows + U;
+    int *ra = rows, *rb = rows + U, *label = rows + 2 * U;
     for (int j = 0; j < U; j++) {
         ra[j] = b->off[U + j + 1] - 1;
         rb[j] = b->off[2 * U + j + 1] - 1;
     }
-    double cl = R(sq_infonce_forward)(&m->cx, scratch, w->out, ra, rb, U, C, (real)tau);
+    if (cl->distinct)
+        R(pair_labels)(b, U, label);
+    sq_infonce_opt o = {.tau = cl->tau, .cosine = cl->cosine,
+                        .label = cl->distinct ? label : NULL};
+    double nce = R(sq_infonce_forward)(&m->cx, scratch, w->out, ra, rb, U, C, &o);
     if (g)
-        R(sq_infonce_backward)(&m->cx, w->dout, scratch, ra, rb, U, C, (real)tau,
-                               (real)lambda);
-    return L + lambda * cl;
+        R(sq_infonce_backward)(&m->cx, w->dout, scratch, ra, rb, U, C, &o, (real)cl->lambda);
+    return L + cl->lambda * nce;
 }
 
 #if !SQ_REAL_IS_F64
@@ -67,6 +86,7 @@ double R(sq_cl4srec_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_
 typedef struct {
     sq_sasrec_config base; /* first: the backbone's options bind at their offsets */
     double cl_weight, cl_temp;
+    int cl_sim, cl_negatives;
     double crop, mask_ratio, reorder;
 } cl4srec_config;
 
@@ -78,6 +98,12 @@ static const sq_opt cl4srec_opts[] = {
     {.name = "cl-temp", .key = "cl4srec.cl_temp", .type = SQ_OPT_REAL, .offset = OFF(cl_temp),
      .def = "1", .lo = 0, .hi = 100, .lo_open = 1, .arg = "X",
      .help = "cl4srec: InfoNCE temperature tau (default 1)"},
+    {.name = "cl-sim", .key = "cl4srec.cl_sim", .type = SQ_OPT_CHOICE, .offset = OFF(cl_sim),
+     .def = "dot", .choices = "dot|cos", .arg = "S",
+     .help = "cl4srec: InfoNCE similarity, dot product or\ncosine (default dot)"},
+    {.name = "cl-negatives", .key = "cl4srec.cl_negatives", .type = SQ_OPT_CHOICE,
+     .offset = OFF(cl_negatives), .def = "all", .choices = "all|distinct", .arg = "N",
+     .help = "cl4srec: all: every other view of the batch is a\nnegative; distinct: not the views of samples\nwith the anchor's next item (default all)"},
     {.name = "crop", .key = "cl4srec.crop", .type = SQ_OPT_REAL, .offset = OFF(crop),
      .def = "0.6", .lo = 0, .hi = 1, .lo_open = 1, .arg = "X",
      .help = "cl4srec: a crop keeps floor(X len) items\n(eta; default 0.6)"},
@@ -199,7 +225,7 @@ static int work_alloc(const sq_net *n, const sq_batcher *bt, void **work, sq_err
     if (backbone()->work_alloc(&p->inner, bt, &w->inner, e))
         return e->code;
     w->nce = malloc(sq_infonce_scratch_size(bt->batch, c->base.dim) * sizeof *w->nce);
-    w->rows = malloc(2 * (size_t)bt->batch * sizeof *w->rows);
+    w->rows = malloc(3 * (size_t)bt->batch * sizeof *w->rows);
     if (!w->nce || !w->rows)
         return sq_fail(e, SQ_EX_OSERR, "out of memory for the InfoNCE term");
     return 0;
@@ -214,8 +240,9 @@ static double step(sq_net *n, void *work, const sq_packed *b, const sq_step_opts
     sq_sasrec *m = sq_sasrec_net_model(&p->inner), *g = sq_sasrec_net_grads(&p->inner);
     sq_sasrec_work *w = sq_sasrec_net_work(cw->inner);
     sq_sasrec_forward(m, w, b, 1, o->seed, t);
-    double loss = sq_cl4srec_loss(m, w, b, o->loss, c->cl_weight, c->cl_temp, cw->nce,
-                                  cw->rows, g, count);
+    sq_cl4srec_cl cl = {.lambda = c->cl_weight, .tau = c->cl_temp, .cosine = c->cl_sim == 1,
+                        .distinct = c->cl_negatives == 1};
+    double loss = sq_cl4srec_loss(m, w, b, o->loss, &cl, cw->nce, cw->rows, g, count);
     if (loss == loss && loss - loss == 0) /* finite: the trainer stops otherwise */
         sq_sasrec_backward(m, w, b, g);
     return loss;

@@ -5,6 +5,14 @@
 
 #include "sasrec.h"
 
+/* The contrastive term's settings (cl4srec.c's options). */
+typedef struct {
+    double lambda, tau; /* weight and temperature */
+    int cosine;         /* cosine similarity instead of dot */
+    int distinct;       /* views of samples with the anchor's next item are
+                           no negatives */
+} sq_cl4srec_cl;
+
 #define SQ_TWICE "cl4srec.h"
 #include "twice.h"
 
@@ -12,13 +20,13 @@
 
 /* The loss of a CONTRASTIVE VIEWS batch b (batch.h) whose forward is in w:
  * the backbone's next-item loss (`loss`: SQ_LOSS_CE or SQ_LOSS_BCE) of the
- * samples' entries plus lambda InfoNCE (infonce.h, temperature tau) between
- * the states of the two views' newest rows. *count: the next-item entries.
- * With g: sets w->dout to d loss / d h and adds E's gradient to g (the
- * caller then runs the backbone's backward). scratch holds
- * sq_infonce_scratch_size(b->B / 3, C) reals, rows 2 b->B / 3 ints. */
+ * samples' entries plus cl->lambda InfoNCE (infonce.h) between the states of
+ * the two views' newest rows. *count: the next-item entries. With g: sets
+ * w->dout to d loss / d h and adds E's gradient to g (the caller then runs
+ * the backbone's backward). scratch holds sq_infonce_scratch_size(b->B / 3,
+ * C) reals, rows b->B ints. */
 double R(sq_cl4srec_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_packed *b,
-                          int loss, double lambda, double tau, real *scratch, int *rows,
+                          int loss, const sq_cl4srec_cl *cl, real *scratch, int *rows,
                           R(sq_sasrec) *g, int *count);
 
 #endif

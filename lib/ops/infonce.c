@@ -17,55 +17,78 @@
 size_t sq_infonce_scratch_size(int U, int C)
 {
     size_t M = 2 * (size_t)(U > 0 ? U : 1);
-    return 2 * M * (size_t)C + M * M;
+    return 2 * M * (size_t)C + M * M + M;
 }
 #endif
 
-/* The layout of scratch: z [M, C], dz [M, C], S [M, M]. */
-static void R(parts)(real *scratch, int M, int C, real **z, real **dz, real **S)
+/* The layout of scratch: z [M, C], dz [M, C], S [M, M], norms [M]. */
+static void R(parts)(real *scratch, int M, int C, real **z, real **dz, real **S, real **nrm)
 {
     *z = scratch;
     *dz = scratch + (size_t)M * C;
     *S = *dz + (size_t)M * C;
+    *nrm = *S + (size_t)M * M;
+}
+
+/* View k's negatives exclude view i's: itself, and with labels a view of
+ * another pair with the same label (never the positive). */
+static int R(excluded)(const sq_infonce_opt *o, int U, int i, int k)
+{
+    if (k == i)
+        return 1;
+    if (!o->label || k == (i < U ? i + U : i - U))
+        return 0;
+    return o->label[k % U] == o->label[i % U];
 }
 
 double R(sq_infonce_forward)(const sq_ctx *cx, real *scratch, const real *h, const int *ra,
-                             const int *rb, int U, int C, real tau)
+                             const int *rb, int U, int C, const sq_infonce_opt *o)
 {
     int M = 2 * U;
-    real *z, *dz, *S;
-    R(parts)(scratch, M, C, &z, &dz, &S);
+    real *z, *dz, *S, *nrm;
+    R(parts)(scratch, M, C, &z, &dz, &S, &nrm);
     if (U < 2)
         return 0;
     R(sq_gather_rows)(cx, z, h, ra, U, C);
     R(sq_gather_rows)(cx, z + (size_t)U * C, h, rb, U, C);
-    R(sq_gemm)(cx, 0, 1, M, M, C, (real)1 / tau, z, C, z, C, 0, S, M);
-    /* each row of S becomes P (the softmax over k != i), the loss summed */
+    if (o->cosine)
+        for (int i = 0; i < M; i++) { /* a zero state stays zero (norm 1) */
+            real *zi = z + (size_t)i * C;
+            double ss = 0;
+            for (int c = 0; c < C; c++)
+                ss += (double)zi[c] * zi[c];
+            nrm[i] = ss > 0 ? (real)sqrt(ss) : 1;
+            for (int c = 0; c < C; c++)
+                zi[c] /= nrm[i];
+        }
+    R(sq_gemm)(cx, 0, 1, M, M, C, (real)(1 / o->tau), z, C, z, C, 0, S, M);
+    /* each row of S becomes P (the softmax over the kept k), the loss summed */
     double loss = 0;
     for (int i = 0; i < M; i++) {
         real *s = S + (size_t)i * M;
         int p = i < U ? i + U : i - U;
         double mx = -INFINITY, sum = 0;
         for (int k = 0; k < M; k++)
-            if (k != i && s[k] > mx)
+            if (!R(excluded)(o, U, i, k) && s[k] > mx)
                 mx = s[k];
         for (int k = 0; k < M; k++)
-            if (k != i)
+            if (!R(excluded)(o, U, i, k))
                 sum += exp((double)s[k] - mx);
         double lse = mx + log(sum);
         loss += lse - (double)s[p];
         for (int k = 0; k < M; k++)
-            s[k] = k == i ? 0 : (real)exp((double)s[k] - lse);
+            s[k] = R(excluded)(o, U, i, k) ? 0 : (real)exp((double)s[k] - lse);
     }
     return loss / M;
 }
 
 void R(sq_infonce_backward)(const sq_ctx *cx, real *dh, real *scratch, const int *ra,
-                            const int *rb, int U, int C, real tau, real dloss)
+                            const int *rb, int U, int C, const sq_infonce_opt *o,
+                            real dloss)
 {
     int M = 2 * U;
-    real *z, *dz, *S;
-    R(parts)(scratch, M, C, &z, &dz, &S);
+    real *z, *dz, *S, *nrm;
+    R(parts)(scratch, M, C, &z, &dz, &S, &nrm);
     if (U < 2)
         return;
     /* G = (P - onehot(p)) dloss / M, then G + G^T in place (the diagonal
@@ -82,7 +105,16 @@ void R(sq_infonce_backward)(const sq_ctx *cx, real *dh, real *scratch, const int
             S[(size_t)i * M + k] = sym;
             S[(size_t)k * M + i] = sym;
         }
-    R(sq_gemm)(cx, 0, 0, M, C, M, (real)1 / tau, S, M, z, C, 0, dz, C);
+    R(sq_gemm)(cx, 0, 0, M, C, M, (real)(1 / o->tau), S, M, z, C, 0, dz, C);
+    if (o->cosine) /* through z = h / |h|: remove the radial part, scale */
+        for (int i = 0; i < M; i++) {
+            real *zi = z + (size_t)i * C, *gi = dz + (size_t)i * C;
+            double d = 0;
+            for (int c = 0; c < C; c++)
+                d += (double)zi[c] * gi[c];
+            for (int c = 0; c < C; c++)
+                gi[c] = (real)((gi[c] - zi[c] * d) / nrm[i]);
+        }
     R(sq_scatter_add_rows)(cx, dh, dz, ra, U, C);
     R(sq_scatter_add_rows)(cx, dh, dz + (size_t)U * C, rb, U, C);
 }

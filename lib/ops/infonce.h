@@ -13,6 +13,15 @@
  *
  *     dL/dz = (G + G^T) z / tau
  *
+ * Two options (sq_infonce_opt):
+ *   cosine  z_i = h_i / |h_i| (cosine similarity, bounded by 1/tau): the
+ *           gradient through the normalisation is
+ *           dL/dh_i = (g_i - z_i (z_i . g_i)) / |h_i|, g_i = dL/dz_i;
+ *   label   one label a pair (its sample's next item): a view whose label
+ *           is the anchor's is left out of the anchor's negatives (the sum
+ *           over k != i skips it, P_ik = 0), as DuoRec's and the false-
+ *           negative literature's masking; the positive always stays.
+ *
  * Conventions of ops.h: the op context first, gradients ADDED, results
  * bitwise the same for any thread count (sequential loops in a fixed
  * order; the GEMMs are the backend's). */
@@ -24,8 +33,14 @@
 #include "ctx.h"
 
 /* Reals of scratch the forward fills and the backward reads, for U pairs
- * of C reals: z and dz [2U, C], S/G [2U, 2U]. */
+ * of C reals: z and dz [2U, C], S/G [2U, 2U], the norms [2U]. */
 size_t sq_infonce_scratch_size(int U, int C);
+
+typedef struct {
+    double tau;       /* temperature, > 0 */
+    int cosine;       /* 1: cosine similarity; 0: dot product (RecBole's) */
+    const int *label; /* [U] or NULL: same-label views are no negatives */
+} sq_infonce_opt;
 
 #define SQ_TWICE "infonce.h"
 #include "twice.h"
@@ -36,10 +51,11 @@ size_t sq_infonce_scratch_size(int U, int C);
  * one pair there is no negative, and the loss is 0). Returns L and keeps z
  * and P in scratch for the backward. */
 double R(sq_infonce_forward)(const sq_ctx *cx, real *scratch, const real *h, const int *ra,
-                             const int *rb, int U, int C, real tau);
+                             const int *rb, int U, int C, const sq_infonce_opt *o);
 /* ADDS dloss * dL/dh to dh (rows ra[i], rb[i]); needs the forward's scratch
  * (overwrites its S part). */
 void R(sq_infonce_backward)(const sq_ctx *cx, real *dh, real *scratch, const int *ra,
-                            const int *rb, int U, int C, real tau, real dloss);
+                            const int *rb, int U, int C, const sq_infonce_opt *o,
+                            real dloss);
 
 #endif

@@ -182,21 +182,26 @@ UNIT_TEST(test_cl4srec_views)
 enum { NCE_U = 3, NCE_C = 5, NCE_T = 8 };
 static const int nce_ra[NCE_U] = {0, 2, 5}, nce_rb[NCE_U] = {7, 1, 3};
 
+/* labels of the pairs: pairs 0 and 2 share theirs (each other's false
+ * negatives under --cl-negatives distinct) */
+static const int nce_label[NCE_U] = {4, 6, 4};
+
 typedef struct {
-    double *h, *scratch, tau;
+    double *h, *scratch;
+    const sq_infonce_opt *o;
 } nce_ctx;
 
 static double nce_obj(void *p)
 {
     nce_ctx *c = p;
     sq_ctx cx = sq_ctx_cpu();
-    return sq_infonce_forward_f64(&cx, c->scratch, c->h, nce_ra, nce_rb, NCE_U, NCE_C,
-                                  c->tau);
+    return sq_infonce_forward_f64(&cx, c->scratch, c->h, nce_ra, nce_rb, NCE_U, NCE_C, c->o);
 }
 
 /* The definition, directly: mean over the 2U anchors of -log of the
- * positive's share among the other 2U - 1. */
-static double nce_direct(const double *h, double tau)
+ * positive's share among the other 2U - 1 (cosine: of the normalised
+ * states; labels: less the views of other pairs with the anchor's label). */
+static double nce_direct(const double *h, const sq_infonce_opt *o)
 {
     int M = 2 * NCE_U, row[2 * NCE_U];
     for (int i = 0; i < NCE_U; i++) {
@@ -207,13 +212,20 @@ static double nce_direct(const double *h, double tau)
     for (int i = 0; i < M; i++) {
         double den = 0, pos = 0;
         for (int k = 0; k < M; k++) {
-            double s = 0;
-            for (int c = 0; c < NCE_C; c++)
+            double s = 0, ni = 0, nk = 0;
+            for (int c = 0; c < NCE_C; c++) {
                 s += h[row[i] * NCE_C + c] * h[row[k] * NCE_C + c];
-            if (k != i)
-                den += exp(s / tau);
-            if (k == (i + NCE_U) % M)
-                pos = exp(s / tau);
+                ni += h[row[i] * NCE_C + c] * h[row[i] * NCE_C + c];
+                nk += h[row[k] * NCE_C + c] * h[row[k] * NCE_C + c];
+            }
+            if (o->cosine)
+                s /= sqrt(ni) * sqrt(nk);
+            int positive = k == (i + NCE_U) % M;
+            int same = o->label && o->label[k % NCE_U] == o->label[i % NCE_U];
+            if (k != i && (positive || !same))
+                den += exp(s / o->tau);
+            if (positive)
+                pos = exp(s / o->tau);
         }
         L -= log(pos / den);
     }
@@ -234,24 +246,29 @@ UNIT_TEST(test_infonce_gradcheck)
         h[i] = sq_rng_normal(&r);
         hf[i] = (float)h[i];
     }
-    for (int k = 0; k < 2; k++) {
-        double tau = k ? 0.3 : 1.0, dloss = 0.7;
-        double L = sq_infonce_forward_f64(&cx, scratch, h, nce_ra, nce_rb, NCE_U, NCE_C, tau);
-        CHECK_NEAR(L, nce_direct(h, tau), 1e-12);
+    static const char *what[8] = {"dot tau 1",          "dot tau 0.3",
+                                  "cos tau 1",          "cos tau 0.3",
+                                  "dot tau 1 labels",   "dot tau 0.3 labels",
+                                  "cos tau 1 labels",   "cos tau 0.3 labels"};
+    for (int k = 0; k < 8; k++) {
+        sq_infonce_opt o = {.tau = k & 1 ? 0.3 : 1.0, .cosine = (k >> 1) & 1,
+                            .label = k & 4 ? nce_label : NULL};
+        double dloss = 0.7;
+        double L = sq_infonce_forward_f64(&cx, scratch, h, nce_ra, nce_rb, NCE_U, NCE_C, &o);
+        CHECK_NEAR(L, nce_direct(h, &o), 1e-12);
         memset(g, 0, sizeof g);
-        sq_infonce_backward_f64(&cx, g, scratch, nce_ra, nce_rb, NCE_U, NCE_C, tau, 1);
-        nce_ctx c = {h, scratch, tau};
+        sq_infonce_backward_f64(&cx, g, scratch, nce_ra, nce_rb, NCE_U, NCE_C, &o, 1);
+        nce_ctx c = {h, scratch, &o};
         double err = gc_check(nce_obj, &c, h, g, NCE_T * NCE_C);
-        gc_note(t->name, k ? "tau 0.3" : "tau 1", err);
+        gc_note(t->name, what[k], err);
         CHECK(err < GRAD_TOL);
         /* rows in no pair get nothing; dloss scales */
         for (int cc = 0; cc < NCE_C; cc++)
             CHECK(g[4 * NCE_C + cc] == 0 && g[6 * NCE_C + cc] == 0);
         /* float against double */
         memset(gf, 0, sizeof gf);
-        double Lf = sq_infonce_forward(&cx, sf, hf, nce_ra, nce_rb, NCE_U, NCE_C, (float)tau);
-        sq_infonce_backward(&cx, gf, sf, nce_ra, nce_rb, NCE_U, NCE_C, (float)tau,
-                            (float)dloss);
+        double Lf = sq_infonce_forward(&cx, sf, hf, nce_ra, nce_rb, NCE_U, NCE_C, &o);
+        sq_infonce_backward(&cx, gf, sf, nce_ra, nce_rb, NCE_U, NCE_C, &o, (float)dloss);
         CHECK_NEAR(Lf, L, 1e-5);
         for (int i = 0; i < NCE_T * NCE_C; i++)
             g[i] *= dloss;
@@ -259,8 +276,12 @@ UNIT_TEST(test_infonce_gradcheck)
         gc_note(t->name, "float vs double", ferr);
         CHECK(ferr < F32_TOL);
     }
+    /* the labels change the loss: pairs 0 and 2 lose a negative each */
+    sq_infonce_opt all = {.tau = 1}, distinct = {.tau = 1, .label = nce_label};
+    CHECK(sq_infonce_forward_f64(&cx, scratch, h, nce_ra, nce_rb, NCE_U, NCE_C, &distinct) <
+          sq_infonce_forward_f64(&cx, scratch, h, nce_ra, nce_rb, NCE_U, NCE_C, &all));
     /* one pair: no negative, no loss */
-    CHECK(sq_infonce_forward_f64(&cx, scratch, h, nce_ra, nce_rb, 1, NCE_C, 1) == 0);
+    CHECK(sq_infonce_forward_f64(&cx, scratch, h, nce_ra, nce_rb, 1, NCE_C, &all) == 0);
     free(scratch);
     free(sf);
 }
@@ -273,7 +294,7 @@ typedef struct {
     sq_sasrec_work_f64 *w;
     const sq_packed *b;
     int loss;
-    double lambda, tau;
+    const sq_cl4srec_cl *cl;
     double *scratch;
     int *rows;
 } loss_ctx;
@@ -283,13 +304,14 @@ static double loss_obj(void *p)
     loss_ctx *c = p;
     int cnt;
     sq_sasrec_forward_f64(c->m, c->w, c->b, 1, 7, 3);
-    return sq_cl4srec_loss_f64(c->m, c->w, c->b, c->loss, c->lambda, c->tau, c->scratch,
+    return sq_cl4srec_loss_f64(c->m, c->w, c->b, c->loss, c->cl, c->scratch,
                                c->rows, NULL, &cnt);
 }
 
 /* Every parameter of the double model on a batch of the model's own
  * batcher (dropout on: its masks are a function of (seed, step)). */
-static void check_loss(unit_ctx *t, const char *given, int loss, const char *what)
+static void check_loss(unit_ctx *t, const char *given, int loss, const sq_cl4srec_cl *cl,
+                       const char *what)
 {
     sq_err e = {0};
     const sq_model_def *def = sq_models_find("cl4srec");
@@ -300,7 +322,6 @@ static void check_loss(unit_ctx *t, const char *given, int loss, const char *wha
     CHECK_EQ(def->config(cfgmem, given, &(sq_data_dims){.n_items = 9}, &e), 0);
     const sq_sasrec_config *cfg = cfgmem; /* the config starts with the backbone's */
     CHECK_EQ(cfg->mask_row, 1);
-    double lambda = 0.8, tau = 0.5;
     sq_seqs d = cl_seqs();
     sq_step_opts so = {.loss = loss, .neg = 2, .target = SQ_TARGET_ALL, .batch = 4, .seed = 3};
     sq_batcher bt;
@@ -316,7 +337,7 @@ static void check_loss(unit_ctx *t, const char *given, int loss, const char *wha
     size_t ns = sq_infonce_scratch_size(p->B / 3, cfg->dim);
     double *scratch = malloc(ns * sizeof *scratch);
     float *sf = malloc(ns * sizeof *sf);
-    int rows[2 * 4];
+    int rows[3 * 4];
     sq_sasrec_init_weights_f64(&m, 5);
     sq_rng r;
     sq_rng_seed(&r, 9, 0);
@@ -325,13 +346,13 @@ static void check_loss(unit_ctx *t, const char *given, int loss, const char *wha
     int cnt;
     memset(g.mem, 0, g.n * sizeof *g.mem);
     sq_sasrec_forward_f64(&m, &w, p, 1, 7, 3);
-    double L0 = sq_cl4srec_loss_f64(&m, &w, p, loss, lambda, tau, scratch, rows, &g, &cnt);
+    double L0 = sq_cl4srec_loss_f64(&m, &w, p, loss, cl, scratch, rows, &g, &cnt);
     sq_sasrec_backward_f64(&m, &w, p, &g);
     CHECK_EQ(cnt, p->n);
     int C = cfg->dim, mask = sq_mask_id(cfg);
     double base = sq_sasrec_loss_f64(&m, &w, p, loss, NULL, &cnt);
     CHECK(L0 > base); /* the InfoNCE term is there */
-    loss_ctx c = {&m, &w, p, loss, lambda, tau, scratch, rows};
+    loss_ctx c = {&m, &w, p, loss, cl, scratch, rows};
     double err = gc_check(loss_obj, &c, m.mem, g.mem, m.n);
     gc_note(t->name, what, err);
     CHECK(err < GRAD_TOL);
@@ -353,7 +374,7 @@ static void check_loss(unit_ctx *t, const char *given, int loss, const char *wha
     for (size_t i = 0; i < m.n; i++)
         mf.mem[i] = (float)m.mem[i];
     sq_sasrec_forward(&mf, &wf, p, 1, 7, 3);
-    double Lf = sq_cl4srec_loss(&mf, &wf, p, loss, lambda, tau, sf, rows, &gf, &cnt);
+    double Lf = sq_cl4srec_loss(&mf, &wf, p, loss, cl, sf, rows, &gf, &cnt);
     sq_sasrec_backward(&mf, &wf, p, &gf);
     CHECK_NEAR(Lf, L0, 1e-5);
     double ferr = gc_rel_diff(gf.mem, g.mem, g.n);
@@ -378,7 +399,10 @@ UNIT_TEST(test_cl4srec_loss_gradcheck)
     omp_set_num_threads(1);
     const char *tiny = "dim=8\nffn=8\nmax_len=6\nlayers=1\nheads=2\ndropout=0.2\n"
                        "cl4srec.mask_ratio=0.5\n";
-    check_loss(t, tiny, SQ_LOSS_CE, "ce + infonce");
-    check_loss(t, tiny, SQ_LOSS_BCE, "bce + infonce");
+    sq_cl4srec_cl dot = {.lambda = 0.8, .tau = 0.5},
+                  cos = {.lambda = 0.8, .tau = 0.5, .cosine = 1, .distinct = 1};
+    check_loss(t, tiny, SQ_LOSS_CE, &dot, "ce + infonce");
+    check_loss(t, tiny, SQ_LOSS_BCE, &dot, "bce + infonce");
+    check_loss(t, tiny, SQ_LOSS_CE, &cos, "ce + infonce cos distinct");
     omp_set_num_threads(saved);
 }
