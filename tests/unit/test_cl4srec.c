@@ -406,3 +406,46 @@ UNIT_TEST(test_cl4srec_loss_gradcheck)
     check_loss(t, tiny, SQ_LOSS_CE, &cos, "ce + infonce cos distinct");
     omp_set_num_threads(saved);
 }
+
+/* A model file written before --cl-sim existed has no cl4srec.cl_sim key:
+ * it trained with the dot product, and reads (and resumes) as such; a file
+ * with the key keeps its value. */
+UNIT_TEST(test_cl4srec_config_older_files)
+{
+    sq_err e = {0};
+    const sq_model_def *def = sq_models_find("cl4srec");
+    CHECK(def != NULL);
+    if (!def)
+        return;
+    void *c = calloc(1, def->cfg_size), *r = calloc(1, def->cfg_size);
+    CHECK_EQ(def->config(c, "", &(sq_data_dims){.n_items = 9}, &e), 0);
+    sq_modelfile mf, back;
+    memset(&mf, 0, sizeof mf);
+    memset(&back, 0, sizeof back);
+    CHECK_EQ(def->config_write(c, &mf, &e), 0);
+    CHECK_EQ(sq_modelfile_set(&mf, &e, "n_items", "%d", 9), 0); /* the trainer's line */
+    char v[16];
+    CHECK(sq_modelfile_get(&mf, "cl4srec.cl_sim", v, sizeof v));
+    CHECK_STR(v, "cos");
+    CHECK_EQ(def->config_read(r, &mf, "new.sqm", &e), 0);
+    CHECK_EQ(def->config_write(r, &back, &e), 0);
+    CHECK(sq_modelfile_get(&back, "cl4srec.cl_sim", v, sizeof v));
+    CHECK_STR(v, "cos");
+    sq_modelfile_free(&back);
+    memset(&back, 0, sizeof back);
+    /* drop the key, as an older file lacks it */
+    char *k = strstr(mf.config, "cl4srec.cl_sim=cos\n");
+    CHECK(k != NULL);
+    size_t kl = strlen("cl4srec.cl_sim=cos\n");
+    if (k)
+        memmove(k, k + kl, strlen(k + kl) + 1);
+    CHECK(!sq_modelfile_get(&mf, "cl4srec.cl_sim", v, sizeof v));
+    CHECK_EQ(def->config_read(r, &mf, "old.sqm", &e), 0);
+    CHECK_EQ(def->config_write(r, &back, &e), 0);
+    CHECK(sq_modelfile_get(&back, "cl4srec.cl_sim", v, sizeof v));
+    CHECK_STR(v, "dot");
+    sq_modelfile_free(&back);
+    sq_modelfile_free(&mf);
+    free(c);
+    free(r);
+}
