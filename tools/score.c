@@ -1,6 +1,6 @@
 /* seqrec-score - rank held-out targets with a model, or recommend the top K
  * items of every user (see seqrec-score(1)). Argument parsing and wiring
- * only: models load through the registry (lib/train/registry.c), ranks and
+ * only: models load through the model table (lib/model/models.c), ranks and
  * top-K lists come from lib/train/eval.c, the input is held by
  * lib/data/dataset.c, the --users list is read and resolved by
  * lib/data/userlist.c, and --attention-map's files and picture are made by
@@ -23,7 +23,7 @@
 #include "fileio.h"
 #include "idmap.h"
 #include "model.h"
-#include "registry.h"
+#include "models.h"
 #include "stream.h"
 #include "device.h"
 #include "threads.h"

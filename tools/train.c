@@ -1,7 +1,7 @@
 /* seqrec-train - train a model on a split (or padded) stream and write a
  * .sqm model file (see seqrec-train(1)). Argument parsing, the log line and
  * the progress bar only: the options come from the tables of the trainer
- * (lib/train/train.c) and of every registered model (lib/train/registry.c),
+ * (lib/train/train.c) and of every registered model (lib/model/models.c),
  * the loop is lib/train/train.c. */
 #include <errno.h>
 #include <getopt.h>
@@ -16,7 +16,7 @@
 #include "err.h"
 #include "fileio.h"
 #include "kv.h"
-#include "registry.h"
+#include "models.h"
 #include "device.h"
 #include "threads.h"
 #include "train.h"

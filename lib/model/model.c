@@ -1,5 +1,5 @@
 /* model.c - what every model file shares (model.h): the data keys, the
- * training meta, loading through the loader the registry names. */
+ * training meta, loading through the loader the model table names. */
 #include "model.h"
 
 #include <errno.h>

@@ -2,10 +2,10 @@
  *
  * A model is a config (key=value text, stored in the .sqm file) plus named
  * tensors. Each model is one sq_model_def (below): its options, config,
- * tensors, training step and scores; the registry (lib/train/registry.c)
+ * tensors, training step and scores; the model table (models.c)
  * lists them, and seqrec-train, seqrec-score and the trainer find a model
  * there by name, never by a case of their own. No model includes the
- * registry.
+ * table.
  *
  * seqrec-score only needs an sq_model's scores: given a batch of user
  * histories it returns a score for every item; the evaluation code in
@@ -101,12 +101,12 @@ int sq_packed_stage(const sq_ctx *cx, const sq_packed *b, sq_err *e);
 /* Loads a model file: reads it, restores what every model shares (name,
  * n_items, the training meta) and hands it to the loader of find(its
  * "model" key); known lists the names for the message when there is none.
- * (registry.h's sq_model_load calls it with the registry.) */
+ * (models.h's sq_model_load calls it with the model table.) */
 int sq_model_load_by(sq_model *m, const char *path,
                      const sq_model_def *(*find)(const char *name), const char *known,
                      const sq_ctx *cx, sq_err *e);
 
-/* What each model provides to sq_model_load (registry.h): sq_model_load
+/* What each model provides to sq_model_load (models.h): sq_model_load
  * has already set m->name, n_items and meta; the loader copies what it
  * needs from mf, which is freed after it returns (or takes a tensor's data
  * over by setting that tensor's data to NULL), and sets impl, scores and

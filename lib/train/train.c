@@ -19,8 +19,8 @@
 #include "idmap.h"
 #include "kv.h"
 #include "modelfile.h"
+#include "models.h"
 #include "ops.h"
-#include "registry.h"
 #include "sasrec.h"
 
 /* train.state: the loop state saved in a checkpoint (doubles as their

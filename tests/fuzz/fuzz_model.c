@@ -1,5 +1,5 @@
 /* fuzz_model.c - libFuzzer harness for the model-file reader: the input is
- * a whole .sqm file, read by sq_model_load (lib/train/registry.h), which
+ * a whole .sqm file, read by sq_model_load (lib/model/models.h), which
  * runs sq_modelfile_read (lib/model/modelfile.c: header, config, tensors,
  * checksum) and then the loader of the model its config names (config
  * keys, tensor names and shapes). A model that loads is then asked for the
@@ -23,7 +23,7 @@
 
 #include <xxhash.h>
 
-#include "registry.h"
+#include "models.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -20,8 +20,8 @@
 
 #include "batch.h"
 #include "model.h"
+#include "models.h"
 #include "pad.h"
-#include "registry.h"
 #include "unit.h"
 
 /* 5 users: training parts of 3, 1 (no sample), 6, 2 and 4 items. */

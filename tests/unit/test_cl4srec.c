@@ -24,7 +24,7 @@
 #include "gradcheck.h"
 #include "infonce.h"
 #include "model.h"
-#include "registry.h"
+#include "models.h"
 #include "rng.h"
 #include "unit.h"
 

@@ -23,7 +23,7 @@
 #include "gradcheck.h"
 #include "l2norm.h"
 #include "model.h"
-#include "registry.h"
+#include "models.h"
 #include "rng.h"
 #include "unit.h"
 

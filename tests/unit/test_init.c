@@ -13,7 +13,7 @@
 
 #include "dataset.h"
 #include "modelfile.h"
-#include "registry.h"
+#include "models.h"
 #include "sasrec.h"
 #include "train.h"
 #include "unit.h"

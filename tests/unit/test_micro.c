@@ -7,7 +7,7 @@
 
 #include "batch.h"
 #include "micro.h"
-#include "registry.h"
+#include "models.h"
 #include "sasrec.h"
 #include "unit.h"
 

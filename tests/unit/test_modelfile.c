@@ -8,8 +8,8 @@
 
 #include "dataset.h"
 #include "model.h"
-#include "registry.h"
 #include "modelfile.h"
+#include "models.h"
 #include "pop.h"
 #include "unit.h"
 

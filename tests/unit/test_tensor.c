@@ -1,13 +1,13 @@
 /* Unit tests for lib/model/tensor.c and the two tables built on it: the
- * mixer table (lib/model/mixers.c) and the model registry
- * (lib/train/registry.c). */
+ * mixer table (lib/model/mixers.c) and the model table
+ * (lib/model/models.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "mixer.h"
-#include "registry.h"
+#include "models.h"
 #include "sasrec.h"
 #include "tensor.h"
 #include "unit.h"

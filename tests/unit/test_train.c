@@ -13,7 +13,7 @@
 #include "eval.h"
 #include "model.h"
 #include "modelfile.h"
-#include "registry.h"
+#include "models.h"
 #include "sasrec.h"
 #include "train.h"
 #include "unit.h"

@@ -1,6 +1,6 @@
-/* registry.c - the table of models (registry.h). A new model is one line
+/* models.c - the table of models (models.h). A new model is one line
  * of SQ_MODELS: its sq_model_def, defined in the model's own file. */
-#include "registry.h"
+#include "models.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,8 +1,9 @@
-/* registry.h - the models seqrec-train and seqrec-score know: one table
- * (registry.c), above the models (model.h: sq_model_def). A new model adds
- * one line there. */
-#ifndef SQ_REGISTRY_H
-#define SQ_REGISTRY_H
+/* models.h - the models seqrec-train and seqrec-score know (the registry):
+ * one table (models.c), above the models (model.h: sq_model_def). A new
+ * model adds one line there. In lib/model, beside the mixer table
+ * (mixers.c), so that loading a model needs nothing of lib/train. */
+#ifndef SQ_MODELS_H
+#define SQ_MODELS_H
 
 #include <stddef.h>
 
