@@ -16,6 +16,7 @@
 #include "err.h"
 #include "fileio.h"
 #include "kv.h"
+#include "mixer.h"
 #include "models.h"
 #include "device.h"
 #include "threads.h"
@@ -102,6 +103,56 @@ static void model_defaults_help(const sq_opt *t)
     }
 }
 
+/* Whether o is an attention kind's option: it binds into the kind's
+ * config, not the model's, and has no per-model default. */
+static int mixer_opt(const sq_opt *o)
+{
+    for (int k = 0; k < sq_mixer_count(); k++)
+        for (const sq_opt *t = sq_mixer_get(k)->opts; t && t->type; t++)
+            if (t == o)
+                return 1;
+    return 0;
+}
+
+/* The option of model d named name (its own tables), or NULL. */
+static const sq_opt *model_opt(const sq_model_def *d, const char *name)
+{
+    for (int i = -1; i == -1 || (d->more_opts && d->more_opts(i)); i++) {
+        const sq_opt *t = sq_opt_find(i < 0 ? d->opts : d->more_opts(i), name);
+        if (t)
+            return t;
+    }
+    return NULL;
+}
+
+/* The later models whose own default of model option t (shown first with
+ * model `first`) differs from t's: each model's config at its defaults (on
+ * a 100-item stream) against the same config holding t's default. */
+static void model_opt_defaults_help(const sq_opt *t, int first)
+{
+    for (int m = first + 1; m < sq_models_count(); m++) {
+        const sq_model_def *d = sq_models_get(m);
+        const sq_opt *o = model_opt(d, t->name);
+        if (!o || !t->def || mixer_opt(o))
+            continue;
+        void *cfg = calloc(2, d->cfg_size);
+        sq_err e = {0};
+        char own[64], base[64];
+        if (cfg && !d->config(cfg, "", &(sq_data_dims){.n_items = 100}, &e)) {
+            void *alt = (char *)cfg + d->cfg_size;
+            memcpy(alt, cfg, d->cfg_size);
+            sq_opt_format(o, cfg, own, sizeof own);
+            if (!sq_opt_set(o, alt, t->def, SQ_EX_USAGE, NULL, &e) &&
+                strcmp(sq_opt_format(o, alt, base, sizeof base), own) != 0) {
+                if (o->type == SQ_OPT_REAL) /* "0.5", not "0.50000000000000000" */
+                    snprintf(own, sizeof own, "%g", strtod(own, NULL));
+                printf("  %-19s (default %s with --model %s)\n", "", own, d->name);
+            }
+        }
+        free(cfg);
+    }
+}
+
 static void usage(const optset *s)
 {
     printf("Usage: seqrec-train [OPTION]... -o MODEL [FILE]\n"
@@ -130,6 +181,7 @@ static void usage(const optset *s)
                            m ? " (and those above that it names)" : "");
                 sq_opt one[2] = {*t, {0}};
                 sq_opt_help(one, stdout);
+                model_opt_defaults_help(t, m);
             }
         }
     }

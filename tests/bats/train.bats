@@ -22,6 +22,19 @@ setup() {
   [[ "$output" == "seqrec-train (seqrec) "* ]]
 }
 
+@test "train: --help shows each model's own default of a shared option, and only where it differs" {
+  run -0 seqrec-train --help
+  # the lines under --max-len: ELASTIC 256, Caser 5, HSTU 200; SASRec's 50 is the option's own
+  block=$(printf '%s\n' "$output" | sed -n '/^  --max-len N/,/^  --[a-z]/p')
+  for kv in "256 elastic" "5 caser" "200 hstu" "100 blin"; do
+    [[ "$block" == *"(default ${kv% *} with --model ${kv#* })"* ]] || { echo "$block"; echo "missing $kv"; false; }
+  done
+  [[ "$block" != *"with --model bert4rec"* ]]
+  # attention kinds' options have no per-model default
+  kinds=$(printf '%s\n' "$output" | sed -n '/^  --rank K/,/^  --[a-z]/p')
+  [[ "$kinds" != *"with --model"* ]]
+}
+
 @test "train: one JSON line per epoch, model and checkpoint written" {
   mkdir "$T/o"
   run --separate-stderr seqrec-train "${TINY[@]}" --epochs 3 -o "$T/o/m.sqm" "$T/s.sqr"
