@@ -3,6 +3,7 @@
 # seqrec-score as validation does, is deterministic for a seed, round-trips
 # through its model file, runs the Table 3 ablations and refuses bad
 # options. Tiny data and models only.
+# Determinism, the model file round trip and resuming: models.bats.
 
 load helper
 
@@ -47,14 +48,6 @@ ndcg() { sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$@"; }
   echo "pop $pop blin $blin"
   awk -v p="$pop" -v s="$blin" 'BEGIN { exit !(s > 2 * p && s > 0.3) }'
   score_matches_log "$T/log" "$T/m.sqm"
-}
-
-@test "blin: same seed and threads give the same model and log; another seed another" {
-  same_seed_same_model "${TINY[@]}"
-}
-
-@test "blin: a model file round-trips: scores from the file equal a second load's, export reads it" {
-  roundtrip_and_init "${TINY[@]}"
 }
 
 @test "blin: the Table 3 ablations and the sampled softmax train and score" {
@@ -107,12 +100,6 @@ ndcg() { sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$@"; }
   grep -q '^0.5 0.100000 0.050000$' "$T/r/fig5.dat"
   grep -q '^2 0.300000 0.200000$' "$T/r/fig5.dat"
   if command -v gnuplot > /dev/null; then [ -s "$T/r/fig5.png" ]; fi
-}
-
-@test "blin: a run resumed from its checkpoint ends with the uninterrupted run's model" {
-  resume_same_model "${TINY[@]}"
-  # blin's options cannot change on resume
-  run -64 seqrec-train --resume "$T/r.sqm.ckpt" --bkl-lambda 1 "$T/s.sqr"
 }
 
 @test "blin: --attention-map draws the padded input the model scores" {

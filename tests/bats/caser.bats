@@ -4,6 +4,7 @@
 # seed, round-trips through its model file and checkpoint, trains every
 # --target and the ablations without a kind of filter, skips the users it
 # has no row for, and refuses bad options. Tiny data and models only.
+# Determinism, the model file round trip and resuming: models.bats.
 
 load helper
 
@@ -47,22 +48,6 @@ ndcg() { sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$@"; }
   bce=$(ndcg "$T/logb" | sort -g | tail -n 1)
   echo "bce $bce"
   awk -v p="$pop" -v s="$bce" 'BEGIN { exit !(s > 2 * p) }'
-}
-
-@test "caser: same seed and threads give the same model and log; another seed another" {
-  same_seed_same_model "${TINY[@]}"
-  # scores do not depend on threads or batch
-  scores_invariant "$T/m1.sqm"
-}
-
-@test "caser: a run resumed from its checkpoint ends with the uninterrupted run's model" {
-  resume_same_model "${TINY[@]}"
-  run -64 seqrec-train --resume "$T/r.sqm.ckpt" --nh 8 "$T/s.sqr"
-  # the model file is all seqrec-score needs: the same scores every load
-  seqrec-score -m "$T/full.sqm" --topk 10 "$T/s.sqr" > "$T/t1"
-  seqrec-score -m "$T/full.sqm" --topk 10 "$T/s.sqr" > "$T/t2"
-  cmp "$T/t1" "$T/t2"
-  [ -s "$T/t1" ]
 }
 
 @test "caser: every --target, and the ablations without a kind of filter, train and score" {

@@ -3,6 +3,7 @@
 # seqrec-score as validation does, is deterministic for a seed, round-trips
 # through its model file, resumes, trains with ce and bce and every target
 # mode, and refuses bad options. Tiny data and models only.
+# Determinism, the model file round trip and resuming: models.bats.
 
 load helper
 
@@ -65,19 +66,6 @@ ndcg() { sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$@"; }
   sas=$(tail -n 1 "$T/sasrec.log" | ndcg)
   echo "pop $pop cl4srec $cl sasrec $sas"
   awk -v p="$pop" -v c="$cl" -v s="$sas" 'BEGIN { exit !(c > 5 * p && c >= 0.9 * s) }'
-}
-
-@test "cl4srec: same seed and threads give the same model and log; another seed another" {
-  same_seed_same_model "${TINY[@]}"
-}
-
-@test "cl4srec: a model file round-trips: scores from the file equal a second load's, --init reads it" {
-  roundtrip_and_init "${TINY[@]}"
-}
-
-@test "cl4srec: a run resumed from its checkpoint ends with the uninterrupted run's model" {
-  resume_same_model "${TINY[@]}"
-  run -64 seqrec-train --resume "$T/r.sqm.ckpt" --cl-weight 1 "$T/s.sqr"
 }
 
 @test "cl4srec: ce and bce, every target mode and the extreme augmentations train and score" {

@@ -3,6 +3,7 @@
 # seqrec-score as validation does, is deterministic for a seed, round-trips
 # through its model file, resumes, trains both encoders and refuses bad
 # options, --loss bce and --target all. Tiny data and models only.
+# Determinism, the model file round trip and resuming: models.bats.
 
 load helper
 
@@ -45,19 +46,6 @@ ndcg() { sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$@"; }
   echo "pop $pop core $core"
   awk -v p="$pop" -v s="$core" 'BEGIN { exit !(s > 2 * p && s > 0.3) }'
   score_matches_log "$T/log" "$T/m.sqm"
-}
-
-@test "core: same seed and threads give the same model and log; another seed another" {
-  same_seed_same_model "${TINY[@]}"
-}
-
-@test "core: a model file round-trips: scores from the file equal a second load's, --init reads it" {
-  roundtrip_and_init "${TINY[@]}"
-}
-
-@test "core: a run resumed from its checkpoint ends with the uninterrupted run's model" {
-  resume_same_model "${TINY[@]}"
-  run -64 seqrec-train --resume "$T/r.sqm.ckpt" --temperature 1 "$T/s.sqr"
 }
 
 @test "core: both encoders and the dropout settings train and score" {

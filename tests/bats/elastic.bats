@@ -5,6 +5,7 @@
 # counts its experts for seqrec-score --expert-stats and refuses bad
 # options (among them every-position training, which would leak). Tiny data
 # and models only.
+# Determinism, the model file round trip and resuming: models.bats.
 
 load helper
 
@@ -51,20 +52,6 @@ ndcg() { sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$@"; }
   el2=$(ndcg "$T/log2" | sort -g | tail -n 1)
   echo "random prefixes: $el2"
   awk -v p="$pop" -v s="$el2" 'BEGIN { exit !(s > 2 * p) }'
-}
-
-@test "elastic: same seed and threads give the same model and log; another seed another" {
-  same_seed_same_model "${TINY[@]}"
-  # scores do not depend on threads or batch
-  scores_invariant "$T/m1.sqm"
-}
-
-@test "elastic: a run resumed from its checkpoint ends with the uninterrupted run's model" {
-  resume_same_model "${TINY[@]}"
-  run -64 seqrec-train --resume "$T/r.sqm.ckpt" --pool 8x8 "$T/s.sqr"
-  # the model file is all seqrec-score needs: its scores are the net's
-  seqrec-score -m "$T/full.sqm" --target valid "$T/s.sqr" | seqrec-metrics --json -k 10 \
-    | grep -q ndcg
 }
 
 @test "elastic: the Table 3 ablations and Algorithm 1's plain gather train and score" {

@@ -3,6 +3,7 @@
 # seqrec-score as validation does (users of its training stream only), trains
 # with CE and BCE, is deterministic for a seed, round-trips through its model
 # file and checkpoint, and refuses bad options. Tiny data and models only.
+# Determinism, the model file round trip and resuming: models.bats.
 
 load helper
 
@@ -63,19 +64,6 @@ ndcg() { sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$@"; }
   run --separate-stderr seqrec-score -m "$T/m.sqm" --target valid -o "$T/r3" "$T/s.sqr"
   [ "$status" -eq 0 ]
   [[ "$stderr" != *"not scored"* ]]
-}
-
-@test "fpmc: same seed and threads give the same model and log; another seed another" {
-  same_seed_same_model "${TINY[@]}"
-  scores_invariant "$T/m1.sqm"
-}
-
-@test "fpmc: a run resumed from its checkpoint ends with the uninterrupted run's model" {
-  resume_same_model "${TINY[@]}"
-  run -64 seqrec-train --resume "$T/r.sqm.ckpt" --dim 8 "$T/s.sqr"
-  seqrec-score -m "$T/full.sqm" "$T/s.sqr" | seqrec-cat > "$T/a"
-  seqrec-score -m "$T/r.sqm" "$T/s.sqr" | seqrec-cat > "$T/b"
-  [ -s "$T/a" ] && cmp "$T/a" "$T/b"
 }
 
 @test "fpmc: bad options are refused with the option named" {

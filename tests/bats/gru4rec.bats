@@ -3,6 +3,7 @@
 # seqrec-score as validation does, trains every --target and both losses, is
 # deterministic for a seed, round-trips through its model file and
 # checkpoint, and refuses bad options. Tiny data and models only.
+# Determinism, the model file round trip and resuming: models.bats.
 
 load helper
 
@@ -51,21 +52,6 @@ ndcg() { sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$@"; }
     echo "$v: $best (pop $pop)"
     awk -v p="$pop" -v s="$best" 'BEGIN { exit !(s > 1.5 * p) }'
   done
-}
-
-@test "gru4rec: same seed and threads give the same model and log; another seed another" {
-  same_seed_same_model "${TINY[@]}"
-  # scores do not depend on threads or batch
-  scores_invariant "$T/m1.sqm"
-}
-
-@test "gru4rec: a run resumed from its checkpoint ends with the uninterrupted run's model" {
-  resume_same_model "${TINY[@]}"
-  run -64 seqrec-train --resume "$T/r.sqm.ckpt" --hidden 8 "$T/s.sqr"
-  # the model file is all seqrec-score needs: the same ranks from both files
-  seqrec-score -m "$T/full.sqm" "$T/s.sqr" | seqrec-cat > "$T/a"
-  seqrec-score -m "$T/r.sqm" "$T/s.sqr" | seqrec-cat > "$T/b"
-  [ -s "$T/a" ] && cmp "$T/a" "$T/b"
 }
 
 @test "gru4rec: bad options are refused with the option named" {

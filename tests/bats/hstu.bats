@@ -3,6 +3,7 @@
 # and every --target, scores through seqrec-score as validation does, is
 # deterministic for a seed, round-trips through its model file and
 # checkpoint, and refuses bad options. Tiny data and models only.
+# Determinism, the model file round trip and resuming: models.bats.
 
 load helper
 
@@ -50,23 +51,6 @@ key() { seqrec-cat --header "$2" | sed -n "s/^config\t$1=//p"; }
     echo "$v: $h2"
     awk -v p="$pop" -v s="$h2" 'BEGIN { exit !(s > 2 * p) }'
   done
-}
-
-@test "hstu: same seed and threads give the same model and log; another seed another" {
-  same_seed_same_model "${TINY[@]}"
-  # scores do not depend on threads or batch
-  scores_invariant "$T/m1.sqm"
-}
-
-@test "hstu: a run resumed from its checkpoint ends with the uninterrupted run's model" {
-  resume_same_model "${TINY[@]}"
-  run -64 seqrec-train --resume "$T/r.sqm.ckpt" --heads 4 "$T/s.sqr"
-  # the model file is all seqrec-score needs; reloading gives the same scores
-  (cd "$T" && seqrec-score -m full.sqm s.sqr > s1)
-  mkdir "$T/d" && cp "$T/full.sqm" "$T/s.sqr" "$T/d/"
-  (cd "$T/d" && seqrec-score -m full.sqm -j 1 s.sqr > s2)
-  cmp "$T/s1" "$T/d/s2"
-  seqrec-metrics --json -k 10 "$T/s1" | grep -q ndcg
 }
 
 @test "hstu: bad options are refused with the option named" {
