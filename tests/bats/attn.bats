@@ -16,7 +16,7 @@ setup() {
 # trained and scored below with no edit here); the papers' kinds must be
 # among them.
 kinds() {
-  seqrec-train --help | awk '/^  --attn /{on=1; next} on && /^  --/{exit} on {print $1}'
+  seqrec-train --help | awk '/^  --attn /{on=1; next} on && /^  --/{exit} on && $1 !~ /^[(]/ {print $1}'
 }
 PAPER_KINDS=(softmax linrec linear efficient hydra positional fpositional average
              linear-anneal exp-anneal mixing)
