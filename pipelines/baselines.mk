@@ -20,7 +20,8 @@
 # cheaper) with patience BASELINES_RANDOM_PATIENCE (default 20).
 # BASELINES_EPOCHS caps every run (the table gives the epochs each ran and
 # the best one).
-# Outputs in repro/baselines/DATA/: per run .log, .sqm, .json; table.md.
+# Outputs in repro/baselines/DATA/: per run .log, .sqm, .json; table.md;
+# then doc/repro/baselines.md's included tables (pipelines/repro_docs.sh).
 BASELINES_DATA ?= beauty
 BASELINES_EPOCHS ?= 200
 BASELINES_THREADS ?= 1
@@ -47,6 +48,7 @@ bl_args_cl4srec = --model cl4srec --max-len $(BASELINES_MAXLEN) --patience 10
 reproduce-baselines: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory baselines-table
+	@$(REPRO_DOCS) doc/repro/baselines.md
 
 $(BASELINES_OUT):
 	mkdir -p $@

@@ -21,7 +21,8 @@
 # core for Beauty with full cross-entropy). BLIN_THREADS threads per run (default
 # 1: two 1-thread runs side by side use 2 cores better than one 2-thread
 # run; -j runs them side by side). Outputs in repro/blin/: the runs' logs,
-# models and metrics, table2.md, table3.md, fig5.md and fig5.png (gnuplot).
+# models and metrics, table2.md, table3.md, fig5.md and fig5.png (gnuplot);
+# then doc/repro/blin.md's included tables (pipelines/repro_docs.sh).
 BLIN_OUT := repro/blin
 BLIN_BIN := $(BUILD)/bin
 BLIN_THREADS ?= 1
@@ -86,4 +87,5 @@ reproduce-blin: deps
 	  $(d)-lambda1 $(d)-blin $(d)-lambda3) > $(BLIN_OUT)/fig5.md
 	@sh pipelines/blin_fig5.sh $(BLIN_OUT) "$(BLIN_DATASETS)" "$(BLIN_LAMBDAS)"
 	@cat $(BLIN_OUT)/table2.md $(BLIN_OUT)/table3.md $(BLIN_OUT)/fig5.md
+	@$(REPRO_DOCS) doc/repro/blin.md
 blin-runs: $(BLIN_JSON)

@@ -50,7 +50,8 @@
 # fig5.png, fig4.md and fig4.png (the load per expert of the ELASTIC run);
 # Figure 3 in repro/elastic/fig3/ (`make elastic-fig3`, run alone
 # after the others: see pipelines/len_cost.sh; ELASTIC_FIG3_NS,
-# ELASTIC_FIG3_USERS, ELASTIC_FIG3_BATCH and ELASTIC_FIG3_ITEMS size it).
+# ELASTIC_FIG3_USERS, ELASTIC_FIG3_BATCH and ELASTIC_FIG3_ITEMS size it);
+# then doc/repro/elastic.md's included tables (pipelines/repro_docs.sh).
 ELASTIC_DATA ?= ml-1m-part
 ELASTIC_OUT ?= repro/elastic/$(ELASTIC_DATA)
 ELASTIC_RAW ?= data/raw/$(ELASTIC_DATA).zip
@@ -165,6 +166,7 @@ reproduce-elastic: deps
 	@$(MAKE) --no-print-directory elastic-runs
 	@$(MAKE) --no-print-directory elastic-fig3
 	@$(MAKE) --no-print-directory elastic-tables
+	@$(REPRO_DOCS) doc/repro/elastic.md
 elastic-runs: $(ELASTIC_JSON)
 
 # The tables and Figure 5 from whatever runs are done (the others: "not run").

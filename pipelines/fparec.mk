@@ -9,6 +9,8 @@
 # and one negative, N=50, d=64 (ffn = d, as the code), 2 layers, 1 head,
 # dropout 0.5, and prints test HR@10/NDCG@10 next to the paper's cells.
 # Hours on 2 CPU cores (a CE epoch on Beauty: ~20 s); outputs in repro/fparec/.
+# Both targets end with doc/repro/fparec.md's included tables
+# (pipelines/repro_docs.sh; none yet: the tables here are printed only).
 FPAREC_OUT := repro/fparec
 FPAREC_BIN := $(BUILD)/bin
 FPAREC_TRAIN := --model sasrec --max-len 50 --dim 64 --ffn 64 --layers 2 --heads 1 \
@@ -36,6 +38,7 @@ reproduce-fparec-sasrec: deps
 	  printf '%-24s %8s %8s   %s\n' $$1 $$(sed 's/.*"hr@10": \([0-9.]*\).*/\1/' $$f) \
 	    $$(sed 's/.*"ndcg@10": \([0-9.]*\).*/\1/' $$f) $$2; \
 	done
+	@$(REPRO_DOCS) doc/repro/fparec.md
 
 # ---------------------------------------------------------------------------
 # FPARec Table 3, every attention of issue 4 (and BERT4Rec, softmax and hydra)
@@ -96,4 +99,5 @@ reproduce-fparec-attn: deps
 	  printf '%-32s %8s %8s   %s\n' $$d-$$k $$(sed 's/.*"hr@10": \([0-9.]*\).*/\1/' $$f) \
 	    $$(sed 's/.*"ndcg@10": \([0-9.]*\).*/\1/' $$f) $$p; \
 	done; done
+	@$(REPRO_DOCS) doc/repro/fparec.md
 fparec-attn-runs: $(FPAREC_JSON)

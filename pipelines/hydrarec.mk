@@ -47,7 +47,8 @@
 # reproduces both, and seqrec-score --candidates uni:100 -x gives the other.
 # Outputs in repro/hydrarec/DATA/: the split and its stats, per run .log,
 # .sqm, .json (validation) and .test.json; table2.md, table3.md, table4.md
-# (ML-1M) and hydrarec.md (all of them).
+# (ML-1M); then doc/repro/hydrarec.md's included tables
+# (pipelines/repro_docs.sh).
 HYDRAREC_ML ?= ml-1m-part
 HYDRAREC_DATASETS ?= beauty-bert4rec $(HYDRAREC_ML)
 HYDRAREC_BIN := $(BUILD)/bin
@@ -90,6 +91,7 @@ reproduce-hydrarec: deps
 	@$(DATA_MAKE) $(foreach d,$(HYDRAREC_DATASETS),$(if $(HYDRAREC_SPLIT_$(d)),,$(d)))
 	@$(MAKE) --no-print-directory hydrarec-runs
 	@$(MAKE) --no-print-directory hydrarec-tables
+	@$(REPRO_DOCS) doc/repro/hydrarec.md
 
 # $(1): the dataset; its split (HYDRAREC_SPLIT_DATASET: a split stream to
 # use instead, for the tests' reduced run) and runs

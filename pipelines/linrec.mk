@@ -54,7 +54,8 @@
 # fig4.md/.png (the ablations --linrec-variant no-l2 and no-elu; the paper
 # ran them on Gowalla, too large for this machine: ours are on
 # LINREC_DATA), fig5-*.png (attention heat maps of SASRec and LinRec+SASRec
-# for a user with a 50-item test history, as the paper's Figure 5).
+# for a user with a 50-item test history, as the paper's Figure 5); then
+# doc/repro/linrec.md's included tables (pipelines/repro_docs.sh).
 LINREC_DATA ?= ml-1m-part
 LINREC_OUT ?= repro/linrec/$(LINREC_DATA)
 LINREC_RAW ?= data/raw/$(LINREC_DATA).zip
@@ -111,6 +112,7 @@ reproduce-linrec: deps
 	@$(MAKE) --no-print-directory linrec-runs
 	@$(MAKE) --no-print-directory linrec-fig3
 	@$(MAKE) --no-print-directory linrec-tables
+	@$(REPRO_DOCS) doc/repro/linrec.md
 linrec-runs: $(LINREC_RUNS:%=$(LINREC_OUT)/%.json)
 
 # LINREC_SPLIT: a split stream to use instead (the tests' reduced run)
