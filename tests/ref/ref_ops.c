@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "conv.h"
 
@@ -437,6 +438,62 @@ void ref_lattn(sq_lattn_kind kind, double *out, const double *q, const double *k
                 }
             }
     }
+}
+
+void ref_attn_silu(double *out, const double *q, const double *k, const double *v, int ld,
+                   const double *rab, const int *off, int B, int H, int dqk, int dv,
+                   int max_len, double scale)
+{
+    for (int b = 0; b < B; b++)
+        for (int row = off[b]; row < off[b + 1]; row++)
+            for (int h = 0; h < H; h++)
+                for (int col = 0; col < dv; col++) {
+                    int i = row - off[b];
+                    double acc = 0;
+                    for (int j = 0; j <= i; j++) {
+                        const double *qi = q + (size_t)row * ld + h * dqk;
+                        const double *kj = k + (size_t)(off[b] + j) * ld + h * dqk;
+                        double s = rab[h * max_len + i - j];
+                        for (int d = 0; d < dqk; d++)
+                            s += qi[d] * kj[d];
+                        double a = scale * s / (1 + exp(-s));
+                        acc += a * v[(size_t)(off[b] + j) * ld + h * dv + col];
+                    }
+                    out[(size_t)row * H * dv + h * dv + col] = acc;
+                }
+}
+
+static double sigm(double x)
+{
+    return 1 / (1 + exp(-x));
+}
+
+void ref_gru(double *h, const double *x, const double *wi, const double *wh, const double *bi,
+             const double *bh, const int *off, int B, int In, int H)
+{
+    double *hp = calloc((size_t)H, sizeof *hp), *a = calloc((size_t)6 * H, sizeof *a);
+    for (int b = 0; b < B; b++) {
+        memset(hp, 0, (size_t)H * sizeof *hp);
+        for (int row = off[b]; row < off[b + 1]; row++) {
+            for (int g = 0; g < 3 * H; g++) {
+                double ai = bi ? bi[g] : 0, ah = bh ? bh[g] : 0;
+                for (int k = 0; k < In; k++)
+                    ai += wi[(size_t)g * In + k] * x[(size_t)row * In + k];
+                for (int k = 0; k < H; k++)
+                    ah += wh[(size_t)g * H + k] * hp[k];
+                a[g] = ai;
+                a[3 * H + g] = ah;
+            }
+            for (int j = 0; j < H; j++) {
+                double r = sigm(a[j] + a[3 * H + j]), z = sigm(a[H + j] + a[4 * H + j]);
+                double n = tanh(a[2 * H + j] + r * a[5 * H + j]);
+                h[(size_t)row * H + j] = (1 - z) * n + z * hp[j];
+            }
+            memcpy(hp, h + (size_t)row * H, (size_t)H * sizeof *hp);
+        }
+    }
+    free(hp);
+    free(a);
 }
 
 void ref_hconv(double *out, int ldo, int *arg, const double *x, const double *w,

@@ -98,6 +98,17 @@ void ref_attn_cross(double *out, double *att, const double *q, int ldq, const in
 void ref_lattn(sq_lattn_kind kind, double *out, const double *q, const double *k,
                const double *v, int ld, const int *off, int B, int H, int C, int causal);
 
+/* attn_silu.h: out_i^h = sum_{j <= i} scale silu(q_i^h . k_j^h + rab[h, i - j])
+ * v_j^h over the rows j of i's segment, one element at a time. */
+void ref_attn_silu(double *out, const double *q, const double *k, const double *v, int ld,
+                   const double *rab, const int *off, int B, int H, int dqk, int dv,
+                   int max_len, double scale);
+
+/* gru.h: h of every row from PyTorch's gate equations, one sequence after
+ * another from h = 0 (bi, bh may be NULL). */
+void ref_gru(double *h, const double *x, const double *wi, const double *wh, const double *bi,
+             const double *bh, const int *off, int B, int In, int H);
+
 /* conv.h: out[i, (h-1) F + f] = relu(max_p a), arg the first p of the max
  * (-1 when it is <= 0); and out[i, f C + c] = b[f] + sum_k w[f, k] x[i, k, c]. */
 void ref_hconv(double *out, int ldo, int *arg, const double *x, const double *w,
