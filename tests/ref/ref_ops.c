@@ -1,6 +1,8 @@
 /* ref_ops.c - the naive references of ref_ops.h: each op's definition as
  * plain loops. Slow on purpose; nothing here is shared with lib/ops but the
- * headers' constants. */
+ * headers' constants and two layout helpers (sq_hconv_offset, where a
+ * filter height's weights start; sq_lattn_is_linrec, which kinds are
+ * linrec's). */
 #include "ref_ops.h"
 
 #include <math.h>
