@@ -6,7 +6,7 @@
 #   make bench      benchmarks, CSV under bench/out
 #   make install    PREFIX=/usr/local
 #
-# Sources are found by wildcard: a new lib/LAYER/*.c, tools/*.c,
+# Sources are found by wildcard: a new lib/LAYER/*.c, tools/*.c, tests/ref/*.c,
 # tests/unit/test_*.c or tests/bats/*.bats needs no edit here. lib/ is one
 # folder per layer (HACKING.md); every one is on the include path.
 
@@ -83,7 +83,10 @@ TOOL_NAMES := $(filter-out seqrec,$(notdir $(TOOL_SRC:.c=)))
 PROGS := $(BUILD)/bin/seqrec $(TOOL_NAMES:%=$(BUILD)/bin/seqrec-%)
 SCRIPTS := $(BUILD)/bin/seqrec-nightly
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
-UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/main.o
+# tests/ref/*.c: the naive references of the ops (ref_ops.h), linked into the
+# unit runner; a test includes them by name (-Itests/ref).
+REF_SRC := $(sort $(wildcard tests/ref/*.c))
+UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/%.o) $(REF_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/main.o
 
 # `make` alone builds the programs: the included files' first rules (cuda.mk's
 # err_pic.o with nvcc on PATH) must not become the default goal (issue 40).
@@ -93,7 +96,7 @@ include tests/gpu/gpu.mk
 
 # tags for editors: .ctags.d/ teaches ctags the R(name) functions of real.h.
 tags: $(LIB_SRC) $(TOOL_SRC)
-	ctags -R lib tools tests/unit
+	ctags -R lib tools tests/unit tests/ref
 
 .PHONY: all tags check unit unit-sim dup-check bats demo bench bench-data deps install clean clang-check arm64-check arm64-test isa-test man-check fnlen-check
 all: $(PROGS) $(SCRIPTS) $(CUDA_SO) $(SIM_SO)
@@ -134,7 +137,11 @@ $(BUILD)/tests/unit/main.o: tests/unit/main.c $(BUILD)/tests/unit/list.h
 
 $(BUILD)/tests/unit/%.o: tests/unit/%.c $(BUILD_FLAGS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests/unit -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_ALL) -Itests/unit -Itests/ref -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/ref/%.o: tests/ref/%.c $(BUILD_FLAGS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/ref -MMD -MP -c $< -o $@
 
 # It loads the CUDA backend from $(BUILD)/lib when a test asks for a GPU.
 $(BUILD)/unit_tests: $(UNIT_OBJ) $(BUILD)/libseqrec.a | $(CUDA_SO)
@@ -173,9 +180,10 @@ bats: $(PROGS) $(SCRIPTS) $(CUDA_SO) $(BUILD)/bench/attn_bench $(BUILD)/bench/sg
 # Every source must also compile warning-free with clang (when present).
 clang-check:
 	@if command -v clang >/dev/null 2>&1; then \
-	  for f in $(LIB_SRC) $(TOOL_SRC) $(UNIT_SRC); do \
+	  for f in $(LIB_SRC) $(TOOL_SRC) $(UNIT_SRC) $(REF_SRC); do \
 	    clang -std=c11 -fsyntax-only -fopenmp -Wall -Wextra -Werror -Wshadow -Wvla -D_DEFAULT_SOURCE \
-	      -D_FILE_OFFSET_BITS=64 -DSEQREC_VERSION='"$(VERSION)"' $(LIB_INC) -Itests/unit -I$(BUILD)/tests/unit $$f || exit 1; \
+	      -D_FILE_OFFSET_BITS=64 -DSEQREC_VERSION='"$(VERSION)"' $(LIB_INC) -Itests/unit -Itests/ref \
+	      -I$(BUILD)/tests/unit $$f || exit 1; \
 	  done; \
 	  for f in $(CUDA_SRC) tests/sim/sim.cpp tests/sim/selftest.cu; do \
 	    clang++ -x c++ -fsyntax-only $(filter-out $(SANFLAGS),$(SIM_CXXFLAGS)) $$f || exit 1; \

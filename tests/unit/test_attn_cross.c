@@ -7,8 +7,9 @@
  * no keys and one that has no queries (in some batches one with neither),
  * q rows of stride ldq = C, C + 3 or 2C and k, v separate (ldk = C) or
  * columns of one fused buffer (ldk = 2C; ldk = 3C with k before v or after):
- *   - the double build equals an explicit long double reference (outputs
- *     and the probability cache, laid out as attn_cross.h says) to 1e-12,
+ *   - the double build equals an explicit long double reference
+ *     (tests/ref: outputs and the probability cache, laid out as
+ *     attn_cross.h says) to 1e-12,
  *     the float build to 1e-5 (normwise relative);
  *   - dq, dk, dv of the double build match fourth-order central finite
  *     differences (gradcheck.h) to 1e-6 over the whole q and kv buffers;
@@ -28,6 +29,7 @@
 #include "attn_cross.h"
 #include "gradcheck.h"
 #include "ops.h"
+#include "ref_ops.h"
 #include "rng.h"
 #include "segs.h"
 #include "unit.h"
@@ -82,49 +84,6 @@ static void xsegs_random(sq_rng *r, xsegs *s, int maxq, int maxk, int empty)
     }
     s->Tq = sq_pack_offsets(s->offq, s->nq, s->B);
     s->Tk = sq_pack_offsets(s->offk, s->nk, s->B);
-}
-
-/* ------------------------------------------------------------------------ */
-/* The reference, from the definition in attn_cross.h, in long double: out
- * [Tq, C] and the probability cache in its documented layout. */
-
-typedef long double ldbl;
-
-static void ref_forward(double *out, double *att, const double *q, int ldq,
-                        const int *offq, const double *k, const double *v, int ldk,
-                        const int *offk, int B, int H, int C)
-{
-    int hs = C / H;
-    size_t base = 0;
-    for (int b = 0; b < B; b++) {
-        int nq = offq[b + 1] - offq[b], nk = offk[b + 1] - offk[b];
-        for (int h = 0; h < H; h++)
-            for (int i = 0; i < nq; i++) {
-                const double *qi = q + (size_t)(offq[b] + i) * ldq + h * hs;
-                ldbl s[64], mx = -INFINITY, sum = 0;
-                for (int j = 0; j < nk; j++) {
-                    const double *kj = k + (size_t)(offk[b] + j) * ldk + h * hs;
-                    s[j] = 0;
-                    for (int d = 0; d < hs; d++)
-                        s[j] += (ldbl)qi[d] * kj[d];
-                    s[j] /= sqrtl((ldbl)hs);
-                    mx = fmaxl(mx, s[j]);
-                }
-                for (int j = 0; j < nk; j++)
-                    sum += s[j] = expl(s[j] - mx);
-                for (int j = 0; j < nk; j++) {
-                    s[j] /= sum;
-                    att[base + ((size_t)h * nq + i) * nk + j] = (double)s[j];
-                }
-                for (int d = 0; d < hs; d++) {
-                    ldbl o = 0;
-                    for (int j = 0; j < nk; j++)
-                        o += s[j] * v[(size_t)(offk[b] + j) * ldk + h * hs + d];
-                    out[(size_t)(offq[b] + i) * C + h * hs + d] = (double)o;
-                }
-            }
-        base += (size_t)H * nq * nk;
-    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -265,8 +224,8 @@ static void check_instance(unit_ctx *t, sq_rng *r, int C, int H, int maxq, int m
     fill_nan(c.att, c.an);
     double *ref = gc_zeros(n), *ratt = gc_zeros(c.an);
     xc_obj(&c);
-    ref_forward(ref, ratt, c.qb, c.ldq, s.offq, c.kb + c.koff, c.kb + c.voff, c.ldk,
-                s.offk, s.B, H, C);
+    ref_attn_cross(ref, ratt, c.qb, c.ldq, s.offq, c.kb + c.koff, c.kb + c.voff, c.ldk,
+                   s.offk, s.B, H, C);
     CHECK_WORST(gc_rel_diff_f64(c.out, ref, n), REF_TOL_F64, wo->ref64);
     CHECK_WORST(gc_rel_diff_f64(c.att, ratt, c.an), REF_TOL_F64, wo->att64);
 
@@ -400,8 +359,8 @@ UNIT_TEST(test_attn_cross_large)
         c.att = gc_zeros(c.an);
         c.w = gc_normal(&r, n, 1);
         double *ref = gc_zeros(n), *ratt = gc_zeros(c.an);
-        ref_forward(ref, ratt, c.qb, c.ldq, s.offq, c.kb, c.kb + c.C, c.ldk, s.offk, s.B,
-                    c.H, c.C);
+        ref_attn_cross(ref, ratt, c.qb, c.ldq, s.offq, c.kb, c.kb + c.C, c.ldk, s.offk,
+                       s.B, c.H, c.C);
         for (int b = 0; b < s.B; b++) /* the largest score */
             for (int i = s.offq[b]; i < s.offq[b + 1]; i++)
                 for (int j = s.offk[b]; j < s.offk[b + 1]; j++)

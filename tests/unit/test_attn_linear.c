@@ -5,8 +5,8 @@
  * or 3, C = 5 with H = 1, C = 40 with H = 2; hydra also with H = C) and packed batches of
  * segments of lengths 1..7 (a length-1 segment always included), separate
  * and fused (ld = 3C) q, k, v:
- *   - the double build equals an explicit quadratic reference (the masked
- *     len x len score matrix, in long double) to 1e-10, the float build to
+ *   - the double build equals an explicit quadratic reference (tests/ref:
+ *     the masked len x len score matrix, in long double) to 1e-10, the float build to
  *     1e-5 (normwise relative);
  *   - dq, dk, dv of the double build match fourth-order central finite
  *     differences (gradcheck.h) to 1e-6; backward adds into the gradients
@@ -30,6 +30,7 @@
 #include "attn_linear.h"
 #include "gradcheck.h"
 #include "ops.h"
+#include "ref_ops.h"
 #include "rng.h"
 #include "segs.h"
 #include "unit.h"
@@ -38,7 +39,6 @@
 #define REF_TOL_F64 1e-10
 #define REF_TOL_F32 1e-5
 #define F32_TOL 1e-5  /* float build vs double build, normwise */
-#define MAXL 64       /* longest segment the quadratic reference takes */
 
 static const char *kind_name(sq_lattn_kind kind)
 {
@@ -54,111 +54,6 @@ static const char *kind_name(sq_lattn_kind kind)
     case SQ_LATTN_LINREC_NO_ELU_PAPER: return "linrec-no-elu-paper";
     }
     return "?";
-}
-
-/* ------------------------------------------------------------------------ */
-/* The quadratic reference: for every query the explicit row of scores over
- * the keys it sees, from the definitions in attn_linear.h, in long double. */
-
-typedef long double ldbl;
-
-static ldbl elu_l(ldbl x)
-{
-    return x > 0 ? x : expm1l(x);
-}
-
-/* linrec's feature map: elu, or the identity (no-elu) */
-static ldbl lr_f_l(sq_linrec_variant va, ldbl x)
-{
-    return va == SQ_LINREC_NO_ELU ? x : elu_l(x);
-}
-
-static void ref_forward(sq_lattn_kind kind, double *out, const double *q,
-                        const double *k, const double *v, int ld,
-                        const int *off, int B, int H, int C, int causal)
-{
-    int hs = C / H;
-    const ldbl eps = SQ_LATTN_EPS;
-    for (int b = 0; b < B; b++) {
-        int o = off[b], L = off[b + 1] - off[b];
-        if (L > MAXL)
-            abort();
-        for (int h = 0; h < H; h++)
-            for (int t = 0; t < L; t++) {
-                int n = causal ? t + 1 : L; /* keys 0 .. n-1 */
-                ldbl A[MAXL] = {0}, den = 0;
-                const double *qt = q + (size_t)(o + t) * ld + h * hs;
-                sq_linrec_scale sc;
-                sq_linrec_variant va;
-                if (sq_lattn_is_linrec(kind, &sc, &va)) {
-                    int l2 = va != SQ_LINREC_NO_L2;
-                    ldbl cq = 1 / sqrtl(hs), ck = 1, nq = 0;
-                    if (sc == SQ_LINREC_PAPER)
-                        ck = 1 / sqrtl(n);
-                    for (int a = 0; a < hs; a++)
-                        nq += lr_f_l(va, qt[a]) * lr_f_l(va, qt[a]);
-                    nq = l2 ? sqrtl(nq + eps) : 1;
-                    for (int a = 0; a < hs; a++) {
-                        ldbl z = 0;
-                        for (int j = 0; j < n; j++) {
-                            ldbl x = lr_f_l(va, k[(size_t)(o + j) * ld + h * hs + a]);
-                            z += x * x;
-                        }
-                        z = l2 ? sqrtl(z + eps) : 1;
-                        for (int j = 0; j < n; j++)
-                            A[j] += cq * lr_f_l(va, qt[a]) / nq * ck *
-                                    lr_f_l(va, k[(size_t)(o + j) * ld + h * hs + a]) / z;
-                    }
-                } else if (kind == SQ_LATTN_LINEAR) {
-                    for (int j = 0; j < n; j++) {
-                        for (int a = 0; a < hs; a++)
-                            A[j] += (elu_l(qt[a]) + 1) *
-                                    (elu_l(k[(size_t)(o + j) * ld + h * hs + a]) + 1);
-                        den += A[j];
-                    }
-                    den += (ldbl)SQ_LATTN_EPS_DEN;
-                    for (int j = 0; j < n; j++)
-                        A[j] /= den;
-                } else if (kind == SQ_LATTN_EFFICIENT) {
-                    ldbl p[MAXL], mx = qt[0], sum = 0;
-                    for (int a = 1; a < hs; a++)
-                        mx = fmaxl(mx, qt[a]);
-                    for (int a = 0; a < hs; a++)
-                        sum += p[a] = expl(qt[a] - mx);
-                    for (int a = 0; a < hs; a++) {
-                        const double *kc = k + (size_t)o * ld + h * hs + a;
-                        ldbl km = kc[0], ks = 0;
-                        for (int j = 1; j < n; j++)
-                            km = fmaxl(km, kc[(size_t)j * ld]);
-                        for (int j = 0; j < n; j++)
-                            ks += expl(kc[(size_t)j * ld] - km);
-                        for (int j = 0; j < n; j++)
-                            A[j] += p[a] / sum * expl(kc[(size_t)j * ld] - km) / ks;
-                    }
-                } else { /* hydra: norms over the whole row of C */
-                    const double *qr = q + (size_t)(o + t) * ld;
-                    ldbl nq = 0;
-                    for (int c = 0; c < C; c++)
-                        nq += (ldbl)qr[c] * qr[c];
-                    nq = sqrtl(nq + eps);
-                    for (int j = 0; j < n; j++) {
-                        const double *kr = k + (size_t)(o + j) * ld;
-                        ldbl nk = 0;
-                        for (int c = 0; c < C; c++)
-                            nk += (ldbl)kr[c] * kr[c];
-                        nk = sqrtl(nk + eps);
-                        for (int a = 0; a < hs; a++)
-                            A[j] += qr[h * hs + a] / nq * kr[h * hs + a] / nk;
-                    }
-                }
-                for (int e = 0; e < hs; e++) {
-                    ldbl s = 0;
-                    for (int j = 0; j < n; j++)
-                        s += A[j] * v[(size_t)(o + j) * ld + h * hs + e];
-                    out[(size_t)(o + t) * C + h * hs + e] = (double)s;
-                }
-            }
-    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -245,7 +140,7 @@ static void check_instance(unit_ctx *t, sq_rng *r, sq_lattn_kind kind, int C,
     /* reference */
     double *ref = gc_zeros(n);
     lk_obj(&c);
-    ref_forward(kind, ref, q, k, v, ld, s.off, s.B, H, C, causal);
+    ref_lattn(kind, ref, q, k, v, ld, s.off, s.B, H, C, causal);
     double e = gc_rel_diff_f64(c.out, ref, n);
     CHECK(e < REF_TOL_F64);
     UPD(wo->ref64[causal], e);
@@ -401,8 +296,8 @@ UNIT_TEST(test_attn_linear_efficient_large)
             sq_efficient_attn_backward(cx, fd, fd + n, fd + 2 * n, fs, fw, fx,
                                        fx + n, fx + 2 * n, fc, ld, s.off, s.B,
                                        H, C, causal);
-            ref_forward(SQ_LATTN_EFFICIENT, ref, x, x + n, x + 2 * n, ld,
-                        s.off, s.B, H, C, causal);
+            ref_lattn(SQ_LATTN_EFFICIENT, ref, x, x + n, x + 2 * n, ld,
+                      s.off, s.B, H, C, causal);
             int finite = 1;
             for (size_t i = 0; i < n; i++)
                 finite &= isfinite(fo[i]) != 0;

@@ -1,9 +1,9 @@
 /* Unit tests for lib/ops/bkl.c (sq_bkl) and sq_ce_sampled (lib/ops/ops.c).
  *
- * The losses against naive long-double references; the gradients of the
- * _f64 build against finite differences (gradcheck.h), starting from
- * non-zero gradient buffers (backward adds); the float build against the
- * double one. Set SQ_TEST_VERBOSE=1 to print the measured errors. */
+ * The losses against naive long-double references (tests/ref); the
+ * gradients of the _f64 build against finite differences (gradcheck.h),
+ * starting from non-zero gradient buffers (backward adds); the float build
+ * against the double one. Set SQ_TEST_VERBOSE=1 to print the measured errors. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +11,7 @@
 #include "bkl.h"
 #include "gradcheck.h"
 #include "ops.h"
+#include "ref_ops.h"
 #include "rng.h"
 #include "unit.h"
 
@@ -68,47 +69,6 @@ static double bkl_obj(void *p)
     bkl_ctx *c = p;
     return sq_bkl_f64(cx, NULL, NULL, c->scratch, c->h, c->E, c->ra, c->rb, c->cand, c->S,
                       c->n, c->C, c->V1, c->chunk, 1);
-}
-
-/* Naive: both distributions in long double, then
- * 1/2 sum_x (P - Q)(log P - log Q) written literally. */
-static double bkl_naive(const bkl_ctx *c, const int *ra, const int *rb)
-{
-    int L = c->cand ? c->S : c->V1 - 1;
-    long double *la = calloc((size_t)L, sizeof *la), *lb = calloc((size_t)L, sizeof *lb);
-    long double total = 0;
-    for (int i = 0; i < c->n; i++) {
-        long double ma = -INFINITY, mb = -INFINITY;
-        for (int k = 0; k < L; k++) {
-            int item = c->cand ? c->cand[i * c->S + k] : k + 1;
-            if (!item)
-                continue;
-            long double a = 0, b = 0;
-            for (int d = 0; d < c->C; d++) {
-                long double e = c->E[(size_t)item * c->C + d];
-                a += (long double)c->h[(size_t)ra[i] * c->C + d] * e;
-                b += (long double)c->h[(size_t)rb[i] * c->C + d] * e;
-            }
-            la[k] = a, lb[k] = b;
-            ma = a > ma ? a : ma;
-            mb = b > mb ? b : mb;
-        }
-        long double za = 0, zb = 0, D = 0;
-        for (int k = 0; k < L; k++)
-            if (!c->cand || c->cand[i * c->S + k]) {
-                za += expl(la[k] - ma);
-                zb += expl(lb[k] - mb);
-            }
-        for (int k = 0; k < L; k++)
-            if (!c->cand || c->cand[i * c->S + k]) {
-                long double lp = la[k] - ma - logl(za), lq = lb[k] - mb - logl(zb);
-                D += (expl(lp) - expl(lq)) * (lp - lq);
-            }
-        total += D / 2;
-    }
-    free(la);
-    free(lb);
-    return (double)(total / c->n);
 }
 
 /* A random problem: pairs on random distinct rows of h among unrelated
@@ -190,7 +150,7 @@ static void bkl_trials(unit_ctx *t, int sampled)
             dh[i] -= dh0[i];
         for (size_t i = 0; i < en; i++)
             dE[i] -= dE0[i];
-        double ref = bkl_naive(&c, c.ra, c.rb);
+        double ref = ref_bkl(c.h, c.E, c.ra, c.rb, c.cand, c.S, c.n, c.C, c.V1);
         CHECK(loss >= 0);
         lworst = fmax(lworst, fabs(loss - ref) / fmax(ref, 1e-300));
         CHECK_NEAR(loss, ref, 1e-12);
@@ -317,7 +277,7 @@ UNIT_TEST(test_bkl_large_logits)
         double *dh = gc_zeros(hn), *dE = gc_zeros(en);
         double loss = sq_bkl_f64(cx, dh, dE, c.scratch, c.h, c.E, c.ra, c.rb, c.cand, c.S,
                                  c.n, c.C, c.V1, c.chunk, 1);
-        double ref = bkl_naive(&c, c.ra, c.rb);
+        double ref = ref_bkl(c.h, c.E, c.ra, c.rb, c.cand, c.S, c.n, c.C, c.V1);
         CHECK(isfinite(loss));
         CHECK_NEAR(loss, ref, 1e-12);
         CHECK(all_finite(dh, hn) && all_finite(dE, en));
@@ -352,34 +312,6 @@ static double ces_obj(void *p)
                              c->C, 1, &count);
 }
 
-/* Naive: -log(e^s_p / (e^s_p + sum_k e^s_k)) in long double. */
-static double ces_naive(const ces_ctx *c, int *count)
-{
-    long double total = 0;
-    *count = 0;
-    for (int i = 0; i < c->n; i++) {
-        if (!c->pos[i])
-            continue;
-        const double *hi = c->h + (size_t)(c->rows ? c->rows[i] : i) * c->C;
-        long double sp = 0, z;
-        for (int d = 0; d < c->C; d++)
-            sp += (long double)hi[d] * c->E[(size_t)c->pos[i] * c->C + d];
-        z = expl(sp);
-        for (int k = 0; k < c->K; k++) {
-            int item = c->neg[i * c->K + k];
-            if (!item)
-                continue;
-            long double s = 0;
-            for (int d = 0; d < c->C; d++)
-                s += (long double)hi[d] * c->E[(size_t)item * c->C + d];
-            z += expl(s);
-        }
-        total -= logl(expl(sp) / z);
-        ++*count;
-    }
-    return *count ? (double)(total / *count) : 0;
-}
-
 UNIT_TEST(test_ce_sampled)
 {
     const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
@@ -412,7 +344,7 @@ UNIT_TEST(test_ce_sampled)
             dh[i] -= dh0[i];
         for (size_t i = 0; i < en; i++)
             dE[i] -= dE0[i];
-        double ref = ces_naive(&c, &ncount);
+        double ref = ref_ce_sampled(c.h, c.E, c.rows, pos, neg, n, K, C, &ncount);
         CHECK_EQ(count, n - 1);
         CHECK_EQ(count, ncount);
         lworst = fmax(lworst, fabs(loss - ref) / ref);

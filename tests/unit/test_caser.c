@@ -3,8 +3,8 @@
  *
  * The ops, over windows of L in {1, 2, 3, 5} rows, F filters, output rows
  * at a stride wider than the op's columns and at a column offset:
- *   - the double build equals an explicit loop over conv.h's equations to
- *     1e-12 (the horizontal's arg too), and writes no column but its own;
+ *   - the double build equals an explicit loop over conv.h's equations
+ *     (tests/ref) to 1e-12 (the horizontal's arg too), and writes no column but its own;
  *   - dx, dw and db of the double build match fourth-order central finite
  *     differences (gradcheck.h) to 1e-6, the backward adding into non-zero
  *     buffers; for the horizontal op (a relu and a max) the elements whose
@@ -28,6 +28,7 @@
 #include "flat_check.h"
 #include "gradcheck.h"
 #include "ops.h"
+#include "ref_ops.h"
 #include "rng.h"
 #include "sasrec.h"
 #include "unit.h"
@@ -40,48 +41,6 @@ extern const sq_flat_def sq_flat_caser;
 extern const sq_model_def sq_model_caser;
 
 #define UPD(w, e) do { double e_ = (e); if (!(e_ <= (w))) (w) = e_; } while (0)
-
-/* ------------------------------------------------------------------------ */
-/* References                                                               */
-
-/* out[i, c0 + (h-1) F + f] = relu(max_p a), arg the first p of the max
- * (-1 when it is <= 0), straight from conv.h. */
-static void ref_hconv(double *out, int ldo, int *arg, const double *x, const double *w,
-                      const double *b, int n, int L, int C, int F)
-{
-    for (int i = 0; i < n; i++)
-        for (int h = 1; h <= L; h++)
-            for (int f = 0; f < F; f++) {
-                const double *wf = w + sq_hconv_offset(h, F, C) + (size_t)f * h * C;
-                double best = 0;
-                int at = -1;
-                for (int p = 0; p + h <= L; p++) {
-                    double a = b[(h - 1) * F + f];
-                    for (int k = 0; k < h; k++)
-                        for (int c = 0; c < C; c++)
-                            a += wf[k * C + c] * x[((size_t)i * L + p + k) * C + c];
-                    if (at < 0 || a > best) {
-                        best = a;
-                        at = p;
-                    }
-                }
-                out[(size_t)i * ldo + (h - 1) * F + f] = best > 0 ? best : 0;
-                arg[((size_t)i * L + h - 1) * F + f] = best > 0 ? at : -1;
-            }
-}
-
-static void ref_vconv(double *out, int ldo, const double *x, const double *w, const double *b,
-                      int n, int L, int C, int F)
-{
-    for (int i = 0; i < n; i++)
-        for (int f = 0; f < F; f++)
-            for (int c = 0; c < C; c++) {
-                double y = b[f];
-                for (int k = 0; k < L; k++)
-                    y += w[f * L + k] * x[((size_t)i * L + k) * C + c];
-                out[(size_t)i * ldo + f * C + c] = y;
-            }
-}
 
 /* ------------------------------------------------------------------------ */
 /* The ops                                                                  */

@@ -8,7 +8,7 @@
  *     unchanged) or a reorder (a permutation inside one run of floor(beta
  *     len)); all three kinds occur; a user's views do not depend on the
  *     batch size and change with the epoch; ratios out of range are refused;
- *   - InfoNCE: the loss against a direct evaluation of its definition, its
+ *   - InfoNCE: the loss against its definition (ref_infonce, tests/ref), its
  *     gradient against central differences in double, float vs double;
  *   - the whole loss (next item CE or BCE + lambda InfoNCE, through the
  *     backbone with dropout) against central differences on every parameter
@@ -25,6 +25,7 @@
 #include "infonce.h"
 #include "model.h"
 #include "models.h"
+#include "ref_ops.h"
 #include "rng.h"
 #include "unit.h"
 
@@ -198,40 +199,6 @@ static double nce_obj(void *p)
     return sq_infonce_forward_f64(&cx, c->scratch, c->h, nce_ra, nce_rb, NCE_U, NCE_C, c->o);
 }
 
-/* The definition, directly: mean over the 2U anchors of -log of the
- * positive's share among the other 2U - 1 (cosine: of the normalised
- * states; labels: less the views of other pairs with the anchor's label). */
-static double nce_direct(const double *h, const sq_infonce_opt *o)
-{
-    int M = 2 * NCE_U, row[2 * NCE_U];
-    for (int i = 0; i < NCE_U; i++) {
-        row[i] = nce_ra[i];
-        row[NCE_U + i] = nce_rb[i];
-    }
-    double L = 0;
-    for (int i = 0; i < M; i++) {
-        double den = 0, pos = 0;
-        for (int k = 0; k < M; k++) {
-            double s = 0, ni = 0, nk = 0;
-            for (int c = 0; c < NCE_C; c++) {
-                s += h[row[i] * NCE_C + c] * h[row[k] * NCE_C + c];
-                ni += h[row[i] * NCE_C + c] * h[row[i] * NCE_C + c];
-                nk += h[row[k] * NCE_C + c] * h[row[k] * NCE_C + c];
-            }
-            if (o->cosine)
-                s /= sqrt(ni) * sqrt(nk);
-            int positive = k == (i + NCE_U) % M;
-            int same = o->label && o->label[k % NCE_U] == o->label[i % NCE_U];
-            if (k != i && (positive || !same))
-                den += exp(s / o->tau);
-            if (positive)
-                pos = exp(s / o->tau);
-        }
-        L -= log(pos / den);
-    }
-    return L / M;
-}
-
 UNIT_TEST(test_infonce_gradcheck)
 {
     sq_ctx cx = sq_ctx_cpu();
@@ -255,7 +222,8 @@ UNIT_TEST(test_infonce_gradcheck)
                             .label = k & 4 ? nce_label : NULL};
         double dloss = 0.7;
         double L = sq_infonce_forward_f64(&cx, scratch, h, nce_ra, nce_rb, NCE_U, NCE_C, &o);
-        CHECK_NEAR(L, nce_direct(h, &o), 1e-12);
+        double ref = ref_infonce(h, nce_ra, nce_rb, NCE_U, NCE_C, o.tau, o.cosine, o.label);
+        CHECK_NEAR(L, ref, 1e-12);
         memset(g, 0, sizeof g);
         sq_infonce_backward_f64(&cx, g, scratch, nce_ra, nce_rb, NCE_U, NCE_C, &o, 1);
         nce_ctx c = {h, scratch, &o};

@@ -6,7 +6,7 @@
  * segment always included), x a [T, C] array or the V slice of a fused
  * [T, 3C] buffer, with and without a bias:
  *   - the double build equals an explicit loop over the definition
- *     (dwconv.h) to 1e-12, and the forward adds onto what out held;
+ *     (dwconv.h; tests/ref) to 1e-12, and the forward adds onto what out held;
  *   - dx (over the whole fused buffer: nothing outside V may move), dw and
  *     db of the double build match fourth-order central finite differences
  *     (gradcheck.h) to 1e-6; the backward adds into gradients that start
@@ -28,6 +28,7 @@
 #include "gradcheck.h"
 #include "mix_qkv.h"
 #include "ops.h"
+#include "ref_ops.h"
 #include "rng.h"
 #include "sasrec.h"
 #include "segs.h"
@@ -36,25 +37,6 @@
 #define GRAD_TOL 1e-6 /* finite differences vs backward, double build */
 #define REF_TOL 1e-12 /* double build vs the explicit loop */
 #define F32_TOL 1e-5  /* float build vs double build, normwise */
-
-/* out[t, c] += b[c] + sum_k w[k, c] x[t + k - lo, c] over the rows of t's
- * segment, straight from dwconv.h. */
-static void ref_forward(double *out, const double *x, int ld, const double *w,
-                        const double *b, int K, const segs *s, int C, int causal)
-{
-    int lo = causal ? K - 1 : (K - 1) / 2;
-    for (int sb = 0; sb < s->B; sb++)
-        for (int t = s->off[sb]; t < s->off[sb + 1]; t++)
-            for (int c = 0; c < C; c++) {
-                double y = b ? b[c] : 0;
-                for (int k = 0; k < K; k++) {
-                    int j = t + k - lo;
-                    if (j >= s->off[sb] && j < s->off[sb + 1])
-                        y += w[(size_t)k * C + c] * x[(size_t)j * ld + c];
-                }
-                out[(size_t)t * C + c] += y;
-            }
-}
 
 #define UPD(w, e) do { double e_ = (e); if (!(e_ <= (w))) (w) = e_; } while (0)
 
@@ -133,7 +115,7 @@ static void check_op(unit_ctx *t, sq_rng *r, int K, int causal, int trial, op_wo
     memcpy(o, o0, n * sizeof *o);
     memcpy(ref, o0, n * sizeof *ref);
     sq_dwconv_forward_f64(&cx, o, x, ld, c.w, bias, K, s.off, s.B, C, causal);
-    ref_forward(ref, x, ld, c.w, bias, K, &s, C, causal);
+    ref_dwconv(ref, x, ld, c.w, bias, K, s.off, s.B, C, causal);
     double e = gc_rel_diff_f64(o, ref, n);
     CHECK(e < REF_TOL);
     UPD(wo->ref, e);

@@ -5,7 +5,7 @@
  * length-1 and a length-7 one always in), input width != hidden width, with
  * and without biases:
  *   - the double build equals an explicit per-sequence loop over PyTorch's
- *     equations (gru.h) to 1e-12;
+ *     equations (gru.h; tests/ref) to 1e-12;
  *   - dx, dw_ih, dw_hh, db_ih, db_hh of the double build match fourth-order
  *     central finite differences (gradcheck.h) of sum(h * w) to 1e-6, and
  *     the backward adds into gradients that start non-zero;
@@ -25,6 +25,7 @@
 #include "gradcheck.h"
 #include "gru.h"
 #include "ops.h"
+#include "ref_ops.h"
 #include "rng.h"
 #include "sasrec.h" /* SQ_LOSS_CE */
 #include "segs.h"
@@ -35,37 +36,6 @@
 #define F32_TOL 1e-5  /* float build vs double build, normwise */
 
 #define UPD(w, e) do { double e_ = (e); if (!(e_ <= (w))) (w) = e_; } while (0)
-
-static double sigm(double x) { return 1 / (1 + exp(-x)); }
-
-/* h of every row, straight from gru.h, one sequence after another. */
-static void ref_forward(double *h, const double *x, const double *wi, const double *wh,
-                        const double *bi, const double *bh, const segs *s, int In, int H)
-{
-    double *hp = gc_zeros((size_t)H), *a = gc_zeros((size_t)6 * H);
-    for (int b = 0; b < s->B; b++) {
-        memset(hp, 0, (size_t)H * sizeof *hp);
-        for (int row = s->off[b]; row < s->off[b + 1]; row++) {
-            for (int g = 0; g < 3 * H; g++) {
-                double ai = bi ? bi[g] : 0, ah = bh ? bh[g] : 0;
-                for (int k = 0; k < In; k++)
-                    ai += wi[(size_t)g * In + k] * x[(size_t)row * In + k];
-                for (int k = 0; k < H; k++)
-                    ah += wh[(size_t)g * H + k] * hp[k];
-                a[g] = ai;
-                a[3 * H + g] = ah;
-            }
-            for (int j = 0; j < H; j++) {
-                double r = sigm(a[j] + a[3 * H + j]), z = sigm(a[H + j] + a[4 * H + j]);
-                double n = tanh(a[2 * H + j] + r * a[5 * H + j]);
-                h[(size_t)row * H + j] = (1 - z) * n + z * hp[j];
-            }
-            memcpy(hp, h + (size_t)row * H, (size_t)H * sizeof *hp);
-        }
-    }
-    free(hp);
-    free(a);
-}
 
 /* f = sum(h * wgt), h = gru(x). */
 typedef struct {
@@ -200,7 +170,7 @@ UNIT_TEST(test_gru_op)
         gr_sizes z = sizes_of(&c);
         double *ref = gc_zeros(z.h);
         gr_obj(&c);
-        ref_forward(ref, c.x, c.wi, c.wh, bias ? c.bi : NULL, bias ? c.bh : NULL, &s, In, H);
+        ref_gru(ref, c.x, c.wi, c.wh, bias ? c.bi : NULL, bias ? c.bh : NULL, s.off, s.B, In, H);
         double e = gc_rel_diff_f64(c.h, ref, z.h);
         CHECK(e < REF_TOL);
         UPD(worst[0], e);

@@ -5,24 +5,28 @@
 #include <string.h>
 #include <omp.h>
 
+#include "ref_ops.h"
 #include "rng.h"
 #include "unit.h"
 
 #define SQ_REAL float
 #include "real.h"
 
-/* C = op(A) op(B) + beta C0 in double, the reference */
-static void ref_gemm(int ta, int tb, int M, int N, int K, const float *A, const float *B,
-                     float beta, const float *C0, double *out)
+/* C = op(A) op(B) + beta C0 in double, the reference (tests/ref) on the
+ * float inputs */
+static void ref_of(int ta, int tb, int M, int N, int K, const float *A, const float *B,
+                   float beta, const float *C0, double *out)
 {
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            double s = 0;
-            for (int k = 0; k < K; k++)
-                s += (double)(ta ? A[(size_t)k * M + i] : A[(size_t)i * K + k]) *
-                     (double)(tb ? B[(size_t)j * K + k] : B[(size_t)k * N + j]);
-            out[(size_t)i * N + j] = s + beta * C0[(size_t)i * N + j];
-        }
+    double *dA = malloc((size_t)M * K * sizeof *dA), *dB = malloc((size_t)K * N * sizeof *dB);
+    for (size_t i = 0; i < (size_t)M * K; i++)
+        dA[i] = A[i];
+    for (size_t i = 0; i < (size_t)K * N; i++)
+        dB[i] = B[i];
+    for (size_t i = 0; i < (size_t)M * N; i++)
+        out[i] = C0[i];
+    ref_gemm(ta, tb, M, N, K, 1, dA, ta ? M : K, dB, tb ? K : N, beta, out, N);
+    free(dA);
+    free(dB);
 }
 
 UNIT_TEST(test_pgemm_split)
@@ -45,7 +49,7 @@ UNIT_TEST(test_pgemm_split)
                 B[i] = (float)sq_rng_uniform(&r) - 0.5f;
             for (size_t i = 0; i < (size_t)M * N; i++)
                 C0[i] = (float)sq_rng_uniform(&r);
-            ref_gemm(ta, tb, M, N, K, A, B, 0.5f, C0, ref);
+            ref_of(ta, tb, M, N, K, A, B, 0.5f, C0, ref);
             for (int nt = 1; nt <= 3; nt++) {
                 omp_set_num_threads(nt);
                 for (int rep = 0; rep < 2; rep++) {

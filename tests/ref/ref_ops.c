@@ -1,0 +1,553 @@
+/* ref_ops.c - the naive references of ref_ops.h: each op's definition as
+ * plain loops. Slow on purpose; nothing here is shared with lib/ops but the
+ * headers' constants and two layout helpers (sq_hconv_offset, where a
+ * filter height's weights start; sq_lattn_is_linrec, which kinds are
+ * linrec's). */
+#include "ref_ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conv.h"
+
+typedef long double ldbl;
+
+/* The row of entry i: rows[i], or i when rows is NULL. */
+static int row_of(const int *rows, int i)
+{
+    return rows ? rows[i] : i;
+}
+
+static double dot(const double *a, const double *b, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+/* ------------------------------------------------------------------------ */
+/* ops.h                                                                    */
+
+void ref_embedding(double *out, const double *table, const int *ids, int T, int C,
+                   double scale)
+{
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < C; c++)
+            out[(size_t)t * C + c] = ids[t] ? scale * table[(size_t)ids[t] * C + c] : 0;
+}
+
+void ref_posemb(double *out, const double *inp, const double *pe, const int *pos, int T,
+                int C)
+{
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < C; c++)
+            out[(size_t)t * C + c] = inp[(size_t)t * C + c] + pe[(size_t)pos[t] * C + c];
+}
+
+void ref_layernorm(double *out, const double *inp, const double *w, const double *b, int T,
+                   int C, double eps)
+{
+    for (int t = 0; t < T; t++) {
+        const double *x = inp + (size_t)t * C;
+        double mean = 0, var = 0;
+        for (int c = 0; c < C; c++)
+            mean += x[c];
+        mean /= C;
+        for (int c = 0; c < C; c++)
+            var += (x[c] - mean) * (x[c] - mean);
+        var /= C;
+        for (int c = 0; c < C; c++)
+            out[(size_t)t * C + c] = (x[c] - mean) / sqrt(var + eps) * w[c] + b[c];
+    }
+}
+
+void ref_linear(double *out, const double *inp, const double *w, const double *b, int T,
+                int C, int OC)
+{
+    for (int t = 0; t < T; t++)
+        for (int o = 0; o < OC; o++)
+            out[(size_t)t * OC + o] =
+                (b ? b[o] : 0) + dot(inp + (size_t)t * C, w + (size_t)o * C, C);
+}
+
+void ref_gelu(double *out, const double *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = inp[i] * (1 + erf(inp[i] / sqrt(2.0))) / 2;
+}
+
+void ref_relu(double *out, const double *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = inp[i] > 0 ? inp[i] : 0;
+}
+
+void ref_dropout(double *out, const double *inp, const uint8_t *mask, size_t n, double p)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = mask[i] ? inp[i] / (1 - p) : 0;
+}
+
+void ref_residual(double *out, const double *a, const double *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+void ref_attention(double *out, const double *q, const double *k, const double *v, int ld,
+                   const int *off, int B, int H, int C, int causal)
+{
+    int T = off[B], hs = C / H;
+    int *seg = malloc((size_t)T * sizeof *seg);
+    double *sc = malloc((size_t)T * sizeof *sc);
+    for (int b = 0; b < B; b++)
+        for (int i = off[b]; i < off[b + 1]; i++)
+            seg[i] = b;
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < T; i++) {
+            double mx = -1e300, sum = 0;
+            for (int j = 0; j < T; j++) {
+                int ok = seg[j] == seg[i] && (!causal || j <= i);
+                sc[j] = -INFINITY;
+                if (!ok)
+                    continue;
+                sc[j] = dot(q + (size_t)i * ld + h * hs, k + (size_t)j * ld + h * hs, hs) /
+                        sqrt(hs);
+                mx = fmax(mx, sc[j]);
+            }
+            for (int j = 0; j < T; j++) {
+                sc[j] = exp(sc[j] - mx);
+                sum += sc[j];
+            }
+            for (int e = 0; e < hs; e++) {
+                double o = 0;
+                for (int j = 0; j < T; j++)
+                    o += sc[j] / sum * v[(size_t)j * ld + h * hs + e];
+                out[(size_t)i * C + h * hs + e] = o;
+            }
+        }
+    free(seg);
+    free(sc);
+}
+
+double ref_ce_full(const double *h, const double *E, const double *bias, const int *rows,
+                   const int *targets, int n, int C, int V1, int *count)
+{
+    double total = 0;
+    *count = 0;
+    for (int i = 0; i < n; i++) {
+        if (!targets[i])
+            continue;
+        const double *hi = h + (size_t)row_of(rows, i) * C;
+        double lse = 0, ly = 0;
+        for (int j = 1; j < V1; j++) {
+            double l = dot(hi, E + (size_t)j * C, C) + (bias ? bias[j] : 0);
+            lse += exp(l);
+            if (j == targets[i])
+                ly = l;
+        }
+        total += log(lse) - ly;
+        ++*count;
+    }
+    return *count ? total / *count : 0;
+}
+
+double ref_bce_sampled(const double *h, const double *E, const int *rows, const int *pos,
+                       const int *neg, int n, int K, int C, int *count)
+{
+    double total = 0;
+    *count = 0;
+    for (int i = 0; i < n; i++) {
+        if (!pos[i])
+            continue;
+        const double *hi = h + (size_t)row_of(rows, i) * C;
+        double sp = dot(hi, E + (size_t)pos[i] * C, C);
+        total -= log(1 / (1 + exp(-sp)));
+        for (int k = 0; k < K; k++) {
+            int item = neg[i * K + k];
+            if (!item)
+                continue;
+            double sn = dot(hi, E + (size_t)item * C, C);
+            total -= log(1 - 1 / (1 + exp(-sn)));
+        }
+        ++*count;
+    }
+    return *count ? total / *count : 0;
+}
+
+double ref_ce_sampled(const double *h, const double *E, const int *rows, const int *pos,
+                      const int *neg, int n, int K, int C, int *count)
+{
+    ldbl total = 0;
+    *count = 0;
+    for (int i = 0; i < n; i++) {
+        if (!pos[i])
+            continue;
+        const double *hi = h + (size_t)row_of(rows, i) * C;
+        ldbl sp = 0, z;
+        for (int d = 0; d < C; d++)
+            sp += (ldbl)hi[d] * E[(size_t)pos[i] * C + d];
+        z = expl(sp);
+        for (int k = 0; k < K; k++) {
+            int item = neg[i * K + k];
+            if (!item)
+                continue;
+            ldbl s = 0;
+            for (int d = 0; d < C; d++)
+                s += (ldbl)hi[d] * E[(size_t)item * C + d];
+            z += expl(s);
+        }
+        total -= logl(expl(sp) / z);
+        ++*count;
+    }
+    return *count ? (double)(total / *count) : 0;
+}
+
+void ref_gather_rows(double *out, const double *in, const int *rows, int n, int C)
+{
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < C; c++)
+            out[(size_t)i * C + c] = in[(size_t)row_of(rows, i) * C + c];
+}
+
+void ref_scatter_add_rows(double *out, const double *in, const int *rows, int n, int C)
+{
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < C; c++)
+            out[(size_t)row_of(rows, i) * C + c] += in[(size_t)i * C + c];
+}
+
+void ref_gemm(int trans_a, int trans_b, int M, int N, int K, double alpha, const double *A,
+              int lda, const double *B, int ldb, double beta, double *Cm, int ldc)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int k = 0; k < K; k++)
+                s += (trans_a ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
+                     (trans_b ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+            double c = beta == 0 ? 0 : beta * Cm[(size_t)i * ldc + j];
+            Cm[(size_t)i * ldc + j] = alpha * s + c;
+        }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The other lib/ops headers                                                */
+
+double ref_infonce(const double *h, const int *ra, const int *rb, int U, int C, double tau,
+                   int cosine, const int *label)
+{
+    int M = 2 * U, *row = malloc((size_t)M * sizeof *row);
+    for (int i = 0; i < U; i++) {
+        row[i] = ra[i];
+        row[U + i] = rb[i];
+    }
+    double L = 0;
+    for (int i = 0; i < M; i++) {
+        double den = 0, pos = 0;
+        for (int k = 0; k < M; k++) {
+            const double *hi = h + (size_t)row[i] * C, *hk = h + (size_t)row[k] * C;
+            double s = dot(hi, hk, C);
+            if (cosine)
+                s /= sqrt(dot(hi, hi, C)) * sqrt(dot(hk, hk, C));
+            int positive = k == (i + U) % M;
+            int same = label && label[k % U] == label[i % U];
+            if (k != i && (positive || !same))
+                den += exp(s / tau);
+            if (positive)
+                pos = exp(s / tau);
+        }
+        L -= log(pos / den);
+    }
+    free(row);
+    return L / M;
+}
+
+double ref_bkl(const double *h, const double *E, const int *ra, const int *rb,
+               const int *cand, int S, int n, int C, int V1)
+{
+    int L = cand ? S : V1 - 1;
+    ldbl *la = calloc((size_t)L, sizeof *la), *lb = calloc((size_t)L, sizeof *lb);
+    ldbl total = 0;
+    for (int i = 0; i < n; i++) {
+        ldbl ma = -INFINITY, mb = -INFINITY;
+        for (int k = 0; k < L; k++) {
+            int item = cand ? cand[i * S + k] : k + 1;
+            if (!item)
+                continue;
+            ldbl a = 0, b = 0;
+            for (int d = 0; d < C; d++) {
+                ldbl e = E[(size_t)item * C + d];
+                a += (ldbl)h[(size_t)ra[i] * C + d] * e;
+                b += (ldbl)h[(size_t)rb[i] * C + d] * e;
+            }
+            la[k] = a, lb[k] = b;
+            ma = a > ma ? a : ma;
+            mb = b > mb ? b : mb;
+        }
+        ldbl za = 0, zb = 0, D = 0;
+        for (int k = 0; k < L; k++)
+            if (!cand || cand[i * S + k]) {
+                za += expl(la[k] - ma);
+                zb += expl(lb[k] - mb);
+            }
+        for (int k = 0; k < L; k++)
+            if (!cand || cand[i * S + k]) {
+                ldbl lp = la[k] - ma - logl(za), lq = lb[k] - mb - logl(zb);
+                D += (expl(lp) - expl(lq)) * (lp - lq);
+            }
+        total += D / 2;
+    }
+    free(la);
+    free(lb);
+    return (double)(total / n);
+}
+
+void ref_attn_cross(double *out, double *att, const double *q, int ldq, const int *offq,
+                    const double *k, const double *v, int ldk, const int *offk, int B, int H,
+                    int C)
+{
+    int hs = C / H;
+    size_t base = 0;
+    for (int b = 0; b < B; b++) {
+        int nq = offq[b + 1] - offq[b], nk = offk[b + 1] - offk[b];
+        if (nk > 64)
+            abort();
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < nq; i++) {
+                const double *qi = q + (size_t)(offq[b] + i) * ldq + h * hs;
+                ldbl s[64], mx = -INFINITY, sum = 0;
+                for (int j = 0; j < nk; j++) {
+                    const double *kj = k + (size_t)(offk[b] + j) * ldk + h * hs;
+                    s[j] = 0;
+                    for (int d = 0; d < hs; d++)
+                        s[j] += (ldbl)qi[d] * kj[d];
+                    s[j] /= sqrtl((ldbl)hs);
+                    mx = fmaxl(mx, s[j]);
+                }
+                for (int j = 0; j < nk; j++)
+                    sum += s[j] = expl(s[j] - mx);
+                for (int j = 0; j < nk; j++) {
+                    s[j] /= sum;
+                    att[base + ((size_t)h * nq + i) * nk + j] = (double)s[j];
+                }
+                for (int d = 0; d < hs; d++) {
+                    ldbl o = 0;
+                    for (int j = 0; j < nk; j++)
+                        o += s[j] * v[(size_t)(offk[b] + j) * ldk + h * hs + d];
+                    out[(size_t)(offq[b] + i) * C + h * hs + d] = (double)o;
+                }
+            }
+        base += (size_t)H * nq * nk;
+    }
+}
+
+static ldbl elu_l(ldbl x)
+{
+    return x > 0 ? x : expm1l(x);
+}
+
+/* linrec's feature map: elu, or the identity (no-elu) */
+static ldbl lr_f_l(sq_linrec_variant va, ldbl x)
+{
+    return va == SQ_LINREC_NO_ELU ? x : elu_l(x);
+}
+
+void ref_lattn(sq_lattn_kind kind, double *out, const double *q, const double *k,
+               const double *v, int ld, const int *off, int B, int H, int C, int causal)
+{
+    int hs = C / H;
+    const ldbl eps = SQ_LATTN_EPS;
+    for (int b = 0; b < B; b++) {
+        int o = off[b], L = off[b + 1] - off[b];
+        if (L > REF_LATTN_MAXL)
+            abort();
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < L; t++) {
+                int n = causal ? t + 1 : L; /* keys 0 .. n-1 */
+                ldbl A[REF_LATTN_MAXL] = {0}, den = 0;
+                const double *qt = q + (size_t)(o + t) * ld + h * hs;
+                sq_linrec_scale sc;
+                sq_linrec_variant va;
+                if (sq_lattn_is_linrec(kind, &sc, &va)) {
+                    int l2 = va != SQ_LINREC_NO_L2;
+                    ldbl cq = 1 / sqrtl(hs), ck = 1, nq = 0;
+                    if (sc == SQ_LINREC_PAPER)
+                        ck = 1 / sqrtl(n);
+                    for (int a = 0; a < hs; a++)
+                        nq += lr_f_l(va, qt[a]) * lr_f_l(va, qt[a]);
+                    nq = l2 ? sqrtl(nq + eps) : 1;
+                    for (int a = 0; a < hs; a++) {
+                        ldbl z = 0;
+                        for (int j = 0; j < n; j++) {
+                            ldbl x = lr_f_l(va, k[(size_t)(o + j) * ld + h * hs + a]);
+                            z += x * x;
+                        }
+                        z = l2 ? sqrtl(z + eps) : 1;
+                        for (int j = 0; j < n; j++)
+                            A[j] += cq * lr_f_l(va, qt[a]) / nq * ck *
+                                    lr_f_l(va, k[(size_t)(o + j) * ld + h * hs + a]) / z;
+                    }
+                } else if (kind == SQ_LATTN_LINEAR) {
+                    for (int j = 0; j < n; j++) {
+                        for (int a = 0; a < hs; a++)
+                            A[j] += (elu_l(qt[a]) + 1) *
+                                    (elu_l(k[(size_t)(o + j) * ld + h * hs + a]) + 1);
+                        den += A[j];
+                    }
+                    den += (ldbl)SQ_LATTN_EPS_DEN;
+                    for (int j = 0; j < n; j++)
+                        A[j] /= den;
+                } else if (kind == SQ_LATTN_EFFICIENT) {
+                    ldbl p[REF_LATTN_MAXL], mx = qt[0], sum = 0;
+                    for (int a = 1; a < hs; a++)
+                        mx = fmaxl(mx, qt[a]);
+                    for (int a = 0; a < hs; a++)
+                        sum += p[a] = expl(qt[a] - mx);
+                    for (int a = 0; a < hs; a++) {
+                        const double *kc = k + (size_t)o * ld + h * hs + a;
+                        ldbl km = kc[0], ks = 0;
+                        for (int j = 1; j < n; j++)
+                            km = fmaxl(km, kc[(size_t)j * ld]);
+                        for (int j = 0; j < n; j++)
+                            ks += expl(kc[(size_t)j * ld] - km);
+                        for (int j = 0; j < n; j++)
+                            A[j] += p[a] / sum * expl(kc[(size_t)j * ld] - km) / ks;
+                    }
+                } else { /* hydra: norms over the whole row of C */
+                    const double *qr = q + (size_t)(o + t) * ld;
+                    ldbl nq = 0;
+                    for (int c = 0; c < C; c++)
+                        nq += (ldbl)qr[c] * qr[c];
+                    nq = sqrtl(nq + eps);
+                    for (int j = 0; j < n; j++) {
+                        const double *kr = k + (size_t)(o + j) * ld;
+                        ldbl nk = 0;
+                        for (int c = 0; c < C; c++)
+                            nk += (ldbl)kr[c] * kr[c];
+                        nk = sqrtl(nk + eps);
+                        for (int a = 0; a < hs; a++)
+                            A[j] += qr[h * hs + a] / nq * kr[h * hs + a] / nk;
+                    }
+                }
+                for (int e = 0; e < hs; e++) {
+                    ldbl s = 0;
+                    for (int j = 0; j < n; j++)
+                        s += A[j] * v[(size_t)(o + j) * ld + h * hs + e];
+                    out[(size_t)(o + t) * C + h * hs + e] = (double)s;
+                }
+            }
+    }
+}
+
+void ref_attn_silu(double *out, const double *q, const double *k, const double *v, int ld,
+                   const double *rab, const int *off, int B, int H, int dqk, int dv,
+                   int max_len, double scale)
+{
+    for (int b = 0; b < B; b++)
+        for (int row = off[b]; row < off[b + 1]; row++)
+            for (int h = 0; h < H; h++)
+                for (int col = 0; col < dv; col++) {
+                    int i = row - off[b];
+                    double acc = 0;
+                    for (int j = 0; j <= i; j++) {
+                        const double *qi = q + (size_t)row * ld + h * dqk;
+                        const double *kj = k + (size_t)(off[b] + j) * ld + h * dqk;
+                        double s = rab[h * max_len + i - j];
+                        for (int d = 0; d < dqk; d++)
+                            s += qi[d] * kj[d];
+                        double a = scale * s / (1 + exp(-s));
+                        acc += a * v[(size_t)(off[b] + j) * ld + h * dv + col];
+                    }
+                    out[(size_t)row * H * dv + h * dv + col] = acc;
+                }
+}
+
+static double sigm(double x)
+{
+    return 1 / (1 + exp(-x));
+}
+
+void ref_gru(double *h, const double *x, const double *wi, const double *wh, const double *bi,
+             const double *bh, const int *off, int B, int In, int H)
+{
+    double *hp = calloc((size_t)H, sizeof *hp), *a = calloc((size_t)6 * H, sizeof *a);
+    for (int b = 0; b < B; b++) {
+        memset(hp, 0, (size_t)H * sizeof *hp);
+        for (int row = off[b]; row < off[b + 1]; row++) {
+            for (int g = 0; g < 3 * H; g++) {
+                double ai = bi ? bi[g] : 0, ah = bh ? bh[g] : 0;
+                for (int k = 0; k < In; k++)
+                    ai += wi[(size_t)g * In + k] * x[(size_t)row * In + k];
+                for (int k = 0; k < H; k++)
+                    ah += wh[(size_t)g * H + k] * hp[k];
+                a[g] = ai;
+                a[3 * H + g] = ah;
+            }
+            for (int j = 0; j < H; j++) {
+                double r = sigm(a[j] + a[3 * H + j]), z = sigm(a[H + j] + a[4 * H + j]);
+                double n = tanh(a[2 * H + j] + r * a[5 * H + j]);
+                h[(size_t)row * H + j] = (1 - z) * n + z * hp[j];
+            }
+            memcpy(hp, h + (size_t)row * H, (size_t)H * sizeof *hp);
+        }
+    }
+    free(hp);
+    free(a);
+}
+
+void ref_hconv(double *out, int ldo, int *arg, const double *x, const double *w,
+               const double *b, int n, int L, int C, int F)
+{
+    for (int i = 0; i < n; i++)
+        for (int h = 1; h <= L; h++)
+            for (int f = 0; f < F; f++) {
+                const double *wf = w + sq_hconv_offset(h, F, C) + (size_t)f * h * C;
+                double best = 0;
+                int at = -1;
+                for (int p = 0; p + h <= L; p++) {
+                    double a = b[(h - 1) * F + f];
+                    for (int k = 0; k < h; k++)
+                        for (int c = 0; c < C; c++)
+                            a += wf[k * C + c] * x[((size_t)i * L + p + k) * C + c];
+                    if (at < 0 || a > best) {
+                        best = a;
+                        at = p;
+                    }
+                }
+                out[(size_t)i * ldo + (h - 1) * F + f] = best > 0 ? best : 0;
+                arg[((size_t)i * L + h - 1) * F + f] = best > 0 ? at : -1;
+            }
+}
+
+void ref_vconv(double *out, int ldo, const double *x, const double *w, const double *b, int n,
+               int L, int C, int F)
+{
+    for (int i = 0; i < n; i++)
+        for (int f = 0; f < F; f++)
+            for (int c = 0; c < C; c++) {
+                double y = b[f];
+                for (int k = 0; k < L; k++)
+                    y += w[f * L + k] * x[((size_t)i * L + k) * C + c];
+                out[(size_t)i * ldo + f * C + c] = y;
+            }
+}
+
+void ref_dwconv(double *out, const double *x, int ld, const double *w, const double *b, int K,
+                const int *off, int B, int C, int causal)
+{
+    int lo = causal ? K - 1 : (K - 1) / 2;
+    for (int sb = 0; sb < B; sb++)
+        for (int t = off[sb]; t < off[sb + 1]; t++)
+            for (int c = 0; c < C; c++) {
+                double y = b ? b[c] : 0;
+                for (int k = 0; k < K; k++) {
+                    int j = t + k - lo;
+                    if (j >= off[sb] && j < off[sb + 1])
+                        y += w[(size_t)k * C + c] * x[(size_t)j * ld + c];
+                }
+                out[(size_t)t * C + c] += y;
+            }
+}

@@ -1,0 +1,124 @@
+/* ref_ops.h - naive references of the ops, for the tests (llm.c's habit:
+ * every kernel beside a plain CPU version of itself).
+ *
+ * Each function is the definition in the op's header comment (ops.h and the
+ * other lib/ops headers) written as the simplest loops: double (some in long
+ * double, where a test compares at 1e-12 against sums of exps), no blocking,
+ * no BLAS, no chunks, no threads, no fused passes, explicit masks where the
+ * op skips work by construction. Only forwards: the backwards are checked
+ * against finite differences of the op's own double build (gradcheck.h), and
+ * the forward against these. Arguments mean what they mean for the op; out
+ * is overwritten unless the op's forward adds (ref_dwconv).
+ *
+ * A new op adds its reference here and a row to the table of
+ * tests/unit/test_ops.c (HACKING.md, "Adding an op"). */
+#ifndef SQ_REF_OPS_H
+#define SQ_REF_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn_linear.h"
+
+/* ops.h 1: out[t] = scale * table[ids[t]], id 0 a zero row. */
+void ref_embedding(double *out, const double *table, const int *ids, int T, int C,
+                   double scale);
+
+/* ops.h 2: out[t] = inp[t] + pe[pos[t]]. */
+void ref_posemb(double *out, const double *inp, const double *pe, const int *pos, int T,
+                int C);
+
+/* ops.h 3: out = (x - mean) / sqrt(var + eps) * w + b per row, the biased
+ * variance. */
+void ref_layernorm(double *out, const double *inp, const double *w, const double *b, int T,
+                   int C, double eps);
+
+/* ops.h 4: out[t, o] = b[o] + sum_c inp[t, c] W[o, c]; b may be NULL. */
+void ref_linear(double *out, const double *inp, const double *w, const double *b, int T,
+                int C, int OC);
+
+/* ops.h 5: x Phi(x) with the erf, and max(x, 0). */
+void ref_gelu(double *out, const double *inp, size_t n);
+void ref_relu(double *out, const double *inp, size_t n);
+
+/* ops.h 6 with a given mask: out = inp * mask / (1 - p). */
+void ref_dropout(double *out, const double *inp, const uint8_t *mask, size_t n, double p);
+
+/* ops.h 7: out = a + b. */
+void ref_residual(double *out, const double *a, const double *b, size_t n);
+
+/* ops.h 8: softmax attention, every query against every row of the batch
+ * with an explicit mask (same segment; j <= i when causal). */
+void ref_attention(double *out, const double *q, const double *k, const double *v, int ld,
+                   const int *off, int B, int H, int C, int causal);
+
+/* ops.h 9: the mean over the entries with a target of log sum_{j >= 1}
+ * e^l_j - l_target, l_j = h[row] . E[j] (+ bias[j]; bias may be NULL);
+ * *count the entries with a target. */
+double ref_ce_full(const double *h, const double *E, const double *bias, const int *rows,
+                   const int *targets, int n, int C, int V1, int *count);
+
+/* ops.h 10: TF SASRec's loss, -log sigmoid written literally. */
+double ref_bce_sampled(const double *h, const double *E, const int *rows, const int *pos,
+                       const int *neg, int n, int K, int C, int *count);
+
+/* ops.h 10b: -log(e^s_p / (e^s_p + sum_k e^s_k)), in long double. */
+double ref_ce_sampled(const double *h, const double *E, const int *rows, const int *pos,
+                      const int *neg, int n, int K, int C, int *count);
+
+/* ops.h 11: out row i = in row rows[i] (rows NULL: row i); and out row
+ * rows[i] += in row i. */
+void ref_gather_rows(double *out, const double *in, const int *rows, int n, int C);
+void ref_scatter_add_rows(double *out, const double *in, const int *rows, int n, int C);
+
+/* ops.h 12: Cm = alpha op(A) op(B) + beta Cm (beta = 0: Cm not read). */
+void ref_gemm(int trans_a, int trans_b, int M, int N, int K, double alpha, const double *A,
+              int lda, const double *B, int ldb, double beta, double *Cm, int ldc);
+
+/* infonce.h: mean over the 2U anchors of -log of the positive's share among
+ * the other 2U - 1 (cosine: of the normalised rows; label (may be NULL):
+ * less the views of other pairs with the anchor's label). */
+double ref_infonce(const double *h, const int *ra, const int *rb, int U, int C, double tau,
+                   int cosine, const int *label);
+
+/* bkl.h: mean over the pairs of 1/2 sum_x (P - Q)(log P - log Q), both
+ * distributions in long double (cand NULL: items 1..V1-1). */
+double ref_bkl(const double *h, const double *E, const int *ra, const int *rb,
+               const int *cand, int S, int n, int C, int V1);
+
+/* attn_cross.h: out [Tq, C] and the probability cache in its documented
+ * layout, in long double (key segments of at most 64 rows). */
+void ref_attn_cross(double *out, double *att, const double *q, int ldq, const int *offq,
+                    const double *k, const double *v, int ldk, const int *offk, int B, int H,
+                    int C);
+
+/* attn_linear.h: for every query the explicit row of scores over the keys
+ * it sees, in long double (segments of at most REF_LATTN_MAXL rows). */
+#define REF_LATTN_MAXL 64
+void ref_lattn(sq_lattn_kind kind, double *out, const double *q, const double *k,
+               const double *v, int ld, const int *off, int B, int H, int C, int causal);
+
+/* attn_silu.h: out_i^h = sum_{j <= i} scale silu(q_i^h . k_j^h + rab[h, i - j])
+ * v_j^h over the rows j of i's segment, one element at a time. */
+void ref_attn_silu(double *out, const double *q, const double *k, const double *v, int ld,
+                   const double *rab, const int *off, int B, int H, int dqk, int dv,
+                   int max_len, double scale);
+
+/* gru.h: h of every row from PyTorch's gate equations, one sequence after
+ * another from h = 0 (bi, bh may be NULL). */
+void ref_gru(double *h, const double *x, const double *wi, const double *wh, const double *bi,
+             const double *bh, const int *off, int B, int In, int H);
+
+/* conv.h: out[i, (h-1) F + f] = relu(max_p a), arg the first p of the max
+ * (-1 when it is <= 0); and out[i, f C + c] = b[f] + sum_k w[f, k] x[i, k, c]. */
+void ref_hconv(double *out, int ldo, int *arg, const double *x, const double *w,
+               const double *b, int n, int L, int C, int F);
+void ref_vconv(double *out, int ldo, const double *x, const double *w, const double *b, int n,
+               int L, int C, int F);
+
+/* dwconv.h: out[t, c] += b[c] + sum_k w[k, c] x[t + k - lo, c] over the
+ * rows of t's segment (b may be NULL). */
+void ref_dwconv(double *out, const double *x, int ld, const double *w, const double *b, int K,
+                const int *off, int B, int C, int causal);
+
+#endif
