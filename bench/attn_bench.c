@@ -283,7 +283,7 @@ static int layer_setup(layer *L, int kind, int heads, int rank)
         return 64;
     }
     L->env = (sq_mixer_env){.dim = L->C, .heads = heads, .max_len = L->N, .layers = 1,
-                            .causal = 1, .m = &L->cfg};
+                            .causal = 1, .m = &L->cfg, .self = L->mx};
     if (sq_mixer_check(&L->env, &e))
         goto fail;
     sq_dims d = {{0}};
@@ -316,8 +316,7 @@ fail:
 static double trunc_sd(const void *ctx, const sq_tensor_set *s, int i)
 {
     const sq_mixer_env *env = ctx;
-    const sq_mixer *mx = sq_mixer_get(env->m->kind);
-    return mx->trunc_sd ? mx->trunc_sd(env, s->desc[i]->name) : 0.01;
+    return env->self->trunc_sd ? env->self->trunc_sd(env, s->desc[i]->name) : 0.01;
 }
 
 /* Counts (and unless dry allocates and fills) the layer's buffers. */

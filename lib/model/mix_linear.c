@@ -18,7 +18,7 @@
  * --linrec-variant, iopt[1]). */
 static sq_lattn_kind lattn_of(const sq_mixer_env *env)
 {
-    int v = sq_mixer_get(env->m->kind)->variant;
+    int v = env->self->variant;
     if (v == SQ_LATTN_LINREC)
         return sq_lattn_linrec(env->m->iopt[0] ? SQ_LINREC_PAPER : SQ_LINREC_CODE,
                                (sq_linrec_variant)env->m->iopt[1]);

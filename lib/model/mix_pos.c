@@ -39,7 +39,7 @@ static void R(core)(const R(sq_mix_args) *a, real *out)
 {
     const sq_mixer_env *env = a->env;
     const sq_packed *b = a->b;
-    int C = env->dim, H = env->heads, N = env->max_len, v = sq_mixer_get(env->m->kind)->variant;
+    int C = env->dim, H = env->heads, N = env->max_len, v = env->self->variant;
     R(bufs) u;
     R(carve)(a, &u);
     if (v == SQ_ATTN_POSITIONAL)
@@ -72,7 +72,7 @@ void R(sq_mix_pos_backward)(const R(sq_mix_args) *a, const real *out, const real
     const sq_mixer_env *env = a->env;
     const sq_packed *b = a->b;
     int T = b->T, C = env->dim, H = env->heads, N = env->max_len;
-    int v = sq_mixer_get(env->m->kind)->variant;
+    int v = env->self->variant;
     R(bufs) u;
     R(carve)(a, &u);
     R(sq_zero)(a->cx, u.dv, (size_t)T * C);
@@ -108,7 +108,7 @@ static const sq_tensor_desc fpa_tensors[] = {
 
 static int variant(const sq_mixer_env *env)
 {
-    return sq_mixer_get(env->m->kind)->variant;
+    return env->self->variant;
 }
 
 static size_t cache_size(const sq_mixer_env *env, const sq_mixer_cap *cap)
@@ -147,7 +147,7 @@ static int check_size(const sq_mixer_env *env, sq_err *e)
         per = H * N * (N + 2 * (uint64_t)env->m->iopt[0]);
     if (per * (uint64_t)env->layers > (uint64_t)1 << 34)
         return sq_fail(e, SQ_EX_USAGE, "--max-len %d is too long for --attn %s", env->max_len,
-                       sq_mixer_get(env->m->kind)->name);
+                       env->self->name);
     return 0;
 }
 

@@ -46,6 +46,10 @@ typedef struct {
     int dim, heads, max_len, layers;
     int causal;                  /* row i sees keys j <= i only */
     const sq_mixer_cfg *m;
+    /* m's row of the table (sq_mixer_get(m->kind)), set by whoever builds
+     * the env: a mixer and the backbone's per-call dispatch go through it
+     * rather than look the kind up again. */
+    const struct sq_mixer *self;
 } sq_mixer_env;
 
 /* The capacity a workspace is sized for: most sequences, rows and

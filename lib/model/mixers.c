@@ -68,9 +68,11 @@ void sq_mixer_defaults(sq_mixer_cfg *c, int kind)
 
 int sq_mixer_check(const sq_mixer_env *env, sq_err *e)
 {
-    const sq_mixer *m = sq_mixer_get(env->m->kind);
-    if (!m)
+    const sq_mixer *m = env->self, *k = sq_mixer_get(env->m->kind);
+    if (!k)
         return sq_fail(e, SQ_EX_USAGE, "unknown attention kind %d", env->m->kind);
+    if (m != k) /* an env built without its row, or with another kind's */
+        return sq_fail(e, SQ_EX_SOFTWARE, "mixer env: its row is not --attn %s's", k->name);
     if (env->heads < 1 || env->dim % env->heads)
         return sq_fail(e, SQ_EX_USAGE, "--heads must divide --dim (%d)", env->dim);
     if (env->causal != 0 && env->causal != 1)
@@ -84,7 +86,7 @@ int sq_mixer_check(const sq_mixer_env *env, sq_err *e)
 int sq_mixer_tensors(const sq_mixer_env *env, sq_tensor_set *s, const sq_dims *dims,
                      int owner, sq_err *e)
 {
-    const sq_mixer *m = sq_mixer_get(env->m->kind);
+    const sq_mixer *m = env->self;
     sq_dims d = *dims;
     sq_dims_set(&d, 'L', (uint64_t)env->layers);
     return sq_tensors_add(s, m->tensors, m->n_tensors, &d, 1, owner, e);

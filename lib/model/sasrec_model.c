@@ -563,7 +563,6 @@ int sq_sasrec_attention_map(const sq_sasrec *m, const uint32_t *hist, uint32_t l
                             sq_err *e)
 {
     const sq_sasrec_config *c = &m->cfg;
-    const sq_mixer *mx = sq_mixer_get(c->attn.kind);
     *map = NULL;
     *ids = *pos = NULL;
     uint32_t off0 = 0;
@@ -599,7 +598,7 @@ int sq_sasrec_attention_map(const sq_sasrec *m, const uint32_t *hist, uint32_t l
         sq_sasrec_mix_args(m, &w, &pb, NULL, l, &a);
         /* the layer's query input: pre-LN LN1(x), post-LN x */
         const float *qin = sq_sasrec_post_ln(c) ? w.x + l * sTC : w.ln1 + l * sTC;
-        int h = mx->map(&a, qin, *map + (size_t)l * heads * nn, e);
+        int h = a.env->self->map(&a, qin, *map + (size_t)l * heads * nn, e);
         if (h < 0)
             rc = e->code;
         else if (l == 0 && h != heads) /* fewer maps than heads (mixing: one) */

@@ -294,7 +294,7 @@ UNIT_TEST(test_dwconv_kind_table)
     sq_mixer_defaults(&mc, k);
     CHECK_EQ(mc.iopt[0], 5);
     CHECK(m->trunc_sd != NULL);
-    sq_mixer_env env = {6, 2, 8, 1, 1, &mc};
+    sq_mixer_env env = {6, 2, 8, 1, 1, &mc, m};
     sq_err e = {0};
     CHECK_EQ(sq_mixer_check(&env, &e), 0);
     CHECK_NEAR(m->trunc_sd(&env, "dwc_w"), 1 / sqrt(15.0), 1e-15);
@@ -325,8 +325,8 @@ static int mix1_init(mix1 *x, sq_rng *r, int K, int causal)
     memset(x, 0, sizeof *x);
     sq_mixer_defaults(&x->mc, dwc_kind());
     x->mc.iopt[0] = K;
-    x->env = (sq_mixer_env){6, 2, 8, 1, causal, &x->mc};
     x->m = sq_mixer_get(dwc_kind());
+    x->env = (sq_mixer_env){6, 2, 8, 1, causal, &x->mc, x->m};
     int T = sq_pack_offsets(x->off, len, 3), C = x->env.dim;
     sq_pack_positions(x->pos, x->off, 3, x->env.max_len);
     x->pb = (sq_packed){.B = 3, .T = T, .off = x->off, .pos = x->pos};
