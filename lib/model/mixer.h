@@ -111,6 +111,13 @@ const char *sq_mixer_names(char *buf, size_t n);
 
 /* The config of kind k with its options at their defaults. */
 void sq_mixer_defaults(sq_mixer_cfg *c, int kind);
+/* Option `name` (its --name) of c's kind set from its text, range-checked
+ * as on the command line: SQ_EX_USAGE when the kind has no such option or
+ * the value is refused. (For code that starts from names: the tests.) */
+int sq_mixer_set(sq_mixer_cfg *c, const char *name, const char *value, sq_err *e);
+/* That option's value as the model file writes it, into buf; NULL when
+ * c's kind has no such option. */
+const char *sq_mixer_option(const sq_mixer_cfg *c, const char *name, char *buf, size_t n);
 /* The generic checks (heads divide dim, sizes) and the kind's own. */
 int sq_mixer_check(const sq_mixer_env *env, sq_err *e);
 /* Adds the kind's tensors to s (dims: the backbone's, 'L' = layers). */
