@@ -290,7 +290,6 @@ static int layer_setup(layer *L, int kind, int heads, int rank)
     sq_dims_set(&d, 'C', (uint64_t)L->C);
     sq_dims_set(&d, 'N', (uint64_t)L->N);
     sq_dims_set(&d, 'H', (uint64_t)heads);
-    sq_dims_set(&d, 'K', (uint64_t)L->cfg.iopt[0]); /* the kind's first int option */
     memset(&L->ts, 0, sizeof L->ts);
     if (L->mx->n_tensors > SQ_MIXER_MAXT) {
         fprintf(stderr, "attn_bench: %s: too many tensors\n", L->mx->name);

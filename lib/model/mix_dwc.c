@@ -119,6 +119,12 @@ static double trunc_sd(const sq_mixer_env *env, const char *tensor)
     return K > 0 ? 1 / sqrt(3.0 * K) : 0;
 }
 
+/* dwc_w [L, K, C]: K = --dwc-kernel. */
+static void dwc_dims(const sq_mixer_env *env, sq_dims *d)
+{
+    sq_dims_set(d, 'K', (uint64_t)env->m->iopt[0]);
+}
+
 static void probe_core(const sq_mix_args *a, float *out)
 {
     conv_core(a, out, NULL); /* no bias: linear in v */
@@ -174,6 +180,7 @@ const sq_mixer sq_mixer_efficient_dwc = {
     .signed_map = 1,
     .tensors = dwc_tensors,
     .n_tensors = DWC_NT,
+    .dims = dwc_dims,
     .trunc_sd = trunc_sd,
     .cache_size = cache_size,
     .scratch_size = scratch_size,

@@ -151,6 +151,12 @@ static int check_size(const sq_mixer_env *env, sq_err *e)
     return 0;
 }
 
+/* fpositional's R1, R2 [L, H, N, K]: K = --rank. */
+static void fpa_dims(const sq_mixer_env *env, sq_dims *d)
+{
+    sq_dims_set(d, 'K', (uint64_t)env->m->iopt[0]);
+}
+
 static int map(const sq_mix_args *a, const float *qin, float *m, sq_err *e)
 {
     (void)qin;
@@ -191,7 +197,7 @@ static const sq_opt exp_opts[] = {
 POS_KIND(sq_mixer_positional, "positional", "PARec learned N x N, O(N^2 d)",
          SQ_ATTN_POSITIONAL, pa_tensors, .opts = NULL)
 POS_KIND(sq_mixer_fpositional, "fpositional", "FPARec R1 R2^T of rank --rank",
-         SQ_ATTN_FPOSITIONAL, fpa_tensors, .opts = fpa_opts)
+         SQ_ATTN_FPOSITIONAL, fpa_tensors, .opts = fpa_opts, .dims = fpa_dims)
 POS_KIND(sq_mixer_average, "average", "fixed pattern (FPARec Table 4), O(N^2 d)",
          SQ_ATTN_AVERAGE, fixed_tensors, .opts = NULL)
 POS_KIND(sq_mixer_linear_anneal, "linear-anneal", "fixed pattern (FPARec Table 4), O(N^2 d)",

@@ -72,6 +72,10 @@ typedef struct sq_mixer {
     int gpu;                     /* its ops have CUDA twins (--device cuda) */
     const sq_tensor_desc *tensors; /* per-layer tensors: shapes start with 'L' */
     int n_tensors;
+    /* Sets the shape symbols of its tensors that only its options give
+     * (fpositional 'K' = --rank, efficient-dwc 'K' = --dwc-kernel); NULL:
+     * none. The backbone knows no kind's options. */
+    void (*dims)(const sq_mixer_env *env, sq_dims *d);
     /* Kind-specific checks of a config (SQ_EX_USAGE); NULL: none. */
     int (*check)(const sq_mixer_env *env, sq_err *e);
     /* --heads when not given (0: the backbone's default); hydra: dim. */
@@ -120,7 +124,8 @@ int sq_mixer_set(sq_mixer_cfg *c, const char *name, const char *value, sq_err *e
 const char *sq_mixer_option(const sq_mixer_cfg *c, const char *name, char *buf, size_t n);
 /* The generic checks (heads divide dim, sizes) and the kind's own. */
 int sq_mixer_check(const sq_mixer_env *env, sq_err *e);
-/* Adds the kind's tensors to s (dims: the backbone's, 'L' = layers). */
+/* Adds the kind's tensors to s (dims: the backbone's, 'L' = layers, then
+ * the kind's own: its dims hook). */
 int sq_mixer_tensors(const sq_mixer_env *env, sq_tensor_set *s, const sq_dims *dims,
                      int owner, sq_err *e);
 

@@ -111,6 +111,8 @@ int sq_mixer_tensors(const sq_mixer_env *env, sq_tensor_set *s, const sq_dims *d
     const sq_mixer *m = env->self;
     sq_dims d = *dims;
     sq_dims_set(&d, 'L', (uint64_t)env->layers);
+    if (m->dims)
+        m->dims(env, &d);
     return sq_tensors_add(s, m->tensors, m->n_tensors, &d, 1, owner, e);
 }
 

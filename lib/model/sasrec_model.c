@@ -262,8 +262,6 @@ int sq_sasrec_tensor_set(const sq_sasrec_config *c, sq_tensor_set *s, sq_err *e)
     const sq_mixer *m = sq_mixer_get(c->attn.kind);
     if (m->n_tensors > SQ_MIXER_MAXT)
         return sq_fail(e, SQ_EX_SOFTWARE, "--attn %s: too many tensors", m->name);
-    /* a kind's rank symbol: its first integer option (fpositional --rank) */
-    sq_dims_set(&d, 'K', (uint64_t)c->attn.iopt[0]);
     sq_mixer_env env = sq_sasrec_env(c);
     if (sq_mixer_tensors(&env, s, &d, 1, e))
         return e->code;

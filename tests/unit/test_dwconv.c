@@ -335,7 +335,6 @@ static int mix1_init(mix1 *x, sq_rng *r, int K, int causal)
     x->pb = (sq_packed){.B = 3, .T = T, .off = x->off, .pos = x->pos};
     sq_dims d = {{0}};
     sq_dims_set(&d, 'C', (uint64_t)C);
-    sq_dims_set(&d, 'K', (uint64_t)K);
     if (sq_mixer_check(&x->env, &e) || sq_mixer_tensors(&x->env, &x->ts, &d, 1, &e))
         return -1;
     sq_tensors_layout(&x->ts);
