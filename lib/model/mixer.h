@@ -28,18 +28,31 @@
 #include "opt.h"
 #include "tensor.h"
 
-enum { SQ_MIXER_NOPT = 4, SQ_MIXER_MAXT = 12 };
+enum { SQ_MIXER_OPT_BYTES = 32, SQ_MIXER_MAXT = 12 };
 
-/* What --attn KIND and the kind's options set. A kind's option table binds
- * its options into iopt/ropt (SQ_MIXER_IOPT(i), SQ_MIXER_ROPT(i)). */
+/* What --attn KIND and the kind's options set. The options are a struct of
+ * the kind's own, declared in its file and kept in opt: only the kind reads
+ * it (SQ_MIXER_OPTS); everyone else defaults, sets, checks, reads and
+ * writes it through the kind's option table, whose entries bind its fields
+ * (SQ_MIXER_OPT). Zero bytes where the kind has no options. */
 typedef struct {
     int kind;                    /* row of the mixer table (sq_mixer_find) */
-    int iopt[SQ_MIXER_NOPT];
-    double ropt[SQ_MIXER_NOPT];
+    union {                      /* aligned for any int, double or uint64_t */
+        double align_;
+        int64_t align2_;
+        unsigned char b[SQ_MIXER_OPT_BYTES];
+    } opt;
 } sq_mixer_cfg;
 
-#define SQ_MIXER_IOPT(i) (offsetof(sq_mixer_cfg, iopt) + (i) * sizeof(int))
-#define SQ_MIXER_ROPT(i) (offsetof(sq_mixer_cfg, ropt) + (i) * sizeof(double))
+/* The options of c's kind as that kind's struct type. */
+#define SQ_MIXER_OPTS(c, type) ((const type *)(const void *)(c)->opt.b)
+/* The sq_opt offset of field of the kind's struct type. */
+#define SQ_MIXER_OPT(type, field) (offsetof(sq_mixer_cfg, opt) + offsetof(type, field))
+/* Beside the struct's declaration: it fits opt. */
+#define SQ_MIXER_OPTS_FIT(type)                                               \
+    _Static_assert(sizeof(type) <= SQ_MIXER_OPT_BYTES &&                      \
+                       _Alignof(type) <= _Alignof(sq_mixer_cfg),              \
+                   #type " does not fit sq_mixer_cfg's opt (SQ_MIXER_OPT_BYTES)")
 
 /* What a mixer sees of the model around it. */
 typedef struct {
