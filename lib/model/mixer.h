@@ -3,13 +3,16 @@
  *
  * A mixer is MIX(qin, kvin) -> out on the packed rows [T, C] of a batch: the
  * sublayer a transformer block puts between its LayerNorm and its residual.
- * Each kind is one sq_mixer: its name, options, per-layer parameter tensors,
- * the sizes of its per-layer cache (activations kept from forward to
- * backward) and of its scratch (shared by the layers), its forward and
- * backward (causal or bidirectional, from env->causal; float and the _f64
- * twin) and its attention-map materialisation. The backbone (sasrec.c) owns
- * the layers, the residuals, dropout and the parameter block; it hands each
- * layer's slice of the mixer's tensors, cache and scratch to the mixer.
+ * Each kind is one sq_mixer: its name, options, per-layer parameter tensors
+ * (and the shape symbols only its options give), the sizes of its per-layer
+ * cache (activations kept from forward to backward) and of its scratch
+ * (shared by the layers), its forward and backward (causal or
+ * bidirectional, from env->causal; float and the _f64 twin) and its
+ * attention-map materialisation. The backbone (sasrec.c) owns the layers,
+ * the residuals, dropout and the parameter block; it hands each layer's
+ * slice of the mixer's tensors, cache and scratch to the mixer, with the
+ * env that carries the mixer's own row (env->self). A kind's options are a
+ * struct of its own (sq_mixer_cfg below): the backbone knows none of them.
  *
  * Families share code: the Q/K/V/O projection (mix_qkv.c) serves softmax
  * (mix_softmax.c), the linear family (mix_linear.c) and Blin's
