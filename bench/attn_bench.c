@@ -283,14 +283,13 @@ static int layer_setup(layer *L, int kind, int heads, int rank)
         return 64;
     }
     L->env = (sq_mixer_env){.dim = L->C, .heads = heads, .max_len = L->N, .layers = 1,
-                            .causal = 1, .m = &L->cfg};
+                            .causal = 1, .m = &L->cfg, .self = L->mx};
     if (sq_mixer_check(&L->env, &e))
         goto fail;
     sq_dims d = {{0}};
     sq_dims_set(&d, 'C', (uint64_t)L->C);
     sq_dims_set(&d, 'N', (uint64_t)L->N);
     sq_dims_set(&d, 'H', (uint64_t)heads);
-    sq_dims_set(&d, 'K', (uint64_t)L->cfg.iopt[0]); /* the kind's first int option */
     memset(&L->ts, 0, sizeof L->ts);
     if (L->mx->n_tensors > SQ_MIXER_MAXT) {
         fprintf(stderr, "attn_bench: %s: too many tensors\n", L->mx->name);
@@ -316,8 +315,7 @@ fail:
 static double trunc_sd(const void *ctx, const sq_tensor_set *s, int i)
 {
     const sq_mixer_env *env = ctx;
-    const sq_mixer *mx = sq_mixer_get(env->m->kind);
-    return mx->trunc_sd ? mx->trunc_sd(env, s->desc[i]->name) : 0.01;
+    return env->self->trunc_sd ? env->self->trunc_sd(env, s->desc[i]->name) : 0.01;
 }
 
 /* Counts (and unless dry allocates and fills) the layer's buffers. */

@@ -28,6 +28,17 @@
  * [L, K, C] and the bias dwc_b [L, C]. */
 enum { DWC_W = QKV_NT, DWC_B, DWC_NT };
 
+/* The kind's options (mixer.h: sq_mixer_cfg's opt). */
+typedef struct {
+    int kernel;                  /* --dwc-kernel: taps K per channel (0: none) */
+} dwc_options;
+SQ_MIXER_OPTS_FIT(dwc_options);
+
+static int kernel_of(const sq_mixer_env *env)
+{
+    return SQ_MIXER_OPTS(env->m, dwc_options)->kernel;
+}
+
 /* The heads' output: efficient attention of the layer's q, k, v into out,
  * then the convolution of v added, with the bias b (NULL for the map's
  * probe: there the output must be linear in v). */
@@ -35,7 +46,7 @@ static void R(conv_core)(const R(sq_mix_args) *a, real *out, const real *b)
 {
     const sq_mixer_env *env = a->env;
     const sq_packed *pb = a->b;
-    int C = env->dim, K = env->m->iopt[0];
+    int C = env->dim, K = kernel_of(env);
     R(sq_qkv_bufs) q;
     R(sq_qkv_carve)(a, &q);
     R(sq_lattn_forward)(a->cx, SQ_LATTN_EFFICIENT, out, q.kcache, q.kscratch, q.q, q.k, q.v, C,
@@ -55,7 +66,7 @@ static void R(core_backward)(const R(sq_mix_args) *a, const R(sq_qkv_bufs) *q)
 {
     const sq_mixer_env *env = a->env;
     const sq_packed *pb = a->b;
-    int C = env->dim, K = env->m->iopt[0];
+    int C = env->dim, K = kernel_of(env);
     R(sq_lattn_backward)(a->cx, SQ_LATTN_EFFICIENT, q->dq, q->dk, q->dv, q->kscratch, q->datty,
                          q->q, q->k, q->v, q->kcache, C, pb->off, pb->B, env->heads, C,
                          env->causal);
@@ -115,8 +126,14 @@ static size_t scratch_size(const sq_mixer_env *env, const sq_mixer_cap *cap)
 static double trunc_sd(const sq_mixer_env *env, const char *tensor)
 {
     (void)tensor;
-    int K = env->m->iopt[0];
+    int K = kernel_of(env);
     return K > 0 ? 1 / sqrt(3.0 * K) : 0;
+}
+
+/* dwc_w [L, K, C]: K = --dwc-kernel. */
+static void dwc_dims(const sq_mixer_env *env, sq_dims *d)
+{
+    sq_dims_set(d, 'K', (uint64_t)kernel_of(env));
 }
 
 static void probe_core(const sq_mix_args *a, float *out)
@@ -133,7 +150,7 @@ static void probe_core(const sq_mix_args *a, float *out)
 static int map(const sq_mix_args *a, const float *qin, float *m, sq_err *e)
 {
     (void)qin;
-    int K = a->env->m->iopt[0], C = a->env->dim, hs = C / a->env->heads;
+    int K = kernel_of(a->env), C = a->env->dim, hs = C / a->env->heads;
     sq_mix_args pa = *a;
     float *wbar = NULL;
     if (K > 0) {
@@ -159,8 +176,8 @@ static int map(const sq_mix_args *a, const float *qin, float *m, sq_err *e)
 }
 
 static const sq_opt dwc_opts[] = {
-    {.name = "dwc-kernel", .type = SQ_OPT_INT, .offset = SQ_MIXER_IOPT(0), .def = "5", .lo = 0,
-     .hi = 64, .arg = "K",
+    {.name = "dwc-kernel", .type = SQ_OPT_INT, .offset = SQ_MIXER_OPT(dwc_options, kernel),
+     .def = "5", .lo = 0, .hi = 64, .arg = "K",
      .help = "efficient-dwc: taps of the depthwise convolution\n"
              "of V (default 5; 0: none, = efficient)"},
     {0},
@@ -174,6 +191,7 @@ const sq_mixer sq_mixer_efficient_dwc = {
     .signed_map = 1,
     .tensors = dwc_tensors,
     .n_tensors = DWC_NT,
+    .dims = dwc_dims,
     .trunc_sd = trunc_sd,
     .cache_size = cache_size,
     .scratch_size = scratch_size,

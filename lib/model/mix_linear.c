@@ -13,15 +13,24 @@
 
 #include <stdlib.h>
 
+/* linrec's options (mixer.h: sq_mixer_cfg's opt); the other kinds of the
+ * family have none. */
+typedef struct {
+    int scale;                   /* --linrec-scale: 0 code, 1 paper */
+    int variant;                 /* --linrec-variant: a sq_linrec_variant */
+} linrec_options;
+SQ_MIXER_OPTS_FIT(linrec_options);
+
 /* attn_linear.h's number of a kind's kernel (the sq_mixer's variant;
- * linrec: the kernel of its --linrec-scale, iopt[0], and its
- * --linrec-variant, iopt[1]). */
+ * linrec: the kernel of its --linrec-scale and --linrec-variant). */
 static sq_lattn_kind lattn_of(const sq_mixer_env *env)
 {
-    int v = sq_mixer_get(env->m->kind)->variant;
-    if (v == SQ_LATTN_LINREC)
-        return sq_lattn_linrec(env->m->iopt[0] ? SQ_LINREC_PAPER : SQ_LINREC_CODE,
-                               (sq_linrec_variant)env->m->iopt[1]);
+    int v = env->self->variant;
+    if (v == SQ_LATTN_LINREC) {
+        const linrec_options *o = SQ_MIXER_OPTS(env->m, linrec_options);
+        return sq_lattn_linrec(o->scale ? SQ_LINREC_PAPER : SQ_LINREC_CODE,
+                               (sq_linrec_variant)o->variant);
+    }
     return (sq_lattn_kind)v;
 }
 
@@ -102,12 +111,14 @@ static int hydra_heads(int dim)
 }
 
 static const sq_opt linrec_opts[] = {
-    {.name = "linrec-scale", .type = SQ_OPT_CHOICE, .offset = SQ_MIXER_IOPT(0),
-     .def = "code", .choices = "code|paper", .arg = "S",
+    {.name = "linrec-scale", .type = SQ_OPT_CHOICE,
+     .offset = SQ_MIXER_OPT(linrec_options, scale), .def = "code", .choices = "code|paper",
+     .arg = "S",
      .help = "linrec: code (default: 1/sqrt(d/h) on the product)\n"
              "or paper (also 1/sqrt(N) on the key columns)"},
     /* the choices' order is sq_linrec_variant's; older files: full */
-    {.name = "linrec-variant", .type = SQ_OPT_CHOICE, .offset = SQ_MIXER_IOPT(1),
+    {.name = "linrec-variant", .type = SQ_OPT_CHOICE,
+     .offset = SQ_MIXER_OPT(linrec_options, variant),
      .def = "full", .choices = "full|no-l2|no-elu", .arg = "V", .optional = 1,
      .help = "linrec: full (default), or LinRec's ablations no-l2\n"
              "(elu, no L2 normalisation) and no-elu (L2 norms of raw q, k)"},

@@ -21,6 +21,30 @@
  * (positional) or R1, R2 [L, H, N, k] (fpositional). */
 enum { P_WV, P_BV, P_R1, P_R2 };
 
+/* fpositional's options (mixer.h: sq_mixer_cfg's opt). */
+typedef struct {
+    int rank;                    /* --rank: k of R1 R2^T */
+} fpa_options;
+SQ_MIXER_OPTS_FIT(fpa_options);
+
+/* exp-anneal's. */
+typedef struct {
+    double decay;                /* --decay: the weight's factor per step */
+} exp_options;
+SQ_MIXER_OPTS_FIT(exp_options);
+
+static int rank_of(const sq_mixer_env *env)
+{
+    return SQ_MIXER_OPTS(env->m, fpa_options)->rank;
+}
+
+/* The fixed pattern's decay: exp-anneal's option; the others have none. */
+static double decay_of(const sq_mixer_env *env)
+{
+    return env->self->variant == SQ_ATTN_EXP_ANNEAL ? SQ_MIXER_OPTS(env->m, exp_options)->decay
+                                                    : 0;
+}
+
 typedef struct {
     real *v, *kcache, *dv, *kscratch;
 } R(bufs);
@@ -39,7 +63,7 @@ static void R(core)(const R(sq_mix_args) *a, real *out)
 {
     const sq_mixer_env *env = a->env;
     const sq_packed *b = a->b;
-    int C = env->dim, H = env->heads, N = env->max_len, v = sq_mixer_get(env->m->kind)->variant;
+    int C = env->dim, H = env->heads, N = env->max_len, v = env->self->variant;
     R(bufs) u;
     R(carve)(a, &u);
     if (v == SQ_ATTN_POSITIONAL)
@@ -47,10 +71,10 @@ static void R(core)(const R(sq_mix_args) *a, real *out)
                          N, env->causal);
     else if (v == SQ_ATTN_FPOSITIONAL)
         R(sq_fpa_forward)(a->cx, out, u.kcache, u.kscratch, a->P[P_R1], a->P[P_R2],
-                          env->m->iopt[0], u.v, C, b->off, b->pos, b->B, H, C, N, env->causal);
+                          rank_of(env), u.v, C, b->off, b->pos, b->B, H, C, N, env->causal);
     else
         R(sq_fixed_forward)(a->cx, out, u.v, C, b->off, b->pos, b->B, C, N, v,
-                            (real)env->m->ropt[0], env->causal);
+                            (real)decay_of(env), env->causal);
 }
 
 void R(sq_mix_pos_forward)(const R(sq_mix_args) *a, real *out, const real *qin,
@@ -72,7 +96,7 @@ void R(sq_mix_pos_backward)(const R(sq_mix_args) *a, const real *out, const real
     const sq_mixer_env *env = a->env;
     const sq_packed *b = a->b;
     int T = b->T, C = env->dim, H = env->heads, N = env->max_len;
-    int v = sq_mixer_get(env->m->kind)->variant;
+    int v = env->self->variant;
     R(bufs) u;
     R(carve)(a, &u);
     R(sq_zero)(a->cx, u.dv, (size_t)T * C);
@@ -81,11 +105,11 @@ void R(sq_mix_pos_backward)(const R(sq_mix_args) *a, const real *out, const real
                           b->B, H, C, N, env->causal);
     else if (v == SQ_ATTN_FPOSITIONAL)
         R(sq_fpa_backward)(a->cx, a->G[P_R1], a->G[P_R2], u.dv, u.kscratch, dout, out, u.v,
-                           u.kcache, a->P[P_R1], a->P[P_R2], env->m->iopt[0], C, b->off,
+                           u.kcache, a->P[P_R1], a->P[P_R2], rank_of(env), C, b->off,
                            b->pos, b->B, H, C, N, env->causal);
     else
         R(sq_fixed_backward)(a->cx, u.dv, dout, C, b->off, b->pos, b->B, C, N, v,
-                             (real)env->m->ropt[0], env->causal);
+                             (real)decay_of(env), env->causal);
     R(sq_linear_backward)(a->cx, dqin, a->G[P_WV], a->G[P_BV], u.dv, qin, a->P[P_WV], T, C,
                           C);
 }
@@ -108,7 +132,7 @@ static const sq_tensor_desc fpa_tensors[] = {
 
 static int variant(const sq_mixer_env *env)
 {
-    return sq_mixer_get(env->m->kind)->variant;
+    return env->self->variant;
 }
 
 static size_t cache_size(const sq_mixer_env *env, const sq_mixer_cap *cap)
@@ -133,7 +157,7 @@ static double trunc_sd(const sq_mixer_env *env, const char *tensor)
 {
     (void)tensor;
     if (variant(env) == SQ_ATTN_FPOSITIONAL)
-        return 0.1 / pow((double)env->m->iopt[0], 0.25);
+        return 0.1 / pow((double)rank_of(env), 0.25);
     return 0.01;
 }
 
@@ -144,11 +168,17 @@ static int check_size(const sq_mixer_env *env, sq_err *e)
     if (variant(env) == SQ_ATTN_POSITIONAL)
         per = H * N * N;
     else if (variant(env) == SQ_ATTN_FPOSITIONAL)
-        per = H * N * (N + 2 * (uint64_t)env->m->iopt[0]);
+        per = H * N * (N + 2 * (uint64_t)rank_of(env));
     if (per * (uint64_t)env->layers > (uint64_t)1 << 34)
         return sq_fail(e, SQ_EX_USAGE, "--max-len %d is too long for --attn %s", env->max_len,
-                       sq_mixer_get(env->m->kind)->name);
+                       env->self->name);
     return 0;
+}
+
+/* fpositional's R1, R2 [L, H, N, K]: K = --rank. */
+static void fpa_dims(const sq_mixer_env *env, sq_dims *d)
+{
+    sq_dims_set(d, 'K', (uint64_t)rank_of(env));
 }
 
 static int map(const sq_mix_args *a, const float *qin, float *m, sq_err *e)
@@ -165,12 +195,13 @@ static int map(const sq_mix_args *a, const float *qin, float *m, sq_err *e)
 }
 
 static const sq_opt fpa_opts[] = {
-    {.name = "rank", .type = SQ_OPT_INT, .offset = SQ_MIXER_IOPT(0), .def = "40", .lo = 1,
-     .hi = 65536, .arg = "K", .help = "fpositional: rank of R1 R2^T (default 40)"},
+    {.name = "rank", .type = SQ_OPT_INT, .offset = SQ_MIXER_OPT(fpa_options, rank),
+     .def = "40", .lo = 1, .hi = 65536, .arg = "K",
+     .help = "fpositional: rank of R1 R2^T (default 40)"},
     {0},
 };
 static const sq_opt exp_opts[] = {
-    {.name = "decay", .type = SQ_OPT_REAL, .offset = SQ_MIXER_ROPT(0),
+    {.name = "decay", .type = SQ_OPT_REAL, .offset = SQ_MIXER_OPT(exp_options, decay),
      .def = "0.36787944117144233", .lo = 0, .hi = 1, .lo_open = 1, .arg = "X",
      .help = "exp-anneal: weight decay per step (default e^-1)"},
     {0},
@@ -191,7 +222,7 @@ static const sq_opt exp_opts[] = {
 POS_KIND(sq_mixer_positional, "positional", "PARec learned N x N, O(N^2 d)",
          SQ_ATTN_POSITIONAL, pa_tensors, .opts = NULL)
 POS_KIND(sq_mixer_fpositional, "fpositional", "FPARec R1 R2^T of rank --rank",
-         SQ_ATTN_FPOSITIONAL, fpa_tensors, .opts = fpa_opts)
+         SQ_ATTN_FPOSITIONAL, fpa_tensors, .opts = fpa_opts, .dims = fpa_dims)
 POS_KIND(sq_mixer_average, "average", "fixed pattern (FPARec Table 4), O(N^2 d)",
          SQ_ATTN_AVERAGE, fixed_tensors, .opts = NULL)
 POS_KIND(sq_mixer_linear_anneal, "linear-anneal", "fixed pattern (FPARec Table 4), O(N^2 d)",

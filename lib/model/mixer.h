@@ -3,13 +3,16 @@
  *
  * A mixer is MIX(qin, kvin) -> out on the packed rows [T, C] of a batch: the
  * sublayer a transformer block puts between its LayerNorm and its residual.
- * Each kind is one sq_mixer: its name, options, per-layer parameter tensors,
- * the sizes of its per-layer cache (activations kept from forward to
- * backward) and of its scratch (shared by the layers), its forward and
- * backward (causal or bidirectional, from env->causal; float and the _f64
- * twin) and its attention-map materialisation. The backbone (sasrec.c) owns
- * the layers, the residuals, dropout and the parameter block; it hands each
- * layer's slice of the mixer's tensors, cache and scratch to the mixer.
+ * Each kind is one sq_mixer: its name, options, per-layer parameter tensors
+ * (and the shape symbols only its options give), the sizes of its per-layer
+ * cache (activations kept from forward to backward) and of its scratch
+ * (shared by the layers), its forward and backward (causal or
+ * bidirectional, from env->causal; float and the _f64 twin) and its
+ * attention-map materialisation. The backbone (sasrec.c) owns the layers,
+ * the residuals, dropout and the parameter block; it hands each layer's
+ * slice of the mixer's tensors, cache and scratch to the mixer, with the
+ * env that carries the mixer's own row (env->self). A kind's options are a
+ * struct of its own (sq_mixer_cfg below): the backbone knows none of them.
  *
  * Families share code: the Q/K/V/O projection (mix_qkv.c) serves softmax
  * (mix_softmax.c), the linear family (mix_linear.c) and Blin's
@@ -28,24 +31,41 @@
 #include "opt.h"
 #include "tensor.h"
 
-enum { SQ_MIXER_NOPT = 4, SQ_MIXER_MAXT = 12 };
+enum { SQ_MIXER_OPT_BYTES = 32, SQ_MIXER_MAXT = 12 };
 
-/* What --attn KIND and the kind's options set. A kind's option table binds
- * its options into iopt/ropt (SQ_MIXER_IOPT(i), SQ_MIXER_ROPT(i)). */
+/* What --attn KIND and the kind's options set. The options are a struct of
+ * the kind's own, declared in its file and kept in opt: only the kind reads
+ * it (SQ_MIXER_OPTS); everyone else defaults, sets, checks, reads and
+ * writes it through the kind's option table, whose entries bind its fields
+ * (SQ_MIXER_OPT). Zero bytes where the kind has no options. */
 typedef struct {
     int kind;                    /* row of the mixer table (sq_mixer_find) */
-    int iopt[SQ_MIXER_NOPT];
-    double ropt[SQ_MIXER_NOPT];
+    union {                      /* aligned for any int, double or uint64_t */
+        double align_;
+        int64_t align2_;
+        unsigned char b[SQ_MIXER_OPT_BYTES];
+    } opt;
 } sq_mixer_cfg;
 
-#define SQ_MIXER_IOPT(i) (offsetof(sq_mixer_cfg, iopt) + (i) * sizeof(int))
-#define SQ_MIXER_ROPT(i) (offsetof(sq_mixer_cfg, ropt) + (i) * sizeof(double))
+/* The options of c's kind as that kind's struct type. */
+#define SQ_MIXER_OPTS(c, type) ((const type *)(const void *)(c)->opt.b)
+/* The sq_opt offset of field of the kind's struct type. */
+#define SQ_MIXER_OPT(type, field) (offsetof(sq_mixer_cfg, opt) + offsetof(type, field))
+/* Beside the struct's declaration: it fits opt. */
+#define SQ_MIXER_OPTS_FIT(type)                                               \
+    _Static_assert(sizeof(type) <= SQ_MIXER_OPT_BYTES &&                      \
+                       _Alignof(type) <= _Alignof(sq_mixer_cfg),              \
+                   #type " does not fit sq_mixer_cfg's opt (SQ_MIXER_OPT_BYTES)")
 
 /* What a mixer sees of the model around it. */
 typedef struct {
     int dim, heads, max_len, layers;
     int causal;                  /* row i sees keys j <= i only */
     const sq_mixer_cfg *m;
+    /* m's row of the table (sq_mixer_get(m->kind)), set by whoever builds
+     * the env: a mixer and the backbone's per-call dispatch go through it
+     * rather than look the kind up again. */
+    const struct sq_mixer *self;
 } sq_mixer_env;
 
 /* The capacity a workspace is sized for: most sequences, rows and
@@ -68,6 +88,10 @@ typedef struct sq_mixer {
     int gpu;                     /* its ops have CUDA twins (--device cuda) */
     const sq_tensor_desc *tensors; /* per-layer tensors: shapes start with 'L' */
     int n_tensors;
+    /* Sets the shape symbols of its tensors that only its options give
+     * (fpositional 'K' = --rank, efficient-dwc 'K' = --dwc-kernel); NULL:
+     * none. The backbone knows no kind's options. */
+    void (*dims)(const sq_mixer_env *env, sq_dims *d);
     /* Kind-specific checks of a config (SQ_EX_USAGE); NULL: none. */
     int (*check)(const sq_mixer_env *env, sq_err *e);
     /* --heads when not given (0: the backbone's default); hydra: dim. */
@@ -107,9 +131,17 @@ const char *sq_mixer_names(char *buf, size_t n);
 
 /* The config of kind k with its options at their defaults. */
 void sq_mixer_defaults(sq_mixer_cfg *c, int kind);
+/* Option `name` (its --name) of c's kind set from its text, range-checked
+ * as on the command line: SQ_EX_USAGE when the kind has no such option or
+ * the value is refused. (For code that starts from names: the tests.) */
+int sq_mixer_set(sq_mixer_cfg *c, const char *name, const char *value, sq_err *e);
+/* That option's value as the model file writes it, into buf; NULL when
+ * c's kind has no such option. */
+const char *sq_mixer_option(const sq_mixer_cfg *c, const char *name, char *buf, size_t n);
 /* The generic checks (heads divide dim, sizes) and the kind's own. */
 int sq_mixer_check(const sq_mixer_env *env, sq_err *e);
-/* Adds the kind's tensors to s (dims: the backbone's, 'L' = layers). */
+/* Adds the kind's tensors to s (dims: the backbone's, 'L' = layers, then
+ * the kind's own: its dims hook). */
 int sq_mixer_tensors(const sq_mixer_env *env, sq_tensor_set *s, const sq_dims *dims,
                      int owner, sq_err *e);
 

@@ -66,11 +66,35 @@ void sq_mixer_defaults(sq_mixer_cfg *c, int kind)
         sq_opt_defaults(m->opts, c);
 }
 
+/* The option of c's kind named name, or NULL. */
+static const sq_opt *option_of(const sq_mixer_cfg *c, const char *name)
+{
+    const sq_mixer *m = sq_mixer_get(c->kind);
+    return m ? sq_opt_find(m->opts, name) : NULL;
+}
+
+int sq_mixer_set(sq_mixer_cfg *c, const char *name, const char *value, sq_err *e)
+{
+    const sq_opt *o = option_of(c, name);
+    if (!o)
+        return sq_fail(e, SQ_EX_USAGE, "--%s is not an option of --attn %s", name,
+                       sq_mixer_get(c->kind) ? sq_mixer_get(c->kind)->name : "?");
+    return sq_opt_set(o, c, value, SQ_EX_USAGE, NULL, e);
+}
+
+const char *sq_mixer_option(const sq_mixer_cfg *c, const char *name, char *buf, size_t n)
+{
+    const sq_opt *o = option_of(c, name);
+    return o ? sq_opt_format(o, c, buf, n) : NULL;
+}
+
 int sq_mixer_check(const sq_mixer_env *env, sq_err *e)
 {
-    const sq_mixer *m = sq_mixer_get(env->m->kind);
-    if (!m)
+    const sq_mixer *m = env->self, *k = sq_mixer_get(env->m->kind);
+    if (!k)
         return sq_fail(e, SQ_EX_USAGE, "unknown attention kind %d", env->m->kind);
+    if (m != k) /* an env built without its row, or with another kind's */
+        return sq_fail(e, SQ_EX_SOFTWARE, "mixer env: its row is not --attn %s's", k->name);
     if (env->heads < 1 || env->dim % env->heads)
         return sq_fail(e, SQ_EX_USAGE, "--heads must divide --dim (%d)", env->dim);
     if (env->causal != 0 && env->causal != 1)
@@ -84,9 +108,11 @@ int sq_mixer_check(const sq_mixer_env *env, sq_err *e)
 int sq_mixer_tensors(const sq_mixer_env *env, sq_tensor_set *s, const sq_dims *dims,
                      int owner, sq_err *e)
 {
-    const sq_mixer *m = sq_mixer_get(env->m->kind);
+    const sq_mixer *m = env->self;
     sq_dims d = *dims;
     sq_dims_set(&d, 'L', (uint64_t)env->layers);
+    if (m->dims)
+        m->dims(env, &d);
     return sq_tensors_add(s, m->tensors, m->n_tensors, &d, 1, owner, e);
 }
 

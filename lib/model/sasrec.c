@@ -79,8 +79,7 @@ static double R(trunc_sd)(const void *ctx, const sq_tensor_set *s, int i)
 {
     const sq_sasrec_config *c = ctx;
     sq_mixer_env env = sq_sasrec_env(c);
-    const sq_mixer *mx = sq_mixer_get(c->attn.kind);
-    return mx->trunc_sd ? mx->trunc_sd(&env, s->desc[i]->name) : 0.01;
+    return env.self->trunc_sd ? env.self->trunc_sd(&env, s->desc[i]->name) : 0.01;
 }
 
 void R(sq_sasrec_init_weights)(R(sq_sasrec) *m, uint64_t seed)
@@ -194,7 +193,7 @@ int R(sq_sasrec_work_alloc)(R(sq_sasrec_work) *w, const R(sq_sasrec) *m,
         w->cap.att = 1;
     w->ce_chunk = sq_ce_chunk(cap->n, (int)c->n_items + 1);
     w->env = sq_sasrec_env(c);
-    const sq_mixer *mx = sq_mixer_get(c->attn.kind);
+    const sq_mixer *mx = w->env.self;
     sq_mixer_cap mc = {.B = w->cap.B > 0 ? w->cap.B : 1, .T = w->cap.T, .att = w->cap.att,
                        .train = w->cap.train};
     w->cache_n = mx->cache_size(&w->env, &mc);
@@ -248,11 +247,9 @@ static void R(mix_forward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq
     R(sq_mix_args) a;
     R(sq_sasrec_mix_args)(m, w, b, NULL, l, &a);
 #if SQ_REAL_IS_F64
-    sq_mixer_get(m->cfg.attn.kind)->forward_f64(&a, w->proj + l * (size_t)w->cap.T * m->cfg.dim,
-                                                qin, kvin);
+    a.env->self->forward_f64(&a, w->proj + l * (size_t)w->cap.T * m->cfg.dim, qin, kvin);
 #else
-    sq_mixer_get(m->cfg.attn.kind)->forward(&a, w->proj + l * (size_t)w->cap.T * m->cfg.dim,
-                                            qin, kvin);
+    a.env->self->forward(&a, w->proj + l * (size_t)w->cap.T * m->cfg.dim, qin, kvin);
 #endif
 }
 
@@ -266,9 +263,9 @@ static void R(mix_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const s
     R(sq_sasrec_mix_args)(m, w, b, g, l, &a);
     const real *proj = w->proj + l * (size_t)w->cap.T * m->cfg.dim;
 #if SQ_REAL_IS_F64
-    sq_mixer_get(m->cfg.attn.kind)->backward_f64(&a, proj, w->dproj, qin, kvin, dqin, dkvin);
+    a.env->self->backward_f64(&a, proj, w->dproj, qin, kvin, dqin, dkvin);
 #else
-    sq_mixer_get(m->cfg.attn.kind)->backward(&a, proj, w->dproj, qin, kvin, dqin, dkvin);
+    a.env->self->backward(&a, proj, w->dproj, qin, kvin, dqin, dkvin);
 #endif
 }
 /* ------------------------------------------------------------------------ */

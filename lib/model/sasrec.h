@@ -164,7 +164,7 @@ static inline int sq_sasrec_causal(const sq_sasrec_config *c)
 static inline sq_mixer_env sq_sasrec_env(const sq_sasrec_config *c)
 {
     sq_mixer_env env = {c->dim, c->n_heads, c->max_len, c->n_layers, sq_sasrec_causal(c),
-                        &c->attn};
+                        &c->attn, sq_mixer_get(c->attn.kind)};
     return env;
 }
 

@@ -262,8 +262,6 @@ int sq_sasrec_tensor_set(const sq_sasrec_config *c, sq_tensor_set *s, sq_err *e)
     const sq_mixer *m = sq_mixer_get(c->attn.kind);
     if (m->n_tensors > SQ_MIXER_MAXT)
         return sq_fail(e, SQ_EX_SOFTWARE, "--attn %s: too many tensors", m->name);
-    /* a kind's rank symbol: its first integer option (fpositional --rank) */
-    sq_dims_set(&d, 'K', (uint64_t)c->attn.iopt[0]);
     sq_mixer_env env = sq_sasrec_env(c);
     if (sq_mixer_tensors(&env, s, &d, 1, e))
         return e->code;
@@ -563,7 +561,6 @@ int sq_sasrec_attention_map(const sq_sasrec *m, const uint32_t *hist, uint32_t l
                             sq_err *e)
 {
     const sq_sasrec_config *c = &m->cfg;
-    const sq_mixer *mx = sq_mixer_get(c->attn.kind);
     *map = NULL;
     *ids = *pos = NULL;
     uint32_t off0 = 0;
@@ -599,7 +596,7 @@ int sq_sasrec_attention_map(const sq_sasrec *m, const uint32_t *hist, uint32_t l
         sq_sasrec_mix_args(m, &w, &pb, NULL, l, &a);
         /* the layer's query input: pre-LN LN1(x), post-LN x */
         const float *qin = sq_sasrec_post_ln(c) ? w.x + l * sTC : w.ln1 + l * sTC;
-        int h = mx->map(&a, qin, *map + (size_t)l * heads * nn, e);
+        int h = a.env->self->map(&a, qin, *map + (size_t)l * heads * nn, e);
         if (h < 0)
             rc = e->code;
         else if (l == 0 && h != heads) /* fewer maps than heads (mixing: one) */

@@ -19,8 +19,8 @@
  *
  * SHAPES are strings of dimension symbols ("LCC": layers x dim x dim), each
  * letter's value set by the owner in an sq_dims (e.g. 'L' layers, 'C' dim,
- * 'F' ffn, 'N' max_len, 'H' heads, 'K' a kind's rank, 'V' n_items + 1,
- * 'W' the item table's rows). */
+ * 'F' ffn, 'N' max_len, 'H' heads, 'K' a mixer's own size, set by its dims
+ * hook (mixer.h), 'V' n_items + 1, 'W' the item table's rows). */
 #ifndef SQ_TENSOR_H
 #define SQ_TENSOR_H
 

@@ -26,6 +26,7 @@
 
 #include "dwconv.h"
 #include "gradcheck.h"
+#include "mixer_opt.h"
 #include "mix_qkv.h"
 #include "ops.h"
 #include "ref_ops.h"
@@ -273,18 +274,20 @@ UNIT_TEST(test_dwconv_kind_table)
     CHECK(m->signed_map);
     /* --dwc-kernel: default 5, 0..64 */
     sq_mixer_cfg mc;
+    char buf[32];
     sq_mixer_defaults(&mc, k);
-    CHECK_EQ(mc.iopt[0], 5);
+    CHECK_STR(mixer_get(&mc, "dwc-kernel", buf, sizeof buf), "5");
     CHECK(m->trunc_sd != NULL);
-    sq_mixer_env env = {6, 2, 8, 1, 1, &mc};
+    sq_mixer_env env = {6, 2, 8, 1, 1, &mc, m};
     sq_err e = {0};
     CHECK_EQ(sq_mixer_check(&env, &e), 0);
     CHECK_NEAR(m->trunc_sd(&env, "dwc_w"), 1 / sqrt(15.0), 1e-15);
-    mc.iopt[0] = 0;
+    CHECK_EQ(sq_mixer_set(&mc, "dwc-kernel", "0", &e), 0);
     CHECK_EQ(sq_mixer_check(&env, &e), 0);
-    mc.iopt[0] = 65;
+    CHECK_EQ(sq_mixer_set(&mc, "dwc-kernel", "65", &e), SQ_EX_USAGE);
+    mixer_poke(&mc, "dwc-kernel", 65); /* built in code: the check refuses it */
     CHECK_EQ(sq_mixer_check(&env, &e), SQ_EX_USAGE);
-    mc.iopt[0] = -1;
+    mixer_poke(&mc, "dwc-kernel", -1);
     CHECK_EQ(sq_mixer_check(&env, &e), SQ_EX_USAGE);
 }
 
@@ -306,15 +309,14 @@ static int mix1_init(mix1 *x, sq_rng *r, int K, int causal)
     sq_err e = {0};
     memset(x, 0, sizeof *x);
     sq_mixer_defaults(&x->mc, dwc_kind());
-    x->mc.iopt[0] = K;
-    x->env = (sq_mixer_env){6, 2, 8, 1, causal, &x->mc};
+    mixer_set_int(&x->mc, "dwc-kernel", K);
     x->m = sq_mixer_get(dwc_kind());
+    x->env = (sq_mixer_env){6, 2, 8, 1, causal, &x->mc, x->m};
     int T = sq_pack_offsets(x->off, len, 3), C = x->env.dim;
     sq_pack_positions(x->pos, x->off, 3, x->env.max_len);
     x->pb = (sq_packed){.B = 3, .T = T, .off = x->off, .pos = x->pos};
     sq_dims d = {{0}};
     sq_dims_set(&d, 'C', (uint64_t)C);
-    sq_dims_set(&d, 'K', (uint64_t)K);
     if (sq_mixer_check(&x->env, &e) || sq_mixer_tensors(&x->env, &x->ts, &d, 1, &e))
         return -1;
     sq_tensors_layout(&x->ts);
@@ -420,7 +422,7 @@ static sq_sasrec_config small_config(int backbone, int kind, int K)
     c.dropout = 0;
     sq_mixer_defaults(&c.attn, kind);
     if (kind == dwc_kind())
-        c.attn.iopt[0] = K;
+        mixer_set_int(&c.attn, "dwc-kernel", K);
     return c;
 }
 

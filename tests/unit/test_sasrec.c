@@ -23,6 +23,7 @@
 #include "batch.h"
 #include "gradcheck.h"
 #include "mix_qkv.h"
+#include "mixer_opt.h"
 #include "ops.h"
 #include "rng.h"
 #include "sasrec.h"
@@ -130,9 +131,9 @@ static sq_sasrec_config kind_config(int backbone, int attn, int causal, int head
     c.causal = causal;
     c.n_heads = heads;
     if (is_kind(attn, "fpositional"))
-        c.attn.iopt[0] = 3; /* --rank */
+        mixer_set(&c.attn, "rank", "3");
     if (is_kind(attn, "exp-anneal"))
-        c.attn.ropt[0] = 0.7; /* --decay */
+        mixer_set(&c.attn, "decay", "0.7");
     if (backbone == SQ_BACKBONE_BERT4REC)
         c.ln_eps = 1e-12;
     return c;
@@ -326,12 +327,12 @@ UNIT_TEST(test_sasrec_gradcheck_kinds)
         gradcheck_cfg(t, &c, SQ_LOSS_CE, KIND_SEED, kind_name(a));
     }
     sq_sasrec_config c = kind_config(SQ_BACKBONE_SASREC, kind_of("linrec"), 0, 2);
-    c.attn.iopt[0] = 1; /* --linrec-scale paper */
+    mixer_set(&c.attn, "linrec-scale", "paper");
     gradcheck_cfg(t, &c, SQ_LOSS_CE, KIND_SEED, "linrec paper");
-    c.attn.iopt[0] = 0;
-    c.attn.iopt[1] = 1; /* --linrec-variant no-l2 */
+    mixer_set(&c.attn, "linrec-scale", "code");
+    mixer_set(&c.attn, "linrec-variant", "no-l2");
     gradcheck_cfg(t, &c, SQ_LOSS_CE, KIND_SEED, "linrec no-l2");
-    c.attn.iopt[1] = 2; /* --linrec-variant no-elu */
+    mixer_set(&c.attn, "linrec-variant", "no-elu");
     gradcheck_cfg(t, &c, SQ_LOSS_CE, KIND_SEED, "linrec no-elu");
     c = kind_config(SQ_BACKBONE_SASREC, kind_of("hydra"), 0, 3);
     gradcheck_cfg(t, &c, SQ_LOSS_CE, KIND_SEED, "hydra 3 heads");
@@ -776,7 +777,7 @@ UNIT_TEST(test_sasrec_config_kinds)
             sq_err e = {0};
             sq_sasrec_config c = kind_config(bb, a, bb, 2), r;
             if (is_kind(a, "linrec"))
-                c.attn.iopt[0] = 1; /* --linrec-scale paper */
+                mixer_set(&c.attn, "linrec-scale", "paper");
             CHECK_EQ(sq_mixer_find(sq_mixer_get(a)->name), a);
             sq_modelfile mf = {0};
             CHECK_EQ(sq_modelfile_set(&mf, &e, "model", "%s", backbone_name(bb)), 0);
@@ -786,9 +787,17 @@ UNIT_TEST(test_sasrec_config_kinds)
             CHECK_EQ(r.backbone, bb);
             CHECK_EQ(r.attn.kind, a);
             CHECK_EQ(r.causal, bb);
-            CHECK_EQ(!is_kind(a, "linrec") || r.attn.iopt[0] == 1, 1);
-            CHECK_EQ(!is_kind(a, "fpositional") || r.attn.iopt[0] == 3, 1);
-            CHECK(!is_kind(a, "exp-anneal") || r.attn.ropt[0] == 0.7);
+            /* every option of the kind as it was, by its text */
+            char rb[64], cb[64];
+            for (const sq_opt *o = sq_mixer_get(a)->opts; o && o->type; o++)
+                CHECK_STR(mixer_get(&r.attn, o->name, rb, sizeof rb),
+                          mixer_get(&c.attn, o->name, cb, sizeof cb));
+            CHECK(!is_kind(a, "linrec") ||
+                  !strcmp(mixer_get(&r.attn, "linrec-scale", rb, sizeof rb), "paper"));
+            CHECK(!is_kind(a, "fpositional") ||
+                  !strcmp(mixer_get(&r.attn, "rank", rb, sizeof rb), "3"));
+            CHECK(!is_kind(a, "exp-anneal") ||
+                  strtod(mixer_get(&r.attn, "decay", rb, sizeof rb), NULL) == 0.7);
             sq_modelfile_free(&mf);
             /* weight decay on the matrices and embeddings (two or more
              * dimensions besides the layers'), none on biases and LayerNorm
@@ -808,10 +817,10 @@ UNIT_TEST(test_sasrec_config_kinds)
     sq_err e = {0};
     CHECK_EQ(sq_mixer_find("quadratic"), -1);
     sq_sasrec_config c = kind_config(SQ_BACKBONE_SASREC, kind_of("fpositional"), 0, 2);
-    c.attn.iopt[0] = 0; /* --rank 0 */
+    mixer_poke(&c.attn, "rank", 0); /* --rank 0, built in code */
     CHECK_EQ(sq_sasrec_config_check(&c, &e), SQ_EX_USAGE);
     c = kind_config(SQ_BACKBONE_SASREC, kind_of("exp-anneal"), 0, 2);
-    c.attn.ropt[0] = 1.5; /* --decay 1.5 */
+    mixer_poke(&c.attn, "decay", 1.5); /* --decay 1.5 */
     CHECK_EQ(sq_sasrec_config_check(&c, &e), SQ_EX_USAGE);
     c = kind_config(SQ_BACKBONE_SASREC, kind_of("positional"), 0, 2);
     c.max_len = 65536;

@@ -135,7 +135,8 @@ UNIT_TEST(test_tensor_file_round_trip)
 }
 
 /* Every kind of the table is complete, named once, and its tensors are
- * per layer with orders no backbone tensor uses. */
+ * per layer with orders no backbone tensor uses; a kind whose shapes use
+ * 'K' has the dims hook that sets it. */
 UNIT_TEST(test_mixer_table)
 {
     CHECK(sq_mixer_count() >= 11);
@@ -146,6 +147,11 @@ UNIT_TEST(test_mixer_table)
         CHECK(m->forward && m->backward && m->forward_f64 && m->backward_f64);
         CHECK_EQ(sq_mixer_find(m->name), k);
         CHECK(m->n_tensors <= SQ_MIXER_MAXT);
+        /* the backbone sets no 'K': a kind whose shapes use it sets it */
+        int uses_k = 0;
+        for (int j = 0; j < m->n_tensors; j++)
+            uses_k |= strchr(m->tensors[j].shape, 'K') != NULL;
+        CHECK(!uses_k || m->dims);
         for (int j = 0; j < m->n_tensors; j++) {
             CHECK_EQ(m->tensors[j].shape[0], 'L');
             int clash = 0;

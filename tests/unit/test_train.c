@@ -12,6 +12,7 @@
 #include "dataset.h"
 #include "eval.h"
 #include "model.h"
+#include "mixer_opt.h"
 #include "modelfile.h"
 #include "models.h"
 #include "sasrec.h"
@@ -305,7 +306,7 @@ UNIT_TEST(test_train_bert4rec)
         cfg.n_heads = kind ? 2 : 8;
         cfg.causal = kind ? 0 : 1;
         if (kind)
-            cfg.attn.iopt[0] = 3; /* --rank */
+            mixer_set(&cfg.attn, "rank", "3");
         cfg.mask_prob = 0.3;
         o.model = sq_models_find("bert4rec");
         o.cfg = &cfg;
@@ -328,7 +329,9 @@ UNIT_TEST(test_train_bert4rec)
         if (sq_sasrec_of(&m)) {
             CHECK_EQ(sq_sasrec_of(&m)->cfg.attn.kind, cfg.attn.kind);
             CHECK_EQ(sq_sasrec_of(&m)->cfg.causal, cfg.causal);
-            CHECK_EQ(sq_sasrec_of(&m)->cfg.attn.iopt[0], cfg.attn.iopt[0]);
+            char got[32], want[32];
+            CHECK_STR(mixer_get(&sq_sasrec_of(&m)->cfg.attn, "rank", got, sizeof got),
+                      mixer_get(&cfg.attn, "rank", want, sizeof want));
         }
         sq_eval_opts eo;
         sq_eval_defaults(&eo);
