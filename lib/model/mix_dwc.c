@@ -36,7 +36,9 @@ SQ_MIXER_OPTS_FIT(dwc_options);
 
 static int kernel_of(const sq_mixer_env *env)
 {
-    return SQ_MIXER_OPTS(env->m, dwc_options)->kernel;
+    dwc_options o;
+    SQ_MIXER_OPTS(env->m, dwc_options, o);
+    return o.kernel;
 }
 
 /* The heads' output: efficient attention of the layer's q, k, v into out,

@@ -27,9 +27,10 @@ static sq_lattn_kind lattn_of(const sq_mixer_env *env)
 {
     int v = env->self->variant;
     if (v == SQ_LATTN_LINREC) {
-        const linrec_options *o = SQ_MIXER_OPTS(env->m, linrec_options);
-        return sq_lattn_linrec(o->scale ? SQ_LINREC_PAPER : SQ_LINREC_CODE,
-                               (sq_linrec_variant)o->variant);
+        linrec_options o;
+        SQ_MIXER_OPTS(env->m, linrec_options, o);
+        return sq_lattn_linrec(o.scale ? SQ_LINREC_PAPER : SQ_LINREC_CODE,
+                               (sq_linrec_variant)o.variant);
     }
     return (sq_lattn_kind)v;
 }

@@ -35,14 +35,18 @@ SQ_MIXER_OPTS_FIT(exp_options);
 
 static int rank_of(const sq_mixer_env *env)
 {
-    return SQ_MIXER_OPTS(env->m, fpa_options)->rank;
+    fpa_options o;
+    SQ_MIXER_OPTS(env->m, fpa_options, o);
+    return o.rank;
 }
 
 /* The fixed pattern's decay: exp-anneal's option; the others have none. */
 static double decay_of(const sq_mixer_env *env)
 {
-    return env->self->variant == SQ_ATTN_EXP_ANNEAL ? SQ_MIXER_OPTS(env->m, exp_options)->decay
-                                                    : 0;
+    exp_options o = {0};
+    if (env->self->variant == SQ_ATTN_EXP_ANNEAL)
+        SQ_MIXER_OPTS(env->m, exp_options, o);
+    return o.decay;
 }
 
 typedef struct {

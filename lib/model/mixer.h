@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "batch.h"
 #include "ctx.h"
@@ -47,8 +48,10 @@ typedef struct {
     } opt;
 } sq_mixer_cfg;
 
-/* The options of c's kind as that kind's struct type. */
-#define SQ_MIXER_OPTS(c, type) ((const type *)(const void *)(c)->opt.b)
+/* Copies the options of c's kind into out, a variable of that kind's
+ * struct type (a copy, not a cast of opt's bytes: C's aliasing rules). */
+#define SQ_MIXER_OPTS(c, type, out) \
+    ((void)sizeof(&(out) == (type *)0), memcpy(&(out), (c)->opt.b, sizeof(type)))
 /* The sq_opt offset of field of the kind's struct type. */
 #define SQ_MIXER_OPT(type, field) (offsetof(sq_mixer_cfg, opt) + offsetof(type, field))
 /* Beside the struct's declaration: it fits opt. */
