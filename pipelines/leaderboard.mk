@@ -21,7 +21,8 @@
 # Outputs in repro/leaderboard/NAME/ (LEADERBOARD_OUT=DIR elsewhere): per model .log (the epoch lines),
 # .sqm, .json (seqrec-metrics), table.md (pipelines/leaderboard.sh: HR@10,
 # NDCG@10, MRR@10, epochs, seconds an epoch, peak memory) and quality.png
-# (test NDCG@10 against training seconds).
+# (test NDCG@10 against training seconds). In the default folder a run
+# refreshes doc/repro/leaderboard.md's table of its data (repro_docs.sh).
 EPOCHS ?= 200
 LEADERBOARD_PATIENCE ?= 10
 LEADERBOARD_THREADS ?= 1
@@ -81,3 +82,6 @@ $(LB_OUT)/%.json: $(LB_OUT)/data.split
 
 leaderboard-table: $(MODELS:%=$(LB_OUT)/%.json)
 	@sh pipelines/leaderboard.sh "$(LB_OUT)" "$(LB_NAME)" $(MODELS)
+ifeq ($(LB_OUT),repro/leaderboard/$(LB_NAME))
+	@$(REPRO_DOCS) doc/repro/leaderboard.md
+endif
