@@ -145,7 +145,14 @@ nightly_make() {
 
 # no seqrec-score (or the wrappers' sleep $NAP) left running
 no_shard_left() {
-  sleep 0.3
+  # the job cleans up after make or its caller returns (its traps kill the
+  # shards and remove its run directory): a slow build (SANITIZE=1) needs
+  # more than a moment, so wait for it, up to 10 s
+  for i in $(seq 100); do
+    pgrep -f "$T/bin/seqrec-score" >/dev/null || pgrep -f "sleep $NAP" >/dev/null ||
+      ls -a "$T/job" | grep -qE '^\.run\.|\.tmp' || break
+    sleep 0.1
+  done
   ! pgrep -f "$T/bin/seqrec-score" >/dev/null || { echo "a shard is left"; false; }
   ! pgrep -f "sleep $NAP" >/dev/null || { echo "a wrapper's sleep is left"; false; }
 }
