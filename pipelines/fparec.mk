@@ -9,13 +9,18 @@
 # and one negative, N=50, d=64 (ffn = d, as the code), 2 layers, 1 head,
 # dropout 0.5, and prints test HR@10/NDCG@10 next to the paper's cells.
 # Hours on 2 CPU cores (a CE epoch on Beauty: ~20 s); outputs in repro/fparec/.
+# Writes the table (pipelines/fparec_table.sh) to repro/fparec/sasrec.md.
 # Both targets end with doc/repro/fparec.md's included tables
-# (pipelines/repro_docs.sh; none yet: the tables here are printed only).
+# (pipelines/repro_docs.sh: reproduce-fparec-attn's table3.md).
 FPAREC_OUT := repro/fparec
 FPAREC_BIN := $(BUILD)/bin
 FPAREC_TRAIN := --model sasrec --max-len 50 --dim 64 --ffn 64 --layers 2 --heads 1 \
   --dropout 0.5 --lr 1e-3 --beta2 0.98 --batch 128 --epochs 200 --eval-every 2 --patience 10 \
   --seed 1 --threads 2
+
+# Paper cells (FPARec Table 3, SASRec) of the CE runs; the rows of sasrec.md.
+FPAREC_SASREC_PAPER := Beauty-ce:0.0813/0.0405 Sports_and_Outdoors-ce:0.0460/0.0233
+FPAREC_SASREC_ROWS := 'ce:SASRec, softmax (full CE)' 'bce:SASRec, softmax (BCE, 1 negative)'
 
 .PHONY: reproduce-fparec-sasrec
 reproduce-fparec-sasrec: deps
@@ -38,6 +43,9 @@ reproduce-fparec-sasrec: deps
 	  printf '%-24s %8s %8s   %s\n' $$1 $$(sed 's/.*"hr@10": \([0-9.]*\).*/\1/' $$f) \
 	    $$(sed 's/.*"ndcg@10": \([0-9.]*\).*/\1/' $$f) $$2; \
 	done
+	@sh pipelines/fparec_table.sh "FPARec Table 3, SASRec (softmax): full cross-entropy and BCE with one negative (test)" \
+	  $(FPAREC_OUT) '' "$(FPAREC_SASREC_PAPER)" $(FPAREC_SASREC_ROWS) > $(FPAREC_OUT)/sasrec.md.tmp \
+	  && mv $(FPAREC_OUT)/sasrec.md.tmp $(FPAREC_OUT)/sasrec.md
 	@$(REPRO_DOCS) doc/repro/fparec.md
 
 # ---------------------------------------------------------------------------
@@ -51,7 +59,9 @@ reproduce-fparec-sasrec: deps
 # default heads = d. BERT4Rec runs use RecBole's defaults for the model
 # (2 heads, ffn 256, dropout 0.2, mask 0.2). FPAREC_EPOCHS caps the SASRec
 # runs (default 200 with patience 10, as the paper); FPAREC_B4R_EPOCHS the
-# BERT4Rec ones. Prints test HR@10/NDCG@10 next to the paper's cells.
+# BERT4Rec ones. Prints test HR@10/NDCG@10 next to the paper's cells and
+# writes them as doc/repro/fparec.md's table to repro/fparec/table3.md
+# (pipelines/fparec_table.sh), then refreshes the report.
 FPAREC_EPOCHS ?= 200
 FPAREC_B4R_EPOCHS ?= 200
 FPAREC_THREADS ?= 1
@@ -86,6 +96,12 @@ FPAREC_PAPER := Beauty-softmax:0.0813/0.0405 Beauty-linear:0.0785/0.0379 Beauty-
   Sports_and_Outdoors-softmax:0.0460/0.0233 Sports_and_Outdoors-linear:0.0462/0.0228 \
   Sports_and_Outdoors-mixing:0.0458/0.0235 Sports_and_Outdoors-positional:0.0470/0.0230 \
   Sports_and_Outdoors-fpositional:0.0478/0.0235
+# The rows of table3.md, KIND:LABEL, in the report's order.
+FPAREC_ROWS := 'softmax:SASRec, softmax' 'linear:SASRec, linear' 'mixing:SASRec, mixing' \
+  'positional:SASRec, positional (PARec)' 'fpositional:SASRec, fpositional (FPARec)' \
+  'linrec:SASRec, linrec' 'efficient:SASRec, efficient' 'hydra:SASRec, hydra' \
+  'b4r-softmax:BERT4Rec, softmax' 'b4r-hydra:BERT4Rec, hydra'
+FPAREC_TITLE := FPARec Table 3: test HR@10 / NDCG@10 of each attention (S3-Rec Beauty and Sports, full ranking)
 
 .PHONY: reproduce-fparec-attn fparec-attn-runs
 reproduce-fparec-attn: deps
@@ -99,5 +115,7 @@ reproduce-fparec-attn: deps
 	  printf '%-32s %8s %8s   %s\n' $$d-$$k $$(sed 's/.*"hr@10": \([0-9.]*\).*/\1/' $$f) \
 	    $$(sed 's/.*"ndcg@10": \([0-9.]*\).*/\1/' $$f) $$p; \
 	done; done
+	@sh pipelines/fparec_table.sh "$(FPAREC_TITLE)" $(FPAREC_OUT) attn- "$(FPAREC_PAPER)" $(FPAREC_ROWS) \
+	  > $(FPAREC_OUT)/table3.md.tmp && mv $(FPAREC_OUT)/table3.md.tmp $(FPAREC_OUT)/table3.md
 	@$(REPRO_DOCS) doc/repro/fparec.md
 fparec-attn-runs: $(FPAREC_JSON)

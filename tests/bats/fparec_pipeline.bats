@@ -1,0 +1,96 @@
+#!/usr/bin/env bats
+# make reproduce-fparec-attn / reproduce-fparec-sasrec (pipelines/fparec.mk):
+# fparec_table.sh writes doc/repro/fparec.md's table from fixed .json files,
+# and `make -n` shows both targets writing their table before the report's
+# refresh.
+
+load helper
+
+setup() {
+  common_setup
+  P="$SEQREC_ROOT/pipelines"
+  mkdir "$T/r"
+}
+
+# table_cmd: the fparec_table.sh command in $output (make -n), its
+# continuation lines joined
+table_cmd() {
+  sed -e ':a' -e '/\\$/{N; s/\\\n[[:space:]]*/ /; ta' -e '}' <<< "$output" | grep -F "pipelines/fparec_table.sh"
+}
+
+# metrics RUN HR10 NDCG10: RUN.json as seqrec-metrics -k 10 --json writes it
+metrics() {
+  printf '{"records": 100, "users": 100, "mrr": 0.020000, "hr@10": %s, "recall@10": %s, "ndcg@10": %s, "mrr@10": 0.010000, "precision@10": 0.008000}\n' \
+    "$2" "$2" "$3" > "$T/r/$1.json"
+}
+
+@test "fparec: fparec_table.sh tables HR@10 / NDCG@10 of both data sets beside the paper's cells" {
+  metrics attn-Beauty-softmax 0.082812 0.040655
+  metrics attn-Sports_and_Outdoors-softmax 0.048700 0.023349
+  metrics attn-Beauty-linrec 0.081500 0.040200
+  metrics attn-Sports_and_Outdoors-linrec 0.046249 0.023151
+  metrics attn-Beauty-b4r-hydra 0.052900 0.026400
+  # a run that did not finish: an empty .json, and none at all
+  : > "$T/r/attn-Sports_and_Outdoors-b4r-hydra.json"
+  run -0 sh "$P/fparec_table.sh" "FPARec Table 3: test" "$T/r" attn- \
+    "Beauty-softmax:0.0813/0.0405 Sports_and_Outdoors-softmax:0.0460/0.0233 Beauty-linear:0.0785/0.0379" \
+    'softmax:SASRec, softmax' 'linrec:SASRec, linrec' 'b4r-hydra:BERT4Rec, hydra' 'linear:SASRec, linear'
+  want='### FPARec Table 3: test
+
+| model, attention | Beauty HR@10 / NDCG@10 | paper | Sports HR@10 / NDCG@10 | paper |
+| --- | --- | --- | --- | --- |
+| SASRec, softmax | 0.0828 / 0.0407 | 0.0813 / 0.0405 | 0.0487 / 0.0233 | 0.0460 / 0.0233 |
+| SASRec, linrec | 0.0815 / 0.0402 | - | 0.0462 / 0.0232 | - |
+| BERT4Rec, hydra | 0.0529 / 0.0264 | - | (not run) | - |
+| SASRec, linear | (not run) | 0.0785 / 0.0379 | (not run) | - |'
+  [ "$output" = "$want" ] || { diff <(echo "$want") <(echo "$output"); false; }
+  # the file ends with one blank line, as paper_table.sh
+  sh "$P/fparec_table.sh" t "$T/r" attn- "" 'softmax:x' > "$T/t.md"
+  [ "$(tail -c 2 "$T/t.md" | od -An -c | tr -d ' ')" = '\n\n' ]
+}
+
+@test "fparec: fparec_table.sh with no prefix reads DATA-KIND.json (reproduce-fparec-sasrec's runs)" {
+  metrics Beauty-ce 0.082800 0.040700
+  metrics Beauty-bce 0.070049 0.034951
+  metrics Sports_and_Outdoors-ce 0.048690 0.023310
+  metrics Sports_and_Outdoors-bce 0.040000 0.020000
+  run -0 sh "$P/fparec_table.sh" "SASRec" "$T/r" '' \
+    "Beauty-ce:0.0813/0.0405 Sports_and_Outdoors-ce:0.0460/0.0233" 'ce:SASRec, softmax (full CE)' 'bce:SASRec, softmax (BCE, 1 negative)'
+  [ "${lines[3]}" = "| SASRec, softmax (full CE) | 0.0828 / 0.0407 | 0.0813 / 0.0405 | 0.0487 / 0.0233 | 0.0460 / 0.0233 |" ]
+  [ "${lines[4]}" = "| SASRec, softmax (BCE, 1 negative) | 0.0700 / 0.0350 | - | 0.0400 / 0.0200 | - |" ]
+  [ "${#lines[@]}" -eq 5 ]
+}
+
+@test "fparec: the report's table is the one reproduce-fparec-attn writes, row for row" {
+  # every row label and paper cell of fparec.mk, in doc/repro/fparec.md's order
+  doc="$SEQREC_ROOT/doc/repro/fparec.md"
+  run -0 mk -n reproduce-fparec-attn FPAREC_OUT="$T/out"
+  line=$(table_cmd)
+  [[ "$line" == *" $T/out attn- "* ]]
+  [[ "$line" == *"> $T/out/table3.md.tmp && mv $T/out/table3.md.tmp $T/out/table3.md"* ]]
+  [ "$(tail -n 1 <<< "$output")" = "sh pipelines/repro_docs.sh doc/repro/fparec.md" ]
+  # the command on .json files holding the report's own numbers gives the report's block
+  sed -n '/^<!-- include repro\/fparec\/table3.md -->$/,/^<!-- end include -->$/p' "$doc" | sed '1d;$d' > "$T/block"
+  [ -s "$T/block" ]
+  mkdir "$T/out"
+  kinds=(softmax linear mixing positional fpositional linrec efficient hydra b4r-softmax b4r-hydra)
+  i=0
+  while IFS='|' read -r _ _ b _ s _; do
+    read -r bh _ bn <<< "$b"
+    read -r sh _ sn <<< "$s"
+    printf '{"hr@10": %s, "ndcg@10": %s}\n' "$bh" "$bn" > "$T/out/attn-Beauty-${kinds[i]}.json"
+    printf '{"hr@10": %s, "ndcg@10": %s}\n' "$sh" "$sn" > "$T/out/attn-Sports_and_Outdoors-${kinds[i]}.json"
+    i=$((i + 1))
+  done < <(sed -n '5,$p' "$T/block" | grep '^| ')
+  [ "$i" -eq 10 ]
+  (cd "$SEQREC_ROOT" && eval "${line#@}")
+  diff "$T/block" "$T/out/table3.md"
+}
+
+@test "fparec: make -n reproduce-fparec-sasrec writes sasrec.md before the report's refresh" {
+  run -0 mk -n reproduce-fparec-sasrec FPAREC_OUT="$T/out"
+  line=$(table_cmd)
+  [[ "$line" == *" $T/out '' \"Beauty-ce:0.0813/0.0405 Sports_and_Outdoors-ce:0.0460/0.0233\" 'ce:SASRec, softmax (full CE)' 'bce:SASRec, softmax (BCE, 1 negative)' > $T/out/sasrec.md.tmp"* ]]
+  [[ "$line" == *"mv $T/out/sasrec.md.tmp $T/out/sasrec.md" ]]
+  [ "$(tail -n 1 <<< "$output")" = "sh pipelines/repro_docs.sh doc/repro/fparec.md" ]
+}
