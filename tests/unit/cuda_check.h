@@ -130,6 +130,36 @@ static inline int cuda_close_to(const float *a, const float *b, size_t n, double
     return 0;
 }
 
+/* The same against a naive reference of tests/ref (double): a GPU op is
+ * checked against its definition as well as against its CPU twin. */
+static inline int cuda_close_to_ref(const float *a, const double *ref, size_t n, double atol,
+                                    double rtol, const char *what)
+{
+    size_t worst = 0;
+    double wexcess = -1;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - ref[i]), lim = atol + rtol * fabs(ref[i]);
+        if (!(d <= lim) && (wexcess < 0 || d - lim > wexcess || isnan(d))) {
+            wexcess = isnan(d) ? INFINITY : d - lim;
+            worst = i;
+        }
+    }
+    if (wexcess < 0)
+        return 1;
+    fprintf(stderr, "    %s: [%zu] gpu %.9g reference %.9g (atol %g rtol %g)\n", what, worst,
+            (double)a[worst], ref[worst], atol, rtol);
+    return 0;
+}
+
+/* A double copy of n floats (NULL when out of memory: the caller's CHECK). */
+static inline double *cuda_to_double(const float *x, size_t n)
+{
+    double *d = malloc(n * sizeof *d);
+    for (size_t i = 0; d && i < n; i++)
+        d[i] = x[i];
+    return d;
+}
+
 /* Frees every buffer and closes; fails the test when a copy or the
  * sticky error failed. */
 static inline void cuda_close_(unit_ctx *t, cuda_env *g)

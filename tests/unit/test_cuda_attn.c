@@ -17,6 +17,7 @@
 #include "cuda_check.h"
 #include "attn_linear.h"
 #include "ops.h"
+#include "ref_ops.h"
 #include "rng.h"
 
 /* q|k|v [T, 3C], the initial gradients g0 (0.1 scale) and dout [T, C],
@@ -78,6 +79,14 @@ static void attn_case(unit_ctx *t, cuda_env *g, const int *len, int B, int H, in
             CHECK(memcmp(prev, gd, n3 * sizeof *gd) == 0);
         memcpy(prev, gd, n3 * sizeof *gd);
     }
+    /* the GPU's output against the definition (tests/ref) too */
+    double *xd = cuda_to_double(qkv, n3), *ref = malloc(tc * sizeof *ref);
+    CHECK(xd && ref);
+    if (xd && ref) {
+        ref_attention(ref, xd, xd + C, xd + 2 * C, ld, off, B, H, C, causal);
+        CHECK(cuda_close_to_ref(gout, ref, tc, 2e-5, 1e-4, "attention out vs tests/ref"));
+    }
+    free(xd); free(ref);
     free(qkv); free(dout); free(g0); free(att); free(out); free(dqkv); free(gout); free(gd);
     free(prev);
 }
@@ -137,6 +146,15 @@ static void lattn_case(unit_ctx *t, cuda_env *g, int kind, const int *len, int B
     CHECK(cuda_down(g, gout, dy, tc) == 0 && cuda_close_to(gout, out, tc, 1e-5, 1e-4, what));
     snprintf(what, sizeof what, "lattn kind %d causal %d grads", kind, causal);
     CHECK(cuda_down(g, gd, dg, n3) == 0 && cuda_close_to(gd, dqkv, n3, 1e-5, 1e-4, what));
+    /* the GPU's output against the definition (tests/ref) too */
+    double *xd = cuda_to_double(qkv, n3), *ref = malloc(tc * sizeof *ref);
+    CHECK(xd && ref);
+    if (xd && ref) {
+        ref_lattn((sq_lattn_kind)kind, ref, xd, xd + C, xd + 2 * C, ld, off, B, H, C, causal);
+        snprintf(what, sizeof what, "lattn kind %d causal %d out vs tests/ref", kind, causal);
+        CHECK(cuda_close_to_ref(gout, ref, tc, 1e-5, 1e-4, what));
+    }
+    free(xd); free(ref);
     free(qkv); free(dout); free(g0); free(cache); free(scr); free(out); free(dqkv);
     free(gout); free(gd);
 }

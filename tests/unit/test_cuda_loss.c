@@ -25,6 +25,7 @@
 #include "adam.h"
 #include "cuda_check.h"
 #include "ops.h"
+#include "ref_ops.h"
 #include "rng.h"
 
 #define CE_N 37
@@ -153,6 +154,17 @@ static void ce_case(unit_ctx *t, int with_bias, int rows_kind, int dev_ids)
     if (!g.bad) {
         CHECK_EQ(o[0].count, ccount);
         CHECK_NEAR(o[0].loss, closs, 1e-5);
+        /* the GPU's loss against the definition (tests/ref) too */
+        double *hd = cuda_to_double(h, nh), *Ed = cuda_to_double(E, nE);
+        double *bd = with_bias ? cuda_to_double(bias, CE_V1) : NULL;
+        CHECK(hd && Ed && (bd || !with_bias));
+        if (hd && Ed && (bd || !with_bias)) {
+            int rcount = -1;
+            double rloss = ref_ce_full(hd, Ed, bd, rows, targets, CE_N, CE_C, CE_V1, &rcount);
+            CHECK_EQ(o[0].count, rcount);
+            CHECK_NEAR(o[0].loss, rloss, 1e-5);
+        }
+        free(hd); free(Ed); free(bd);
         CHECK(cuda_close_to(o[0].dh, cdh, nh, 1e-7, 1e-4, "ce dh"));
         CHECK(cuda_close_to(o[0].dE, cdE, nE, 1e-7, 1e-4, "ce dE"));
         if (with_bias)
