@@ -90,7 +90,8 @@ double R(sq_cl4srec_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_
 
 #if !SQ_REAL_IS_F64
 
-enum { CL_COS = 0, CL_DOT = 1 }; /* --cl-sim's choices, in order */
+enum { CL_COS = 0, CL_DOT = 1 };      /* --cl-sim's choices, in order */
+enum { CL_ALL = 0, CL_DISTINCT = 1 }; /* --cl-negatives' */
 
 typedef struct {
     sq_sasrec_config base; /* first: the backbone's options bind at their offsets */
@@ -254,7 +255,7 @@ static double step(sq_net *n, void *work, const sq_packed *b, const sq_step_opts
     sq_sasrec_work *w = sq_sasrec_net_work(cw->inner);
     sq_sasrec_forward(m, w, b, 1, o->seed, t);
     sq_cl4srec_cl cl = {.lambda = c->cl_weight, .tau = c->cl_temp, .cosine = c->cl_sim == CL_COS,
-                        .distinct = c->cl_negatives == 1};
+                        .distinct = c->cl_negatives == CL_DISTINCT};
     double loss = sq_cl4srec_loss(m, w, b, o->loss, &cl, cw->nce, cw->rows, g, count);
     if (loss == loss && loss - loss == 0) /* finite: the trainer stops otherwise */
         sq_sasrec_backward(m, w, b, g);

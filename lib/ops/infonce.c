@@ -8,6 +8,7 @@
 #endif
 
 #include "infonce.h"
+#include "l2norm.h"
 #include "ops.h"
 #include "real.h"
 
@@ -17,18 +18,30 @@
 size_t sq_infonce_scratch_size(int U, int C)
 {
     size_t M = 2 * (size_t)(U > 0 ? U : 1);
-    return 2 * M * (size_t)C + M * M + M;
+    return 3 * M * (size_t)C + M * M + M;
 }
 #endif
 
-/* The layout of scratch: z [M, C], dz [M, C], S [M, M], norms [M]. */
-static void R(parts)(real *scratch, int M, int C, real **z, real **dz, real **S, real **nrm)
+/* The layout of scratch: z [M, C], dz [M, C], S [M, M], norms [M], and
+ * for the cosine the raw states (forward) and their gradient (backward)
+ * [M, C]. */
+typedef struct {
+    real *z, *dz, *S, *nrm, *raw;
+} R(nce_parts);
+
+static R(nce_parts) R(parts)(real *scratch, int M, int C)
 {
-    *z = scratch;
-    *dz = scratch + (size_t)M * C;
-    *S = *dz + (size_t)M * C;
-    *nrm = *S + (size_t)M * M;
+    R(nce_parts) p;
+    p.z = scratch;
+    p.dz = p.z + (size_t)M * C;
+    p.S = p.dz + (size_t)M * C;
+    p.nrm = p.S + (size_t)M * M;
+    p.raw = p.nrm + M;
+    return p;
 }
+
+/* F.normalize's floor of the norm, as CORE's cosine (l2norm.h) */
+#define NCE_NORM_EPS 1e-12
 
 /* View k's negatives exclude view i's: itself, and with labels a view of
  * another pair with the same label (never the positive). */
@@ -45,22 +58,15 @@ double R(sq_infonce_forward)(const sq_ctx *cx, real *scratch, const real *h, con
                              const int *rb, int U, int C, const sq_infonce_opt *o)
 {
     int M = 2 * U;
-    real *z, *dz, *S, *nrm;
-    R(parts)(scratch, M, C, &z, &dz, &S, &nrm);
+    R(nce_parts) sc = R(parts)(scratch, M, C);
+    real *z = sc.z, *S = sc.S;
     if (U < 2)
         return 0;
-    R(sq_gather_rows)(cx, z, h, ra, U, C);
-    R(sq_gather_rows)(cx, z + (size_t)U * C, h, rb, U, C);
+    real *x = o->cosine ? sc.raw : z; /* the states as gathered */
+    R(sq_gather_rows)(cx, x, h, ra, U, C);
+    R(sq_gather_rows)(cx, x + (size_t)U * C, h, rb, U, C);
     if (o->cosine)
-        for (int i = 0; i < M; i++) { /* a zero state stays zero (norm 1) */
-            real *zi = z + (size_t)i * C;
-            double ss = 0;
-            for (int c = 0; c < C; c++)
-                ss += (double)zi[c] * zi[c];
-            nrm[i] = ss > 0 ? (real)sqrt(ss) : 1;
-            for (int c = 0; c < C; c++)
-                zi[c] /= nrm[i];
-        }
+        R(sq_l2norm_forward)(cx, z, sc.nrm, x, M, C, 1, (real)NCE_NORM_EPS);
     R(sq_gemm)(cx, 0, 1, M, M, C, (real)(1 / o->tau), z, C, z, C, 0, S, M);
     /* each row of S becomes P (the softmax over the kept k), the loss summed */
     double loss = 0;
@@ -87,8 +93,8 @@ void R(sq_infonce_backward)(const sq_ctx *cx, real *dh, real *scratch, const int
                             real dloss)
 {
     int M = 2 * U;
-    real *z, *dz, *S, *nrm;
-    R(parts)(scratch, M, C, &z, &dz, &S, &nrm);
+    R(nce_parts) sc = R(parts)(scratch, M, C);
+    real *z = sc.z, *dz = sc.dz, *S = sc.S;
     if (U < 2)
         return;
     /* G = (P - onehot(p)) dloss / M, then G + G^T in place (the diagonal
@@ -106,15 +112,11 @@ void R(sq_infonce_backward)(const sq_ctx *cx, real *dh, real *scratch, const int
             S[(size_t)k * M + i] = sym;
         }
     R(sq_gemm)(cx, 0, 0, M, C, M, (real)(1 / o->tau), S, M, z, C, 0, dz, C);
-    if (o->cosine) /* through z = h / |h|: remove the radial part, scale */
-        for (int i = 0; i < M; i++) {
-            real *zi = z + (size_t)i * C, *gi = dz + (size_t)i * C;
-            double d = 0;
-            for (int c = 0; c < C; c++)
-                d += (double)zi[c] * gi[c];
-            for (int c = 0; c < C; c++)
-                gi[c] = (real)((gi[c] - zi[c] * d) / nrm[i]);
-        }
+    if (o->cosine) { /* back through z = h / |h| */
+        R(sq_zero)(cx, sc.raw, (size_t)M * C);
+        R(sq_l2norm_backward)(cx, sc.raw, dz, z, sc.nrm, M, C, 1, (real)NCE_NORM_EPS);
+        dz = sc.raw;
+    }
     R(sq_scatter_add_rows)(cx, dh, dz, ra, U, C);
     R(sq_scatter_add_rows)(cx, dh, dz + (size_t)U * C, rb, U, C);
 }

@@ -14,7 +14,7 @@
  *     dL/dz = (G + G^T) z / tau
  *
  * Two options (sq_infonce_opt):
- *   cosine  z_i = h_i / |h_i| (cosine similarity, bounded by 1/tau): the
+ *   cosine  z_i = h_i / |h_i| (l2norm.h; cosine similarity, bounded by 1/tau): the
  *           gradient through the normalisation is
  *           dL/dh_i = (g_i - z_i (z_i . g_i)) / |h_i|, g_i = dL/dz_i;
  *   label   one label a pair (its sample's next item): a view whose label
@@ -33,7 +33,8 @@
 #include "ctx.h"
 
 /* Reals of scratch the forward fills and the backward reads, for U pairs
- * of C reals: z and dz [2U, C], S/G [2U, 2U], the norms [2U]. */
+ * of C reals: z, dz and the raw states [2U, C], S/G [2U, 2U], the norms
+ * [2U]. */
 size_t sq_infonce_scratch_size(int U, int C);
 
 typedef struct {

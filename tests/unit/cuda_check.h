@@ -109,15 +109,17 @@ static inline int cuda_down(cuda_env *g, float *host, const float *d, size_t n)
     return cuda_down_bytes(g, host, d, n * sizeof(float));
 }
 
-/* |a - b| <= atol + rtol |b| everywhere (b the CPU's); prints the worst
- * element when not. */
-static inline int cuda_close_to(const float *a, const float *b, size_t n, double atol,
-                                double rtol, const char *what)
+/* |a - b| <= atol + rtol |b| everywhere, b the CPU's (bf) or a naive
+ * reference of tests/ref in double (bd); prints the worst element when
+ * not. */
+static inline int cuda_near(const float *a, const float *bf, const double *bd, size_t n,
+                            double atol, double rtol, const char *what, const char *other)
 {
     size_t worst = 0;
     double wexcess = -1;
     for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]), lim = atol + rtol * fabs((double)b[i]);
+        double b = bf ? (double)bf[i] : bd[i];
+        double d = fabs((double)a[i] - b), lim = atol + rtol * fabs(b);
         if (!(d <= lim) && (wexcess < 0 || d - lim > wexcess || isnan(d))) {
             wexcess = isnan(d) ? INFINITY : d - lim;
             worst = i;
@@ -125,30 +127,24 @@ static inline int cuda_close_to(const float *a, const float *b, size_t n, double
     }
     if (wexcess < 0)
         return 1;
-    fprintf(stderr, "    %s: [%zu] gpu %.9g cpu %.9g (atol %g rtol %g)\n", what, worst,
-            (double)a[worst], (double)b[worst], atol, rtol);
+    fprintf(stderr, "    %s: [%zu] gpu %.9g %s %.9g (atol %g rtol %g)\n", what, worst,
+            (double)a[worst], other, bf ? (double)bf[worst] : bd[worst], atol, rtol);
     return 0;
 }
 
-/* The same against a naive reference of tests/ref (double): a GPU op is
- * checked against its definition as well as against its CPU twin. */
+/* Against the CPU twin's output. */
+static inline int cuda_close_to(const float *a, const float *b, size_t n, double atol,
+                                double rtol, const char *what)
+{
+    return cuda_near(a, b, NULL, n, atol, rtol, what, "cpu");
+}
+
+/* Against the op's definition (tests/ref): a GPU op is checked against its
+ * naive reference as well as against its CPU twin. */
 static inline int cuda_close_to_ref(const float *a, const double *ref, size_t n, double atol,
                                     double rtol, const char *what)
 {
-    size_t worst = 0;
-    double wexcess = -1;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - ref[i]), lim = atol + rtol * fabs(ref[i]);
-        if (!(d <= lim) && (wexcess < 0 || d - lim > wexcess || isnan(d))) {
-            wexcess = isnan(d) ? INFINITY : d - lim;
-            worst = i;
-        }
-    }
-    if (wexcess < 0)
-        return 1;
-    fprintf(stderr, "    %s: [%zu] gpu %.9g reference %.9g (atol %g rtol %g)\n", what, worst,
-            (double)a[worst], ref[worst], atol, rtol);
-    return 0;
+    return cuda_near(a, NULL, ref, n, atol, rtol, what, "reference");
 }
 
 /* A double copy of n floats (NULL when out of memory: the caller's CHECK). */
