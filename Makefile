@@ -49,6 +49,23 @@ SANFLAGS :=
 OPT := -O2
 endif
 
+# MPI=auto (default) builds with MPI when mpicc is on PATH (Open MPI from
+# Debian: openmpi-bin libopenmpi-dev), MPI=1 requires it, MPI=0 leaves it out.
+# Every program links it then, but only a process that a launcher started
+# as one of several initialises it (lib/util/comm.h).
+MPI ?= auto
+MPICC ?= mpicc
+ifeq ($(MPI),auto)
+MPI := $(if $(shell command -v $(MPICC) 2>/dev/null),1,0)
+endif
+ifeq ($(MPI),1)
+MPI_CFLAGS := -DSQ_HAVE_MPI $(patsubst -I%,-isystem %,$(shell $(MPICC) --showme:compile 2>/dev/null || $(MPICC) -compile_info | cut -d' ' -f2- | tr ' ' '\n' | grep '^-[ID]' | tr '\n' ' '))
+MPI_LIBS := $(shell $(MPICC) --showme:link 2>/dev/null || $(MPICC) -link_info | cut -d' ' -f2- | tr ' ' '\n' | grep '^-[lLW]' | tr '\n' ' ')
+ifeq ($(strip $(MPI_CFLAGS) $(MPI_LIBS)),-DSQ_HAVE_MPI)
+$(error MPI=1: $(MPICC) gives no compile or link flags)
+endif
+endif
+
 LIB_DIRS := $(sort $(patsubst %/,%,$(dir $(wildcard lib/*/*.h lib/*/*.c))))
 LIB_INC := $(LIB_DIRS:%=-I%)
 # -ffp-contract=off: no fused multiply-add, the same bits on every ISA.
@@ -60,7 +77,7 @@ LIB_INC := $(LIB_DIRS:%=-I%)
 CFLAGS_ALL := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wvla \
   -ffp-contract=off -fno-math-errno -fno-trapping-math \
   -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -DSEQREC_VERSION='"$(VERSION)"' \
-  -fopenmp $(LIB_INC) $(SANFLAGS) $(ISA_FLAGS_$(ISA)) $(CFLAGS)
+  -fopenmp $(LIB_INC) $(MPI_CFLAGS) $(SANFLAGS) $(ISA_FLAGS_$(ISA)) $(CFLAGS)
 # The flags the objects of $(BUILD) were compiled with: when they change
 # (a new flag here, CFLAGS=..., ISA=...), every object is rebuilt, not only
 # those whose sources changed.
@@ -70,7 +87,7 @@ $(shell mkdir -p $(BUILD))
 $(file > $(BUILD_FLAGS),$(CFLAGS_ALL))
 endif
 # -ldl: lib/ops/gpu_load.c dlopens the CUDA backend (cuda/cuda.mk) on demand.
-LDLIBS_ALL := -larchive -lz -lxxhash -lopenblas -lm -ldl -fopenmp $(LDLIBS)
+LDLIBS_ALL := -larchive -lz -lxxhash -lopenblas -lm -ldl -fopenmp $(MPI_LIBS) $(LDLIBS)
 
 LIB_SRC := $(sort $(wildcard lib/*/*.c))
 # Sources written over real.h's `real` (they start with `#define SQ_REAL
@@ -220,7 +237,7 @@ arm64-test:
 	  ! ls $(ARM64_LIBS)/libopenblas.so $(ARM64_LIBS)/libarchive.so $(ARM64_LIBS)/libxxhash.so $(ARM64_LIBS)/libz.so $(ARM64_LIBS)/libgomp.so.1 >/dev/null 2>&1; then \
 	  echo "arm64-test: skipped (needs $(ARM64_CC), qemu-aarch64 and the arm64 libopenblas-dev, libarchive-dev, libxxhash-dev, zlib1g-dev, libgomp1)"; \
 	else \
-	  $(MAKE) --no-print-directory BUILD=$(ARM64_BUILD) CC=$(ARM64_CC) CUDA=0 SIM=0 all $(ARM64_BUILD)/unit_tests && \
+	  $(MAKE) --no-print-directory BUILD=$(ARM64_BUILD) CC=$(ARM64_CC) CUDA=0 SIM=0 MPI=0 all $(ARM64_BUILD)/unit_tests && \
 	  mkdir -p $(ARM64_BUILD)/qemu && \
 	  for p in $(notdir $(PROGS)); do \
 	    printf '#!/bin/sh\nexec $(ARM64_RUN) %s "$$@"\n' "$(CURDIR)/$(ARM64_BUILD)/bin/$$p" > $(ARM64_BUILD)/qemu/$$p && \
@@ -228,7 +245,7 @@ arm64-test:
 	  done && \
 	  $(ARM64_RUN) $(ARM64_BUILD)/unit_tests | tail -n 1 | tee $(ARM64_BUILD)/unit.txt && \
 	  grep -q ' 0 failed' $(ARM64_BUILD)/unit.txt && \
-	  $(MAKE) --no-print-directory demo BUILD=$(ARM64_BUILD) CC=$(ARM64_CC) CUDA=0 SIM=0 \
+	  $(MAKE) --no-print-directory demo BUILD=$(ARM64_BUILD) CC=$(ARM64_CC) CUDA=0 SIM=0 MPI=0 \
 	    DEMO_BIN=$(ARM64_BUILD)/qemu DEMO_OUT=$(ARM64_BUILD)/demo-out DEMO_EPOCHS=2 && \
 	  echo "arm64-test: the unit tests and the demo ran on aarch64 (qemu-aarch64)"; \
 	fi

@@ -530,6 +530,28 @@ static int fit(args *a, const sq_dataset *ds, sq_err *e)
     return 0;
 }
 
+/* The job's ranks when a launcher started several processes (train.h
+ * RANKS): every rank reads the split itself and trains. */
+static int open_ranks(args *a, sq_comm *comm, sq_err *e)
+{
+    char who[32];
+    if (!sq_comm_launched(who, sizeof who))
+        return 0;
+    if (a->model->fit)
+        return sq_fail(e, SQ_EX_USAGE, "--model %s fits in one pass: run it in one process, "
+                       "not under %s", a->model->name, who);
+    if (!a->in_path || strcmp(a->in_path, "-") == 0)
+        return sq_fail(e, SQ_EX_USAGE, "under %s every process reads the split itself: give "
+                       "it as a FILE, not on standard input", who);
+    if (sq_comm_open(comm, e))
+        return e->code;
+    if (comm->kind != SQ_COMM_MPI)
+        return sq_fail(e, SQ_EX_USAGE, "training on the CPU across processes started with "
+                       "RANK/WORLD_SIZE needs MPI: start them with mpirun or srun");
+    a->o.comm = comm;
+    return 0;
+}
+
 /* A trained model: the loop, with the log lines and the progress bar. */
 static int train(args *a, const sq_dataset *ds, sq_err *e)
 {
@@ -545,12 +567,16 @@ static int train(args *a, const sq_dataset *ds, sq_err *e)
         rc = model_config(a, &dd, e);
     if (rc)
         return rc;
+    /* under a launcher rank 0 alone logs (and draws the bar) */
+    int rank0 = !a->o.comm || a->o.comm->rank == 0;
     FILE *log = stderr;
-    if (a->log_path && !(log = fopen(a->log_path, a->resume ? "a" : "w")))
+    if (rank0 && a->log_path && !(log = fopen(a->log_path, a->resume ? "a" : "w")))
         return sq_fail(e, SQ_EX_CANTCREAT, "%s: %s", a->log_path, strerror(errno));
     out_ctx oc = {.log = log, .name = a->log_path ? a->log_path : "<stderr>",
-                  .bar = isatty(STDERR_FILENO), .epochs = a->o.epochs};
+                  .bar = rank0 && isatty(STDERR_FILENO), .epochs = a->o.epochs};
     sq_train_hooks hooks = {.ctx = &oc, .progress = progress, .epoch = epoch_line};
+    if (!rank0)
+        hooks = (sq_train_hooks){0};
     a->o.id_map = a->map_bytes;
     a->o.id_map_len = a->map_len;
     rc = sq_train(&a->o, ds, a->out_path, a->resume, &hooks, e);
@@ -569,6 +595,7 @@ int main(int argc, char **argv)
     sq_train_defaults(&a.o);
     a.precision = SQ_PREC_TF32;
     sq_ctx cx = sq_ctx_cpu();
+    sq_comm comm = {.size = 1};
     if (build_options(&s))
         return SQ_EX_SOFTWARE;
     int rc = parse_args(&a, &s, argc, argv);
@@ -597,7 +624,8 @@ int main(int argc, char **argv)
                                 a.model->name);
         goto out;
     }
-    if (sq_device_open(&cx, a.device, a.precision, a.o.threads, &err))
+    if (sq_device_open(&cx, a.device, a.precision, a.o.threads, &err) ||
+        open_ranks(&a, &comm, &err))
         goto fail;
     a.o.cx = &cx;
     if (sq_in_open(&in, a.in_path, &err) || resume_input(&a, in, &err) ||
@@ -613,10 +641,17 @@ int main(int argc, char **argv)
     if (a.model->fit ? fit(&a, &ds, &err) : train(&a, &ds, &err))
         goto fail;
     goto out;
-fail:
-    sq_report(prog, &err);
+fail:;
+    char who[64];
+    if (comm.rank)
+        snprintf(who, sizeof who, "%s (rank %d)", prog, comm.rank);
+    else
+        snprintf(who, sizeof who, "%s", prog);
+    sq_report(who, &err);
     rc = err.code ? err.code : SQ_EX_SOFTWARE;
+    sq_comm_abort(&comm, rc); /* no rank waits on this one */
 out:
+    sq_comm_close(&comm);
     sq_device_close(&cx);
     sq_dataset_free(&ds);
     sq_in_close(in);

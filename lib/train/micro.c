@@ -9,11 +9,35 @@
 #include "ops.h"
 #include "vec.h"
 
+/* The ranks' buffers of ACROSS PROCESSES (micro.h) */
+static int open_ranks(sq_micro *mb, const sq_model_def *def, const sq_net *net,
+                      const sq_comm *comm, sq_err *e)
+{
+    if (!def->micro_batches)
+        return sq_fail(e, SQ_EX_USAGE, "--model %s cannot train across %d processes: its "
+                       "batch cannot be cut into parts (run it in one process)", def->name,
+                       comm->size);
+    if (net->cx->backend != SQ_BACKEND_CPU)
+        return sq_fail(e, SQ_EX_USAGE, "training across %d processes runs on the CPU only "
+                       "so far (--device cpu)", comm->size);
+    if ((long)comm->size * mb->P > SQ_MICRO_MAX)
+        return sq_fail(e, SQ_EX_USAGE, "%d processes x %d threads: at most %d parts a step",
+                       comm->size, mb->P, SQ_MICRO_MAX);
+    mb->comm = comm;
+    mb->G = comm->size * mb->P;
+    mb->base = comm->rank * mb->P;
+    if (!(mb->all = malloc((size_t)mb->G * net->ts->total * sizeof *mb->all)) ||
+        !(mb->loss = calloc((size_t)mb->G, sizeof *mb->loss)) ||
+        !(mb->cnt = calloc((size_t)mb->G, sizeof *mb->cnt)))
+        return sq_fail(e, SQ_EX_OSERR, "out of memory (the %d parts' gradients)", mb->G);
+    return 0;
+}
+
 int sq_micro_open(sq_micro *mb, const sq_model_def *def, const void *cfg, const sq_net *net,
-                  const sq_batcher *bt, int threads, sq_err *e)
+                  const sq_batcher *bt, int threads, const sq_comm *comm, sq_err *e)
 {
     memset(mb, 0, sizeof *mb);
-    mb->P = 1;
+    mb->P = mb->G = 1;
     if (def->grad_rows) {
         for (int i = 0; i < net->ts->n; i++)
             if (net->ts->nd[i] && net->ts->shape[i][0] > mb->mark_n)
@@ -23,13 +47,17 @@ int sq_micro_open(sq_micro *mb, const sq_model_def *def, const void *cfg, const 
     }
     if (threads <= 0)
         threads = omp_get_max_threads();
-    if (!def->micro_batches || net->cx->backend != SQ_BACKEND_CPU || threads < 2)
+    int ranks = comm && comm->size > 1;
+    if (!ranks && (!def->micro_batches || net->cx->backend != SQ_BACKEND_CPU || threads < 2))
         return 0;
-    mb->P = threads < SQ_MICRO_MAX ? threads : SQ_MICRO_MAX;
+    if (def->micro_batches && net->cx->backend == SQ_BACKEND_CPU)
+        mb->P = mb->G = threads < SQ_MICRO_MAX ? threads : SQ_MICRO_MAX;
+    if (ranks && open_ranks(mb, def, net, comm, e))
+        return e->code;
     mb->cx1 = sq_ctx_cpu();
     mb->cx1.threads = 1;
     int views = bt->views > 1 ? bt->views : 1;
-    mb->cap = (size_t)bt->batch * views + (size_t)mb->P + (size_t)bt->cap_T;
+    mb->cap = (size_t)bt->batch * views + (size_t)mb->G + (size_t)bt->cap_T;
     if (!(mb->buf = malloc(mb->cap * sizeof *mb->buf)))
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
     mb->shared = def->share_params != NULL;
@@ -53,6 +81,9 @@ void sq_micro_close(sq_micro *mb, const sq_model_def *def)
             def->net_free(&mb->net[k]);
     }
     free(mb->buf);
+    free(mb->all);
+    free(mb->loss);
+    free(mb->cnt);
     free(mb->mark);
     free(mb->pieces);
     memset(mb, 0, sizeof *mb);
@@ -101,24 +132,26 @@ static void mark_rows(sq_micro *mb, const sq_model_def *def, const sq_net *net,
 static int prepare(sq_micro *mb, const sq_model_def *def, const sq_net *net,
                    const sq_packed *b, const sq_step_opts *so)
 {
-    int np = mb->P > 1 ? sq_packed_split(b, mb->P, mb->part, mb->buf, mb->cap) : 0;
+    int np = mb->G > 1 ? sq_packed_split(b, mb->G, mb->part, mb->buf, mb->cap) : 0;
     mark_rows(mb, def, net, b, so);
     return np;
 }
 
-/* Worker k's step on its part, into its own gradients */
+/* Worker j's step on its part k = base + j (the part's index seeds its
+ * dropout), into the worker's own gradients */
 static void run_part(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
-                     const sq_step_opts *so, uint64_t step, int k, double *loss, int *cnt)
+                     const sq_step_opts *so, uint64_t step, int j, double *loss, int *cnt)
 {
     size_t n = net->ts->total;
-    sq_net *nk = k ? &mb->net[k] : net;
-    if (k && !mb->shared)
-        memcpy(nk->params, net->params, n * sizeof *nk->params);
-    if (!mb->clean[k])
-        sq_zero(nk->cx, nk->grads, n); /* worker 0: nested, one thread */
-    mb->clean[k] = 0;
+    sq_net *nj = j ? &mb->net[j] : net;
+    int k = mb->base + j;
+    if (j && !mb->shared)
+        memcpy(nj->params, net->params, n * sizeof *nj->params);
+    if (!mb->clean[j])
+        sq_zero(nj->cx, nj->grads, n); /* worker 0: nested, one thread */
+    mb->clean[j] = 0;
     cnt[k] = 0;
-    loss[k] = def->step(nk, k ? mb->work[k] : work, &mb->part[k], so,
+    loss[k] = def->step(nj, j ? mb->work[j] : work, &mb->part[k], so,
                         step ^ ((uint64_t)k << 48), &cnt[k]);
 }
 
@@ -307,6 +340,73 @@ static int fused(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
     return 0;
 }
 
+/* Every rank gets every part's loss, count and gradient (ACROSS
+ * PROCESSES): this rank's nl parts go to their slots, all-gathered in
+ * place. */
+static int gather_parts(sq_micro *mb, sq_net *net, int nl, sq_err *e)
+{
+    size_t n = net->ts->total, P = (size_t)mb->P;
+    for (int j = 0; j < nl; j++)
+        memcpy(mb->all + (size_t)(mb->base + j) * n, j ? mb->net[j].grads : net->grads,
+               n * sizeof *mb->all);
+    if (sq_comm_allgather(mb->comm, mb->loss + mb->base, mb->loss, P * sizeof *mb->loss, e) ||
+        sq_comm_allgather(mb->comm, mb->cnt + mb->base, mb->cnt, P * sizeof *mb->cnt, e) ||
+        sq_comm_allgather(mb->comm, mb->all + (size_t)mb->base * n, mb->all,
+                          P * n * sizeof *mb->all, e))
+        return e->code;
+    return 0;
+}
+
+/* A step of np >= 2 parts across ranks: this rank's parts on its threads,
+ * the all-gather, then the sum of all np parts in their order and the
+ * update, as one process of G threads computes them (micro.h). The
+ * workers' gradients are copies' sources only: zeroed again next step. */
+static int ranks_train(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
+                       const sq_step_opts *so, uint64_t step, int np,
+                       const sq_micro_update *u, sq_micro_result *res, sq_err *e)
+{
+    int nl = np - mb->base < 0 ? 0 : np - mb->base < mb->P ? np - mb->base : mb->P;
+    size_t n = net->ts->total;
+    for (int k = 0; k < mb->G; k++) {
+        mb->loss[k] = 0;
+        mb->cnt[k] = 0;
+    }
+    #pragma omp parallel for schedule(static, 1) num_threads(nl > 1 ? nl : 1)
+    for (int j = 0; j < nl; j++)
+        run_part(mb, def, net, work, so, step, j, mb->loss, mb->cnt);
+    for (int j = 0; j < mb->P; j++)
+        mb->clean[j] = 0;
+    if (gather_parts(mb, net, nl, e))
+        return e->code;
+    mb->np = 0; /* nothing is left unsummed: the sum is over mb->all */
+    res->loss = weigh(mb->loss, mb->cnt, np, mb->w, &res->count);
+    if (!passes(res->loss, u->max_loss))
+        return 0;
+    float *parts[SQ_MICRO_MAX]; /* part 0 is the sum's start (adam.h) */
+    for (int k = 0; k < np; k++)
+        parts[k] = mb->all + (size_t)k * n;
+    if (mb->defer) {
+        const sq_adam_cfg *cfgs[SQ_ADAM_CFGS];
+        int n_cfgs;
+        if (plan_or_fail(mb, net, u->runs, u->n_runs, cfgs, &n_cfgs, e))
+            return e->code;
+        sq_adam_update_pieces(net->cx, net->params, mb->all, parts, mb->w, np, u->m, u->v,
+                              mb->pieces, mb->n_pieces, cfgs, n_cfgs, mb->mark, mb->stamp,
+                              u->t);
+        res->updated = 1;
+        return 0;
+    }
+    memcpy(net->grads, mb->all, n * sizeof *net->grads); /* part 0: the sum's start */
+    parts[0] = net->grads;
+    sq_grad_sum(net->cx, net->grads, parts, mb->w, np, n);
+    if (u->clip > 0 && !isfinite(res->norm = sq_grad_clip(net->cx, net->grads, n, u->clip)))
+        return 0;
+    if (sq_micro_adam(mb, net, u->m, u->v, u->runs, u->n_runs, u->t, e))
+        return e->code;
+    res->updated = 1;
+    return 0;
+}
+
 int sq_micro_train(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
                    const sq_packed *b, const sq_step_opts *so, uint64_t step,
                    const sq_micro_update *u, sq_micro_result *res, sq_err *e)
@@ -317,6 +417,8 @@ int sq_micro_train(sq_micro *mb, const sq_model_def *def, sq_net *net, void *wor
     if (u->clip > 0 && mb->defer)
         return sq_fail(e, SQ_EX_SOFTWARE, "a deferred micro-batch sum cannot be clipped");
     int np = prepare(mb, def, net, b, so);
+    if (np >= 2 && mb->comm)
+        return ranks_train(mb, def, net, work, so, step, np, u, res, e);
     if (np >= 2 && mb->defer)
         return fused(mb, def, net, work, so, step, np, u, res, e);
     res->loss = step_parts(mb, def, net, work, b, so, step, np, &res->count);

@@ -15,17 +15,33 @@
  * the trainer's net; the others are nets of their own that read its
  * parameters (def->share_params; without it, copied before each step). A worker's dropout draws use the step
  * number with the part's index in its high bits, so no two parts share a
- * mask. */
+ * mask.
+ *
+ * ACROSS PROCESSES. Under a launcher (comm.h) with R ranks of P threads
+ * each, the batch is cut into G = R P parts, the same cut on every rank
+ * (each builds the same seeded batch); rank r runs parts [r P, r P + P)
+ * on its threads, the ranks all-gather the parts' gradients, losses and
+ * counts, and every rank sums all G parts in their order and applies the
+ * same update. That is the arithmetic of one process with --threads R P:
+ * the same bits. Only the gradients move. */
 #ifndef SQ_MICRO_H
 #define SQ_MICRO_H
 
 #include "adam.h"
+#include "comm.h"
 #include "model.h"
 
-#define SQ_MICRO_MAX 64
+/* parts of a step: threads, or ranks x threads */
+#define SQ_MICRO_MAX 256
 
 typedef struct {
-    int P;                       /* parts per batch (1: plain steps) */
+    int P;                       /* this process's parts (1: plain steps) */
+    int G;                       /* the batch's parts: P, times the ranks */
+    int base;                    /* this rank's first part (rank * P) */
+    const sq_comm *comm;         /* the ranks (NULL: one process) */
+    float *all;                  /* ranks > 1: every part's gradient [G][total] */
+    double *loss;                /* ranks > 1: every part's loss [G] */
+    int *cnt;                    /* and its entries [G] */
     sq_ctx cx1;                  /* the workers' context: one thread */
     sq_net net[SQ_MICRO_MAX];    /* [1, P): the workers' nets */
     void *work[SQ_MICRO_MAX];    /* [1, P): their work */
@@ -48,9 +64,11 @@ typedef struct {
 } sq_micro;
 
 /* Sets up P = threads parts when the model allows it (def->micro_batches),
- * the backend is the CPU and threads > 1; P = 1 otherwise. */
+ * the backend is the CPU and threads > 1; P = 1 otherwise. With comm (may
+ * be NULL) of several ranks, G = ranks x P parts (ACROSS PROCESSES);
+ * SQ_EX_USAGE when the model or the backend cannot, or G > SQ_MICRO_MAX. */
 int sq_micro_open(sq_micro *mb, const sq_model_def *def, const void *cfg, const sq_net *net,
-                  const sq_batcher *bt, int threads, sq_err *e);
+                  const sq_batcher *bt, int threads, const sq_comm *comm, sq_err *e);
 void sq_micro_close(sq_micro *mb, const sq_model_def *def);
 
 /* One step on batch b: zeroes net->grads, then as model.h's step (the mean

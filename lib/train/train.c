@@ -21,6 +21,7 @@
 #include "modelfile.h"
 #include "models.h"
 #include "ops.h"
+#include "ranks.h"
 #include "sasrec.h"
 
 /* train.state: the loop state saved in a checkpoint (doubles as their
@@ -465,6 +466,8 @@ typedef struct {
     uint64_t st[ST_N];        /* train.state */
     int has_valid;
     int diverged;             /* the run stopped on a non-finite loss or norm */
+    const sq_comm *comm;      /* o->comm, or one process */
+    int parts;                /* a step's parts: ranks x threads (RANKS) */
 } run;
 
 /* A double of train.state. */
@@ -562,7 +565,7 @@ static int write_model(const run *r, const char *path, sq_err *e)
 static int write_ckpt(const run *r, const char *path, sq_err *e)
 {
     sq_modelfile mf = {0};
-    uint64_t n[1] = {r->net.ts->total}, ns[1] = {ST_N};
+    uint64_t n[1] = {r->net.ts->total}, ns[1] = {ST_N}, n1[1] = {1}, parts = (uint64_t)r->parts;
     int rc = put_config(&mf, r->o, r->ds, e);
     float *tmp[4] = {NULL, NULL, NULL, NULL};
     const float *p = NULL, *m = NULL, *v = NULL, *best = NULL;
@@ -576,7 +579,8 @@ static int write_ckpt(const run *r, const char *path, sq_err *e)
         rc = sq_modelfile_add(&mf, "adam.m", SQ_F32, 1, n, m, e) ||
              sq_modelfile_add(&mf, "adam.v", SQ_F32, 1, n, v, e) ||
              sq_modelfile_add(&mf, "best.params", SQ_F32, 1, n, best, e) ||
-             sq_modelfile_add(&mf, "train.state", SQ_U64, 1, ns, r->st, e);
+             sq_modelfile_add(&mf, "train.state", SQ_U64, 1, ns, r->st, e) ||
+             sq_modelfile_add(&mf, "train.parts", SQ_U64, 1, n1, &parts, e);
     rc = rc ? e->code : 0;
     if (!rc)
         rc = sq_modelfile_write(path, &mf, e);
@@ -652,6 +656,28 @@ static int same_run(const run *r, const sq_train_opts *fo, const sq_modelfile *m
     return rc;
 }
 
+/* A launcher run resumes a checkpoint of as many parts a step (RANKS) */
+static int same_parts(const run *r, const sq_modelfile *mf, const char *path, sq_err *e)
+{
+    if (r->comm->size == 1)
+        return 0;
+    const sq_tensor *t = sq_modelfile_find(mf, "train.parts");
+    uint64_t p = 0;
+    if (t && t->dtype == SQ_U64 && t->ndim == 1 && t->shape[0] == 1)
+        memcpy(&p, t->data, sizeof p);
+    if (p == (uint64_t)r->parts)
+        return 0;
+    int T = r->parts / r->comm->size;
+    if (!p)
+        return sq_fail(e, SQ_EX_USAGE, "%s: the checkpoint does not say how its steps were "
+                       "cut (written before seqrec trained across processes): resume it in "
+                       "one process", path);
+    return sq_fail(e, SQ_EX_USAGE, "%s: the checkpoint's steps were cut into %" PRIu64 " parts "
+                   "(processes x threads), this run's into %d (%d x %d): resume it with as "
+                   "many parts, or in one process with --threads %" PRIu64, path, p, r->parts,
+                   r->comm->size, T, p);
+}
+
 static int load_ckpt(run *r, const char *path, sq_err *e)
 {
     sq_modelfile mf;
@@ -662,6 +688,8 @@ static int load_ckpt(run *r, const char *path, sq_err *e)
     int rc = opts_from_file(&fo, &mf, path, e);
     if (!rc)
         rc = same_run(r, &fo, &mf, path, e);
+    if (!rc)
+        rc = same_parts(r, &mf, path, e);
     float *blk[4] = {r->net.params, r->m, r->v, r->best}, *tmp[4] = {NULL, NULL, NULL, NULL};
     float *at[4] = {NULL, NULL, NULL, NULL};
     for (int i = 0; !rc && i < 4; i++)
@@ -813,7 +841,7 @@ static int validate(run *r, loop *lp, sq_epoch_stats *s, sq_err *e)
     sq_metrics acc;
     if (sq_metrics_init(&acc, ks, ks[1] == 10 ? 1 : 2, e))
         return e->code;
-    int rc = sq_eval_ranks(&lp->view, r->ds, &lp->eo, NULL, NULL, &acc, e);
+    int rc = sq_ranks_eval(r->comm, &lp->view, r->ds, &lp->eo, &acc, e);
     if (!rc) {
         sq_metrics_at a = sq_metrics_get(&acc, 0), b = sq_metrics_get(&acc, acc.n_k - 1);
         s->hr10 = a.hr;
@@ -887,6 +915,23 @@ static int init_from_file(run *r, sq_err *e)
     return rc;
 }
 
+/* Every rank runs the same options and threads on the same data (RANKS) */
+static int same_everywhere(const run *r, sq_err *e)
+{
+    if (r->comm->size == 1)
+        return 0;
+    sq_modelfile mf = {0};
+    int rc = put_config(&mf, r->o, r->ds, e);
+    if (!rc && (sq_modelfile_set(&mf, e, "threads", "%d", r->parts / r->comm->size) ||
+                sq_modelfile_set(&mf, e, "data.xxh3", "%016" PRIx64,
+                                 sq_ranks_data_hash(r->ds))))
+        rc = e->code;
+    if (!rc)
+        rc = sq_ranks_same_text(r->comm, mf.config ? mf.config : "", e);
+    sq_modelfile_free(&mf);
+    return rc;
+}
+
 /* Everything a run needs before its first epoch. */
 static int open_run(run *r, loop *lp, const char *out_path, const char *resume_path,
                     sq_err *e)
@@ -899,8 +944,9 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
     if (o->cx)
         cx = *o->cx;
     /* Find out now, not after the first epoch, whether the output can be
-     * written. */
-    if (sq_out_check_regular(out_path, "-o", e) || sq_out_check(out_path, e))
+     * written (by rank 0, the one that writes it). */
+    if (r->comm->rank == 0 &&
+        (sq_out_check_regular(out_path, "-o", e) || sq_out_check(out_path, e)))
         return e->code;
     sq_seqs seqs;
     if (make_seqs(ds, &seqs, &lp->start, &lp->ntr, &lp->uid, e))
@@ -920,7 +966,10 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
         !(r->v = sq_ctx_alloc(r->net.cx, bytes, e)) ||
         !(r->best = sq_ctx_alloc(r->net.cx, bytes, e)) ||
         def->work_alloc(&r->net, &lp->bt, &lp->work, e) ||
-        sq_micro_open(&lp->mb, def, o->cfg, &r->net, &lp->bt, o->threads, e))
+        sq_micro_open(&lp->mb, def, o->cfg, &r->net, &lp->bt, o->threads, o->comm, e))
+        return e->code;
+    r->parts = lp->mb.G;
+    if (same_everywhere(r, e))
         return e->code;
     /* the fused update is CPU code (a GPU backend updates with its own Adam) */
     lp->mb.defer = o->clip <= 0 && r->net.cx->backend == SQ_BACKEND_CPU;
@@ -969,6 +1018,18 @@ static void close_run(run *r, loop *lp)
     free(lp->uid);
 }
 
+/* The ranks' parameters after an epoch are one model's (RANKS) */
+static int params_agree(const run *r, uint64_t epoch, sq_err *e)
+{
+    if (r->comm->size == 1)
+        return 0;
+    float *tmp = NULL;
+    const float *p = host_copy(r, r->net.params, &tmp, e);
+    int rc = p ? sq_ranks_same_params(r->comm, p, r->net.ts->total, epoch + 1, e) : e->code;
+    free(tmp);
+    return rc;
+}
+
 /* The stop metric's name and best so far, for the epoch's stats. */
 static void stop_of(const run *r, sq_epoch_stats *s)
 {
@@ -983,7 +1044,8 @@ static void stop_of(const run *r, sq_epoch_stats *s)
 int sq_train(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
              const char *resume_path, const sq_train_hooks *hooks, sq_err *e)
 {
-    run r = {.o = o, .ds = ds};
+    sq_comm one = {.size = 1};
+    run r = {.o = o, .ds = ds, .comm = o->comm ? o->comm : &one};
     loop lp = {0};
     sq_train_hooks nohooks = {0};
     if (!hooks)
@@ -1015,6 +1077,8 @@ int sq_train(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
         s.first_loss = lp.first_loss;
         s.loss_rose = lp.first_loss > 0 && s.loss > 10 * lp.first_loss;
         s.seq_per_s = t1 > t0 ? (double)lp.bt.n_samples / (t1 - t0) : 0;
+        if ((rc = params_agree(&r, epoch, e)) != 0)
+            break;
         if (r.has_valid && ((epoch + 1) % (uint64_t)o->eval_every == 0 ||
                             epoch + 1 == (uint64_t)o->epochs) &&
             (rc = evaluate(&r, &lp, epoch, &s, e)) != 0)
@@ -1026,14 +1090,17 @@ int sq_train(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
         stop_of(&r, &s);
         if (hooks->epoch && (rc = hooks->epoch(hooks->ctx, &s, e)) != 0)
             break;
-        rc = write_ckpt(&r, ckpt_path, e);
+        if (r.comm->rank == 0)
+            rc = write_ckpt(&r, ckpt_path, e);
     }
     /* The model file is written once, here: a run that fails leaves none
      * (a run stopped by a signal leaves its checkpoint), but a diverged one
      * gets the best model so far (train.h). */
-    if (!rc)
+    if (r.comm->rank != 0) {
+        /* rank 0 writes */
+    } else if (!rc) {
         rc = write_model(&r, out_path, e);
-    else if (r.diverged && r.st[ST_HAS_BEST]) {
+    } else if (r.diverged && r.st[ST_HAS_BEST]) {
         sq_err we = {0};
         if (write_model(&r, out_path, &we)) {
             *e = we;

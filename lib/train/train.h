@@ -61,6 +61,18 @@
  * then an earlier run's model stays as it was), and no checkpoint of the
  * diverged state is written.
  *
+ * RANKS. Under a launcher (o->comm of several processes) the ranks train
+ * one model data-parallel (micro.h ACROSS PROCESSES): the same bits as one
+ * process with --threads ranks x threads. At the start the ranks compare
+ * their options, thread counts and data (SQ_EX_USAGE naming the first
+ * difference); after every epoch the hashes of their parameters
+ * (SQ_EX_SOFTWARE if they differ); validation ranks each rank's share of
+ * the users (ranks.h). Only rank 0 writes the model and the checkpoint.
+ * The checkpoint records the parts a step was cut into ("train.parts":
+ * ranks x threads); a launcher run resumes only a checkpoint of as many
+ * parts (the same cut, the same bits), and says which. A failing rank's
+ * caller ends the job (sq_comm_abort).
+ *
  * ID MAP. With o->id_map the model file and the checkpoint carry that text
  * (the map file of seqrec-preprocess --map) as the tensor "id_map"
  * (modelfile.h): the model file is then the one artifact a deployment
@@ -70,6 +82,7 @@
 
 #include <stdint.h>
 
+#include "comm.h"
 #include "dataset.h"
 #include "err.h"
 #include "model.h"
@@ -88,6 +101,8 @@ typedef struct {
     int threads;            /* 0: the OpenMP default */
     const sq_ctx *cx;       /* the backend (--device), made by main; NULL:
                                the CPU with `threads` */
+    const sq_comm *comm;    /* the job's processes (comm.h), made by main;
+                               NULL: one process (RANKS) */
     double max_loss;        /* a batch loss above it stops the run (0: off) */
     const char *init;       /* a model file to start from (--init), or NULL */
     int valid_cand;         /* --valid-candidates: SQ_CAND_* (eval.h) + 4 N */

@@ -154,7 +154,7 @@ static void check_model(unit_ctx *t, const char *model, const char *given, sq_st
     int rc = def->config(cfg, given, &(sq_data_dims){.n_items = 60}, &e) ||
              def->net_alloc(&net, cfg, &cx, &e) || def->batcher(&bt, &d, cfg, &so, &e) ||
              def->work_alloc(&net, &bt, &work, &e) ||
-             sq_micro_open(&mb, def, cfg, &net, &bt, 3, &e);
+             sq_micro_open(&mb, def, cfg, &net, &bt, 3, NULL, &e);
     if (rc)
         fprintf(stderr, "  %s: %s\n", model, e.msg);
     CHECK_EQ(rc, 0);
