@@ -493,6 +493,7 @@ static int resume_opts(args *a, const sq_dataset *ds, sq_err *e)
 {
     int epochs = a->o.epochs, threads = a->o.threads;
     const sq_ctx *cx = a->o.cx; /* a run resumes on the device it is given */
+    const sq_comm *comm = a->o.comm; /* and the processes */
     free(a->o.cfg);
     a->o.cfg = NULL;
     if (sq_train_read_opts(&a->o, a->resume, e))
@@ -501,6 +502,7 @@ static int resume_opts(args *a, const sq_dataset *ds, sq_err *e)
         a->o.epochs = epochs;
     a->o.threads = threads;
     a->o.cx = cx;
+    a->o.comm = comm;
     if (a->model_given && a->o.model != a->model)
         return sq_fail(e, SQ_EX_USAGE, "%s: a checkpoint of --model %s, not %s", a->resume,
                        a->o.model->name, a->model->name);

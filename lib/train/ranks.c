@@ -64,8 +64,9 @@ int sq_ranks_same_text(const sq_comm *c, const char *text, sq_err *e)
         char a[256], b[256];
         line_of(tr, line, a, sizeof a);
         line_of(t0, line, b, sizeof b);
-        rc = sq_fail(e, SQ_EX_USAGE, "rank %d of %d does not run what rank 0 runs: %s against "
-                     "%s (every rank needs the same options and data)", r, c->size, a, b);
+        rc = sq_fail(e, SQ_EX_USAGE, "the %d processes do not run the same training: rank %d "
+                     "has %s, rank 0 %s (every rank needs the same options, threads and "
+                     "data)", c->size, r, a, b);
     }
     free(all);
     free(cnt);
