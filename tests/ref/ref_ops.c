@@ -551,3 +551,38 @@ void ref_dwconv(double *out, const double *x, int ld, const double *w, const dou
                 out[(size_t)t * C + c] += y;
             }
 }
+
+/* ------------------------------------------------------------------------ */
+/* adam.h                                                                   */
+
+void ref_adam(double *param, const double *grad, double *m, double *v, size_t n,
+              const sq_adam_cfg *cfg, long t)
+{
+    double b1 = cfg->beta1, b2 = cfg->beta2, wd = cfg->weight_decay;
+    for (size_t i = 0; i < n; i++) {
+        double g = grad[i] + (cfg->decoupled ? 0 : wd * param[i]);
+        if (cfg->decoupled)
+            param[i] *= 1 - cfg->lr * wd;
+        m[i] = b1 * m[i] + (1 - b1) * g;
+        v[i] = b2 * v[i] + (1 - b2) * g * g;
+        double mhat = m[i] / (1 - pow(b1, (double)t)), vhat = v[i] / (1 - pow(b2, (double)t));
+        param[i] -= cfg->lr * mhat / (sqrt(vhat) + cfg->eps);
+    }
+}
+
+double ref_grad_norm(const double *g, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += g[i] * g[i];
+    return sqrt(s);
+}
+
+double ref_grad_clip(double *g, size_t n, double max_norm)
+{
+    double norm = ref_grad_norm(g, n);
+    if (isfinite(norm) && max_norm > 0 && norm > max_norm)
+        for (size_t i = 0; i < n; i++)
+            g[i] *= max_norm / (norm + 1e-6);
+    return norm;
+}

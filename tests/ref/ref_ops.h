@@ -5,10 +5,11 @@
  * other lib/ops headers) written as the simplest loops: double (some in long
  * double, where a test compares at 1e-12 against sums of exps), no blocking,
  * no BLAS, no chunks, no threads, no fused passes, explicit masks where the
- * op skips work by construction. Only forwards: the backwards are checked
- * against finite differences of the op's own double build (gradcheck.h), and
- * the forward against these. Arguments mean what they mean for the op; out
- * is overwritten unless the op's forward adds (ref_dwconv).
+ * op skips work by construction. Only forwards (and the optimiser's update,
+ * which has no gradient to check): the backwards are checked against finite
+ * differences of the op's own double build (gradcheck.h), and the forward
+ * against these. Arguments mean what they mean for the op; out is
+ * overwritten unless the op's forward adds (ref_dwconv).
  *
  * A new op adds its reference here and a row to the table of
  * tests/unit/test_ops.c (HACKING.md, "Adding an op"). */
@@ -18,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "adam.h"
 #include "attn_linear.h"
 
 /* ops.h 1: out[t] = scale * table[ids[t]], id 0 a zero row. */
@@ -120,5 +122,14 @@ void ref_vconv(double *out, int ldo, const double *x, const double *w, const dou
  * rows of t's segment (b may be NULL). */
 void ref_dwconv(double *out, const double *x, int ld, const double *w, const double *b, int K,
                 const int *off, int B, int C, int causal);
+
+/* adam.h: one update at step t, the three formulas of sq_adam_update's
+ * comment (PyTorch's Adam / AdamW) on param, m, v in place; and the L2
+ * norm, and the global-norm clipping (g scaled by max_norm / (norm + 1e-6)
+ * when max_norm > 0 and the finite norm exceeds it), returning the norm. */
+void ref_adam(double *param, const double *grad, double *m, double *v, size_t n,
+              const sq_adam_cfg *cfg, long t);
+double ref_grad_norm(const double *g, size_t n);
+double ref_grad_clip(double *g, size_t n, double max_norm);
 
 #endif

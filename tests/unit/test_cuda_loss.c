@@ -17,7 +17,16 @@
  * CPU's arithmetic operation for operation (single roundings, IEEE
  * division and sqrt): 1 ulp of slack only so as not to depend on how the
  * simulated device's host compiler contracts. Every op is run twice and
- * must give the same bits (no float atomics). */
+ * must give the same bits (no float atomics).
+ *
+ * The results are also checked against the ops' definitions (tests/ref, in
+ * double from the same float inputs): the losses and counts of the full CE
+ * and the sampled BCE (1e-5 relative, as against the CPU: the float dot
+ * products and expf, a few ulps per term, then averaged), Adam's state
+ * (ADAM_ATOL, below), the norm (1e-12: double sums in another order) and
+ * the clipped gradient (2 float roundings). The losses' gradients have no
+ * reference (tests/ref holds forwards: the CPU's are checked against
+ * finite differences). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,6 +322,16 @@ static void bce_case(unit_ctx *t, int rows_kind, int dev_ids)
     if (!g.bad) {
         CHECK_EQ(gc[0], ccount);
         CHECK_NEAR(gl[0], closs, 1e-5);
+        /* the GPU's loss against the definition (tests/ref) too */
+        double *h64 = cuda_to_double(h, nh), *E64 = cuda_to_double(E, nE);
+        CHECK(h64 && E64);
+        if (h64 && E64) {
+            int rcount = -1;
+            double rloss = ref_bce_sampled(h64, E64, rows, pos, neg, CE_N, BCE_K, CE_C, &rcount);
+            CHECK_EQ(gc[0], rcount);
+            CHECK_NEAR(gl[0], rloss, 1e-5);
+        }
+        free(h64); free(E64);
         CHECK(cuda_close_to(gdh[0], cdh, nh, 1e-7, 1e-4, "bce dh"));
         CHECK(cuda_close_to(gdE[0], cdE, nE, 1e-7, 1e-4, "bce dE"));
         CHECK(gl[0] == gl[1]);
@@ -345,6 +364,12 @@ UNIT_TEST(test_cuda_bce_sampled)
 /* ------------------------------------------------------------------------ */
 
 #define ADAM_N 1237
+/* Against tests/ref's Adam in double, carried over the steps: the float
+ * state is rounded at every step and the float constants are off (1 -
+ * 0.98f is 1e-6 relative from 0.02), 1e-6 relative here after three
+ * steps; a wrong bias correction or decay is off by 1e-3 or more. */
+#define ADAM_ATOL 1e-5
+#define ADAM_RTOL 1e-4
 
 UNIT_TEST(test_cuda_adam)
 {
@@ -358,7 +383,10 @@ UNIT_TEST(test_cuda_adam)
         sq_adam_cfg cfg = {1e-3, 0.9, 0.98, 1e-8, 0.01, decoupled};
         float p[ADAM_N], m[ADAM_N] = {0}, v[ADAM_N] = {0}, gr[ADAM_N];
         float gp[ADAM_N], gm[ADAM_N], gv[ADAM_N];
+        double p64[ADAM_N], m64[ADAM_N] = {0}, v64[ADAM_N] = {0}, g64[ADAM_N];
         fill_normal(p, ADAM_N, 1.0, &r);
+        for (int i = 0; i < ADAM_N; i++)
+            p64[i] = p[i];
         float *dp = cuda_up(&g, p, ADAM_N), *dm = cuda_zeros(&g, ADAM_N);
         float *dv = cuda_zeros(&g, ADAM_N), *dg = cuda_zeros(&g, ADAM_N);
         for (long step = 1; step <= 3 && !g.bad; step++) {
@@ -372,6 +400,13 @@ UNIT_TEST(test_cuda_adam)
             CHECK(cuda_close_to(gp, p, ADAM_N, 1e-30, 2.4e-7, "adam param"));
             CHECK(cuda_close_to(gm, m, ADAM_N, 1e-30, 2.4e-7, "adam m"));
             CHECK(cuda_close_to(gv, v, ADAM_N, 1e-30, 2.4e-7, "adam v"));
+            /* the definition (tests/ref) in double from the same gradients */
+            for (int i = 0; i < ADAM_N; i++)
+                g64[i] = gr[i];
+            ref_adam(p64, g64, m64, v64, ADAM_N, &cfg, step);
+            CHECK(cuda_close_to_ref(gp, p64, ADAM_N, ADAM_ATOL, ADAM_RTOL, "adam param vs ref"));
+            CHECK(cuda_close_to_ref(gm, m64, ADAM_N, ADAM_ATOL, ADAM_RTOL, "adam m vs ref"));
+            CHECK(cuda_close_to_ref(gv, v64, ADAM_N, ADAM_ATOL, ADAM_RTOL, "adam v vs ref"));
             size_t same = 0;
             for (int i = 0; i < ADAM_N; i++)
                 same += memcmp(&gp[i], &p[i], sizeof(float)) == 0;
@@ -396,18 +431,21 @@ UNIT_TEST(test_cuda_grad_norm)
     fill_normal(x, NORM_N, 1.0, &r);
     const sq_ctx cpu = sq_ctx_cpu();
     float *d = cuda_up(&g, x, NORM_N);
-    if (!g.bad) {
+    double *xd = cuda_to_double(x, NORM_N);
+    CHECK(xd != NULL);
+    if (!g.bad && xd) {
         size_t sizes[] = {0, 1, 37, 8192, 8193, NORM_N};
         for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
             size_t n = sizes[k];
             double c = sq_grad_norm(&cpu, x, n);
             double a = sq_grad_norm(&g.cx, d, n), b = sq_grad_norm(&g.cx, d, n);
             CHECK_NEAR(a, c, 1e-12); /* double sums, other orders */
+            CHECK_NEAR(a, ref_grad_norm(xd, n), 1e-12); /* the definition (tests/ref) */
             CHECK(memcmp(&a, &b, sizeof a) == 0);
         }
     }
     cuda_close(&g);
-    free(x);
+    free(x); free(xd);
 }
 
 UNIT_TEST(test_cuda_grad_clip)
@@ -420,9 +458,11 @@ UNIT_TEST(test_cuda_grad_clip)
     float *x = malloc(sizeof(float) * NORM_N), *c = malloc(sizeof(float) * NORM_N);
     float *o = malloc(sizeof(float) * NORM_N);
     fill_normal(x, NORM_N, 1.0, &r);
+    double *rd = malloc(sizeof(double) * NORM_N);
+    CHECK(rd != NULL);
     const sq_ctx cpu = sq_ctx_cpu();
     double maxes[] = {5.0, 1e6, 0.0}; /* clipped, under the limit, off */
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 3 && rd; k++) {
         memcpy(c, x, sizeof(float) * NORM_N);
         double cn = sq_grad_clip(&cpu, c, NORM_N, maxes[k]);
         float *d = cuda_up(&g, x, NORM_N);
@@ -433,9 +473,15 @@ UNIT_TEST(test_cuda_grad_clip)
         CHECK_NEAR(gn, cn, 1e-12);
         /* the same float scale, unless the norms' last bits differ */
         CHECK(cuda_close_to(o, c, NORM_N, 1e-30, 1.2e-7, "clipped g"));
+        /* the definition (tests/ref) in double: the GPU rounds the scale
+         * and each product to float, 2 half-ulps (1.2e-7) at most */
+        for (size_t i = 0; i < NORM_N; i++)
+            rd[i] = x[i];
+        CHECK_NEAR(gn, ref_grad_clip(rd, NORM_N, maxes[k]), 1e-12);
+        CHECK(cuda_close_to_ref(o, rd, NORM_N, 1e-30, 1.2e-7, "clipped g vs tests/ref"));
         if (k > 0)
             CHECK(memcmp(o, x, sizeof(float) * NORM_N) == 0); /* untouched */
     }
     cuda_close(&g);
-    free(x); free(c); free(o);
+    free(x); free(c); free(o); free(rd);
 }

@@ -13,19 +13,35 @@
  * (a warp's sums in another order than the CPU's lanes); linear layers
  * and the column sums 1e-5 absolute + 1e-5 relative (cuBLAS's and the
  * tiles' sum orders; --precision fp32 for these tests). Every op runs
- * twice: the same bits. */
+ * twice: the same bits.
+ *
+ * The forwards are also checked against the ops' definitions (tests/ref,
+ * in double, from the same float inputs): 0 where the float result is
+ * exact (ReLU, gather: no rounding at all), else 1e-5 absolute + 1e-4
+ * relative, float32 against double: a rounding or two per element (scale,
+ * add, erff) is a few float ulps (6e-8 relative each), LayerNorm's sums
+ * over C = 40 and the linear layer's 40 products a few more (2e-6 at most
+ * here); a wrong row, scale or mask is off by the inputs' size, 1e-1 or
+ * more. The embedding's and the positions' backwards are scatter-adds and
+ * a residual, checked against those references; the other backwards
+ * (GELU', ReLU', dropout, residual, LayerNorm, linear) have none (tests/ref
+ * holds forwards: the backwards are checked against finite differences on
+ * the CPU, here against the CPU's), nor do the copies and fills. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_check.h"
 #include "ops.h"
+#include "ref_ops.h"
 #include "rng.h"
 
 #define RT 37
 #define RC 40
 #define RF 72
 #define RV 23 /* table rows: ids 0..22 repeat over 37 tokens */
+#define REF_ATOL 1e-5 /* against tests/ref: float32 against double */
+#define REF_RTOL 1e-4
 
 static float *randn(size_t n, double s, sq_rng *r)
 {
@@ -70,6 +86,17 @@ UNIT_TEST(cuda_elementwise)
     float *cpu = malloc(n * sizeof *cpu), *gpu = malloc(n * sizeof *gpu);
     sq_ctx c = sq_ctx_cpu();
     float *dx = cuda_up(&g, x, n), *dd = cuda_up(&g, d, n), *dout = cuda_zeros(&g, n);
+    /* the forwards by their definitions (tests/ref) */
+    double *xd = cuda_to_double(x, n), *d64 = cuda_to_double(d, n);
+    double *rgelu = malloc(n * sizeof *rgelu), *rrelu = malloc(n * sizeof *rrelu);
+    double *rres = malloc(n * sizeof *rres);
+    int ok = xd && d64 && rgelu && rrelu && rres;
+    CHECK(ok);
+    if (ok) {
+        ref_gelu(rgelu, xd, n);
+        ref_relu(rrelu, xd, n);
+        ref_residual(rres, xd, d64, n);
+    }
     for (int op = 0; op < 4; op++) { /* gelu, gelu', relu, relu' */
         for (int rep = 0; rep < 2; rep++) {
             float *dg = cuda_up(&g, g0, n);
@@ -85,6 +112,10 @@ UNIT_TEST(cuda_elementwise)
                 CHECK(cuda_close_to(gpu, cpu, n, 2e-6, 2e-6, op ? "gelu'" : "gelu"));
             else
                 CHECK(same_bits(gpu, cpu, n, op == 2 ? "relu" : "relu'"));
+            if (ok && op == 0)
+                CHECK(cuda_close_to_ref(gpu, rgelu, n, REF_ATOL, REF_RTOL, "gelu vs tests/ref"));
+            if (ok && op == 2) /* max(x, 0) of a float is that float */
+                CHECK(cuda_close_to_ref(gpu, rrelu, n, 0, 0, "relu vs tests/ref"));
         }
     }
     /* residual: out = a + b; backward adds into both */
@@ -92,6 +123,7 @@ UNIT_TEST(cuda_elementwise)
     sq_residual_forward(&c, cpu, x, d, n);
     sq_residual_forward(&g.cx, dout, dx, dd, n);
     CHECK(cuda_down(&g, gpu, dout, n) == 0 && same_bits(gpu, cpu, n, "residual"));
+    CHECK(ok && cuda_close_to_ref(gpu, rres, n, REF_ATOL, REF_RTOL, "residual vs tests/ref"));
     memcpy(cpu, g0, n * sizeof *cpu);
     memcpy(ca, x, n * sizeof *ca);
     float *dg = cuda_up(&g, g0, n), *dga = cuda_up(&g, x, n);
@@ -116,6 +148,7 @@ UNIT_TEST(cuda_elementwise)
     sq_zero(&g.cx, dg + 60, 5);
     CHECK(cuda_down(&g, gpu, dg, n) == 0 && same_bits(gpu, cpu, n, "copy2d/add2d/fill2d"));
     free(ca); free(ga);
+    free(xd); free(d64); free(rgelu); free(rrelu); free(rres);
     free(x); free(d); free(g0); free(cpu); free(gpu);
     cuda_close(&g);
 }
@@ -134,12 +167,19 @@ UNIT_TEST(cuda_dropout_same_masks)
     sq_ctx c = sq_ctx_cpu();
     float *dx = cuda_up(&g, x, n), *dd = cuda_up(&g, d, n), *dout = cuda_zeros(&g, n);
     uint8_t *dm = cuda_up_bytes(&g, NULL, n);
+    double *xd = cuda_to_double(x, n), *ref = malloc(n * sizeof *ref);
+    CHECK(xd && ref);
     const float ps[] = {0.5f, 0.1f, 0.0f};
     for (int k = 0; k < 3; k++) {
         sq_dropout_forward(&c, cpu, cm, x, RT, RF, ps[k], 7, 1000 + k, 3);
         sq_dropout_forward(&g.cx, dout, dm, dx, RT, RF, ps[k], 7, 1000 + k, 3);
         CHECK(cuda_down(&g, gpu, dout, n) == 0 && same_bits(gpu, cpu, n, "dropout out"));
         CHECK(cuda_down_bytes(&g, gm, dm, n) == 0 && memcmp(gm, cm, n) == 0);
+        /* the definition (tests/ref) with the GPU's own mask */
+        if (xd && ref) {
+            ref_dropout(ref, xd, gm, n, ps[k]);
+            CHECK(cuda_close_to_ref(gpu, ref, n, REF_ATOL, REF_RTOL, "dropout vs tests/ref"));
+        }
         if (ps[k] > 0) {
             memcpy(cpu, g0, n * sizeof *cpu);
             float *dg = cuda_up(&g, g0, n);
@@ -148,8 +188,53 @@ UNIT_TEST(cuda_dropout_same_masks)
             CHECK(cuda_down(&g, gpu, dg, n) == 0 && same_bits(gpu, cpu, n, "dropout back"));
         }
     }
+    free(xd); free(ref);
     free(x); free(d); free(g0); free(cpu); free(gpu); free(cm); free(gm);
     cuda_close(&g);
+}
+
+/* rows_case's results by the definitions (tests/ref), from its float
+ * inputs: the embedding (scale 2.5) with the positions added, the gather of
+ * 11 rows, the scatters into gt0 (the embedding's backward is the
+ * scatter-add of 0.5 dout over the non-padding ids, ops.h 1), and the
+ * positions' backward (dpe: gt0 plus dout scattered by position; dinp:
+ * dout plus dout) */
+typedef struct {
+    double emb[RT * RC], pos[RT * RC], gat[11 * RC], scat[RV * RC], dpe[RV * RC];
+    double dinp[RT * RC];
+} rows_ref;
+
+static rows_ref *rows_ref_make(const float *table, const float *dout, const float *gt0,
+                               const int *ids, const int *pos)
+{
+    size_t tc = (size_t)RT * RC, vc = (size_t)RV * RC;
+    rows_ref *rf = malloc(sizeof *rf);
+    double *tab = cuda_to_double(table, vc), *d = cuda_to_double(dout, tc);
+    double *half = malloc(tc * sizeof *half);
+    if (rf && tab && d && half) {
+        ref_embedding(rf->emb, tab, ids, RT, RC, 2.5);
+        ref_posemb(rf->pos, rf->emb, tab, pos, RT, RC);
+        ref_gather_rows(rf->gat, tab, ids, 11, RC);
+        int nz[RT], k = 0;
+        for (int i = 0; i < RT; i++)
+            if (ids[i]) {
+                for (int c = 0; c < RC; c++)
+                    half[(size_t)k * RC + c] = 0.5 * d[(size_t)i * RC + c];
+                nz[k++] = ids[i];
+            }
+        for (size_t i = 0; i < vc; i++)
+            rf->scat[i] = rf->dpe[i] = gt0[i];
+        ref_scatter_add_rows(rf->scat, half, nz, k, RC);
+        ref_scatter_add_rows(rf->scat, d, ids, RT, RC);
+        ref_scatter_add_rows(rf->scat, d, NULL, 9, RC);
+        ref_scatter_add_rows(rf->dpe, d, pos, RT, RC);
+        ref_residual(rf->dinp, d, d, tc);
+    } else {
+        free(rf);
+        rf = NULL;
+    }
+    free(tab); free(d); free(half);
+    return rf;
 }
 
 /* the embedding, positions, gather and scatter; staged = the ids are the
@@ -178,16 +263,21 @@ static void rows_case(unit_ctx *t, int staged)
         dp = cuda_up_bytes(&g, pos, RT * sizeof(int));
     }
     float *dtab = cuda_up(&g, table, vc), *dd = cuda_up(&g, dout, tc), *dx = cuda_zeros(&g, tc);
-    for (int rep = 0; rep < 2; rep++) {
+    rows_ref *rf = rows_ref_make(table, dout, gt0, ids, pos);
+    CHECK(rf != NULL);
+    for (int rep = 0; rep < 2 && rf; rep++) {
         sq_embedding_forward(&c, co, table, ids, RT, RC, 2.5f);
         sq_embedding_forward(&g.cx, dx, dtab, di, RT, RC, 2.5f);
         CHECK(cuda_down(&g, go, dx, tc) == 0 && same_bits(go, co, tc, "embedding"));
+        CHECK(cuda_close_to_ref(go, rf->emb, tc, REF_ATOL, REF_RTOL, "embedding vs tests/ref"));
         sq_posemb_forward(&c, co, co, table, pos, RT, RC);
         sq_posemb_forward(&g.cx, dx, dx, dtab, dp, RT, RC);
         CHECK(cuda_down(&g, go, dx, tc) == 0 && same_bits(go, co, tc, "posemb"));
+        CHECK(cuda_close_to_ref(go, rf->pos, tc, REF_ATOL, REF_RTOL, "posemb vs tests/ref"));
         sq_gather_rows(&c, co, table, ids, 11, RC);
         sq_gather_rows(&g.cx, dx, dtab, di, 11, RC);
         CHECK(cuda_down(&g, go, dx, 11 * RC) == 0 && same_bits(go, co, 11 * RC, "gather"));
+        CHECK(cuda_close_to_ref(go, rf->gat, 11 * RC, 0, 0, "gather vs tests/ref")); /* copies */
         /* scatters into a non-zero table */
         memcpy(cpu, gt0, vc * sizeof *cpu);
         float *dg = cuda_up(&g, gt0, vc);
@@ -198,6 +288,7 @@ static void rows_case(unit_ctx *t, int staged)
         sq_scatter_add_rows(&c, cpu, dout, NULL, 9, RC);
         sq_scatter_add_rows(&g.cx, dg, dd, NULL, 9, RC);
         CHECK(cuda_down(&g, gpu, dg, vc) == 0 && same_bits(gpu, cpu, vc, "scatters"));
+        CHECK(cuda_close_to_ref(gpu, rf->scat, vc, REF_ATOL, REF_RTOL, "scatters vs tests/ref"));
         memcpy(cpu, gt0, vc * sizeof *cpu);
         memcpy(co, dout, tc * sizeof *co);
         dg = cuda_up(&g, gt0, vc);
@@ -205,8 +296,11 @@ static void rows_case(unit_ctx *t, int staged)
         sq_posemb_backward(&c, co, cpu, dout, pos, RT, RC);
         sq_posemb_backward(&g.cx, dgi, dg, dd, dp, RT, RC);
         CHECK(cuda_down(&g, gpu, dg, vc) == 0 && same_bits(gpu, cpu, vc, "posemb dpe"));
+        CHECK(cuda_close_to_ref(gpu, rf->dpe, vc, REF_ATOL, REF_RTOL, "posemb dpe vs tests/ref"));
         CHECK(cuda_down(&g, go, dgi, tc) == 0 && same_bits(go, co, tc, "posemb dinp"));
+        CHECK(cuda_close_to_ref(go, rf->dinp, tc, REF_ATOL, REF_RTOL, "posemb dinp vs tests/ref"));
     }
+    free(rf);
     free(table); free(dout); free(gt0); free(ids); free(pos);
     free(cpu); free(gpu); free(co); free(go);
     cuda_close(&g);
@@ -234,10 +328,21 @@ UNIT_TEST(cuda_layernorm_linear)
     float *dd = cuda_up(&g, dout, tc), *dW = cuda_up(&g, W, fc), *dbF = cuda_up(&g, bF, RF);
     float *ddF = cuda_up(&g, dF, tf), *dy = cuda_zeros(&g, tf);
     float *dmean = cuda_zeros(&g, RT), *drstd = cuda_zeros(&g, RT);
-    for (int rep = 0; rep < 2; rep++) {
+    /* the forwards by their definitions (tests/ref) */
+    double *xd = cuda_to_double(x, tc), *wd = cuda_to_double(w, RC), *bd = cuda_to_double(b, RC);
+    double *Wd = cuda_to_double(W, fc), *bFd = cuda_to_double(bF, RF);
+    double *rln = malloc(tc * sizeof *rln), *rlin = malloc(tf * sizeof *rlin);
+    int ok = xd && wd && bd && Wd && bFd && rln && rlin;
+    CHECK(ok);
+    if (ok) {
+        ref_layernorm(rln, xd, wd, bd, RT, RC, 1e-5f);
+        ref_linear(rlin, xd, Wd, bFd, RT, RC, RF);
+    }
+    for (int rep = 0; rep < 2 && ok; rep++) {
         sq_layernorm_forward(&c, c1, cm, cr, x, w, b, RT, RC, 1e-5f);
         sq_layernorm_forward(&g.cx, dy, dmean, drstd, dx, dw, db, RT, RC, 1e-5f);
         CHECK(cuda_down(&g, g1, dy, tc) == 0 && cuda_close_to(g1, c1, tc, 1e-5, 1e-5, "ln out"));
+        CHECK(cuda_close_to_ref(g1, rln, tc, REF_ATOL, REF_RTOL, "ln out vs tests/ref"));
         CHECK(cuda_down(&g, gm, dmean, RT) == 0 && cuda_close_to(gm, cm, RT, 1e-6, 1e-5, "ln mean"));
         CHECK(cuda_down(&g, gr, drstd, RT) == 0 && cuda_close_to(gr, cr, RT, 1e-6, 1e-5, "ln rstd"));
         /* backward into non-zero dinp, dw, db */
@@ -254,6 +359,7 @@ UNIT_TEST(cuda_layernorm_linear)
         sq_linear_forward(&c, c1, x, W, bF, RT, RC, RF);
         sq_linear_forward(&g.cx, dy, dx, dW, dbF, RT, RC, RF);
         CHECK(cuda_down(&g, g1, dy, tf) == 0 && cuda_close_to(g1, c1, tf, 1e-5, 1e-5, "linear"));
+        CHECK(cuda_close_to_ref(g1, rlin, tf, REF_ATOL, REF_RTOL, "linear vs tests/ref"));
         float *cdx = malloc(tc * sizeof *cdx), *cdW = malloc(fc * sizeof *cdW);
         float *gdx = malloc(tc * sizeof *gdx), *gdW = malloc(fc * sizeof *gdW);
         memcpy(cdx, g0, tc * sizeof *cdx);
@@ -267,6 +373,7 @@ UNIT_TEST(cuda_layernorm_linear)
         CHECK(cuda_down(&g, gb, eb, RF) == 0 && cuda_close_to(gb, cb, RF, 1e-5, 1e-5, "lin db"));
         free(cdx); free(cdW); free(gdx); free(gdW);
     }
+    free(xd); free(wd); free(bd); free(Wd); free(bFd); free(rln); free(rlin);
     free(x); free(w); free(b); free(dout); free(g0); free(W); free(bF); free(dF);
     free(c1); free(g1);
     cuda_close(&g);

@@ -1,10 +1,13 @@
-/* The CUDA backend against its CPU twin (skipped, saying so, without a GPU),
- * and its loader (gpu_load.c), which needs no GPU. */
+/* The CUDA backend against its CPU twin and tests/ref's definition
+ * (skipped, saying so, without a GPU), and its loader (gpu_load.c), which
+ * needs no GPU. */
 #include <cblas.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "cuda_check.h"
 #include "gpu.h"
+#include "ref_ops.h"
 #include "rng.h"
 #include "unit.h"
 
@@ -29,6 +32,10 @@ UNIT_TEST(test_gpu_sgemm_matches_cblas)
     CHECK(A && B && C && G);
     for (int i = 0; i < M * K; i++) A[i] = (float)sq_rng_normal(&r);
     for (int i = 0; i < K * N; i++) B[i] = (float)sq_rng_normal(&r);
+    /* the definition (tests/ref) in double from the same inputs */
+    double *Ad = cuda_to_double(A, M * K), *Bd = cuda_to_double(B, K * N);
+    double *Rd = malloc(sizeof(double) * M * N);
+    CHECK(Ad && Bd && Rd);
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
             int lda = ta ? M : K, ldb = tb ? K : N;
@@ -49,11 +56,18 @@ UNIT_TEST(test_gpu_sgemm_matches_cblas)
                 if (d > worst) worst = d;
             }
             CHECK(worst < 1e-4);
+            /* 1e-4, looser than an element-wise op's 1e-5: each entry
+             * accumulates 53 float products (partial sums up to ~20), a few
+             * 1e-6 of rounding; a wrong transpose or ld is off by O(1) */
+            if (Ad && Bd && Rd) {
+                ref_gemm(ta, tb, M, N, K, 1, Ad, lda, Bd, ldb, 0, Rd, N);
+                CHECK(cuda_close_to_ref(G, Rd, M * N, 1e-4, 1e-4, "sgemm vs tests/ref"));
+            }
             sq_gpu_free(g, dA);
             sq_gpu_free(g, dB);
             sq_gpu_free(g, dC);
         }
-    free(A); free(B); free(C); free(G);
+    free(A); free(B); free(C); free(G); free(Ad); free(Bd); free(Rd);
     sq_gpu_close(g);
 }
 
