@@ -63,7 +63,11 @@ struct sq_gpu_be {
     // small device scratch of the ops that return a value (losses, norms)
     double *red;          // BE_RED_SLOTS doubles
     double *red_host;     // pinned, the same size
+    // data-parallel ranks (k_nccl.cu): NCCL, its communicator and stream
+    struct be_nccl *nccl;
 };
+// Ends the NCCL communicator, if any (be_close).
+void be_nccl_close(sq_gpu_be *b);
 #define BE_RED_SLOTS 4096
 
 // Records a failure unless one is already kept; code is SQ_EX_OSERR for

@@ -139,6 +139,7 @@ static void be_close(sq_gpu_be *b)
         return;
     if (b->stream)
         cudaStreamSynchronize(b->stream);
+    be_nccl_close(b);
     if (b->blas)
         cublasDestroy(b->blas);
     cudaFree(b->blas_ws);

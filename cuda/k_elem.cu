@@ -30,6 +30,18 @@ void be_zero(sq_gpu_be *be, float *x, size_t n)
         be_note(be, cudaMemsetAsync(x, 0, n * sizeof *x, be->stream), "zero");
 }
 
+static __global__ __launch_bounds__(EW_THREADS) void k_scale(float *x, size_t n, float a)
+{
+    EW_LOOP(i, n)
+        x[i] *= a;
+}
+
+void be_scale(sq_gpu_be *be, float *x, size_t n, float a)
+{
+    if (n)
+        SQ_LAUNCH(be, k_scale, ew_blocks(be, n), EW_THREADS, 0, x, n, a);
+}
+
 void be_copy(sq_gpu_be *be, float *dst, const float *src, size_t n)
 {
     if (n && dst != src)

@@ -18,6 +18,7 @@
 #include "kv.h"
 #include "mixer.h"
 #include "models.h"
+#include "ranks.h"
 #include "device.h"
 #include "threads.h"
 #include "train.h"
@@ -547,10 +548,30 @@ static int open_ranks(args *a, sq_comm *comm, sq_err *e)
                        "it as a FILE, not on standard input", who);
     if (sq_comm_open(comm, e))
         return e->code;
-    if (comm->kind != SQ_COMM_MPI)
+    int backend = SQ_BACKEND_CPU, index;
+    if (a->device && sq_device_parse(a->device, &backend, &index, e))
+        return e->code;
+    if (comm->kind != SQ_COMM_MPI && backend == SQ_BACKEND_CPU)
         return sq_fail(e, SQ_EX_USAGE, "training on the CPU across processes started with "
                        "RANK/WORLD_SIZE needs MPI: start them with mpirun or srun");
     a->o.comm = comm;
+    return 0;
+}
+
+/* The device; ranks on GPUs take their node's GPU LOCAL_RANK (unless
+ * --device names one) and join the ranks' NCCL communicator. */
+static int open_device(args *a, sq_comm *comm, sq_ctx *cx, sq_err *e)
+{
+    char name[32];
+    const char *dev = a->device;
+    if (sq_comm_ranks(comm) && dev && strcmp(dev, "cuda") == 0) {
+        snprintf(name, sizeof name, "cuda:%d", comm->local_rank);
+        dev = name;
+    }
+    if (sq_device_open(cx, dev, a->precision, a->o.threads, e))
+        return e->code;
+    if (sq_comm_ranks(comm) && cx->backend == SQ_BACKEND_CUDA)
+        return sq_ranks_nccl(comm, cx, e);
     return 0;
 }
 
@@ -626,8 +647,7 @@ int main(int argc, char **argv)
                                 a.model->name);
         goto out;
     }
-    if (sq_device_open(&cx, a.device, a.precision, a.o.threads, &err) ||
-        open_ranks(&a, &comm, &err))
+    if (open_ranks(&a, &comm, &err) || open_device(&a, &comm, &cx, &err))
         goto fail;
     a.o.cx = &cx;
     if (sq_in_open(&in, a.in_path, &err) || resume_input(&a, in, &err) ||

@@ -79,6 +79,29 @@ int sq_ctx_sync(const sq_ctx *cx, sq_err *e)
     return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_sync(cx->gpu, e) : 0;
 }
 
+static int no_nccl(sq_err *e)
+{
+    return sq_fail(e, SQ_EX_SOFTWARE, "NCCL is the GPU's: the CPU's ranks sum over MPI");
+}
+
+int sq_ctx_nccl_id(const sq_ctx *cx, void *id, size_t n, sq_err *e)
+{
+    return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_nccl_id(cx->gpu, id, n, e) : no_nccl(e);
+}
+
+int sq_ctx_nccl_open(const sq_ctx *cx, const void *id, size_t n, int ranks, int rank,
+                     sq_err *e)
+{
+    return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_nccl_open(cx->gpu, id, n, ranks, rank, e)
+                                          : no_nccl(e);
+}
+
+int sq_ctx_nccl_sum(const sq_ctx *cx, void *buf, size_t count, int dtype, sq_err *e)
+{
+    return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_nccl_sum(cx->gpu, buf, count, dtype, e)
+                                          : no_nccl(e);
+}
+
 int sq_ctx_threads(const sq_ctx *cx)
 {
     return cx && cx->threads > 0 ? cx->threads : omp_get_max_threads();

@@ -55,6 +55,16 @@ int sq_ctx_download(const sq_ctx *cx, void *dst, const void *src, size_t bytes, 
 int sq_ctx_stage(const sq_ctx *cx, const void *const *host, const size_t *bytes, int n,
                  sq_err *e);
 int sq_ctx_sync(const sq_ctx *cx, sq_err *e);
+/* Data-parallel ranks on a GPU (CUDA: NCCL, cuda/k_nccl.cu; the CPU sums
+ * over MPI instead and answers SQ_EX_SOFTWARE): rank 0's new id (n >= 128
+ * bytes), joining the communicator of `ranks` with it (every rank at
+ * once), and an in-place sum over the ranks of count elements of backend
+ * memory of type dtype (gpu_ops.h SQ_NCCL_*), queued on the context's
+ * stream. */
+int sq_ctx_nccl_id(const sq_ctx *cx, void *id, size_t n, sq_err *e);
+int sq_ctx_nccl_open(const sq_ctx *cx, const void *id, size_t n, int ranks, int rank,
+                     sq_err *e);
+int sq_ctx_nccl_sum(const sq_ctx *cx, void *buf, size_t count, int dtype, sq_err *e);
 /* The thread count an OpenMP loop of an op uses: cx->threads, or OpenMP's
  * default when it is 0 (or cx is NULL). */
 int sq_ctx_threads(const sq_ctx *cx);

@@ -65,6 +65,7 @@ extern "C" {
     /* copies and fills (k_elem.cu) */                                                       \
     X(void, zero, (float *x, size_t n), (x, n))                                              \
     X(void, copy, (float *dst, const float *src, size_t n), (dst, src, n))                   \
+    X(void, scale, (float *x, size_t n, float a), (x, n, a))                                 \
     X(void, fill2d, (float *dst, int ld, int rows, int cols, float v), (dst, ld, rows, cols, v)) \
     X(void, copy2d, (float *dst, int ld_dst, const float *src, int ld_src, int rows, int cols), \
       (dst, ld_dst, src, ld_src, rows, cols))                                                \
@@ -149,7 +150,15 @@ extern "C" {
                           double weight_decay, int decoupled, long t),                       \
       (param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, decoupled, t))             \
     X(double, grad_norm, (const float *g, size_t n), (g, n))                                 \
-    X(double, grad_clip, (float *g, size_t n, double max_norm), (g, n, max_norm))
+    X(double, grad_clip, (float *g, size_t n, double max_norm), (g, n, max_norm))            \
+    /* data-parallel ranks (k_nccl.cu): NCCL's id, communicator, in-place sum */            \
+    X(int, nccl_id, (void *id, size_t n, sq_err *e), (id, n, e))                             \
+    X(int, nccl_open, (const void *id, size_t n, int ranks, int rank, sq_err *e),           \
+      (id, n, ranks, rank, e))                                                               \
+    X(int, nccl_sum, (void *buf, size_t count, int dtype, sq_err *e), (buf, count, dtype, e))
+
+/* nccl_sum's element types */
+enum { SQ_NCCL_F32 = 0, SQ_NCCL_F64 = 1, SQ_NCCL_U8 = 2 };
 
 /* The list's fingerprint, taken by the loader from its own build and from
  * the object's: the stringised list, hashed (FNV-1a) at start-up. */

@@ -1089,6 +1089,14 @@ void R(sq_zero)(const sq_ctx *cx, real *x, size_t n)
         memset(x, 0, n * sizeof *x);
 }
 
+void R(sq_scale)(const sq_ctx *cx, real *x, size_t n, real a)
+{
+    SQ_ON_GPU(cx, scale, (x, n, a));
+    (void)cx; /* memory-bound, like the zeroing */
+    for (size_t i = 0; i < n; i++)
+        x[i] *= a;
+}
+
 void R(sq_copy)(const sq_ctx *cx, real *dst, const real *src, size_t n)
 {
     SQ_ON_GPU(cx, copy, (dst, src, n));

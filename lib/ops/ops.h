@@ -212,6 +212,8 @@ double R(sq_ce_sampled)(const sq_ctx *cx, real *dh, real *dE, const real *h, con
 
 /* x[0, n) = 0. */
 void R(sq_zero)(const sq_ctx *cx, real *x, size_t n);
+/* x[0, n) *= a (a data-parallel rank's share of a gradient sum). */
+void R(sq_scale)(const sq_ctx *cx, real *x, size_t n, real a);
 /* dst[0, n) = src[0, n). */
 void R(sq_copy)(const sq_ctx *cx, real *dst, const real *src, size_t n);
 /* Every element of the view dst (row stride ld) = v. */

@@ -6,8 +6,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_ops.h"
 #include "ops.h"
 #include "vec.h"
+
+/* Ranks on GPUs: one part a rank, the parts' statistics summed by NCCL */
+static int open_gpu_ranks(sq_micro *mb, const sq_net *net, const sq_comm *comm, sq_err *e)
+{
+    if (comm->size > SQ_MICRO_MAX)
+        return sq_fail(e, SQ_EX_USAGE, "%d processes: at most %d", comm->size, SQ_MICRO_MAX);
+    mb->gpu = 1;
+    mb->cx = net->cx;
+    mb->comm = comm;
+    mb->P = 1;
+    mb->G = comm->size;
+    mb->base = comm->rank;
+    size_t bytes = 2 * (size_t)mb->G * sizeof(double);
+    if (!(mb->loss = calloc((size_t)mb->G, sizeof *mb->loss)) ||
+        !(mb->cnt = calloc((size_t)mb->G, sizeof *mb->cnt)) ||
+        !(mb->stats_host = malloc(bytes)))
+        return sq_fail(e, SQ_EX_OSERR, "out of memory");
+    return (mb->stats = sq_ctx_alloc(net->cx, bytes, e)) ? 0 : e->code;
+}
 
 /* The ranks' buffers of ACROSS PROCESSES (micro.h) */
 static int open_ranks(sq_micro *mb, const sq_model_def *def, const sq_net *net,
@@ -18,8 +38,7 @@ static int open_ranks(sq_micro *mb, const sq_model_def *def, const sq_net *net,
                        "batch cannot be cut into parts (run it in one process)", def->name,
                        comm->size);
     if (net->cx->backend != SQ_BACKEND_CPU)
-        return sq_fail(e, SQ_EX_USAGE, "training across %d processes runs on the CPU only "
-                       "so far (--device cpu)", comm->size);
+        return open_gpu_ranks(mb, net, comm, e);
     if ((long)comm->size * mb->P > SQ_MICRO_MAX)
         return sq_fail(e, SQ_EX_USAGE, "%d processes x %d threads: at most %d parts a step",
                        comm->size, mb->P, SQ_MICRO_MAX);
@@ -47,7 +66,7 @@ int sq_micro_open(sq_micro *mb, const sq_model_def *def, const void *cfg, const 
     }
     if (threads <= 0)
         threads = omp_get_max_threads();
-    int ranks = comm && comm->size > 1;
+    int ranks = sq_comm_ranks(comm);
     if (!ranks && (!def->micro_batches || net->cx->backend != SQ_BACKEND_CPU || threads < 2))
         return 0;
     if (def->micro_batches && net->cx->backend == SQ_BACKEND_CPU)
@@ -80,6 +99,9 @@ void sq_micro_close(sq_micro *mb, const sq_model_def *def)
         if (mb->net[k].impl)
             def->net_free(&mb->net[k]);
     }
+    if (mb->stats)
+        sq_ctx_free(mb->cx, mb->stats);
+    free(mb->stats_host);
     free(mb->buf);
     free(mb->all);
     free(mb->loss);
@@ -407,6 +429,61 @@ static int ranks_train(sq_micro *mb, const sq_model_def *def, sq_net *net, void 
     return 0;
 }
 
+/* The parts' losses and entries on every rank: each rank's in its slot,
+ * the others zero, summed over NCCL (exact) */
+static int gpu_stats(sq_micro *mb, sq_err *e)
+{
+    size_t n = 2 * (size_t)mb->G;
+    if (sq_ctx_upload(mb->cx, mb->stats, mb->stats_host, n * sizeof(double), e) ||
+        sq_ctx_nccl_sum(mb->cx, mb->stats, n, SQ_NCCL_F64, e) ||
+        sq_ctx_download(mb->cx, mb->stats_host, mb->stats, n * sizeof(double), e))
+        return e->code;
+    for (int k = 0; k < mb->G; k++) {
+        mb->loss[k] = mb->stats_host[2 * k];
+        mb->cnt[k] = (int)mb->stats_host[2 * k + 1];
+    }
+    return 0;
+}
+
+/* A step of ranks on GPUs (micro.h): this rank's part, the statistics,
+ * its weighted gradient summed over NCCL, then the update every rank
+ * applies alike */
+static int gpu_ranks_train(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
+                           const sq_packed *b, const sq_step_opts *so, uint64_t step,
+                           const sq_micro_update *u, sq_micro_result *res, sq_err *e)
+{
+    int np = prepare(mb, def, net, b, so), k = mb->base;
+    size_t n = net->ts->total;
+    /* a batch that cannot be cut is rank 0's step; the others add zeros */
+    const sq_packed *mine = np >= 2 ? (k < np ? &mb->part[k] : NULL) : (k == 0 ? b : NULL);
+    memset(mb->stats_host, 0, 2 * (size_t)mb->G * sizeof(double));
+    sq_zero(net->cx, net->grads, n);
+    if (mine) {
+        int cnt = 0;
+        if (sq_packed_stage(net->cx, mine, e))
+            return e->code;
+        mb->stats_host[2 * k] = def->step(net, work, mine, so,
+                                          np >= 2 ? step ^ ((uint64_t)k << 48) : step, &cnt);
+        mb->stats_host[2 * k + 1] = cnt;
+    }
+    if (gpu_stats(mb, e))
+        return e->code;
+    res->loss = weigh(mb->loss, mb->cnt, np >= 2 ? np : 1, mb->w, &res->count);
+    if (!passes(res->loss, u->max_loss))
+        return 0;
+    if (mine && np >= 2 && mb->w[k] != 1)
+        sq_scale(net->cx, net->grads, n, mb->w[k]);
+    if (sq_ctx_nccl_sum(net->cx, net->grads, n, SQ_NCCL_F32, e))
+        return e->code;
+    if (u->clip > 0 && !isfinite(res->norm = sq_grad_clip(net->cx, net->grads, n, u->clip)))
+        return 0;
+    mb->np = 0;
+    if (sq_micro_adam(mb, net, u->m, u->v, u->runs, u->n_runs, u->t, e))
+        return e->code;
+    res->updated = 1;
+    return 0;
+}
+
 int sq_micro_train(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
                    const sq_packed *b, const sq_step_opts *so, uint64_t step,
                    const sq_micro_update *u, sq_micro_result *res, sq_err *e)
@@ -416,6 +493,8 @@ int sq_micro_train(sq_micro *mb, const sq_model_def *def, sq_net *net, void *wor
      * part 0 alone */
     if (u->clip > 0 && mb->defer)
         return sq_fail(e, SQ_EX_SOFTWARE, "a deferred micro-batch sum cannot be clipped");
+    if (mb->gpu)
+        return gpu_ranks_train(mb, def, net, work, b, so, step, u, res, e);
     int np = prepare(mb, def, net, b, so);
     if (np >= 2 && mb->comm)
         return ranks_train(mb, def, net, work, so, step, np, u, res, e);

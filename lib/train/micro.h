@@ -23,7 +23,15 @@
  * on its threads, the ranks all-gather the parts' gradients, losses and
  * counts, and every rank sums all G parts in their order and applies the
  * same update. That is the arithmetic of one process with --threads R P:
- * the same bits. Only the gradients move. */
+ * the same bits. Only the gradients move.
+ *
+ * On GPUs (P = 1) rank r runs part r alone; the parts' losses and entries
+ * are summed over NCCL (each rank gives its own slot, exactly), each rank
+ * scales its gradient by its weight n_r / n and NCCL sums the gradients
+ * in place (ctx.h: its order pinned, so the same ranks give the same bits
+ * every run, though not one GPU's bits). A batch that cannot be cut is
+ * rank 0's step, the others adding zeros. The step stages its own part
+ * (sq_micro_stages). */
 #ifndef SQ_MICRO_H
 #define SQ_MICRO_H
 
@@ -42,6 +50,10 @@ typedef struct {
     float *all;                  /* ranks > 1: every part's gradient [G][total] */
     double *loss;                /* ranks > 1: every part's loss [G] */
     int *cnt;                    /* and its entries [G] */
+    int gpu;                     /* ranks on GPUs: NCCL sums the gradient */
+    const sq_ctx *cx;            /* gpu: the backend of stats */
+    double *stats, *stats_host;  /* gpu: every part's loss and entries [2 G],
+                                    on the device and on the host */
     sq_ctx cx1;                  /* the workers' context: one thread */
     sq_net net[SQ_MICRO_MAX];    /* [1, P): the workers' nets */
     void *work[SQ_MICRO_MAX];    /* [1, P): their work */
@@ -70,6 +82,9 @@ typedef struct {
 int sq_micro_open(sq_micro *mb, const sq_model_def *def, const void *cfg, const sq_net *net,
                   const sq_batcher *bt, int threads, const sq_comm *comm, sq_err *e);
 void sq_micro_close(sq_micro *mb, const sq_model_def *def);
+/* Whether sq_micro_train stages the batch (ranks on GPUs stage their own
+ * part): the caller then does not. */
+static inline int sq_micro_stages(const sq_micro *mb) { return mb->gpu; }
 
 /* One step on batch b: zeroes net->grads, then as model.h's step (the mean
  * loss over *count entries, gradients in net->grads), on the parts in

@@ -1,10 +1,16 @@
 /* ranks.c - checks and validation across the ranks of a job (see ranks.h). */
 #include "ranks.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <xxhash.h>
+
+#include "gpu_ops.h"
 
 uint64_t sq_ranks_data_hash(const sq_dataset *ds)
 {
@@ -165,5 +171,83 @@ int sq_ranks_eval(const sq_comm *c, sq_model *m, const sq_dataset *ds, const sq_
     free(all);
     free(cnt);
     free(mine.r);
+    return rc;
+}
+
+/* c->sum_bytes over NCCL: the bytes up, summed as uint8, down */
+static int nccl_bytes(void *arg, void *buf, size_t n, sq_err *e)
+{
+    const sq_ctx *cx = arg;
+    void *dev = sq_ctx_alloc(cx, n ? n : 1, e);
+    if (!dev)
+        return e->code;
+    int rc = sq_ctx_upload(cx, dev, buf, n, e) || sq_ctx_nccl_sum(cx, dev, n, SQ_NCCL_U8, e) ||
+             sq_ctx_download(cx, buf, dev, n, e) ? e->code : 0;
+    sq_ctx_free(cx, dev);
+    return rc;
+}
+
+enum { ID_BYTES = 128 }; /* ncclUniqueId */
+
+/* Rank 0 of an env job: the id into path, which must be new */
+static int id_write(const char *path, const unsigned char *id, sq_err *e)
+{
+    if (access(path, F_OK) == 0)
+        return sq_fail(e, SQ_EX_USAGE, "SEQREC_NCCL_ID=%s exists: remove it (a stale id would "
+                       "join the ranks to another job)", path);
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return sq_fail(e, SQ_EX_CANTCREAT, "SEQREC_NCCL_ID: %s: %s", tmp, strerror(errno));
+    int ok = fwrite(id, 1, ID_BYTES, f) == ID_BYTES;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        int err = errno;
+        remove(tmp);
+        return sq_fail(e, SQ_EX_IO, "SEQREC_NCCL_ID: %s: %s", path, strerror(err));
+    }
+    return 0;
+}
+
+/* The other ranks of an env job: the id from path, once rank 0 wrote it */
+static int id_read(const char *path, unsigned char *id, sq_err *e)
+{
+    const char *w = getenv("SEQREC_NCCL_WAIT");
+    double wait = w && *w ? atof(w) : 300, waited = 0;
+    struct timespec nap = {0, 20 * 1000 * 1000};
+    FILE *f;
+    while (!(f = fopen(path, "rb"))) {
+        if (waited >= wait)
+            return sq_fail(e, SQ_EX_UNAVAILABLE, "SEQREC_NCCL_ID=%s: rank 0 did not write "
+                           "the NCCL id in %.0f s (SEQREC_NCCL_WAIT)", path, wait);
+        nanosleep(&nap, NULL);
+        waited += 0.02;
+    }
+    int ok = fread(id, 1, ID_BYTES, f) == ID_BYTES;
+    fclose(f);
+    return ok ? 0 : sq_fail(e, SQ_EX_DATA, "SEQREC_NCCL_ID=%s: not an NCCL id", path);
+}
+
+int sq_ranks_nccl(sq_comm *c, const sq_ctx *cx, sq_err *e)
+{
+    unsigned char id[ID_BYTES] = {0};
+    const char *path = getenv("SEQREC_NCCL_ID");
+    int env = c->kind == SQ_COMM_ENV;
+    if (env && (!path || !*path))
+        return sq_fail(e, SQ_EX_USAGE, "processes started with RANK/WORLD_SIZE meet through a "
+                       "file: set SEQREC_NCCL_ID to a path every rank sees");
+    if (c->rank == 0 && sq_ctx_nccl_id(cx, id, sizeof id, e))
+        return e->code;
+    int rc = env ? (c->rank == 0 ? id_write(path, id, e) : id_read(path, id, e))
+                 : sq_comm_bcast(c, id, sizeof id, 0, e);
+    if (!rc)
+        rc = sq_ctx_nccl_open(cx, id, sizeof id, c->size, c->rank, e);
+    if (env && c->rank == 0 && access(path, F_OK) == 0)
+        remove(path); /* every rank has joined, or this one failed */
+    if (!rc && env) {
+        c->sum_bytes = nccl_bytes;
+        c->sum_arg = (void *)cx;
+    }
     return rc;
 }

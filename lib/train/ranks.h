@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "comm.h"
+#include "ctx.h"
 #include "dataset.h"
 #include "eval.h"
 #include "model.h"
@@ -35,5 +36,14 @@ int sq_ranks_same_params(const sq_comm *c, const float *p, size_t n, uint64_t ep
  * order, as one process ranking them all. */
 int sq_ranks_eval(const sq_comm *c, sq_model *m, const sq_dataset *ds, const sq_eval_opts *o,
                   sq_metrics *acc, sq_err *e);
+
+/* The GPU's communicator of the ranks of c on cx (NCCL: ctx.h), joined by
+ * every rank at once, and, for an env job, c's sum of bytes over it (the
+ * host collectives). The id is rank 0's, broadcast over MPI, or, in an env
+ * job, passed through the file SEQREC_NCCL_ID: rank 0 writes it (it must
+ * not exist: a stale id would join another job's ranks) and removes it
+ * once every rank has joined; the others wait for it (SEQREC_NCCL_WAIT
+ * seconds, default 300). */
+int sq_ranks_nccl(sq_comm *c, const sq_ctx *cx, sq_err *e);
 
 #endif

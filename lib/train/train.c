@@ -809,7 +809,7 @@ static int one_epoch(run *r, loop *lp, uint64_t epoch, const sq_train_hooks *hoo
          * after the forward; the backward and the update still run while
          * the loop builds the next batch, and a failure among them is
          * reported by the next step's staging (or the wait below). */
-        if (sq_packed_stage(r->net.cx, pb, e) ||
+        if ((!sq_micro_stages(&lp->mb) && sq_packed_stage(r->net.cx, pb, e)) ||
             sq_micro_train(&lp->mb, def, &r->net, lp->work, pb, &lp->so, r->st[ST_STEP], &upd,
                            &res, e))
             return e->code;
@@ -918,7 +918,7 @@ static int init_from_file(run *r, sq_err *e)
 /* Every rank runs the same options and threads on the same data (RANKS) */
 static int same_everywhere(const run *r, sq_err *e)
 {
-    if (r->comm->size == 1)
+    if (!sq_comm_ranks(r->comm))
         return 0;
     sq_modelfile mf = {0};
     int rc = put_config(&mf, r->o, r->ds, e);

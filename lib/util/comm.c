@@ -30,12 +30,16 @@ static const struct {
 };
 #define N_LAUNCHERS (sizeof launchers / sizeof launchers[0])
 
-/* The launcher that started several processes, or -1 */
+/* The launcher that started several processes (or an env job of one
+ * rank that names its NCCL id file), or -1 */
 static int which_launcher(void)
 {
     for (size_t i = 0; i < N_LAUNCHERS; i++)
         if (env_int(launchers[i].size) > 1)
             return (int)i;
+    const char *id = getenv("SEQREC_NCCL_ID");
+    if (env_int("WORLD_SIZE") == 1 && env_int("RANK") == 0 && id && *id)
+        return (int)N_LAUNCHERS - 1;
     return -1;
 }
 
@@ -89,25 +93,65 @@ void sq_comm_abort(const sq_comm *c, int code)
         sq_comm_mpi_abort(code);
 }
 
-/* Host collectives need MPI (or one process) */
+/* Host collectives need MPI, or an env job's sum of bytes */
 static int host_ok(const sq_comm *c, const char *what, sq_err *e)
 {
-    if (c->kind == SQ_COMM_ENV)
+    if (c->kind == SQ_COMM_ENV && !c->sum_bytes)
         return sq_fail(e, SQ_EX_UNAVAILABLE, "%s across %d processes started with RANK/"
                        "WORLD_SIZE needs MPI: start them with mpirun or srun", what, c->size);
     return 0;
 }
 
+/* An env job's all-gather: each rank's bytes in its slot, zeros elsewhere,
+ * summed (exact: one rank gives each byte) */
+static int env_allgather(const sq_comm *c, const void *send, void *recv, size_t n, sq_err *e)
+{
+    size_t all = (size_t)c->size * n;
+    unsigned char *buf = calloc(all ? all : 1, 1);
+    if (!buf)
+        return sq_fail(e, SQ_EX_OSERR, "out of memory");
+    memcpy(buf + (size_t)c->rank * n, send, n);
+    int rc = c->sum_bytes(c->sum_arg, buf, all, e);
+    if (!rc)
+        memcpy(recv, buf, all);
+    free(buf);
+    return rc;
+}
+
 int sq_comm_allgather(const sq_comm *c, const void *send, void *recv, size_t n, sq_err *e)
 {
-    if (c->size == 1) {
+    if (c->size == 1 && !c->sum_bytes) {
         if (send != recv)
             memmove(recv, send, n);
         return 0;
     }
     if (host_ok(c, "an all-gather", e))
         return e->code;
+    if (c->kind == SQ_COMM_ENV)
+        return env_allgather(c, send, recv, n, e);
     return sq_comm_mpi_allgather(send, recv, n, e);
+}
+
+/* An env job's all-gather of n bytes or fewer a rank: every rank's padded
+ * to the largest, then packed */
+static int env_allgatherv(const sq_comm *c, const void *send, size_t n, void *recv,
+                          const size_t *counts, const size_t *displ, sq_err *e)
+{
+    size_t max = 0;
+    for (int r = 0; r < c->size; r++)
+        max = counts[r] > max ? counts[r] : max;
+    unsigned char *mine = calloc(max ? max : 1, 1), *all = malloc((size_t)c->size * max + 1);
+    int rc = mine && all ? 0 : sq_fail(e, SQ_EX_OSERR, "out of memory");
+    if (!rc && n)
+        memcpy(mine, send, n);
+    if (!rc)
+        rc = env_allgather(c, mine, all, max, e);
+    for (int r = 0; !rc && r < c->size; r++)
+        if (counts[r])
+            memcpy((char *)recv + displ[r], all + (size_t)r * max, counts[r]);
+    free(mine);
+    free(all);
+    return rc;
 }
 
 int sq_comm_allgatherv(const sq_comm *c, const void *send, size_t n, void **recv,
@@ -123,28 +167,39 @@ int sq_comm_allgatherv(const sq_comm *c, const void *send, size_t n, void **recv
     }
     if (!(*recv = malloc(total ? total : 1)))
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
-    if (c->size == 1) {
+    if (c->size == 1 && !c->sum_bytes) {
         if (n)
             memcpy(*recv, send, n);
         return 0;
     }
+    if (c->kind == SQ_COMM_ENV)
+        return env_allgatherv(c, send, n, *recv, counts, displ, e);
     return sq_comm_mpi_allgatherv(send, n, *recv, counts, displ, c->size, e);
 }
 
 int sq_comm_bcast(const sq_comm *c, void *buf, size_t n, int root, sq_err *e)
 {
-    if (c->size == 1)
+    if (c->size == 1 && !c->sum_bytes)
         return 0;
     if (host_ok(c, "a broadcast", e))
         return e->code;
+    if (c->kind == SQ_COMM_ENV) {
+        if (c->rank != root)
+            memset(buf, 0, n);
+        return c->sum_bytes(c->sum_arg, buf, n, e);
+    }
     return sq_comm_mpi_bcast(buf, n, root, e);
 }
 
 int sq_comm_barrier(const sq_comm *c, sq_err *e)
 {
-    if (c->size == 1)
+    if (c->size == 1 && !c->sum_bytes)
         return 0;
     if (host_ok(c, "a barrier", e))
         return e->code;
+    if (c->kind == SQ_COMM_ENV) {
+        unsigned char b = 0;
+        return c->sum_bytes(c->sum_arg, &b, 1, e);
+    }
     return sq_comm_mpi_barrier(e);
 }

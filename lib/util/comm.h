@@ -7,9 +7,11 @@
  *           (SLURM_PROCID with SLURM_NTASKS > 1) or any PMI/PMIx launcher:
  *           MPI_COMM_WORLD (comm_mpi.c; a build with MPI=1, Makefile);
  *   env     torchrun-style RANK / WORLD_SIZE / LOCAL_RANK without MPI: only
- *           the GPU backend's NCCL all-reduce can run over it (the ranks
- *           meet through a file, SEQREC_NCCL_ID), so it has no host
- *           collectives and a CPU run refuses it.
+ *           the GPU backend's NCCL can run over it (the ranks meet through
+ *           a file, SEQREC_NCCL_ID); its host collectives are sums of bytes
+ *           over NCCL (sum_bytes), and a CPU run refuses it. WORLD_SIZE=1
+ *           with SEQREC_NCCL_ID set is a job of one rank: the NCCL path
+ *           checked on one GPU.
  *
  * Every collective is exact: bytes are moved, never added. A sum across
  * ranks is done by the caller after an all-gather, in rank order, so it is
@@ -32,7 +34,19 @@ typedef struct {
     int local_rank;      /* among the processes of this node (its GPU) */
     char launcher[32];   /* "mpirun", "srun", "env" or "" (single) */
     int open;            /* MPI was initialised here (finalise at close) */
+    /* env jobs: an exact sum of buf[n] bytes over the ranks, where one rank
+     * gives each byte and the others zeros (lib/train/ranks.c sets it to the
+     * GPU's NCCL); the host collectives of an env job are made of it */
+    int (*sum_bytes)(void *arg, void *buf, size_t n, sq_err *e);
+    void *sum_arg;
 } sq_comm;
+
+/* Whether c is a job of ranks (several processes, or an env job of one
+ * rank: comm.h env), not one plain process. */
+static inline int sq_comm_ranks(const sq_comm *c)
+{
+    return c && (c->size > 1 || c->kind != SQ_COMM_SINGLE);
+}
 
 /* Whether this process was started by a launcher with more than one
  * process, and which (name into launcher, "" when not). */
