@@ -95,3 +95,24 @@ setup() {
       if (a ~ /^[0-9.]+$/ && (a - b > 0.02 || b - a > 0.02)) { print; exit 1 } } }'
   done
 }
+
+@test "device: a job of one rank through NCCL writes the plain GPU run's bytes (simulated)" {
+  [ -f "$SIM" ] || skip "no simulated device built"
+  export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
+  seqrec-synth --users 40 --items 30 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/t.sqr"
+  local o=(--dim 16 --ffn 32 --max-len 10 --batch 16 --threads 1 --epochs 1 --dropout 0.2
+           --device cuda --log /dev/null)
+  seqrec-train "${o[@]}" -o "$T/plain.sqm" "$T/t.sqr"
+  WORLD_SIZE=1 RANK=0 LOCAL_RANK=0 SEQREC_NCCL_ID="$T/id" seqrec-train "${o[@]}" \
+    -o "$T/rank.sqm" "$T/t.sqr"
+  cmp "$T/plain.sqm" "$T/rank.sqm"
+  [ ! -e "$T/id" ] # rank 0 removes the id once every rank joined
+  # a stale id file would join another job's ranks: refused
+  echo stale > "$T/id"
+  WORLD_SIZE=1 RANK=0 SEQREC_NCCL_ID="$T/id" run -64 seqrec-train "${o[@]}" -o "$T/x.sqm" "$T/t.sqr"
+  [[ "$output" == *"SEQREC_NCCL_ID=$T/id exists: remove it"* ]]
+  # ranks started with RANK/WORLD_SIZE meet through the id file
+  WORLD_SIZE=2 RANK=1 run -64 seqrec-train "${o[@]}" -o "$T/x.sqm" "$T/t.sqr"
+  [[ "$output" == *"set SEQREC_NCCL_ID to a path every rank sees"* ]]
+  [ ! -e "$T/x.sqm" ]
+}

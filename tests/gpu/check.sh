@@ -4,8 +4,8 @@
 #
 #   tar -xJf .gpu/pack.tar.xz -C /tmp && /tmp/pack/check.sh [PART...]
 #
-# PART (default: all) picks what runs: parity, sanitize, train, score,
-# bench. Each part writes PASS/FAIL lines into summary.txt; it and the logs
+# PART (default: all) picks what runs: parity, sanitize, train, nccl,
+# score, bench. Each part writes PASS/FAIL lines into summary.txt; it and the logs
 # (logs.tar.gz) go to $OUT when that is set (the device tool brings $OUT
 # back), else stay in the pack's out/. The exit status is 1 when a part
 # failed.
@@ -22,7 +22,7 @@ finish() {
 }
 trap finish EXIT
 : > "$sum"
-parts=${*:-parity sanitize train score bench}
+parts=${*:-parity sanitize train nccl score bench}
 fails=0
 say() { echo "$*" | tee -a "$sum"; }
 pass() { say "PASS $*"; }
@@ -131,6 +131,41 @@ if want train; then
       fail "train $name: two GPU runs differ"
     fi
   done
+fi
+
+# 3b. Ranks on GPUs (issue 36): a job of one rank (WORLD_SIZE=1 with
+# SEQREC_NCCL_ID: two ranks cannot share one GPU) trains through NCCL's
+# id, communicator and all-reduce, and must write the plain GPU run's
+# bytes, twice. NCCL from this machine's CUDA or PyTorch (SEQREC_NCCL_LIB).
+if want nccl; then
+  if [ -z "${SEQREC_NCCL_LIB:-}" ]; then
+    for d in ${cudalib//:/ } /usr/local/cuda*/lib /usr/local/cuda*/lib64 /usr/lib/x86_64-linux-gnu \
+             /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib; do
+      [ -e "$d/libnccl.so.2" ] && { export SEQREC_NCCL_LIB="$d/libnccl.so.2"; break; }
+    done
+  fi
+  say "     nccl: ${SEQREC_NCCL_LIB:-libnccl.so.2 (not found in the usual places)}"
+  data="$here/data/synth.split"
+  opts="--model sasrec --attn softmax --loss ce --epochs 1 --max-len 50 --dim 64 --batch 128 --seed 3"
+  if seqrec-train $opts --device cuda -o "$out/nccl-plain.sqm" --log /dev/null "$data" \
+       > "$out/nccl-plain.out" 2>&1; then
+    for r in 1 2; do
+      rm -f "$out/nccl.id"
+      if env WORLD_SIZE=1 RANK=0 LOCAL_RANK=0 SEQREC_NCCL_ID="$out/nccl.id" \
+           seqrec-train $opts --device cuda -o "$out/nccl$r.sqm" --log /dev/null "$data" \
+           > "$out/nccl$r.out" 2>&1; then
+        if cmp -s "$out/nccl-plain.sqm" "$out/nccl$r.sqm"; then
+          pass "nccl: one rank through NCCL, run $r: the plain GPU run's bytes"
+        else
+          fail "nccl: one rank through NCCL, run $r: not the plain GPU run's bytes"
+        fi
+      else
+        fail "nccl run $r: $(tail -2 "$out/nccl$r.out" | tr '\n' ' ')"
+      fi
+    done
+  else
+    fail "nccl: the plain GPU run: $(tail -2 "$out/nccl-plain.out" | tr '\n' ' ')"
+  fi
 fi
 
 # 4. A model trained on the GPU scores on the CPU and back: the metrics of
