@@ -555,6 +555,12 @@ static int open_ranks(args *a, sq_comm *comm, sq_err *e)
         return sq_fail(e, SQ_EX_USAGE, "training on the CPU across processes started with "
                        "RANK/WORLD_SIZE needs MPI: start them with mpirun or srun");
     a->o.comm = comm;
+    int cpus = sq_threads_cpus();
+    if (comm->rank == 0 && a->o.threads > cpus)
+        fprintf(stderr, "%s: warning: %d threads a process on %d CPU%s (the launcher's "
+                "binding): give mpirun --map-by slot:PE=%d (or --bind-to none), or srun "
+                "--cpus-per-task %d\n", prog, a->o.threads, cpus, cpus == 1 ? "" : "s",
+                a->o.threads, a->o.threads);
     return 0;
 }
 

@@ -1,8 +1,10 @@
+#define _GNU_SOURCE /* sched_getaffinity */
 #include "threads.h"
 
 #include <errno.h>
 #include <omp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -30,12 +32,19 @@ void sq_threads_passive(char **argv)
         execv("/proc/self/exe", argv); /* returns only on failure */
 }
 
+int sq_threads_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    return c > 0 ? (int)c : 1;
+}
+
 int sq_threads_set(int n)
 {
-    if (n <= 0) {
-        long c = sysconf(_SC_NPROCESSORS_ONLN);
-        n = c > 0 ? (int)c : 1;
-    }
+    if (n <= 0)
+        n = sq_threads_cpus();
     omp_set_num_threads(n);
     /* a region inside a region (an op inside a micro-batch's thread) runs
      * on that one thread */

@@ -18,7 +18,11 @@
  * variable was already set, or exec failed: then it just runs slower). */
 void sq_threads_passive(char **argv);
 
-/* Sets the OpenMP team to n threads (n <= 0: number of online CPUs) and
+/* The CPUs this process may run on (its affinity: a launcher's binding,
+ * taskset), or the online CPUs when that cannot be read. */
+int sq_threads_cpus(void);
+
+/* Sets the OpenMP team to n threads (n <= 0: sq_threads_cpus()) and
  * OpenBLAS to 1.
  * Returns the number used. */
 int sq_threads_set(int n);
