@@ -176,8 +176,11 @@ const sq_opt sq_train_options[] = {
      .help = "stop (exit 70, as a divergence) when a batch's loss\n"
              "exceeds X (default 0: off)"},
     {.name = "threads", .type = SQ_OPT_INT, .offset = OFF(threads), .lo = 1, .hi = 4096,
-     .arg = "N", .cli_only = 1, .help = "threads (default: all); sasrec and bert4rec train\n"
-                                             "a micro-batch per thread"},
+     .arg = "N", .cli_only = 1, .help = "threads (default: the CPUs this process may\n"
+                                             "use); sasrec and bert4rec train a micro-batch\n"
+                                             "per thread (under mpirun or srun: per thread\n"
+                                             "of each process; seqrec-train(1) SEVERAL\n"
+                                             "PROCESSES)"},
     {0},
 };
 
