@@ -308,9 +308,8 @@ static int gather_round(const sq_comm *c, const sq_score_part *mine, size_t off,
     return rc;
 }
 
-/* Every rank's results to rank 0 (*parts, NULL elsewhere), in rounds */
-static int gather_parts(const sq_comm *c, const sq_score_part *mine, size_t round,
-                        sq_score_part **parts, sq_score_fail *fail, sq_err *e)
+int sq_score_gather(const sq_comm *c, const sq_score_part *mine, size_t round,
+                    sq_score_part **parts, sq_score_fail *fail, sq_err *e)
 {
     size_t P = (size_t)c->size, per = (round ? round : SQ_SCORE_ROUND) / P;
     if (per == 0)
@@ -338,7 +337,7 @@ static int gather_parts(const sq_comm *c, const sq_score_part *mine, size_t roun
     return rc;
 }
 
-static void parts_free(sq_score_part *parts, int n)
+void sq_score_parts_free(sq_score_part *parts, int n)
 {
     for (int r = 0; parts && r < n; r++)
         sq_score_part_free(&parts[r]);
@@ -349,7 +348,7 @@ int sq_score_run(const sq_comm *c, sq_model *m, const sq_dataset *ds, const sq_e
                  uint32_t K, sq_score_out *out, sq_err *e)
 {
     out->fail = (sq_score_fail){.agreed = 1, .rank = -1};
-    if (o->shard_n > 1)
+    if (c->size > 1 && o->shard_n > 1)
         return sq_fail(e, SQ_EX_USAGE, "a shard of its own (--shard) and a job's ranks do "
                        "not go together");
     if (c->size == 1) {
@@ -369,7 +368,7 @@ int sq_score_run(const sq_comm *c, sq_model *m, const sq_dataset *ds, const sq_e
     rc = sq_score_agree(c, rc, &out->fail, e);
     if (!rc && (rc = sum_counts(c, o, out->n_experts, e)))
         out->fail.agreed = 0;
-    if (!rc && (rc = gather_parts(c, &mine, out->round_bytes, &parts, &out->fail, e)) &&
+    if (!rc && (rc = sq_score_gather(c, &mine, out->round_bytes, &parts, &out->fail, e)) &&
         out->fail.rank < 0)
         out->fail.agreed = 0; /* a collective failed, not a rank's own part */
     sq_score_part_free(&mine);
@@ -378,6 +377,6 @@ int sq_score_run(const sq_comm *c, sq_model *m, const sq_dataset *ds, const sq_e
         rc = sq_score_merge(m, ds, o, K != 0, parts, c->size, out, e);
         out->fail = (sq_score_fail){.agreed = 1, .rank = rc ? 0 : -1};
     }
-    parts_free(parts, c->rank == 0 ? c->size : 0);
+    sq_score_parts_free(parts, c->rank == 0 ? c->size : 0);
     return rc;
 }

@@ -93,11 +93,20 @@ int sq_score_same(const sq_comm *c, const char *model_path, const sq_dataset *ds
 /* sq_eval_ranks (K == 0) or sq_eval_topk (K top items) over the job: each
  * rank scores its shard, rank 0 calls out->rank or out->topk with every
  * result in one process's order. One process: the plain call, emitting as
- * it goes. o's shard must be unset (shard_n <= 1); o->expert_count and
+ * it goes (o's shard applies). Across processes o's shard must be unset
+ * (shard_n <= 1: SQ_EX_USAGE otherwise, on every rank); o->expert_count and
  * o->unknown_users (when set) end as the sums over the ranks, on every
  * rank. */
 int sq_score_run(const sq_comm *c, sq_model *m, const sq_dataset *ds, const sq_eval_opts *o,
                  uint32_t K, sq_score_out *out, sq_err *e);
+
+/* Every rank's part (mine) to rank 0: *parts[size] there (free with
+ * sq_score_parts_free), NULL elsewhere; in rounds of at most round bytes
+ * for all ranks together (0: SQ_SCORE_ROUND). fail as sq_score_agree's
+ * (rank 0 out of memory is every rank's failure). */
+int sq_score_gather(const sq_comm *c, const sq_score_part *mine, size_t round,
+                    sq_score_part **parts, sq_score_fail *fail, sq_err *e);
+void sq_score_parts_free(sq_score_part *parts, int n);
 
 /* The merge alone: parts[s] the results of shard s of n (sq_score_keep_*
  * of sq_eval_* with o's shard set to s/n), emitted through out->rank
