@@ -419,7 +419,7 @@ log users "$t_step" scope="$scope" reason="$reason" users="$n_users"
 # 5. the shards, side by side, the cores divided among them: local
 # processes, each with its --shard; or (NIGHTLY_LAUNCH) one launcher job,
 # whose ranks score a shard each and whose rank 0 writes the one part
-# (seqrec-score(1) UNDER A LAUNCHER): the same lines either way
+# (seqrec-score(1), "Under a launcher"): the same lines either way
 step=score t_step=$(now)
 per=$((THREADS / SHARDS))
 [ "$per" -ge 1 ] || per=1

@@ -721,8 +721,11 @@ static int run_score(const score_args *a, const sq_comm *comm, sq_score_fail *fa
                            .n_experts = r.model.n_experts};
         rc = sq_score_run(comm, &r.model, &r.ds, &eo, a->topk, &so, err);
         *fail = so.fail;
-        if (oc.progress && (comm->size == 1 ? oc.done : oc.local) >= 4096)
+        if (oc.progress && comm->size == 1 && oc.done >= 4096)
             fprintf(stderr, "\r%s: %" PRIu64 " scored\n", prog, oc.done);
+        else if (oc.progress && oc.local >= 4096) /* over rank 0's longer line */
+            fprintf(stderr, "\r\033[K%s: %" PRIu64 " scored by %d processes\n", prog, oc.done,
+                    comm->size);
     }
     if (!rc && writer)
         rc = score_finish(a, &r, &oc, unknown, err);

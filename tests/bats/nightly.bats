@@ -2,7 +2,8 @@
 # The nightly job (pipelines/nightly.sh, `make nightly`): yesterday's model
 # on today's log, incremental runs, the lock, failures and signals leave the
 # last publication in place. Tiny synthetic logs; wrappers around
-# seqrec-score make a shard slow or failing.
+# seqrec-score make a shard slow or failing; a stand-in launcher takes
+# NIGHTLY_LAUNCH's place (the real mpirun: mpi_score.bats).
 
 load helper
 
