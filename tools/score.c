@@ -745,6 +745,8 @@ static int open_ranks(const score_args *a, sq_comm *comm, sq_err *e)
         return 0;
     if (sq_comm_open(comm, e))
         return e->code;
+    if (comm->size == 1) /* a job of one rank: the plain run */
+        return 0;
     if (comm->kind != SQ_COMM_MPI)
         return sq_fail(e, SQ_EX_USAGE, "scoring across processes started with RANK/WORLD_SIZE "
                        "needs MPI: start them with mpirun or srun");
