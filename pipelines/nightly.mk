@@ -18,6 +18,11 @@
 #   NIGHTLY_TOPK        items per user (10)
 #   NIGHTLY_SCORE       more seqrec-score options (e.g. --include-history)
 #   NIGHTLY_SHARDS      shards in parallel (2)
+#   NIGHTLY_LAUNCH      a launcher command ('mpirun -np 4', 'srun -n 4'): the
+#                       scoring runs as one job of it, its ranks the shards
+#                       and rank 0 writing them all, instead of NIGHTLY_SHARDS
+#                       local processes; the publication is the same bytes.
+#                       NIGHTLY_THREADS / NIGHTLY_SHARDS threads a rank
 #   NIGHTLY_THREADS     cores in all, divided among the shards (all)
 #   NIGHTLY_FULL        1: score every user
 #   NIGHTLY_FINETUNE    1: fine-tune first; NIGHTLY_TRAIN its options (--epochs 1),
@@ -37,7 +42,7 @@
 # job's watchdog sees the signal in make's blocked mask.
 
 NIGHTLY_VARS := NIGHTLY_LOG NIGHTLY_MODEL NIGHTLY_DIR NIGHTLY_LOG_KIND NIGHTLY_PREPROCESS \
-  NIGHTLY_TOPK NIGHTLY_SCORE NIGHTLY_SHARDS NIGHTLY_THREADS NIGHTLY_FULL NIGHTLY_FINETUNE \
+  NIGHTLY_TOPK NIGHTLY_SCORE NIGHTLY_SHARDS NIGHTLY_LAUNCH NIGHTLY_THREADS NIGHTLY_FULL NIGHTLY_FINETUNE \
   NIGHTLY_TRAIN NIGHTLY_HOLDOUT NIGHTLY_WAIT NIGHTLY_DATE NIGHTLY_KEEP NIGHTLY_BIN
 export $(NIGHTLY_VARS)
 

@@ -7,17 +7,18 @@
 #
 # Steps, each logged as one JSON line (stderr and NIGHTLY_DIR/nightly.log):
 # lock, preprocess through the map, check that the log did not shrink,
-# (fine-tune), the users to score, score the shards in parallel, merge,
-# publish. Any failure or signal ends the children, removes the run
-# directory, logs a "failed" line and leaves the last publication, map,
-# stream, history and model as they were; the last stderr line is
-# "nightly: exit N: WHY".
+# (fine-tune), the users to score, score the shards in parallel (local
+# processes, or with NIGHTLY_LAUNCH one launcher job such as mpirun whose
+# ranks are the shards), merge, publish. Any failure or signal ends the
+# children, removes the run directory, logs a "failed" line and leaves the
+# last publication, map, stream, history and model as they were; the last
+# stderr line is "nightly: exit N: WHY".
 set -eu
 
 VERSION=@VERSION@
 ME=seqrec-nightly
 SETTINGS="NIGHTLY_LOG NIGHTLY_MODEL NIGHTLY_DIR NIGHTLY_LOG_KIND NIGHTLY_PREPROCESS NIGHTLY_TOPK
-NIGHTLY_SCORE NIGHTLY_SHARDS NIGHTLY_THREADS NIGHTLY_FULL NIGHTLY_FINETUNE NIGHTLY_TRAIN
+NIGHTLY_SCORE NIGHTLY_SHARDS NIGHTLY_LAUNCH NIGHTLY_THREADS NIGHTLY_FULL NIGHTLY_FINETUNE NIGHTLY_TRAIN
 NIGHTLY_HOLDOUT NIGHTLY_WAIT NIGHTLY_DATE NIGHTLY_KEEP NIGHTLY_BIN NIGHTLY_MAKE_PID"
 
 usage() {
@@ -40,7 +41,11 @@ NAME=VALUE arguments (the arguments win):
   NIGHTLY_SCORE=OPTS      more seqrec-score options of the lists
                           (e.g. --include-history, -c pop:100)
   NIGHTLY_SHARDS=N        shards scored side by side (default 2)
-  NIGHTLY_THREADS=N       cores in all, divided among the shards (all)
+  NIGHTLY_LAUNCH=CMD      score as one job of this launcher instead (e.g.
+                          'mpirun -np 4' or 'srun -n 4'): its ranks are the
+                          shards, rank 0 writes them all; same publication
+  NIGHTLY_THREADS=N       cores in all, divided among the shards (all);
+                          with NIGHTLY_LAUNCH each rank gets THREADS/SHARDS
   NIGHTLY_FULL=1          score every user (same bytes as a cached run)
   NIGHTLY_FINETUNE=1      fine-tune the model on today's stream first
   NIGHTLY_TRAIN=OPTS      seqrec-train options of the fine-tuning
@@ -220,6 +225,7 @@ JOBDIR=$(abs "$NIGHTLY_DIR")
 KIND=${NIGHTLY_LOG_KIND:-full}
 TOPK=${NIGHTLY_TOPK:-10}
 SHARDS=${NIGHTLY_SHARDS:-2}
+LAUNCH=${NIGHTLY_LAUNCH:-}
 THREADS=${NIGHTLY_THREADS:-$(nproc 2>/dev/null || echo 2)}
 FULL=${NIGHTLY_FULL:-0}
 FINETUNE=${NIGHTLY_FINETUNE:-0}
@@ -410,16 +416,23 @@ else
 fi
 log users "$t_step" scope="$scope" reason="$reason" users="$n_users"
 
-# 5. the shards, side by side, the cores divided among them
+# 5. the shards, side by side, the cores divided among them: local
+# processes, each with its --shard; or (NIGHTLY_LAUNCH) one launcher job,
+# whose ranks score a shard each and whose rank 0 writes the one part
+# (seqrec-score(1), "Under a launcher"): the same lines either way
 step=score t_step=$(now)
 per=$((THREADS / SHARDS))
 [ "$per" -ge 1 ] || per=1
+nrun=$SHARDS lshards=$SHARDS    # processes started here; shards logged
+[ -z "$LAUNCH" ] || nrun=1 lshards=""
 i=0
-[ "$n_users" -gt 0 ] || i=$SHARDS    # nothing changed: nothing to score
-while [ "$i" -lt "$SHARDS" ]; do
+[ "$n_users" -gt 0 ] || i=$nrun    # nothing changed: nothing to score
+while [ "$i" -lt "$nrun" ]; do
+    shard="--shard $i/$SHARDS"
+    [ -z "$LAUNCH" ] || shard=""
     # shellcheck disable=SC2086
-    setsid "${BIN}seqrec-score" -m "$model" --topk "$TOPK" ${NIGHTLY_SCORE:-} --map "$W/ids.map" \
-        --shard "$i/$SHARDS" $userarg -j "$per" -o "$W/part.$i" "$W/today.split" \
+    setsid $LAUNCH "${BIN}seqrec-score" -m "$model" --topk "$TOPK" ${NIGHTLY_SCORE:-} --map "$W/ids.map" \
+        $shard $userarg -j "$per" -o "$W/part.$i" "$W/today.split" \
         </dev/null >/dev/null 2>"$W/score.$i.err" 9>&- &
     pids="$pids $!"
     echo "$!" >> "$W/.pids"
@@ -434,12 +447,17 @@ done
 pids=""
 if [ "$failed" -gt 0 ]; then
     cat "$W"/score.*.err >&2
-    code=$scode why="$failed of $SHARDS shards failed (exit $scode); nothing published"
-    log score "$t_step" status=failed exit="$scode" shards="$SHARDS" failed="$failed" message="$(cat "$W"/score.*.err)"
+    if [ -n "$LAUNCH" ]; then
+        code=$scode why="the scoring job ($LAUNCH) failed (exit $scode); nothing published"
+    else
+        code=$scode why="$failed of $SHARDS shards failed (exit $scode); nothing published"
+    fi
+    log score "$t_step" status=failed exit="$scode" shards="$lshards" launch="$LAUNCH" failed="$failed" \
+        message="$(cat "$W"/score.*.err)"
     logged=1
     exit 1
 fi
-log score "$t_step" shards="$SHARDS" threads_per_shard="$per"
+log score "$t_step" shards="$lshards" launch="$LAUNCH" threads_per_shard="$per"
 
 # 6. merge: the lines scored today, and the last publication's for today's
 # users not scored (users absent from today's log are dropped)

@@ -4,8 +4,10 @@
  * top-K lists come from lib/train/eval.c, the input is held by
  * lib/data/dataset.c, the --users list is read and resolved by
  * lib/data/userlist.c, and --attention-map's files and picture are made by
- * lib/train/attnmap.c. Left here besides the options: the text formats of
- * --topk and the messages (warnings and notes included). */
+ * lib/train/attnmap.c. Under a launcher (mpirun, srun) each rank scores its
+ * shard and rank 0 writes every rank's results in one process's order
+ * (lib/train/score_ranks.c). Left here besides the options: the text
+ * formats of --topk and the messages (warnings and notes included). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -17,6 +19,7 @@
 
 #include "attnmap.h"
 #include "cli.h"
+#include "comm.h"
 #include "dataset.h"
 #include "err.h"
 #include "eval.h"
@@ -24,6 +27,7 @@
 #include "idmap.h"
 #include "model.h"
 #include "models.h"
+#include "score_ranks.h"
 #include "stream.h"
 #include "device.h"
 #include "threads.h"
@@ -90,6 +94,9 @@ static void usage(FILE *f)
         "  -h, --help             show this help and exit\n"
         "  -V, --version          show the version and exit\n"
         "\n"
+        "Under mpirun or srun, each of the P processes scores the users of shard\n"
+        "RANK/P and rank 0 writes the output of one process (see seqrec-score(1)).\n"
+        "\n"
         "Rank = 1 + candidates scoring higher + (pessimistic) other candidates\n"
         "scoring equal. Exit status: 0 ok, 64 usage, 65 bad data (also: a stream\n"
         "of another dataset than the model's, a bad line of --users), 66 missing\n"
@@ -108,14 +115,25 @@ typedef struct {
     const sq_idmap *map; /* or NULL */
     const char *map_name;
     uint64_t done;
-    int progress;        /* stderr is a terminal */
+    uint64_t local;      /* under a launcher: rank 0's own results scored */
+    int ranks;           /* the job's processes (1: one process) */
+    int progress;        /* stderr is a terminal (rank 0) */
     int warned_sep;      /* the tsv warning about ':' and ',' in ids was given */
 } out_ctx;
 
 static void progress(out_ctx *o)
 {
-    if (++o->done % 4096 == 0 && o->progress)
+    /* under a launcher the results arrive at the end: tick counts instead */
+    if (++o->done % 4096 == 0 && o->progress && o->ranks == 1)
         fprintf(stderr, "\r%s: %" PRIu64 " scored", prog, o->done);
+}
+
+/* Rank 0's own share, as it is scored (score_ranks.h tick) */
+static void tick(void *ctx)
+{
+    out_ctx *o = ctx;
+    if (++o->local % 4096 == 0 && o->progress)
+        fprintf(stderr, "\r%s: %" PRIu64 " scored by rank 0 of %d", prog, o->local, o->ranks);
 }
 
 static int put_rank(void *ctx, const sq_rank *r, sq_err *e)
@@ -450,9 +468,10 @@ static int parse_args(int argc, char **argv, score_args *a)
 
 /* The stream must have the model's id map (same items), and a --map
  * (NULL: none) must extend the model's items and the stream's users. What
- * could not be checked (no fingerprint) is one warning line. */
+ * could not be checked (no fingerprint) is one warning line (none when
+ * quiet: the ranks of a job but rank 0). */
 static int check_maps(const score_args *a, const sq_model *m, const sq_header *h,
-                      const char *in_name, const sq_idmap *map, sq_err *e)
+                      const char *in_name, const sq_idmap *map, int quiet, sq_err *e)
 {
     sq_mapfp mfp, sfp;
     char w[768] = "";
@@ -465,7 +484,7 @@ static int check_maps(const score_args *a, const sq_model *m, const sq_header *h
         (map && sq_idmap_check_extends(map, mn, 0, &sfp.user, "stream", in_name,
                                        w[0] ? NULL : w, sizeof w, e)))
         return e->code;
-    if (w[0])
+    if (w[0] && !quiet)
         fprintf(stderr, "%s: warning: %s\n", prog, w);
     return 0;
 }
@@ -483,7 +502,7 @@ static int run_attention_map(const score_args *a, sq_err *err)
     if (sq_model_load(&model, a->model_path, err) || sq_in_open(&in, a->in_path, err) ||
         sq_dataset_read(&ds, in, in_name, err) ||
         sq_model_check_stream(&model, &ds.hdr, in_name, err) ||
-        check_maps(a, &model, &ds.hdr, in_name, NULL, err) ||
+        check_maps(a, &model, &ds.hdr, in_name, NULL, 0, err) ||
         sq_attention_map_write(&model, a->model_path, &ds, in_name, a->map_user, a->eo.target,
                                a->out_path, err) ||
         sq_attention_map_draw(a->out_path, &drawn, err))
@@ -500,13 +519,13 @@ static int run_attention_map(const score_args *a, sq_err *err)
 /* ---- --users ---- */
 
 /* Resolves the --users list (userlist.h) and warns about the lines it
- * skipped: at most 10, then (when it succeeded) the count. */
+ * skipped: at most 10, then (when it succeeded) the count; quiet: not. */
 static int resolve_users(const sq_user_list *u, const char *file, const sq_idmap *map,
-                         const sq_dataset *ds, const char *in_name, sq_user_set *s,
-                         sq_err *e)
+                         const sq_dataset *ds, const char *in_name, int quiet,
+                         sq_user_set *s, sq_err *e)
 {
     int rc = sq_user_list_resolve(u, file, map, ds, s, e);
-    for (size_t i = 0; i < s->n_skip && i < 10; i++) {
+    for (size_t i = 0; !quiet && i < s->n_skip && i < 10; i++) {
         const sq_user_line *l = s->skip[i].user;
         char why[128]; /* a very long input name is cut here, as it always was */
         if (s->skip[i].why == SQ_USER_NOT_IN_MAP)
@@ -516,7 +535,7 @@ static int resolve_users(const sq_user_list *u, const char *file, const sq_idmap
         fprintf(stderr, "%s: warning: %s: line %" PRIu64 ": user '%s' %s: skipped\n", prog,
                 file, l->line, l->id, why);
     }
-    if (!rc && s->n_skip > 10)
+    if (!rc && !quiet && s->n_skip > 10)
         fprintf(stderr, "%s: warning: %s: %zu unknown users in all, skipped\n", prog, file,
                 s->n_skip);
     return rc;
@@ -555,8 +574,10 @@ static int score_header(sq_header *hdr, const sq_header *in, const score_args *a
 /* ---- --expert-stats ---- */
 
 /* The counts of --expert-stats (NULL without it): refuses a model without
- * experts and an output that cannot be created before any scoring. */
-static int experts_begin(const score_args *a, const sq_model *m, uint64_t **count, sq_err *e)
+ * experts and (where the file is written: rank 0) an output that cannot
+ * be created before any scoring. */
+static int experts_begin(const score_args *a, const sq_model *m, int writer, uint64_t **count,
+                         sq_err *e)
 {
     *count = NULL;
     if (!a->experts_path)
@@ -564,7 +585,7 @@ static int experts_begin(const score_args *a, const sq_model *m, uint64_t **coun
     if (!m->experts || !m->n_experts)
         return sq_fail(e, SQ_EX_DATA, "--expert-stats: %s is a %s model, which has no "
                        "experts", a->model_path, m->name);
-    if (sq_out_check(a->experts_path, e))
+    if (writer && sq_out_check(a->experts_path, e))
         return e->code;
     if (m->n_experts > SIZE_MAX / sizeof **count || !(*count = calloc(m->n_experts,
                                                                      sizeof **count)))
@@ -589,86 +610,176 @@ static int write_experts(void *ctx, FILE *fp, const char *name, sq_err *e)
     return 0;
 }
 
-/* Ranks the held-out targets, or writes every user's top K. */
-static int run_score(const score_args *a, sq_err *err)
+/* What a run holds (run_score) */
+typedef struct {
+    sq_model model;
+    sq_idmap map;
+    sq_dataset ds;
+    sq_outfile out;   /* rank 0's */
+    sq_writer wr;
+    sq_header hdr;
+    sq_user_list ul;
+    sq_user_set us;
+    uint64_t *experts;
+    FILE *in;
+} score_run;
+
+static void score_run_free(score_run *r)
 {
-    const char *in_name = sq_in_name(a->in_path), *out_name = sq_out_name(a->out_path);
-    uint32_t topk = a->topk;
-    int text = topk && a->fmt != FMT_STREAM;
-    sq_eval_opts eo = a->eo;
-    sq_model model = {0};
-    sq_idmap map = {0};
-    sq_dataset ds = {0};
-    sq_outfile out = {0};
-    sq_writer wr = {0};
-    sq_header hdr = {0};
-    sq_user_list ul = {0};
-    sq_user_set us = {0};
-    uint64_t *experts = NULL;
-    FILE *in = NULL;
-    out_ctx oc = {.fmt = a->fmt, .out_name = out_name, .map = a->map_path ? &map : NULL,
-                  .map_name = a->map_path, .progress = isatty(STDERR_FILENO)};
+    sq_writer_free(&r->wr);
+    sq_header_free(&r->hdr);
+    sq_dataset_free(&r->ds);
+    sq_in_close(r->in);
+    sq_idmap_free(&r->map);
+    sq_user_list_free(&r->ul);
+    sq_user_set_free(&r->us);
+    free(r->experts);
+    sq_model_free(&r->model);
+}
 
-    if (sq_model_load_on(&model, a->model_path, a->cx, err) ||
-        (a->map_path && sq_idmap_read(&map, a->map_path, err)) ||
-        (a->users_path && sq_user_list_read(&ul, a->users_path, err)) ||
-        sq_out_open(&out, a->out_path, !text, err) ||
-        sq_in_open(&in, a->in_path, err) ||
-        sq_dataset_read(&ds, in, in_name, err) ||
-        sq_model_check_stream(&model, &ds.hdr, in_name, err) ||
-        check_maps(a, &model, &ds.hdr, in_name, oc.map, err) ||
-        experts_begin(a, &model, &experts, err) ||
-        (a->users_path && resolve_users(&ul, sq_in_name(a->users_path), oc.map, &ds, in_name,
-                                        &us, err)))
-        goto done;
-    eo.users = us.set;
-    eo.n_users = us.n;
-    eo.expert_count = experts;
-    uint64_t unknown = 0;
-    eo.unknown_users = &unknown;
-    if (!topk && sq_expect_kind(&ds.hdr, in_name, SQ_KIND_BIT(SQ_SPLIT) | SQ_KIND_BIT(SQ_PADDED),
-                                "a sequences stream has no held-out targets: cut it with "
-                                "seqrec-split first, or use --topk", err))
-        goto done;
-    if (!text && (score_header(&hdr, &ds.hdr, a, model.name, err) ||
-                  sq_writer_open(&wr, out.fp, out_name, &hdr, err)))
-        goto done;
-    oc.w = text ? NULL : &wr;
-    oc.tsv = text ? out.fp : NULL;
+/* Loads and checks everything, and opens the output where it is written
+ * (writer: one process, or rank 0 of a job; the other ranks only score
+ * and stay quiet). */
+static int score_setup(const score_args *a, int writer, score_run *r, out_ctx *oc, sq_err *err)
+{
+    const char *in_name = sq_in_name(a->in_path);
+    int text = a->topk && a->fmt != FMT_STREAM;
+    if (sq_model_load_on(&r->model, a->model_path, a->cx, err) ||
+        (a->map_path && sq_idmap_read(&r->map, a->map_path, err)) ||
+        (a->users_path && sq_user_list_read(&r->ul, a->users_path, err)) ||
+        (writer && sq_out_open(&r->out, a->out_path, !text, err)) ||
+        sq_in_open(&r->in, a->in_path, err) ||
+        sq_dataset_read(&r->ds, r->in, in_name, err) ||
+        sq_model_check_stream(&r->model, &r->ds.hdr, in_name, err) ||
+        check_maps(a, &r->model, &r->ds.hdr, in_name, oc->map, !writer, err) ||
+        experts_begin(a, &r->model, writer, &r->experts, err) ||
+        (a->users_path && resolve_users(&r->ul, sq_in_name(a->users_path), oc->map, &r->ds,
+                                        in_name, !writer, &r->us, err)))
+        return err->code;
+    if (!a->topk && sq_expect_kind(&r->ds.hdr, in_name,
+                                   SQ_KIND_BIT(SQ_SPLIT) | SQ_KIND_BIT(SQ_PADDED),
+                                   "a sequences stream has no held-out targets: cut it with "
+                                   "seqrec-split first, or use --topk", err))
+        return err->code;
+    if (!writer)
+        return 0;
+    if (!text && (score_header(&r->hdr, &r->ds.hdr, a, r->model.name, err) ||
+                  sq_writer_open(&r->wr, r->out.fp, oc->out_name, &r->hdr, err)))
+        return err->code;
+    oc->w = text ? NULL : &r->wr;
+    oc->tsv = text ? r->out.fp : NULL;
     if (text && a->fmt == FMT_LONG)
-        fputs("user\trank\titem\tscore\n", out.fp);
+        fputs("user\trank\titem\tscore\n", r->out.fp);
+    return 0;
+}
 
-    int rc = topk ? sq_eval_topk(&model, &ds, &eo, topk, put_topk, &oc, err)
-                  : sq_eval_ranks(&model, &ds, &eo, put_rank, &oc, NULL, err);
-    if (oc.progress && oc.done >= 4096)
-        fprintf(stderr, "\r%s: %" PRIu64 " scored\n", prog, oc.done);
-    experts_out xo = {experts, model.n_experts};
-    if (rc || (!text && sq_writer_finish(&wr, err)) || sq_out_commit(&out, err) ||
-        (experts && sq_out_write(a->experts_path, 0, write_experts, &xo, err)))
-        goto done;
+/* The writer's end: the output and --expert-stats committed, the notes. */
+static int score_finish(const score_args *a, score_run *r, const out_ctx *oc, uint64_t unknown,
+                        sq_err *err)
+{
+    const char *in_name = sq_in_name(a->in_path);
+    experts_out xo = {r->experts, r->model.n_experts};
+    if ((oc->w && sq_writer_finish(&r->wr, err)) || sq_out_commit(&r->out, err) ||
+        (r->experts && sq_out_write(a->experts_path, 0, write_experts, &xo, err)))
+        return err->code;
     if (unknown)
         fprintf(stderr, "%s: note: %" PRIu64 " users of %s not in the training stream of the "
                 "%s model (it has a row per user): not scored\n", prog, unknown, in_name,
-                model.name);
-    if (oc.done == 0 && !a->shard && !a->users_path)
+                r->model.name);
+    if (oc->done == 0 && !a->shard && !a->users_path)
         fprintf(stderr, "%s: note: %s has no %s\n", prog, in_name,
-                topk ? "users" : a->eo.target == SQ_EVAL_VALID ? "validation targets"
-                                                               : "test targets");
-done:
-    if (err->code) {
-        sq_report(prog, err);
-        sq_out_abort(&out);
+                a->topk ? "users" : a->eo.target == SQ_EVAL_VALID ? "validation targets"
+                                                                  : "test targets");
+    return 0;
+}
+
+/* Ranks the held-out targets, or writes every user's top K: one process,
+ * or each rank of a job its shard and rank 0 the output (score_ranks.h).
+ * *fail says whether every rank knows of a failure (else: abort). */
+static int run_score(const score_args *a, const sq_comm *comm, sq_score_fail *fail,
+                     sq_err *err)
+{
+    int writer = comm->rank == 0;
+    score_run r = {0};
+    out_ctx oc = {.fmt = a->fmt, .out_name = sq_out_name(a->out_path),
+                  .map = a->map_path ? &r.map : NULL, .map_name = a->map_path,
+                  .ranks = comm->size, .progress = writer && isatty(STDERR_FILENO)};
+    uint64_t unknown = 0;
+    int rc = score_setup(a, writer, &r, &oc, err);
+    sq_eval_opts eo = a->eo;
+    eo.users = r.us.set;
+    eo.n_users = r.us.n;
+    eo.expert_count = r.experts;
+    eo.unknown_users = &unknown;
+    /* every rank learns whether every rank is ready (a file missing on one
+     * node) and has what rank 0 has */
+    rc = sq_score_agree(comm, rc, fail, err);
+    if (!rc)
+        rc = sq_score_same(comm, a->model_path, &r.ds, &eo, a->topk, fail, err);
+    if (!rc) {
+        sq_score_out so = {.rank = put_rank, .topk = put_topk, .ctx = &oc, .tick = tick,
+                           .n_experts = r.model.n_experts};
+        rc = sq_score_run(comm, &r.model, &r.ds, &eo, a->topk, &so, err);
+        *fail = so.fail;
+        if (oc.progress && comm->size == 1 && oc.done >= 4096)
+            fprintf(stderr, "\r%s: %" PRIu64 " scored\n", prog, oc.done);
+        else if (oc.progress && oc.local >= 4096) /* over rank 0's longer line */
+            fprintf(stderr, "\r\033[K%s: %" PRIu64 " scored by %d processes\n", prog, oc.done,
+                    comm->size);
     }
-    sq_writer_free(&wr);
-    sq_header_free(&hdr);
-    sq_dataset_free(&ds);
-    sq_in_close(in);
-    sq_idmap_free(&map);
-    sq_user_list_free(&ul);
-    sq_user_set_free(&us);
-    free(experts);
-    sq_model_free(&model);
-    return err->code;
+    if (!rc && writer)
+        rc = score_finish(a, &r, &oc, unknown, err);
+    if (rc)
+        sq_out_abort(&r.out);
+    score_run_free(&r);
+    return rc;
+}
+
+/* The job's ranks when a launcher started several processes: each reads
+ * the model and the input itself and scores its shard. 0, or the exit
+ * status (the same refusal on every rank). */
+static int open_ranks(const score_args *a, sq_comm *comm, sq_err *e)
+{
+    char who[32];
+    if (!sq_comm_launched(who, sizeof who))
+        return 0;
+    if (sq_comm_open(comm, e))
+        return e->code;
+    if (comm->size == 1) /* a job of one rank: the plain run */
+        return 0;
+    if (comm->kind != SQ_COMM_MPI)
+        return sq_fail(e, SQ_EX_USAGE, "scoring across processes started with RANK/WORLD_SIZE "
+                       "needs MPI: start them with mpirun or srun");
+    if (a->amap)
+        return sq_fail(e, SQ_EX_USAGE, "--attention-map draws one user's maps: run it in one "
+                       "process, not under %s", who);
+    if (a->shard)
+        return sq_fail(e, SQ_EX_USAGE, "--shard %s and %s's %d processes do not go together: "
+                       "under a launcher rank r scores shard r/%d itself (drop --shard, or run "
+                       "the shards as separate processes)", a->shard, who, comm->size,
+                       comm->size);
+    if (!a->in_path || !strcmp(a->in_path, "-"))
+        return sq_fail(e, SQ_EX_USAGE, "under %s every process reads the input itself: give "
+                       "it as a FILE, not on standard input", who);
+    if (!strcmp(a->model_path, "-") || (a->map_path && !strcmp(a->map_path, "-")) ||
+        (a->users_path && (!strcmp(a->users_path, "-") || !*a->users_path)))
+        return sq_fail(e, SQ_EX_USAGE, "under %s every process reads -m, --map and --users "
+                       "itself: give them as files, not standard input", who);
+    return 0;
+}
+
+/* A failure's message: the failing rank's own (named when not rank 0), or
+ * rank 0's word that another rank failed */
+static void report(const sq_comm *c, const sq_score_fail *f, sq_err *err)
+{
+    char who[64];
+    if (f->remote && c->rank != 0)
+        return;
+    if (c->rank)
+        snprintf(who, sizeof who, "%s (rank %d)", prog, c->rank);
+    else
+        snprintf(who, sizeof who, "%s", prog);
+    sq_report(who, err);
 }
 
 int main(int argc, char **argv)
@@ -691,7 +802,18 @@ int main(int argc, char **argv)
     if (sq_device_open(&cx, a.device, a.precision, a.eo.threads, &err))
         return sq_report(prog, &err);
     a.cx = &cx;
-    rc = a.amap ? run_attention_map(&a, &err) : run_score(&a, &err);
+    sq_comm comm = {.size = 1};
+    /* a refusal is every rank's: rank 0 alone says it, no rank waits */
+    sq_score_fail fail = {.agreed = 1, .remote = 1};
+    if ((rc = open_ranks(&a, &comm, &err)) != 0)
+        report(&comm, &fail, &err);
+    else if (a.amap)
+        rc = run_attention_map(&a, &err);
+    else if ((rc = run_score(&a, &comm, &fail, &err)) != 0)
+        report(&comm, &fail, &err);
+    if (rc && !fail.agreed)
+        sq_comm_abort(&comm, rc); /* a rank may wait on this one: end them all */
+    sq_comm_close(&comm);
     sq_device_close(&cx);
     return rc;
 }

@@ -452,6 +452,35 @@ static int64_t topk_one(const ctx *c, scratch *s, const float *sc, const uint32_
 
 /* ---- the batched driver ---- */
 
+/* The jobs of record r under o: positions [*a, *b) (top-K: one job at
+ * len); 0 when o leaves the record out, -1 when the model cannot score its
+ * user (sq_model.knows_user), 1 otherwise. */
+static int record_jobs(const sq_model *m, const sq_dataset *ds, const sq_eval_opts *o, int topk,
+                       uint64_t r, uint32_t *a, uint32_t *b)
+{
+    const sq_seq *q = &ds->seq[r];
+    *a = *b = 0;
+    if (q->view != 0 || !sq_shard_has(q->user, o->shard_i, o->shard_n) ||
+        (o->users && (q->user >= o->n_users || !o->users[q->user])))
+        return 0;
+    if (m->knows_user && !m->knows_user(m, q->user)) /* e.g. caser: no row for it */
+        return -1;
+    *a = q->len;
+    *b = q->len + 1;
+    if (!topk) {
+        *a = o->target == SQ_EVAL_VALID ? q->n_train : q->n_train + q->n_valid;
+        *b = o->target == SQ_EVAL_VALID ? q->n_train + q->n_valid : q->len;
+    }
+    return 1;
+}
+
+uint32_t sq_eval_record_jobs(const sq_model *m, const sq_dataset *ds, const sq_eval_opts *o,
+                             int topk, uint64_t r)
+{
+    uint32_t a, b;
+    return record_jobs(m, ds, o, topk, r, &a, &b) > 0 && b > a ? b - a : 0;
+}
+
 /* Lists the jobs: targets (topk == 0) or users (topk != 0) of ds under o. */
 static int list_jobs(const sq_model *m, const sq_dataset *ds, const sq_eval_opts *o, int topk,
                      job **out, uint64_t *n_out, sq_err *e)
@@ -459,20 +488,12 @@ static int list_jobs(const sq_model *m, const sq_dataset *ds, const sq_eval_opts
     uint64_t n = 0, cap = 0;
     job *jobs = NULL;
     for (uint64_t r = 0; r < ds->n_seq; r++) {
-        const sq_seq *q = &ds->seq[r];
-        if (q->view != 0 || !sq_shard_has(q->user, o->shard_i, o->shard_n) ||
-            (o->users && (q->user >= o->n_users || !o->users[q->user])))
+        uint32_t a, b;
+        int has = record_jobs(m, ds, o, topk, r, &a, &b);
+        if (has < 0 && o->unknown_users)
+            ++*o->unknown_users;
+        if (has <= 0)
             continue;
-        if (m->knows_user && !m->knows_user(m, q->user)) { /* e.g. caser: no row for it */
-            if (o->unknown_users)
-                ++*o->unknown_users;
-            continue;
-        }
-        uint32_t a = q->len, b = q->len + 1; /* top-K: one job at len */
-        if (!topk) {
-            a = o->target == SQ_EVAL_VALID ? q->n_train : q->n_train + q->n_valid;
-            b = o->target == SQ_EVAL_VALID ? q->n_train + q->n_valid : q->len;
-        }
         for (uint32_t p = a; p < b; p++) {
             if (n == cap) {
                 cap = cap ? cap * 2 : 1024;

@@ -103,6 +103,14 @@ typedef int (*sq_rank_fn)(void *ctx, const sq_rank *r, sq_err *e);
 int sq_eval_ranks(sq_model *m, const sq_dataset *ds, const sq_eval_opts *o,
                   sq_rank_fn emit, void *ctx, sq_metrics *acc, sq_err *e);
 
+/* How many results record r of ds gives under o: its ranked targets
+ * (topk 0) or its one top-K list (topk 1), 0 when o's shard, users or
+ * view leave it out or the model cannot score its user. Dataset order and
+ * these counts are the order sq_eval_ranks and sq_eval_topk emit in (what
+ * score_ranks.h merges the shards of a job by). */
+uint32_t sq_eval_record_jobs(const sq_model *m, const sq_dataset *ds, const sq_eval_opts *o,
+                             int topk, uint64_t r);
+
 /* Means of HR@k and NDCG@k over the targets and their number: what
  * training early-stops on (NDCG@10 of the validation targets). */
 int sq_eval_means(sq_model *m, const sq_dataset *ds, const sq_eval_opts *o, uint32_t k,

@@ -2,7 +2,8 @@
 # The nightly job (pipelines/nightly.sh, `make nightly`): yesterday's model
 # on today's log, incremental runs, the lock, failures and signals leave the
 # last publication in place. Tiny synthetic logs; wrappers around
-# seqrec-score make a shard slow or failing.
+# seqrec-score make a shard slow or failing; a stand-in launcher takes
+# NIGHTLY_LAUNCH's place (the real mpirun: mpi_score.bats).
 
 load helper
 
@@ -414,4 +415,26 @@ same_as_full() {
     -o "$T/nomap.sqm" "$T/d1.split"
   NIGHTLY_LOG="$T/d2.tsv" NIGHTLY_MODEL="$T/nomap.sqm" NIGHTLY_DIR="$T/job2" run -1 sh "$NS"
   [[ "$output" == *"carries no id map"* ]]
+}
+
+@test "nightly: NIGHTLY_LAUNCH scores as one launcher job: the local shards' publication" {
+  NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_DATE=20260101 run -0 sh "$NS"
+  cp "$T/job/latest" "$T/local.tsv"
+  # a launcher of one process: it runs the command once, without --shard
+  printf '#!/bin/sh\necho "$*" >> "%s/launched"\nexec "$@"\n' "$T" > "$T/launch"
+  chmod +x "$T/launch"
+  NIGHTLY_LAUNCH="$T/launch" NIGHTLY_FULL=1 NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_DATE=20260102 \
+    run -0 sh "$NS"
+  cmp "$T/local.tsv" "$T/job/latest"
+  [ "$(wc -l < "$T/launched")" -eq 1 ]
+  grep -q -- "seqrec-score -m .* --topk 5 .* -o $T/job/.run.*/part.0 " "$T/launched"
+  ! grep -q -- --shard "$T/launched" || false
+  grep -q "\"step\":\"score\".*\"launch\":\"$T/launch\"" "$T/job/nightly.log"
+  # a failing job fails the step and keeps the publication
+  printf '#!/bin/sh\necho "no nodes" >&2\nexit 3\n' > "$T/launch"
+  NIGHTLY_LAUNCH="$T/launch" NIGHTLY_LOG="$T/day2.tsv" NIGHTLY_DATE=20260103 run -1 sh "$NS"
+  [[ "$output" == *"the scoring job ($T/launch) failed (exit 3); nothing published"* ]]
+  [[ "$output" == *"no nodes"* ]]
+  [ "$(readlink "$T/job/latest")" = pub/top5-20260102.tsv ]
+  clean_job
 }
