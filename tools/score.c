@@ -798,18 +798,30 @@ int main(int argc, char **argv)
     if (a.amap && a.device && strcmp(a.device, "cpu") != 0)
         return sq_cli_usage_error(prog, "--attention-map runs on the CPU (no --device %s)",
                                   a.device);
-    sq_ctx cx;
-    if (sq_device_open(&cx, a.device, a.precision, a.eo.threads, &err))
-        return sq_report(prog, &err);
-    a.cx = &cx;
+    sq_ctx cx = sq_ctx_cpu();
     sq_comm comm = {.size = 1};
     /* a refusal is every rank's: rank 0 alone says it, no rank waits */
     sq_score_fail fail = {.agreed = 1, .remote = 1};
-    if ((rc = open_ranks(&a, &comm, &err)) != 0)
+    /* ranks on GPUs take their node's GPU LOCAL_RANK unless --device names one */
+    char dev[32];
+    const char *device = a.device;
+    if ((rc = open_ranks(&a, &comm, &err)) != 0) {
         report(&comm, &fail, &err);
-    else if (a.amap)
+    } else {
+        if (comm.size > 1 && device && strcmp(device, "cuda") == 0) {
+            snprintf(dev, sizeof dev, "cuda:%d", comm.local_rank);
+            device = dev;
+        }
+        if ((rc = sq_device_open(&cx, device, a.precision, a.eo.threads, &err)) != 0) {
+            fail.agreed = comm.size == 1; /* this rank's own failure */
+            fail.remote = 0;
+            report(&comm, &fail, &err);
+        }
+    }
+    a.cx = &cx;
+    if (!rc && a.amap)
         rc = run_attention_map(&a, &err);
-    else if ((rc = run_score(&a, &comm, &fail, &err)) != 0)
+    else if (!rc && (rc = run_score(&a, &comm, &fail, &err)) != 0)
         report(&comm, &fail, &err);
     if (rc && !fail.agreed)
         sq_comm_abort(&comm, rc); /* a rank may wait on this one: end them all */

@@ -121,21 +121,25 @@ static int keep_rank(void *ctx, const sq_rank *r, sq_err *e)
 }
 
 /* The ranks of every shard (shard s's at all + displ[s], cnt[s] bytes)
- * into acc in dataset order: a record's targets are the next entries of
- * its user's shard. */
-static int merge_ranks(const sq_comm *c, const sq_dataset *ds, const char *all,
-                       const size_t *cnt, const size_t *displ, sq_metrics *acc, sq_err *e)
+ * into acc in dataset order: record i's targets (sq_eval_record_jobs of
+ * them under o, unsharded) are the next entries of its user's shard. */
+static int merge_ranks(const sq_comm *c, const sq_model *m, const sq_dataset *ds,
+                       const sq_eval_opts *o, const char *all, const size_t *cnt,
+                       const size_t *displ, sq_metrics *acc, sq_err *e)
 {
     size_t *at = calloc((size_t)c->size, sizeof *at);
     if (!at)
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
     int rc = 0;
     for (uint64_t i = 0; !rc && i < ds->n_seq; i++) {
-        uint32_t u = ds->seq[i].user;
+        uint32_t u = ds->seq[i].user, k = sq_eval_record_jobs(m, ds, o, 0, i);
         int s = (int)(sq_shard_hash(u) % (uint64_t)c->size);
         const sq_rank *l = (const sq_rank *)(const void *)(all + displ[s]);
         size_t n = cnt[s] / sizeof *l;
-        for (; !rc && at[s] < n && l[at[s]].user == u; at[s]++)
+        if (at[s] + k > n)
+            rc = sq_fail(e, SQ_EX_SOFTWARE, "validation: rank %d ranked fewer targets than "
+                         "its users have", s);
+        for (; !rc && k > 0; k--, at[s]++)
             rc = sq_metrics_add(acc, u, l[at[s]].rank, l[at[s]].n_cand, e);
     }
     for (int s = 0; !rc && s < c->size; s++)
@@ -167,7 +171,7 @@ int sq_ranks_eval(const sq_comm *c, sq_model *m, const sq_dataset *ds, const sq_
                                   cnt + c->size, &ge) && !rc)
         rc = sq_fail(e, ge.code, "%s", ge.msg);
     if (!rc)
-        rc = merge_ranks(c, ds, all, cnt, cnt + c->size, acc, e);
+        rc = merge_ranks(c, m, ds, o, all, cnt, cnt + c->size, acc, e);
     free(all);
     free(cnt);
     free(mine.r);
