@@ -202,6 +202,7 @@ const sq_mixer sq_mixer_efficient_dwc = {
     .forward_f64 = sq_mix_dwc_forward_f64,
     .backward_f64 = sq_mix_dwc_backward_f64,
     .map = map,
+    .gpu = 1,
 };
 
 #endif

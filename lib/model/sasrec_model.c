@@ -756,7 +756,7 @@ static int gpu_check(const void *cfg, sq_err *e)
     const sq_mixer *mx = sq_mixer_get(c->attn.kind);
     if (!mx || !mx->gpu)
         return sq_fail(e, SQ_EX_USAGE, "--device cuda: --attn %s runs on the CPU only (on "
-                       "the GPU: softmax, linrec, linear, efficient, hydra)",
+                       "the GPU: softmax, linrec, linear, efficient, efficient-dwc, hydra)",
                        mx ? mx->name : "?");
     return 0;
 }

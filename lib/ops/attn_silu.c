@@ -10,6 +10,7 @@
 
 #include "attn_silu.h"
 #include "real.h"
+#include "ongpu.h"
 #include "vec.h"
 
 #if !SQ_REAL_IS_F64
@@ -26,6 +27,8 @@ void R(sq_attn_silu_forward)(const sq_ctx *cx, real *out, const real *q, const r
                              const real *v, int ld, const real *rab, const int *off, int B,
                              int H, int qk_dim, int v_dim, int max_len, real scale)
 {
+    SQ_ON_GPU(cx, attn_silu_forward,
+              (out, q, k, v, ld, rab, off, B, H, qk_dim, v_dim, max_len, scale));
     int E = H * v_dim;
     /* One (segment, head) pair per iteration: disjoint outputs, a fixed
      * order inside, so dynamic scheduling stays deterministic. */
@@ -52,6 +55,8 @@ void R(sq_attn_silu_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv, re
                               const real *v, int ld, const real *rab, const int *off, int B,
                               int H, int qk_dim, int v_dim, int max_len, real scale)
 {
+    SQ_ON_GPU(cx, attn_silu_backward, (dq, dk, dv, drab, scratch, dout, q, k, v, ld, rab, off,
+                                       B, H, qk_dim, v_dim, max_len, scale));
     int E = H * v_dim;
     SQ_PAR_LOOP(dynamic, 1, int, bh, B * H, 1, {
         int b = bh / H, h = bh % H, o = off[b], L = off[b + 1] - off[b];

@@ -15,6 +15,7 @@
 #include "dwconv.h"
 #include "ops.h"
 #include "real.h"
+#include "ongpu.h"
 #include "vec.h"
 
 /* Below this many multiply-adds an op runs on one thread (as in
@@ -37,6 +38,7 @@ static inline int imin(int a, int b) { return a < b ? a : b; }
 void R(sq_dwconv_forward)(const sq_ctx *cx, real *out, const real *x, int ld, const real *w,
                           const real *b, int K, const int *off, int B, int C, int causal)
 {
+    SQ_ON_GPU(cx, dwconv_forward, (out, x, ld, w, b, K, off, B, C, causal));
     int T = off[B], lo = sq_dwconv_lo(K, causal);
     SQ_PAR_LOOP(static, par_worth(T, C, K), int, t, T, 1, {
         int s = sq_seg_of(off, B, t), o = off[s], e = off[s + 1];
@@ -107,6 +109,7 @@ void R(sq_dwconv_backward)(const sq_ctx *cx, real *dx, real *dw, real *db, const
                            const real *x, int ld, const real *w, int K, const int *off, int B,
                            int C, int causal)
 {
+    SQ_ON_GPU(cx, dwconv_backward, (dx, dw, db, dout, x, ld, w, K, off, B, C, causal));
     int T = off[B], lo = sq_dwconv_lo(K, causal), nb = (C + CBLOCK - 1) / CBLOCK;
     dx_rows(cx, dx, dout, ld, w, K, lo, off, B, C);
     SQ_PAR_LOOP(dynamic, par_worth(T, C, K), int, i, nb, 1, {

@@ -82,6 +82,26 @@ extern "C" {
     X(void, relu_forward, (float *out, const float *inp, size_t n), (out, inp, n))           \
     X(void, relu_backward, (float *dinp, const float *dout, const float *inp, size_t n),     \
       (dinp, dout, inp, n))                                                                  \
+    /* depthwise convolution (k_dwconv.cu), HSTU's SiLU attention (k_silu.cu) */             \
+    X(void, dwconv_forward, (float *out, const float *x, int ld, const float *w,             \
+                             const float *b, int K, const int *off, int B, int C,            \
+                             int causal),                                                    \
+      (out, x, ld, w, b, K, off, B, C, causal))                                              \
+    X(void, dwconv_backward, (float *dx, float *dw, float *db, const float *dout,            \
+                              const float *x, int ld, const float *w, int K, const int *off, \
+                              int B, int C, int causal),                                     \
+      (dx, dw, db, dout, x, ld, w, K, off, B, C, causal))                                    \
+    X(void, attn_silu_forward, (float *out, const float *q, const float *k, const float *v,  \
+                                int ld, const float *rab, const int *off, int B, int H,      \
+                                int qk_dim, int v_dim, int max_len, float scale),            \
+      (out, q, k, v, ld, rab, off, B, H, qk_dim, v_dim, max_len, scale))                     \
+    X(void, attn_silu_backward, (float *dq, float *dk, float *dv, float *drab,               \
+                                 float *scratch, const float *dout, const float *q,          \
+                                 const float *k, const float *v, int ld, const float *rab,   \
+                                 const int *off, int B, int H, int qk_dim, int v_dim,        \
+                                 int max_len, float scale),                                  \
+      (dq, dk, dv, drab, scratch, dout, q, k, v, ld, rab, off, B, H, qk_dim, v_dim, max_len, \
+       scale))                                                                               \
     X(void, dropout_forward, (float *out, uint8_t *mask, const float *inp, int T, int C,     \
                               float p, uint64_t seed, uint64_t step, uint64_t site),         \
       (out, mask, inp, T, C, p, seed, step, site))                                           \

@@ -1,0 +1,156 @@
+// k_dwconv.cu - depthwise 1-D convolution along packed segments (dwconv.h:
+// out[t, c] += b[c] + sum_k w[k, c] x[t + k - lo, c], zeros outside t's
+// segment; lo = K - 1 causal, (K - 1) / 2 bidirectional), forward and
+// backward, the GPU twins of dwconv.c.
+//
+// The forward and dx are gathers, a thread per element (row, channel),
+// each summing its taps in the CPU's order (k ascending, added onto the
+// output in place): with --fmad=false they give the CPU's bits. dw and db
+// are column sums over the rows, as k_rows.cu's k_colsum: a block per (32
+// channels, tap k; the last row of the grid is db), its DW_GROUPS row
+// groups sum rows g, g + G, ... in order, then one thread adds the groups'
+// sums in order: a fixed order, no atomics, no scratch (not the CPU's
+// order, one sum of all rows: results equal to float rounding).
+//
+// Budget: __launch_bounds__(256) for the gathers, (32 DW_GROUPS) for the
+// sums with 2 KiB of static shared memory; a few registers.
+#include "common.cuh"
+
+#define DC_THREADS 256
+#define DW_GROUPS 16
+
+// The segment of row t: off[0..B] ascending (binary search).
+static __device__ __forceinline__ int dc_seg_of(const int *off, int B, int t)
+{
+    int lo = 0, hi = B; // off[lo] <= t < off[hi]
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (off[mid] <= t)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static __device__ __forceinline__ int dc_max(int a, int b) { return a > b ? a : b; }
+static __device__ __forceinline__ int dc_min(int a, int b) { return a < b ? a : b; }
+
+// out_t[c] += b[c] + sum_k w_k[c] x_{t+k-lo}[c], the taps whose row is in
+// t's segment [o, e)
+static __global__ __launch_bounds__(DC_THREADS) void k_dwc_fwd(
+    float *out, const float *x, int ld, const float *w, const float *b, int K, int lo,
+    const int *off, int B, int T, int C)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)T * C)
+        return;
+    int t = (int)(i / C), c = (int)(i % C), s = dc_seg_of(off, B, t);
+    int o = off[s], e = off[s + 1];
+    float y = out[i];
+    if (b)
+        y += b[c];
+    int k0 = dc_max(0, o - t + lo), k1 = dc_min(K, e - t + lo);
+    for (int k = k0; k < k1; k++)
+        y += w[(size_t)k * C + c] * x[(size_t)(t + k - lo) * ld + c];
+    out[i] = y;
+}
+
+// dx_j[c] += sum_k w_k[c] dout_{j-k+lo}[c], the output rows in j's segment
+static __global__ __launch_bounds__(DC_THREADS) void k_dwc_dx(
+    float *dx, const float *dout, int ld, const float *w, int K, int lo, const int *off,
+    int B, int T, int C)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)T * C)
+        return;
+    int j = (int)(i / C), c = (int)(i % C), s = dc_seg_of(off, B, j);
+    int o = off[s], e = off[s + 1];
+    float *d = dx + (size_t)j * ld + c;
+    float acc = *d;
+    int k0 = dc_max(0, j + lo - e + 1), k1 = dc_min(K, j + lo - o + 1);
+    for (int k = k0; k < k1; k++)
+        acc += w[(size_t)k * C + c] * dout[(size_t)(j - k + lo) * C + c];
+    *d = acc;
+}
+
+// Block (channels 32 bx .., tap k = by): dw_k[c] += sum_t dout_t[c]
+// x_{t+k-lo}[c] over the rows t whose tap row is in t's segment; by == K:
+// db[c] += sum_t dout_t[c]. Group g's rows ascend, so its segment only
+// moves forward.
+static __global__ __launch_bounds__(32 * DW_GROUPS, 1) void k_dwc_dw(
+    float *dw, float *db, const float *dout, const float *x, int ld, int K, int lo,
+    const int *off, int B, int T, int C)
+{
+    __shared__ float part[DW_GROUPS][32];
+    int c = blockIdx.x * 32 + threadIdx.x, g = threadIdx.y, k = blockIdx.y;
+    float acc = 0;
+    if (c < C && k == K) {
+        for (int t = g; t < T; t += DW_GROUPS)
+            acc += dout[(size_t)t * C + c];
+    } else if (c < C && g < T) {
+        int s = dc_seg_of(off, B, g);
+        for (int t = g; t < T; t += DW_GROUPS) {
+            while (off[s + 1] <= t)
+                s++;
+            int j = t + k - lo;
+            if (j >= off[s] && j < off[s + 1])
+                acc += dout[(size_t)t * C + c] * x[(size_t)j * ld + c];
+        }
+    }
+    part[g][threadIdx.x] = acc;
+    __syncthreads();
+    if (g == 0 && c < C) {
+        float sum = 0;
+        for (int q = 0; q < DW_GROUPS; q++)
+            sum += part[q][threadIdx.x];
+        if (k == K)
+            db[c] += sum;
+        else
+            dw[(size_t)k * C + c] += sum;
+    }
+}
+
+// The rows T = off[B] of the staged host offsets; -1 (and the sticky
+// error) when off is not a staged host array or a shape is out of range.
+static int dc_rows(sq_gpu_be *be, const int *off, int B, int K, int C, int ld,
+                   const char *what)
+{
+    const int *h = be_host_ints(be, off);
+    if (!h || B < 0 || K < 1 || C < 1 || ld < C) {
+        be_note(be, cudaErrorInvalidValue, what);
+        return -1;
+    }
+    return h[B];
+}
+
+static int dc_lo(int K, int causal)
+{
+    return causal ? K - 1 : (K - 1) / 2; // dwconv.h's sq_dwconv_lo
+}
+
+void be_dwconv_forward(sq_gpu_be *be, float *out, const float *x, int ld, const float *w,
+                       const float *b, int K, const int *off, int B, int C, int causal)
+{
+    int T = dc_rows(be, off, B, K, C, ld, "dwconv_forward: off not staged, or a bad shape");
+    if (T <= 0)
+        return;
+    SQ_LAUNCH(be, k_dwc_fwd, be_blocks((size_t)T * C, DC_THREADS), DC_THREADS, 0, out, x, ld,
+              w, b, K, dc_lo(K, causal), be_ints(be, off), B, T, C);
+}
+
+void be_dwconv_backward(sq_gpu_be *be, float *dx, float *dw, float *db, const float *dout,
+                        const float *x, int ld, const float *w, int K, const int *off, int B,
+                        int C, int causal)
+{
+    int T = dc_rows(be, off, B, K, C, ld, "dwconv_backward: off not staged, or a bad shape");
+    if (T <= 0)
+        return;
+    int lo = dc_lo(K, causal);
+    const int *doff = be_ints(be, off);
+    SQ_LAUNCH(be, k_dwc_dx, be_blocks((size_t)T * C, DC_THREADS), DC_THREADS, 0, dx, dout, ld,
+              w, K, lo, doff, B, T, C);
+    dim3 grid((unsigned)((C + 31) / 32), (unsigned)(K + (db ? 1 : 0)));
+    SQ_LAUNCH(be, k_dwc_dw, grid, dim3(32, DW_GROUPS), 0, dw, db, dout, x, ld, K, lo, doff, B,
+              T, C);
+}
