@@ -103,6 +103,7 @@ void R(sq_attn_silu_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv, re
 void R(sq_silu_forward)(const sq_ctx *cx, real *out, const real *x, int ld, int rows,
                         int cols)
 {
+    SQ_ON_GPU(cx, silu_forward, (out, x, ld, rows, cols));
     SQ_PAR_FOR(int, r, rows, 1, {
         for (int c = 0; c < cols; c++) {
             real z = x[(size_t)r * ld + c];
@@ -114,6 +115,7 @@ void R(sq_silu_forward)(const sq_ctx *cx, real *out, const real *x, int ld, int 
 void R(sq_silu_backward)(const sq_ctx *cx, real *dx, const real *dout, const real *x, int ld,
                          int rows, int cols)
 {
+    SQ_ON_GPU(cx, silu_backward, (dx, dout, x, ld, rows, cols));
     SQ_PAR_FOR(int, r, rows, 1, {
         for (int c = 0; c < cols; c++) {
             size_t i = (size_t)r * ld + c;
@@ -126,6 +128,7 @@ void R(sq_silu_backward)(const sq_ctx *cx, real *dx, const real *dout, const rea
 void R(sq_gate_forward)(const sq_ctx *cx, real *out, const real *a, int lda, const real *b,
                         int ldb, int rows, int cols)
 {
+    SQ_ON_GPU(cx, gate_forward, (out, a, lda, b, ldb, rows, cols));
     SQ_PAR_FOR(int, r, rows, 1, {
         for (int c = 0; c < cols; c++)
             out[(size_t)r * cols + c] = a[(size_t)r * lda + c] * b[(size_t)r * ldb + c];
@@ -135,6 +138,7 @@ void R(sq_gate_forward)(const sq_ctx *cx, real *out, const real *a, int lda, con
 void R(sq_gate_backward)(const sq_ctx *cx, real *da, real *db, const real *dout,
                          const real *a, int lda, const real *b, int ldb, int rows, int cols)
 {
+    SQ_ON_GPU(cx, gate_backward, (da, db, dout, a, lda, b, ldb, rows, cols));
     SQ_PAR_FOR(int, r, rows, 1, {
         for (int c = 0; c < cols; c++) {
             real g = dout[(size_t)r * cols + c];

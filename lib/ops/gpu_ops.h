@@ -102,6 +102,16 @@ extern "C" {
                                  int max_len, float scale),                                  \
       (dq, dk, dv, drab, scratch, dout, q, k, v, ld, rab, off, B, H, qk_dim, v_dim, max_len, \
        scale))                                                                               \
+    /* HSTU's SiLU and gate on strided views (k_hstu.cu) */                                  \
+    X(void, silu_forward, (float *out, const float *x, int ld, int rows, int cols),          \
+      (out, x, ld, rows, cols))                                                              \
+    X(void, silu_backward, (float *dx, const float *dout, const float *x, int ld, int rows,  \
+                            int cols), (dx, dout, x, ld, rows, cols))                        \
+    X(void, gate_forward, (float *out, const float *a, int lda, const float *b, int ldb,     \
+                           int rows, int cols), (out, a, lda, b, ldb, rows, cols))           \
+    X(void, gate_backward, (float *da, float *db, const float *dout, const float *a,         \
+                            int lda, const float *b, int ldb, int rows, int cols),           \
+      (da, db, dout, a, lda, b, ldb, rows, cols))                                            \
     X(void, dropout_forward, (float *out, uint8_t *mask, const float *inp, int T, int C,     \
                               float p, uint64_t seed, uint64_t step, uint64_t site),         \
       (out, mask, inp, T, C, p, seed, step, site))                                           \

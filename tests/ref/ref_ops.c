@@ -465,6 +465,23 @@ void ref_attn_silu(double *out, const double *q, const double *k, const double *
                 }
 }
 
+void ref_silu(double *out, const double *x, int ld, int rows, int cols)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            double z = x[(size_t)r * ld + c];
+            out[(size_t)r * ld + c] = z / (1 + exp(-z));
+        }
+}
+
+void ref_gate(double *out, const double *a, int lda, const double *b, int ldb, int rows,
+              int cols)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            out[(size_t)r * cols + c] = a[(size_t)r * lda + c] * b[(size_t)r * ldb + c];
+}
+
 static double sigm(double x)
 {
     return 1 / (1 + exp(-x));

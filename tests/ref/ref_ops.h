@@ -106,6 +106,13 @@ void ref_attn_silu(double *out, const double *q, const double *k, const double *
                    const double *rab, const int *off, int B, int H, int dqk, int dv,
                    int max_len, double scale);
 
+/* attn_silu.h's SiLU on a view: out[r ld + c] = x / (1 + e^-x) of x[r ld + c]
+ * for r < rows, c < cols (the view's other elements untouched); and the
+ * gate: out[r cols + c] = a[r lda + c] b[r ldb + c]. */
+void ref_silu(double *out, const double *x, int ld, int rows, int cols);
+void ref_gate(double *out, const double *a, int lda, const double *b, int ldb, int rows,
+              int cols);
+
 /* gru.h: h of every row from PyTorch's gate equations, one sequence after
  * another from h = 0 (bi, bh may be NULL). */
 void ref_gru(double *h, const double *x, const double *wi, const double *wh, const double *bi,
