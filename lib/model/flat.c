@@ -206,35 +206,49 @@ int sq_flat_config_read(const sq_flat_def *def, void *cfg, const sq_modelfile *m
 /* ------------------------------------------------------------------------ */
 /* Scoring                                                                  */
 
-/* The scoring input of one history: its newest max_len items (a cold user:
- * one padding token), positions ending at max_len - 1, its newest row the
- * one entry. ints holds 2 max_len + 4 entries. */
-static void one_input(int N, const uint32_t *hist, uint32_t n, uint32_t *uid, sq_packed *pb,
-                      int *ints)
+/* Token rows of history b's scoring input: its newest N items, a cold
+ * user one padding token. */
+static int input_rows(int N, const sq_batch *hist, int b)
 {
-    uint32_t len = n < (uint32_t)N ? n : (uint32_t)N;
-    const uint32_t *it = hist + (n - len);
-    int T = len ? (int)len : 1;
+    uint32_t n = hist->len[b];
+    return n == 0 ? 1 : n < (uint32_t)N ? (int)n : N;
+}
+
+/* The scoring input of histories [b0, b1) of hist as one packed batch,
+ * each as it would be packed alone, one after another: its newest max_len
+ * items (a cold user: one padding token), positions ending at max_len - 1,
+ * its newest row its one entry. T is their token rows; ints holds 2 T +
+ * 2 (b1 - b0) + 1 entries (ids, pos [T], off [B + 1], rows [B]), uid
+ * b1 - b0 (each history's user, 0 when not known). */
+static void run_input(int N, const sq_batch *hist, int b0, int b1, int T, sq_packed *pb,
+                      int *ints, uint32_t *uid)
+{
+    int B = b1 - b0, o = 0;
     memset(pb, 0, sizeof *pb);
     pb->ids = ints;
-    pb->pos = ints + N;
-    pb->off = ints + 2 * N;
-    pb->rows = pb->off + 2;
-    pb->targets = pb->rows + 1;
+    pb->pos = ints + T;
+    pb->off = ints + 2 * (size_t)T;
+    pb->rows = pb->off + B + 1;
     pb->uid = uid;
-    pb->B = 1;
+    pb->B = B;
     pb->T = T;
-    pb->n = 1;
+    pb->n = B;
     pb->views = 1;
-    pb->ids[0] = 0;
-    for (uint32_t t = 0; t < len; t++)
-        pb->ids[t] = (int)it[t];
-    for (int t = 0; t < T; t++)
-        pb->pos[t] = N - T + t;
     pb->off[0] = 0;
-    pb->off[1] = T;
-    pb->rows[0] = T - 1;
-    pb->targets[0] = 0;
+    for (int b = 0; b < B; b++) {
+        uint32_t n = hist->len[b0 + b];
+        int Tb = input_rows(N, hist, b0 + b), len = n ? Tb : 0;
+        const uint32_t *it = hist->items + hist->off[b0 + b] + (n - (uint32_t)len);
+        pb->ids[o] = 0;
+        for (int t = 0; t < len; t++)
+            pb->ids[o + t] = (int)it[t];
+        for (int t = 0; t < Tb; t++)
+            pb->pos[o + t] = N - Tb + t;
+        o += Tb;
+        pb->off[b + 1] = o;
+        pb->rows[b] = o - 1;
+        uid[b] = hist->user ? hist->user[b0 + b] : 0;
+    }
 }
 
 /* Refuses a history with an item out of range or a user without a row. */
@@ -253,7 +267,7 @@ static int check_history(const sq_flat *m, const sq_batch *hist, int b, sq_err *
 }
 
 /* Histories b0, b0 + step, ... forward on a one-thread copy of the model,
- * their states into rows of hs. */
+ * each packed alone, their states into rows of hs. */
 static int forward_states(const void *model, const sq_batch *hist, int b0, int step, float *hs,
                           sq_err *e)
 {
@@ -263,7 +277,7 @@ static int forward_states(const void *model, const sq_batch *hist, int b0, int s
     int oi = out_index(&m->ts, m->def), D = (int)m->ts.shape[oi][1];
     sq_flat_cap cap = {.B = 1, .T = N, .n = 1, .N = N, .train = 0};
     void *w = NULL;
-    int *ints = malloc((2 * (size_t)N + 4) * sizeof *ints);
+    int *ints = malloc((2 * (size_t)N + 3) * sizeof *ints);
     if (!ints)
         return sq_fail(e, SQ_EX_OSERR, "out of memory for scoring");
     if (f->work_alloc(m, &cap, &w, e)) {
@@ -277,12 +291,82 @@ static int forward_states(const void *model, const sq_batch *hist, int b0, int s
         if ((rc = check_history(m, hist, b, e)) != 0)
             break;
         sq_packed pb;
-        uint32_t uid = hist->user ? hist->user[b] : 0;
-        one_input(N, hist->items + hist->off[b], hist->len[b], &uid, &pb, ints);
+        uint32_t uid;
+        run_input(N, hist, b, b + 1, input_rows(N, hist, b), &pb, ints, &uid);
         const float *h = f->forward(m, w, &pb, 0, 0, 0);
         sq_copy(&m->cx, hs + (size_t)b * D, h, (size_t)D);
     }
     f->work_free(w);
+    free(ints);
+    return rc;
+}
+
+/* The end of the run of histories that starts at b0 (GPU scoring): at
+ * most SQ_FLAT_GPU_ROWS token rows, or history b0 alone; *T its rows. */
+static int run_end(int N, const sq_batch *hist, int b0, int *T)
+{
+    int b1 = b0, rows = 0;
+    for (; b1 < hist->B; b1++) {
+        int r = input_rows(N, hist, b1);
+        if (b1 > b0 && rows + r > SQ_FLAT_GPU_ROWS)
+            break;
+        rows += r;
+    }
+    *T = rows;
+    return b1;
+}
+
+/* On a GPU (flat.h): runs of consecutive histories, each one packed batch
+ * staged and run by one forward into the states' rows on the device, then
+ * the scores of them all on the device, downloaded once. Nothing on the
+ * host reads or writes a device buffer. */
+static int device_scores(const sq_flat *m, const sq_batch *hist, float *scores, sq_err *e)
+{
+    const sq_ctx *cx = &m->cx;
+    const sq_flat_fns *f = &m->def->f;
+    int oi = out_index(&m->ts, m->def);
+    int bi = m->def->out_bias ? sq_tensors_find(&m->ts, m->def->out_bias) : -1;
+    int B = hist->B, V1 = (int)m->ts.shape[oi][0], D = (int)m->ts.shape[oi][1];
+    int N = R(head)(m->cfg)->max_len, rc = 0;
+    sq_flat_cap cap = {.B = 1, .T = 1, .n = 1, .N = N, .train = 0};
+    for (int b = 0; b < B; b++)
+        if (check_history(m, hist, b, e))
+            return e->code;
+    for (int b0 = 0, b1, T; b0 < B; b0 = b1) { /* the workspace of the largest run */
+        b1 = run_end(N, hist, b0, &T);
+        cap.B = b1 - b0 > cap.B ? b1 - b0 : cap.B;
+        cap.T = T > cap.T ? T : cap.T;
+    }
+    cap.n = cap.B;
+    int *ints = malloc((2 * (size_t)cap.T + 2 * (size_t)cap.B + 1) * sizeof *ints);
+    uint32_t *uid = malloc((size_t)cap.B * sizeof *uid);
+    void *w = NULL;
+    float *hs = NULL, *dsc = NULL;
+    if (!ints || !uid)
+        rc = sq_fail(e, SQ_EX_OSERR, "out of memory for scoring");
+    else if (f->work_alloc(m, &cap, &w, e) ||
+             !(hs = sq_ctx_alloc(cx, (size_t)B * D * sizeof *hs, e)) ||
+             !(dsc = sq_ctx_alloc(cx, (size_t)B * V1 * sizeof *dsc, e)))
+        rc = e->code;
+    for (int b0 = 0, b1, T; !rc && b0 < B; b0 = b1) {
+        b1 = run_end(N, hist, b0, &T);
+        sq_packed pb;
+        run_input(N, hist, b0, b1, T, &pb, ints, uid);
+        /* the run's integers up; the ops of its forward read them there
+         * (the host arrays are rewritten only after they were queued) */
+        if ((rc = sq_packed_stage(cx, &pb, e)) != 0)
+            break;
+        const float *h = f->forward(m, w, &pb, 0, 0, 0);
+        sq_copy(cx, hs + (size_t)b0 * D, h, (size_t)(b1 - b0) * D);
+    }
+    if (!rc)
+        rc = sq_score_states(cx, hs, B, m->t[oi], bi >= 0 ? m->t[bi] : NULL, D, V1, dsc, e);
+    if (!rc)
+        rc = sq_ctx_download(cx, scores, dsc, (size_t)B * V1 * sizeof *scores, e);
+    sq_ctx_free(cx, dsc);
+    sq_ctx_free(cx, hs);
+    f->work_free(w);
+    free(uid);
     free(ints);
     return rc;
 }
@@ -295,6 +379,10 @@ static int flat_scores(const sq_flat *m, const sq_batch *hist, float *scores, sq
     int B = hist->B, V1 = (int)m->ts.shape[oi][0], D = (int)m->ts.shape[oi][1];
     if (B <= 0)
         return 0;
+    if (cx->backend != SQ_BACKEND_CPU)
+        return device_scores(m, hist, scores, e);
+    /* the CPU: each history alone on one thread, the scores rowwise, so
+     * that a user's scores are the same bits whatever the batch */
     sq_flat one = *m;
     one.cx.threads = 1;
     float *hs = sq_ctx_alloc(cx, (size_t)B * D * sizeof *hs, e);
@@ -337,6 +425,22 @@ static void owned_free(sq_model *mm)
     mm->impl = NULL;
 }
 
+/* The tensors of model file mf into m's block: itself on the CPU, a host
+ * copy uploaded on a GPU. */
+static int tensors_from_file(sq_flat *m, const sq_modelfile *mf, sq_err *e)
+{
+    if (m->cx.backend == SQ_BACKEND_CPU)
+        return sq_tensors_from_file(&m->ts, m->mem, mf, m->def->name, e);
+    size_t bytes = m->ts.total * sizeof(float);
+    float *host = calloc(1, bytes ? bytes : 1);
+    if (!host)
+        return sq_fail(e, SQ_EX_OSERR, "out of memory");
+    int rc = sq_tensors_from_file(&m->ts, host, mf, m->def->name, e) ||
+             sq_ctx_upload(&m->cx, m->mem, host, bytes, e) ? e->code : 0;
+    free(host);
+    return rc;
+}
+
 int sq_flat_load(const sq_flat_def *def, sq_model *mm, sq_modelfile *mf, const sq_ctx *cx,
                  sq_err *e)
 {
@@ -344,8 +448,7 @@ int sq_flat_load(const sq_flat_def *def, sq_model *mm, sq_modelfile *mf, const s
     sq_flat *m = calloc(1, sizeof *m);
     int rc = !c || !m ? sq_fail(e, SQ_EX_OSERR, "out of memory")
                       : sq_flat_config_read(def, c, mf, def->name, e);
-    if (!rc && (sq_flat_alloc(m, def, c, cx, e) ||
-                sq_tensors_from_file(&m->ts, m->mem, mf, def->name, e)))
+    if (!rc && (sq_flat_alloc(m, def, c, cx, e) || tensors_from_file(m, mf, e)))
         rc = e->code;
     free(c);
     if (rc) {
@@ -380,6 +483,15 @@ int sq_flat_check_step(const void *cfg, const sq_step_opts *o, sq_err *e)
         return sq_fail(e, SQ_EX_USAGE, "--model %s trains softmax cross-entropy only: --loss "
                        "bce is not available", def->name);
     return def->check_step ? def->check_step(cfg, o, e) : 0;
+}
+
+int sq_flat_gpu_check(const void *cfg, sq_err *e)
+{
+    const sq_flat_def *def = def_of(cfg);
+    if (!def->gpu_check)
+        return sq_fail(e, SQ_EX_USAGE, "--device cuda: --model %s runs on the CPU only (on the "
+                       "GPU: " SQ_GPU_MODEL_NAMES ")", def->name);
+    return def->gpu_check(cfg, e);
 }
 
 int sq_flat_net_alloc(sq_net *n, const void *cfg, const sq_ctx *cx, sq_err *e)

@@ -35,7 +35,15 @@
  *   - the trainer's step, and scoring: each history (its newest max_len
  *     items; a cold user one padding token) packed alone with its newest
  *     row as the one entry, forward with train = 0 on one thread per
- *     history (sq_states_parallel), scores = h . O[i] (+ bias[i]);
+ *     history (sq_states_parallel), scores = h . O[i] (+ bias[i]): a
+ *     user's scores do not depend on the batch (eval.h INVARIANCE);
+ *   - on a GPU (a def with gpu_check: hstu), the same inputs one after
+ *     another as one packed batch a run of histories (at most
+ *     SQ_FLAT_GPU_ROWS token rows), staged and run by one forward on the
+ *     device, the states and scores on the device and the scores down
+ *     once: two runs give the same bits, the batch may move the last ones
+ *     (the GPU's GEMMs). The step is ops only (the trainer stages the
+ *     batch), and a model's host code must not touch its buffers;
  *   - USERS: a model with `users` set has a row per user (the head's
  *     n_users = the training stream's largest user id + 1, set from the
  *     data); the packed batch's uid[b] is sequence b's user id. Scoring
@@ -76,6 +84,11 @@ typedef struct {
     int B, T, n, N;
     int train;
 } sq_flat_cap;
+
+/* GPU scoring: the most token rows of one forward (a run of consecutive
+ * histories; one history longer than that runs alone), so that the
+ * workspace stays bounded whatever the scoring batch. */
+#define SQ_FLAT_GPU_ROWS 32768
 
 #define SQ_TWICE "flat.h"
 #include "twice.h"
@@ -138,6 +151,11 @@ struct sq_flat_def {
     /* SQ_EX_USAGE for training options it cannot use (NULL: CE and BCE,
      * every --target). */
     int (*check_step)(const void *cfg, const sq_step_opts *o, sq_err *e);
+    /* --device cuda: 0 when this config trains and scores on a GPU (every
+     * op of its forward and backward has a CUDA twin, and its host code
+     * touches no buffer), else SQ_EX_USAGE saying what does not; NULL: the
+     * model runs on the CPU only (sq_flat_gpu_check refuses it). */
+    int (*gpu_check)(const void *cfg, sq_err *e);
     sq_flat_fns f;                 /* float: training and scoring */
     sq_flat_fns_f64 d;             /* double: the gradient checks */
 };
@@ -168,7 +186,8 @@ size_t sq_flat_loss_scratch(const sq_flat_def *def, const void *cfg, int n);
         .cfg_size = sizeof(sq_##NAME##_config), .config = NAME##_flat_config,              \
         .config_check = sq_flat_config_check, .config_write = sq_flat_config_write,        \
         .config_read = NAME##_flat_read, .load = NAME##_flat_load,                         \
-        .check_step = sq_flat_check_step, .net_alloc = sq_flat_net_alloc,                  \
+        .check_step = sq_flat_check_step, .gpu_check = sq_flat_gpu_check,                 \
+        .net_alloc = sq_flat_net_alloc,                                                    \
         .net_free = sq_flat_net_free, .net_init = sq_flat_net_init,                        \
         .batcher = sq_flat_batcher, .work_alloc = sq_flat_work_alloc,                      \
         .work_free = sq_flat_work_free, .step = sq_flat_step, .view = sq_flat_view,        \
@@ -186,6 +205,8 @@ int sq_flat_config_read(const sq_flat_def *def, void *cfg, const sq_modelfile *m
 int sq_flat_load(const sq_flat_def *def, sq_model *m, sq_modelfile *mf, const sq_ctx *cx,
                  sq_err *e);
 int sq_flat_check_step(const void *cfg, const sq_step_opts *o, sq_err *e);
+/* The def's gpu_check, or SQ_EX_USAGE (runs on the CPU only) without one. */
+int sq_flat_gpu_check(const void *cfg, sq_err *e);
 int sq_flat_net_alloc(sq_net *n, const void *cfg, const sq_ctx *cx, sq_err *e);
 void sq_flat_net_free(sq_net *n);
 void sq_flat_net_init(sq_net *n, uint64_t seed);

@@ -370,6 +370,24 @@ static int hstu_check(const void *cfg, sq_err *e)
     return 0;
 }
 
+/* The widest head the GPU's SiLU attention holds (cuda/k_silu.cu: four
+ * dimensions a lane of a warp). */
+#define HSTU_GPU_HEAD_MAX 128
+
+/* --device cuda: every op of the forward and backward has a CUDA twin
+ * (the SiLU attention, SiLU and the gate: k_silu.cu, k_hstu.cu); the
+ * attention's heads must fit its warps. */
+static int hstu_gpu_check(const void *cfg, sq_err *e)
+{
+    const sq_hstu_config *c = cfg;
+    if (head_dim(c) > HSTU_GPU_HEAD_MAX)
+        return sq_fail(e, SQ_EX_USAGE, "--device cuda: --model hstu's heads have %d dimensions "
+                       "(--dim %d / --heads %d), the GPU's at most %d: raise --heads, or "
+                       "train on the CPU", head_dim(c), c->dim, c->n_heads,
+                       HSTU_GPU_HEAD_MAX);
+    return 0;
+}
+
 static int hstu_tensors_of(const void *cfg, sq_tensor_set *s, sq_err *e)
 {
     const sq_hstu_config *c = cfg;
@@ -404,6 +422,7 @@ const sq_flat_def sq_flat_hstu = {
     .tensors = hstu_tensors_of,
     .out = "item_emb",
     .init = {.xavier = 1, .trunc_sd = hstu_trunc_sd},
+    .gpu_check = hstu_gpu_check,
     .f = {sq_hstu_work_alloc, sq_hstu_work_free, sq_hstu_forward, sq_hstu_backward},
     .d = {sq_hstu_work_alloc_f64, sq_hstu_work_free_f64, sq_hstu_forward_f64,
           sq_hstu_backward_f64},

@@ -106,7 +106,7 @@ int sq_model_load_by(sq_model *m, const char *path,
     void *cfg = NULL;
     if (cx->backend != SQ_BACKEND_CPU && !def->gpu_check) {
         rc = sq_fail(e, SQ_EX_USAGE, "--device cuda: --model %s runs on the CPU only (on the "
-                     "GPU: sasrec, bert4rec)", name);
+                     "GPU: " SQ_GPU_MODEL_NAMES ")", name);
         goto done;
     }
     if (cx->backend != SQ_BACKEND_CPU) { /* the model's options must run there too */

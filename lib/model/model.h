@@ -140,6 +140,10 @@ typedef int (*sq_states_fn)(const void *model, const sq_batch *hist, int b0, int
 int sq_states_parallel(sq_states_fn states, const void *model, const sq_batch *hist,
                        int threads, float *hs, sq_err *e);
 
+/* The models that train and score on a GPU (a def with gpu_check that
+ * says yes), for the messages that refuse the others. */
+#define SQ_GPU_MODEL_NAMES "sasrec, bert4rec, hstu"
+
 /* What the trainer tells a model's step (seqrec-train's training
  * options that shape the batches and the loss). */
 typedef struct {

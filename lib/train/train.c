@@ -244,7 +244,7 @@ int sq_train_check(const sq_train_opts *o, sq_err *e)
     if (o->cx && o->cx->backend != SQ_BACKEND_CPU) {
         if (!o->model->gpu_check)
             return sq_fail(e, SQ_EX_USAGE, "--device cuda: --model %s runs on the CPU only "
-                           "(on the GPU: sasrec, bert4rec)", o->model->name);
+                           "(on the GPU: " SQ_GPU_MODEL_NAMES ")", o->model->name);
         if (o->model->gpu_check(o->cfg, e))
             return e->code;
     }

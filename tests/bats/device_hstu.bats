@@ -1,0 +1,66 @@
+#!/usr/bin/env bats
+# --model hstu on the GPU (its SiLU attention in cuda/k_silu.cu, SiLU and the
+# gate in cuda/k_hstu.cu, flat.c's step and its device scoring), on the
+# simulated device of tests/sim when built: one epoch gives the CPU's loss
+# (1e-3 relative, --threads 1), two GPU runs write the same bytes, and the
+# GPU's model scores on the CPU and on the GPU alike; heads wider than the
+# GPU's 128 dimensions are refused (64). The real GPU is `make gpu-check`'s.
+
+load helper
+
+setup() {
+  common_setup
+  SIM="$SEQREC_BIN/../lib/libseqrec-cuda-sim.so"
+}
+
+# metrics_close A B: every number of the two seqrec-metrics outputs within 0.02
+metrics_close() {
+  paste "$1" "$2" | awk '{ for (i = 1; i <= NF / 2; i++) { a = $i; b = $(i + NF / 2);
+    if (a ~ /^[0-9.]+$/ && (a - b > 0.02 || b - a > 0.02)) { print; exit 1 } } }'
+}
+
+@test "device_hstu: hstu trains one epoch on the simulated GPU: the CPU's loss (1e-3), the same bytes twice, scores on both" {
+  [ -f "$SIM" ] || skip "no simulated device built"
+  export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
+  # small: on the simulated device every warp shuffle is a fiber switch
+  seqrec-synth --users 60 --items 40 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/t.sqr"
+  # --threads 1: the GPU trains each batch whole, as the CPU does on one thread
+  local o=(--model hstu --dim 16 --max-len 10 --batch 16 --threads 1 --epochs 1
+           --dropout 0.2 --precision fp32)
+  for m in "--heads 1 --loss ce" "--heads 2 --layers 1 --loss bce --neg 2" \
+           "--heads 2 --target random --loss ce"; do
+    seqrec-train "${o[@]}" $m --log "$T/cpu.log" -o "$T/c.sqm" "$T/t.sqr"
+    seqrec-train "${o[@]}" $m --device cuda --log "$T/gpu.log" -o "$T/g.sqm" "$T/t.sqr"
+    seqrec-train "${o[@]}" $m --device cuda --log "$T/gpu2.log" -o "$T/g2.sqm" "$T/t.sqr"
+    cmp "$T/g.sqm" "$T/g2.sqm" # two GPU runs, the same bits
+    lc=$(grep -o '"loss":[0-9.]*' "$T/cpu.log" | cut -d: -f2)
+    lg=$(grep -o '"loss":[0-9.]*' "$T/gpu.log" | cut -d: -f2)
+    [ -n "$lc" ] && [ -n "$lg" ]
+    echo "$m: cpu loss $lc, gpu $lg"
+    awk -v a="$lc" -v b="$lg" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-3 * a) }' \
+      || { echo "$m: cpu loss $lc, gpu $lg"; false; }
+    # the GPU's model scores on the CPU and on the GPU alike
+    seqrec-score -m "$T/g.sqm" --target test "$T/t.sqr" | seqrec-metrics -k 10 > "$T/on-cpu"
+    seqrec-score --device cuda -m "$T/g.sqm" --target test "$T/t.sqr" \
+      | seqrec-metrics -k 10 > "$T/on-gpu"
+    metrics_close "$T/on-cpu" "$T/on-gpu"
+    # and the GPU scores twice alike (a smaller batch: more runs of histories)
+    seqrec-score --device cuda --batch 7 -m "$T/g.sqm" --target test "$T/t.sqr" > "$T/s1"
+    seqrec-score --device cuda --batch 7 -m "$T/g.sqm" --target test "$T/t.sqr" > "$T/s2"
+    cmp "$T/s1" "$T/s2"
+  done
+}
+
+@test "device_hstu: heads over 128 dimensions are refused (64) on the GPU, for training and scoring" {
+  [ -f "$SIM" ] || skip "no simulated device built"
+  export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
+  seqrec-synth --users 40 --items 30 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/t.sqr"
+  run -64 seqrec-train --model hstu --dim 130 --max-len 10 --epochs 1 --device cuda \
+    -o "$T/m.sqm" "$T/t.sqr"
+  [[ "$output" == *"heads have 130 dimensions"* ]]
+  [ ! -e "$T/m.sqm" ]
+  seqrec-train --model hstu --dim 130 --max-len 10 --epochs 1 --threads 1 --log /dev/null \
+    -o "$T/h.sqm" "$T/t.sqr"
+  run -64 seqrec-score --device cuda -m "$T/h.sqm" "$T/t.sqr"
+  [[ "$output" == *"heads have 130 dimensions"* ]]
+}
