@@ -106,6 +106,18 @@ static inline unsigned be_blocks(size_t n, unsigned threads)
     return g ? (unsigned)(g < 0x7fffffffu ? g : 0x7fffffffu) : 1u;
 }
 
+// Element-wise kernels (k_elem.cu, k_hstu.cu): a grid-stride loop over n
+// elements, and the blocks of `threads` threads it runs on: enough to fill
+// the device, at most 16 a multiprocessor.
+#define BE_EW_LOOP(i, n)                                                    \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+         i += (size_t)gridDim.x * blockDim.x)
+static inline unsigned be_ew_blocks(const sq_gpu_be *be, size_t n, unsigned threads)
+{
+    size_t cap = (size_t)be->sms * 16, g = (n + threads - 1) / threads;
+    return (unsigned)(g < 1 ? 1 : g > cap ? cap : g);
+}
+
 // Every launch: queued on the context's stream, its launch error kept.
 #ifdef SQ_SIM
 #define SQ_LAUNCH(b, kern, grid, block, shmem, ...)                                     \

@@ -11,17 +11,11 @@
 
 #define EW_THREADS 256
 
-// Grid-stride loop over n elements.
-#define EW_LOOP(i, n) \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
-         i += (size_t)gridDim.x * blockDim.x)
-
-// Blocks for n elements: enough to fill the device, at most 65535*4.
+// Grid-stride loop over n elements, and its blocks (common.cuh).
+#define EW_LOOP(i, n) BE_EW_LOOP(i, n)
 static unsigned ew_blocks(sq_gpu_be *be, size_t n)
 {
-    size_t cap = (size_t)be->sms * 16;
-    size_t g = (n + EW_THREADS - 1) / EW_THREADS;
-    return (unsigned)(g < 1 ? 1 : g > cap ? cap : g);
+    return be_ew_blocks(be, n, EW_THREADS);
 }
 
 void be_zero(sq_gpu_be *be, float *x, size_t n)

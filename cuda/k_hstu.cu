@@ -19,18 +19,12 @@
 
 #define HS_THREADS 256
 
-// Grid-stride loop over the n = rows * cols elements of a view.
-#define HS_LOOP(i, n) \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
-         i += (size_t)gridDim.x * blockDim.x)
-
-// Blocks for n elements: enough to fill the device, at most 16 a
-// multiprocessor (k_elem.cu's rule).
+// Grid-stride loop over the n = rows * cols elements of a view, and its
+// blocks (common.cuh, as k_elem.cu's).
+#define HS_LOOP(i, n) BE_EW_LOOP(i, n)
 static unsigned hs_blocks(sq_gpu_be *be, size_t n)
 {
-    size_t cap = (size_t)be->sms * 16;
-    size_t g = (n + HS_THREADS - 1) / HS_THREADS;
-    return (unsigned)(g < 1 ? 1 : g > cap ? cap : g);
+    return be_ew_blocks(be, n, HS_THREADS);
 }
 
 // real.h's sq_sigmoid: evaluated on the side where exp cannot overflow

@@ -80,19 +80,8 @@ setup() {
   local o=(--dim 16 --ffn 32 --max-len 10 --batch 16 --threads 1 --epochs 1 --loss ce
            --dropout 0.2 --precision fp32)
   for m in "--model sasrec --attn softmax" "--model bert4rec --attn linrec --mask-prob 0.3"; do
-    seqrec-train "${o[@]}" $m --log "$T/cpu.log" -o "$T/c.sqm" "$T/t.sqr"
-    seqrec-train "${o[@]}" $m --device cuda --log "$T/gpu.log" -o "$T/g.sqm" "$T/t.sqr"
-    seqrec-train "${o[@]}" $m --device cuda --log "$T/gpu2.log" -o "$T/g2.sqm" "$T/t.sqr"
-    cmp "$T/g.sqm" "$T/g2.sqm" # two GPU runs, the same bits
-    lc=$(grep -o '"loss":[0-9.]*' "$T/cpu.log" | cut -d: -f2)
-    lg=$(grep -o '"loss":[0-9.]*' "$T/gpu.log" | cut -d: -f2)
-    awk -v a="$lc" -v b="$lg" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-3 * a) }' \
-      || { echo "$m: cpu loss $lc, gpu $lg"; false; }
-    # the GPU's model scores on the CPU and on the GPU alike
-    seqrec-score -m "$T/g.sqm" --target test "$T/t.sqr" | seqrec-metrics -k 10 > "$T/on-cpu"
-    seqrec-score --device cuda -m "$T/g.sqm" --target test "$T/t.sqr" | seqrec-metrics -k 10 > "$T/on-gpu"
-    paste "$T/on-cpu" "$T/on-gpu" | awk '{ for (i = 1; i <= NF / 2; i++) { a = $i; b = $(i + NF / 2);
-      if (a ~ /^[0-9.]+$/ && (a - b > 0.02 || b - a > 0.02)) { print; exit 1 } } }'
+    # the CPU's loss, the same bytes twice, the GPU's model scores on both
+    gpu_like_cpu "$T/t.sqr" "${o[@]}" $m
   done
 }
 

@@ -13,12 +13,6 @@ setup() {
   SIM="$SEQREC_BIN/../lib/libseqrec-cuda-sim.so"
 }
 
-# metrics_close A B: every number of the two seqrec-metrics outputs within 0.02
-metrics_close() {
-  paste "$1" "$2" | awk '{ for (i = 1; i <= NF / 2; i++) { a = $i; b = $(i + NF / 2);
-    if (a ~ /^[0-9.]+$/ && (a - b > 0.02 || b - a > 0.02)) { print; exit 1 } } }'
-}
-
 @test "device_hstu: hstu trains one epoch on the simulated GPU: the CPU's loss (1e-3), the same bytes twice, scores on both" {
   [ -f "$SIM" ] || skip "no simulated device built"
   export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
@@ -29,22 +23,9 @@ metrics_close() {
            --dropout 0.2 --precision fp32)
   for m in "--heads 1 --loss ce" "--heads 2 --layers 1 --loss bce --neg 2" \
            "--heads 2 --target random --loss ce"; do
-    seqrec-train "${o[@]}" $m --log "$T/cpu.log" -o "$T/c.sqm" "$T/t.sqr"
-    seqrec-train "${o[@]}" $m --device cuda --log "$T/gpu.log" -o "$T/g.sqm" "$T/t.sqr"
-    seqrec-train "${o[@]}" $m --device cuda --log "$T/gpu2.log" -o "$T/g2.sqm" "$T/t.sqr"
-    cmp "$T/g.sqm" "$T/g2.sqm" # two GPU runs, the same bits
-    lc=$(grep -o '"loss":[0-9.]*' "$T/cpu.log" | cut -d: -f2)
-    lg=$(grep -o '"loss":[0-9.]*' "$T/gpu.log" | cut -d: -f2)
-    [ -n "$lc" ] && [ -n "$lg" ]
-    echo "$m: cpu loss $lc, gpu $lg"
-    awk -v a="$lc" -v b="$lg" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-3 * a) }' \
-      || { echo "$m: cpu loss $lc, gpu $lg"; false; }
-    # the GPU's model scores on the CPU and on the GPU alike
-    seqrec-score -m "$T/g.sqm" --target test "$T/t.sqr" | seqrec-metrics -k 10 > "$T/on-cpu"
-    seqrec-score --device cuda -m "$T/g.sqm" --target test "$T/t.sqr" \
-      | seqrec-metrics -k 10 > "$T/on-gpu"
-    metrics_close "$T/on-cpu" "$T/on-gpu"
-    # and the GPU scores twice alike (a smaller batch: more runs of histories)
+    # the CPU's loss, the same bytes twice, the GPU's model scores on both
+    gpu_like_cpu "$T/t.sqr" "${o[@]}" $m
+    # and the GPU scores twice alike (--batch 7: more, smaller forwards)
     seqrec-score --device cuda --batch 7 -m "$T/g.sqm" --target test "$T/t.sqr" > "$T/s1"
     seqrec-score --device cuda --batch 7 -m "$T/g.sqm" --target test "$T/t.sqr" > "$T/s2"
     cmp "$T/s1" "$T/s2"

@@ -156,5 +156,28 @@ open(sys.argv[2], 'wb').write(bytes(b))
 PY
 }
 
+# gpu_like_cpu DATA SEQREC-TRAIN-OPTION...: a model on the simulated GPU
+# (the device*.bats suites; the caller exports SEQREC_CUDA_LIB and
+# SEQREC_SIMULATED_DEVICE): one epoch on the CPU and two on the GPU
+# (--log and -o added), the GPU's loss within 1e-3 relative of the CPU's,
+# the two GPU model files the same bytes, and the GPU's model ($T/g.sqm)
+# scoring on the CPU and on the GPU with every metric within 0.02.
+gpu_like_cpu() {
+  local data=$1 lc lg; shift
+  seqrec-train "$@" --log "$T/cpu.log" -o "$T/c.sqm" "$data"
+  seqrec-train "$@" --device cuda --log "$T/gpu.log" -o "$T/g.sqm" "$data"
+  seqrec-train "$@" --device cuda --log "$T/gpu2.log" -o "$T/g2.sqm" "$data"
+  cmp "$T/g.sqm" "$T/g2.sqm" # two GPU runs, the same bits
+  lc=$(grep -o '"loss":[0-9.]*' "$T/cpu.log" | cut -d: -f2)
+  lg=$(grep -o '"loss":[0-9.]*' "$T/gpu.log" | cut -d: -f2)
+  [ -n "$lc" ] && [ -n "$lg" ]
+  awk -v a="$lc" -v b="$lg" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-3 * a) }' \
+    || { echo "$*: cpu loss $lc, gpu $lg"; false; }
+  seqrec-score -m "$T/g.sqm" --target test "$data" | seqrec-metrics -k 10 > "$T/on-cpu"
+  seqrec-score --device cuda -m "$T/g.sqm" --target test "$data" | seqrec-metrics -k 10 > "$T/on-gpu"
+  paste "$T/on-cpu" "$T/on-gpu" | awk '{ for (i = 1; i <= NF / 2; i++) { a = $i; b = $(i + NF / 2);
+    if (a ~ /^[0-9.]+$/ && (a - b > 0.02 || b - a > 0.02)) { print; exit 1 } } }'
+}
+
 # make in the checkout (the pipelines' suites)
 mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }

@@ -25,6 +25,7 @@
 
 #include "ctx.h"
 #include "gpu.h"
+#include "rng.h"
 #include "unit.h"
 
 #define CUDA_CHECK_MAXBUF 4096 /* buffers a test may hold (one per cuda_up/zeros) */
@@ -154,6 +155,42 @@ static inline double *cuda_to_double(const float *x, size_t n)
     for (size_t i = 0; d && i < n; i++)
         d[i] = x[i];
     return d;
+}
+
+/* n floats from N(0, s^2) (NULL when out of memory: the caller's CHECK). */
+static inline float *cuda_randn(size_t n, double s, sq_rng *r)
+{
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; x && i < n; i++)
+        x[i] = (float)(s * sq_rng_normal(r));
+    return x;
+}
+
+/* A host copy of n floats (NULL when out of memory). */
+static inline float *cuda_host_dup(const float *x, size_t n)
+{
+    float *d = malloc(n * sizeof *d);
+    if (d)
+        memcpy(d, x, n * sizeof *d);
+    return d;
+}
+
+/* The same bits as the CPU's (the worst element printed when not). */
+static inline int cuda_same_bits(const float *a, const float *b, size_t n, const char *what)
+{
+    return memcmp(a, b, n * sizeof *a) == 0 || cuda_close_to(a, b, n, 0, 0, what);
+}
+
+/* The largest |a - b|, b floats (bf) or doubles (bd): what a test measures
+ * (gc_note, SQ_TEST_VERBOSE). */
+static inline double cuda_max_diff(const float *a, const float *bf, const double *bd, size_t n)
+{
+    double w = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (bf ? (double)bf[i] : bd[i]));
+        w = d > w ? d : w;
+    }
+    return w;
 }
 
 /* Frees every buffer and closes; fails the test when a copy or the

@@ -46,44 +46,12 @@
 #define SL_ATOL 1e-5 /* attn_silu against the CPU and tests/ref */
 #define SL_RTOL 1e-4
 
-static float *randn(size_t n, double s, sq_rng *r)
-{
-    float *x = malloc(n * sizeof *x);
-    for (size_t i = 0; x && i < n; i++)
-        x[i] = (float)(s * sq_rng_normal(r));
-    return x;
-}
-
-static float *dup(const float *x, size_t n)
-{
-    float *d = malloc(n * sizeof *d);
-    if (d)
-        memcpy(d, x, n * sizeof *d);
-    return d;
-}
-
 /* the segments' offsets staged, as the trainer stages a batch */
 static int stage_off(cuda_env *g, const int *off, int B)
 {
     const void *host[1] = {off};
     size_t bytes[1] = {(size_t)(B + 1) * sizeof(int)};
     return sq_gpu_stage(g->gpu, host, bytes, 1, &g->e);
-}
-
-static int same_bits(const float *a, const float *b, size_t n, const char *what)
-{
-    return memcmp(a, b, n * sizeof *a) == 0 || cuda_close_to(a, b, n, 0, 0, what);
-}
-
-/* the largest |a - b| (for SQ_TEST_VERBOSE) */
-static double max_diff(const float *a, const float *bf, const double *bd, size_t n)
-{
-    double w = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (bf ? (double)bf[i] : bd[i]));
-        w = d > w ? d : w;
-    }
-    return w;
 }
 
 static void keep_max(double *w, double v)
@@ -108,13 +76,15 @@ static void dwconv_case(unit_ctx *t, cuda_env *g, const int *len, int B, int K, 
     size_t nx = (size_t)T * ld, no = (size_t)T * C, nw = (size_t)K * C;
     sq_rng r;
     sq_rng_seed(&r, (uint64_t)(T * 31 + K * 7 + causal * 3 + bias), (uint64_t)fused);
-    float *x = randn(nx, 1, &r), *w = randn(nw, 0.5, &r), *b = randn(C, 0.5, &r);
-    float *out0 = randn(no, 0.1, &r), *dout = randn(no, 1, &r);
-    float *gx0 = randn(nx, 0.1, &r), *gw0 = randn(nw, 0.1, &r), *gb0 = randn(C, 0.1, &r);
+    float *x = cuda_randn(nx, 1, &r), *w = cuda_randn(nw, 0.5, &r), *b = cuda_randn(C, 0.5, &r);
+    float *out0 = cuda_randn(no, 0.1, &r), *dout = cuda_randn(no, 1, &r);
+    float *gx0 = cuda_randn(nx, 0.1, &r), *gw0 = cuda_randn(nw, 0.1, &r);
+    float *gb0 = cuda_randn(C, 0.1, &r);
     /* the CPU */
     sq_ctx c = sq_ctx_cpu();
     const float *bb = bias ? b : NULL;
-    float *out = dup(out0, no), *gx = dup(gx0, nx), *gw = dup(gw0, nw), *gb = dup(gb0, C);
+    float *out = cuda_host_dup(out0, no), *gx = cuda_host_dup(gx0, nx);
+    float *gw = cuda_host_dup(gw0, nw), *gb = cuda_host_dup(gb0, C);
     sq_dwconv_forward(&c, out, x + xo, ld, w, bb, K, off, B, C, causal);
     sq_dwconv_backward(&c, gx + xo, gw, bias ? gb : NULL, dout, x + xo, ld, w, K, off, B, C,
                        causal);
@@ -137,14 +107,14 @@ static void dwconv_case(unit_ctx *t, cuda_env *g, const int *len, int B, int K, 
               cuda_down(g, hgw, dgw, nw) == 0 && cuda_down(g, hgb, dgb, C) == 0);
         snprintf(what, sizeof what, "dwconv K %d causal %d bias %d fused %d", K, causal, bias,
                  fused);
-        CHECK(same_bits(hout, out, no, what));                   /* out */
-        CHECK(same_bits(hgx, gx, nx, what));                     /* dx, and nothing else */
+        CHECK(cuda_same_bits(hout, out, no, what));                   /* out */
+        CHECK(cuda_same_bits(hgx, gx, nx, what));                     /* dx, and nothing else */
         CHECK(cuda_close_to(hgw, gw, nw, DW_ATOL, DW_RTOL, what)); /* dw */
         CHECK(cuda_close_to(hgb, gb, C, DW_ATOL, DW_RTOL, what));  /* db */
         if (!bias)
-            CHECK(same_bits(hgb, gb0, C, "dwconv: db NULL left alone"));
-        keep_max(&wst->dw_cpu, max_diff(hgw, gw, NULL, nw));
-        keep_max(&wst->dw_cpu, max_diff(hgb, gb, NULL, C));
+            CHECK(cuda_same_bits(hgb, gb0, C, "dwconv: db NULL left alone"));
+        keep_max(&wst->dw_cpu, cuda_max_diff(hgw, gw, NULL, nw));
+        keep_max(&wst->dw_cpu, cuda_max_diff(hgb, gb, NULL, C));
         if (rep) {
             CHECK(memcmp(prev[0], hout, no * sizeof(float)) == 0);
             CHECK(memcmp(prev[1], hgx, nx * sizeof(float)) == 0);
@@ -164,7 +134,7 @@ static void dwconv_case(unit_ctx *t, cuda_env *g, const int *len, int B, int K, 
         ref_dwconv(ref, xd + xo, ld, wd, bias ? bd : NULL, K, off, B, C, causal);
         snprintf(what, sizeof what, "dwconv K %d causal %d vs tests/ref", K, causal);
         CHECK(cuda_close_to_ref(hout, ref, no, REF_ATOL, REF_RTOL, what));
-        keep_max(&wst->fwd_ref, max_diff(hout, NULL, ref, no));
+        keep_max(&wst->fwd_ref, cuda_max_diff(hout, NULL, ref, no));
     }
     free(xd); free(wd); free(bd); free(ref);
     for (int i = 0; i < 4; i++)
@@ -211,11 +181,13 @@ static void silu_case(unit_ctx *t, cuda_env *g, const int *len, int B, int H, in
     float scale = 1.0f / (float)max_len;
     sq_rng r;
     sq_rng_seed(&r, (uint64_t)(T * 17 + H * 5 + dqk), (uint64_t)dv);
-    float *x = randn(nx, 0.7, &r), *rab = randn(nr, 0.5, &r), *dout = randn(no, 1, &r);
-    float *gx0 = randn(nx, 0.1, &r), *gr0 = randn(nr, 0.1, &r);
+    float *x = cuda_randn(nx, 0.7, &r), *rab = cuda_randn(nr, 0.5, &r);
+    float *dout = cuda_randn(no, 1, &r);
+    float *gx0 = cuda_randn(nx, 0.1, &r), *gr0 = cuda_randn(nr, 0.1, &r);
     /* the CPU */
     sq_ctx c = sq_ctx_cpu();
-    float *out = malloc(no * sizeof *out), *gx = dup(gx0, nx), *gr = dup(gr0, nr);
+    float *out = malloc(no * sizeof *out), *gx = cuda_host_dup(gx0, nx);
+    float *gr = cuda_host_dup(gr0, nr);
     float *scr = malloc(ns * sizeof *scr);
     sq_attn_silu_forward(&c, out, x + qo, x + ko, x + vo, ld, rab, off, B, H, dqk, dv, max_len,
                          scale);
@@ -241,9 +213,9 @@ static void silu_case(unit_ctx *t, cuda_env *g, const int *len, int B, int H, in
         CHECK(cuda_close_to(hout, out, no, SL_ATOL, SL_RTOL, what));
         CHECK(cuda_close_to(hgx, gx, nx, SL_ATOL, SL_RTOL, what)); /* dq|dk|dv, padding */
         CHECK(cuda_close_to(hgr, gr, nr, SL_ATOL, SL_RTOL, what)); /* drab */
-        keep_max(&wst->out_cpu, max_diff(hout, out, NULL, no));
-        keep_max(&wst->grad_cpu, max_diff(hgx, gx, NULL, nx));
-        keep_max(&wst->grad_cpu, max_diff(hgr, gr, NULL, nr));
+        keep_max(&wst->out_cpu, cuda_max_diff(hout, out, NULL, no));
+        keep_max(&wst->grad_cpu, cuda_max_diff(hgx, gx, NULL, nx));
+        keep_max(&wst->grad_cpu, cuda_max_diff(hgr, gr, NULL, nr));
         if (rep) {
             CHECK(memcmp(pout, hout, no * sizeof *hout) == 0);
             CHECK(memcmp(pgx, hgx, nx * sizeof *hgx) == 0);
@@ -280,7 +252,7 @@ static void silu_case(unit_ctx *t, cuda_env *g, const int *len, int B, int H, in
                       (double)scale);
         snprintf(what, sizeof what, "attn_silu H %d dqk %d dv %d vs tests/ref", H, dqk, dv);
         CHECK(cuda_close_to_ref(pout, ref, no, SL_ATOL, SL_RTOL, what));
-        keep_max(&wst->out_ref, max_diff(pout, NULL, ref, no));
+        keep_max(&wst->out_ref, cuda_max_diff(pout, NULL, ref, no));
     }
     free(xd); free(rd); free(ref);
     free(x); free(rab); free(dout); free(gx0); free(gr0); free(out); free(gx); free(gr);

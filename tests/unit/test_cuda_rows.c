@@ -43,27 +43,12 @@
 #define REF_ATOL 1e-5 /* against tests/ref: float32 against double */
 #define REF_RTOL 1e-4
 
-static float *randn(size_t n, double s, sq_rng *r)
-{
-    float *x = malloc(n * sizeof *x);
-    for (size_t i = 0; i < n; i++)
-        x[i] = (float)(s * sq_rng_normal(r));
-    return x;
-}
-
 static int *randi(int n, int below, sq_rng *r)
 {
     int *x = malloc((size_t)n * sizeof *x);
     for (int i = 0; i < n; i++)
         x[i] = (int)sq_rng_below(r, (uint64_t)below);
     return x;
-}
-
-static int same_bits(const float *a, const float *b, size_t n, const char *what)
-{
-    if (memcmp(a, b, n * sizeof *a) == 0)
-        return 1;
-    return cuda_close_to(a, b, n, 0, 0, what);
 }
 
 /* stages host integer arrays, as the trainer does once a step */
@@ -82,7 +67,7 @@ UNIT_TEST(cuda_elementwise)
     sq_rng r;
     sq_rng_seed(&r, 11, 0);
     size_t n = (size_t)RT * RF;
-    float *x = randn(n, 1.5, &r), *d = randn(n, 1, &r), *g0 = randn(n, 0.1, &r);
+    float *x = cuda_randn(n, 1.5, &r), *d = cuda_randn(n, 1, &r), *g0 = cuda_randn(n, 0.1, &r);
     float *cpu = malloc(n * sizeof *cpu), *gpu = malloc(n * sizeof *gpu);
     sq_ctx c = sq_ctx_cpu();
     float *dx = cuda_up(&g, x, n), *dd = cuda_up(&g, d, n), *dout = cuda_zeros(&g, n);
@@ -111,7 +96,7 @@ UNIT_TEST(cuda_elementwise)
             if (op < 2)
                 CHECK(cuda_close_to(gpu, cpu, n, 2e-6, 2e-6, op ? "gelu'" : "gelu"));
             else
-                CHECK(same_bits(gpu, cpu, n, op == 2 ? "relu" : "relu'"));
+                CHECK(cuda_same_bits(gpu, cpu, n, op == 2 ? "relu" : "relu'"));
             if (ok && op == 0)
                 CHECK(cuda_close_to_ref(gpu, rgelu, n, REF_ATOL, REF_RTOL, "gelu vs tests/ref"));
             if (ok && op == 2) /* max(x, 0) of a float is that float */
@@ -122,15 +107,15 @@ UNIT_TEST(cuda_elementwise)
     float *ca = malloc(n * sizeof *ca), *ga = malloc(n * sizeof *ga);
     sq_residual_forward(&c, cpu, x, d, n);
     sq_residual_forward(&g.cx, dout, dx, dd, n);
-    CHECK(cuda_down(&g, gpu, dout, n) == 0 && same_bits(gpu, cpu, n, "residual"));
+    CHECK(cuda_down(&g, gpu, dout, n) == 0 && cuda_same_bits(gpu, cpu, n, "residual"));
     CHECK(ok && cuda_close_to_ref(gpu, rres, n, REF_ATOL, REF_RTOL, "residual vs tests/ref"));
     memcpy(cpu, g0, n * sizeof *cpu);
     memcpy(ca, x, n * sizeof *ca);
     float *dg = cuda_up(&g, g0, n), *dga = cuda_up(&g, x, n);
     sq_residual_backward(&c, ca, cpu, d, n);
     sq_residual_backward(&g.cx, dga, dg, dd, n);
-    CHECK(cuda_down(&g, gpu, dg, n) == 0 && same_bits(gpu, cpu, n, "residual db"));
-    CHECK(cuda_down(&g, ga, dga, n) == 0 && same_bits(ga, ca, n, "residual da"));
+    CHECK(cuda_down(&g, gpu, dg, n) == 0 && cuda_same_bits(gpu, cpu, n, "residual db"));
+    CHECK(cuda_down(&g, ga, dga, n) == 0 && cuda_same_bits(ga, ca, n, "residual da"));
     /* 2-D copies, adds (also a broadcast row: ld 0) and fills */
     memcpy(cpu, g0, n * sizeof *cpu);
     dg = cuda_up(&g, g0, n);
@@ -146,7 +131,7 @@ UNIT_TEST(cuda_elementwise)
     sq_copy(&g.cx, dg + n - 9, dx, 7);
     sq_zero(&c, cpu + 60, 5);
     sq_zero(&g.cx, dg + 60, 5);
-    CHECK(cuda_down(&g, gpu, dg, n) == 0 && same_bits(gpu, cpu, n, "copy2d/add2d/fill2d"));
+    CHECK(cuda_down(&g, gpu, dg, n) == 0 && cuda_same_bits(gpu, cpu, n, "copy2d/add2d/fill2d"));
     free(ca); free(ga);
     free(xd); free(d64); free(rgelu); free(rrelu); free(rres);
     free(x); free(d); free(g0); free(cpu); free(gpu);
@@ -161,7 +146,7 @@ UNIT_TEST(cuda_dropout_same_masks)
     sq_rng r;
     sq_rng_seed(&r, 12, 0);
     size_t n = (size_t)RT * RF;
-    float *x = randn(n, 1, &r), *d = randn(n, 1, &r), *g0 = randn(n, 0.1, &r);
+    float *x = cuda_randn(n, 1, &r), *d = cuda_randn(n, 1, &r), *g0 = cuda_randn(n, 0.1, &r);
     float *cpu = malloc(n * sizeof *cpu), *gpu = malloc(n * sizeof *gpu);
     uint8_t *cm = malloc(n), *gm = malloc(n);
     sq_ctx c = sq_ctx_cpu();
@@ -173,7 +158,7 @@ UNIT_TEST(cuda_dropout_same_masks)
     for (int k = 0; k < 3; k++) {
         sq_dropout_forward(&c, cpu, cm, x, RT, RF, ps[k], 7, 1000 + k, 3);
         sq_dropout_forward(&g.cx, dout, dm, dx, RT, RF, ps[k], 7, 1000 + k, 3);
-        CHECK(cuda_down(&g, gpu, dout, n) == 0 && same_bits(gpu, cpu, n, "dropout out"));
+        CHECK(cuda_down(&g, gpu, dout, n) == 0 && cuda_same_bits(gpu, cpu, n, "dropout out"));
         CHECK(cuda_down_bytes(&g, gm, dm, n) == 0 && memcmp(gm, cm, n) == 0);
         /* the definition (tests/ref) with the GPU's own mask */
         if (xd && ref) {
@@ -185,7 +170,7 @@ UNIT_TEST(cuda_dropout_same_masks)
             float *dg = cuda_up(&g, g0, n);
             sq_dropout_backward(&c, cpu, d, cm, n, ps[k]);
             sq_dropout_backward(&g.cx, dg, dd, dm, n, ps[k]);
-            CHECK(cuda_down(&g, gpu, dg, n) == 0 && same_bits(gpu, cpu, n, "dropout back"));
+            CHECK(cuda_down(&g, gpu, dg, n) == 0 && cuda_same_bits(gpu, cpu, n, "dropout back"));
         }
     }
     free(xd); free(ref);
@@ -248,7 +233,8 @@ static void rows_case(unit_ctx *t, int staged)
     sq_rng r;
     sq_rng_seed(&r, 13, 0);
     size_t tc = (size_t)RT * RC, vc = (size_t)RV * RC;
-    float *table = randn(vc, 1, &r), *dout = randn(tc, 1, &r), *gt0 = randn(vc, 0.1, &r);
+    float *table = cuda_randn(vc, 1, &r), *dout = cuda_randn(tc, 1, &r);
+    float *gt0 = cuda_randn(vc, 0.1, &r);
     int *ids = randi(RT, RV, &r), *pos = randi(RT, 9, &r);
     ids[0] = 0; /* padding */
     ids[5] = ids[6] = ids[20] = 4; /* repeats */
@@ -268,15 +254,15 @@ static void rows_case(unit_ctx *t, int staged)
     for (int rep = 0; rep < 2 && rf; rep++) {
         sq_embedding_forward(&c, co, table, ids, RT, RC, 2.5f);
         sq_embedding_forward(&g.cx, dx, dtab, di, RT, RC, 2.5f);
-        CHECK(cuda_down(&g, go, dx, tc) == 0 && same_bits(go, co, tc, "embedding"));
+        CHECK(cuda_down(&g, go, dx, tc) == 0 && cuda_same_bits(go, co, tc, "embedding"));
         CHECK(cuda_close_to_ref(go, rf->emb, tc, REF_ATOL, REF_RTOL, "embedding vs tests/ref"));
         sq_posemb_forward(&c, co, co, table, pos, RT, RC);
         sq_posemb_forward(&g.cx, dx, dx, dtab, dp, RT, RC);
-        CHECK(cuda_down(&g, go, dx, tc) == 0 && same_bits(go, co, tc, "posemb"));
+        CHECK(cuda_down(&g, go, dx, tc) == 0 && cuda_same_bits(go, co, tc, "posemb"));
         CHECK(cuda_close_to_ref(go, rf->pos, tc, REF_ATOL, REF_RTOL, "posemb vs tests/ref"));
         sq_gather_rows(&c, co, table, ids, 11, RC);
         sq_gather_rows(&g.cx, dx, dtab, di, 11, RC);
-        CHECK(cuda_down(&g, go, dx, 11 * RC) == 0 && same_bits(go, co, 11 * RC, "gather"));
+        CHECK(cuda_down(&g, go, dx, 11 * RC) == 0 && cuda_same_bits(go, co, 11 * RC, "gather"));
         CHECK(cuda_close_to_ref(go, rf->gat, 11 * RC, 0, 0, "gather vs tests/ref")); /* copies */
         /* scatters into a non-zero table */
         memcpy(cpu, gt0, vc * sizeof *cpu);
@@ -287,7 +273,7 @@ static void rows_case(unit_ctx *t, int staged)
         sq_scatter_add_rows(&g.cx, dg, dd, di, RT, RC);
         sq_scatter_add_rows(&c, cpu, dout, NULL, 9, RC);
         sq_scatter_add_rows(&g.cx, dg, dd, NULL, 9, RC);
-        CHECK(cuda_down(&g, gpu, dg, vc) == 0 && same_bits(gpu, cpu, vc, "scatters"));
+        CHECK(cuda_down(&g, gpu, dg, vc) == 0 && cuda_same_bits(gpu, cpu, vc, "scatters"));
         CHECK(cuda_close_to_ref(gpu, rf->scat, vc, REF_ATOL, REF_RTOL, "scatters vs tests/ref"));
         memcpy(cpu, gt0, vc * sizeof *cpu);
         memcpy(co, dout, tc * sizeof *co);
@@ -295,9 +281,9 @@ static void rows_case(unit_ctx *t, int staged)
         float *dgi = cuda_up(&g, dout, tc);
         sq_posemb_backward(&c, co, cpu, dout, pos, RT, RC);
         sq_posemb_backward(&g.cx, dgi, dg, dd, dp, RT, RC);
-        CHECK(cuda_down(&g, gpu, dg, vc) == 0 && same_bits(gpu, cpu, vc, "posemb dpe"));
+        CHECK(cuda_down(&g, gpu, dg, vc) == 0 && cuda_same_bits(gpu, cpu, vc, "posemb dpe"));
         CHECK(cuda_close_to_ref(gpu, rf->dpe, vc, REF_ATOL, REF_RTOL, "posemb dpe vs tests/ref"));
-        CHECK(cuda_down(&g, go, dgi, tc) == 0 && same_bits(go, co, tc, "posemb dinp"));
+        CHECK(cuda_down(&g, go, dgi, tc) == 0 && cuda_same_bits(go, co, tc, "posemb dinp"));
         CHECK(cuda_close_to_ref(go, rf->dinp, tc, REF_ATOL, REF_RTOL, "posemb dinp vs tests/ref"));
     }
     free(rf);
@@ -318,9 +304,9 @@ UNIT_TEST(cuda_layernorm_linear)
     sq_rng r;
     sq_rng_seed(&r, 14, 0);
     size_t tc = (size_t)RT * RC, tf = (size_t)RT * RF, fc = (size_t)RF * RC;
-    float *x = randn(tc, 2, &r), *w = randn(RC, 1, &r), *b = randn(RC, 1, &r);
-    float *dout = randn(tc, 1, &r), *g0 = randn(tc, 0.1, &r);
-    float *W = randn(fc, 0.2, &r), *bF = randn(RF, 1, &r), *dF = randn(tf, 1, &r);
+    float *x = cuda_randn(tc, 2, &r), *w = cuda_randn(RC, 1, &r), *b = cuda_randn(RC, 1, &r);
+    float *dout = cuda_randn(tc, 1, &r), *g0 = cuda_randn(tc, 0.1, &r);
+    float *W = cuda_randn(fc, 0.2, &r), *bF = cuda_randn(RF, 1, &r), *dF = cuda_randn(tf, 1, &r);
     float *c1 = malloc(tf * sizeof *c1), *g1 = malloc(tf * sizeof *g1);
     float cm[RT], cr[RT], gm[RT], gr[RT], cw[RF], gw[RF], cb[RF], gb[RF];
     sq_ctx c = sq_ctx_cpu();
