@@ -59,8 +59,8 @@ setup() {
   export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
   run -64 seqrec-train --model gru4rec --epochs 1 --device cuda -o "$T/m.sqm" "$T/s.sqr"
   [[ "$output" == *"--model gru4rec runs on the CPU only"* ]]
-  run -64 seqrec-train "${TINY[@]}" --attn fpositional --device cuda -o "$T/m.sqm" "$T/s.sqr"
-  [[ "$output" == *"--attn fpositional runs on the CPU only"* ]]
+  run -64 seqrec-train "${TINY[@]}" --attn efficient-dwc --device cuda -o "$T/m.sqm" "$T/s.sqr"
+  [[ "$output" == *"--attn efficient-dwc runs on the CPU only"* ]]
   run -64 seqrec-train --model pop --device cuda -o "$T/m.sqm" "$T/s.sqr"
   [[ "$output" == *"--model pop runs on the CPU only"* ]]
   [ ! -e "$T/m.sqm" ]
