@@ -99,6 +99,7 @@ for spec in "$@"; do
     # shellcheck disable=SC2086
     set -- $r
     case $1 in mpi-*) [ -z "$mpi" ] || continue ;; esac
+    echo "bench-parallel: $name, $1 ($(date +%T))" >&2
     train "$name-$1" "$2" "$3" "$maxlen" "$tmp/$name.split"
   done
   p1=""
