@@ -33,20 +33,6 @@
 
 enum { PS_AVERAGE = 2, PS_LINEAR_ANNEAL = 3, PS_EXP_ANNEAL = 4 }; // sq_attn_pos_kind
 
-// The segment b of row t: off[b] <= t < off[b + 1] (binary search).
-static __device__ __forceinline__ int ps_seg(const int *off, int B, int t)
-{
-    int lo = 0, hi = B;
-    while (hi - lo > 1) {
-        int mid = (lo + hi) / 2;
-        if (off[mid] <= t)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 // The row of a segment (positions p[0..L-1], increasing) at position q, or -1.
 static __device__ __forceinline__ int ps_row(const int *p, int L, int q)
 {
@@ -88,7 +74,7 @@ static __device__ __forceinline__ ps_item ps_item_of(size_t e, int C, const int 
     ps_item it;
     it.t = (int)(e / (size_t)C);
     it.c = (int)(e % (size_t)C);
-    it.b = ps_seg(off, B, it.t);
+    it.b = be_seg_of(off, B, it.t);
     it.o = off[it.b];
     it.L = off[it.b + 1] - it.o;
     it.i = it.t - it.o;
@@ -108,7 +94,7 @@ static __global__ __launch_bounds__(PS_THREADS) void k_pa_probs(
     int T, int H, int N, float scale, int causal)
 {
     PS_EACH(e, (size_t)T * H) {
-        int t = (int)(e / (size_t)H), h = (int)(e % (size_t)H), b = ps_seg(off, B, t);
+        int t = (int)(e / (size_t)H), h = (int)(e % (size_t)H), b = be_seg_of(off, B, t);
         int o = off[b], L = off[b + 1] - o, i = t - o, jend = causal ? i + 1 : L;
         const int *p = pos + o;
         const float *rrow = Rw + (size_t)h * N * N + (size_t)p[i] * N;
