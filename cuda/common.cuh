@@ -136,6 +136,21 @@ static inline unsigned be_ew_blocks(const sq_gpu_be *be, size_t n, unsigned thre
 SQ_GPU_OP_LIST(SQ_BE_DECL_X)
 #undef SQ_BE_DECL_X
 
+// The segment b of packed row t: off[b] <= t < off[b + 1], off[0..B]
+// ascending (binary search): what every kernel over packed segments asks.
+static __device__ __forceinline__ int be_seg_of(const int *off, int B, int t)
+{
+    int lo = 0, hi = B; // off[lo] <= t < off[hi]
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (off[mid] <= t)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 // Warp-level sum (all lanes get it), in a fixed order: deterministic.
 static __device__ inline float be_warp_sum(float v)
 {

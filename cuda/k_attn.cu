@@ -22,20 +22,6 @@
 #define AT_WARPS 8
 #define AT_MAXHS 64
 
-// The segment [s0, s1) of row t: off[0..B] ascending (binary search).
-static __device__ __forceinline__ int seg_of(const int *off, int B, int t)
-{
-    int lo = 0, hi = B; // off[lo] <= t < off[hi]
-    while (hi - lo > 1) {
-        int mid = (lo + hi) / 2;
-        if (off[mid] <= t)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 // a . b over the head's dimensions held as lanes' pairs (x0, x1)
 static __device__ __forceinline__ float hdot(float a0, float a1, float b0, float b1)
 {
@@ -49,7 +35,7 @@ static __global__ __launch_bounds__(AT_WARPS * 32, 1) void k_attn_fwd(
     int w = blockIdx.x * AT_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (w >= T * H)
         return;
-    int t = w / H, h = w % H, b = seg_of(off, B, t), s0 = off[b], s1 = off[b + 1];
+    int t = w / H, h = w % H, b = be_seg_of(off, B, t), s0 = off[b], s1 = off[b + 1];
     int jend = causal ? t + 1 : s1;
     int d0 = lane, d1 = lane + 32;
     size_t hq = (size_t)t * ld + (size_t)h * hs;
@@ -84,7 +70,7 @@ static __global__ __launch_bounds__(AT_WARPS * 32, 1) void k_attn_dq(
     int w = blockIdx.x * AT_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (w >= T * H)
         return;
-    int t = w / H, h = w % H, C = H * hs, b = seg_of(off, B, t), s0 = off[b], s1 = off[b + 1];
+    int t = w / H, h = w % H, C = H * hs, b = be_seg_of(off, B, t), s0 = off[b], s1 = off[b + 1];
     int jend = causal ? t + 1 : s1, d0 = lane, d1 = lane + 32;
     size_t ho = (size_t)t * C + (size_t)h * hs, hq = (size_t)t * ld + (size_t)h * hs;
     float g0 = d0 < hs ? dout[ho + d0] : 0, g1 = d1 < hs ? dout[ho + d1] : 0;
@@ -116,7 +102,7 @@ static __global__ __launch_bounds__(AT_WARPS * 32, 1) void k_attn_dkv(
     int w = blockIdx.x * AT_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (w >= T * H)
         return;
-    int j = w / H, h = w % H, C = H * hs, b = seg_of(off, B, j), s0 = off[b], s1 = off[b + 1];
+    int j = w / H, h = w % H, C = H * hs, b = be_seg_of(off, B, j), s0 = off[b], s1 = off[b + 1];
     int d0 = lane, d1 = lane + 32;
     size_t hk = (size_t)j * ld + (size_t)h * hs;
     float k0 = d0 < hs ? k[hk + d0] : 0, k1 = d1 < hs ? k[hk + d1] : 0;

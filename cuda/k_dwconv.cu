@@ -19,20 +19,6 @@
 #define DC_THREADS 256
 #define DW_GROUPS 16
 
-// The segment of row t: off[0..B] ascending (binary search).
-static __device__ __forceinline__ int dc_seg_of(const int *off, int B, int t)
-{
-    int lo = 0, hi = B; // off[lo] <= t < off[hi]
-    while (hi - lo > 1) {
-        int mid = (lo + hi) / 2;
-        if (off[mid] <= t)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 static __device__ __forceinline__ int dc_max(int a, int b) { return a > b ? a : b; }
 static __device__ __forceinline__ int dc_min(int a, int b) { return a < b ? a : b; }
 
@@ -45,7 +31,7 @@ static __global__ __launch_bounds__(DC_THREADS) void k_dwc_fwd(
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)T * C)
         return;
-    int t = (int)(i / C), c = (int)(i % C), s = dc_seg_of(off, B, t);
+    int t = (int)(i / C), c = (int)(i % C), s = be_seg_of(off, B, t);
     int o = off[s], e = off[s + 1];
     float y = out[i];
     if (b)
@@ -64,7 +50,7 @@ static __global__ __launch_bounds__(DC_THREADS) void k_dwc_dx(
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)T * C)
         return;
-    int j = (int)(i / C), c = (int)(i % C), s = dc_seg_of(off, B, j);
+    int j = (int)(i / C), c = (int)(i % C), s = be_seg_of(off, B, j);
     int o = off[s], e = off[s + 1];
     float *d = dx + (size_t)j * ld + c;
     float acc = *d;
@@ -89,7 +75,7 @@ static __global__ __launch_bounds__(32 * DW_GROUPS, 1) void k_dwc_dw(
         for (int t = g; t < T; t += DW_GROUPS)
             acc += dout[(size_t)t * C + c];
     } else if (c < C && g < T) {
-        int s = dc_seg_of(off, B, g);
+        int s = be_seg_of(off, B, g);
         for (int t = g; t < T; t += DW_GROUPS) {
             while (off[s + 1] <= t)
                 s++;

@@ -35,20 +35,6 @@
 #define SL_UNROLL _Pragma("unroll")
 #endif
 
-// The segment of row t: off[0..B] ascending (binary search).
-static __device__ __forceinline__ int sl_seg_of(const int *off, int B, int t)
-{
-    int lo = 0, hi = B; // off[lo] <= t < off[hi]
-    while (hi - lo > 1) {
-        int mid = (lo + hi) / 2;
-        if (off[mid] <= t)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 // real.h's sq_sigmoid: evaluated on the side where exp cannot overflow
 static __device__ __forceinline__ float sl_sigmoid(float x)
 {
@@ -118,7 +104,7 @@ static __global__ __launch_bounds__(SL_WARPS * 32) void k_silu_fwd(
     int w = blockIdx.x * SL_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (w >= a.T * a.H) // whole warps leave together: the shuffles stay full
         return;
-    int i = w / a.H, h = w % a.H, s0 = off[sl_seg_of(off, a.B, i)];
+    int i = w / a.H, h = w % a.H, s0 = off[be_seg_of(off, a.B, i)];
     const float *bias = rab + (size_t)h * a.max_len;
     float qi[SL_M], kj[SL_M], vj[SL_M], acc[SL_M] = {0};
     sl_load(qi, q + (size_t)i * a.ld + (size_t)h * a.dqk, a.dqk, lane);
@@ -146,7 +132,7 @@ static __global__ __launch_bounds__(SL_WARPS * 32) void k_silu_dq(
     int w = blockIdx.x * SL_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (w >= a.T * a.H)
         return;
-    int i = w / a.H, h = w % a.H, s0 = off[sl_seg_of(off, a.B, i)];
+    int i = w / a.H, h = w % a.H, s0 = off[be_seg_of(off, a.B, i)];
     const float *bias = rab + (size_t)h * a.max_len;
     float qi[SL_M], gi[SL_M], kj[SL_M], vj[SL_M], r[SL_M] = {0}, coef;
     size_t ri = (size_t)i * a.ld;
@@ -171,7 +157,7 @@ static __global__ __launch_bounds__(SL_WARPS * 32) void k_silu_dkv(
     int w = blockIdx.x * SL_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (w >= a.T * a.H)
         return;
-    int j = w / a.H, h = w % a.H, s1 = off[sl_seg_of(off, a.B, j) + 1];
+    int j = w / a.H, h = w % a.H, s1 = off[be_seg_of(off, a.B, j) + 1];
     const float *bias = rab + (size_t)h * a.max_len;
     float kj[SL_M], vj[SL_M], qi[SL_M], gi[SL_M], ak[SL_M] = {0}, av[SL_M] = {0}, coef;
     size_t rj = (size_t)j * a.ld;

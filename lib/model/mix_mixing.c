@@ -107,6 +107,7 @@ const sq_mixer sq_mixer_mixing = {
     .backward_f64 = sq_mix_mixing_backward_f64,
     .map = map,
     .signed_map = 1,
+    .gpu = 1,
 };
 
 #endif

@@ -221,7 +221,7 @@ static const sq_opt exp_opts[] = {
                           .backward = sq_mix_pos_backward,                           \
                           .forward_f64 = sq_mix_pos_forward_f64,                     \
                           .backward_f64 = sq_mix_pos_backward_f64, .map = map,       \
-                          __VA_ARGS__};
+                          .gpu = 1, __VA_ARGS__};
 
 POS_KIND(sq_mixer_positional, "positional", "PARec learned N x N, O(N^2 d)",
          SQ_ATTN_POSITIONAL, pa_tensors, .opts = NULL)

@@ -754,11 +754,16 @@ static int gpu_check(const void *cfg, sq_err *e)
 {
     const sq_sasrec_config *c = cfg;
     const sq_mixer *mx = sq_mixer_get(c->attn.kind);
-    if (!mx || !mx->gpu)
-        return sq_fail(e, SQ_EX_USAGE, "--device cuda: --attn %s runs on the CPU only (on "
-                       "the GPU: softmax, linrec, linear, efficient, efficient-dwc, hydra)",
-                       mx ? mx->name : "?");
-    return 0;
+    if (mx && mx->gpu)
+        return 0;
+    char kinds[512] = ""; /* the table's kinds with kernels, named */
+    size_t at = 0;
+    for (int k = 0; k < sq_mixer_count() && at < sizeof kinds; k++)
+        if (sq_mixer_get(k)->gpu)
+            at += (size_t)snprintf(kinds + at, sizeof kinds - at, "%s%s", at ? ", " : "",
+                                   sq_mixer_get(k)->name);
+    return sq_fail(e, SQ_EX_USAGE, "--device cuda: --attn %s runs on the CPU only (on the GPU: "
+                   "%s)", mx ? mx->name : "?", kinds);
 }
 
 static int net_alloc(sq_net *n, const void *cfg, const sq_ctx *cx, sq_err *e)

@@ -7,17 +7,23 @@
  * gradients are parallel over parameter rows, each row summing the segments
  * in index order, so every result is bitwise the same for any thread count.
  * Segments are short (tens to hundreds of rows): plain loops, no BLAS, except
- * fpositional's R1 R2^T products, which run outside any parallel region. */
+ * fpositional's R1 R2^T products, which run outside any parallel region.
+ *
+ * On a CUDA context positional, the fixed patterns and mixing forward to
+ * cuda/k_pos.cu (the SQ_ON_GPU line at their top); fpositional has no
+ * kernel of its own: its products and fills are ops (sq_gemm, sq_fill2d:
+ * cuBLAS there) around positional's. */
 #ifndef SQ_REAL
 #define SQ_REAL float
 #endif
 
 #include "attn_pos.h"
+#include "ops.h"
 #include "real.h"
+#include "ongpu.h"
 #include "vec.h"
 
 #include <float.h>
-#include <string.h>
 
 /* ------------------------------------------------------------------------ */
 /* Sizes (precision-free: compiled once, in the float build).              */
@@ -88,6 +94,7 @@ void R(sq_pa_forward)(const sq_ctx *cx, real *out, real *att, const real *Rw,
                       const real *v, int ld, const int *off, const int *pos,
                       int B, int H, int C, int max_len, int causal)
 {
+    SQ_ON_GPU(cx, pa_forward, (out, att, Rw, v, ld, off, pos, B, H, C, max_len, causal));
     int hs = C / H;
     real scale = (real)1 / r_sqrt((real)hs);
     size_t nn = (size_t)max_len * max_len;
@@ -117,6 +124,8 @@ void R(sq_pa_backward)(const sq_ctx *cx, real *dRw, real *dv, const real *dout,
                        int ld, const int *off, const int *pos, int B, int H,
                        int C, int max_len, int causal)
 {
+    SQ_ON_GPU(cx, pa_backward,
+              (dRw, dv, dout, out, v, att, ld, off, pos, B, H, C, max_len, causal));
     int hs = C / H;
     real scale = (real)1 / r_sqrt((real)hs);
     size_t nn = (size_t)max_len * max_len;
@@ -189,13 +198,12 @@ void R(sq_fpa_forward)(const sq_ctx *cx, real *out, real *att, real *scratch,
     if (m <= 0)
         return;
     size_t nn = (size_t)max_len * max_len, nk = (size_t)max_len * k;
-    /* Rw[h] block [pmin.., pmin..] = R1[h][pmin..] R2[h][pmin..]^T */
+    /* Rw[h] block [pmin.., pmin..] = R1[h][pmin..] R2[h][pmin..]^T (ops:
+     * on a CUDA context cuBLAS's, then positional's kernels) */
     for (int h = 0; h < H; h++) {
         size_t r0 = (size_t)h * nk + (size_t)pmin * k;
-        r_gemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, m, k, 1,
-               R1 + r0, k, R2 + r0, k, 0,
-               scratch + (size_t)h * nn + (size_t)pmin * max_len + pmin,
-               max_len);
+        R(sq_gemm)(cx, 0, 1, m, m, k, 1, R1 + r0, k, R2 + r0, k, 0,
+                   scratch + (size_t)h * nn + (size_t)pmin * max_len + pmin, max_len);
     }
     R(sq_pa_forward)(cx, out, att, scratch, v, ld, off, pos, B, H, C, max_len,
                      causal);
@@ -215,19 +223,16 @@ void R(sq_fpa_backward)(const sq_ctx *cx, real *dR1, real *dR2, real *dv,
         return;
     size_t nn = (size_t)max_len * max_len, nk = (size_t)max_len * k;
     for (int h = 0; h < H; h++)
-        for (int q = pmin; q < max_len; q++)
-            memset(scratch + (size_t)h * nn + (size_t)q * max_len + pmin, 0,
-                   (size_t)m * sizeof *scratch);
+        R(sq_fill2d)(cx, scratch + (size_t)h * nn + (size_t)pmin * max_len + pmin, max_len, m,
+                     m, 0);
     R(sq_pa_backward)(cx, scratch, dv, dout, out, v, att, ld, off, pos, B, H, C,
                       max_len, causal);
     for (int h = 0; h < H; h++) {
         size_t r0 = (size_t)h * nk + (size_t)pmin * k;
         const real *dRb = scratch + (size_t)h * nn + (size_t)pmin * max_len + pmin;
         /* dR1 += dRw R2, dR2 += dRw^T R1 (blocks of rows pmin..) */
-        r_gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, k, m, 1,
-               dRb, max_len, R2 + r0, k, 1, dR1 + r0, k);
-        r_gemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, k, m, 1,
-               dRb, max_len, R1 + r0, k, 1, dR2 + r0, k);
+        R(sq_gemm)(cx, 0, 0, m, k, m, 1, dRb, max_len, R2 + r0, k, 1, dR1 + r0, k);
+        R(sq_gemm)(cx, 1, 0, m, k, m, 1, dRb, max_len, R1 + r0, k, 1, dR2 + r0, k);
     }
 }
 
@@ -263,6 +268,7 @@ void R(sq_fixed_forward)(const sq_ctx *cx, real *out, const real *v, int ld,
                          const int *off, const int *pos, int B, int C,
                          int max_len, int kind, real decay, int causal)
 {
+    SQ_ON_GPU(cx, fixed_forward, (out, v, ld, off, pos, B, C, max_len, kind, decay, causal));
     real logdecay = kind == SQ_ATTN_EXP_ANNEAL ? r_log(decay) : (real)0;
     SQ_PAR_LOOP(dynamic, 1, int, b, B, 1, {
         int o = off[b], L = off[b + 1] - off[b];
@@ -289,6 +295,7 @@ void R(sq_fixed_backward)(const sq_ctx *cx, real *dv, const real *dout, int ld,
                           const int *off, const int *pos, int B, int C,
                           int max_len, int kind, real decay, int causal)
 {
+    SQ_ON_GPU(cx, fixed_backward, (dv, dout, ld, off, pos, B, C, max_len, kind, decay, causal));
     real logdecay = kind == SQ_ATTN_EXP_ANNEAL ? r_log(decay) : (real)0;
     SQ_PAR_LOOP(dynamic, 1, int, b, B, 1, {
         int o = off[b], L = off[b + 1] - off[b];
@@ -313,6 +320,8 @@ void R(sq_mixing_forward)(const sq_ctx *cx, real *out, real *cache,
                           const real *W2, const real *b2, const int *off,
                           const int *pos, int B, int C, int max_len, int causal)
 {
+    SQ_ON_GPU(cx, mixing_forward,
+              (out, cache, x, ld, W1, b1, W2, b2, off, pos, B, C, max_len, causal));
     size_t TC = (size_t)off[B] * C;
     real *u = cache, *g = cache + TC;
     SQ_PAR_LOOP(dynamic, 1, int, b, B, 1, {
@@ -350,6 +359,8 @@ void R(sq_mixing_backward)(const sq_ctx *cx, real *dx, real *dW1, real *db1,
                            const int *off, const int *pos, int B, int C,
                            int max_len, int causal)
 {
+    SQ_ON_GPU(cx, mixing_backward, (dx, dW1, db1, dW2, db2, scratch, dout, x, cache, W1, W2, ld,
+                                    off, pos, B, C, max_len, causal));
     size_t TC = (size_t)off[B] * C;
     const real *u = cache, *g = cache + TC;
     real *du = scratch;

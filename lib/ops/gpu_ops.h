@@ -160,6 +160,35 @@ extern "C" {
                              const float *v, const float *cache, int ld, const int *off,     \
                              int B, int H, int C, int causal),                               \
       (kind, dq, dk, dv, scratch, dout, q, k, v, cache, ld, off, B, H, C, causal))           \
+    /* position-only mixers (k_pos.cu; fpositional: positional on sq_gemm) */                \
+    X(void, pa_forward, (float *out, float *att, const float *Rw, const float *v, int ld,    \
+                         const int *off, const int *pos, int B, int H, int C, int max_len,   \
+                         int causal),                                                        \
+      (out, att, Rw, v, ld, off, pos, B, H, C, max_len, causal))                             \
+    X(void, pa_backward, (float *dRw, float *dv, const float *dout, const float *out,        \
+                          const float *v, const float *att, int ld, const int *off,          \
+                          const int *pos, int B, int H, int C, int max_len, int causal),     \
+      (dRw, dv, dout, out, v, att, ld, off, pos, B, H, C, max_len, causal))                  \
+    X(void, fixed_forward, (float *out, const float *v, int ld, const int *off,              \
+                            const int *pos, int B, int C, int max_len, int kind,             \
+                            float decay, int causal),                                        \
+      (out, v, ld, off, pos, B, C, max_len, kind, decay, causal))                            \
+    X(void, fixed_backward, (float *dv, const float *dout, int ld, const int *off,           \
+                             const int *pos, int B, int C, int max_len, int kind,            \
+                             float decay, int causal),                                       \
+      (dv, dout, ld, off, pos, B, C, max_len, kind, decay, causal))                          \
+    X(void, mixing_forward, (float *out, float *cache, const float *x, int ld,               \
+                             const float *W1, const float *b1, const float *W2,              \
+                             const float *b2, const int *off, const int *pos, int B, int C,  \
+                             int max_len, int causal),                                       \
+      (out, cache, x, ld, W1, b1, W2, b2, off, pos, B, C, max_len, causal))                  \
+    X(void, mixing_backward, (float *dx, float *dW1, float *db1, float *dW2, float *db2,     \
+                              float *scratch, const float *dout, const float *x,             \
+                              const float *cache, const float *W1, const float *W2, int ld,  \
+                              const int *off, const int *pos, int B, int C, int max_len,     \
+                              int causal),                                                   \
+      (dx, dW1, db1, dW2, db2, scratch, dout, x, cache, W1, W2, ld, off, pos, B, C, max_len, \
+       causal))                                                                              \
     /* losses (k_loss.cu): the mean loss over *count entries */                              \
     X(double, ce_full, (float *dh, float *dE, float *scratch, const float *h, const float *E, \
                         const int *rows, const int *targets, int n, int C, int V1, int chunk, \

@@ -25,7 +25,7 @@ setup() {
   for m in "--model sasrec" "--model bert4rec --mask-prob 0.3 --dwc-kernel 4" \
            "--model sasrec --heads 2 --dwc-kernel 12"; do
     # the CPU's loss, the same bytes twice, the GPU's model scores on both
-    gpu_like_cpu "$T/t.sqr" "${o[@]}" $m
+    device_like_cpu "$T/t.sqr" "${o[@]}" $m
   done
 }
 

@@ -24,7 +24,7 @@ setup() {
   for m in "--heads 1 --loss ce" "--heads 2 --layers 1 --loss bce --neg 2" \
            "--heads 2 --target random --loss ce"; do
     # the CPU's loss, the same bytes twice, the GPU's model scores on both
-    gpu_like_cpu "$T/t.sqr" "${o[@]}" $m
+    device_like_cpu "$T/t.sqr" "${o[@]}" $m
     # and the GPU scores twice alike (--batch 7: more, smaller forwards)
     seqrec-score --device cuda --batch 7 -m "$T/g.sqm" --target test "$T/t.sqr" > "$T/s1"
     seqrec-score --device cuda --batch 7 -m "$T/g.sqm" --target test "$T/t.sqr" > "$T/s2"

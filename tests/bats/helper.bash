@@ -156,13 +156,13 @@ open(sys.argv[2], 'wb').write(bytes(b))
 PY
 }
 
-# gpu_like_cpu DATA SEQREC-TRAIN-OPTION...: a model on the simulated GPU
+# device_like_cpu DATA SEQREC-TRAIN-OPTION...: a model on the simulated GPU
 # (the device*.bats suites; the caller exports SEQREC_CUDA_LIB and
 # SEQREC_SIMULATED_DEVICE): one epoch on the CPU and two on the GPU
 # (--log and -o added), the GPU's loss within 1e-3 relative of the CPU's,
 # the two GPU model files the same bytes, and the GPU's model ($T/g.sqm)
 # scoring on the CPU and on the GPU with every metric within 0.02.
-gpu_like_cpu() {
+device_like_cpu() {
   local data=$1 lc lg; shift
   seqrec-train "$@" --log "$T/cpu.log" -o "$T/c.sqm" "$data"
   seqrec-train "$@" --device cuda --log "$T/gpu.log" -o "$T/g.sqm" "$data"

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_pos.h"
 #include "conv.h"
 
 typedef long double ldbl;
@@ -567,6 +568,123 @@ void ref_dwconv(double *out, const double *x, int ld, const double *w, const dou
                 }
                 out[(size_t)t * C + c] += y;
             }
+}
+
+/* ------------------------------------------------------------------------ */
+/* attn_pos.h                                                               */
+
+/* seg[t] = the segment of row t, for t < off[B] (malloc'ed). */
+static int *segments(const int *off, int B)
+{
+    int *seg = malloc((size_t)off[B] * sizeof *seg + 1);
+    for (int b = 0; b < B; b++)
+        for (int t = off[b]; t < off[b + 1]; t++)
+            seg[t] = b;
+    return seg;
+}
+
+/* Key row j allowed for query row i: the same segment, and p_j <= p_i
+ * when causal. */
+static int pos_allowed(const int *seg, const int *pos, int i, int j, int causal)
+{
+    return seg[i] == seg[j] && (!causal || pos[j] <= pos[i]);
+}
+
+void ref_pa(double *out, const double *Rw, const double *v, int ld, const int *off,
+            const int *pos, int B, int H, int C, int max_len, int causal)
+{
+    int T = off[B], hs = C / H, n = max_len;
+    int *seg = segments(off, B);
+    double *w = malloc((size_t)T * sizeof *w + 1);
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < T; i++) {
+            double mx = -INFINITY, sum = 0;
+            for (int j = 0; j < T; j++)
+                if (pos_allowed(seg, pos, i, j, causal))
+                    mx = fmax(mx, Rw[((size_t)h * n + pos[i]) * n + pos[j]] / sqrt(hs));
+            for (int j = 0; j < T; j++) {
+                w[j] = pos_allowed(seg, pos, i, j, causal)
+                           ? exp(Rw[((size_t)h * n + pos[i]) * n + pos[j]] / sqrt(hs) - mx)
+                           : 0;
+                sum += w[j];
+            }
+            for (int e = 0; e < hs; e++) {
+                double o = 0;
+                for (int j = 0; j < T; j++)
+                    o += w[j] / sum * v[(size_t)j * ld + h * hs + e];
+                out[(size_t)i * C + h * hs + e] = o;
+            }
+        }
+    free(seg);
+    free(w);
+}
+
+void ref_fpa(double *out, const double *R1, const double *R2, int k, const double *v, int ld,
+             const int *off, const int *pos, int B, int H, int C, int max_len, int causal)
+{
+    int n = max_len;
+    double *Rw = malloc((size_t)H * n * n * sizeof *Rw);
+    for (int h = 0; h < H; h++)
+        for (int a = 0; a < n; a++)
+            for (int b = 0; b < n; b++) {
+                double s = 0;
+                for (int l = 0; l < k; l++)
+                    s += R1[((size_t)h * n + a) * k + l] * R2[((size_t)h * n + b) * k + l];
+                Rw[((size_t)h * n + a) * n + b] = s;
+            }
+    ref_pa(out, Rw, v, ld, off, pos, B, H, C, max_len, causal);
+    free(Rw);
+}
+
+void ref_fixed(double *out, const double *v, int ld, const int *off, const int *pos, int B,
+               int C, int max_len, int kind, double decay, int causal)
+{
+    int T = off[B];
+    int *seg = segments(off, B);
+    for (int i = 0; i < T; i++) {
+        double sum = 0;
+        for (int c = 0; c < C; c++)
+            out[(size_t)i * C + c] = 0;
+        for (int j = 0; j < T; j++) {
+            if (!pos_allowed(seg, pos, i, j, causal))
+                continue;
+            int dist = abs(pos[i] - pos[j]);
+            double a = 1;
+            if (kind == SQ_ATTN_LINEAR_ANNEAL)
+                a = causal ? pos[j] + 1 : max_len - dist;
+            else if (kind == SQ_ATTN_EXP_ANNEAL)
+                a = pow(decay, dist);
+            sum += a;
+            for (int c = 0; c < C; c++)
+                out[(size_t)i * C + c] += a * v[(size_t)j * ld + c];
+        }
+        for (int c = 0; c < C; c++)
+            out[(size_t)i * C + c] /= sum;
+    }
+    free(seg);
+}
+
+void ref_mixing(double *out, const double *x, int ld, const double *W1, const double *b1,
+                const double *W2, const double *b2, const int *off, const int *pos, int B,
+                int C, int max_len, int causal)
+{
+    int T = off[B], n = max_len;
+    int *seg = segments(off, B);
+    for (int i = 0; i < T; i++)
+        for (int c = 0; c < C; c++) {
+            double s = b2[pos[i]];
+            for (int t = 0; t < T; t++) {
+                if (!pos_allowed(seg, pos, i, t, causal))
+                    continue;
+                double u = b1[pos[t]];
+                for (int j = 0; j < T; j++)
+                    if (pos_allowed(seg, pos, t, j, causal))
+                        u += W1[(size_t)pos[t] * n + pos[j]] * x[(size_t)j * ld + c];
+                s += W2[(size_t)pos[i] * n + pos[t]] * 0.5 * u * (1 + erf(u / sqrt(2.0)));
+            }
+            out[(size_t)i * C + c] = s;
+        }
+    free(seg);
 }
 
 /* ------------------------------------------------------------------------ */

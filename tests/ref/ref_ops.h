@@ -130,6 +130,31 @@ void ref_vconv(double *out, int ldo, const double *x, const double *w, const dou
 void ref_dwconv(double *out, const double *x, int ld, const double *w, const double *b, int K,
                 const int *off, int B, int C, int causal);
 
+/* attn_pos.h 1: positional (PARec): for every query row i and head h,
+ * out_i[h cols] = sum_j softmax_j(Rw[h, p_i, p_j] / sqrt(hs)) v_j[h cols],
+ * the softmax over every row j of the batch with an explicit mask (same
+ * segment; p_j <= p_i when causal), p = pos. */
+void ref_pa(double *out, const double *Rw, const double *v, int ld, const int *off,
+            const int *pos, int B, int H, int C, int max_len, int causal);
+
+/* attn_pos.h 2: fpositional (FPARec): positional at Rw[h] = R1[h] R2[h]^T,
+ * R1, R2 [H, max_len, k]. */
+void ref_fpa(double *out, const double *R1, const double *R2, int k, const double *v, int ld,
+             const int *off, const int *pos, int B, int H, int C, int max_len, int causal);
+
+/* attn_pos.h 3: the fixed patterns (kind SQ_ATTN_AVERAGE, _LINEAR_ANNEAL or
+ * _EXP_ANNEAL): out_i = sum_j a_ij v_j / sum_j a_ij over the allowed rows j
+ * (masked as ref_pa), a_ij from the header's table. */
+void ref_fixed(double *out, const double *v, int ld, const int *off, const int *pos, int B,
+               int C, int max_len, int kind, double decay, int causal);
+
+/* attn_pos.h 4: token mixing, per channel c: u_t = b1[p_t] + sum_j W1[p_t,
+ * p_j] x_j, out_i = b2[p_i] + sum_t W2[p_i, p_t] gelu(u_t) (erf GELU), t
+ * and j over the allowed rows (masked as ref_pa). */
+void ref_mixing(double *out, const double *x, int ld, const double *W1, const double *b1,
+                const double *W2, const double *b2, const int *off, const int *pos, int B,
+                int C, int max_len, int causal);
+
 /* adam.h: one update at step t, the three formulas of sq_adam_update's
  * comment (PyTorch's Adam / AdamW) on param, m, v in place; and the L2
  * norm, and the global-norm clipping (g scaled by max_norm / (norm + 1e-6)
