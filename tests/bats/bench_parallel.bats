@@ -15,15 +15,8 @@ setup() {
   PEAK=${SEQREC_BIN%/bin}/bench/sgemm_peak
   [ -x "$PEAK" ] || PEAK=""
   export EPOCHS=1 MODEL_ARGS="--dim 8 --ffn 16 --batch 32"
-  # SANITIZE=1: Open MPI's components keep allocations past MPI_Finalize
-  # and are unloaded by then: no leak check in these processes (as in
-  # mpi_train.bats; ASan and UBSan stay on)
+  # SANITIZE=1: no leak check in Open MPI's processes (helper.bash need_mpi)
   export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0"
-}
-
-need_mpi() {
-  command -v mpirun >/dev/null || skip "no mpirun (Open MPI: openmpi-bin)"
-  ldd "$SEQREC_BIN/seqrec-train" | grep -q libmpi || skip "seqrec built without MPI (make MPI=1)"
 }
 
 bench() { sh "$SEQREC_ROOT/bench/bench-parallel.sh" "$SEQREC_BIN" "$T/out" "$PEAK" "$@"; }

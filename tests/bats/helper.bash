@@ -185,3 +185,16 @@ device_like_cpu() {
 
 # make in the checkout (the pipelines' suites)
 mk() { make --no-print-directory -C "$SEQREC_ROOT" "$@"; }
+
+# need_mpi: skips the test without mpirun or an MPI build; sets what Open MPI
+# needs to run in the suites: root allowed (its documented flags, for CI)
+# and, for SANITIZE=1 builds, no leak check in its processes (its
+# components keep allocations past MPI_Finalize and are unloaded by then, so
+# LeakSanitizer cannot even name them; the single-process suites check
+# seqrec's own; ASan and UBSan stay on).
+need_mpi() {
+  command -v mpirun >/dev/null || skip "no mpirun (Open MPI: openmpi-bin)"
+  ldd "$SEQREC_BIN/seqrec-train" | grep -q libmpi || skip "seqrec built without MPI (make MPI=1)"
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0"
+}

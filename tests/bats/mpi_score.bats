@@ -11,14 +11,7 @@ load helper
 
 setup() {
   common_setup
-  command -v mpirun >/dev/null || skip "no mpirun (Open MPI: openmpi-bin)"
-  ldd "$SEQREC_BIN/seqrec-score" | grep -q libmpi || skip "seqrec built without MPI (make MPI=1)"
-  # Open MPI refuses root without these (its documented flags, for CI)
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  # SANITIZE=1: Open MPI's components keep allocations past MPI_Finalize
-  # and are unloaded by then (LeakSanitizer cannot even name them): no leak
-  # check in these processes (the single-process suites check seqrec's)
-  export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0"
+  need_mpi
   seqrec-synth --users 300 --items 80 --seed 1 > "$T/log.tsv"
   seqrec-preprocess --map "$T/map.tsv" -o "$T/seq.sqr" "$T/log.tsv" 2>/dev/null
   seqrec-split -o "$T/s.sqr" "$T/seq.sqr" 2>/dev/null
