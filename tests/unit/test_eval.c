@@ -14,6 +14,7 @@
 #include "eval.h"
 #include "model.h"
 #include "sasrec.h"
+#include "hash_model.h"
 #include "unit.h"
 
 /* ---- a model with a fixed score table: every user gets table[] ---- */
@@ -34,23 +35,6 @@ static sq_model table_model(uint32_t n, float *tab)
     sq_model m = {.n_items = n, .impl = tab, .scores = table_scores};
     memcpy(m.name, "table", 6);
     return m;
-}
-
-/* A model whose scores depend on the history: item i scores by a hash of
- * (i, last item, length), so ranks vary from target to target. */
-static int hist_scores(sq_model *m, const sq_batch *b, float *scores, sq_err *e)
-{
-    (void)e;
-    for (int r = 0; r < b->B; r++) {
-        uint32_t last = b->len[r] ? b->items[b->off[r] + b->len[r] - 1] : 0;
-        float *s = scores + (size_t)r * (m->n_items + 1);
-        s[0] = 0;
-        for (uint32_t i = 1; i <= m->n_items; i++) {
-            uint32_t h = (i * 2654435761u) ^ (last * 40503u) ^ (b->len[r] * 97u);
-            s[i] = (float)((h >> 7) % 13); /* few values: many ties */
-        }
-    }
-    return 0;
 }
 
 /* A split dataset from rows of items and cut points. */
@@ -379,7 +363,7 @@ UNIT_TEST(test_eval_independent_of_batch_and_threads)
     sq_err e = {0};
     sq_dataset ds;
     CHECK_EQ(big_dataset(&ds, &e), 0);
-    sq_model m = {.n_items = 50, .scores = hist_scores};
+    sq_model m = {.n_items = 50, .scores = hash_model_scores};
     const char *cands[] = {"full", "uni:7", "pop:7", "uni:45"};
     for (size_t c = 0; c < 4; c++) {
         for (int excl = 0; excl < 2; excl++) {
@@ -434,7 +418,7 @@ UNIT_TEST(test_eval_shards_partition_the_targets)
     sq_err e = {0};
     sq_dataset ds;
     CHECK_EQ(big_dataset(&ds, &e), 0);
-    sq_model m = {.n_items = 50, .scores = hist_scores};
+    sq_model m = {.n_items = 50, .scores = hash_model_scores};
     sq_eval_opts o;
     sq_eval_defaults(&o);
     CHECK_EQ(sq_eval_parse_candidates("uni:9", &o, &e), 0);

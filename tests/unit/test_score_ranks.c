@@ -14,23 +14,8 @@
 #include "eval.h"
 #include "model.h"
 #include "score_ranks.h"
+#include "hash_model.h"
 #include "unit.h"
-
-/* Item i scores by a hash of (i, last item, length): ties and variety */
-static int mix_scores(sq_model *m, const sq_batch *b, float *scores, sq_err *e)
-{
-    (void)e;
-    for (int r = 0; r < b->B; r++) {
-        uint32_t last = b->len[r] ? b->items[b->off[r] + b->len[r] - 1] : 0;
-        float *s = scores + (size_t)r * (m->n_items + 1);
-        s[0] = 0;
-        for (uint32_t i = 1; i <= m->n_items; i++) {
-            uint32_t h = (i * 2654435761u) ^ (last * 40503u) ^ (b->len[r] * 97u);
-            s[i] = (float)((h >> 7) % 13) * 0.25f;
-        }
-    }
-    return 0;
-}
 
 /* The model cannot score user 7 (as caser for users beyond its table) */
 static int knows(const sq_model *m, uint32_t user)
@@ -136,7 +121,7 @@ UNIT_TEST(test_score_ranks_merge_is_one_process)
     sq_err e = {0};
     sq_dataset ds;
     CHECK_EQ(ranks_dataset(&ds, &e), 0);
-    sq_model m = {.n_items = 30, .scores = mix_scores, .knows_user = knows};
+    sq_model m = {.n_items = 30, .scores = hash_model_scores, .knows_user = knows};
     sq_eval_opts o;
     sq_eval_defaults(&o);
     o.threads = 1;
@@ -164,7 +149,7 @@ UNIT_TEST(test_score_ranks_merge_refuses_parts_that_do_not_fit)
     sq_err e = {0};
     sq_dataset ds;
     CHECK_EQ(ranks_dataset(&ds, &e), 0);
-    sq_model m = {.n_items = 30, .scores = mix_scores};
+    sq_model m = {.n_items = 30, .scores = hash_model_scores};
     sq_eval_opts o;
     sq_eval_defaults(&o);
     o.threads = 1;
@@ -211,7 +196,7 @@ UNIT_TEST(test_score_ranks_one_process_is_the_plain_call)
     sq_err e = {0};
     sq_dataset ds;
     CHECK_EQ(ranks_dataset(&ds, &e), 0);
-    sq_model m = {.n_items = 30, .scores = mix_scores, .knows_user = knows};
+    sq_model m = {.n_items = 30, .scores = hash_model_scores, .knows_user = knows};
     sq_eval_opts o;
     sq_eval_defaults(&o);
     o.threads = 1;
