@@ -49,11 +49,12 @@ static int sticky(sq_gpu_be *b, sq_err *e)
     return b->failed ? sq_fail(e, b->err.code, "%s", b->err.msg) : 0;
 }
 
-// The staged range holding p, or NULL.
+// The staged range holding p, or NULL (the newest first: be_stage_add may
+// have staged a host array again this step).
 static const struct be_range *range_of(const sq_gpu_be *b, const void *p)
 {
     const char *c = (const char *)p;
-    for (int i = 0; i < b->n_range; i++)
+    for (int i = b->n_range - 1; i >= 0; i--)
         if (c >= b->range[i].host && c < b->range[i].host + b->range[i].bytes)
             return &b->range[i];
     return NULL;
@@ -329,6 +330,23 @@ int be_stage(sq_gpu_be *b, const void *const *host, const size_t *bytes, int n, 
         be_note(b, cudaEventRecord(b->pinned_done[k], b->stream), "stage");
     }
     return sticky(b, e);
+}
+
+// One more host array for this step's ops, after be_stage (a model's own
+// per-step integers: Caser's windows, FPMC's users): copied through the
+// op uploads, and found by be_ints/be_host_ints like the batch's arrays
+// until the next be_stage. Failures go to the sticky error.
+void be_stage_add(sq_gpu_be *b, const void *host, size_t bytes)
+{
+    if (!host || !bytes)
+        return;
+    if (b->n_range == BE_STAGE_MAX) {
+        be_note(b, cudaErrorInvalidValue, "stage_add: too many arrays staged in one step");
+        return;
+    }
+    char *dev = (char *)be_op_upload(b, host, bytes);
+    if (dev)
+        b->range[b->n_range++] = {(const char *)host, bytes, dev};
 }
 
 // Once a step: waits for the stream and reports the sticky error.

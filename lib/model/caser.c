@@ -187,6 +187,9 @@ const real *R(sq_caser_forward)(const R(sq_flat) *m, void *work, const sq_packed
     real *const *t = m->t;
     int n = b->n, L = c->h.max_len, D = c->dim, V = c->nv * D, F1 = V + L * c->nh;
     R(plan)(b, L, w->wid, w->urow);
+    /* on a GPU the ops read the plan's device copy (a no-op on the CPU) */
+    sq_ctx_stage_add(cx, w->wid, (size_t)n * L * sizeof *w->wid);
+    sq_ctx_stage_add(cx, w->urow, (size_t)n * sizeof *w->urow);
     R(sq_embedding_forward)(cx, w->X, t[CT_item_emb], w->wid, n * L, D, 1);
     if (c->nv)
         R(sq_vconv_forward)(cx, w->feat, F1, w->X, t[CT_conv_v], t[CT_conv_v_b], n, L, D,
@@ -355,6 +358,7 @@ const sq_flat_def sq_flat_caser = {
     .tensors = caser_tensors,
     .out = "item_emb",
     .init = {.xavier = 1, .trunc_sd = caser_sd},
+    .gpu_check = sq_flat_gpu_any,
     .f = {sq_caser_work_alloc, sq_caser_work_free, sq_caser_forward, sq_caser_backward},
     .d = {sq_caser_work_alloc_f64, sq_caser_work_free_f64, sq_caser_forward_f64,
           sq_caser_backward_f64},

@@ -494,6 +494,12 @@ int sq_flat_gpu_check(const void *cfg, sq_err *e)
     return def->gpu_check(cfg, e);
 }
 
+int sq_flat_gpu_any(const void *cfg, sq_err *e)
+{
+    (void)cfg, (void)e;
+    return 0;
+}
+
 int sq_flat_net_alloc(sq_net *n, const void *cfg, const sq_ctx *cx, sq_err *e)
 {
     net_impl *p = calloc(1, sizeof *p);

@@ -207,6 +207,10 @@ int sq_flat_load(const sq_flat_def *def, sq_model *m, sq_modelfile *mf, const sq
 int sq_flat_check_step(const void *cfg, const sq_step_opts *o, sq_err *e);
 /* The def's gpu_check, or SQ_EX_USAGE (runs on the CPU only) without one. */
 int sq_flat_gpu_check(const void *cfg, sq_err *e);
+/* A def's gpu_check when every config of it runs on a GPU (gru4rec, caser,
+ * fpmc: each op has a CUDA twin, and the host arrays their forwards plan
+ * are staged with sq_ctx_stage_add). */
+int sq_flat_gpu_any(const void *cfg, sq_err *e);
 int sq_flat_net_alloc(sq_net *n, const void *cfg, const sq_ctx *cx, sq_err *e);
 void sq_flat_net_free(sq_net *n);
 void sq_flat_net_init(sq_net *n, uint64_t seed);

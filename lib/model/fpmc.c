@@ -89,6 +89,9 @@ const real *R(sq_fpmc_forward)(const R(sq_flat) *m, void *work, const sq_packed 
         w->users[i] = (int)b->uid[sq_seg_of(b->off, b->B, row)];
         w->items[i] = b->ids[row];
     }
+    /* on a GPU the ops read their device copy (a no-op on the CPU) */
+    sq_ctx_stage_add(cx, w->users, (size_t)n * sizeof *w->users);
+    sq_ctx_stage_add(cx, w->items, (size_t)n * sizeof *w->items);
     /* user ids start at 0: a gather, not the embedding op (whose id 0 is
      * padding); the last item is an embedding (padding: a zero row) */
     R(sq_gather_rows)(cx, w->u, m->t[T_UI], w->users, n, d);
@@ -170,6 +173,7 @@ const sq_flat_def sq_flat_fpmc = {
     .name = "fpmc", .opts = fpmc_opts, .cfg_size = sizeof(sq_fpmc_config), .users = 1,
     .check = fpmc_check, .tensors = fpmc_tensors_of, .out = "item_out",
     .zero_row0 = fpmc_zero_row0, .init = {.xavier = 1},
+    .gpu_check = sq_flat_gpu_any,
     .f = {sq_fpmc_work_alloc, sq_fpmc_work_free, sq_fpmc_forward, sq_fpmc_backward},
     .d = {sq_fpmc_work_alloc_f64, sq_fpmc_work_free_f64, sq_fpmc_forward_f64,
           sq_fpmc_backward_f64},

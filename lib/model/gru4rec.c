@@ -244,6 +244,7 @@ const sq_flat_def sq_flat_gru4rec = {
     .name = "gru4rec", .opts = gru4rec_opts, .cfg_size = sizeof(sq_gru4rec_config),
     .check = gru4rec_check, .tensors = gru4rec_tensors_of, .out = "item_emb",
     .init = {.xavier = 1},
+    .gpu_check = sq_flat_gpu_any,
     .f = {sq_gru4rec_work_alloc, sq_gru4rec_work_free, sq_gru4rec_forward,
           sq_gru4rec_backward},
     .d = {sq_gru4rec_work_alloc_f64, sq_gru4rec_work_free_f64, sq_gru4rec_forward_f64,

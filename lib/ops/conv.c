@@ -13,6 +13,7 @@
 
 #include "conv.h"
 #include "real.h"
+#include "ongpu.h"
 #include "vec.h"
 
 /* Below this many multiply-adds an op runs on one thread (a fork costs
@@ -56,6 +57,7 @@ static void R(hconv_window)(real *out, int *arg, const real *x, const real *w, c
 void R(sq_hconv_forward)(const sq_ctx *cx, real *out, int ldo, int *arg, const real *x,
                          const real *w, const real *b, int n, int L, int C, int F)
 {
+    SQ_ON_GPU(cx, hconv_forward, (out, ldo, arg, x, w, b, n, L, C, F));
     double work = (double)n * F * C * L * L;
     SQ_PAR_LOOP(static, par_worth(work), int, i, n, 1, {
         R(hconv_window)(out + (size_t)i * ldo, arg + (size_t)i * L * F,
@@ -83,6 +85,7 @@ void R(sq_hconv_backward)(const sq_ctx *cx, real *dx, real *dw, real *db, const 
                           int ldo, const int *arg, const real *x, const real *w, int n, int L,
                           int C, int F)
 {
+    SQ_ON_GPU(cx, hconv_backward, (dx, dw, db, dout, ldo, arg, x, w, n, L, C, F));
     double work = (double)n * F * C * L * L;
     SQ_PAR_LOOP(static, par_worth(work), int, i, n, 1, {
         R(hconv_dx_window)(dx + (size_t)i * L * C, dout + (size_t)i * ldo,
@@ -111,6 +114,7 @@ void R(sq_hconv_backward)(const sq_ctx *cx, real *dx, real *dw, real *db, const 
 void R(sq_vconv_forward)(const sq_ctx *cx, real *out, int ldo, const real *x, const real *w,
                          const real *b, int n, int L, int C, int F)
 {
+    SQ_ON_GPU(cx, vconv_forward, (out, ldo, x, w, b, n, L, C, F));
     SQ_PAR_LOOP(static, par_worth((double)n * F * L * C), int, i, n, 1, {
         const real *xi = x + (size_t)i * L * C;
         for (int f = 0; f < F; f++) {
@@ -126,6 +130,7 @@ void R(sq_vconv_forward)(const sq_ctx *cx, real *out, int ldo, const real *x, co
 void R(sq_vconv_backward)(const sq_ctx *cx, real *dx, real *dw, real *db, const real *dout,
                           int ldo, const real *x, const real *w, int n, int L, int C, int F)
 {
+    SQ_ON_GPU(cx, vconv_backward, (dx, dw, db, dout, ldo, x, w, n, L, C, F));
     int par = par_worth((double)n * F * L * C);
     /* dx[i, k] += sum_f w[f, k] dout[i, f] */
     SQ_PAR_LOOP(static, par, int, i, n, 1, {

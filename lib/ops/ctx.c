@@ -74,6 +74,12 @@ int sq_ctx_stage(const sq_ctx *cx, const void *const *host, const size_t *bytes,
     return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_stage(cx->gpu, host, bytes, n, e) : 0;
 }
 
+void sq_ctx_stage_add(const sq_ctx *cx, const void *host, size_t bytes)
+{
+    if (cx->backend == SQ_BACKEND_CUDA)
+        sq_gpu_stage_add(cx->gpu, host, bytes);
+}
+
 int sq_ctx_sync(const sq_ctx *cx, sq_err *e)
 {
     return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_sync(cx->gpu, e) : 0;

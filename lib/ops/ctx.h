@@ -54,6 +54,11 @@ int sq_ctx_download(const sq_ctx *cx, void *dst, const void *src, size_t bytes, 
  * CPU. */
 int sq_ctx_stage(const sq_ctx *cx, const void *const *host, const size_t *bytes, int n,
                  sq_err *e);
+/* CUDA: one more host integer array for this step's ops, after the
+ * batch's sq_ctx_stage (a model's own per-step ids, planned on the host
+ * in its forward); a failure is the sticky error sq_ctx_sync reports.
+ * A no-op on the CPU. */
+void sq_ctx_stage_add(const sq_ctx *cx, const void *host, size_t bytes);
 int sq_ctx_sync(const sq_ctx *cx, sq_err *e);
 /* Data-parallel ranks on a GPU (CUDA: NCCL, cuda/k_nccl.cu; the CPU sums
  * over MPI instead and answers SQ_EX_SOFTWARE): rank 0's new id (n >= 128

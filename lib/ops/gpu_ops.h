@@ -56,6 +56,7 @@ extern "C" {
       (dst, src, bytes, e))                                                                  \
     X(int, stage, (const void *const *host, const size_t *bytes, int n, sq_err *e),          \
       (host, bytes, n, e))                                                                   \
+    X(void, stage_add, (const void *host, size_t bytes), (host, bytes))                      \
     X(int, sync, (sq_err *e), (e))                                                           \
     X(int, set_precision, (int tf32, sq_err *e), (tf32, e))                                  \
     /* GEMM (cuBLAS, row-major cblas contract) */                                            \
@@ -102,6 +103,29 @@ extern "C" {
                                  int max_len, float scale),                                  \
       (dq, dk, dv, drab, scratch, dout, q, k, v, ld, rab, off, B, H, qk_dim, v_dim, max_len, \
        scale))                                                                               \
+    /* Caser's convolutions (k_conv.cu) and GRU4Rec's GRU layer (k_gru.cu) */                \
+    X(void, hconv_forward, (float *out, int ldo, int *arg, const float *x, const float *w,   \
+                            const float *b, int n, int L, int C, int F),                     \
+      (out, ldo, arg, x, w, b, n, L, C, F))                                                  \
+    X(void, hconv_backward, (float *dx, float *dw, float *db, const float *dout, int ldo,    \
+                             const int *arg, const float *x, const float *w, int n, int L,   \
+                             int C, int F),                                                  \
+      (dx, dw, db, dout, ldo, arg, x, w, n, L, C, F))                                        \
+    X(void, vconv_forward, (float *out, int ldo, const float *x, const float *w,             \
+                            const float *b, int n, int L, int C, int F),                     \
+      (out, ldo, x, w, b, n, L, C, F))                                                       \
+    X(void, vconv_backward, (float *dx, float *dw, float *db, const float *dout, int ldo,    \
+                             const float *x, const float *w, int n, int L, int C, int F),    \
+      (dx, dw, db, dout, ldo, x, w, n, L, C, F))                                             \
+    X(void, gru_forward, (float *h, float *cache, float *scratch, const float *x,            \
+                          const float *w_ih, const float *w_hh, const float *b_ih,           \
+                          const float *b_hh, const int *off, int B, int In, int H),          \
+      (h, cache, scratch, x, w_ih, w_hh, b_ih, b_hh, off, B, In, H))                         \
+    X(void, gru_backward, (float *dx, float *dw_ih, float *dw_hh, float *db_ih, float *db_hh, \
+                           float *scratch, const float *dh, const float *x, const float *h,  \
+                           const float *cache, const float *w_ih, const float *w_hh,         \
+                           const int *off, int B, int In, int H),                            \
+      (dx, dw_ih, dw_hh, db_ih, db_hh, scratch, dh, x, h, cache, w_ih, w_hh, off, B, In, H)) \
     /* HSTU's SiLU and gate on strided views (k_hstu.cu) */                                  \
     X(void, silu_forward, (float *out, const float *x, int ld, int rows, int cols),          \
       (out, x, ld, rows, cols))                                                              \

@@ -16,6 +16,7 @@
 #include "gru.h"
 #include "ops.h"
 #include "real.h"
+#include "ongpu.h"
 #include "vec.h"
 
 #include <string.h>
@@ -88,6 +89,7 @@ void R(sq_gru_forward)(const sq_ctx *cx, real *h, real *cache, real *scratch, co
                        const real *w_ih, const real *w_hh, const real *b_ih,
                        const real *b_hh, const int *off, int B, int In, int H)
 {
+    SQ_ON_GPU(cx, gru_forward, (h, cache, scratch, x, w_ih, w_hh, b_ih, b_hh, off, B, In, H));
     int T = off[B], G = 3 * H, N = longest(off, B);
     if (T == 0)
         return;
@@ -148,6 +150,8 @@ void R(sq_gru_backward)(const sq_ctx *cx, real *dx, real *dw_ih, real *dw_hh, re
                         const real *h, const real *cache, const real *w_ih,
                         const real *w_hh, const int *off, int B, int In, int H)
 {
+    SQ_ON_GPU(cx, gru_backward,
+              (dx, dw_ih, dw_hh, db_ih, db_hh, scratch, dh, x, h, cache, w_ih, w_hh, off, B, In, H));
     int T = off[B], G = 3 * H, N = longest(off, B);
     if (T == 0)
         return;

@@ -57,12 +57,12 @@ setup() {
 @test "device: models without GPU kernels are refused (64) on a GPU" {
   [ -f "$SIM" ] || skip "no simulated device built"
   export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
-  run -64 seqrec-train --model gru4rec --epochs 1 --device cuda -o "$T/m.sqm" "$T/s.sqr"
-  [[ "$output" == *"--model gru4rec runs on the CPU only"* ]]
+  run -64 seqrec-train --model elastic --epochs 1 --device cuda -o "$T/m.sqm" "$T/s.sqr"
+  [[ "$output" == *"--model elastic runs on the CPU only"* ]]
   run -64 seqrec-train --model pop --device cuda -o "$T/m.sqm" "$T/s.sqr"
   [[ "$output" == *"--model pop runs on the CPU only"* ]]
   [ ! -e "$T/m.sqm" ]
-  seqrec-train --model gru4rec --epochs 1 --threads 2 -o "$T/g.sqm" "$T/s.sqr" 2>/dev/null
+  seqrec-train --model elastic --epochs 1 --threads 2 -o "$T/g.sqm" "$T/s.sqr" 2>/dev/null
   run -64 seqrec-score --device cuda -m "$T/g.sqm" "$T/s.sqr"
   [[ "$output" == *"runs on the CPU only"* ]]
 }

@@ -3,9 +3,9 @@
 # kernels of k_lattn.cu), on the simulated device of tests/sim when built:
 # one epoch of SASRec (causal windows) and BERT4Rec (centred windows) gives
 # the CPU's loss (1e-3 relative, --threads 1), two GPU runs write the same
-# bytes, and the model scores on the CPU and on the GPU alike. A model
-# still without kernels (gru4rec) stays refused; HSTU, refused here before
-# it had them, is device_hstu.bats's. The real GPU is `make gpu-check`'s.
+# bytes, and the model scores on the CPU and on the GPU alike. The models
+# still without kernels are refused in device.bats. The real GPU is `make
+# gpu-check`'s.
 
 load helper
 
@@ -25,18 +25,4 @@ setup() {
   # the CPU's loss, the same bytes twice, the GPU's model scores on both
   device_like_cpu "$T/t.sqr" "${o[@]}" --model bert4rec --mask-prob 0.3 --dwc-kernel 4
   DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${o[@]}" --model sasrec --heads 2 --dwc-kernel 12
-}
-
-@test "device_dwc: a model without GPU kernels (gru4rec) is still refused (64), for training and scoring" {
-  [ -f "$SIM" ] || skip "no simulated device built"
-  export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
-  seqrec-synth --users 40 --items 30 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/t.sqr"
-  run -64 seqrec-train --model gru4rec --dim 8 --max-len 10 --epochs 1 --device cuda \
-    -o "$T/m.sqm" "$T/t.sqr"
-  [[ "$output" == *"--model gru4rec runs on the CPU only"* ]]
-  [ ! -e "$T/m.sqm" ]
-  seqrec-train --model gru4rec --dim 8 --max-len 10 --epochs 1 --threads 1 -o "$T/h.sqm" \
-    "$T/t.sqr" 2>/dev/null
-  run -64 seqrec-score --device cuda -m "$T/h.sqm" "$T/t.sqr"
-  [[ "$output" == *"runs on the CPU only"* ]]
 }

@@ -97,17 +97,21 @@ loss_of() { grep -o '"loss":[-0-9.eE+]*' "$1" | tail -1 | cut -d: -f2; }
 relerr() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b; print (m > 0 ? d / m : d) }'; }
 
 # 3. One epoch of SASRec and BERT4Rec (softmax and linrec; SASRec on
-# efficient-dwc, the convolution's kernels) and of HSTU (k_silu.cu,
-# k_hstu.cu, flat.c) on the GPU
-# against the CPU: the loss within 1e-3 relative; two GPU runs the same
-# bits (the model files compared byte for byte).
+# efficient-dwc, the convolution's kernels), of HSTU (k_silu.cu,
+# k_hstu.cu, flat.c), GRU4Rec (k_gru.cu), Caser (k_conv.cu) and FPMC on
+# the GPU against the CPU: the loss within 1e-3 relative; two GPU runs the
+# same bits (the model files compared byte for byte).
 if want train; then
   data="$here/data/synth.split"
-  common="--epochs 1 --max-len 50 --dim 64 --layers 2 --batch 128 --seed 3 --eval-every 1"
+  base="--epochs 1 --dim 64 --batch 128 --seed 3 --eval-every 1"
   for cfg in "sasrec softmax" "sasrec linrec" "bert4rec softmax" "bert4rec linrec" \
-             "sasrec efficient-dwc" "hstu"; do
+             "sasrec efficient-dwc" "hstu" "gru4rec" "caser" "fpmc"; do
     set -- $cfg
     name="$1${2:+-$2}"
+    case $1 in
+      caser|fpmc) common="$base" ;; # their own windows (5, 1)
+      *) common="$base --max-len 50 --layers 2" ;;
+    esac
     opts="--model $1 ${2:+--attn $2} --loss ce $common"
     # the CPU on one thread: the GPU trains each batch whole, as it does (on
     # more threads the CPU trains micro-batches with their own dropout draws)
@@ -175,7 +179,7 @@ fi
 # both within float rounding.
 if want score; then
   data="$here/data/synth.split"
-  for name in sasrec-softmax bert4rec-linrec hstu; do
+  for name in sasrec-softmax bert4rec-linrec hstu gru4rec caser; do
     m="$out/$name.gpu1.sqm"
     [ -f "$m" ] || { fail "score $name: no GPU model (train part)"; continue; }
     for d in cpu cuda; do

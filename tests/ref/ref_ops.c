@@ -546,7 +546,7 @@ void ref_vconv(double *out, int ldo, const double *x, const double *w, const dou
     for (int i = 0; i < n; i++)
         for (int f = 0; f < F; f++)
             for (int c = 0; c < C; c++) {
-                double y = b[f];
+                double y = b ? b[f] : 0; /* b NULL: no bias */
                 for (int k = 0; k < L; k++)
                     y += w[f * L + k] * x[((size_t)i * L + k) * C + c];
                 out[(size_t)i * ldo + f * C + c] = y;

@@ -119,7 +119,8 @@ void ref_gru(double *h, const double *x, const double *wi, const double *wh, con
              const double *bh, const int *off, int B, int In, int H);
 
 /* conv.h: out[i, (h-1) F + f] = relu(max_p a), arg the first p of the max
- * (-1 when it is <= 0); and out[i, f C + c] = b[f] + sum_k w[f, k] x[i, k, c]. */
+ * (-1 when it is <= 0); and out[i, f C + c] = b[f] + sum_k w[f, k] x[i, k, c]
+ * (b NULL: no bias). */
 void ref_hconv(double *out, int ldo, int *arg, const double *x, const double *w,
                const double *b, int n, int L, int C, int F);
 void ref_vconv(double *out, int ldo, const double *x, const double *w, const double *b, int n,

@@ -193,6 +193,15 @@ static inline double cuda_max_diff(const float *a, const float *bf, const double
     return w;
 }
 
+/* The segments' offsets off[0..B] staged, as the trainer stages a batch
+ * (the ops read them through be_host_ints/be_ints). */
+static inline int cuda_stage_off(cuda_env *g, const int *off, int B)
+{
+    const void *host[1] = {off};
+    size_t bytes[1] = {(size_t)(B + 1) * sizeof(int)};
+    return sq_gpu_stage(g->gpu, host, bytes, 1, &g->e);
+}
+
 /* Frees every buffer and closes; fails the test when a copy or the
  * sticky error failed. */
 static inline void cuda_close_(unit_ctx *t, cuda_env *g)

@@ -35,14 +35,6 @@ static void draw_inputs(sq_rng *r, size_t n3, size_t tc, float **qkv, float **do
         (*dout)[i] = (float)sq_rng_normal(r);
 }
 
-/* the segments' offsets staged, as the trainer stages a batch */
-static int stage_off(cuda_env *g, const int *off, int B)
-{
-    const void *host[1] = {off};
-    size_t bytes[1] = {(size_t)(B + 1) * sizeof(int)};
-    return sq_gpu_stage(g->gpu, host, bytes, 1, &g->e);
-}
-
 static void attn_case(unit_ctx *t, cuda_env *g, const int *len, int B, int H, int C, int causal)
 {
     int off[16];
@@ -61,7 +53,7 @@ static void attn_case(unit_ctx *t, cuda_env *g, const int *len, int B, int H, in
     memcpy(dqkv, g0, n3 * sizeof *dqkv);
     sq_attention_backward(&c, dqkv, dqkv + C, dqkv + 2 * C, dout, out, qkv, qkv + C,
                           qkv + 2 * C, att, ld, off, B, H, C, causal);
-    CHECK_EQ(stage_off(g, off, B), 0);
+    CHECK_EQ(cuda_stage_off(g, off, B), 0);
     float *x = cuda_up(g, qkv, n3), *dd = cuda_up(g, dout, tc);
     float *datt = cuda_zeros(g, na), *dout_g = cuda_zeros(g, tc);
     float *prev = malloc(n3 * sizeof *prev);
@@ -135,7 +127,7 @@ static void lattn_case(unit_ctx *t, cuda_env *g, int kind, const int *len, int B
     memcpy(dqkv, g0, n3 * sizeof *dqkv);
     sq_lattn_backward(&c, kind, dqkv, dqkv + C, dqkv + 2 * C, scr, dout, qkv, qkv + C,
                       qkv + 2 * C, cache, ld, off, B, H, C, causal);
-    CHECK_EQ(stage_off(g, off, B), 0);
+    CHECK_EQ(cuda_stage_off(g, off, B), 0);
     float *x = cuda_up(g, qkv, n3), *dd = cuda_up(g, dout, tc), *dg = cuda_up(g, g0, n3);
     float *dc = cuda_zeros(g, nc), *ds = cuda_zeros(g, ns), *dy = cuda_zeros(g, tc);
     sq_lattn_forward(&g->cx, kind, dy, dc, ds, x, x + C, x + 2 * C, ld, off, B, H, C, causal);

@@ -46,14 +46,6 @@
 #define SL_ATOL 1e-5 /* attn_silu against the CPU and tests/ref */
 #define SL_RTOL 1e-4
 
-/* the segments' offsets staged, as the trainer stages a batch */
-static int stage_off(cuda_env *g, const int *off, int B)
-{
-    const void *host[1] = {off};
-    size_t bytes[1] = {(size_t)(B + 1) * sizeof(int)};
-    return sq_gpu_stage(g->gpu, host, bytes, 1, &g->e);
-}
-
 static void keep_max(double *w, double v)
 {
     if (v > *w)
@@ -89,7 +81,7 @@ static void dwconv_case(unit_ctx *t, cuda_env *g, const int *len, int B, int K, 
     sq_dwconv_backward(&c, gx + xo, gw, bias ? gb : NULL, dout, x + xo, ld, w, K, off, B, C,
                        causal);
     /* the GPU, twice */
-    CHECK_EQ(stage_off(g, off, B), 0);
+    CHECK_EQ(cuda_stage_off(g, off, B), 0);
     float *dx = cuda_up(g, x, nx), *dw = cuda_up(g, w, nw), *db = cuda_up(g, b, C);
     float *dd = cuda_up(g, dout, no);
     float *hout = malloc(no * sizeof *hout), *hgx = malloc(nx * sizeof *hgx);
@@ -194,7 +186,7 @@ static void silu_case(unit_ctx *t, cuda_env *g, const int *len, int B, int H, in
     sq_attn_silu_backward(&c, gx + qo, gx + ko, gx + vo, gr, scr, dout, x + qo, x + ko, x + vo,
                           ld, rab, off, B, H, dqk, dv, max_len, scale);
     /* the GPU, twice */
-    CHECK_EQ(stage_off(g, off, B), 0);
+    CHECK_EQ(cuda_stage_off(g, off, B), 0);
     float *dx = cuda_up(g, x, nx), *drab = cuda_up(g, rab, nr), *dd = cuda_up(g, dout, no);
     float *ds = cuda_zeros(g, ns);
     float *hout = malloc(no * sizeof *hout), *hgx = malloc(nx * sizeof *hgx);

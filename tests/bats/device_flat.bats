@@ -1,0 +1,38 @@
+#!/usr/bin/env bats
+# The flat models without attention on the GPU: gru4rec (its GRU layer in
+# cuda/k_gru.cu), caser (its convolutions in cuda/k_conv.cu) and fpmc (ops
+# that had twins already), their host-planned ids staged with
+# sq_ctx_stage_add; on the simulated device of tests/sim when built. One
+# epoch gives the CPU's loss (1e-3 relative, --threads 1), two GPU runs
+# write the same bytes (one case), and the GPU's model scores on the CPU
+# and on the GPU alike. The real GPU is `make gpu-check`'s.
+
+load helper
+
+setup() {
+  common_setup
+  SIM="$SEQREC_BIN/../lib/libseqrec-cuda-sim.so"
+  [ -f "$SIM" ] || skip "no simulated device built"
+  export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
+  # small: the simulated device runs every thread of every block in turn
+  seqrec-synth --users 60 --items 40 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/t.sqr"
+  # --threads 1: the GPU trains each batch whole, as the CPU does on one thread
+  O=(--batch 16 --threads 1 --epochs 1 --precision fp32)
+}
+
+@test "device_flat: gru4rec (two layers, dropout; BCE) trains on the simulated GPU as on the CPU" {
+  device_like_cpu "$T/t.sqr" "${O[@]}" --model gru4rec --dim 8 --hidden 12 --layers 2 \
+    --max-len 10 --dropout 0.2
+  DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${O[@]}" --model gru4rec --dim 8 --hidden 6 \
+    --max-len 10 --loss bce --neg 2 --target random
+}
+
+@test "device_flat: caser (both filter kinds, dropout) and fpmc train on the simulated GPU as on the CPU" {
+  DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${O[@]}" --model caser --dim 8 --max-len 4 \
+    --nh 3 --nv 2 --dropout 0.3
+  DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${O[@]}" --model fpmc --dim 8
+  # and the GPU scores twice alike (--batch 7: more, smaller forwards)
+  seqrec-score --device cuda --batch 7 -m "$T/g.sqm" --target test "$T/t.sqr" > "$T/s1"
+  seqrec-score --device cuda --batch 7 -m "$T/g.sqm" --target test "$T/t.sqr" > "$T/s2"
+  cmp "$T/s1" "$T/s2"
+}
