@@ -328,6 +328,58 @@ static int forward_states(const void *model, const sq_batch *hist, int b0, int s
     return rc;
 }
 
+/* The normalised item table En [V1, C] (and its norms after it) on cx. */
+static float *items_normalised(const sq_sasrec *m, size_t extra, sq_err *e)
+{
+    const sq_ctx *cx = &m->cx;
+    int C = m->cfg.dim, V1 = (int)m->cfg.n_items + 1;
+    float *En = sq_ctx_alloc(cx, ((size_t)V1 * C + (size_t)V1 + extra) * sizeof *En, e);
+    if (En)
+        sq_l2norm_forward(cx, En, En + (size_t)V1 * C, m->p.item_emb, V1, C, 1,
+                          (float)NORM_EPS);
+    return En;
+}
+
+/* On a GPU: the histories as one packed batch (the backbone's scoring
+ * input), one encoding on the device, the scores down once (no batch
+ * invariance to keep there, as sasrec_model.c's device_scores). */
+static int device_scores(const core_scorer *s, const sq_batch *hist, float *out, sq_err *e)
+{
+    const sq_sasrec *m = s->m;
+    const sq_ctx *cx = &m->cx;
+    int B = hist->B, C = m->cfg.dim, V1 = (int)m->cfg.n_items + 1, have_bw = 0, have_w = 0;
+    sq_packed pb;
+    int *ints = NULL;
+    size_t att;
+    sq_sasrec_work bw;
+    sq_core_work w;
+    float *En = NULL;
+    int rc = sq_sasrec_scoring_input(&m->cfg, hist, &pb, &ints, &att, e);
+    if (!rc && !(rc = sq_packed_stage(cx, &pb, e))) {
+        sq_sasrec_cap cap = {.B = pb.B, .T = pb.T, .n = pb.B, .att = att, .K = 0, .train = 0};
+        if (!(rc = sq_sasrec_work_alloc(&bw, m, &cap, e)))
+            have_bw = 1;
+    }
+    if (!rc && !(rc = sq_core_work_alloc(&w, cx, pb.T, B, 0, C, 0, e)))
+        have_w = 1;
+    /* the scores follow the table and its norms in one buffer */
+    if (!rc && !(En = items_normalised(m, (size_t)B * V1, e)))
+        rc = e->code;
+    if (!rc) {
+        float *dsc = En + (size_t)V1 * C + (size_t)V1;
+        sq_core_encode(m, &bw, &w, &pb, &s->o, 0, 0, 0);
+        rc = sq_score_states(cx, w.q, B, En, NULL, C, V1, dsc, e) ||
+             sq_ctx_download(cx, out, dsc, (size_t)B * V1 * sizeof *out, e) ? e->code : 0;
+    }
+    sq_ctx_free(cx, En);
+    if (have_w)
+        sq_core_work_free(&w, cx);
+    if (have_bw)
+        sq_sasrec_work_free(&bw);
+    free(ints);
+    return rc;
+}
+
 static int scores(sq_model *mm, const sq_batch *hist, float *out, sq_err *e)
 {
     const core_scorer *s = mm->impl;
@@ -336,18 +388,19 @@ static int scores(sq_model *mm, const sq_batch *hist, float *out, sq_err *e)
     int B = hist->B, C = m->cfg.dim, V1 = (int)m->cfg.n_items + 1;
     if (B <= 0)
         return 0;
+    if (cx->backend != SQ_BACKEND_CPU)
+        return device_scores(s, hist, out, e);
     core_scorer one = *s;
     one.one = *m;
     one.one.cx.threads = 1;
-    float *hs = sq_ctx_alloc(cx, ((size_t)B * C + (size_t)V1 * C + (size_t)V1) * sizeof *hs, e);
-    if (!hs)
+    float *En = items_normalised(m, (size_t)B * C, e);
+    if (!En)
         return e->code;
-    float *En = hs + (size_t)B * C, *norm = En + (size_t)V1 * C;
-    sq_l2norm_forward(cx, En, norm, m->p.item_emb, V1, C, 1, (float)NORM_EPS);
+    float *hs = En + (size_t)V1 * C + (size_t)V1;
     int rc = sq_states_parallel(forward_states, &one, hist, sq_ctx_threads(cx), hs, e);
     if (!rc)
         rc = sq_score_states(cx, hs, B, En, NULL, C, V1, out, e);
-    sq_ctx_free(cx, hs);
+    sq_ctx_free(cx, En);
     return rc;
 }
 
@@ -469,6 +522,15 @@ static void view(sq_model *out, const sq_net *n)
     out->scores = scores;
 }
 
+/* --device cuda: every op of CORE's step has a CUDA twin (k_core.cu: the
+ * normalisation and the pooling); the backbone's attention kind must have
+ * its kernels. */
+static int gpu_check(const void *cfg, sq_err *e)
+{
+    const core_config *c = cfg;
+    return backbone()->gpu_check(&c->base, e);
+}
+
 static const sq_opt *more_opts(int i)
 {
     /* the backbone's options, then those of every attention kind */
@@ -483,7 +545,7 @@ const sq_model_def sq_model_core = {
     .config_read = config_read, .load = load, .check_step = check_step,
     .net_alloc = net_alloc, .net_free = sq_backbone_net_free, .net_init = sq_backbone_net_init,
     .init_from = sq_backbone_init_from, .batcher = batcher, .work_alloc = work_alloc,
-    .work_free = work_free, .step = step, .view = view,
+    .work_free = work_free, .step = step, .view = view, .gpu_check = gpu_check,
     .train_defaults = "train.target=last\n",
 };
 

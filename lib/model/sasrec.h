@@ -272,6 +272,12 @@ int sq_sasrec_get_tensors(sq_sasrec *m, const sq_modelfile *mf, const char *path
  * distinct batches may run concurrently. */
 int sq_sasrec_scores(const sq_sasrec *m, const sq_batch *hist, float *scores,
                      sq_err *e);
+/* The scoring input of B histories (SCORING above) as one packed batch in
+ * one malloc'd block *ints (ids, pos [T], off [B+1], rows [B]: each
+ * sequence's newest row); *att = sum(len^2). Models on the backbone that
+ * score on a GPU (core) pack their histories with it. */
+int sq_sasrec_scoring_input(const sq_sasrec_config *c, const sq_batch *hist, sq_packed *pb,
+                            int **ints, size_t *att, sq_err *e);
 /* An sq_model that scores with m (borrowed: freeing the view frees
  * nothing of m), e.g. for validation during training. */
 void sq_sasrec_model_view(sq_model *out, const sq_sasrec *m);

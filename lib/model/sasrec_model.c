@@ -298,8 +298,8 @@ int sq_sasrec_get_tensors(sq_sasrec *m, const sq_modelfile *mf, const char *path
 /* The scoring input of B histories (SCORING in sasrec.h) as a packed batch
  * in one block *ints (ids, pos [T], off [B+1], rows [B]: each sequence's
  * newest row); *att = sum(len^2). */
-static int scoring_input(const sq_sasrec_config *c, const sq_batch *hist, sq_packed *pb,
-                         int **ints, size_t *att, sq_err *e)
+int sq_sasrec_scoring_input(const sq_sasrec_config *c, const sq_batch *hist, sq_packed *pb,
+                            int **ints, size_t *att, sq_err *e)
 {
     int B = hist->B, N = c->max_len, bert = is_bert(c);
     uint32_t keep = (uint32_t)N - (bert ? 1 : 0); /* items of the history kept */
@@ -459,7 +459,7 @@ static int rowwise_states(const sq_sasrec *m, const sq_batch *hist, float *hs, s
         sq_packed pb;
         int *ints = NULL;
         size_t att;
-        if ((rc = scoring_input(c, &run, &pb, &ints, &att, e)) != 0)
+        if ((rc = sq_sasrec_scoring_input(c, &run, &pb, &ints, &att, e)) != 0)
             break;
         if ((rc = grow_work(&w, &have, &one, &pb, att, e)) == 0) {
             /* the last block on the scored rows alone (same bits) */
@@ -508,7 +508,7 @@ static int device_scores(const sq_sasrec *m, const sq_batch *hist, float *scores
     size_t att;
     sq_sasrec_work w;
     float *dsc = NULL, *hs = NULL;
-    int rc = scoring_input(c, hist, &pb, &ints, &att, e);
+    int rc = sq_sasrec_scoring_input(c, hist, &pb, &ints, &att, e);
     if (!rc && (sq_packed_stage(cx, &pb, e) || grow_work(&w, &have, m, &pb, att, e)))
         rc = e->code;
     if (!rc && (!(dsc = sq_ctx_alloc(cx, (size_t)B * V1 * sizeof *dsc, e)) ||
@@ -568,7 +568,7 @@ int sq_sasrec_attention_map(const sq_sasrec *m, const uint32_t *hist, uint32_t l
     sq_packed pb;
     int *ints = NULL;
     size_t att;
-    if (scoring_input(c, &hb, &pb, &ints, &att, e))
+    if (sq_sasrec_scoring_input(c, &hb, &pb, &ints, &att, e))
         return e->code;
     int n = pb.T, L = c->n_layers, H = c->n_heads;
     sq_sasrec_cap cap = {.B = 1, .T = n, .n = 1, .att = att, .K = 0, .train = 0};

@@ -10,6 +10,7 @@
 
 #include "attnpool.h"
 #include "real.h"
+#include "ongpu.h"
 #include "vec.h"
 
 #include <math.h>
@@ -18,6 +19,7 @@
 void R(sq_attnpool_forward)(const sq_ctx *cx, real *out, real *alpha, const real *score,
                             const real *inp, const int *off, int B, int C)
 {
+    SQ_ON_GPU(cx, attnpool_forward, (out, alpha, score, inp, off, B, C));
 SQ_PAR_FOR(int, b, B, 1, {
         int t0 = off[b], t1 = off[b + 1];
         real *o = out + (size_t)b * C;
@@ -49,6 +51,7 @@ void R(sq_attnpool_backward)(const sq_ctx *cx, real *dinp, real *dscore, const r
                              const real *alpha, const real *inp, const int *off, int B,
                              int C)
 {
+    SQ_ON_GPU(cx, attnpool_backward, (dinp, dscore, dout, alpha, inp, off, B, C));
 SQ_PAR_FOR(int, b, B, 1, {
         int t0 = off[b], t1 = off[b + 1];
         const real *d = dout + (size_t)b * C;

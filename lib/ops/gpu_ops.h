@@ -126,6 +126,18 @@ extern "C" {
                            const float *cache, const float *w_ih, const float *w_hh,         \
                            const int *off, int B, int In, int H),                            \
       (dx, dw_ih, dw_hh, db_ih, db_hh, scratch, dh, x, h, cache, w_ih, w_hh, off, B, In, H)) \
+    /* CORE's L2 normalisation and attention pooling (k_core.cu) */                         \
+    X(void, l2norm_forward, (float *out, float *norm, const float *inp, int T, int C,        \
+                             float s, float eps), (out, norm, inp, T, C, s, eps))            \
+    X(void, l2norm_backward, (float *dinp, const float *dout, const float *out,              \
+                              const float *norm, int T, int C, float s, float eps),          \
+      (dinp, dout, out, norm, T, C, s, eps))                                                 \
+    X(void, attnpool_forward, (float *out, float *alpha, const float *score,                 \
+                               const float *inp, const int *off, int B, int C),              \
+      (out, alpha, score, inp, off, B, C))                                                   \
+    X(void, attnpool_backward, (float *dinp, float *dscore, const float *dout,               \
+                                const float *alpha, const float *inp, const int *off, int B, \
+                                int C), (dinp, dscore, dout, alpha, inp, off, B, C))         \
     /* HSTU's SiLU and gate on strided views (k_hstu.cu) */                                  \
     X(void, silu_forward, (float *out, const float *x, int ld, int rows, int cols),          \
       (out, x, ld, rows, cols))                                                              \

@@ -8,6 +8,7 @@
 
 #include "l2norm.h"
 #include "real.h"
+#include "ongpu.h"
 #include "vec.h"
 
 #include <math.h>
@@ -16,6 +17,7 @@
 void R(sq_l2norm_forward)(const sq_ctx *cx, real *out, real *norm, const real *inp, int T,
                           int C, real s, real eps)
 {
+    SQ_ON_GPU(cx, l2norm_forward, (out, norm, inp, T, C, s, eps));
 SQ_PAR_FOR(int, t, T, 1, {
         const real *x = inp + (size_t)t * C;
         real *y = out + (size_t)t * C;
@@ -32,6 +34,7 @@ SQ_PAR_FOR(int, t, T, 1, {
 void R(sq_l2norm_backward)(const sq_ctx *cx, real *dinp, const real *dout, const real *out,
                            const real *norm, int T, int C, real s, real eps)
 {
+    SQ_ON_GPU(cx, l2norm_backward, (dinp, dout, out, norm, T, C, s, eps));
 SQ_PAR_FOR(int, t, T, 1, {
         const real *y = out + (size_t)t * C, *dy = dout + (size_t)t * C;
         real *dx = dinp + (size_t)t * C;

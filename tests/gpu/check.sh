@@ -98,14 +98,15 @@ relerr() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b 
 
 # 3. One epoch of SASRec and BERT4Rec (softmax and linrec; SASRec on
 # efficient-dwc, the convolution's kernels), of HSTU (k_silu.cu,
-# k_hstu.cu, flat.c), GRU4Rec (k_gru.cu), Caser (k_conv.cu) and FPMC on
+# k_hstu.cu, flat.c), CORE (k_core.cu), GRU4Rec (k_gru.cu), Caser
+# (k_conv.cu) and FPMC on
 # the GPU against the CPU: the loss within 1e-3 relative; two GPU runs the
 # same bits (the model files compared byte for byte).
 if want train; then
   data="$here/data/synth.split"
   base="--epochs 1 --dim 64 --batch 128 --seed 3 --eval-every 1"
   for cfg in "sasrec softmax" "sasrec linrec" "bert4rec softmax" "bert4rec linrec" \
-             "sasrec efficient-dwc" "hstu" "gru4rec" "caser" "fpmc"; do
+             "sasrec efficient-dwc" "hstu" "core" "gru4rec" "caser" "fpmc"; do
     set -- $cfg
     name="$1${2:+-$2}"
     case $1 in
@@ -179,7 +180,7 @@ fi
 # both within float rounding.
 if want score; then
   data="$here/data/synth.split"
-  for name in sasrec-softmax bert4rec-linrec hstu gru4rec caser; do
+  for name in sasrec-softmax bert4rec-linrec hstu core gru4rec caser; do
     m="$out/$name.gpu1.sqm"
     [ -f "$m" ] || { fail "score $name: no GPU model (train part)"; continue; }
     for d in cpu cuda; do

@@ -721,3 +721,35 @@ double ref_grad_clip(double *g, size_t n, double max_norm)
             g[i] *= max_norm / (norm + 1e-6);
     return norm;
 }
+
+void ref_l2norm(double *out, double *norm, const double *x, int T, int C, double s, double eps)
+{
+    for (int t = 0; t < T; t++) {
+        double ss = 0;
+        for (int c = 0; c < C; c++)
+            ss += x[(size_t)t * C + c] * x[(size_t)t * C + c];
+        norm[t] = sqrt(ss);
+        double d = norm[t] > eps ? norm[t] : eps;
+        for (int c = 0; c < C; c++)
+            out[(size_t)t * C + c] = s * x[(size_t)t * C + c] / d;
+    }
+}
+
+void ref_attnpool(double *out, double *alpha, const double *score, const double *x,
+                  const int *off, int B, int C)
+{
+    for (int b = 0; b < B; b++) {
+        int t0 = off[b], t1 = off[b + 1];
+        double z = 0;
+        for (int t = t0; t < t1; t++) /* no max shift: the scores are O(1) */
+            z += score ? exp(score[t]) : 1;
+        for (int t = t0; t < t1; t++)
+            alpha[t] = (score ? exp(score[t]) : 1) / z;
+        for (int c = 0; c < C; c++) {
+            double o = 0;
+            for (int t = t0; t < t1; t++)
+                o += alpha[t] * x[(size_t)t * C + c];
+            out[(size_t)b * C + c] = o;
+        }
+    }
+}

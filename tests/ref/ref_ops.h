@@ -156,6 +156,14 @@ void ref_mixing(double *out, const double *x, int ld, const double *W1, const do
                 const double *W2, const double *b2, const int *off, const int *pos, int B,
                 int C, int max_len, int causal);
 
+/* l2norm.h: out_t = s x_t / max(|x_t|, eps), norm_t = |x_t|. */
+void ref_l2norm(double *out, double *norm, const double *x, int T, int C, double s, double eps);
+
+/* attnpool.h: alpha the softmax of score over each sequence's rows (score
+ * NULL: 1 / len), out_b = sum_t alpha_t x_t (zeros for an empty sequence). */
+void ref_attnpool(double *out, double *alpha, const double *score, const double *x,
+                  const int *off, int B, int C);
+
 /* adam.h: one update at step t, the three formulas of sq_adam_update's
  * comment (PyTorch's Adam / AdamW) on param, m, v in place; and the L2
  * norm, and the global-norm clipping (g scaled by max_norm / (norm + 1e-6)

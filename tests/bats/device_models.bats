@@ -1,8 +1,10 @@
 #!/usr/bin/env bats
-# The flat models without attention on the GPU: gru4rec (its GRU layer in
-# cuda/k_gru.cu), caser (its convolutions in cuda/k_conv.cu) and fpmc (ops
-# that had twins already), their host-planned ids staged with
-# sq_ctx_stage_add; on the simulated device of tests/sim when built. One
+# The models beyond SASRec, BERT4Rec and HSTU on the GPU: gru4rec (its GRU
+# layer in cuda/k_gru.cu), caser (its convolutions in cuda/k_conv.cu) and
+# fpmc (ops that had twins already), their host-planned ids staged with
+# sq_ctx_stage_add, and core (its pooling and normalisation in
+# cuda/k_core.cu, its device scoring); on the simulated device of tests/sim
+# when built. One
 # epoch gives the CPU's loss (1e-3 relative, --threads 1), two GPU runs
 # write the same bytes (one case), and the GPU's model scores on the CPU
 # and on the GPU alike. The real GPU is `make gpu-check`'s.
@@ -20,14 +22,14 @@ setup() {
   O=(--batch 16 --threads 1 --epochs 1 --precision fp32)
 }
 
-@test "device_flat: gru4rec (two layers, dropout; BCE) trains on the simulated GPU as on the CPU" {
+@test "device_models: gru4rec (two layers, dropout; BCE) trains on the simulated GPU as on the CPU" {
   device_like_cpu "$T/t.sqr" "${O[@]}" --model gru4rec --dim 8 --hidden 12 --layers 2 \
     --max-len 10 --dropout 0.2
   DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${O[@]}" --model gru4rec --dim 8 --hidden 6 \
     --max-len 10 --loss bce --neg 2 --target random
 }
 
-@test "device_flat: caser (both filter kinds, dropout) and fpmc train on the simulated GPU as on the CPU" {
+@test "device_models: caser (both filter kinds, dropout) and fpmc train on the simulated GPU as on the CPU" {
   DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${O[@]}" --model caser --dim 8 --max-len 4 \
     --nh 3 --nv 2 --dropout 0.3
   DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${O[@]}" --model fpmc --dim 8
@@ -35,4 +37,11 @@ setup() {
   seqrec-score --device cuda --batch 7 -m "$T/g.sqm" --target test "$T/t.sqr" > "$T/s1"
   seqrec-score --device cuda --batch 7 -m "$T/g.sqm" --target test "$T/t.sqr" > "$T/s2"
   cmp "$T/s1" "$T/s2"
+}
+
+@test "device_models: core (trm and ave encoders) trains and scores on the simulated GPU as on the CPU" {
+  DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${O[@]}" --model core --dim 8 --max-len 10 \
+    --layers 1 --heads 1
+  DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${O[@]}" --model core --dim 8 --max-len 10 \
+    --encoder ave
 }

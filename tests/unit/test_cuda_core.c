@@ -1,0 +1,153 @@
+/* CORE's CUDA ops (cuda/k_core.cu): the L2 normalisation and the attention
+ * pooling against their CPU twins (l2norm.c, attnpool.c) through the CPU
+ * API on a CUDA context (cuda_check.h), and their forwards against the
+ * definitions (tests/ref, in double, from the same float inputs); skipped
+ * without a backend. Gradient buffers start non-zero (the backwards ADD;
+ * dscore is SET); every op runs twice: the same bits.
+ *
+ * l2norm: T = 9 rows of C = 33 with a scale of 1 and of 1/tau = 20, one row
+ * of zeros (the clamped branch), eps 1e-12 as CORE. Both kernels sum in
+ * double in the CPU's order, and double sqrt and division are correctly
+ * rounded: the CPU's bits (tolerance 0).
+ *
+ * attnpool: sequences of 0 to 7 rows (an empty one: a zero row), C = 33,
+ * scores and none (1 / len). The softmax uses CUDA's double exp (1 ulp of
+ * the C library's), so alpha rounds to the same float nearly always:
+ * 1e-6 absolute + 1e-6 relative on out, alpha and dscore, the CPU's bits
+ * on dinp given the same alpha (it is one product a row). Against
+ * tests/ref: 1e-5 absolute + 1e-5 relative (measured 1e-7). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnpool.h"
+#include "cuda_check.h"
+#include "gradcheck.h"
+#include "l2norm.h"
+#include "ops.h"
+#include "ref_ops.h"
+#include "rng.h"
+
+#define CC_C 33
+#define POOL_ATOL 1e-6 /* attnpool against the CPU */
+#define POOL_RTOL 1e-6
+#define REF_ATOL 1e-5 /* forwards against tests/ref */
+#define REF_RTOL 1e-5
+
+static void l2norm_case(unit_ctx *t, cuda_env *g, float s, double *worst)
+{
+    int T = 9, C = CC_C;
+    size_t n = (size_t)T * C;
+    float eps = 1e-12f;
+    sq_rng r;
+    sq_rng_seed(&r, 91, (uint64_t)s);
+    float *x = cuda_randn(n, 1, &r), *dy = cuda_randn(n, 1, &r), *gx0 = cuda_randn(n, 0.1, &r);
+    memset(x + 4 * C, 0, C * sizeof *x); /* a zero row: the clamped branch */
+    sq_ctx c = sq_ctx_cpu();
+    float *y = malloc(n * sizeof *y), *nrm = malloc(T * sizeof *nrm), *gx = cuda_host_dup(gx0, n);
+    sq_l2norm_forward(&c, y, nrm, x, T, C, s, eps);
+    sq_l2norm_backward(&c, gx, dy, y, nrm, T, C, s, eps);
+    float *dx = cuda_up(g, x, n), *ddy = cuda_up(g, dy, n);
+    float *hy = malloc(n * sizeof *hy), *hn = malloc(T * sizeof *hn), *hgx = malloc(n * sizeof *hgx);
+    float *py = malloc(n * sizeof *py), *pgx = malloc(n * sizeof *pgx);
+    for (int rep = 0; rep < 2; rep++) {
+        float *gy = cuda_zeros(g, n), *gn = cuda_zeros(g, T), *ggx = cuda_up(g, gx0, n);
+        sq_l2norm_forward(&g->cx, gy, gn, dx, T, C, s, eps);
+        sq_l2norm_backward(&g->cx, ggx, ddy, gy, gn, T, C, s, eps);
+        CHECK(cuda_down(g, hy, gy, n) == 0 && cuda_down(g, hn, gn, T) == 0 &&
+              cuda_down(g, hgx, ggx, n) == 0);
+        CHECK(cuda_same_bits(hy, y, n, "l2norm out"));
+        CHECK(cuda_same_bits(hn, nrm, T, "l2norm norm"));
+        CHECK(cuda_same_bits(hgx, gx, n, "l2norm dinp"));
+        if (rep)
+            CHECK(memcmp(py, hy, n * sizeof *hy) == 0 && memcmp(pgx, hgx, n * sizeof *hgx) == 0);
+        memcpy(py, hy, n * sizeof *hy);
+        memcpy(pgx, hgx, n * sizeof *hgx);
+    }
+    double *xd = cuda_to_double(x, n), *ref = malloc(n * sizeof *ref);
+    double *rn = malloc(T * sizeof *rn);
+    CHECK(xd && ref && rn);
+    if (xd && ref && rn) {
+        ref_l2norm(ref, rn, xd, T, C, s, eps);
+        CHECK(cuda_close_to_ref(hy, ref, n, REF_ATOL, REF_RTOL, "l2norm vs tests/ref"));
+        CHECK(cuda_close_to_ref(hn, rn, T, REF_ATOL, REF_RTOL, "l2norm norm vs tests/ref"));
+        double d = cuda_max_diff(hy, NULL, ref, n);
+        *worst = d > *worst ? d : *worst;
+    }
+    free(xd); free(ref); free(rn);
+    free(x); free(dy); free(gx0); free(y); free(nrm); free(gx); free(hy); free(hn); free(hgx);
+    free(py); free(pgx);
+}
+
+static void pool_case(unit_ctx *t, cuda_env *g, const int *len, int B, int scored,
+                      double *worst)
+{
+    int off[16], C = CC_C;
+    int T = sq_pack_offsets(off, len, B);
+    size_t nx = (size_t)T * C, no = (size_t)B * C;
+    sq_rng r;
+    sq_rng_seed(&r, (uint64_t)(T * 5 + scored), 17);
+    float *x = cuda_randn(nx, 1, &r), *sc = cuda_randn((size_t)T, 1.5, &r);
+    float *dout = cuda_randn(no, 1, &r), *gx0 = cuda_randn(nx, 0.1, &r);
+    const float *score = scored ? sc : NULL;
+    sq_ctx c = sq_ctx_cpu();
+    float *out = malloc(no * sizeof *out), *al = malloc((size_t)T * sizeof *al);
+    float *gx = cuda_host_dup(gx0, nx), *ds = malloc((size_t)T * sizeof *ds);
+    sq_attnpool_forward(&c, out, al, score, x, off, B, C);
+    sq_attnpool_backward(&c, gx, scored ? ds : NULL, dout, al, x, off, B, C);
+    CHECK_EQ(cuda_stage_off(g, off, B), 0);
+    float *dx = cuda_up(g, x, nx), *dsc = cuda_up(g, sc, (size_t)T), *dd = cuda_up(g, dout, no);
+    float *ho = malloc(no * sizeof *ho), *ha = malloc((size_t)T * sizeof *ha);
+    float *hgx = malloc(nx * sizeof *hgx), *hds = malloc((size_t)T * sizeof *hds);
+    float *po = malloc(no * sizeof *po), *pgx = malloc(nx * sizeof *pgx);
+    char what[64];
+    snprintf(what, sizeof what, "attnpool T %d scored %d", T, scored);
+    for (int rep = 0; rep < 2; rep++) {
+        float *go = cuda_up(g, dout, no), *ga = cuda_zeros(g, (size_t)T);
+        float *ggx = cuda_up(g, gx0, nx), *gds = cuda_zeros(g, (size_t)T);
+        sq_attnpool_forward(&g->cx, go, ga, scored ? dsc : NULL, dx, off, B, C);
+        sq_attnpool_backward(&g->cx, ggx, scored ? gds : NULL, dd, ga, dx, off, B, C);
+        CHECK(cuda_down(g, ho, go, no) == 0 && cuda_down(g, ha, ga, (size_t)T) == 0 &&
+              cuda_down(g, hgx, ggx, nx) == 0 && cuda_down(g, hds, gds, (size_t)T) == 0);
+        CHECK(cuda_close_to(ho, out, no, POOL_ATOL, POOL_RTOL, what));
+        CHECK(cuda_close_to(ha, al, (size_t)T, POOL_ATOL, POOL_RTOL, what));
+        CHECK(cuda_close_to(hgx, gx, nx, POOL_ATOL, POOL_RTOL, what));
+        if (scored)
+            CHECK(cuda_close_to(hds, ds, (size_t)T, POOL_ATOL, POOL_RTOL, what));
+        if (rep)
+            CHECK(memcmp(po, ho, no * sizeof *ho) == 0 && memcmp(pgx, hgx, nx * sizeof *hgx) == 0);
+        memcpy(po, ho, no * sizeof *ho);
+        memcpy(pgx, hgx, nx * sizeof *hgx);
+    }
+    double *xd = cuda_to_double(x, nx), *sd = cuda_to_double(sc, (size_t)T);
+    double *ref = malloc(no * sizeof *ref), *ra = malloc(((size_t)T + 1) * sizeof *ra);
+    CHECK(xd && sd && ref && ra);
+    if (xd && sd && ref && ra) {
+        ref_attnpool(ref, ra, scored ? sd : NULL, xd, off, B, C);
+        snprintf(what, sizeof what, "attnpool T %d scored %d vs tests/ref", T, scored);
+        CHECK(cuda_close_to_ref(ho, ref, no, REF_ATOL, REF_RTOL, what));
+        CHECK(cuda_close_to_ref(ha, ra, (size_t)T, REF_ATOL, REF_RTOL, what));
+        double d = cuda_max_diff(ho, NULL, ref, no);
+        *worst = d > *worst ? d : *worst;
+    }
+    free(xd); free(sd); free(ref); free(ra);
+    free(x); free(sc); free(dout); free(gx0); free(out); free(al); free(gx); free(ds);
+    free(ho); free(ha); free(hgx); free(hds); free(po); free(pgx);
+}
+
+UNIT_TEST(cuda_core)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    double wl = 0, wp = 0;
+    l2norm_case(t, &g, 1.0f, &wl);
+    l2norm_case(t, &g, 20.0f, &wl);
+    static const int lens[][5] = {{3, 0, 7, 1, 5}, {2, 6, 4, 1, 1}};
+    for (int s = 0; s < 2; s++)
+        for (int scored = 0; scored < 2; scored++)
+            pool_case(t, &g, lens[s], 5, scored, &wp);
+    gc_note("cuda_core", "l2norm out vs tests/ref", wl);
+    gc_note("cuda_core", "attnpool out vs tests/ref", wp);
+    cuda_close(&g);
+}
