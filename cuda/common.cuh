@@ -90,6 +90,10 @@ const int *be_host_ints(const sq_gpu_be *b, const int *p);
 // be_stage on: one step's op uploads at most grow it.
 void *be_op_upload(sq_gpu_be *b, const void *host, size_t bytes);
 
+// be->red[slot] (BE_RED_SLOTS doubles of device scratch) to the host: the
+// one wait of an op that returns a value; NAN when the copy fails.
+double be_download_red(sq_gpu_be *b, int slot);
+
 // Dynamic shared memory, 16-byte aligned, as `type *name`.
 #ifdef SQ_SIM
 #define BE_DYN_SHARED(type, name) type *name = (type *)sim_dyn_shared()

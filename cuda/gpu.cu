@@ -349,6 +349,17 @@ void be_stage_add(sq_gpu_be *b, const void *host, size_t bytes)
         b->range[b->n_range++] = {(const char *)host, bytes, dev};
 }
 
+// be->red[slot] to the host: the one wait of an op that returns a value
+// (NAN, and the sticky error, when the copy fails).
+double be_download_red(sq_gpu_be *b, int slot)
+{
+    if (be_note(b, cudaMemcpyAsync(b->red_host + slot, b->red + slot, sizeof(double),
+                                   cudaMemcpyDeviceToHost, b->stream), "download") ||
+        be_note(b, cudaStreamSynchronize(b->stream), "download"))
+        return NAN;
+    return b->red_host[slot];
+}
+
 // Once a step: waits for the stream and reports the sticky error.
 int be_sync(sq_gpu_be *b, sq_err *e)
 {

@@ -69,16 +69,6 @@ static __global__ __launch_bounds__(LOSS_THREADS) void count_kernel(double *out,
         out[0] = s;
 }
 
-// be->red[slot] to the host: the one wait of an op that returns a value.
-static double download_red(sq_gpu_be *be, int slot)
-{
-    if (be_note(be, cudaMemcpyAsync(be->red_host + slot, be->red + slot, sizeof(double),
-                                    cudaMemcpyDeviceToHost, be->stream), "download") ||
-        be_note(be, cudaStreamSynchronize(be->stream), "download"))
-        return NAN;
-    return be->red_host[slot];
-}
-
 // The entries with a non-zero id: counted on the host from the staged
 // array, else on the device (one wait).
 static int count_nonzero(sq_gpu_be *be, const int *ids, int n)
@@ -91,7 +81,7 @@ static int count_nonzero(sq_gpu_be *be, const int *ids, int n)
         return c;
     }
     SQ_LAUNCH(be, count_kernel, 1, LOSS_THREADS, 0, be->red, be_ints(be, ids), n);
-    double c = download_red(be, 0);
+    double c = be_download_red(be, 0);
     return std::isfinite(c) ? (int)c : 0;
 }
 
@@ -286,7 +276,7 @@ static double ce_full(sq_gpu_be *be, float *dh, float *dE, float *dbias, float *
         }
         be_gemm(be, 1, 0, V1, C, m, 1.0f, logits, V1, hc, C, 1.0f, dE, C);
     }
-    return download_red(be, 0) / cnt;
+    return be_download_red(be, 0) / cnt;
 }
 
 double be_ce_full(sq_gpu_be *be, float *dh, float *dE, float *scratch, const float *h,
@@ -540,5 +530,5 @@ double be_bce_sampled(sq_gpu_be *be, float *dh, float *dE, const float *h, const
     free(own_rows);
     free(own_pos);
     free(own_neg);
-    return download_red(be, 0) / cnt;
+    return be_download_red(be, 0) / cnt;
 }

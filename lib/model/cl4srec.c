@@ -80,6 +80,8 @@ double R(sq_cl4srec_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_
     }
     if (cl->distinct)
         R(pair_labels)(b, U, label);
+    /* on a GPU the ops read their device copy (a no-op on the CPU) */
+    sq_ctx_stage_add(&m->cx, rows, 3 * (size_t)U * sizeof *rows);
     sq_infonce_opt o = {.tau = cl->tau, .cosine = cl->cosine,
                         .label = cl->distinct ? label : NULL};
     double nce = R(sq_infonce_forward)(&m->cx, scratch, w->out, ra, rb, U, C, &o);
@@ -213,8 +215,9 @@ static int batcher(sq_batcher *bt, const sq_seqs *s, const void *cfg, const sq_s
 /* The backbone's workspace and the InfoNCE's scratch and rows. */
 typedef struct {
     void *inner;
-    float *nce;
-    int *rows;
+    const sq_ctx *cx;
+    float *nce; /* on cx */
+    int *rows;  /* host: the pairs' rows and labels, staged a step */
 } cl4srec_work;
 
 static void work_free(void *work)
@@ -223,7 +226,8 @@ static void work_free(void *work)
     if (!w)
         return;
     backbone()->work_free(w->inner);
-    free(w->nce);
+    if (w->nce)
+        sq_ctx_free(w->cx, w->nce);
     free(w->rows);
     free(w);
 }
@@ -238,9 +242,13 @@ static int work_alloc(const sq_net *n, const sq_batcher *bt, void **work, sq_err
     *work = w;
     if (backbone()->work_alloc(&p->inner, bt, &w->inner, e))
         return e->code;
-    w->nce = malloc(sq_infonce_scratch_size(bt->batch, c->base.dim) * sizeof *w->nce);
+    w->cx = n->cx;
+    w->nce = sq_ctx_alloc(n->cx, sq_infonce_scratch_size(bt->batch, c->base.dim) *
+                                     sizeof *w->nce, e);
+    if (!w->nce)
+        return e->code;
     w->rows = malloc(3 * (size_t)bt->batch * sizeof *w->rows);
-    if (!w->nce || !w->rows)
+    if (!w->rows)
         return sq_fail(e, SQ_EX_OSERR, "out of memory for the InfoNCE term");
     return 0;
 }
@@ -275,6 +283,15 @@ static const sq_opt *more_opts(int i)
     return i == 0 ? backbone()->opts : backbone()->more_opts(i - 1);
 }
 
+/* --device cuda: the InfoNCE term's ops have CUDA twins (k_nce.cu, and
+ * k_core.cu's normalisation for the cosine); the backbone's attention kind
+ * must have its kernels. */
+static int gpu_check(const void *cfg, sq_err *e)
+{
+    const cl4srec_config *c = cfg;
+    return backbone()->gpu_check(&c->base, e);
+}
+
 const sq_model_def sq_model_cl4srec = {
     .name = "cl4srec",
     .summary = "CL4SRec: SASRec plus InfoNCE between crop/mask/reorder views",
@@ -283,7 +300,7 @@ const sq_model_def sq_model_cl4srec = {
     .config_read = config_read, .load = load,
     .net_alloc = net_alloc, .net_free = sq_backbone_net_free, .net_init = sq_backbone_net_init,
     .init_from = sq_backbone_init_from, .batcher = batcher, .work_alloc = work_alloc,
-    .work_free = work_free, .step = step, .view = view,
+    .work_free = work_free, .step = step, .view = view, .gpu_check = gpu_check,
 };
 
 #endif

@@ -138,6 +138,9 @@ extern "C" {
     X(void, attnpool_backward, (float *dinp, float *dscore, const float *dout,               \
                                 const float *alpha, const float *inp, const int *off, int B, \
                                 int C), (dinp, dscore, dout, alpha, inp, off, B, C))         \
+    /* InfoNCE's softmax rows and gradient (k_nce.cu) */                                   \
+    X(double, nce_softmax, (float *S, int U, const int *label), (S, U, label))               \
+    X(void, nce_grad, (float *S, int U, float g), (S, U, g))                                 \
     /* HSTU's SiLU and gate on strided views (k_hstu.cu) */                                  \
     X(void, silu_forward, (float *out, const float *x, int ld, int rows, int cols),          \
       (out, x, ld, rows, cols))                                                              \

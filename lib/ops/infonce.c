@@ -11,6 +11,7 @@
 #include "l2norm.h"
 #include "ops.h"
 #include "real.h"
+#include "ongpu.h"
 
 #include <math.h>
 
@@ -54,6 +55,49 @@ static int R(excluded)(const sq_infonce_opt *o, int U, int i, int k)
     return o->label[k % U] == o->label[i % U];
 }
 
+double R(sq_nce_softmax)(const sq_ctx *cx, real *S, int U, const int *label)
+{
+    SQ_ON_GPU_RET(cx, nce_softmax, (S, U, label));
+    (void)cx; /* the double build has no GPU twin */
+    int M = 2 * U;
+    sq_infonce_opt o = {.label = label};
+    double loss = 0;
+    for (int i = 0; i < M; i++) {
+        real *s = S + (size_t)i * M;
+        int p = i < U ? i + U : i - U;
+        double mx = -INFINITY, sum = 0;
+        for (int k = 0; k < M; k++)
+            if (!R(excluded)(&o, U, i, k) && s[k] > mx)
+                mx = s[k];
+        for (int k = 0; k < M; k++)
+            if (!R(excluded)(&o, U, i, k))
+                sum += exp((double)s[k] - mx);
+        double lse = mx + log(sum);
+        loss += lse - (double)s[p];
+        for (int k = 0; k < M; k++)
+            s[k] = R(excluded)(&o, U, i, k) ? 0 : (real)exp((double)s[k] - lse);
+    }
+    return loss;
+}
+
+void R(sq_nce_grad)(const sq_ctx *cx, real *S, int U, real g)
+{
+    SQ_ON_GPU(cx, nce_grad, (S, U, g));
+    (void)cx;
+    int M = 2 * U;
+    for (int i = 0; i < M; i++) {
+        int p = i < U ? i + U : i - U;
+        for (int k = 0; k < M; k++)
+            S[(size_t)i * M + k] = (S[(size_t)i * M + k] - (k == p ? 1 : 0)) * g;
+    }
+    for (int i = 0; i < M; i++)
+        for (int k = i + 1; k < M; k++) {
+            real sym = S[(size_t)i * M + k] + S[(size_t)k * M + i];
+            S[(size_t)i * M + k] = sym;
+            S[(size_t)k * M + i] = sym;
+        }
+}
+
 double R(sq_infonce_forward)(const sq_ctx *cx, real *scratch, const real *h, const int *ra,
                              const int *rb, int U, int C, const sq_infonce_opt *o)
 {
@@ -69,23 +113,7 @@ double R(sq_infonce_forward)(const sq_ctx *cx, real *scratch, const real *h, con
         R(sq_l2norm_forward)(cx, z, sc.nrm, x, M, C, 1, (real)NCE_NORM_EPS);
     R(sq_gemm)(cx, 0, 1, M, M, C, (real)(1 / o->tau), z, C, z, C, 0, S, M);
     /* each row of S becomes P (the softmax over the kept k), the loss summed */
-    double loss = 0;
-    for (int i = 0; i < M; i++) {
-        real *s = S + (size_t)i * M;
-        int p = i < U ? i + U : i - U;
-        double mx = -INFINITY, sum = 0;
-        for (int k = 0; k < M; k++)
-            if (!R(excluded)(o, U, i, k) && s[k] > mx)
-                mx = s[k];
-        for (int k = 0; k < M; k++)
-            if (!R(excluded)(o, U, i, k))
-                sum += exp((double)s[k] - mx);
-        double lse = mx + log(sum);
-        loss += lse - (double)s[p];
-        for (int k = 0; k < M; k++)
-            s[k] = R(excluded)(o, U, i, k) ? 0 : (real)exp((double)s[k] - lse);
-    }
-    return loss / M;
+    return R(sq_nce_softmax)(cx, S, U, o->label) / M;
 }
 
 void R(sq_infonce_backward)(const sq_ctx *cx, real *dh, real *scratch, const int *ra,
@@ -99,18 +127,7 @@ void R(sq_infonce_backward)(const sq_ctx *cx, real *dh, real *scratch, const int
         return;
     /* G = (P - onehot(p)) dloss / M, then G + G^T in place (the diagonal
      * stays 0: P_ii = 0 and i is never its own positive) */
-    real g = dloss / (real)M;
-    for (int i = 0; i < M; i++) {
-        int p = i < U ? i + U : i - U;
-        for (int k = 0; k < M; k++)
-            S[(size_t)i * M + k] = (S[(size_t)i * M + k] - (k == p ? 1 : 0)) * g;
-    }
-    for (int i = 0; i < M; i++)
-        for (int k = i + 1; k < M; k++) {
-            real sym = S[(size_t)i * M + k] + S[(size_t)k * M + i];
-            S[(size_t)i * M + k] = sym;
-            S[(size_t)k * M + i] = sym;
-        }
+    R(sq_nce_grad)(cx, S, U, dloss / (real)M);
     R(sq_gemm)(cx, 0, 0, M, C, M, (real)(1 / o->tau), S, M, z, C, 0, dz, C);
     if (o->cosine) { /* back through z = h / |h| */
         R(sq_zero)(cx, sc.raw, (size_t)M * C);

@@ -2,9 +2,9 @@
 # The models beyond SASRec, BERT4Rec and HSTU on the GPU: gru4rec (its GRU
 # layer in cuda/k_gru.cu), caser (its convolutions in cuda/k_conv.cu) and
 # fpmc (ops that had twins already), their host-planned ids staged with
-# sq_ctx_stage_add, and core (its pooling and normalisation in
-# cuda/k_core.cu, its device scoring); on the simulated device of tests/sim
-# when built. One
+# sq_ctx_stage_add, core (its pooling and normalisation in cuda/k_core.cu,
+# its device scoring) and cl4srec (InfoNCE's pieces in cuda/k_nce.cu); on
+# the simulated device of tests/sim when built. One
 # epoch gives the CPU's loss (1e-3 relative, --threads 1), two GPU runs
 # write the same bytes (one case), and the GPU's model scores on the CPU
 # and on the GPU alike. The real GPU is `make gpu-check`'s.
@@ -17,7 +17,7 @@ setup() {
   [ -f "$SIM" ] || skip "no simulated device built"
   export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
   # small: the simulated device runs every thread of every block in turn
-  seqrec-synth --users 60 --items 40 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/t.sqr"
+  seqrec-synth --users 40 --items 30 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/t.sqr"
   # --threads 1: the GPU trains each batch whole, as the CPU does on one thread
   O=(--batch 16 --threads 1 --epochs 1 --precision fp32)
 }
@@ -44,4 +44,11 @@ setup() {
     --layers 1 --heads 1
   DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${O[@]}" --model core --dim 8 --max-len 10 \
     --encoder ave
+}
+
+@test "device_models: cl4srec (cosine with distinct negatives; dot) trains on the simulated GPU as on the CPU" {
+  DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${O[@]}" --model cl4srec --dim 8 --max-len 10 \
+    --layers 1 --heads 1 --cl-negatives distinct
+  DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${O[@]}" --model cl4srec --dim 8 --max-len 10 \
+    --layers 1 --heads 1 --cl-sim dot --cl-weight 0.5
 }

@@ -1,5 +1,7 @@
-/* CORE's CUDA ops (cuda/k_core.cu): the L2 normalisation and the attention
- * pooling against their CPU twins (l2norm.c, attnpool.c) through the CPU
+/* CORE's and CL4SRec's CUDA ops: the L2 normalisation and the attention
+ * pooling (cuda/k_core.cu), and the InfoNCE loss (its softmax rows and
+ * gradient in cuda/k_nce.cu, between ops that had twins) against their
+ * CPU twins (l2norm.c, attnpool.c) through the CPU
  * API on a CUDA context (cuda_check.h), and their forwards against the
  * definitions (tests/ref, in double, from the same float inputs); skipped
  * without a backend. Gradient buffers start non-zero (the backwards ADD;
@@ -15,7 +17,14 @@
  * the C library's), so alpha rounds to the same float nearly always:
  * 1e-6 absolute + 1e-6 relative on out, alpha and dscore, the CPU's bits
  * on dinp given the same alpha (it is one product a row). Against
- * tests/ref: 1e-5 absolute + 1e-5 relative (measured 1e-7). */
+ * tests/ref: 1e-5 absolute + 1e-5 relative (measured 1e-7).
+ *
+ * infonce: U = 6 pairs of distinct rows of h [T = 20, C = 33], dot and
+ * cosine, tau
+ * 0.5, with and without labels (two pairs share one). The loss and dh
+ * (added, with dloss 0.3) against the CPU: 1e-5 absolute + 1e-4 relative
+ * (cuBLAS's sums, CUDA's exp and log; measured 1e-7); the loss against
+ * tests/ref 1e-5 relative. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +32,7 @@
 #include "attnpool.h"
 #include "cuda_check.h"
 #include "gradcheck.h"
+#include "infonce.h"
 #include "l2norm.h"
 #include "ops.h"
 #include "ref_ops.h"
@@ -33,6 +43,8 @@
 #define POOL_RTOL 1e-6
 #define REF_ATOL 1e-5 /* forwards against tests/ref */
 #define REF_RTOL 1e-5
+#define NCE_ATOL 1e-5 /* infonce against the CPU */
+#define NCE_RTOL 1e-4
 
 static void l2norm_case(unit_ctx *t, cuda_env *g, float s, double *worst)
 {
@@ -135,6 +147,57 @@ static void pool_case(unit_ctx *t, cuda_env *g, const int *len, int B, int score
     free(ho); free(ha); free(hgx); free(hds); free(po); free(pgx);
 }
 
+static void nce_case(unit_ctx *t, cuda_env *g, int cosine, int labelled, double *worst)
+{
+    enum { U = 6, T = 20 };
+    int C = CC_C, rows[3 * U];
+    int *ra = rows, *rb = rows + U, *label = rows + 2 * U;
+    for (int j = 0; j < U; j++) { /* distinct rows, out of order */
+        ra[j] = (7 * j + 3) % T;
+        rb[j] = (7 * (j + U) + 3) % T;
+        label[j] = j == 4 ? label[1] : 100 + j; /* pairs 1 and 4 share one */
+    }
+    size_t nh = (size_t)T * C, ns = sq_infonce_scratch_size(U, C);
+    sq_rng r;
+    sq_rng_seed(&r, 23, (uint64_t)(cosine * 2 + labelled));
+    float *h = cuda_randn(nh, 0.5, &r), *gh0 = cuda_randn(nh, 0.1, &r);
+    sq_infonce_opt o = {.tau = 0.5, .cosine = cosine, .label = labelled ? label : NULL};
+    sq_ctx c = sq_ctx_cpu();
+    float *scr = malloc(ns * sizeof *scr), *gh = cuda_host_dup(gh0, nh);
+    double loss = sq_infonce_forward(&c, scr, h, ra, rb, U, C, &o);
+    sq_infonce_backward(&c, gh, scr, ra, rb, U, C, &o, 0.3f);
+    /* the GPU, twice: the pairs' rows staged as the model stages them */
+    const void *host[1] = {rows};
+    size_t bytes[1] = {sizeof rows};
+    float *dh = cuda_up(g, h, nh), *dscr = cuda_zeros(g, ns);
+    float *hg = malloc(nh * sizeof *hg), *pg = malloc(nh * sizeof *pg);
+    double prev = 0;
+    char what[64];
+    snprintf(what, sizeof what, "infonce cosine %d labels %d", cosine, labelled);
+    for (int rep = 0; rep < 2; rep++) {
+        CHECK_EQ(sq_gpu_stage(g->gpu, host, bytes, 1, &g->e), 0);
+        float *dg = cuda_up(g, gh0, nh);
+        double gl = sq_infonce_forward(&g->cx, dscr, dh, ra, rb, U, C, &o);
+        sq_infonce_backward(&g->cx, dg, dscr, ra, rb, U, C, &o, 0.3f);
+        CHECK(cuda_down(g, hg, dg, nh) == 0);
+        CHECK(fabs(gl - loss) <= NCE_ATOL + NCE_RTOL * fabs(loss));
+        CHECK(cuda_close_to(hg, gh, nh, NCE_ATOL, NCE_RTOL, what));
+        if (rep)
+            CHECK(gl == prev && memcmp(pg, hg, nh * sizeof *hg) == 0);
+        prev = gl;
+        memcpy(pg, hg, nh * sizeof *hg);
+    }
+    double *hd = cuda_to_double(h, nh);
+    CHECK(hd != NULL);
+    if (hd) {
+        double ref = ref_infonce(hd, ra, rb, U, C, 0.5, cosine, labelled ? label : NULL);
+        CHECK(fabs(prev - ref) <= REF_RTOL * fabs(ref));
+        double d = fabs(prev - ref);
+        *worst = d > *worst ? d : *worst;
+    }
+    free(hd); free(h); free(gh0); free(scr); free(gh); free(hg); free(pg);
+}
+
 UNIT_TEST(cuda_core)
 {
     cuda_env g;
@@ -147,6 +210,11 @@ UNIT_TEST(cuda_core)
     for (int s = 0; s < 2; s++)
         for (int scored = 0; scored < 2; scored++)
             pool_case(t, &g, lens[s], 5, scored, &wp);
+    double wn = 0;
+    for (int cosine = 0; cosine < 2; cosine++)
+        for (int labelled = 0; labelled < 2; labelled++)
+            nce_case(t, &g, cosine, labelled, &wn);
+    gc_note("cuda_core", "infonce loss vs tests/ref", wn);
     gc_note("cuda_core", "l2norm out vs tests/ref", wl);
     gc_note("cuda_core", "attnpool out vs tests/ref", wp);
     cuda_close(&g);
