@@ -285,8 +285,9 @@ static int batcher(sq_batcher *bt, const sq_seqs *s, const void *cfg, const sq_s
  * the pairs and (sampled) their supports. */
 typedef struct {
     void *inner;
-    float *bkl;
-    int chunk, *ra, *rb, *cand;
+    const sq_ctx *cx;
+    float *bkl; /* on cx */
+    int chunk, *ra, *rb, *cand; /* host; staged a step */
 } blin_work;
 
 static void work_free(void *work)
@@ -295,7 +296,8 @@ static void work_free(void *work)
     if (!w)
         return;
     backbone()->work_free(w->inner);
-    free(w->bkl);
+    if (w->bkl)
+        sq_ctx_free(w->cx, w->bkl);
     free(w->ra);
     free(w->cand);
     free(w);
@@ -315,10 +317,13 @@ static int work_alloc(const sq_net *n, const sq_batcher *bt, void **work, sq_err
     /* chunks of pairs whose logits stay near 4 MB */
     w->chunk = (int)(((size_t)1 << 20) / (size_t)V1);
     w->chunk = w->chunk < 1 ? 1 : w->chunk > B ? B : w->chunk;
-    w->bkl = malloc(sq_bkl_scratch_size(w->chunk, V1, C) * sizeof *w->bkl);
+    w->cx = n->cx;
+    if (!(w->bkl = sq_ctx_alloc(n->cx, sq_bkl_scratch_size(w->chunk, V1, C) * sizeof *w->bkl,
+                                e)))
+        return e->code;
     w->ra = malloc(2 * (size_t)B * sizeof *w->ra);
     w->cand = malloc((size_t)B * (size_t)(bt->K + 1) * sizeof *w->cand);
-    if (!w->bkl || !w->ra || !w->cand)
+    if (!w->ra || !w->cand)
         return sq_fail(e, SQ_EX_OSERR, "out of memory for the KL term");
     w->rb = w->ra + B;
     return 0;
@@ -377,6 +382,9 @@ static double step(sq_net *n, void *work, const sq_packed *b, const sq_step_opts
     double lambda = ((const blin_config *)n->cfg)->bkl_lambda;
     if (lambda > 0) {
         int U = kl_pairs(bw, b), S = b->K > 0 ? b->K + 1 : 0;
+        /* on a GPU the op reads the pairs' device copy (a no-op on the CPU) */
+        sq_ctx_stage_add(cx, bw->ra, (size_t)U * sizeof *bw->ra);
+        sq_ctx_stage_add(cx, bw->rb, (size_t)U * sizeof *bw->rb);
         loss += lambda * sq_bkl(cx, w->dout, g->p.item_emb, bw->bkl, w->out, m->p.item_emb,
                                 bw->ra, bw->rb, S ? bw->cand : NULL, S, U, C, V1, bw->chunk,
                                 (float)lambda);
@@ -409,6 +417,18 @@ static const sq_opt *more_opts(int i)
     return i == 0 ? backbone()->opts : backbone()->more_opts(i - 1);
 }
 
+/* --device cuda: the KL term over every item has its kernel (k_bkl.cu);
+ * the sampled softmax's (sq_ce_sampled, the KL over a support) have none.
+ * The backbone's attention kind must have its kernels. */
+static int gpu_check(const void *cfg, sq_err *e)
+{
+    const blin_config *c = cfg;
+    if (c->softmax == SOFTMAX_SAMPLED)
+        return sq_fail(e, SQ_EX_USAGE, "--device cuda: --model blin --softmax sampled runs on "
+                       "the CPU only (--softmax full runs on the GPU)");
+    return backbone()->gpu_check(&c->base, e);
+}
+
 const sq_model_def sq_model_blin = {
     .name = "blin",
     .summary = "Blin: RandomPad views, efficient-dwc attention, bidirectional KL",
@@ -417,5 +437,5 @@ const sq_model_def sq_model_blin = {
     .config_read = config_read, .load = load, .check_step = check_step,
     .net_alloc = net_alloc, .net_free = sq_backbone_net_free, .net_init = sq_backbone_net_init,
     .init_from = sq_backbone_init_from, .batcher = batcher, .work_alloc = work_alloc,
-    .work_free = work_free, .step = step, .view = view,
+    .work_free = work_free, .step = step, .view = view, .gpu_check = gpu_check,
 };

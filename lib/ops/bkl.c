@@ -11,6 +11,7 @@
 
 #include "bkl.h"
 #include "real.h"
+#include "ongpu.h"
 #include "vec.h"
 
 #include <math.h>
@@ -202,6 +203,7 @@ double R(sq_bkl)(const sq_ctx *cx, real *dh, real *dE, real *scratch, const real
                  const real *E, const int *ra, const int *rb, const int *cand, int S,
                  int n, int C, int V1, int chunk, real dloss)
 {
+    SQ_ON_GPU_RET(cx, bkl, (dh, dE, scratch, h, E, ra, rb, cand, S, n, C, V1, chunk, dloss));
     if (n <= 0)
         return 0;
     int grad = dh && dE;

@@ -141,6 +141,11 @@ extern "C" {
     /* InfoNCE's softmax rows and gradient (k_nce.cu) */                                   \
     X(double, nce_softmax, (float *S, int U, const int *label), (S, U, label))               \
     X(void, nce_grad, (float *S, int U, float g), (S, U, g))                                 \
+    /* Blin's bidirectional KL over every item (k_bkl.cu) */                              \
+    X(double, bkl, (float *dh, float *dE, float *scratch, const float *h, const float *E,    \
+                    const int *ra, const int *rb, const int *cand, int S, int n, int C,      \
+                    int V1, int chunk, float dloss),                                         \
+      (dh, dE, scratch, h, E, ra, rb, cand, S, n, C, V1, chunk, dloss))                      \
     /* HSTU's SiLU and gate on strided views (k_hstu.cu) */                                  \
     X(void, silu_forward, (float *out, const float *x, int ld, int rows, int cols),          \
       (out, x, ld, rows, cols))                                                              \

@@ -3,7 +3,8 @@
 # layer in cuda/k_gru.cu), caser (its convolutions in cuda/k_conv.cu) and
 # fpmc (ops that had twins already), their host-planned ids staged with
 # sq_ctx_stage_add, core (its pooling and normalisation in cuda/k_core.cu,
-# its device scoring) and cl4srec (InfoNCE's pieces in cuda/k_nce.cu); on
+# its device scoring), cl4srec (InfoNCE's pieces in cuda/k_nce.cu) and blin
+# (its KL over every item in cuda/k_bkl.cu; --softmax sampled refused); on
 # the simulated device of tests/sim when built. One
 # epoch gives the CPU's loss (1e-3 relative, --threads 1), two GPU runs
 # write the same bytes (one case), and the GPU's model scores on the CPU
@@ -51,4 +52,13 @@ setup() {
     --layers 1 --heads 1 --cl-negatives distinct
   DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${O[@]}" --model cl4srec --dim 8 --max-len 10 \
     --layers 1 --heads 1 --cl-sim dot --cl-weight 0.5
+}
+
+@test "device_models: blin trains on the simulated GPU as on the CPU; --softmax sampled is refused (64)" {
+  DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${O[@]}" --model blin --dim 8 --ffn 16 \
+    --max-len 10 --layers 1 --heads 1
+  run -64 seqrec-train --model blin --softmax sampled --neg 3 --dim 8 --max-len 10 --epochs 1 \
+    --device cuda -o "$T/s.sqm" "$T/t.sqr"
+  [[ "$output" == *"--softmax sampled runs on the CPU only"* ]]
+  [ ! -e "$T/s.sqm" ]
 }

@@ -1,7 +1,8 @@
-/* CORE's and CL4SRec's CUDA ops: the L2 normalisation and the attention
- * pooling (cuda/k_core.cu), and the InfoNCE loss (its softmax rows and
- * gradient in cuda/k_nce.cu, between ops that had twins) against their
- * CPU twins (l2norm.c, attnpool.c) through the CPU
+/* The CUDA ops of the models on the SASRec backbone: CORE's L2
+ * normalisation and attention pooling (cuda/k_core.cu), CL4SRec's InfoNCE
+ * (its softmax rows and gradient in cuda/k_nce.cu, between ops that had
+ * twins) and Blin's bidirectional KL (cuda/k_bkl.cu), against their CPU
+ * twins (l2norm.c, attnpool.c) through the CPU
  * API on a CUDA context (cuda_check.h), and their forwards against the
  * definitions (tests/ref, in double, from the same float inputs); skipped
  * without a backend. Gradient buffers start non-zero (the backwards ADD;
@@ -24,12 +25,19 @@
  * 0.5, with and without labels (two pairs share one). The loss and dh
  * (added, with dloss 0.3) against the CPU: 1e-5 absolute + 1e-4 relative
  * (cuBLAS's sums, CUDA's exp and log; measured 1e-7); the loss against
- * tests/ref 1e-5 relative. */
+ * tests/ref 1e-5 relative.
+ *
+ * bkl: U = 5 pairs over rows of h [T = 12, C = 33] (one row in two pairs:
+ * the scatter's order), V1 = 300 items (chunks of 2 pairs: three chunks),
+ * with and without gradients. The loss, dh and dE against the CPU: 1e-6
+ * absolute + 1e-4 relative (the sums' order and cuBLAS; measured 2e-8 on
+ * the loss); the loss against tests/ref (long double) 1e-4 relative. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attnpool.h"
+#include "bkl.h"
 #include "cuda_check.h"
 #include "gradcheck.h"
 #include "infonce.h"
@@ -196,6 +204,63 @@ static void nce_case(unit_ctx *t, cuda_env *g, int cosine, int labelled, double 
         *worst = d > *worst ? d : *worst;
     }
     free(hd); free(h); free(gh0); free(scr); free(gh); free(hg); free(pg);
+}
+
+static void bkl_case(unit_ctx *t, cuda_env *g, int grad, double *worst)
+{
+    enum { U = 5, T = 12, V1 = 300, CHUNK = 2 };
+    int C = CC_C, ra[U] = {0, 3, 5, 7, 3}, rb[U] = {1, 4, 6, 8, 10};
+    size_t nh = (size_t)T * C, ne = (size_t)V1 * C, ns = sq_bkl_scratch_size(CHUNK, V1, C);
+    sq_rng r;
+    sq_rng_seed(&r, 31, (uint64_t)grad);
+    float *h = cuda_randn(nh, 0.5, &r), *E = cuda_randn(ne, 0.5, &r);
+    float *gh0 = cuda_randn(nh, 0.1, &r), *gE0 = cuda_randn(ne, 0.1, &r);
+    sq_ctx c = sq_ctx_cpu();
+    float *scr = malloc(ns * sizeof *scr), *gh = cuda_host_dup(gh0, nh), *gE = cuda_host_dup(gE0, ne);
+    double loss = sq_bkl(&c, grad ? gh : NULL, grad ? gE : NULL, scr, h, E, ra, rb, NULL, 0, U,
+                         C, V1, CHUNK, 0.7f);
+    const void *host[2] = {ra, rb};
+    size_t bytes[2] = {sizeof ra, sizeof rb};
+    float *dh = cuda_up(g, h, nh), *dE = cuda_up(g, E, ne), *dscr = cuda_zeros(g, ns);
+    float *hgh = malloc(nh * sizeof *hgh), *hgE = malloc(ne * sizeof *hgE);
+    double prev = 0;
+    char what[64];
+    snprintf(what, sizeof what, "bkl grad %d", grad);
+    for (int rep = 0; rep < 2; rep++) {
+        CHECK_EQ(sq_gpu_stage(g->gpu, host, bytes, 2, &g->e), 0);
+        float *dgh = cuda_up(g, gh0, nh), *dgE = cuda_up(g, gE0, ne);
+        double gl = sq_bkl(&g->cx, grad ? dgh : NULL, grad ? dgE : NULL, dscr, dh, dE, ra, rb,
+                           NULL, 0, U, C, V1, CHUNK, 0.7f);
+        CHECK(cuda_down(g, hgh, dgh, nh) == 0 && cuda_down(g, hgE, dgE, ne) == 0);
+        CHECK(fabs(gl - loss) <= 1e-6 + 1e-4 * fabs(loss));
+        CHECK(cuda_close_to(hgh, gh, nh, 1e-6, 1e-4, what)); /* untouched without grad */
+        CHECK(cuda_close_to(hgE, gE, ne, 1e-6, 1e-4, what));
+        if (rep)
+            CHECK(gl == prev);
+        prev = gl;
+    }
+    double *hd = cuda_to_double(h, nh), *Ed = cuda_to_double(E, ne);
+    CHECK(hd && Ed);
+    if (hd && Ed) {
+        double ref = ref_bkl(hd, Ed, ra, rb, NULL, 0, U, C, V1);
+        CHECK(fabs(prev - ref) <= 1e-4 * fabs(ref));
+        double d = fabs(prev - ref);
+        *worst = d > *worst ? d : *worst;
+    }
+    free(hd); free(Ed); free(h); free(E); free(gh0); free(gE0); free(scr); free(gh); free(gE);
+    free(hgh); free(hgE);
+}
+
+UNIT_TEST(cuda_bkl)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    double w = 0;
+    bkl_case(t, &g, 1, &w);
+    bkl_case(t, &g, 0, &w);
+    gc_note("cuda_bkl", "loss vs tests/ref", w);
+    cuda_close(&g);
 }
 
 UNIT_TEST(cuda_core)
