@@ -648,7 +648,7 @@ int main(int argc, char **argv)
     }
     if (sq_threads_start(a.o.threads, !a.model->fit, &err) < 0)
         goto fail;
-    if (a.device && a.model->fit && strcmp(a.device, "cpu") != 0) {
+    if (a.device && a.model->fit && !a.model->gpu_check && strcmp(a.device, "cpu") != 0) {
         rc = sq_cli_usage_error(prog, "--device %s: --model %s runs on the CPU only", a.device,
                                 a.model->name);
         goto out;

@@ -114,7 +114,8 @@ int sq_model_load_by(sq_model *m, const char *path,
             rc = sq_fail(e, SQ_EX_OSERR, "out of memory");
             goto done;
         }
-        rc = def->config_read(cfg, &mf, path, e) || def->gpu_check(cfg, e) ? e->code : 0;
+        rc = (def->config_read && def->config_read(cfg, &mf, path, e)) ||
+                     def->gpu_check(cfg, e) ? e->code : 0;
         free(cfg);
         if (rc)
             goto done;

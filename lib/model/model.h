@@ -143,7 +143,7 @@ int sq_states_parallel(sq_states_fn states, const void *model, const sq_batch *h
 /* The models that train and score on a GPU (a def with gpu_check that
  * says yes), for the messages that refuse the others. */
 #define SQ_GPU_MODEL_NAMES \
-    "sasrec, bert4rec, blin, hstu, cl4srec, core, gru4rec, caser, fpmc"
+    "sasrec, bert4rec, blin, hstu, cl4srec, core, gru4rec, caser, fpmc, pop"
 
 /* What the trainer tells a model's step (seqrec-train's training
  * options that shape the batches and the loss). */

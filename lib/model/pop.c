@@ -46,7 +46,7 @@ static void pop_free(sq_model *m)
 
 int sq_pop_load(sq_model *m, sq_modelfile *mf, const sq_ctx *cx, sq_err *e)
 {
-    (void)cx; /* counts, scored on the CPU (no gpu_check: never given a GPU) */
+    (void)cx; /* counts: no arithmetic for a device (pop_gpu_check) */
     const sq_tensor *t = sq_modelfile_find(mf, "pop.count");
     if (!t)
         return sq_fail(e, SQ_EX_DATA, "pop model without a pop.count tensor");
@@ -87,6 +87,16 @@ static int pop_config(void *cfg, const char *given, const sq_data_dims *d, sq_er
 
 static const sq_opt pop_opts[] = {{0}};
 
+/* --device cuda: pop has no arithmetic to put on a device (counting in
+ * one pass, scores a copy of the counts), so it fits and scores on the
+ * host whatever the device, the same bytes: a pipeline that runs every
+ * model on a GPU keeps its popularity row. */
+static int pop_gpu_check(const void *cfg, sq_err *e)
+{
+    (void)cfg, (void)e;
+    return 0;
+}
+
 const sq_model_def sq_model_pop = {
     .name = "pop",
     .summary = "popularity: every user gets the training counts",
@@ -95,4 +105,5 @@ const sq_model_def sq_model_pop = {
     .config = pop_config,
     .load = sq_pop_load,
     .fit = sq_pop_fit,
+    .gpu_check = pop_gpu_check,
 };
