@@ -317,6 +317,27 @@ check: deps $(BUILD)/tests/unit/list.h
 # given here (e.g. ../shared/data) is made absolute for them.
 DATA_MAKE = $(MAKE) --no-print-directory -C data $(if $(DATA_MIRROR),DATA_MIRROR=$(abspath $(DATA_MIRROR)))
 
+# The reproductions on a GPU (every reproduce-* target; the pipelines'
+# run rules call $(REPRO_RUN) and $(REPRO_SCORE), pipelines/repro_run.sh):
+#   DEVICE=cuda[:N]  every training and scoring run there;
+#   GPU_MINUTES=M    a budget for this make: the runs that fit in M minutes
+#                    from now, one after another; a run the budget stops
+#                    keeps its checkpoint, is scored "not run" in the tables
+#                    and resumes (bit for bit) at the next make.
+DEVICE ?=
+GPU_MINUTES ?=
+export REPRO_DEVICE := $(DEVICE)
+ifneq ($(GPU_MINUTES),)
+ifeq ($(origin REPRO_DEADLINE),undefined)
+export REPRO_DEADLINE := $(shell echo $$(( $$(date +%s) + ($(GPU_MINUTES)) * 60 )))
+endif
+endif
+REPRO_RUN := sh pipelines/repro_run.sh
+REPRO_SCORE := sh pipelines/repro_run.sh --score
+# a run's scoring line starts with `$(REPRO_DONE) MODEL || exit 0;`: a run the
+# budget stopped has no model yet
+REPRO_DONE := test -s
+
 include pipelines/demo.mk
 include $(filter-out pipelines/demo.mk,$(wildcard pipelines/*.mk))
 include bench/bench.mk

@@ -61,16 +61,18 @@ $(BASELINES_OUT)/data.split: | $(BASELINES_OUT)
 	$(BASELINES_BIN)/seqrec-split --leave-one-out -o $@ $(BASELINES_OUT)/data.seq
 
 $(BASELINES_OUT)/pop.json: $(BASELINES_OUT)/data.split
-	$(BASELINES_BIN)/seqrec-train --model pop -o $(BASELINES_OUT)/pop.sqm $< 2> $(BASELINES_OUT)/pop.log
-	$(BASELINES_BIN)/seqrec-score -m $(BASELINES_OUT)/pop.sqm --target test $< \
+	$(REPRO_RUN) $(BASELINES_BIN)/seqrec-train --model pop -o $(BASELINES_OUT)/pop.sqm $< 2> $(BASELINES_OUT)/pop.log
+	$(REPRO_DONE) $(BASELINES_OUT)/pop.sqm || exit 0; \
+	$(REPRO_SCORE) $(BASELINES_BIN)/seqrec-score -m $(BASELINES_OUT)/pop.sqm --target test $< \
 	  | $(BASELINES_BIN)/seqrec-metrics -k 10 --json > $@.tmp && mv $@.tmp $@
 
 # One trained run: $(1) the model.
 define baselines_run
 $(BASELINES_OUT)/$(1).json: $(BASELINES_OUT)/data.split
-	$(BASELINES_BIN)/seqrec-train $(bl_args_$(1)) $(BASELINES_COMMON) \
+	$(REPRO_RUN) $(BASELINES_BIN)/seqrec-train $(bl_args_$(1)) $(BASELINES_COMMON) \
 	  --log $(BASELINES_OUT)/$(1).log -o $(BASELINES_OUT)/$(1).sqm $$<
-	$(BASELINES_BIN)/seqrec-score -m $(BASELINES_OUT)/$(1).sqm --target test $$< \
+	$(REPRO_DONE) $(BASELINES_OUT)/$(1).sqm || exit 0; \
+	$(REPRO_SCORE) $(BASELINES_BIN)/seqrec-score -m $(BASELINES_OUT)/$(1).sqm --target test $$< \
 	  | $(BASELINES_BIN)/seqrec-metrics -k 10 --json > $$@.tmp && mv $$@.tmp $$@
 endef
 $(foreach r,$(filter-out pop,$(BASELINES_RUNS)),$(eval $(call baselines_run,$(r))))

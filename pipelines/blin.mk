@@ -56,9 +56,10 @@ $(BLIN_OUT)/%.split: | $(BLIN_OUT)
 # One run: $(1) dataset, $(2) run name.
 define blin_run
 $(BLIN_OUT)/$(1)-$(2).json: $(BLIN_OUT)/$(1).split
-	$(BLIN_BIN)/seqrec-train $(blin_args_$(2)) $(BLIN_COMMON) \
+	$(REPRO_RUN) $(BLIN_BIN)/seqrec-train $(blin_args_$(2)) $(BLIN_COMMON) \
 	  --log $(BLIN_OUT)/$(1)-$(2).log -o $(BLIN_OUT)/$(1)-$(2).sqm $$<
-	$(BLIN_BIN)/seqrec-score -m $(BLIN_OUT)/$(1)-$(2).sqm $(BLIN_SCORE) $$< \
+	$(REPRO_DONE) $(BLIN_OUT)/$(1)-$(2).sqm || exit 0; \
+	$(REPRO_SCORE) $(BLIN_BIN)/seqrec-score -m $(BLIN_OUT)/$(1)-$(2).sqm $(BLIN_SCORE) $$< \
 	  | $(BLIN_BIN)/seqrec-metrics -k 10,20 --json > $$@.tmp && mv $$@.tmp $$@
 endef
 $(foreach r,$(BLIN_RUNS),$(eval $(call blin_run,$(firstword $(subst -, ,$(r))),$(r:$(firstword $(subst -, ,$(r)))-%=%))))

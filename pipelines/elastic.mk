@@ -123,9 +123,10 @@ $(ELASTIC_OUT)/$(ELASTIC_DATA).split: | $(ELASTIC_OUT)
 # One run: $(1) its name.
 define elastic_run
 $(ELASTIC_OUT)/$(1).json: $(ELASTIC_OUT)/$(ELASTIC_DATA).split
-	$(ELASTIC_BIN)/seqrec-train $(or $(elastic_full_$(1)),$(elastic_args_$(1)) $(ELASTIC_COMMON)) \
+	$(REPRO_RUN) $(ELASTIC_BIN)/seqrec-train $(or $(elastic_full_$(1)),$(elastic_args_$(1)) $(ELASTIC_COMMON)) \
 	  --log $(ELASTIC_OUT)/$(1).log -o $(ELASTIC_OUT)/$(1).sqm $$<
-	$(ELASTIC_BIN)/seqrec-score -m $(ELASTIC_OUT)/$(1).sqm $(ELASTIC_SCORE) --threads $(ELASTIC_THREADS) \
+	$(REPRO_DONE) $(ELASTIC_OUT)/$(1).sqm || exit 0; \
+	$(REPRO_SCORE) $(ELASTIC_BIN)/seqrec-score -m $(ELASTIC_OUT)/$(1).sqm $(ELASTIC_SCORE) --threads $(ELASTIC_THREADS) \
 	  $(if $(filter $(1),$(ELASTIC_EXPERT_RUNS)),--expert-stats $(ELASTIC_OUT)/$(1).experts.tsv) $$< \
 	  | $(ELASTIC_BIN)/seqrec-metrics -k 10,20 --json > $$@.tmp && mv $$@.tmp $$@
 endef

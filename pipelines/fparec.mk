@@ -82,9 +82,10 @@ $(FPAREC_OUT):
 
 define fparec_run
 $(FPAREC_OUT)/attn-$(1)-$(2).json: $(FPAREC_OUT)/$(1).split
-	$(FPAREC_BIN)/seqrec-train $(call fparec_args,$(2)) $(FPAREC_COMMON) \
+	$(REPRO_RUN) $(FPAREC_BIN)/seqrec-train $(call fparec_args,$(2)) $(FPAREC_COMMON) \
 	  --log $(FPAREC_OUT)/attn-$(1)-$(2).log -o $(FPAREC_OUT)/attn-$(1)-$(2).sqm $$<
-	$(FPAREC_BIN)/seqrec-score -m $(FPAREC_OUT)/attn-$(1)-$(2).sqm --target test $$< \
+	$(REPRO_DONE) $(FPAREC_OUT)/attn-$(1)-$(2).sqm || exit 0; \
+	$(REPRO_SCORE) $(FPAREC_BIN)/seqrec-score -m $(FPAREC_OUT)/attn-$(1)-$(2).sqm --target test $$< \
 	  | $(FPAREC_BIN)/seqrec-metrics -k 10 --json > $$@.tmp && mv $$@.tmp $$@
 endef
 $(foreach d,$(FPAREC_DATASETS),$(foreach k,$(FPAREC_KINDS),$(eval $(call fparec_run,$(d),$(k)))))

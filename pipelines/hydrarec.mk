@@ -107,11 +107,13 @@ endef
 # $(1): the dataset, $(2): the run
 define hydrarec_run
 $(call hydrarec_out,$(1))/$(2).json: $(call hydrarec_out,$(1))/data.split
-	$(HYDRAREC_BIN)/seqrec-train $(call hydrarec_args,$(1),$(2)) $(HYDRAREC_TRAIN) \
+	$(REPRO_RUN) $(HYDRAREC_BIN)/seqrec-train $(call hydrarec_args,$(1),$(2)) $(HYDRAREC_TRAIN) \
 	  --log $(call hydrarec_out,$(1))/$(2).log -o $(call hydrarec_out,$(1))/$(2).sqm $$<
-	$(HYDRAREC_BIN)/seqrec-score -m $(call hydrarec_out,$(1))/$(2).sqm --target test $(HYDRAREC_CAND) \
+	$(REPRO_DONE) $(call hydrarec_out,$(1))/$(2).sqm || exit 0; \
+	$(REPRO_SCORE) $(HYDRAREC_BIN)/seqrec-score -m $(call hydrarec_out,$(1))/$(2).sqm --target test $(HYDRAREC_CAND) \
 	  --threads $(HYDRAREC_THREADS) $$< | $(HYDRAREC_BIN)/seqrec-metrics -k 10 --json > $$(@:.json=.test.json)
-	$(HYDRAREC_BIN)/seqrec-score -m $(call hydrarec_out,$(1))/$(2).sqm --target valid $(HYDRAREC_CAND) \
+	$(REPRO_DONE) $(call hydrarec_out,$(1))/$(2).sqm || exit 0; \
+	$(REPRO_SCORE) $(HYDRAREC_BIN)/seqrec-score -m $(call hydrarec_out,$(1))/$(2).sqm --target valid $(HYDRAREC_CAND) \
 	  --threads $(HYDRAREC_THREADS) $$< | $(HYDRAREC_BIN)/seqrec-metrics -k 10 --json > $$@.tmp && mv $$@.tmp $$@
 endef
 $(foreach d,$(HYDRAREC_DATASETS),$(eval $(call hydrarec_data,$(d))))

@@ -126,9 +126,10 @@ $(LINREC_OUT)/data.split:
 # One run: $(1) its name.
 define linrec_run
 $(LINREC_OUT)/$(1).json: $(LINREC_OUT)/data.split
-	$(LINREC_BIN)/seqrec-train $(linrec_args_$(1)) $(LINREC_TRAIN) \
+	$(REPRO_RUN) $(LINREC_BIN)/seqrec-train $(linrec_args_$(1)) $(LINREC_TRAIN) \
 	  --log $(LINREC_OUT)/$(1).log -o $(LINREC_OUT)/$(1).sqm $$<
-	$(LINREC_BIN)/seqrec-score -m $(LINREC_OUT)/$(1).sqm $(LINREC_SCORE) --threads $(LINREC_THREADS) $$< \
+	$(REPRO_DONE) $(LINREC_OUT)/$(1).sqm || exit 0; \
+	$(REPRO_SCORE) $(LINREC_BIN)/seqrec-score -m $(LINREC_OUT)/$(1).sqm $(LINREC_SCORE) --threads $(LINREC_THREADS) $$< \
 	  | $(LINREC_BIN)/seqrec-metrics -k 10 --json > $$@.tmp && mv $$@.tmp $$@
 endef
 $(foreach r,$(LINREC_ALL_RUNS),$(eval $(call linrec_run,$(r))))

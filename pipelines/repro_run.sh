@@ -1,0 +1,75 @@
+#!/bin/sh
+# repro_run.sh - one training run of a reproduction under the target's
+# device and time budget (the Makefile's DEVICE= and GPU_MINUTES=):
+#
+#   sh pipelines/repro_run.sh BIN/seqrec-train OPTION... -o MODEL ... INPUT
+#   sh pipelines/repro_run.sh --score BIN/seqrec-score OPTION...
+#
+# REPRO_DEVICE (DEVICE=): added as --device to both programs.
+# REPRO_DEADLINE (GPU_MINUTES=: the second, since the epoch, the budget of
+# this make invocation ends): a training run
+#   - that has a checkpoint MODEL.ckpt resumes it (--resume, with the -o,
+#     --log, --epochs, --threads and --device given; the log appended), so a
+#     run stopped by the budget goes on where it stopped, bit for bit;
+#   - otherwise starts afresh (a stale MODEL removed first, so that only a
+#     run that ended writes one);
+#   - runs under `timeout` until the deadline: SIGTERM leaves the last
+#     epoch's checkpoint (seqrec-train(1)) and this script exits 0 with no
+#     MODEL, which the pipeline's next line reads as "not done yet" (its
+#     scoring is skipped and its table cell says "not run"; the next make
+#     resumes it);
+#   - with under REPRO_MIN_LEFT (60) seconds left does not start.
+# Without REPRO_DEADLINE the command runs as given (plus the device).
+# Exit: the program's status, or 0 when the budget stopped it.
+set -u
+score=0
+if [ "${1:-}" = --score ]; then
+  score=1
+  shift
+fi
+[ $# -ge 1 ] || { echo "usage: repro_run.sh [--score] PROGRAM ARG..." >&2; exit 64; }
+prog=$1
+shift
+dev=
+[ -n "${REPRO_DEVICE:-}" ] && dev="--device $REPRO_DEVICE"
+if [ $score = 1 ] || [ -z "${REPRO_DEADLINE:-}" ]; then
+  # shellcheck disable=SC2086 # dev is one option and its value, or nothing
+  exec "$prog" "$@" $dev
+fi
+
+# the options a resume keeps, and the input (the last argument)
+model= log= epochs= threads= input=
+prev=
+for a in "$@"; do
+  case $prev in
+    -o|--output) model=$a ;;
+    --log) log=$a ;;
+    --epochs) epochs=$a ;;
+    --threads) threads=$a ;;
+  esac
+  prev=$a
+  input=$a
+done
+[ -n "$model" ] || { echo "repro_run.sh: no -o MODEL in the command" >&2; exit 64; }
+
+now=$(date +%s)
+left=$((REPRO_DEADLINE - now))
+if [ "$left" -lt "${REPRO_MIN_LEFT:-60}" ]; then
+  echo "repro_run.sh: the GPU budget is spent: $model waits for the next make" >&2
+  exit 0
+fi
+if [ -s "$model.ckpt" ]; then
+  echo "repro_run.sh: $model resumes from its checkpoint (${left}s of budget left)" >&2
+  set -- --resume "$model.ckpt" -o "$model" ${log:+--log "$log"} ${epochs:+--epochs "$epochs"} \
+    ${threads:+--threads "$threads"} "$input"
+else
+  rm -f "$model"
+fi
+# shellcheck disable=SC2086
+timeout -s TERM -k 60 "$left" "$prog" "$@" $dev
+rc=$?
+if [ $rc = 124 ]; then
+  echo "repro_run.sh: the GPU budget ran out during $model: its checkpoint is kept for the next make" >&2
+  exit 0
+fi
+exit $rc

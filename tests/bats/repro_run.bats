@@ -1,0 +1,80 @@
+#!/usr/bin/env bats
+# pipelines/repro_run.sh, the reproductions' runs under DEVICE= and
+# GPU_MINUTES= (every reproduce-* target's run rules): the device added to
+# training and scoring, a spent budget starts nothing, a run the budget
+# stops keeps its checkpoint and no model, and the next call resumes it to
+# the uninterrupted run's bytes; at the make level, GPU_MINUTES=0 runs
+# nothing and fails nothing.
+
+load helper
+
+setup() {
+  common_setup
+  RR="sh $SEQREC_ROOT/pipelines/repro_run.sh"
+  seqrec-synth --users 80 --items 40 --seed 4 --format stream | seqrec-split 2>/dev/null > "$T/t.sqr"
+  O=(--model sasrec --dim 16 --ffn 16 --max-len 20 --batch 16 --threads 1 --loss ce --seed 2 \
+     --patience 0)
+}
+
+@test "repro_run: DEVICE's --device reaches both programs; without a budget the command runs as given" {
+  REPRO_DEVICE=cpu $RR "$SEQREC_BIN/seqrec-train" "${O[@]}" --epochs 2 --log /dev/null \
+    -o "$T/a.sqm" "$T/t.sqr"
+  "$SEQREC_BIN/seqrec-train" "${O[@]}" --epochs 2 --log /dev/null -o "$T/b.sqm" "$T/t.sqr"
+  cmp "$T/a.sqm" "$T/b.sqm"
+  # the device is given: an unknown one is refused by the program itself
+  REPRO_DEVICE=nope run -64 $RR "$SEQREC_BIN/seqrec-train" "${O[@]}" --epochs 1 -o "$T/c.sqm" "$T/t.sqr"
+  [[ "$output" == *"nope"* ]]
+  REPRO_DEVICE=nope run -64 $RR --score "$SEQREC_BIN/seqrec-score" -m "$T/a.sqm" "$T/t.sqr"
+  [[ "$output" == *"nope"* ]]
+  REPRO_DEVICE=cpu $RR --score "$SEQREC_BIN/seqrec-score" -m "$T/a.sqm" "$T/t.sqr" > "$T/s1"
+  seqrec-score -m "$T/a.sqm" "$T/t.sqr" > "$T/s2"
+  cmp "$T/s1" "$T/s2"
+  run -64 $RR
+  [[ "$output" == *"usage"* ]]
+}
+
+@test "repro_run: a spent budget starts nothing (exit 0, no model, a stale model removed on a fresh start)" {
+  REPRO_DEADLINE=$(( $(date +%s) + 10 )) run -0 $RR "$SEQREC_BIN/seqrec-train" "${O[@]}" \
+    --epochs 1 -o "$T/m.sqm" "$T/t.sqr"
+  [[ "$output" == *"budget is spent"* ]]
+  [ ! -e "$T/m.sqm" ]
+  echo stale > "$T/m.sqm"
+  REPRO_DEADLINE=$(( $(date +%s) + 600 )) $RR "$SEQREC_BIN/seqrec-train" "${O[@]}" --epochs 1 \
+    --log /dev/null -o "$T/m.sqm" "$T/t.sqr"
+  [ "$(head -c 5 "$T/m.sqm")" != stale ]
+  REPRO_DEADLINE=1 run -64 $RR "$SEQREC_BIN/seqrec-train" "${O[@]}" "$T/t.sqr"
+  [[ "$output" == *"no -o MODEL"* ]]
+}
+
+@test "repro_run: a run the budget stops keeps its checkpoint, and the next call resumes it to the uninterrupted run's bytes" {
+  # about 20 ms an epoch: 300 epochs (--patience 0) outlast a budget of 2 s
+  seqrec-synth --users 400 --items 80 --seed 4 --format stream | seqrec-split 2>/dev/null > "$T/t.sqr"
+  "$SEQREC_BIN/seqrec-train" "${O[@]}" --epochs 300 --log "$T/full.log" -o "$T/full.sqm" "$T/t.sqr"
+  # a budget of 2 s: some epochs, then SIGTERM
+  REPRO_MIN_LEFT=0 REPRO_DEADLINE=$(( $(date +%s) + 2 )) run -0 $RR "$SEQREC_BIN/seqrec-train" \
+    "${O[@]}" --epochs 300 --log "$T/m.log" -o "$T/m.sqm" "$T/t.sqr"
+  [[ "$output" == *"ran out during"* ]]
+  [ ! -e "$T/m.sqm" ]
+  [ -s "$T/m.sqm.ckpt" ]
+  done1=$(grep -c '"epoch"' "$T/m.log")
+  [ "$done1" -ge 1 ] && [ "$done1" -lt "$(grep -c '"epoch"' "$T/full.log")" ]
+  REPRO_DEADLINE=$(( $(date +%s) + 600 )) run -0 $RR "$SEQREC_BIN/seqrec-train" "${O[@]}" \
+    --epochs 300 --log "$T/m.log" -o "$T/m.sqm" "$T/t.sqr"
+  [[ "$output" == *"resumes from its checkpoint"* ]]
+  cmp "$T/full.sqm" "$T/m.sqm"
+  # the log appended: the uninterrupted run's epochs (early stopping included)
+  [ "$(grep -c '"epoch"' "$T/m.log")" -eq "$(grep -c '"epoch"' "$T/full.log")" ]
+}
+
+@test "repro_run: make with GPU_MINUTES=0 runs no reproduction run and fails nothing; DEVICE reaches the protocol" {
+  seqrec-synth --users 60 --items 40 --mean-len 40 --max-len 80 --seed 3 --format stream \
+    | seqrec-split --leave-one-out -o "$T/s.split"
+  run -0 mk linrec-runs LINREC_BIN="$SEQREC_BIN" LINREC_SPLIT="$T/s.split" LINREC_OUT="$T/out" \
+    LINREC_RUNS="sasrec lt" EPOCHS=1 GPU_MINUTES=0
+  [[ "$output" == *"budget is spent: $T/out/sasrec.sqm"* ]]
+  [ ! -e "$T/out/sasrec.json" ] && [ ! -e "$T/out/lt.json" ]
+  # the protocol shows the device on both programs
+  run -0 mk -n linrec-runs LINREC_OUT="$T/o2" LINREC_RUNS=sasrec DEVICE=cuda
+  grep -q "repro_run.sh .*seqrec-train" <<< "$output"
+  grep -q "repro_run.sh --score .*seqrec-score" <<< "$output"
+}
