@@ -19,6 +19,7 @@
 #include "mixer.h"
 #include "models.h"
 #include "ranks.h"
+#include "runconfig.h"
 #include "device.h"
 #include "threads.h"
 #include "train.h"
@@ -27,6 +28,7 @@ static const char *prog = "seqrec-train";
 
 enum { MAX_OPTS = 128, OPT_MODEL = 256, OPT_RESUME, OPT_LOG, OPT_INIT, OPT_MAP, OPT_DEVICE, OPT_PRECISION,
        OPT_LIST_MODELS, OPT_TABLE = 512 };
+enum { OPT_CONFIG = 300, OPT_CONFIG_KEYS }; /* --config, --config-keys (CONFIG FILES) */
 
 /* Every option of the command line: the fixed ones, the trainer's table,
  * then each model's tables (an option several models share once). */
@@ -71,6 +73,8 @@ static int build_options(optset *s)
         {"precision", required_argument, NULL, OPT_PRECISION},
         {"log", required_argument, NULL, OPT_LOG},
         {"list-models", no_argument, NULL, OPT_LIST_MODELS},
+        {"config", required_argument, NULL, OPT_CONFIG},
+        {"config-keys", no_argument, NULL, OPT_CONFIG_KEYS},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
     };
@@ -209,6 +213,12 @@ static void usage(const optset *s)
            "                      Without it, --init and --resume carry over their\n"
            "                      model's map when it is the stream's\n"
            "  --log FILE          epoch lines to FILE instead of standard error\n"
+           "  --config FILE       settings as key=value lines, the keys of a model\n"
+           "                      file's config (a .sqm file itself is one, and so\n"
+           "                      is what seqrec-cat --header prints); options given\n"
+           "                      on the command line win\n"
+           "  --config-keys       print the keys --model takes in a config, KEY<TAB>\n"
+           "                      --OPTION a line, and exit"
            "Device:\n"
            "  --device D          cpu (default), cuda or cuda:N; on a GPU: sasrec and\n"
            "                      bert4rec (every attention kind), hstu;\n"
@@ -311,6 +321,8 @@ typedef struct {
     size_t map_len;
     int epochs_given, model_given, other_given;
     const char *other;  /* an option --resume does not take */
+    const char *config; /* --config FILE */
+    int config_keys;    /* --config-keys */
 } args;
 
 /* Adds "key=value" of option t to the kv text *text. */
@@ -344,6 +356,57 @@ static int table_opt(args *a, const optset *s, int i, const char *arg)
     return 0;
 }
 
+/* ---- --config FILE (runconfig.h) ---- */
+
+/* *text = pre + *text: the file's lines first, so that the options of the
+ * command line, after them, win (kv.h: the last line of a key wins). */
+static int prepend(char **text, size_t *len, const char *pre, size_t pre_len)
+{
+    if (!pre_len)
+        return 0;
+    char *t = malloc(pre_len + *len + 1);
+    if (!t)
+        return SQ_EX_OSERR;
+    memcpy(t, pre, pre_len);
+    if (*len)
+        memcpy(t + pre_len, *text, *len);
+    t[pre_len + *len] = '\0';
+    free(*text);
+    *text = t;
+    *len += pre_len;
+    return 0;
+}
+
+/* --config: its settings under those of the command line, whatever their
+ * order; the file's model unless --model is given. --config-keys: the keys
+ * of the model, and exit. */
+static int config_file(args *a)
+{
+    if (a->config && a->resume)
+        return sq_cli_usage_error(prog, "--config cannot be given with --resume (the "
+                                  "checkpoint holds the settings)");
+    if (a->config) {
+        sq_runconfig c;
+        sq_err e = {0};
+        const sq_model_def *d;
+        if (sq_runconfig_read(a->config, a->model_given ? a->model : NULL, &c, &d, &e)) {
+            sq_report(prog, &e);
+            return e.code;
+        }
+        a->model = d;
+        int rc = prepend(&a->given, &a->given_len, c.model_kv, c.model_len) ||
+                 prepend(&a->train_given, &a->train_given_len, c.train_kv, c.train_len);
+        sq_runconfig_free(&c);
+        if (rc)
+            return SQ_EX_OSERR;
+    }
+    if (a->config_keys) {
+        sq_runconfig_keys(a->model, stdout);
+        return -1;
+    }
+    return 0;
+}
+
 static int parse_args(args *a, const optset *s, int argc, char **argv)
 {
     int c, rc;
@@ -373,6 +436,8 @@ static int parse_args(args *a, const optset *s, int argc, char **argv)
             break;
         }
         case OPT_LOG: a->log_path = optarg; break;
+        case OPT_CONFIG: a->config = optarg; break;
+        case OPT_CONFIG_KEYS: a->config_keys = 1; break;
         case OPT_LIST_MODELS: /* for scripts: make leaderboard */
             for (int m = 0; m < sq_models_count(); m++)
                 printf("%s\t%s\n", sq_models_get(m)->name, sq_models_get(m)->summary);
@@ -390,6 +455,8 @@ static int parse_args(args *a, const optset *s, int argc, char **argv)
     if (!(a->model = sq_models_find(model)))
         return sq_cli_usage_error(prog, "unknown --model '%s' (%s)", model,
                                   sq_models_names(names, sizeof names));
+    if ((rc = config_file(a)) != 0)
+        return rc;
     sq_err e = {0};
     if (sq_train_opts_for_model(&a->o, a->model, a->train_given, &e)) {
         sq_report(prog, &e);
