@@ -98,7 +98,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(REAL_SRC:%.c=$(BUILD)/%_f64.o)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_NAMES := $(filter-out seqrec,$(notdir $(TOOL_SRC:.c=)))
 PROGS := $(BUILD)/bin/seqrec $(TOOL_NAMES:%=$(BUILD)/bin/seqrec-%)
-SCRIPTS := $(BUILD)/bin/seqrec-nightly
+SCRIPTS := $(BUILD)/bin/seqrec-nightly $(BUILD)/bin/seqrec-plot
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 # tests/ref/*.c: the naive references of the ops (ref_ops.h), linked into the
 # unit runner; a test includes them by name (-Itests/ref).
@@ -120,6 +120,11 @@ all: $(PROGS) $(SCRIPTS) $(CUDA_SO) $(SIM_SO)
 
 # seqrec-nightly is pipelines/nightly.sh with the version filled in.
 $(BUILD)/bin/seqrec-nightly: pipelines/nightly.sh
+	@mkdir -p $(dir $@)
+	sed 's/@VERSION@/$(VERSION)/' $< > $@.tmp && chmod 755 $@.tmp && mv $@.tmp $@
+
+# seqrec-plot is pipelines/plot.sh, the same way.
+$(BUILD)/bin/seqrec-plot: pipelines/plot.sh
 	@mkdir -p $(dir $@)
 	sed 's/@VERSION@/$(VERSION)/' $< > $@.tmp && chmod 755 $@.tmp && mv $@.tmp $@
 
