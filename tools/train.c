@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -18,6 +19,7 @@
 #include "kv.h"
 #include "mixer.h"
 #include "models.h"
+#include "progress.h"
 #include "ranks.h"
 #include "runconfig.h"
 #include "device.h"
@@ -241,19 +243,56 @@ typedef struct {
     int bar;         /* draw a progress bar on stderr (a terminal) */
     int epochs;
     char best[128];  /* the bar's "best ndcg@10 0.1234 (epoch 3)", once known */
+    /* the bar's clock (progress.h): the run's start, this epoch's start and
+     * its validation's, the previous epoch's wall and validation times */
+    double t_run, t_epoch, t_valid, train_s, last_epoch_s, last_eval_s;
+    uint64_t valid_epoch; /* the epoch whose validation is running (0: none) */
 } out_ctx;
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void draw(const out_ctx *c, sq_bar *b)
+{
+    char line[512];
+    b->epochs = c->epochs;
+    b->run_s = wall_now() - c->t_run;
+    b->last_epoch_s = c->last_epoch_s;
+    b->last_eval_s = c->last_eval_s;
+    b->best = c->best;
+    fprintf(stderr, "\r\033[K%s", sq_bar_line(b, line, sizeof line));
+    fflush(stderr);
+}
 
 static void progress(void *p, uint64_t epoch, uint64_t batch, uint64_t n_batches, double loss)
 {
     out_ctx *c = p;
-    if (!c->bar || (batch != n_batches && batch % 4))
+    if (!c->bar || (batch != n_batches && batch % 4 && batch != 1))
         return;
-    int width = 30, done = (int)(width * batch / n_batches);
-    fprintf(stderr, "\r\033[Kepoch %" PRIu64 "/%d [", epoch, c->epochs);
-    for (int i = 0; i < width; i++)
-        fputc(i < done ? '#' : ' ', stderr);
-    fprintf(stderr, "] %3d%% loss %.4f%s", (int)(100 * batch / n_batches), loss, c->best);
-    fflush(stderr);
+    sq_bar b = {.epoch = epoch, .done = batch, .total = n_batches, .loss = loss,
+                .phase_s = wall_now() - c->t_epoch};
+    draw(c, &b);
+}
+
+/* Validation after the batches: how far along, from the ranking loop. */
+static void validating(void *p, uint64_t epoch, uint64_t done, uint64_t total)
+{
+    out_ctx *c = p;
+    if (!c->bar)
+        return;
+    double t = wall_now();
+    if (c->valid_epoch != epoch) { /* its first call: the batches are done */
+        c->valid_epoch = epoch;
+        c->t_valid = t;
+        c->train_s = t - c->t_epoch;
+    }
+    sq_bar b = {.epoch = epoch, .done = done, .total = total, .validating = 1,
+                .phase_s = t - c->t_valid, .train_s = c->train_s};
+    draw(c, &b);
 }
 
 /* A terminal's line for an epoch whose JSON line goes to a --log file. */
@@ -281,7 +320,11 @@ static void valid_object(FILE *f, const sq_epoch_stats *s)
 static int epoch_line(void *p, const sq_epoch_stats *s, sq_err *e)
 {
     out_ctx *c = p;
-    if (c->bar) {
+    if (c->bar) { /* the next epoch's estimates start from this one's times */
+        double t = wall_now();
+        c->last_epoch_s = t - c->t_epoch;
+        c->last_eval_s = c->valid_epoch == s->epoch ? t - c->t_valid : 0;
+        c->t_epoch = t;
         fprintf(stderr, "\r\033[K");
         if (c->log != stderr)
             human_line(c, s);
@@ -670,7 +713,9 @@ static int train(args *a, const sq_dataset *ds, sq_err *e)
         return sq_fail(e, SQ_EX_CANTCREAT, "%s: %s", a->log_path, strerror(errno));
     out_ctx oc = {.log = log, .name = a->log_path ? a->log_path : "<stderr>",
                   .bar = rank0 && isatty(STDERR_FILENO), .epochs = a->o.epochs};
-    sq_train_hooks hooks = {.ctx = &oc, .progress = progress, .epoch = epoch_line};
+    oc.t_run = oc.t_epoch = wall_now();
+    sq_train_hooks hooks = {.ctx = &oc, .progress = progress, .epoch = epoch_line,
+                            .validating = validating};
     if (!rank0)
         hooks = (sq_train_hooks){0};
     a->o.id_map = a->map_bytes;
