@@ -137,6 +137,7 @@ if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
 }
 set output "$part"
 set grid
+set offsets 0, 0, graph 0.05, graph 0.05
 set key bottom right noenhanced
 set multiplot layout 2,2 title "$(printf '%s' "${title:-training curves: loss and validation $metric}" | tr -d '"\\')"
 set xlabel "epoch"

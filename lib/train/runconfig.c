@@ -63,13 +63,13 @@ static int slurp(const char *path, char **text, sq_err *e)
         n += got;
         if (got == 0)
             break;
-        if (n == cap) {
-            char *t = cap < MAX_CONFIG ? realloc(buf, 2 * cap + 1) : NULL;
+        if (n == cap && cap >= MAX_CONFIG) {
+            rc = sq_fail(e, SQ_EX_DATA, "%s: over %d bytes: not a config file",
+                         sq_in_name(path), MAX_CONFIG);
+        } else if (n == cap) {
+            char *t = realloc(buf, 2 * cap + 1);
             if (!t)
-                rc = sq_fail(e, cap < MAX_CONFIG ? SQ_EX_OSERR : SQ_EX_DATA,
-                             cap < MAX_CONFIG ? "out of memory"
-                                              : "%s: over %d bytes: not a config file",
-                             path, MAX_CONFIG);
+                rc = sq_fail(e, SQ_EX_OSERR, "out of memory");
             else
                 buf = t, cap *= 2;
         }
