@@ -5,6 +5,7 @@
 #   config_keys.sh [SEQREC-TRAIN]           print the block
 #   config_keys.sh --update PAGE [SEQREC-TRAIN]
 #                                           replace the block in PAGE
+#                                           (make man-config-keys)
 # tests/bats/config.bats compares the page's block with the printed one.
 set -eu
 update=
@@ -18,7 +19,7 @@ train=${1:-build/bin/seqrec-train}
 join() { cut -f1 | sed 's/-/\\-/g' | paste -sd, - | sed 's/,/, /g'; }
 
 block() {
-  echo '.\" BEGIN CONFIG KEYS (pipelines/config_keys.sh --update writes this block)'
+  echo '.\" BEGIN CONFIG KEYS (make man-config-keys writes this block)'
   echo '.TP'
   echo '.B every trained model'
   "$train" --model sasrec --config-keys | grep '^train\.' | join

@@ -122,6 +122,7 @@ refused() {
     while read -r k; do grep -qx "$k" <<< "$keys" || { echo "not listed: $k"; false; }; done
 }
 
+# `make man-config-keys` rewrites the page's block when this fails.
 @test "config: seqrec-train(1) lists each model's keys as the option tables give them" {
   diff <(sed -n '/^\.\\" BEGIN CONFIG KEYS/,/^\.\\" END CONFIG KEYS/p' "$SEQREC_ROOT/man/man1/seqrec-train.1") \
        <(sh "$SEQREC_ROOT/pipelines/config_keys.sh" "$SEQREC_BIN/seqrec-train")
