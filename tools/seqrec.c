@@ -24,6 +24,7 @@ static const char *commands[][2] = {
     {"cat", "print, check or encode a stream"},
     {"synth", "generate a synthetic interaction log"},
     {"nightly", "the nightly job: score today's log, publish top-K atomically"},
+    {"plot", "training curves of seqrec-train logs as one PNG"},
 };
 
 static void usage(FILE *f)

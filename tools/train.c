@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -18,7 +19,9 @@
 #include "kv.h"
 #include "mixer.h"
 #include "models.h"
+#include "progress.h"
 #include "ranks.h"
+#include "runconfig.h"
 #include "device.h"
 #include "threads.h"
 #include "train.h"
@@ -27,6 +30,7 @@ static const char *prog = "seqrec-train";
 
 enum { MAX_OPTS = 128, OPT_MODEL = 256, OPT_RESUME, OPT_LOG, OPT_INIT, OPT_MAP, OPT_DEVICE, OPT_PRECISION,
        OPT_LIST_MODELS, OPT_TABLE = 512 };
+enum { OPT_CONFIG = 300, OPT_CONFIG_KEYS }; /* --config, --config-keys (CONFIG FILES) */
 
 /* Every option of the command line: the fixed ones, the trainer's table,
  * then each model's tables (an option several models share once). */
@@ -71,6 +75,8 @@ static int build_options(optset *s)
         {"precision", required_argument, NULL, OPT_PRECISION},
         {"log", required_argument, NULL, OPT_LOG},
         {"list-models", no_argument, NULL, OPT_LIST_MODELS},
+        {"config", required_argument, NULL, OPT_CONFIG},
+        {"config-keys", no_argument, NULL, OPT_CONFIG_KEYS},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
     };
@@ -209,6 +215,12 @@ static void usage(const optset *s)
            "                      Without it, --init and --resume carry over their\n"
            "                      model's map when it is the stream's\n"
            "  --log FILE          epoch lines to FILE instead of standard error\n"
+           "  --config FILE       settings as key=value lines, the keys of a model\n"
+           "                      file's config (a .sqm file itself is one, and so\n"
+           "                      is what seqrec-cat --header prints); options given\n"
+           "                      on the command line win\n"
+           "  --config-keys       print the keys --model takes in a config, KEY<TAB>\n"
+           "                      --OPTION a line, and exit"
            "Device:\n"
            "  --device D          cpu (default), cuda or cuda:N; on a GPU: sasrec and\n"
            "                      bert4rec (every attention kind), hstu;\n"
@@ -231,19 +243,56 @@ typedef struct {
     int bar;         /* draw a progress bar on stderr (a terminal) */
     int epochs;
     char best[128];  /* the bar's "best ndcg@10 0.1234 (epoch 3)", once known */
+    /* the bar's clock (progress.h): the run's start, this epoch's start and
+     * its validation's, the previous epoch's wall and validation times */
+    double t_run, t_epoch, t_valid, train_s, last_epoch_s, last_eval_s;
+    uint64_t valid_epoch; /* the epoch whose validation is running (0: none) */
 } out_ctx;
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void draw(const out_ctx *c, sq_bar *b)
+{
+    char line[512];
+    b->epochs = c->epochs;
+    b->run_s = wall_now() - c->t_run;
+    b->last_epoch_s = c->last_epoch_s;
+    b->last_eval_s = c->last_eval_s;
+    b->best = c->best;
+    fprintf(stderr, "\r\033[K%s", sq_bar_line(b, line, sizeof line));
+    fflush(stderr);
+}
 
 static void progress(void *p, uint64_t epoch, uint64_t batch, uint64_t n_batches, double loss)
 {
     out_ctx *c = p;
-    if (!c->bar || (batch != n_batches && batch % 4))
+    if (!c->bar || (batch != n_batches && batch % 4 && batch != 1))
         return;
-    int width = 30, done = (int)(width * batch / n_batches);
-    fprintf(stderr, "\r\033[Kepoch %" PRIu64 "/%d [", epoch, c->epochs);
-    for (int i = 0; i < width; i++)
-        fputc(i < done ? '#' : ' ', stderr);
-    fprintf(stderr, "] %3d%% loss %.4f%s", (int)(100 * batch / n_batches), loss, c->best);
-    fflush(stderr);
+    sq_bar b = {.epoch = epoch, .done = batch, .total = n_batches, .loss = loss,
+                .phase_s = wall_now() - c->t_epoch};
+    draw(c, &b);
+}
+
+/* Validation after the batches: how far along, from the ranking loop. */
+static void validating(void *p, uint64_t epoch, uint64_t done, uint64_t total)
+{
+    out_ctx *c = p;
+    if (!c->bar)
+        return;
+    double t = wall_now();
+    if (c->valid_epoch != epoch) { /* its first call: the batches are done */
+        c->valid_epoch = epoch;
+        c->t_valid = t;
+        c->train_s = t - c->t_epoch;
+    }
+    sq_bar b = {.epoch = epoch, .done = done, .total = total, .validating = 1,
+                .phase_s = t - c->t_valid, .train_s = c->train_s};
+    draw(c, &b);
 }
 
 /* A terminal's line for an epoch whose JSON line goes to a --log file. */
@@ -271,7 +320,11 @@ static void valid_object(FILE *f, const sq_epoch_stats *s)
 static int epoch_line(void *p, const sq_epoch_stats *s, sq_err *e)
 {
     out_ctx *c = p;
-    if (c->bar) {
+    if (c->bar) { /* the next epoch's estimates start from this one's times */
+        double t = wall_now();
+        c->last_epoch_s = t - c->t_epoch;
+        c->last_eval_s = c->valid_epoch == s->epoch ? t - c->t_valid : 0;
+        c->t_epoch = t;
         fprintf(stderr, "\r\033[K");
         if (c->log != stderr)
             human_line(c, s);
@@ -311,6 +364,8 @@ typedef struct {
     size_t map_len;
     int epochs_given, model_given, other_given;
     const char *other;  /* an option --resume does not take */
+    const char *config; /* --config FILE */
+    int config_keys;    /* --config-keys */
 } args;
 
 /* Adds "key=value" of option t to the kv text *text. */
@@ -344,6 +399,57 @@ static int table_opt(args *a, const optset *s, int i, const char *arg)
     return 0;
 }
 
+/* ---- --config FILE (runconfig.h) ---- */
+
+/* *text = pre + *text: the file's lines first, so that the options of the
+ * command line, after them, win (kv.h: the last line of a key wins). */
+static int prepend(char **text, size_t *len, const char *pre, size_t pre_len)
+{
+    if (!pre_len)
+        return 0;
+    char *t = malloc(pre_len + *len + 1);
+    if (!t)
+        return SQ_EX_OSERR;
+    memcpy(t, pre, pre_len);
+    if (*len)
+        memcpy(t + pre_len, *text, *len);
+    t[pre_len + *len] = '\0';
+    free(*text);
+    *text = t;
+    *len += pre_len;
+    return 0;
+}
+
+/* --config: its settings under those of the command line, whatever their
+ * order; the file's model unless --model is given. --config-keys: the keys
+ * of the model, and exit. */
+static int config_file(args *a)
+{
+    if (a->config && a->resume)
+        return sq_cli_usage_error(prog, "--config cannot be given with --resume (the "
+                                  "checkpoint holds the settings)");
+    if (a->config) {
+        sq_runconfig c;
+        sq_err e = {0};
+        const sq_model_def *d;
+        if (sq_runconfig_read(a->config, a->model_given ? a->model : NULL, &c, &d, &e)) {
+            sq_report(prog, &e);
+            return e.code;
+        }
+        a->model = d;
+        int rc = prepend(&a->given, &a->given_len, c.model_kv, c.model_len) ||
+                 prepend(&a->train_given, &a->train_given_len, c.train_kv, c.train_len);
+        sq_runconfig_free(&c);
+        if (rc)
+            return SQ_EX_OSERR;
+    }
+    if (a->config_keys) {
+        sq_runconfig_keys(a->model, stdout);
+        return -1;
+    }
+    return 0;
+}
+
 static int parse_args(args *a, const optset *s, int argc, char **argv)
 {
     int c, rc;
@@ -373,6 +479,8 @@ static int parse_args(args *a, const optset *s, int argc, char **argv)
             break;
         }
         case OPT_LOG: a->log_path = optarg; break;
+        case OPT_CONFIG: a->config = optarg; break;
+        case OPT_CONFIG_KEYS: a->config_keys = 1; break;
         case OPT_LIST_MODELS: /* for scripts: make leaderboard */
             for (int m = 0; m < sq_models_count(); m++)
                 printf("%s\t%s\n", sq_models_get(m)->name, sq_models_get(m)->summary);
@@ -390,6 +498,8 @@ static int parse_args(args *a, const optset *s, int argc, char **argv)
     if (!(a->model = sq_models_find(model)))
         return sq_cli_usage_error(prog, "unknown --model '%s' (%s)", model,
                                   sq_models_names(names, sizeof names));
+    if ((rc = config_file(a)) != 0)
+        return rc;
     sq_err e = {0};
     if (sq_train_opts_for_model(&a->o, a->model, a->train_given, &e)) {
         sq_report(prog, &e);
@@ -603,7 +713,9 @@ static int train(args *a, const sq_dataset *ds, sq_err *e)
         return sq_fail(e, SQ_EX_CANTCREAT, "%s: %s", a->log_path, strerror(errno));
     out_ctx oc = {.log = log, .name = a->log_path ? a->log_path : "<stderr>",
                   .bar = rank0 && isatty(STDERR_FILENO), .epochs = a->o.epochs};
-    sq_train_hooks hooks = {.ctx = &oc, .progress = progress, .epoch = epoch_line};
+    oc.t_run = oc.t_epoch = wall_now();
+    sq_train_hooks hooks = {.ctx = &oc, .progress = progress, .epoch = epoch_line,
+                            .validating = validating};
     if (!rank0)
         hooks = (sq_train_hooks){0};
     a->o.id_map = a->map_bytes;

@@ -651,6 +651,8 @@ int sq_eval_ranks(sq_model *m, const sq_dataset *ds, const sq_eval_opts *o,
     for (uint64_t j0 = 0; j0 < n_jobs; j0 += (uint64_t)w.B) {
         int B = n_jobs - j0 < (uint64_t)w.B ? (int)(n_jobs - j0) : w.B;
         const job *jb = jobs + j0;
+        if (o->progress)
+            o->progress(o->progress_ctx, j0, n_jobs);
         if ((rc = score_batch(m, &c, &w, jb, B, e)))
             goto done;
         size_t row = (size_t)c.n + 1;
@@ -675,6 +677,8 @@ int sq_eval_ranks(sq_model *m, const sq_dataset *ds, const sq_eval_opts *o,
                 goto done;
         }
     }
+    if (o->progress)
+        o->progress(o->progress_ctx, n_jobs, n_jobs);
 done:
     work_free(&w);
     free(jobs);

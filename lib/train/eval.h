@@ -66,6 +66,11 @@ typedef struct {
                                history's retrieved experts are counted in it */
     uint64_t *unknown_users; /* when set: adds the users skipped because the model
                                 cannot score them (sq_model.knows_user) */
+    /* when set: told the targets ranked of all, (0, n) first and after each
+     * batch, from the calling thread (seqrec-train's progress bar); it
+     * changes nothing of the ranking */
+    void (*progress)(void *ctx, uint64_t done, uint64_t total);
+    void *progress_ctx;
 } sq_eval_opts;
 
 /* Defaults: test targets, full ranking, pessimistic ties, seed 1, batch 256. */

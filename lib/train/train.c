@@ -1044,6 +1044,18 @@ static void stop_of(const run *r, sq_epoch_stats *s)
     s->best_stop = r->st[ST_HAS_BEST] ? st_get(r, ST_BEST_STOP) : 0;
 }
 
+/* The validation's progress (eval.h) to the validating hook. */
+typedef struct {
+    const sq_train_hooks *hooks;
+    uint64_t epoch;
+} valid_progress;
+
+static void valid_progress_fn(void *p, uint64_t done, uint64_t total)
+{
+    const valid_progress *vp = p;
+    vp->hooks->validating(vp->hooks->ctx, vp->epoch, done, total);
+}
+
 int sq_train(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
              const char *resume_path, const sq_train_hooks *hooks, sq_err *e)
 {
@@ -1066,9 +1078,15 @@ int sq_train(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
     memcpy(ckpt_path + plen, ".ckpt", 6);
 
     int rc = open_run(&r, &lp, out_path, resume_path, e);
+    valid_progress vp = {.hooks = hooks};
+    if (hooks->validating) {
+        lp.eo.progress = valid_progress_fn;
+        lp.eo.progress_ctx = &vp;
+    }
     for (uint64_t epoch = r.st[ST_EPOCHS_DONE];
          !rc && epoch < (uint64_t)o->epochs && !r.st[ST_STOPPED]; epoch++) {
         double t0 = now();
+        vp.epoch = epoch + 1;
         sq_epoch_stats s = {.epoch = epoch + 1, .samples = lp.bt.n_samples};
         if ((rc = one_epoch(&r, &lp, epoch, hooks, out_path, &s.loss, e)) != 0)
             break;

@@ -175,6 +175,9 @@ typedef struct {
     void (*progress)(void *ctx, uint64_t epoch, uint64_t batch, uint64_t n_batches,
                      double loss);
     int (*epoch)(void *ctx, const sq_epoch_stats *s, sq_err *e);
+    /* validation after epoch (1-based): done of total targets ranked, (0,
+     * total) first, then after each scoring batch (eval.h progress) */
+    void (*validating)(void *ctx, uint64_t epoch, uint64_t done, uint64_t total);
 } sq_train_hooks;
 
 /* Trains o->model with o->cfg on ds (split or padded) and writes the model to out_path
