@@ -44,9 +44,13 @@ void R(sq_mix_softmax_backward)(const R(sq_mix_args) *a, const real *out, const 
 
 #if !SQ_REAL_IS_F64
 
+/* The CPU keeps the probabilities (H sum len^2); a GPU the rows'
+ * log-sum-exps (T H: cuda/k_attn.cu recomputes the probabilities in the
+ * backward), so its memory grows linearly in N. */
 static size_t cache_size(const sq_mixer_env *env, const sq_mixer_cap *cap)
 {
-    return sq_qkv_cache_size(env, cap, (size_t)env->heads * cap->att);
+    size_t kept = cap->gpu ? (size_t)cap->T : cap->att;
+    return sq_qkv_cache_size(env, cap, (size_t)env->heads * kept);
 }
 
 static size_t scratch_size(const sq_mixer_env *env, const sq_mixer_cap *cap)

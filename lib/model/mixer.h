@@ -72,11 +72,15 @@ typedef struct {
 } sq_mixer_env;
 
 /* The capacity a workspace is sized for: most sequences, rows and
- * sum(len^2) of one batch; train: backward buffers too. */
+ * sum(len^2) of one batch; train: backward buffers too; gpu: the workspace
+ * is a GPU's, whose kernels may keep less (softmax: a log-sum-exp a row and
+ * head, the probabilities recomputed in the backward: O(T H), not
+ * O(H sum len^2)). */
 typedef struct {
     int B, T;
     size_t att;
     int train;
+    int gpu;
 } sq_mixer_cap;
 
 #define SQ_TWICE "mixer.h"

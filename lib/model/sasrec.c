@@ -195,7 +195,7 @@ int R(sq_sasrec_work_alloc)(R(sq_sasrec_work) *w, const R(sq_sasrec) *m,
     w->env = sq_sasrec_env(c);
     const sq_mixer *mx = w->env.self;
     sq_mixer_cap mc = {.B = w->cap.B > 0 ? w->cap.B : 1, .T = w->cap.T, .att = w->cap.att,
-                       .train = w->cap.train};
+                       .train = w->cap.train, .gpu = w->cx.backend != SQ_BACKEND_CPU};
     w->cache_n = mx->cache_size(&w->env, &mc);
     w->scratch_n = mx->scratch_size(&w->env, &mc);
     if (w->cache_n == (size_t)-1 || w->scratch_n == (size_t)-1)

@@ -55,7 +55,9 @@ static void attn_case(unit_ctx *t, cuda_env *g, const int *len, int B, int H, in
                           qkv + 2 * C, att, ld, off, B, H, C, causal);
     CHECK_EQ(cuda_stage_off(g, off, B), 0);
     float *x = cuda_up(g, qkv, n3), *dd = cuda_up(g, dout, tc);
-    float *datt = cuda_zeros(g, na), *dout_g = cuda_zeros(g, tc);
+    /* the GPU keeps a log-sum-exp a row and head, T H floats (the mixer's
+     * GPU cache size; under SANITIZE=1 the arena's red zones catch more) */
+    float *datt = cuda_zeros(g, (size_t)T * H), *dout_g = cuda_zeros(g, tc);
     float *prev = malloc(n3 * sizeof *prev);
     for (int rep = 0; rep < 2; rep++) {
         float *dg = cuda_up(g, g0, n3);
