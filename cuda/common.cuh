@@ -169,6 +169,40 @@ static __device__ inline float be_warp_max(float v)
     return v;
 }
 
+// real.h's sq_dot: 8 partial sums over blocks of 8, a tail, added in a
+// fixed tree: the CPU's order, so (with --fmad=false) the CPU's bits
+static __device__ inline float be_dot8(const float *a, const float *b, int n)
+{
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++)
+            acc[l] += a[i + l] * b[i + l];
+    float tail = 0;
+    for (; i < n; i++)
+        tail += a[i] * b[i];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) +
+           tail;
+}
+
+// real.h's sq_softmax_row over a[0, n) in place (n >= 1): the max, exp(a -
+// max) and their sum in order, then a multiply by 1 / sum; CUDA's expf
+static __device__ inline void be_softmax_row(float *a, int n)
+{
+    float mx = a[0];
+    for (int j = 1; j < n; j++)
+        if (a[j] > mx)
+            mx = a[j];
+    float sum = 0;
+    for (int j = 0; j < n; j++) {
+        a[j] = expf(a[j] - mx);
+        sum += a[j];
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j < n; j++)
+        a[j] *= inv;
+}
+
 // Block sum of one double per thread (blockDim.x a power of two, sh one
 // double a thread), in a fixed tree; every thread gets it, and sh is free
 // again on return.

@@ -20,22 +20,6 @@
 
 #define CV_THREADS 256
 
-// real.h's sq_dot: 8 partial sums over blocks of 8, a tail, added in a
-// fixed tree (the CPU's order, so the same bits)
-static __device__ float cv_dot(const float *a, const float *b, int n)
-{
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++)
-            acc[l] += a[i + l] * b[i + l];
-    float tail = 0;
-    for (; i < n; i++)
-        tail += a[i] * b[i];
-    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) +
-           tail;
-}
-
 // conv.h's sq_hconv_offset: where the weights of height h start
 static __host__ __device__ __forceinline__ size_t cv_off(int h, int F, int C)
 {
@@ -59,7 +43,7 @@ static __global__ __launch_bounds__(CV_THREADS) void k_hconv_fwd(
     float best = 0;
     int at = -1;
     for (int p = 0; p + h <= L; p++) {
-        float a = b[j] + cv_dot(wf, xi + (size_t)p * C, hc);
+        float a = b[j] + be_dot8(wf, xi + (size_t)p * C, hc);
         if (at < 0 || a > best) {
             best = a;
             at = p;
@@ -186,7 +170,7 @@ static __global__ __launch_bounds__(CV_THREADS) void k_vconv_dw(
         int f = (int)(id / L), k = (int)(id % L);
         float acc = dw[id];
         for (int i = 0; i < n; i++)
-            acc += cv_dot(dout + (size_t)i * ldo + (size_t)f * C, x + ((size_t)i * L + k) * C,
+            acc += be_dot8(dout + (size_t)i * ldo + (size_t)f * C, x + ((size_t)i * L + k) * C,
                           C);
         dw[id] = acc;
     } else if (db && id < (size_t)F * L + F) {

@@ -15,6 +15,7 @@
 
 #include "attn_cross.h"
 #include "real.h"
+#include "ongpu.h"
 #include "vec.h"
 
 /* Below this many multiply-adds (H hs sum nq nk) the ops run on the
@@ -48,6 +49,7 @@ void R(sq_cross_attention_forward)(const sq_ctx *cx, real *out, real *att, const
                                    int ldq, const int *offq, const real *k, const real *v,
                                    int ldk, const int *offk, int B, int H, int C)
 {
+    SQ_ON_GPU(cx, cross_attention_forward, (out, att, q, ldq, offq, k, v, ldk, offk, B, H, C));
     int hs = C / H;
     real scale = (real)1 / r_sqrt((real)hs);
     /* One (segment, head) item per iteration: items write disjoint parts
@@ -83,6 +85,8 @@ void R(sq_cross_attention_backward)(const sq_ctx *cx, real *dq, real *dk, real *
                                     int ldk, const int *offk, const real *att, int B, int H,
                                     int C)
 {
+    SQ_ON_GPU(cx, cross_attention_backward,
+              (dq, dk, dv, dout, out, q, ldq, offq, k, v, ldk, offk, att, B, H, C));
     int hs = C / H;
     real scale = (real)1 / r_sqrt((real)hs);
     /* Per query row i, with p = softmax(s), dp_ij = dout_i . v_j:

@@ -146,6 +146,30 @@ extern "C" {
                     const int *ra, const int *rb, const int *cand, int S, int n, int C,      \
                     int V1, int chunk, float dloss),                                         \
       (dh, dE, scratch, h, E, ra, rb, cand, S, n, C, V1, chunk, dloss))                      \
+    /* ELASTIC's segment means, cross attention and product-key retrieval (k_elastic.cu) */ \
+    X(void, segmean_forward, (float *out, const float *inp, const int *off, int B, int C),    \
+      (out, inp, off, B, C))                                                                 \
+    X(void, segmean_backward, (float *dinp, const float *dout, const int *off, int B, int C), \
+      (dinp, dout, off, B, C))                                                               \
+    X(void, cross_attention_forward, (float *out, float *att, const float *q, int ldq,       \
+                                      const int *offq, const float *k, const float *v,       \
+                                      int ldk, const int *offk, int B, int H, int C),        \
+      (out, att, q, ldq, offq, k, v, ldk, offk, B, H, C))                                    \
+    X(void, cross_attention_backward, (float *dq, float *dk, float *dv, const float *dout,   \
+                                       const float *out, const float *q, int ldq,            \
+                                       const int *offq, const float *k, const float *v,      \
+                                       int ldk, const int *offk, const float *att, int B,    \
+                                       int H, int C),                                        \
+      (dq, dk, dv, dout, out, q, ldq, offq, k, v, ldk, offk, att, B, H, C))                  \
+    X(void, pkm_forward, (float *out, int *idx, float *cache, float *scratch, const float *q, \
+                          const float *C1, const float *C2, const float *E, int B, int n,    \
+                          int d, int k, int weighted),                                       \
+      (out, idx, cache, scratch, q, C1, C2, E, B, n, d, k, weighted))                        \
+    X(void, pkm_backward, (float *dq, float *dC1, float *dC2, float *dE, float *scratch,     \
+                           const float *dout, const float *q, const float *C1,               \
+                           const float *C2, const float *E, const int *idx,                  \
+                           const float *cache, int B, int n, int d, int k, int weighted),    \
+      (dq, dC1, dC2, dE, scratch, dout, q, C1, C2, E, idx, cache, B, n, d, k, weighted))     \
     /* HSTU's SiLU and gate on strided views (k_hstu.cu) */                                  \
     X(void, silu_forward, (float *out, const float *x, int ld, int rows, int cols),          \
       (out, x, ld, rows, cols))                                                              \

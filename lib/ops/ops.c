@@ -522,6 +522,7 @@ void R(sq_residual_backward)(const sq_ctx *cx, real *da, real *db,
 void R(sq_segmean_forward)(const sq_ctx *cx, real *out, const real *inp, const int *off,
                            int B, int C)
 {
+    SQ_ON_GPU(cx, segmean_forward, (out, inp, off, B, C));
     /* one segment per iteration, its rows summed in order: deterministic */
     SQ_PAR_FOR(int, b, B, 1, {
         real *o = out + (size_t)b * C;
@@ -540,6 +541,7 @@ void R(sq_segmean_forward)(const sq_ctx *cx, real *out, const real *inp, const i
 void R(sq_segmean_backward)(const sq_ctx *cx, real *dinp, const real *dout, const int *off,
                             int B, int C)
 {
+    SQ_ON_GPU(cx, segmean_backward, (dinp, dout, off, B, C));
     SQ_PAR_FOR(int, b, B, 1, {
         int n = off[b + 1] - off[b];
         if (n <= 0)

@@ -14,6 +14,7 @@
 
 #include "pkm.h"
 #include "real.h"
+#include "ongpu.h"
 #include "vec.h"
 
 #include <string.h>
@@ -153,6 +154,7 @@ void R(sq_pkm_forward)(const sq_ctx *cx, real *out, int *idx, real *cache,
                        const real *C2, const real *E, int B, int n, int d,
                        int k, int weighted)
 {
+    SQ_ON_GPU(cx, pkm_forward, (out, idx, cache, scratch, q, C1, C2, E, B, n, d, k, weighted));
     int h = d / 2, G = n_groups(B);
     real *sc = cache, *w = cache + (size_t)B * k;
     SQ_PAR_LOOP(static, par_worth(B, n, d), int, g, G, 1, {
@@ -222,6 +224,8 @@ void R(sq_pkm_backward)(const sq_ctx *cx, real *dq, real *dC1, real *dC2,
                         const real *E, const int *idx, const real *cache,
                         int B, int n, int d, int k, int weighted)
 {
+    SQ_ON_GPU(cx, pkm_backward,
+              (dq, dC1, dC2, dE, scratch, dout, q, C1, C2, E, idx, cache, B, n, d, k, weighted));
     const real *w = cache + (size_t)B * k;
     real *g = weighted ? scratch : NULL;
     if (weighted) {

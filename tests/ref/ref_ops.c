@@ -753,3 +753,53 @@ void ref_attnpool(double *out, double *alpha, const double *score, const double 
         }
     }
 }
+
+void ref_segmean(double *out, const double *x, const int *off, int B, int C)
+{
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++) {
+            double sum = 0;
+            int n = off[b + 1] - off[b];
+            for (int t = off[b]; t < off[b + 1]; t++)
+                sum += x[(size_t)t * C + c];
+            out[(size_t)b * C + c] = n ? sum / n : 0;
+        }
+}
+
+void ref_pkm(double *out, int *idx, const double *q, const double *C1, const double *C2,
+             const double *E, int B, int n, int d, int k, int weighted)
+{
+    int h = d / 2, N = n * n;
+    double *s = malloc((size_t)N * sizeof *s), *w = malloc((size_t)k * sizeof *w);
+    char *taken = malloc((size_t)N);
+    if (!s || !w || !taken)
+        abort();
+    for (int b = 0; b < B; b++) {
+        const double *qb = q + (size_t)b * d;
+        for (int e = 0; e < N; e++) {
+            double v = 0;
+            for (int c = 0; c < h; c++)
+                v += qb[c] * C1[(size_t)(e / n) * h + c] + qb[h + c] * C2[(size_t)(e % n) * h + c];
+            s[e] = v;
+        }
+        memset(taken, 0, (size_t)N);
+        double z = 0;
+        for (int m = 0; m < k; m++) {
+            int best = -1;
+            for (int e = 0; e < N; e++) /* ascending e: the first of equals */
+                if (!taken[e] && (best < 0 || s[e] > s[best]))
+                    best = e;
+            taken[best] = 1;
+            idx[(size_t)b * k + m] = best;
+            w[m] = exp(s[best] - s[idx[(size_t)b * k]]);
+            z += w[m];
+        }
+        for (int m = 0; m < k; m++)
+            for (int c = 0; c < d; c++)
+                out[((size_t)b * k + m) * d + c] =
+                    (weighted ? w[m] / z : 1) * E[(size_t)idx[(size_t)b * k + m] * d + c];
+    }
+    free(s);
+    free(w);
+    free(taken);
+}

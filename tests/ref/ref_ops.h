@@ -164,6 +164,15 @@ void ref_l2norm(double *out, double *norm, const double *x, int T, int C, double
 void ref_attnpool(double *out, double *alpha, const double *score, const double *x,
                   const int *off, int B, int C);
 
+/* ops.h segmean: out_b = the mean of segment b's rows (zeros when empty). */
+void ref_segmean(double *out, const double *x, const int *off, int B, int C);
+
+/* pkm.h: for each query the k best of all n*n full keys q . [C1_i, C2_j]
+ * by brute force (score descending, then expert index ascending) into idx,
+ * and out[b, m] = w_m E[idx_m] (w = softmax of the k scores; 1 unweighted). */
+void ref_pkm(double *out, int *idx, const double *q, const double *C1, const double *C2,
+             const double *E, int B, int n, int d, int k, int weighted);
+
 /* adam.h: one update at step t, the three formulas of sq_adam_update's
  * comment (PyTorch's Adam / AdamW) on param, m, v in place; and the L2
  * norm, and the global-norm clipping (g scaled by max_norm / (norm + 1e-6)
