@@ -222,7 +222,7 @@ static int R(plan_caps)(R(sq_elastic_work) *w, const sq_elastic_config *c, sq_er
     if (w->levels > (int)(sizeof w->lev / sizeof w->lev[0]))
         return sq_fail(e, SQ_EX_USAGE, "--stride %d: too many query levels for --max-len %d",
                        c->stride, c->max_len);
-    size_t ints = 2 * ((size_t)w->cap.B + 1) + (size_t)w->cap.B * c->topk;
+    size_t ints = 2 * ((size_t)w->cap.B + 1);
     int prev = w->cap.T;
     for (int j = 0; j < w->levels; j++) {
         int g = prev / c->stride + w->cap.B;
@@ -234,10 +234,10 @@ static int R(plan_caps)(R(sq_elastic_work) *w, const sq_elastic_config *c, sq_er
     if (!h)
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
     w->host = h;
+    w->host_n = ints;
     w->offp = h;
     w->offn = h + w->cap.B + 1;
-    w->pkm_idx = w->offn + w->cap.B + 1;
-    h = w->pkm_idx + (size_t)w->cap.B * c->topk;
+    h = w->offn + w->cap.B + 1;
     for (int j = 0; j < w->levels; j++) {
         w->lev[j].idx = h;
         h += (size_t)w->lev[j].cap * c->stride;
@@ -268,13 +268,16 @@ int R(sq_elastic_work_alloc)(R(sq_elastic_work) *w, const R(sq_elastic) *m,
     if (!w->mem)
         return e->code;
     R(carve)(w, c, w->mem);
-    return 0;
+    w->pkm_idx = sq_ctx_alloc(&w->cx, (size_t)w->cap.B * c->topk * sizeof *w->pkm_idx, e);
+    return w->pkm_idx ? 0 : e->code;
 }
 
 void R(sq_elastic_work_free)(R(sq_elastic_work) *w)
 {
     if (w->mem)
         sq_ctx_free(&w->cx, w->mem);
+    if (w->pkm_idx)
+        sq_ctx_free(&w->cx, w->pkm_idx);
     free(w->host);
     memset(w, 0, sizeof *w);
 }
@@ -589,6 +592,7 @@ void R(sq_elastic_forward)(const R(sq_elastic) *m, R(sq_elastic_work) *w, const 
     size_t sX = (size_t)w->cap.T * C;
     R(env) v = R(env_of)(m, B, train ? (real)c->dropout : 0, seed, step);
     R(plan_batch)(w, c, b);
+    sq_ctx_stage_add(cx, w->host, w->host_n * sizeof(int)); /* a no-op on the CPU */
 
     R(sq_embedding_forward)(cx, w->emb, p->item_emb, b->ids, T, C, r_sqrt((real)C));
     R(sq_posemb_forward)(cx, w->emb, w->emb, p->pos_emb, b->pos, T, C);

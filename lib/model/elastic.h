@@ -219,12 +219,15 @@ typedef struct {
     sq_elastic_cap cap;
     sq_ctx cx;
     void *mem;
-    void *host;                    /* the host ints below */
+    void *host;                    /* the host ints below (offp, offn, the levels'
+                                      idx and off), staged each forward on a GPU */
+    size_t host_n;                 /* ints in host */
     int levels;
     int *offp;                     /* [B + 1] the interest tokens: b * k */
     int *offn;                     /* [B + 1] the output rows of each sequence */
     int grouped;                   /* the batch's entries are grouped by sequence */
-    int *pkm_idx;                  /* [B, k] the retrieved experts */
+    int *pkm_idx;                  /* [B, k] the retrieved experts, on cx (the op
+                                      writes them: device memory on a GPU) */
     real *emb, *x0;                /* [T + 1, C]; x0's row T is kept zero */
     uint8_t *m_emb;
     R(sq_elastic_level) lev[24];

@@ -226,12 +226,66 @@ static int forward_states(const void *job, const sq_batch *hist, int b0, int ste
     return rc;
 }
 
+/* On a GPU: the histories as one packed batch (sq_packed_histories), one
+ * forward on the device; their states into hs (on the device) and, with
+ * count, their experts counted on the host from the retrieval's indices. */
+static int device_states(const sq_elastic *m, const sq_batch *hist, float *hs, uint64_t *count,
+                         sq_err *e)
+{
+    const sq_ctx *cx = &m->cx;
+    const sq_elastic_config *c = &m->cfg;
+    sq_packed pb;
+    int *ints = NULL, *idx = NULL, have = 0;
+    sq_elastic_work w;
+    int rc = sq_packed_histories(&pb, &ints, hist, c->max_len, c->n_items, e);
+    if (!rc && !(rc = sq_packed_stage(cx, &pb, e))) {
+        sq_elastic_cap cap = {.B = pb.B, .T = pb.T, .n = pb.n, .N = c->max_len, .train = 0};
+        if (!(rc = sq_elastic_work_alloc(&w, m, &cap, e)))
+            have = 1;
+    }
+    if (!rc) {
+        sq_elastic_forward(m, &w, &pb, 0, 0, 0);
+        if (hs) /* the entries' rows: each history's newest, in order */
+            sq_copy(cx, hs, w.out, (size_t)pb.n * c->dim);
+        size_t nk = (size_t)pb.B * c->topk;
+        if (count && !c->no_imr) {
+            if (!(idx = malloc(nk * sizeof *idx)))
+                rc = sq_fail(e, SQ_EX_OSERR, "out of memory for expert counts");
+            else if (!(rc = sq_ctx_download(cx, idx, w.pkm_idx, nk * sizeof *idx, e)))
+                sq_pkm_count(idx, pb.B, c->topk, count);
+        }
+        if (!rc)
+            rc = sq_ctx_sync(cx, e);
+    }
+    if (have)
+        sq_elastic_work_free(&w);
+    free(idx);
+    free(ints);
+    return rc;
+}
+
 static int elastic_scores(const sq_elastic *m, const sq_batch *hist, float *scores, sq_err *e)
 {
     const sq_ctx *cx = &m->cx;
     int B = hist->B, C = m->cfg.dim;
     if (B <= 0)
         return 0;
+    if (cx->backend != SQ_BACKEND_CPU) {
+        float *hs = sq_ctx_alloc(cx, (size_t)B * C * sizeof *hs, e);
+        float *dsc = hs ? sq_ctx_alloc(cx, (size_t)B * (m->cfg.n_items + 1) * sizeof *dsc, e)
+                        : NULL;
+        int rc = !hs || !dsc ? e->code : 0;
+        if (!rc)
+            rc = device_states(m, hist, hs, NULL, e) ||
+                 sq_score_states(cx, hs, B, m->p.item_emb, NULL, C, (int)m->cfg.n_items + 1, dsc,
+                                 e) ||
+                 sq_ctx_download(cx, scores, dsc,
+                                 (size_t)B * (m->cfg.n_items + 1) * sizeof *scores, e)
+                 ? e->code : 0;
+        sq_ctx_free(cx, dsc);
+        sq_ctx_free(cx, hs);
+        return rc;
+    }
     sq_elastic one = *m;
     one.cx.threads = 1;
     states_job job = {&one, NULL};
@@ -253,6 +307,8 @@ static int elastic_experts(const sq_elastic *m, const sq_batch *hist, uint64_t *
     const sq_elastic_config *c = &m->cfg;
     if (c->no_imr || hist->B <= 0)
         return 0;
+    if (m->cx.backend != SQ_BACKEND_CPU)
+        return device_states(m, hist, NULL, count, e);
     size_t K = (size_t)c->pool * c->pool;
     int nt = sq_ctx_threads(&m->cx);
     nt = nt < hist->B ? nt : hist->B;
@@ -419,6 +475,15 @@ static void view(sq_model *out, const sq_net *n)
     set_view(out, &((const net_impl *)n->impl)->model);
 }
 
+/* --device cuda: every op of ELASTIC's step has a CUDA twin (its own in
+ * cuda/k_elastic.cu), its per-batch plan is staged, and it scores packed
+ * histories on the device (device_states). */
+static int gpu_check(const void *cfg, sq_err *e)
+{
+    (void)cfg, (void)e;
+    return 0;
+}
+
 const sq_model_def sq_model_elastic = {
     .name = "elastic",
     .summary = "ELASTIC: dispatcher attention over retrieved interest experts",
@@ -426,6 +491,6 @@ const sq_model_def sq_model_elastic = {
     .config_check = config_check, .config_write = config_write, .config_read = config_read,
     .load = load, .check_step = check_step, .net_alloc = net_alloc, .net_free = net_free,
     .net_init = net_init, .batcher = batcher, .work_alloc = work_alloc,
-    .work_free = work_free, .step = step, .view = view,
+    .work_free = work_free, .step = step, .view = view, .gpu_check = gpu_check,
     .train_defaults = "train.target=random\n",
 };

@@ -3,6 +3,7 @@
 #include "model.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -170,4 +171,45 @@ int sq_packed_stage(const sq_ctx *cx, const sq_packed *b, sq_err *e)
                       b->rows ? n * sizeof(int) : 0, b->targets ? n * sizeof(int) : 0,
                       b->neg ? nk * sizeof(int) : 0};
     return sq_ctx_stage(cx, host, bytes, 6, e);
+}
+
+int sq_packed_histories(sq_packed *pb, int **ints, const sq_batch *hist, int max_len,
+                        uint32_t n_items, sq_err *e)
+{
+    int B = hist->B;
+    size_t T = 0;
+    for (int b = 0; b < B; b++) {
+        uint32_t n = hist->len[b];
+        T += n == 0 ? 1 : n < (uint32_t)max_len ? n : (uint32_t)max_len;
+    }
+    if (T > (size_t)INT32_MAX / 2)
+        return sq_fail(e, SQ_EX_USAGE, "scoring batch too large");
+    int *p = malloc((2 * T + 2 * (size_t)B + 1) * sizeof *p);
+    if (!(*ints = p))
+        return sq_fail(e, SQ_EX_OSERR, "out of memory for scoring");
+    *pb = (sq_packed){.B = B, .T = (int)T, .n = B, .ids = p, .pos = p + T, .off = p + 2 * T};
+    pb->rows = pb->off + B + 1;
+    int o = 0;
+    pb->off[0] = 0;
+    for (int b = 0; b < B; b++) {
+        uint32_t n = hist->len[b], len = n < (uint32_t)max_len ? n : (uint32_t)max_len;
+        const uint32_t *it = hist->items + hist->off[b] + (n - len);
+        int total = len ? (int)len : 1;
+        pb->ids[o] = 0; /* an empty history: one padding row */
+        for (uint32_t t = 0; t < len; t++) {
+            if (it[t] == 0 || it[t] > n_items) {
+                free(p);
+                *ints = NULL;
+                return sq_fail(e, SQ_EX_DATA, "item %" PRIu32 " out of 1..n_items %" PRIu32,
+                               it[t], n_items);
+            }
+            pb->ids[o + (int)t] = (int)it[t];
+        }
+        for (int t = 0; t < total; t++)
+            pb->pos[o + t] = max_len - total + t;
+        o += total;
+        pb->off[b + 1] = o;
+        pb->rows[b] = o - 1;
+    }
+    return 0;
 }

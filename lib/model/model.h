@@ -97,6 +97,14 @@ typedef struct sq_model_def sq_model_def;
  * (sq_ctx_stage), for the ops of the step that follows; a no-op on the
  * CPU. */
 int sq_packed_stage(const sq_ctx *cx, const sq_packed *b, sq_err *e);
+/* The histories of hist as one packed scoring batch, each as sq_packed_one
+ * packs one (the newest max_len items, an empty history one padding row,
+ * positions right-aligned, its newest row its entry), in one malloc'd block
+ * *ints (the caller frees it): how a model with a forward over packed
+ * sequences scores many histories at once on a GPU. SQ_EX_DATA for an item
+ * outside 1..n_items. */
+int sq_packed_histories(sq_packed *pb, int **ints, const sq_batch *hist, int max_len,
+                        uint32_t n_items, sq_err *e);
 
 /* Loads a model file: reads it, restores what every model shares (name,
  * n_items, the training meta) and hands it to the loader of find(its
@@ -143,7 +151,7 @@ int sq_states_parallel(sq_states_fn states, const void *model, const sq_batch *h
 /* The models that train and score on a GPU (a def with gpu_check that
  * says yes), for the messages that refuse the others. */
 #define SQ_GPU_MODEL_NAMES \
-    "sasrec, bert4rec, blin, hstu, cl4srec, core, gru4rec, caser, fpmc, pop"
+    "sasrec, bert4rec, blin, elastic, hstu, cl4srec, core, gru4rec, caser, fpmc, pop"
 
 /* What the trainer tells a model's step (seqrec-train's training
  * options that shape the batches and the loss). */

@@ -4,8 +4,9 @@
 # fpmc (ops that had twins already), their host-planned ids staged with
 # sq_ctx_stage_add, core (its pooling and normalisation in cuda/k_core.cu,
 # its device scoring), cl4srec (InfoNCE's pieces in cuda/k_nce.cu) and blin
-# (its KL over every item in cuda/k_bkl.cu; --softmax sampled refused); on
-# the simulated device of tests/sim when built. One
+# (its KL over every item in cuda/k_bkl.cu; --softmax sampled refused) and
+# elastic (cuda/k_elastic.cu, its plan staged, its device scoring and
+# expert counts); on the simulated device of tests/sim when built. One
 # epoch gives the CPU's loss (1e-3 relative, --threads 1), two GPU runs
 # write the same bytes (one case), and the GPU's model scores on the CPU
 # and on the GPU alike. The real GPU is `make gpu-check`'s.
@@ -61,4 +62,16 @@ setup() {
     --device cuda -o "$T/s.sqm" "$T/t.sqr"
   [[ "$output" == *"--softmax sampled runs on the CPU only"* ]]
   [ ! -e "$T/s.sqm" ]
+}
+
+@test "device_models: elastic (query network or mean, weighted or not) trains and scores on the simulated GPU as on the CPU, experts alike" {
+  DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${O[@]}" --model elastic --dim 8 --ffn 16 \
+    --max-len 10 --pool 4x4 --topk-experts 2 --heads 1
+  seqrec-score -m "$T/g.sqm" --target test --expert-stats "$T/e-cpu.tsv" "$T/t.sqr" > /dev/null
+  seqrec-score --device cuda -m "$T/g.sqm" --target test --expert-stats "$T/e-gpu.tsv" \
+    "$T/t.sqr" > /dev/null
+  cmp "$T/e-cpu.tsv" "$T/e-gpu.tsv"
+  # the mean query (segment means) and Algorithm 1's unweighted gather
+  DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${O[@]}" --model elastic --dim 8 --ffn 16 \
+    --max-len 10 --pool 4x4 --topk-experts 2 --heads 1 --query mean --expert-weights none
 }

@@ -98,7 +98,7 @@ relerr() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b 
 
 # 3. One epoch of SASRec and BERT4Rec (softmax and linrec; SASRec on
 # efficient-dwc, the convolution's kernels), of HSTU (k_silu.cu,
-# k_hstu.cu, flat.c), Blin (k_bkl.cu), CL4SRec (k_nce.cu), CORE (k_core.cu), GRU4Rec (k_gru.cu), Caser
+# k_hstu.cu, flat.c), Blin (k_bkl.cu), ELASTIC (k_elastic.cu), CL4SRec (k_nce.cu), CORE (k_core.cu), GRU4Rec (k_gru.cu), Caser
 # (k_conv.cu) and FPMC on
 # the GPU against the CPU: the loss within 1e-3 relative; two GPU runs the
 # same bits (the model files compared byte for byte).
@@ -106,7 +106,8 @@ if want train; then
   data="$here/data/synth.split"
   base="--epochs 1 --dim 64 --batch 128 --seed 3 --eval-every 1"
   for cfg in "sasrec softmax" "sasrec linrec" "bert4rec softmax" "bert4rec linrec" \
-             "sasrec efficient-dwc" "hstu" "blin" "cl4srec" "core" "gru4rec" "caser" "fpmc"; do
+             "sasrec efficient-dwc" "hstu" "blin" "elastic" "cl4srec" "core" "gru4rec" "caser" \
+             "fpmc"; do
     set -- $cfg
     name="$1${2:+-$2}"
     case $1 in
