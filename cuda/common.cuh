@@ -90,6 +90,10 @@ const int *be_host_ints(const sq_gpu_be *b, const int *p);
 // be_stage on: one step's op uploads at most grow it.
 void *be_op_upload(sq_gpu_be *b, const void *host, size_t bytes);
 
+// The rows off[B] of a staged offsets array: -1 (and the sticky error
+// `what`) when off is not a staged host array or B < 0.
+int be_staged_rows(sq_gpu_be *b, const int *off, int B, const char *what);
+
 // be->red[slot] (BE_RED_SLOTS doubles of device scratch) to the host: the
 // one wait of an op that returns a value; NAN when the copy fails.
 double be_download_red(sq_gpu_be *b, int slot);
@@ -183,6 +187,16 @@ static __device__ inline float be_dot8(const float *a, const float *b, int n)
         tail += a[i] * b[i];
     return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) +
            tail;
+}
+
+// real.h's sq_sigmoid: evaluated on the side where exp cannot overflow
+// (CUDA's expf)
+static __device__ __forceinline__ float be_sigmoid(float x)
+{
+    if (x >= 0)
+        return 1.0f / (1.0f + expf(-x));
+    float e = expf(x);
+    return e / (1.0f + e);
 }
 
 // real.h's sq_softmax_row over a[0, n) in place (n >= 1): the max, exp(a -

@@ -349,6 +349,16 @@ void be_stage_add(sq_gpu_be *b, const void *host, size_t bytes)
         b->range[b->n_range++] = {(const char *)host, bytes, dev};
 }
 
+int be_staged_rows(sq_gpu_be *b, const int *off, int B, const char *what)
+{
+    const int *h = be_host_ints(b, off);
+    if (!h || B < 0) {
+        be_note(b, cudaErrorInvalidValue, what);
+        return -1;
+    }
+    return h[B];
+}
+
 // be->red[slot] to the host: the one wait of an op that returns a value
 // (NAN, and the sticky error, when the copy fails).
 double be_download_red(sq_gpu_be *b, int slot)

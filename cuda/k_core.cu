@@ -167,12 +167,7 @@ static __global__ __launch_bounds__(CR_THREADS) void k_pool_dscore(float *dscore
 // is not a staged host array or a shape is out of range.
 static int cr_rows(sq_gpu_be *be, const int *off, int B, int C, const char *what)
 {
-    const int *h = be_host_ints(be, off);
-    if (!h || B < 0 || C < 1) {
-        be_note(be, cudaErrorInvalidValue, what);
-        return -1;
-    }
-    return h[B];
+    return C < 1 ? be_staged_rows(be, off, -1, what) : be_staged_rows(be, off, B, what);
 }
 
 void be_attnpool_forward(sq_gpu_be *be, float *out, float *alpha, const float *score,

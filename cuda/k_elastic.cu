@@ -65,22 +65,10 @@ static __global__ __launch_bounds__(EL_THREADS) void k_segmean_bwd(float *dinp,
     dinp[id] += s * dout[(size_t)b * C + c];
 }
 
-// The rows off[B] of staged offsets; -1 (and the sticky error) when off
-// is not a staged host array or a shape is out of range.
-static int el_rows(sq_gpu_be *be, const int *off, int B, const char *what)
-{
-    const int *h = be_host_ints(be, off);
-    if (!h || B < 0) {
-        be_note(be, cudaErrorInvalidValue, what);
-        return -1;
-    }
-    return h[B];
-}
-
 void be_segmean_forward(sq_gpu_be *be, float *out, const float *inp, const int *off, int B,
                         int C)
 {
-    if (el_rows(be, off, B, "segmean_forward: off not staged") < 0 || B == 0 || C < 1)
+    if (be_staged_rows(be, off, B, "segmean_forward: off not staged") < 0 || B == 0 || C < 1)
         return;
     SQ_LAUNCH(be, k_segmean_fwd, be_blocks((size_t)B * C, EL_THREADS), EL_THREADS, 0, out, inp,
               be_ints(be, off), B, C);
@@ -89,7 +77,7 @@ void be_segmean_forward(sq_gpu_be *be, float *out, const float *inp, const int *
 void be_segmean_backward(sq_gpu_be *be, float *dinp, const float *dout, const int *off, int B,
                          int C)
 {
-    int T = el_rows(be, off, B, "segmean_backward: off not staged");
+    int T = be_staged_rows(be, off, B, "segmean_backward: off not staged");
     if (T <= 0 || C < 1)
         return;
     SQ_LAUNCH(be, k_segmean_bwd, be_blocks((size_t)T * C, EL_THREADS), EL_THREADS, 0, dinp,

@@ -22,15 +22,6 @@
 
 #define GR_THREADS 256
 
-// real.h's sq_sigmoid: on the side where exp cannot overflow
-static __device__ __forceinline__ float gr_sigmoid(float x)
-{
-    if (x >= 0)
-        return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
-
 // P[b] = h_{t-1} of sequence b (row off[b] + t - 1), zeros at t = 0 or for
 // a sequence that has ended (length <= t)
 static __global__ __launch_bounds__(GR_THREADS) void k_gru_prev(float *P, const float *h,
@@ -59,8 +50,8 @@ static __global__ __launch_bounds__(GR_THREADS) void k_gru_step(
     size_t row = (size_t)(off[b] + t);
     float *c = cache + row * 4 * H;
     const float *q = Q + (size_t)b * 3 * H;
-    float r = gr_sigmoid(c[j] + q[j]);
-    float z = gr_sigmoid(c[H + j] + q[H + j]);
+    float r = be_sigmoid(c[j] + q[j]);
+    float z = be_sigmoid(c[H + j] + q[H + j]);
     float hn = q[2 * H + j];
     float n = tanhf(c[2 * H + j] + r * hn);
     c[j] = r;

@@ -27,22 +27,13 @@ static unsigned hs_blocks(sq_gpu_be *be, size_t n)
     return be_ew_blocks(be, n, HS_THREADS);
 }
 
-// real.h's sq_sigmoid: evaluated on the side where exp cannot overflow
-static __device__ __forceinline__ float hs_sigmoid(float x)
-{
-    if (x >= 0)
-        return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
-
 static __global__ __launch_bounds__(HS_THREADS) void k_silu_ew(float *out, const float *x,
                                                                int ld, int cols, size_t n)
 {
     HS_LOOP(i, n) {
         size_t at = (i / cols) * ld + i % cols;
         float z = x[at];
-        out[at] = z * hs_sigmoid(z);
+        out[at] = z * be_sigmoid(z);
     }
 }
 
@@ -53,7 +44,7 @@ static __global__ __launch_bounds__(HS_THREADS) void k_silu_ew_back(float *dx,
 {
     HS_LOOP(i, n) {
         size_t at = (i / cols) * ld + i % cols;
-        float z = x[at], sg = hs_sigmoid(z);
+        float z = x[at], sg = be_sigmoid(z);
         dx[at] += dout[at] * sg * (1.0f + z * (1.0f - sg));
     }
 }

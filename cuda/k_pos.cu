@@ -49,21 +49,6 @@ static __device__ __forceinline__ int ps_row(const int *p, int L, int q)
     return -1;
 }
 
-// a . b in sq_dot's order (real.h): eight partial sums, paired, then the tail.
-static __device__ __forceinline__ float ps_dot(const float *a, const float *b, int n)
-{
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++)
-            acc[l] += a[i + l] * b[i + l];
-    float tail = 0;
-    for (; i < n; i++)
-        tail += a[i] * b[i];
-    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) +
-           tail;
-}
-
 // The row t and column c of item e of T C, with its segment: b, its
 // offset o and length L, and the row i of t within it.
 struct ps_item {
@@ -171,8 +156,8 @@ static __global__ __launch_bounds__(PS_ROW_THREADS) void k_pa_drw(
             if (j < 0 || (causal && j > i))
                 continue;
             const float *doi = dout + (size_t)(o + i) * C + (size_t)h * hs;
-            float rowdot = ps_dot(doi, out + (size_t)(o + i) * C + (size_t)h * hs, hs);
-            float dA = ps_dot(doi, v + (size_t)(o + j) * ld + (size_t)h * hs, hs);
+            float rowdot = be_dot8(doi, out + (size_t)(o + i) * C + (size_t)h * hs, hs);
+            float dA = be_dot8(doi, v + (size_t)(o + j) * ld + (size_t)h * hs, hs);
             float a = att[base[b] + (size_t)h * L * L + (size_t)i * L + j];
             acc += scale * a * (dA - rowdot);
             used = 1;
@@ -346,8 +331,8 @@ static __global__ __launch_bounds__(PS_ROW_THREADS) void k_mix_dw(
             int i = ps_row(pos + o, L, q), j = i < 0 ? -1 : ps_row(pos + o, L, pc);
             if (j < 0 || (causal && j > i))
                 continue;
-            a2 += ps_dot(dout + (size_t)(o + i) * C, g + (size_t)(o + j) * C, C);
-            a1 += ps_dot(du + (size_t)(o + i) * C, x + (size_t)(o + j) * ld, C);
+            a2 += be_dot8(dout + (size_t)(o + i) * C, g + (size_t)(o + j) * C, C);
+            a1 += be_dot8(du + (size_t)(o + i) * C, x + (size_t)(o + j) * ld, C);
             used = 1;
         }
         if (used) {

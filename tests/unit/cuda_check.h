@@ -193,6 +193,13 @@ static inline double cuda_max_diff(const float *a, const float *bf, const double
     return w;
 }
 
+/* *w = max(*w, v): the worst difference a test reports (gc_note). */
+static inline void cuda_keep_max(double *w, double v)
+{
+    if (v > *w)
+        *w = v;
+}
+
 /* The segments' offsets off[0..B] staged, as the trainer stages a batch
  * (the ops read them through be_host_ints/be_ints). */
 static inline int cuda_stage_off(cuda_env *g, const int *off, int B)

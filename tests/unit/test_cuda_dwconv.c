@@ -46,12 +46,6 @@
 #define SL_ATOL 1e-5 /* attn_silu against the CPU and tests/ref */
 #define SL_RTOL 1e-4
 
-static void keep_max(double *w, double v)
-{
-    if (v > *w)
-        *w = v;
-}
-
 /* ------------------------------------------------------------------------ */
 /* dwconv                                                                    */
 
@@ -105,8 +99,8 @@ static void dwconv_case(unit_ctx *t, cuda_env *g, const int *len, int B, int K, 
         CHECK(cuda_close_to(hgb, gb, C, DW_ATOL, DW_RTOL, what));  /* db */
         if (!bias)
             CHECK(cuda_same_bits(hgb, gb0, C, "dwconv: db NULL left alone"));
-        keep_max(&wst->dw_cpu, cuda_max_diff(hgw, gw, NULL, nw));
-        keep_max(&wst->dw_cpu, cuda_max_diff(hgb, gb, NULL, C));
+        cuda_keep_max(&wst->dw_cpu, cuda_max_diff(hgw, gw, NULL, nw));
+        cuda_keep_max(&wst->dw_cpu, cuda_max_diff(hgb, gb, NULL, C));
         if (rep) {
             CHECK(memcmp(prev[0], hout, no * sizeof(float)) == 0);
             CHECK(memcmp(prev[1], hgx, nx * sizeof(float)) == 0);
@@ -126,7 +120,7 @@ static void dwconv_case(unit_ctx *t, cuda_env *g, const int *len, int B, int K, 
         ref_dwconv(ref, xd + xo, ld, wd, bias ? bd : NULL, K, off, B, C, causal);
         snprintf(what, sizeof what, "dwconv K %d causal %d vs tests/ref", K, causal);
         CHECK(cuda_close_to_ref(hout, ref, no, REF_ATOL, REF_RTOL, what));
-        keep_max(&wst->fwd_ref, cuda_max_diff(hout, NULL, ref, no));
+        cuda_keep_max(&wst->fwd_ref, cuda_max_diff(hout, NULL, ref, no));
     }
     free(xd); free(wd); free(bd); free(ref);
     for (int i = 0; i < 4; i++)
@@ -205,9 +199,9 @@ static void silu_case(unit_ctx *t, cuda_env *g, const int *len, int B, int H, in
         CHECK(cuda_close_to(hout, out, no, SL_ATOL, SL_RTOL, what));
         CHECK(cuda_close_to(hgx, gx, nx, SL_ATOL, SL_RTOL, what)); /* dq|dk|dv, padding */
         CHECK(cuda_close_to(hgr, gr, nr, SL_ATOL, SL_RTOL, what)); /* drab */
-        keep_max(&wst->out_cpu, cuda_max_diff(hout, out, NULL, no));
-        keep_max(&wst->grad_cpu, cuda_max_diff(hgx, gx, NULL, nx));
-        keep_max(&wst->grad_cpu, cuda_max_diff(hgr, gr, NULL, nr));
+        cuda_keep_max(&wst->out_cpu, cuda_max_diff(hout, out, NULL, no));
+        cuda_keep_max(&wst->grad_cpu, cuda_max_diff(hgx, gx, NULL, nx));
+        cuda_keep_max(&wst->grad_cpu, cuda_max_diff(hgr, gr, NULL, nr));
         if (rep) {
             CHECK(memcmp(pout, hout, no * sizeof *hout) == 0);
             CHECK(memcmp(pgx, hgx, nx * sizeof *hgx) == 0);
@@ -244,7 +238,7 @@ static void silu_case(unit_ctx *t, cuda_env *g, const int *len, int B, int H, in
                       (double)scale);
         snprintf(what, sizeof what, "attn_silu H %d dqk %d dv %d vs tests/ref", H, dqk, dv);
         CHECK(cuda_close_to_ref(pout, ref, no, SL_ATOL, SL_RTOL, what));
-        keep_max(&wst->out_ref, cuda_max_diff(pout, NULL, ref, no));
+        cuda_keep_max(&wst->out_ref, cuda_max_diff(pout, NULL, ref, no));
     }
     free(xd); free(rd); free(ref);
     free(x); free(rab); free(dout); free(gx0); free(gr0); free(out); free(gx); free(gr);

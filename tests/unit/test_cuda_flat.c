@@ -40,12 +40,6 @@
 #define GRU_ATOL 1e-5 /* gru against the CPU and tests/ref */
 #define GRU_RTOL 1e-4
 
-static void keep_max(double *w, double v)
-{
-    if (v > *w)
-        *w = v;
-}
-
 /* The GPU's run of the four conv ops twice (outputs and gradients into
  * hout..hgb), each checked against the CPU's (cpu[...]) bit for bit. */
 typedef struct {
@@ -119,7 +113,7 @@ static void conv_case(unit_ctx *t, cuda_env *g, int L, int F, int vbias, double 
         snprintf(what, sizeof what, "conv L %d F %d vs tests/ref", L, F);
         CHECK(cuda_close_to_ref(gpu.out, ref, no, REF_ATOL, REF_RTOL, what));
         CHECK(memcmp(gpu.arg, rarg, na * sizeof(int)) == 0);
-        keep_max(worst, cuda_max_diff(gpu.out, NULL, ref, no));
+        cuda_keep_max(worst, cuda_max_diff(gpu.out, NULL, ref, no));
     }
     free(xd); free(whd); free(bhd); free(wvd); free(bvd); free(ref); free(rarg);
     cv_run *runs[2] = {&cpu, &gpu};
@@ -200,11 +194,11 @@ static void gru_case(unit_ctx *t, cuda_env *g, const int *len, int B, int In, in
                         bias ? dg[4] : NULL, dscr, ddh, dx, dhh, dcache, dwi, dwh, off, B, In, H);
         CHECK(cuda_down(g, hh, dhh, nh) == 0);
         CHECK(cuda_close_to(hh, h, nh, GRU_ATOL, GRU_RTOL, what));
-        keep_max(&wst->h_cpu, cuda_max_diff(hh, h, NULL, nh));
+        cuda_keep_max(&wst->h_cpu, cuda_max_diff(hh, h, NULL, nh));
         for (int i = 0; i < 5; i++) {
             CHECK(cuda_down(g, got[i], dg[i], sizes[i]) == 0);
             CHECK(cuda_close_to(got[i], bufs[i], sizes[i], GRU_ATOL, GRU_RTOL, what));
-            keep_max(&wst->grad_cpu, cuda_max_diff(got[i], bufs[i], NULL, sizes[i]));
+            cuda_keep_max(&wst->grad_cpu, cuda_max_diff(got[i], bufs[i], NULL, sizes[i]));
             if (rep)
                 CHECK(memcmp(prev[i], got[i], sizes[i] * sizeof(float)) == 0);
             memcpy(prev[i], got[i], sizes[i] * sizeof(float));
@@ -226,7 +220,7 @@ static void gru_case(unit_ctx *t, cuda_env *g, const int *len, int B, int In, in
         ref_gru(ref, xd, wid, whd, bias ? bid : NULL, bias ? bhd : NULL, off, B, In, H);
         snprintf(what, sizeof what, "gru In %d H %d vs tests/ref", In, H);
         CHECK(cuda_close_to_ref(hh, ref, nh, GRU_ATOL, GRU_RTOL, what));
-        keep_max(&wst->h_ref, cuda_max_diff(hh, NULL, ref, nh));
+        cuda_keep_max(&wst->h_ref, cuda_max_diff(hh, NULL, ref, nh));
     }
     free(xd); free(wid); free(whd); free(bid); free(bhd); free(ref);
     for (int i = 0; i < 5; i++)
