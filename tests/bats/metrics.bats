@@ -25,7 +25,7 @@ setup() {
 
 @test "metrics -k takes any list, in the order given" {
   run -0 seqrec-metrics -k 1,5 --json "$T/ranks.txt"
-  [ "$output" = '{"records": 5, "users": 5, "mrr": 0.364848, "hr@1": 0.200000, "recall@1": 0.200000, "ndcg@1": 0.200000, "mrr@1": 0.200000, "precision@1": 0.200000, "hr@5": 0.600000, "recall@5": 0.600000, "ndcg@5": 0.403557, "mrr@5": 0.340000, "precision@5": 0.120000}' ]
+  [ "$output" = '{"records": 5, "users": 5, "mrr": 0.364848, "hr@1": 0.200000, "recall@1": 0.200000, "ndcg@1": 0.200000, "mrr@1": 0.200000, "map@1": 0.200000, "precision@1": 0.200000, "hr@5": 0.600000, "recall@5": 0.600000, "ndcg@5": 0.403557, "mrr@5": 0.340000, "map@5": 0.340000, "precision@5": 0.120000}' ]
   run -0 seqrec-metrics --cutoffs 50,3 "$T/ranks.txt"
   [[ "${lines[0]}" == "metric            @50         @3" ]]
 }
@@ -141,9 +141,156 @@ setup() {
 @test "metrics --help and --version" {
   run -0 seqrec-metrics --help
   [[ "$output" == "Usage: seqrec-metrics"* ]]
-  for o in --cutoffs --json --output --help --version; do
+  for o in --cutoffs --per-user --corrected --topk --coverage --popularity --items --json --output --help --version; do
     [[ "$output" == *"$o"* ]] || { echo "missing $o"; return 1; }
   done
   run -0 seqrec-metrics --version
   [[ "$output" == "seqrec-metrics "* ]]
+}
+
+# ---- MAP, --per-user, --corrected, --coverage, --popularity, --topk ----
+
+# Random ranks (users with several records, three candidate counts), a
+# training stream with a skewed popularity and top-K lists; every value is
+# recomputed by tests/reference/metrics_ref.py with numpy and scipy.
+make_random_inputs() {
+  python3 - "$T" <<'PY'
+import random, sys
+t = sys.argv[1]
+random.seed(7)
+with open(t + '/r.txt', 'w') as f:
+    for i in range(300):
+        u = random.randint(1, 60); n = random.choice([101, 500, 1000])
+        r = random.randint(1, min(n, 40)) if random.random() < .7 else random.randint(1, n)
+        f.write("%d\t%d\t%d\t%d\n" % (u, r, n, random.randint(1, 80)))
+with open(t + '/seq.txt', 'w') as f:
+    for u in range(1, 40):
+        its = [min(80, int(random.paretovariate(1.2))) for _ in range(random.randint(2, 15))]
+        f.write("%d\t%s\n" % (u, " ".join(map(str, its))))
+with open(t + '/top.tsv', 'w') as f:
+    for u in range(1, 50):
+        its = random.sample(range(1, 81), random.randint(3, 12)) if u % 7 else random.sample(range(1, 10), 5)
+        f.write("%d\t%s\n" % (u, ",".join("%d:%g" % (i, 1.0 / (j + 1)) for j, i in enumerate(its))))
+PY
+  seqrec-cat --from-text sequences --n-items 80 "$T/seq.txt" -o "$T/seq.sqr"
+}
+
+REF() { "$SCIPY_PY" "$SEQREC_ROOT/tests/reference/metrics_ref.py" "$@"; }
+
+@test "metrics: MAP@K is 1/r within K for one target (hand values)" {
+  run -0 seqrec-metrics -k 10 --json "$T/ranks.txt"
+  [[ "$output" == *'"map@10": 0.340000'* ]]
+}
+
+@test "metrics: every metric, per record and --per-user, agrees with numpy" {
+  need_scipy
+  make_random_inputs
+  seqrec-metrics -k 1,5,10,20 --json "$T/r.txt" > "$T/o.json"
+  run -0 REF "$T/o.json" "$T/r.txt" 1,5,10,20
+  seqrec-metrics -k 1,5,10,20 --json --per-user "$T/r.txt" > "$T/u.json"
+  run -0 REF "$T/u.json" "$T/r.txt" 1,5,10,20 --per-user
+  grep -q '"averaged": "user"' "$T/u.json"
+  # the reference would see a difference between the two
+  run -1 REF "$T/u.json" "$T/r.txt" 1,5,10,20
+}
+
+@test "metrics --per-user: two users, hand values" {
+  # user 1: ranks 1 and 4 (HR@2 1/2, MRR 5/8); user 2: rank 2 (HR@2 1, MRR 1/2)
+  printf '1\t1\t10\n1\t4\t10\n2\t2\t10\n' > "$T/pu.txt"
+  run -0 seqrec-metrics -k 2 --json --per-user "$T/pu.txt"
+  [[ "$output" == *'"mrr": 0.562500'*'"hr@2": 0.750000'*'"map@2": 0.500000'* ]]
+  run -0 seqrec-metrics -k 2 --json "$T/pu.txt"
+  [[ "$output" == *'"hr@2": 0.666667'* ]]
+}
+
+@test "metrics --coverage and --popularity over the ranks' targets agree with numpy and scipy" {
+  need_scipy
+  make_random_inputs
+  seqrec-metrics -k 5,10 --json --coverage --items 90 "$T/r.txt" > "$T/c.json"
+  run -0 REF "$T/c.json" "$T/r.txt" 5,10 --coverage 90
+  seqrec-metrics -k 1,5,10,20 --json --per-user --popularity "$T/seq.sqr" "$T/r.txt" > "$T/p.json"
+  run -0 REF "$T/p.json" "$T/r.txt" 1,5,10,20 --per-user --pop "$T/seq.txt" 80
+}
+
+@test "metrics --topk: coverage, Gini and PopBias of top-K lists agree with numpy and scipy" {
+  need_scipy
+  make_random_inputs
+  seqrec-metrics -k 1,3,10 --json --popularity "$T/seq.sqr" --topk "$T/top.tsv" > "$T/t.json"
+  run -0 REF "$T/t.json" - 1,3,10 --pop "$T/seq.txt" 80 --topk "$T/top.tsv" 80
+  # a topk stream gives the same, its header the catalogue
+  seqrec-cat --from-text topk --n-items 80 "$T/top.tsv" -o "$T/top.sqr"
+  seqrec-metrics -k 1,3,10 --json --topk "$T/top.sqr" > "$T/s.json"
+  run -0 REF "$T/s.json" - 1,3,10 --topk "$T/top.tsv" 80
+  # with ranks too: both parts in one object
+  seqrec-metrics -k 1,3,10 --json --popularity "$T/seq.sqr" --topk "$T/top.tsv" "$T/r.txt" > "$T/b.json"
+  run -0 REF "$T/b.json" "$T/r.txt" 1,3,10 --pop "$T/seq.txt" 80 --topk "$T/top.tsv" 80
+}
+
+@test "metrics --topk: Gini and coverage by hand, and the table's rows" {
+  printf '1\t2:0.5,3:0.4,4:0.1\n2\t2:0.9,5:0.1,1:0\n' > "$T/top.tsv"
+  # @1: item 2 twice of 6 items: coverage 1/6, Gini (2*6-6-1)*2/(6*2) = 5/6
+  run -0 seqrec-metrics -k 1 --items 6 --topk "$T/top.tsv"
+  [ "$output" = "$(printf 'metric             @1\nCoverage       0.1667\nGini           0.8333\nlists               2')" ]
+}
+
+@test "metrics --corrected: the rank estimate agrees with numpy; full rankings unchanged" {
+  need_scipy
+  make_random_inputs
+  seqrec-metrics -k 1,5,10,20 --json --corrected --items 5000 "$T/r.txt" > "$T/k.json"
+  run -0 REF "$T/k.json" "$T/r.txt" 1,5,10,20 --corrected 5000
+  grep -q '"corrected": "rank"' "$T/k.json"
+  # rank 2 of 101 in 1001 items: R = 1 + 1 * 1000/100 = 11, so HR@10 0 and MRR 1/11
+  printf '1\t2\t101\n' > "$T/one.txt"
+  run -0 seqrec-metrics -k 10,11 --json --corrected --items 1001 "$T/one.txt"
+  [[ "$output" == *'"mrr": 0.090909'*'"hr@10": 0.000000'*'"hr@11": 1.000000'* ]]
+  # n_cand = N: a full ranking, as it is
+  run -0 seqrec-metrics --json --corrected --items 100 "$T/ranks.txt"
+  [ "$output" = "$(sed 's/^{/{/; s/, "hr@10"/, "corrected": "rank", "hr@10"/' "$FIX/metrics/ranks.json")" ]
+}
+
+@test "metrics: refusals of the new options" {
+  make_random_inputs
+  # the catalogue unknown: text input without --items or --popularity
+  run -64 seqrec-metrics --corrected "$T/r.txt"
+  [[ "$output" == *"--corrected needs the catalogue's size"* ]]
+  run -64 seqrec-metrics --coverage "$T/r.txt"
+  [[ "$output" == *"catalogue's size is unknown"* ]]
+  run -64 seqrec-metrics --topk "$T/top.tsv"
+  [[ "$output" == *"--items N or --popularity FILE"* ]]
+  # ranks without items cannot say which items were shown
+  cut -f1-3 "$T/r.txt" > "$T/three.txt"
+  run -65 seqrec-metrics --coverage --items 80 "$T/three.txt"
+  [ "$output" = "seqrec-metrics: $T/three.txt: record 1 has no item: --coverage and --popularity need the fourth field" ]
+  # an item beyond the catalogue
+  run -65 seqrec-metrics --coverage --items 10 "$T/r.txt"
+  [[ "$output" == *"r.txt: record "*": item "*" outside 1..10" ]]
+  run -65 seqrec-metrics --topk "$T/top.tsv" --items 10
+  [[ "$output" == *"top.tsv: line "*": item "*" outside 1..10" ]]
+  # a malformed top-K line, with its line
+  printf '1\t2:0.5,3:0.4\nu7\t1:1\n' > "$T/badtop.tsv"
+  run -65 seqrec-metrics --topk "$T/badtop.tsv" --items 10
+  [[ "$output" == "seqrec-metrics: $T/badtop.tsv: line 2: expected a dense user id"* ]]
+  printf '1\t2:0.5,3\n' > "$T/badtop.tsv"
+  run -65 seqrec-metrics --topk "$T/badtop.tsv" --items 10
+  [[ "$output" == *"line 1: expected item:score"* ]]
+  # a --topk stream of another kind, a --popularity stream of another kind
+  run -65 seqrec-metrics --topk "$T/seq.sqr"
+  [[ "$output" == *"seq.sqr: byte 6: expected"*"topk"* ]]
+  seqrec-cat --from-text ranks "$T/r.txt" -o "$T/r.sqr"
+  run -65 seqrec-metrics --popularity "$T/r.sqr" "$T/r.txt"
+  [[ "$output" == *"r.sqr: byte 6"* ]]
+  run -66 seqrec-metrics --popularity "$T/missing.sqr" "$T/r.txt"
+  run -66 seqrec-metrics --topk "$T/missing.tsv" --items 9
+  # usage
+  run -64 seqrec-metrics --popularity "$T/seq.sqr" --items 81 "$T/r.txt"
+  [[ "$output" == *"--items 81 but"*"has 80 items"* ]]
+  run -64 seqrec-metrics --items 0 "$T/r.txt"
+  run -64 seqrec-metrics --items x "$T/r.txt"
+  run -64 seqrec-metrics --topk "$T/top.tsv" --coverage --items 80 "$T/r.txt"
+  run -64 seqrec-metrics --topk "$T/top.tsv" --corrected --items 80
+  run -64 seqrec-metrics --topk - -
+  run -64 seqrec-metrics --topk
+  # nothing is left behind on a refusal
+  run -65 seqrec-metrics --coverage --items 10 -o "$T/out.json" "$T/r.txt"
+  [ ! -e "$T/out.json" ]
 }

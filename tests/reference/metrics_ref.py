@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Independent numpy/scipy reference of seqrec-metrics (tests/bats/metrics.bats).
+
+metrics_ref.py OUT.json RANKS.txt K,K.. [--per-user] [--corrected N]
+    [--coverage N] [--pop SEQ.txt N] [--topk TOP.tsv N]
+        recompute every key of OUT.json (seqrec-metrics --json) from the
+        text inputs with numpy and scipy, exit 1 naming the first key that
+        differs by more than 1e-6 (the JSON has six decimals).
+metrics_ref.py compare OUT.json A.txt B.txt K,K.. --boot B --seed S
+        the paired t-test and Wilcoxon p-values of --compare (scipy.stats),
+        the mean differences; the bootstrap interval only for containing
+        the mean difference (its resampling is the C generator's).
+RANKS.txt is user rank n_cand [item] lines; SEQ.txt user<TAB>items (the
+training counts); TOP.tsv user<TAB>item:score,... lists.
+"""
+import json
+import sys
+
+import numpy as np
+from scipy import stats
+
+
+def read_ranks(path):
+    rows = []
+    for line in open(path):
+        f = line.split()
+        if not f or f[0].startswith('#'):
+            continue
+        rows.append([int(x) for x in f] + [0] * (4 - len(f)))
+    return np.array(rows, dtype=np.float64)
+
+
+def record_values(R, ks, corrected):
+    r = R[:, 1].copy()
+    if corrected:
+        n, m = corrected, R[:, 2] - 1
+        sampled = (R[:, 2] >= 2) & (R[:, 2] < n)
+        r[sampled] = 1 + (r[sampled] - 1) * (n - 1) / m[sampled]
+    out = {}
+    for k in ks:
+        hit = (r <= k).astype(float)
+        out['hr@%d' % k] = hit
+        out['recall@%d' % k] = hit
+        out['ndcg@%d' % k] = hit / np.log2(r + 1)
+        out['mrr@%d' % k] = hit / r
+        out['map@%d' % k] = hit / r   # AP@K of one relevant item
+        out['precision@%d' % k] = hit / k
+    out['mrr'] = 1 / r
+    return out
+
+
+def unit_means(users, vals, per_user):
+    if not per_user:
+        return vals.mean()
+    u = np.unique(users)
+    return np.mean([vals[users == x].mean() for x in u])
+
+
+def gini(counts):
+    x = np.sort(counts.astype(float))
+    n = len(x)
+    if x.sum() == 0:
+        return 0.0
+    j = np.arange(1, n + 1)
+    return float(((2 * j - n - 1) * x).sum() / (n * x.sum()))
+
+
+def list_measures(lists, ks, n_items, pct, per_user, exp):
+    """lists: (user, [(pos, item), ...])"""
+    for k in ks:
+        c = np.zeros(n_items + 1)
+        per = {}
+        for u, its in lists:
+            inside = [i for p, i in its if p <= k]
+            for i in inside:
+                c[i] += 1
+            if pct is not None and inside:
+                per.setdefault(u if per_user else len(per), []).append(
+                    np.mean([pct[i] for i in inside]))
+        exp['coverage@%d' % k] = np.count_nonzero(c[1:]) / n_items
+        exp['gini@%d' % k] = gini(c[1:])
+        if pct is not None:
+            exp['popbias@%d' % k] = np.mean([np.mean(v) for v in per.values()]) if per else 0.0
+
+
+def popularity(path, n_items):
+    c = np.zeros(n_items + 1)
+    for line in open(path):
+        f = line.split('\t')
+        for i in f[1].split():
+            c[int(i)] += 1
+    a = c[1:]
+    pct = np.zeros(n_items + 1)
+    for i in range(1, n_items + 1):
+        pct[i] = stats.percentileofscore(a, c[i], kind='mean')
+    return pct
+
+
+def check(got, exp):
+    for key, v in exp.items():
+        if key not in got:
+            sys.exit('missing key %s' % key)
+        if abs(float(got[key]) - float(v)) > 1.5e-6:
+            sys.exit('%s: seqrec-metrics %s, reference %.7f' % (key, got[key], v))
+    print('ok: %d keys agree' % len(exp))
+
+
+def main_metrics(argv):
+    got = json.load(open(argv[0]))
+    ks = [int(k) for k in argv[2].split(',')]
+    opts = argv[3:]
+    per_user = '--per-user' in opts
+    def arg(name, n=1):
+        i = opts.index(name)
+        return opts[i + 1:i + 1 + n]
+    exp = {}
+    R = None if argv[1] == '-' else read_ranks(argv[1])
+    pct = None
+    if '--pop' in opts:
+        path, n = arg('--pop', 2)
+        pct = popularity(path, int(n))
+    if R is not None:
+        corr = int(arg('--corrected')[0]) if '--corrected' in opts else 0
+        for key, v in record_values(R, ks, corr).items():
+            exp[key] = unit_means(R[:, 0], v, per_user)
+        exp['records'] = len(R)
+        exp['users'] = len(np.unique(R[:, 0]))
+    if '--topk' in opts:
+        path, n = arg('--topk', 2)
+        lists = []
+        for line in open(path):
+            u, rest = line.rstrip('\n').split('\t')
+            its = [int(x.split(':')[0]) for x in rest.split(',') if x]
+            lists.append((int(u), list(enumerate(its, 1))))
+        list_measures(lists, ks, int(n), pct, per_user, exp)
+    elif '--coverage' in opts or pct is not None:
+        n = int(arg('--coverage')[0]) if '--coverage' in opts else len(pct) - 1
+        lists = [(int(u), [(int(r), int(i))]) for u, r, _, i in R]
+        list_measures(lists, ks, n, pct, per_user, exp)
+    check(got, exp)
+
+
+def main_compare(argv):
+    got = json.load(open(argv[0]))
+    A, B = read_ranks(argv[1]), read_ranks(argv[2])
+    ks = [int(k) for k in argv[3].split(',')]
+    va, vb = record_values(A, ks, 0), record_values(B, ks, 0)
+    exp = {}
+    for key in va:
+        if key.startswith('recall'):
+            continue
+        d = vb[key] - va[key]
+        exp[key + ':diff'] = d.mean()
+        exp[key + ':t_p'] = 1.0 if np.all(d == d[0]) else stats.ttest_rel(vb[key], va[key]).pvalue
+        nz = d[d != 0]
+        exp[key + ':wilcoxon_p'] = 1.0 if len(nz) == 0 else stats.wilcoxon(
+            d, zero_method='wilcox', correction=True, mode='approx').pvalue
+        lo, hi = got[key + ':ci_lo'], got[key + ':ci_hi']
+        if not lo <= d.mean() + 1e-9 and d.mean() <= hi + 1e-9:
+            sys.exit('%s: interval [%s, %s] misses the mean %f' % (key, lo, hi, d.mean()))
+    check(got, exp)
+
+
+if __name__ == '__main__':
+    if sys.argv[1] == 'compare':
+        main_compare(sys.argv[2:])
+    else:
+        main_metrics(sys.argv[1:])
