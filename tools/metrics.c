@@ -1,13 +1,15 @@
 /* seqrec-metrics - HR, Recall, NDCG, MRR, MAP and Precision at K from
  * ranks, coverage, Gini and popularity bias of recommended lists, and the
  * paired comparison of two rank files. Argument parsing and wiring only:
- * the metrics are lib/train/metrics.c, the list measures exposure.c. */
+ * the metrics are lib/train/metrics.c, the list measures exposure.c, the
+ * comparison compare.c. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "compare.h"
 #include "dataset.h"
 #include "err.h"
 #include "exposure.h"
@@ -39,20 +41,29 @@ static const char usage[] =
     "                      the split or sequences stream S (implies --coverage\n"
     "                      without --topk)\n"
     "      --items N       the catalogue's size (items 1..N) where no stream says it\n"
+    "      --compare A     compare the ranks in A with those in FILE (B) over the\n"
+    "                      same records: for each metric the means, B - A, the\n"
+    "                      paired t-test and Wilcoxon signed-rank p-values and a\n"
+    "                      bootstrap 95% interval of B - A\n"
+    "      --bootstrap N   resamples of the interval (default 1000)\n"
+    "      --seed S        seed of the resamples (default 1)\n"
     "      --json          print one JSON object instead of the table\n"
     "  -o, --output FILE   write to FILE (atomically) instead of standard output\n"
     "  -h, --help          show this help and exit\n"
     "  -V, --version       show the version and exit\n";
 
 enum { OPT_JSON = 256, OPT_PER_USER, OPT_CORRECTED, OPT_TOPK, OPT_COVERAGE, OPT_POP,
-       OPT_ITEMS };
+       OPT_ITEMS, OPT_COMPARE, OPT_BOOT, OPT_SEED };
 
 typedef struct {
     uint32_t k[SQ_METRICS_MAX_K];
     int n_k, json, coverage;
     sq_metrics_opts mo;
-    const char *output, *input, *topk, *popularity;
+    const char *output, *input, *topk, *popularity, *compare;
     uint32_t items; /* --items, 0 none */
+    uint32_t boot;  /* --bootstrap */
+    uint64_t seed;  /* --seed */
+    int boot_given;
 } args;
 
 static int write_table(void *r, FILE *f, const char *name, sq_err *e)
@@ -63,6 +74,16 @@ static int write_table(void *r, FILE *f, const char *name, sq_err *e)
 static int write_json(void *r, FILE *f, const char *name, sq_err *e)
 {
     return sq_metrics_write_json(r, f, name, e);
+}
+
+static int write_cmp_table(void *c, FILE *f, const char *name, sq_err *e)
+{
+    return sq_compare_write_table(c, f, name, e);
+}
+
+static int write_cmp_json(void *c, FILE *f, const char *name, sq_err *e)
+{
+    return sq_compare_write_json(c, f, name, e);
 }
 
 /* The options into *a: 0, -1 (--help, --version done) or the exit status. */
@@ -76,6 +97,9 @@ static int parse_args(int argc, char **argv, args *a)
         {"coverage", no_argument, NULL, OPT_COVERAGE},
         {"popularity", required_argument, NULL, OPT_POP},
         {"items", required_argument, NULL, OPT_ITEMS},
+        {"compare", required_argument, NULL, OPT_COMPARE},
+        {"bootstrap", required_argument, NULL, OPT_BOOT},
+        {"seed", required_argument, NULL, OPT_SEED},
         {"json", no_argument, NULL, OPT_JSON},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
@@ -101,6 +125,19 @@ static int parse_args(int argc, char **argv, args *a)
                 return sq_cli_usage_error(prog, "--items: expected a positive integer, got '%s'",
                                           optarg);
             break;
+        case OPT_COMPARE: a->compare = optarg; break;
+        case OPT_BOOT:
+            if (sq_cli_u32(optarg, 1, 1000000, &a->boot))
+                return sq_cli_usage_error(prog, "--bootstrap: expected an integer in "
+                                          "1..1000000, got '%s'", optarg);
+            a->boot_given = 1;
+            break;
+        case OPT_SEED:
+            if (sq_cli_u64(optarg, 0, UINT64_MAX, &a->seed))
+                return sq_cli_usage_error(prog, "--seed: expected a non-negative integer, "
+                                          "got '%s'", optarg);
+            a->boot_given = 1;
+            break;
         case OPT_JSON: a->json = 1; break;
         case 'o': a->output = optarg; break;
         case 'h': fputs(usage, stdout); return -1;
@@ -113,6 +150,16 @@ static int parse_args(int argc, char **argv, args *a)
         return sq_cli_usage_error(prog, "at most one input file, got another: %s",
                                   argv[optind + 1]);
     a->input = optind < argc ? argv[optind] : NULL;
+    if (a->compare && (a->topk || a->coverage || a->popularity))
+        return sq_cli_usage_error(prog, "--compare compares ranks: not with --topk, --coverage "
+                                  "or --popularity");
+    if (a->compare && !a->input)
+        return sq_cli_usage_error(prog, "--compare A needs the second rank file B: "
+                                  "seqrec-metrics --compare A B");
+    if (a->compare && !strcmp(a->compare, "-") && !strcmp(a->input, "-"))
+        return sq_cli_usage_error(prog, "--compare: A and B cannot both be standard input");
+    if (a->boot_given && !a->compare)
+        return sq_cli_usage_error(prog, "--bootstrap and --seed apply to --compare");
     if (a->topk && a->coverage)
         return sq_cli_usage_error(prog, "--coverage measures the ranks' targets, --topk the "
                                   "lists: give one");
@@ -176,8 +223,49 @@ static int ranks_exposure(const args *a, run_t *r, uint32_t n_items, sq_err *e)
     return SQ_OK;
 }
 
+/* Reads the ranks of path into m (the cutoffs of a). */
+static int read_ranks(const args *a, const char *path, sq_metrics *m, sq_err *e)
+{
+    FILE *in = NULL;
+    if (sq_metrics_init(m, a->k, a->n_k, e) || sq_in_open(&in, path, e))
+        return e->code;
+    int rc = sq_metrics_read(m, in, sq_in_name(path), e);
+    sq_in_close(in);
+    return rc;
+}
+
+/* --compare A B */
+static int run_compare(const args *a, sq_err *e)
+{
+    sq_metrics ma, mb;
+    memset(&ma, 0, sizeof ma);
+    memset(&mb, 0, sizeof mb);
+    sq_compare *c = malloc(sizeof *c);
+    int rc = c ? SQ_OK : sq_fail(e, SQ_EX_OSERR, "out of memory");
+    if (!rc)
+        rc = read_ranks(a, a->compare, &ma, e);
+    if (!rc)
+        rc = read_ranks(a, a->input, &mb, e);
+    sq_metrics_opts mo = a->mo;
+    mo.n_items = a->items ? a->items : ma.n_items ? ma.n_items : mb.n_items;
+    if (!rc && mo.corrected && !mo.n_items)
+        rc = sq_fail(e, SQ_EX_USAGE, "--corrected needs the catalogue's size: give --items N "
+                     "(a text ranks file does not say it)");
+    if (!rc)
+        rc = sq_compare_run(&ma, sq_in_name(a->compare), &mb, sq_in_name(a->input), &mo,
+                            a->boot, a->seed, c, e);
+    if (!rc)
+        rc = sq_out_write(a->output, 0, a->json ? write_cmp_json : write_cmp_table, c, e);
+    sq_metrics_free(&ma);
+    sq_metrics_free(&mb);
+    free(c);
+    return rc;
+}
+
 static int run(const args *a, run_t *r, sq_err *e)
 {
+    if (a->compare)
+        return run_compare(a, e);
     uint32_t n_items = a->items;
     if (a->popularity && load_popularity(a, r, e))
         return e->code;
@@ -224,7 +312,7 @@ static int run(const args *a, run_t *r, sq_err *e)
 
 int main(int argc, char **argv)
 {
-    args a = {.k = {10, 20}, .n_k = 2};
+    args a = {.k = {10, 20}, .n_k = 2, .boot = 1000, .seed = 1};
     int rc = parse_args(argc, argv, &a);
     if (rc)
         return rc < 0 ? 0 : rc;

@@ -141,7 +141,7 @@ setup() {
 @test "metrics --help and --version" {
   run -0 seqrec-metrics --help
   [[ "$output" == "Usage: seqrec-metrics"* ]]
-  for o in --cutoffs --per-user --corrected --topk --coverage --popularity --items --json --output --help --version; do
+  for o in --cutoffs --per-user --corrected --topk --coverage --popularity --items --compare --bootstrap --seed --json --output --help --version; do
     [[ "$output" == *"$o"* ]] || { echo "missing $o"; return 1; }
   done
   run -0 seqrec-metrics --version
@@ -293,4 +293,99 @@ REF() { "$SCIPY_PY" "$SEQREC_ROOT/tests/reference/metrics_ref.py" "$@"; }
   # nothing is left behind on a refusal
   run -65 seqrec-metrics --coverage --items 10 -o "$T/out.json" "$T/r.txt"
   [ ! -e "$T/out.json" ]
+}
+
+# ---- --compare A B ----
+
+make_pair() {
+  python3 - "$T" <<'PY'
+import random, sys
+t = sys.argv[1]
+random.seed(3)
+a = open(t + '/A.txt', 'w'); b = open(t + '/B.txt', 'w')
+for i in range(400):
+    u = random.randint(1, 120); it = random.randint(1, 80)
+    ra = random.randint(1, 60)
+    rb = max(1, ra + random.randint(-15, 10)) if random.random() < .8 else ra
+    a.write('%d\t%d\t1000\t%d\n' % (u, ra, it)); b.write('%d\t%d\t1000\t%d\n' % (u, rb, it))
+PY
+}
+
+@test "metrics --compare: differences, t-test and Wilcoxon p-values agree with scipy" {
+  need_scipy
+  make_pair
+  seqrec-metrics -k 1,5,10 --json --compare "$T/A.txt" "$T/B.txt" > "$T/c.json"
+  run -0 REF compare "$T/c.json" "$T/A.txt" "$T/B.txt" 1,5,10
+  seqrec-metrics -k 1,5,10 --json --per-user --compare "$T/A.txt" "$T/B.txt" > "$T/u.json"
+  run -0 REF compare "$T/u.json" "$T/A.txt" "$T/B.txt" 1,5,10 --per-user
+  grep -q '"units": 1[0-9][0-9], ' "$T/u.json"
+  # the reference sees the other averaging's values as wrong
+  run -1 REF compare "$T/u.json" "$T/A.txt" "$T/B.txt" 1,5,10
+}
+
+@test "metrics --compare: the means are the plain runs', the table, a file compared with itself" {
+  make_pair
+  run -0 seqrec-metrics -k 10 --json "$T/A.txt"
+  hr=$(printf '%s' "$output" | sed 's/.*"hr@10": \([0-9.]*\).*/\1/')
+  run -0 seqrec-metrics -k 10 --json --compare "$T/A.txt" "$T/B.txt"
+  [[ "$output" == *"\"hr@10:a\": $hr,"* ]]
+  run -0 seqrec-metrics -k 10 --compare "$T/A.txt" "$T/B.txt"
+  [[ "${lines[0]}" == "metric"*"B-A"*"t p"*"Wilcoxon"*"95% bootstrap CI" ]]
+  [[ "${lines[1]}" == "HR@10 "* ]]
+  [[ "${lines[-1]}" == "records 400, 1000 bootstrap resamples (seed 1)" ]]
+  # A against A: no difference, p = 1, the interval [0, 0]
+  run -0 seqrec-metrics -k 10 --compare "$T/A.txt" "$T/A.txt"
+  [[ "${lines[1]}" == *"+0.0000         1         1  [+0.0000, +0.0000]" ]]
+}
+
+@test "metrics --compare: the bootstrap is seeded (same seed same bytes, another seed another interval)" {
+  make_pair
+  seqrec-metrics -k 5 --json --compare "$T/A.txt" "$T/B.txt" > "$T/s1.json"
+  seqrec-metrics -k 5 --json --seed 1 --bootstrap 1000 --compare "$T/A.txt" "$T/B.txt" > "$T/s1b.json"
+  cmp "$T/s1.json" "$T/s1b.json"
+  seqrec-metrics -k 5 --json --seed 2 --compare "$T/A.txt" "$T/B.txt" > "$T/s2.json"
+  ! cmp -s "$T/s1.json" "$T/s2.json" || false
+  # the interval holds the mean difference and narrows nothing else: t and Wilcoxon unchanged
+  python3 - "$T/s1.json" "$T/s2.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+for k in a:
+    if k.endswith(':diff'):
+        m = k[:-5]
+        assert a[m + ':ci_lo'] <= a[k] <= a[m + ':ci_hi'], m
+        assert a[m + ':t_p'] == b[m + ':t_p'] and a[m + ':wilcoxon_p'] == b[m + ':wilcoxon_p'], m
+PY
+  # a stream and its text give the same comparison
+  seqrec-cat --from-text ranks "$T/A.txt" -o "$T/A.sqr"
+  seqrec-metrics -k 5 --json --compare "$T/A.sqr" "$T/B.txt" | cmp - "$T/s1.json"
+}
+
+@test "metrics --compare: records that differ are refused, naming the first; usage refusals" {
+  make_pair
+  head -n 399 "$T/B.txt" > "$T/short.txt"
+  run -65 seqrec-metrics --compare "$T/A.txt" "$T/short.txt"
+  [ "$output" = "seqrec-metrics: --compare: $T/A.txt has 400 records, $T/short.txt 399: not the same records" ]
+  awk -F'\t' -v OFS='\t' 'NR == 7 { $1 = $1 + 1000 } 1' "$T/B.txt" > "$T/other.txt"
+  run -65 seqrec-metrics --compare "$T/A.txt" "$T/other.txt"
+  [[ "$output" == "seqrec-metrics: --compare: record 7 differs: user "*" in $T/A.txt, user "*" in $T/other.txt" ]]
+  awk -F'\t' -v OFS='\t' 'NR == 3 { $4 = $4 + 1 } 1' "$T/B.txt" > "$T/item.txt"
+  run -65 seqrec-metrics --compare "$T/A.txt" "$T/item.txt"
+  [[ "$output" == *"record 3 differs"* ]]
+  run -65 seqrec-metrics --compare "$T/A.txt" "$T/ranks.txt"
+  run -66 seqrec-metrics --compare "$T/none.txt" "$T/B.txt"
+  run -64 seqrec-metrics --compare "$T/A.txt"
+  [[ "$output" == *"needs the second rank file B"* ]]
+  run -64 seqrec-metrics --compare "$T/A.txt" --topk "$T/A.txt" "$T/B.txt"
+  run -64 seqrec-metrics --compare "$T/A.txt" --coverage "$T/B.txt"
+  run -64 seqrec-metrics --compare - -
+  run -64 seqrec-metrics --bootstrap 100 "$T/A.txt"
+  run -64 seqrec-metrics --seed 3 "$T/A.txt"
+  run -64 seqrec-metrics --compare "$T/A.txt" --bootstrap 0 "$T/B.txt"
+  run -64 seqrec-metrics --compare "$T/A.txt" --seed x "$T/B.txt"
+  run -64 seqrec-metrics --compare "$T/A.txt" --corrected "$T/B.txt"
+  run -65 seqrec-metrics --compare "$T/A.txt" -o "$T/out.txt" "$T/short.txt"
+  [ ! -e "$T/out.txt" ]
+  # --corrected with the catalogue: every value at the rank estimate
+  run -0 seqrec-metrics -k 10 --json --corrected --items 5000 --compare "$T/A.txt" "$T/B.txt"
+  [[ "$output" == *'"corrected": "rank"'* ]]
 }

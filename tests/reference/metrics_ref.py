@@ -6,9 +6,9 @@ metrics_ref.py OUT.json RANKS.txt K,K.. [--per-user] [--corrected N]
         recompute every key of OUT.json (seqrec-metrics --json) from the
         text inputs with numpy and scipy, exit 1 naming the first key that
         differs by more than 1e-6 (the JSON has six decimals).
-metrics_ref.py compare OUT.json A.txt B.txt K,K.. --boot B --seed S
+metrics_ref.py compare OUT.json A.txt B.txt K,K.. [--per-user]
         the paired t-test and Wilcoxon p-values of --compare (scipy.stats),
-        the mean differences; the bootstrap interval only for containing
+        the means and differences; the bootstrap interval only for holding
         the mean difference (its resampling is the C generator's).
 RANKS.txt is user rank n_cand [item] lines; SEQ.txt user<TAB>items (the
 training counts); TOP.tsv user<TAB>item:score,... lists.
@@ -100,8 +100,10 @@ def check(got, exp):
     for key, v in exp.items():
         if key not in got:
             sys.exit('missing key %s' % key)
-        if abs(float(got[key]) - float(v)) > 1.5e-6:
-            sys.exit('%s: seqrec-metrics %s, reference %.7f' % (key, got[key], v))
+        # p-values are printed with 6 significant digits, the rest 6 decimals
+        tol = 1e-5 * abs(v) + 1e-300 if key.endswith('_p') else 1.5e-6
+        if abs(float(got[key]) - float(v)) > tol:
+            sys.exit('%s: seqrec-metrics %s, reference %.9g' % (key, got[key], v))
     print('ok: %d keys agree' % len(exp))
 
 
@@ -140,18 +142,31 @@ def main_metrics(argv):
     check(got, exp)
 
 
+def per_unit(users, v, per_user):
+    if not per_user:
+        return v
+    return np.array([v[users == x].mean() for x in np.unique(users)])
+
+
 def main_compare(argv):
     got = json.load(open(argv[0]))
     A, B = read_ranks(argv[1]), read_ranks(argv[2])
     ks = [int(k) for k in argv[3].split(',')]
+    per_user = '--per-user' in argv[4:]
     va, vb = record_values(A, ks, 0), record_values(B, ks, 0)
     exp = {}
     for key in va:
         if key.startswith('recall'):
             continue
-        d = vb[key] - va[key]
+        ua, ub = per_unit(A[:, 0], va[key], per_user), per_unit(A[:, 0], vb[key], per_user)
+        d = ub - ua
+        exp[key + ':a'] = ua.mean()
+        exp[key + ':b'] = ub.mean()
         exp[key + ':diff'] = d.mean()
-        exp[key + ':t_p'] = 1.0 if np.all(d == d[0]) else stats.ttest_rel(vb[key], va[key]).pvalue
+        if np.all(d == d[0]):
+            exp[key + ':t_p'] = 1.0 if d[0] == 0 else 0.0
+        else:
+            exp[key + ':t_p'] = stats.ttest_rel(ub, ua).pvalue
         nz = d[d != 0]
         exp[key + ':wilcoxon_p'] = 1.0 if len(nz) == 0 else stats.wilcoxon(
             d, zero_method='wilcox', correction=True, mode='approx').pvalue
