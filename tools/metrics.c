@@ -27,9 +27,11 @@ static const char usage[] =
     "  -k, --cutoffs LIST  cutoffs K, comma-separated (default 10,20)\n"
     "      --per-user      average each metric per user (each user's records\n"
     "                      first), not per record\n"
-    "      --corrected     correct sampled candidates: each metric at the full\n"
-    "                      rank's estimate 1 + (r-1)(N-1)/(n_cand-1) (Krichene\n"
-    "                      and Rendle); N from --items, --popularity or the stream\n"
+    "      --corrected C   correct the metrics of sampled candidates (Krichene and\n"
+    "                      Rendle): rank (each metric at the full rank's estimate\n"
+    "                      1 + (r-1)(N-1)/(n_cand-1)) or bv[:GAMMA] (their\n"
+    "                      bias-variance estimator, GAMMA 0.1); N from --items,\n"
+    "                      --popularity or the stream\n"
     "      --topk TOP      also Coverage@K and Gini@K (and PopBias@K with\n"
     "                      --popularity) of the top-K lists in TOP (a topk stream\n"
     "                      or seqrec-score's tsv with dense ids); without FILE\n"
@@ -92,7 +94,7 @@ static int parse_args(int argc, char **argv, args *a)
     static const struct option longopts[] = {
         {"cutoffs", required_argument, NULL, 'k'},
         {"per-user", no_argument, NULL, OPT_PER_USER},
-        {"corrected", no_argument, NULL, OPT_CORRECTED},
+        {"corrected", required_argument, NULL, OPT_CORRECTED},
         {"topk", required_argument, NULL, OPT_TOPK},
         {"coverage", no_argument, NULL, OPT_COVERAGE},
         {"popularity", required_argument, NULL, OPT_POP},
@@ -116,7 +118,10 @@ static int parse_args(int argc, char **argv, args *a)
                 return sq_cli_usage_error(prog, "%s", err.msg);
             break;
         case OPT_PER_USER: a->mo.per_user = 1; break;
-        case OPT_CORRECTED: a->mo.corrected = SQ_CORR_RANK; break;
+        case OPT_CORRECTED:
+            if (sq_metrics_parse_corrected(optarg, &a->mo, &err))
+                return sq_cli_usage_error(prog, "%s", err.msg);
+            break;
         case OPT_TOPK: a->topk = optarg; break;
         case OPT_COVERAGE: a->coverage = 1; break;
         case OPT_POP: a->popularity = optarg; break;

@@ -228,6 +228,7 @@ int sq_compare_run(const sq_metrics *a, const char *name_a, const sq_metrics *b,
     c->records = a->records;
     c->per_user = o->per_user;
     c->corrected = o->corrected;
+    c->gamma = o->gamma;
     c->boot = boot ? boot : 1;
     c->seed = seed;
     int nv = sq_metrics_nv(a);
@@ -303,7 +304,8 @@ int sq_compare_write_table(const sq_compare *c, FILE *out, const char *name, sq_
     fprintf(out, "%s %llu, %u bootstrap resamples (seed %llu)%s%s\n",
             c->per_user ? "users" : "records", (unsigned long long)c->units, c->boot,
             (unsigned long long)c->seed, c->per_user ? ", averaged per user" : "",
-            c->corrected ? ", corrected (rank estimate)" : "");
+            c->corrected == SQ_CORR_RANK ? ", corrected (rank estimate)"
+            : c->corrected ? ", corrected (bias-variance)" : "");
     return write_check(out, name, e);
 }
 
@@ -323,8 +325,10 @@ int sq_compare_write_json(const sq_compare *c, FILE *out, const char *name, sq_e
             (unsigned long long)c->seed);
     if (c->per_user)
         fputs(", \"averaged\": \"user\"", out);
-    if (c->corrected)
+    if (c->corrected == SQ_CORR_RANK)
         fputs(", \"corrected\": \"rank\"", out);
+    else if (c->corrected == SQ_CORR_BV)
+        fprintf(out, ", \"corrected\": \"bv:%g\"", c->gamma);
     json_row(out, "mrr", &c->row[SQ_MV_N * c->n_k]);
     for (int j = 0; j < c->n_k; j++)
         for (int i = 0; i < N_ROWS; i++) {

@@ -46,6 +46,7 @@ typedef struct {
     uint32_t k[SQ_METRICS_MAX_K];
     uint64_t records, units;
     int per_user, corrected;
+    double gamma;
     uint32_t boot;
     uint64_t seed;
     sq_compare_row row[SQ_MV_N * SQ_METRICS_MAX_K + 1]; /* sq_metrics_nv's order */

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sampled.h"
+
 int sq_metrics_parse_k(const char *s, uint32_t *k, int *n_k, sq_err *e)
 {
     *n_k = 0;
@@ -148,6 +150,97 @@ double sq_metrics_mrr(const sq_metrics *m)
 
 /* ---- per-record values and units ---- */
 
+int sq_metrics_parse_corrected(const char *s, sq_metrics_opts *o, sq_err *e)
+{
+    if (!strcmp(s, "rank")) {
+        o->corrected = SQ_CORR_RANK;
+        return SQ_OK;
+    }
+    if (!strncmp(s, "bv", 2) && (s[2] == '\0' || s[2] == ':')) {
+        double g = 0.1;
+        char *end = NULL;
+        if (s[2] == ':') {
+            errno = 0;
+            g = strtod(s + 3, &end);
+        }
+        if ((s[2] == ':' && (errno || end == s + 3 || *end)) || !(g > 0.0 && g <= 1.0))
+            return sq_fail(e, SQ_EX_USAGE, "--corrected: bv:GAMMA needs 0 < GAMMA <= 1, got "
+                           "'%s'", s);
+        o->corrected = SQ_CORR_BV;
+        o->gamma = g;
+        return SQ_OK;
+    }
+    return sq_fail(e, SQ_EX_USAGE, "--corrected: expected rank, bv or bv:GAMMA, got '%s'", s);
+}
+
+/* The BV weights of each sample size the records have (sampled.h). */
+typedef struct {
+    uint32_t *m;   /* [n] negatives */
+    double **x;    /* [n][(m + 1) * nv] */
+    size_t n;
+} bv_table;
+
+static void bv_free(bv_table *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        free(t->x[i]);
+    free(t->m);
+    free(t->x);
+    memset(t, 0, sizeof *t);
+}
+
+static const double *bv_row(const bv_table *t, uint32_t m, uint32_t rank, int nv)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (t->m[i] == m)
+            return t->x[i] + (size_t)(rank - 1) * (size_t)nv;
+    return NULL;
+}
+
+static int bv_build(const sq_metrics *m, const sq_metrics_opts *o, uint32_t N, bv_table *t,
+                    sq_err *e)
+{
+    memset(t, 0, sizeof *t);
+    int nv = sq_metrics_nv(m);
+    for (uint64_t i = 0; i < m->records; i++) {
+        uint32_t nc = m->rec[i].n_cand;
+        if (nc < 2 || nc >= N || bv_row(t, nc - 1, 1, nv))
+            continue;
+        uint32_t *mm = realloc(t->m, (t->n + 1) * sizeof *mm);
+        if (mm)
+            t->m = mm;
+        double **xx = mm ? realloc(t->x, (t->n + 1) * sizeof *xx) : NULL;
+        if (xx)
+            t->x = xx;
+        double *x = xx ? malloc((size_t)nc * (size_t)nv * sizeof *x) : NULL;
+        if (!x) {
+            bv_free(t);
+            return sq_fail(e, SQ_EX_OSERR, "out of memory for the correction");
+        }
+        t->m[t->n] = nc - 1;
+        t->x[t->n++] = x;
+        if (sq_bv_weights(m, N, nc - 1, o->gamma, x, e)) {
+            bv_free(t);
+            return e->code;
+        }
+    }
+    return SQ_OK;
+}
+
+/* A record's values: sq_metrics_values, or under SQ_CORR_BV the weights'
+ * row of its sampled rank (t: the table of every sample size). */
+static void record_values(const sq_metrics *m, const sq_metrics_opts *o, const bv_table *t,
+                          const sq_rank_rec *rec, double *v)
+{
+    const double *row = o->corrected == SQ_CORR_BV && rec->n_cand >= 2
+                            ? bv_row(t, rec->n_cand - 1, rec->rank, sq_metrics_nv(m))
+                            : NULL;
+    if (row)
+        memcpy(v, row, (size_t)sq_metrics_nv(m) * sizeof *v);
+    else
+        sq_metrics_values(m, o, rec, v);
+}
+
 void sq_metrics_values(const sq_metrics *m, const sq_metrics_opts *o, const sq_rank_rec *rec,
                        double *v)
 {
@@ -182,8 +275,8 @@ static int cmp_user_idx(const void *a, const void *b)
 }
 
 /* Per user: the records ordered by user, each user's values averaged. */
-static int units_per_user(const sq_metrics *m, const sq_metrics_opts *o, double *vals,
-                          uint32_t *keys, uint64_t *n, double *v, sq_err *e)
+static int units_per_user(const sq_metrics *m, const sq_metrics_opts *o, const bv_table *t,
+                          double *vals, uint32_t *keys, uint64_t *n, double *v, sq_err *e)
 {
     int nv = sq_metrics_nv(m);
     user_idx *ord = malloc(m->records * sizeof *ord);
@@ -200,7 +293,7 @@ static int units_per_user(const sq_metrics *m, const sq_metrics_opts *o, double 
         for (int c = 0; c < nv; c++)
             x[c] = 0.0;
         for (; j < m->records && ord[j].user == ord[i].user; j++) {
-            sq_metrics_values(m, o, &m->rec[ord[j].idx], v);
+            record_values(m, o, t, &m->rec[ord[j].idx], v);
             for (int c = 0; c < nv; c++)
                 x[c] += v[c];
         }
@@ -231,19 +324,24 @@ int sq_metrics_units(const sq_metrics *m, const sq_metrics_opts *o, double **val
     if (keys)
         *keys = malloc((m->records ? m->records : 1) * sizeof **keys);
     int rc = SQ_OK;
+    bv_table t = {0};
+    uint32_t N = o->n_items ? o->n_items : m->n_items;
     if (!v || !*vals || (keys && !*keys))
         rc = sq_fail(e, SQ_EX_OSERR, "out of memory for %llu records",
                      (unsigned long long)m->records);
-    else if (o->per_user)
-        rc = units_per_user(m, o, *vals, keys ? *keys : NULL, n, v, e);
-    else {
+    else if (o->corrected == SQ_CORR_BV)
+        rc = bv_build(m, o, N, &t, e);
+    if (!rc && o->per_user)
+        rc = units_per_user(m, o, &t, *vals, keys ? *keys : NULL, n, v, e);
+    else if (!rc) {
         for (uint64_t i = 0; i < m->records; i++) {
-            sq_metrics_values(m, o, &m->rec[i], *vals + i * (uint64_t)nv);
+            record_values(m, o, &t, &m->rec[i], *vals + i * (uint64_t)nv);
             if (keys)
                 (*keys)[i] = m->rec[i].user;
         }
         *n = m->records;
     }
+    bv_free(&t);
     free(v);
     if (rc) {
         free(*vals);
@@ -267,6 +365,7 @@ int sq_metrics_report_make(const sq_metrics *m, const sq_metrics_opts *o, sq_met
     r->have_ranks = 1;
     r->per_user = o->per_user;
     r->corrected = o->corrected;
+    r->gamma = o->gamma;
     double *vals;
     uint64_t n;
     if (sq_metrics_units(m, o, &vals, NULL, &n, e))
@@ -492,8 +591,10 @@ int sq_metrics_write_table(const sq_metrics_report *r, FILE *out, const char *na
         fprintf(out, "%-10s %10llu\n", "lists", (unsigned long long)r->lists);
     if (r->per_user)
         fprintf(out, "averaged per user\n");
-    if (r->corrected)
+    if (r->corrected == SQ_CORR_RANK)
         fprintf(out, "corrected for sampled candidates (rank estimate)\n");
+    else if (r->corrected == SQ_CORR_BV)
+        fprintf(out, "corrected for sampled candidates (bias-variance, gamma %g)\n", r->gamma);
     return write_check(out, name, e);
 }
 
@@ -509,8 +610,10 @@ int sq_metrics_write_json(const sq_metrics_report *r, FILE *out, const char *nam
         fprintf(out, ", \"lists\": %llu", (unsigned long long)r->lists);
     if (r->per_user)
         fputs(", \"averaged\": \"user\"", out);
-    if (r->corrected)
+    if (r->corrected == SQ_CORR_RANK)
         fputs(", \"corrected\": \"rank\"", out);
+    else if (r->corrected == SQ_CORR_BV)
+        fprintf(out, ", \"corrected\": \"bv:%g\"", r->gamma);
     double v;
     for (int j = 0; j < r->n_k; j++)
         for (int row = 0; row < (int)(sizeof rows / sizeof rows[0]); row++)

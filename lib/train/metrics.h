@@ -82,15 +82,23 @@ static inline int sq_metrics_nv(const sq_metrics *m) { return SQ_MV_N * m->n_k +
  * replacement), and each metric at R: HR@K = [R <= K], NDCG@K =
  * [R <= K] / log2(R + 1), MRR@K = MAP@K = [R <= K] / R, MRR = 1 / R.
  * A record with n_cand >= N is a full ranking and kept as it is. */
-enum { SQ_CORR_NONE = 0, SQ_CORR_RANK };
+/* SQ_CORR_BV: the bias-variance estimator of the same paper (sampled.h),
+ * gamma its weight of the variance. */
+enum { SQ_CORR_NONE = 0, SQ_CORR_RANK, SQ_CORR_BV };
 
 typedef struct {
     int per_user;   /* average per user (each user's records first) */
     int corrected;  /* SQ_CORR_* */
     uint32_t n_items; /* N for --corrected (0: m->n_items) */
+    double gamma;   /* SQ_CORR_BV's, in (0, 1] */
 } sq_metrics_opts;
 
-/* The values of one record into v[sq_metrics_nv(m)]. */
+/* "rank", "bv" or "bv:GAMMA" (0 < GAMMA <= 1; bv alone 0.1) into o;
+ * SQ_EX_USAGE otherwise. */
+int sq_metrics_parse_corrected(const char *s, sq_metrics_opts *o, sq_err *e);
+
+/* The values of one record into v[sq_metrics_nv(m)] (uncorrected under
+ * SQ_CORR_BV, whose values need the weights sq_metrics_units computes). */
 void sq_metrics_values(const sq_metrics *m, const sq_metrics_opts *o, const sq_rank_rec *r,
                        double *v);
 
@@ -111,6 +119,7 @@ typedef struct {
     int have_ranks;   /* 0: lists only (--topk without ranks) */
     uint64_t lists;   /* the lists of the list measures */
     int per_user, corrected;
+    double gamma;
     double mean[SQ_MV_N * SQ_METRICS_MAX_K + 1];
     int have_cov, have_pop;
     double coverage[SQ_METRICS_MAX_K], gini[SQ_METRICS_MAX_K], popbias[SQ_METRICS_MAX_K];

@@ -236,22 +236,51 @@ REF() { "$SCIPY_PY" "$SEQREC_ROOT/tests/reference/metrics_ref.py" "$@"; }
 @test "metrics --corrected: the rank estimate agrees with numpy; full rankings unchanged" {
   need_scipy
   make_random_inputs
-  seqrec-metrics -k 1,5,10,20 --json --corrected --items 5000 "$T/r.txt" > "$T/k.json"
+  seqrec-metrics -k 1,5,10,20 --json --corrected rank --items 5000 "$T/r.txt" > "$T/k.json"
   run -0 REF "$T/k.json" "$T/r.txt" 1,5,10,20 --corrected 5000
   grep -q '"corrected": "rank"' "$T/k.json"
   # rank 2 of 101 in 1001 items: R = 1 + 1 * 1000/100 = 11, so HR@10 0 and MRR 1/11
   printf '1\t2\t101\n' > "$T/one.txt"
-  run -0 seqrec-metrics -k 10,11 --json --corrected --items 1001 "$T/one.txt"
+  run -0 seqrec-metrics -k 10,11 --json --corrected rank --items 1001 "$T/one.txt"
   [[ "$output" == *'"mrr": 0.090909'*'"hr@10": 0.000000'*'"hr@11": 1.000000'* ]]
   # n_cand = N: a full ranking, as it is
-  run -0 seqrec-metrics --json --corrected --items 100 "$T/ranks.txt"
+  run -0 seqrec-metrics --json --corrected rank --items 100 "$T/ranks.txt"
   [ "$output" = "$(sed 's/^{/{/; s/, "hr@10"/, "corrected": "rank", "hr@10"/' "$FIX/metrics/ranks.json")" ]
+}
+
+@test "metrics --corrected bv[:GAMMA]: Krichene and Rendle's bias-variance estimator agrees with scipy" {
+  need_scipy
+  python3 - "$T" <<'PY'
+import random, sys
+random.seed(11)
+with open(sys.argv[1] + '/s.txt', 'w') as f:
+    for i in range(300):
+        u = random.randint(1, 100); n = random.choice([101, 101, 51, 2000])
+        r = random.randint(1, min(n, 30)) if random.random() < .6 else random.randint(1, n)
+        f.write('%d\t%d\t%d\t%d\n' % (u, r, n, random.randint(1, 80)))
+PY
+  for g in 1 0.1 0.01; do
+    seqrec-metrics -k 1,5,10 --json --corrected bv:$g --items 2000 "$T/s.txt" > "$T/bv.json"
+    run -0 REF "$T/bv.json" "$T/s.txt" 1,5,10 --bv 2000 $g
+    grep -q "\"corrected\": \"bv:$g\"" "$T/bv.json"
+  done
+  seqrec-metrics -k 1,5,10 --json --per-user --corrected bv --items 2000 "$T/s.txt" > "$T/bvu.json"
+  run -0 REF "$T/bvu.json" "$T/s.txt" 1,5,10 --per-user --bv 2000 0.1
+  run -0 seqrec-metrics -k 10 --corrected bv:0.5 --items 2000 "$T/s.txt"
+  [ "${lines[-1]}" = "corrected for sampled candidates (bias-variance, gamma 0.5)" ]
+  # a comparison over corrected values
+  run -0 seqrec-metrics -k 10 --corrected bv --items 2000 --compare "$T/s.txt" "$T/s.txt"
+  [[ "${lines[-1]}" == *"corrected (bias-variance)" ]]
+  for bad in bv:0 bv:2 bv: mle; do
+    run -64 seqrec-metrics --corrected "$bad" --items 2000 "$T/s.txt"
+    [[ "$output" == *"--corrected"* ]]
+  done
 }
 
 @test "metrics: refusals of the new options" {
   make_random_inputs
   # the catalogue unknown: text input without --items or --popularity
-  run -64 seqrec-metrics --corrected "$T/r.txt"
+  run -64 seqrec-metrics --corrected rank "$T/r.txt"
   [[ "$output" == *"--corrected needs the catalogue's size"* ]]
   run -64 seqrec-metrics --coverage "$T/r.txt"
   [[ "$output" == *"catalogue's size is unknown"* ]]
@@ -287,7 +316,7 @@ REF() { "$SCIPY_PY" "$SEQREC_ROOT/tests/reference/metrics_ref.py" "$@"; }
   run -64 seqrec-metrics --items 0 "$T/r.txt"
   run -64 seqrec-metrics --items x "$T/r.txt"
   run -64 seqrec-metrics --topk "$T/top.tsv" --coverage --items 80 "$T/r.txt"
-  run -64 seqrec-metrics --topk "$T/top.tsv" --corrected --items 80
+  run -64 seqrec-metrics --topk "$T/top.tsv" --corrected rank --items 80
   run -64 seqrec-metrics --topk - -
   run -64 seqrec-metrics --topk
   # nothing is left behind on a refusal
@@ -382,10 +411,10 @@ PY
   run -64 seqrec-metrics --seed 3 "$T/A.txt"
   run -64 seqrec-metrics --compare "$T/A.txt" --bootstrap 0 "$T/B.txt"
   run -64 seqrec-metrics --compare "$T/A.txt" --seed x "$T/B.txt"
-  run -64 seqrec-metrics --compare "$T/A.txt" --corrected "$T/B.txt"
+  run -64 seqrec-metrics --compare "$T/A.txt" --corrected rank "$T/B.txt"
   run -65 seqrec-metrics --compare "$T/A.txt" -o "$T/out.txt" "$T/short.txt"
   [ ! -e "$T/out.txt" ]
   # --corrected with the catalogue: every value at the rank estimate
-  run -0 seqrec-metrics -k 10 --json --corrected --items 5000 --compare "$T/A.txt" "$T/B.txt"
+  run -0 seqrec-metrics -k 10 --json --corrected rank --items 5000 --compare "$T/A.txt" "$T/B.txt"
   [[ "$output" == *'"corrected": "rank"'* ]]
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Independent numpy/scipy reference of seqrec-metrics (tests/bats/metrics.bats).
 
-metrics_ref.py OUT.json RANKS.txt K,K.. [--per-user] [--corrected N]
+metrics_ref.py OUT.json RANKS.txt K,K.. [--per-user] [--corrected N] [--bv N GAMMA]
     [--coverage N] [--pop SEQ.txt N] [--topk TOP.tsv N]
         recompute every key of OUT.json (seqrec-metrics --json) from the
         text inputs with numpy and scipy, exit 1 naming the first key that
@@ -46,6 +46,28 @@ def record_values(R, ks, corrected):
         out['map@%d' % k] = hit / r   # AP@K of one relevant item
         out['precision@%d' % k] = hit / k
     out['mrr'] = 1 / r
+    return out
+
+
+def bv_values(R, ks, n, gamma):
+    """Krichene and Rendle's bias-variance correction, from scipy's
+    hypergeometric pmf and numpy's solver: each record's value is x(r) of
+    its sample size m = n_cand - 1."""
+    full = np.zeros((n, 4))
+    full[:, 1] = np.arange(1, n + 1)
+    full[:, 2] = n
+    M = record_values(full, ks, 0)
+    keys = list(M)
+    Mv = np.stack([M[k] for k in keys], axis=1)           # [N, metrics]
+    out = record_values(R, ks, 0)
+    for m in sorted(set(int(c) - 1 for c in R[:, 2] if 2 <= c < n)):
+        Rs = np.arange(1, n + 1)
+        A = np.stack([stats.hypergeom.pmf(k, n - 1, Rs - 1, m) for k in range(m + 1)], axis=1)
+        G = (1 - gamma) * A.T @ A + gamma * np.diag(A.sum(axis=0))
+        x = np.linalg.solve(G, A.T @ Mv)                  # [m + 1, metrics]
+        rows = R[:, 2] == m + 1
+        for j, key in enumerate(keys):
+            out[key][rows] = x[R[rows, 1].astype(int) - 1, j]
     return out
 
 
@@ -123,7 +145,12 @@ def main_metrics(argv):
         pct = popularity(path, int(n))
     if R is not None:
         corr = int(arg('--corrected')[0]) if '--corrected' in opts else 0
-        for key, v in record_values(R, ks, corr).items():
+        if '--bv' in opts:
+            n, g = arg('--bv', 2)
+            vals = bv_values(R, ks, int(n), float(g))
+        else:
+            vals = record_values(R, ks, corr)
+        for key, v in vals.items():
             exp[key] = unit_means(R[:, 0], v, per_user)
         exp['records'] = len(R)
         exp['users'] = len(np.unique(R[:, 0]))
