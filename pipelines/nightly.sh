@@ -483,9 +483,9 @@ fi
 # first part's warnings are passed on and their number logged
 unknown_items=0
 if [ -n "$filterargs" ] && [ -f "$W/score.0.err" ]; then
-    grep ': warning: .*: item .* ignored$' "$W/score.0.err" >&2 || true
-    unknown_items=$(awk '/unknown item ids in all/ { for (i = 1; i <= NF; i++) if ($i == "unknown") n = $(i - 1) }
-        /: item .* ignored$/ { c++ } END { print (n ? n : c + 0) }' "$W/score.0.err")
+    grep -E ': warning: (.*: item .*|[0-9]+ unknown item ids? in all .*) ignored$' "$W/score.0.err" >&2 || true
+    unknown_items=$(awk '/unknown item ids? in all/ { for (i = 1; i <= NF; i++) if ($i == "unknown") n = $(i - 1) }
+        END { print n + 0 }' "$W/score.0.err")
 fi
 log score "$t_step" shards="$lshards" launch="$LAUNCH" threads_per_shard="$per" unknown_items="$unknown_items"
 

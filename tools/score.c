@@ -567,7 +567,7 @@ static int resolve_users(const sq_user_list *u, const char *file, const sq_idmap
 /* ---- --exclude-items, --allow-items ---- */
 
 /* The item filter (itemlist.h) of the model's catalogue, and a warning for
- * each unknown id (at most 10, then the count; quiet: none). */
+ * each unknown id (at most 10) and their count (quiet: none). */
 static int resolve_items(const score_args *a, const sq_user_list *excl, const sq_user_list *allow,
                          const sq_idmap *map, uint32_t n_items, int quiet, sq_item_filter *f,
                          sq_err *e)
@@ -583,9 +583,9 @@ static int resolve_items(const score_args *a, const sq_user_list *excl, const sq
                 prog, k->allow ? an : xn, k->line->line, k->line->id,
                 map ? "in the map" : "an item of the model");
     }
-    if (!quiet && f->n_skip > 10)
-        fprintf(stderr, "%s: warning: %zu unknown item ids in all (--exclude-items, "
-                "--allow-items): ignored\n", prog, f->n_skip);
+    if (!quiet && f->n_skip)
+        fprintf(stderr, "%s: warning: %zu unknown item id%s in all (--exclude-items, "
+                "--allow-items): ignored\n", prog, f->n_skip, f->n_skip == 1 ? "" : "s");
     if (f->n_ok == 0)
         return sq_fail(e, SQ_EX_DATA, "--exclude-items/--allow-items leave no item of the "
                        "model's %u as a candidate", n_items);

@@ -77,13 +77,14 @@ setup() {
   [ "${lines[0]}" = $'ann\tdate:1,egg:0' ]
 }
 
-@test "item filters: unknown ids are warnings with file and line, counted past ten" {
+@test "item filters: unknown ids are warnings with file and line (ten at most) and counted" {
   printf 'apple\nkiwi\n' > "$T/ex.txt"
   printf 'date\nfig\negg\n' > "$T/al.txt"
   run -0 --separate-stderr seqrec-score -m "$T/p.sqm" -k 5 --include-history --map "$T/map.tsv" --exclude-items "$T/ex.txt" --allow-items "$T/al.txt" "$T/split.sqr"
   [ "${lines[0]}" = $'ann\tdate:1,egg:0' ]
   [[ "$stderr" == *"warning: $T/ex.txt: line 2: item 'kiwi' is not in the map: ignored"* ]]
   [[ "$stderr" == *"warning: $T/al.txt: line 2: item 'fig' is not in the map: ignored"* ]]
+  [[ "$stderr" == *"warning: 2 unknown item ids in all (--exclude-items, --allow-items): ignored"* ]]
   # dense ids above the catalogue, without a map; many: ten lines, then the count
   seq 3 30 > "$T/many.txt"
   run -0 --separate-stderr seqrec-score -m "$T/p.sqm" -k 5 --include-history --exclude-items "$T/many.txt" "$T/split.sqr"

@@ -486,6 +486,7 @@ pub_items() { cut -f2 "$1" | tr ',' '\n' | sed 's/:[^:]*$//'; }
   printf '12\nno-such-item\n' > "$T/ex.txt"
   NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_DATE=20260101 NIGHTLY_EXCLUDE="$T/ex.txt" run -0 sh "$NS"
   [[ "$output" == *"warning: $T/ex.txt: line 2: item 'no-such-item' is not in the map: ignored"* ]]
+  [[ "$output" == *"warning: 1 unknown item id in all (--exclude-items, --allow-items): ignored"* ]]
   grep -q '"step":"score".*"unknown_items":"*1' "$T/job/nightly.log"
   run -1 grep -x 12 <(pub_items "$T/job/latest")
 }
