@@ -262,12 +262,12 @@ esac
 EXCLUDE="" ALLOW="" filterargs=""
 if [ -n "${NIGHTLY_EXCLUDE:-}" ]; then
     EXCLUDE=$(abs "$NIGHTLY_EXCLUDE")
-    [ -r "$EXCLUDE" ] && [ -f "$EXCLUDE" ] || die 66 "$NIGHTLY_EXCLUDE: cannot read NIGHTLY_EXCLUDE"
+    { [ -r "$EXCLUDE" ] && [ -f "$EXCLUDE" ]; } || die 66 "$NIGHTLY_EXCLUDE: cannot read NIGHTLY_EXCLUDE"
     filterargs="--exclude-items $EXCLUDE"
 fi
 if [ -n "${NIGHTLY_ALLOW:-}" ]; then
     ALLOW=$(abs "$NIGHTLY_ALLOW")
-    [ -r "$ALLOW" ] && [ -f "$ALLOW" ] || die 66 "$NIGHTLY_ALLOW: cannot read NIGHTLY_ALLOW"
+    { [ -r "$ALLOW" ] && [ -f "$ALLOW" ]; } || die 66 "$NIGHTLY_ALLOW: cannot read NIGHTLY_ALLOW"
     filterargs="$filterargs --allow-items $ALLOW"
 fi
 [ -r "$LOGF" ] || die 66 "$NIGHTLY_LOG: cannot read the log"
