@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* LAPACK's Cholesky solve, from OpenBLAS (no LAPACKE there) */
+/* LAPACK's Cholesky solve, from OpenBLAS (no LAPACKE there; the hidden
+ * length of the one-character uplo is not passed, the usual C call of
+ * LAPACK: it reads one character) */
 void dposv_(const char *uplo, const int *n, const int *nrhs, double *a, const int *lda,
             double *b, const int *ldb, int *info);
 
