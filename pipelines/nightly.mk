@@ -17,6 +17,8 @@
 #   NIGHTLY_PREPROCESS  seqrec-preprocess options for the log (e.g. --format tsv)
 #   NIGHTLY_TOPK        items per user (10)
 #   NIGHTLY_SCORE       more seqrec-score options (e.g. --include-history)
+#   NIGHTLY_EXCLUDE     a file of items never recommended (original ids)
+#   NIGHTLY_ALLOW       a file of the only items recommended (the exclusions win)
 #   NIGHTLY_SHARDS      shards in parallel (2)
 #   NIGHTLY_LAUNCH      a launcher command ('mpirun -np 4', 'srun -n 4'): the
 #                       scoring runs as one job of it, its ranks the shards
@@ -43,7 +45,8 @@
 
 NIGHTLY_VARS := NIGHTLY_LOG NIGHTLY_MODEL NIGHTLY_DIR NIGHTLY_LOG_KIND NIGHTLY_PREPROCESS \
   NIGHTLY_TOPK NIGHTLY_SCORE NIGHTLY_SHARDS NIGHTLY_LAUNCH NIGHTLY_THREADS NIGHTLY_FULL NIGHTLY_FINETUNE \
-  NIGHTLY_TRAIN NIGHTLY_HOLDOUT NIGHTLY_WAIT NIGHTLY_DATE NIGHTLY_KEEP NIGHTLY_BIN
+  NIGHTLY_TRAIN NIGHTLY_HOLDOUT NIGHTLY_WAIT NIGHTLY_DATE NIGHTLY_KEEP NIGHTLY_BIN NIGHTLY_EXCLUDE \
+  NIGHTLY_ALLOW
 export $(NIGHTLY_VARS)
 
 .PHONY: nightly

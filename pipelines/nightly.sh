@@ -19,7 +19,8 @@ VERSION=@VERSION@
 ME=seqrec-nightly
 SETTINGS="NIGHTLY_LOG NIGHTLY_MODEL NIGHTLY_DIR NIGHTLY_LOG_KIND NIGHTLY_PREPROCESS NIGHTLY_TOPK
 NIGHTLY_SCORE NIGHTLY_SHARDS NIGHTLY_LAUNCH NIGHTLY_THREADS NIGHTLY_FULL NIGHTLY_FINETUNE NIGHTLY_TRAIN
-NIGHTLY_HOLDOUT NIGHTLY_WAIT NIGHTLY_DATE NIGHTLY_KEEP NIGHTLY_BIN NIGHTLY_MAKE_PID"
+NIGHTLY_HOLDOUT NIGHTLY_WAIT NIGHTLY_DATE NIGHTLY_KEEP NIGHTLY_BIN NIGHTLY_MAKE_PID NIGHTLY_EXCLUDE
+NIGHTLY_ALLOW"
 
 usage() {
     cat <<EOF
@@ -40,6 +41,10 @@ NAME=VALUE arguments (the arguments win):
   NIGHTLY_TOPK=K          items per user (default 10)
   NIGHTLY_SCORE=OPTS      more seqrec-score options of the lists
                           (e.g. --include-history, -c pop:100)
+  NIGHTLY_EXCLUDE=FILE    items never recommended (retired), one original
+                          id a line (seqrec-score --exclude-items)
+  NIGHTLY_ALLOW=FILE      the only items recommended, one original id a
+                          line (--allow-items; NIGHTLY_EXCLUDE wins)
   NIGHTLY_SHARDS=N        shards scored side by side (default 2)
   NIGHTLY_LAUNCH=CMD      score as one job of this launcher instead (e.g.
                           'mpirun -np 4' or 'srun -n 4'): its ranks are the
@@ -250,7 +255,21 @@ date -u -d "$DATE" +%s >/dev/null 2>&1 || die 64 "NIGHTLY_DATE: $DATE is not a d
 case " $(echo ${NIGHTLY_SCORE:-}) " in
 *" -o "*|*" --output"*|*" -m "*|*" --model"*|*" -k "*|*" --topk"*|*" -f "*|*" --format"*|*" --shard"*|*" --users"*|*" --map"*|*" -t "*|*" --target"*)
     die 64 "NIGHTLY_SCORE: the job sets -m, -k, -f, -o, -t, --map, --users and --shard itself" ;;
+*" --exclude-items"*|*" --allow-items"*)
+    die 64 "NIGHTLY_SCORE: give the item lists as NIGHTLY_EXCLUDE and NIGHTLY_ALLOW (their contents key the cache)" ;;
 esac
+# the item filters: files of original item ids, read by every shard
+EXCLUDE="" ALLOW="" filterargs=""
+if [ -n "${NIGHTLY_EXCLUDE:-}" ]; then
+    EXCLUDE=$(abs "$NIGHTLY_EXCLUDE")
+    { [ -r "$EXCLUDE" ] && [ -f "$EXCLUDE" ]; } || die 66 "$NIGHTLY_EXCLUDE: cannot read NIGHTLY_EXCLUDE"
+    filterargs="--exclude-items $EXCLUDE"
+fi
+if [ -n "${NIGHTLY_ALLOW:-}" ]; then
+    ALLOW=$(abs "$NIGHTLY_ALLOW")
+    { [ -r "$ALLOW" ] && [ -f "$ALLOW" ]; } || die 66 "$NIGHTLY_ALLOW: cannot read NIGHTLY_ALLOW"
+    filterargs="$filterargs --allow-items $ALLOW"
+fi
 [ -r "$LOGF" ] || die 66 "$NIGHTLY_LOG: cannot read the log"
 [ -r "$MODEL" ] || die 66 "$NIGHTLY_MODEL: cannot read the model"
 mkdir -p "$JOBDIR/pub" 2>/dev/null || die 73 "$NIGHTLY_DIR: cannot create the job's directory"
@@ -379,8 +398,9 @@ fi
 
 # 4. the users to score: all, or those whose sequence changed (or is new)
 # when nothing else that shapes the lists changed: the cache's key is the
-# model's bytes, seqrec-score's version, the top-K options and the items
-# of the map
+# model's bytes, seqrec-score's version, the top-K options, the items of
+# the map and the item filters' contents (a newly retired item must leave
+# every list, not just the rescored users')
 step=users t_step=$(now)
 key=$({
     echo "topk=$TOPK"
@@ -388,6 +408,8 @@ key=$({
     "${BIN}seqrec-score" --version
     sha256sum < "$model"
     awk -F'\t' '$1 == "item"' "$W/ids.map" | sha256sum
+    if [ -n "$EXCLUDE" ]; then echo exclude; sha256sum < "$EXCLUDE"; fi
+    if [ -n "$ALLOW" ]; then echo allow; sha256sum < "$ALLOW"; fi
 } | sha256sum | cut -d' ' -f1)
 reason=""
 if [ "$FULL" = 1 ]; then reason=NIGHTLY_FULL
@@ -432,7 +454,7 @@ while [ "$i" -lt "$nrun" ]; do
     [ -z "$LAUNCH" ] || shard=""
     # shellcheck disable=SC2086
     setsid $LAUNCH "${BIN}seqrec-score" -m "$model" --topk "$TOPK" ${NIGHTLY_SCORE:-} --map "$W/ids.map" \
-        $shard $userarg -j "$per" -o "$W/part.$i" "$W/today.split" \
+        $shard $userarg $filterargs -j "$per" -o "$W/part.$i" "$W/today.split" \
         </dev/null >/dev/null 2>"$W/score.$i.err" 9>&- &
     pids="$pids $!"
     echo "$!" >> "$W/.pids"
@@ -457,7 +479,15 @@ if [ "$failed" -gt 0 ]; then
     logged=1
     exit 1
 fi
-log score "$t_step" shards="$lshards" launch="$LAUNCH" threads_per_shard="$per"
+# the item lists' ids the map does not know: every shard warns alike, the
+# first part's warnings are passed on and their number logged
+unknown_items=0
+if [ -n "$filterargs" ] && [ -f "$W/score.0.err" ]; then
+    grep -E ': warning: (.*: item .*|[0-9]+ unknown item ids? in all .*) ignored$' "$W/score.0.err" >&2 || true
+    unknown_items=$(awk '/unknown item ids? in all/ { for (i = 1; i <= NF; i++) if ($i == "unknown") n = $(i - 1) }
+        END { print n + 0 }' "$W/score.0.err")
+fi
+log score "$t_step" shards="$lshards" launch="$LAUNCH" threads_per_shard="$per" unknown_items="$unknown_items"
 
 # 6. merge: the lines scored today, and the last publication's for today's
 # users not scored (users absent from today's log are dropped)

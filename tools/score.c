@@ -3,7 +3,8 @@
  * only: models load through the model table (lib/model/models.c), ranks and
  * top-K lists come from lib/train/eval.c, the input is held by
  * lib/data/dataset.c, the --users list is read and resolved by
- * lib/data/userlist.c, and --attention-map's files and picture are made by
+ * lib/data/userlist.c, the item filters by lib/data/itemlist.c (applied in
+ * eval.c), and --attention-map's files and picture are made by
  * lib/train/attnmap.c. Under a launcher (mpirun, srun) each rank scores its
  * shard and rank 0 writes every rank's results in one process's order
  * (lib/train/score_ranks.c). Left here besides the options: the text
@@ -31,6 +32,7 @@
 #include "stream.h"
 #include "device.h"
 #include "threads.h"
+#include "itemlist.h"
 #include "userlist.h"
 
 static const char *prog = "seqrec-score";
@@ -66,10 +68,17 @@ static void usage(FILE *f)
         "      --map FILE         with --topk tsv, long or jsonl: print original user\n"
         "                         and item ids from the map of seqrec-preprocess --map\n"
         "                         (65 unless its items extend the model's map and its\n"
-        "                         users the stream's)\n"
+        "                         users the stream's); with ranks too: the ids of\n"
+        "                         the user and item lists below\n"
         "      --users FILE       only the users listed in FILE, one id a line\n"
         "                         (original ids with --map, dense ids without); an\n"
         "                         id not in the map or not in the input is a warning\n"
+        "      --exclude-items FILE  never recommend or rank the items listed in FILE\n"
+        "                         (one id a line, as --users); a held-out target\n"
+        "                         that is excluded is not ranked (counted in a note)\n"
+        "      --allow-items FILE  only the items listed in FILE are candidates\n"
+        "                         (an item in both lists is excluded); an id of\n"
+        "                         either list not in the map is a warning\n"
         "      --shard i/n        only the users whose XXH3-64 of the id is i mod n\n"
         "      --attention-map U  instead: write the attention weights of every\n"
         "                         layer for user U's history (the one --target\n"
@@ -260,11 +269,12 @@ static int put_topk(void *ctx, uint32_t user, uint32_t k, const uint32_t *items,
 
 /* the long-only options */
 enum { O_TIES = 256, O_MAP, O_SHARD, O_ATTN_MAP, O_INCLUDE_HISTORY, O_USERS, O_EXPERTS,
-       O_DEVICE, O_PRECISION };
+       O_DEVICE, O_PRECISION, O_EXCLUDE_ITEMS, O_ALLOW_ITEMS };
 
 typedef struct {
     sq_eval_opts eo;
     const char *model_path, *in_path, *out_path, *map_path, *shard, *users_path;
+    const char *excl_path, *allow_path; /* --exclude-items, --allow-items */
     const char *experts_path; /* --expert-stats */
     uint32_t topk, map_user;
     int fmt, amap;  /* FMT_*; --attention-map given */
@@ -331,6 +341,8 @@ static int parse_opt(int c, const char *arg, score_args *a)
     case 'x': a->exclude_given = 1; return 0;
     case O_INCLUDE_HISTORY: a->include_given = 1; return 0;
     case O_USERS: a->users_path = arg; return 0;
+    case O_EXCLUDE_ITEMS: a->excl_path = arg; return 0;
+    case O_ALLOW_ITEMS: a->allow_path = arg; return 0;
     case O_EXPERTS: a->experts_path = arg; return 0;
     case O_TIES:
         if ((w = parse_word("--ties", arg, "pessimistic", "optimistic")) < 0)
@@ -389,7 +401,8 @@ static const char *conflict(const score_args *a, int n_inputs)
     if (n_inputs > 1)
         return "at most one input FILE";
     if (a->amap && (a->topk || a->cand_opts || a->shard || a->fmt_given || a->map_path ||
-                    a->exclude_given || a->include_given || a->users_path))
+                    a->exclude_given || a->include_given || a->users_path || a->excl_path ||
+                    a->allow_path))
         return "--attention-map takes -m, -t, -o PREFIX and the input only";
     if (a->amap && (!a->out_path || !strcmp(a->out_path, "-")))
         return "--attention-map writes several files: give their prefix with -o PREFIX";
@@ -398,8 +411,11 @@ static const char *conflict(const score_args *a, int n_inputs)
                "or --attention-map";
     if (a->topk && a->rank_opts)
         return "--topk ranks every item: --target, --candidates and --ties apply to ranks only";
-    if (!a->topk && (a->fmt_given || a->map_path))
-        return "--format and --map apply to --topk only";
+    if (!a->topk && a->fmt_given)
+        return "--format applies to --topk only";
+    if (!a->topk && a->map_path && !a->users_path && !a->excl_path && !a->allow_path)
+        return "--map applies to --topk, or to the ids of --users, --exclude-items and "
+               "--allow-items";
     if (a->fmt == FMT_STREAM && a->map_path)
         return "--map translates ids for people: it needs --format tsv, long or jsonl (a "
                "stream keeps dense ids)";
@@ -408,9 +424,14 @@ static const char *conflict(const score_args *a, int n_inputs)
                "unless -x)";
     if (a->include_given && a->exclude_given)
         return "--include-history and --exclude-history contradict each other";
-    if (a->users_path && (!strcmp(a->users_path, "-") || !strcmp(a->users_path, "")) &&
-        (n_inputs == 0 || !strcmp(a->in_path ? a->in_path : "-", "-")))
-        return "--users - and the input cannot both be standard input";
+    int stdin_in = n_inputs == 0 || !strcmp(a->in_path ? a->in_path : "-", "-");
+    const char *lists[3] = {a->users_path, a->excl_path, a->allow_path};
+    int n_stdin = stdin_in;
+    for (int i = 0; i < 3; i++)
+        n_stdin += lists[i] && (!strcmp(lists[i], "-") || !strcmp(lists[i], ""));
+    if (n_stdin > 1)
+        return "at most one of the input, --users, --exclude-items and --allow-items can be "
+               "standard input";
     return NULL;
 }
 
@@ -424,6 +445,8 @@ static int parse_args(int argc, char **argv, score_args *a)
         {"exclude-history", no_argument, NULL, 'x'},
         {"include-history", no_argument, NULL, O_INCLUDE_HISTORY},
         {"users", required_argument, NULL, O_USERS},
+        {"exclude-items", required_argument, NULL, O_EXCLUDE_ITEMS},
+        {"allow-items", required_argument, NULL, O_ALLOW_ITEMS},
         {"expert-stats", required_argument, NULL, O_EXPERTS},
         {"ties", required_argument, NULL, O_TIES},
         {"seed", required_argument, NULL, 's'},
@@ -541,6 +564,34 @@ static int resolve_users(const sq_user_list *u, const char *file, const sq_idmap
     return rc;
 }
 
+/* ---- --exclude-items, --allow-items ---- */
+
+/* The item filter (itemlist.h) of the model's catalogue, and a warning for
+ * each unknown id (at most 10) and their count (quiet: none). */
+static int resolve_items(const score_args *a, const sq_user_list *excl, const sq_user_list *allow,
+                         const sq_idmap *map, uint32_t n_items, int quiet, sq_item_filter *f,
+                         sq_err *e)
+{
+    const char *xn = a->excl_path ? sq_in_name(a->excl_path) : NULL;
+    const char *an = a->allow_path ? sq_in_name(a->allow_path) : NULL;
+    if (sq_item_filter_make(f, n_items, map, a->excl_path ? excl : NULL, xn,
+                            a->allow_path ? allow : NULL, an, e))
+        return e->code;
+    for (size_t i = 0; !quiet && i < f->n_skip && i < 10; i++) {
+        const sq_item_skip *k = &f->skip[i];
+        fprintf(stderr, "%s: warning: %s: line %" PRIu64 ": item '%s' is not %s: ignored\n",
+                prog, k->allow ? an : xn, k->line->line, k->line->id,
+                map ? "in the map" : "an item of the model");
+    }
+    if (!quiet && f->n_skip)
+        fprintf(stderr, "%s: warning: %zu unknown item id%s in all (--exclude-items, "
+                "--allow-items): ignored\n", prog, f->n_skip, f->n_skip == 1 ? "" : "s");
+    if (f->n_ok == 0)
+        return sq_fail(e, SQ_EX_DATA, "--exclude-items/--allow-items leave no item of the "
+                       "model's %u as a candidate", n_items);
+    return 0;
+}
+
 /* The header of the ranks or topk stream: the input's, and how it was scored. */
 static int score_header(sq_header *hdr, const sq_header *in, const score_args *a,
                         const char *model_name, sq_err *e)
@@ -566,7 +617,9 @@ static int score_header(sq_header *hdr, const sq_header *in, const score_args *a
         (!topk && eo->cand != SQ_CAND_FULL &&
          sq_meta_add(hdr, e, "score.seed", "%" PRIu64, eo->seed)) ||
         (a->shard && sq_meta_add(hdr, e, "score.shard", "%s", a->shard)) ||
-        (a->users_path && sq_meta_add(hdr, e, "score.users", "%s", a->users_path)))
+        (a->users_path && sq_meta_add(hdr, e, "score.users", "%s", a->users_path)) ||
+        (a->excl_path && sq_meta_add(hdr, e, "score.exclude_items", "%s", a->excl_path)) ||
+        (a->allow_path && sq_meta_add(hdr, e, "score.allow_items", "%s", a->allow_path)))
         return e->code;
     return 0;
 }
@@ -620,6 +673,8 @@ typedef struct {
     sq_header hdr;
     sq_user_list ul;
     sq_user_set us;
+    sq_user_list xl, al; /* --exclude-items, --allow-items */
+    sq_item_filter items;
     uint64_t *experts;
     FILE *in;
 } score_run;
@@ -633,6 +688,9 @@ static void score_run_free(score_run *r)
     sq_idmap_free(&r->map);
     sq_user_list_free(&r->ul);
     sq_user_set_free(&r->us);
+    sq_user_list_free(&r->xl);
+    sq_user_list_free(&r->al);
+    sq_item_filter_free(&r->items);
     free(r->experts);
     sq_model_free(&r->model);
 }
@@ -647,6 +705,8 @@ static int score_setup(const score_args *a, int writer, score_run *r, out_ctx *o
     if (sq_model_load_on(&r->model, a->model_path, a->cx, err) ||
         (a->map_path && sq_idmap_read(&r->map, a->map_path, err)) ||
         (a->users_path && sq_user_list_read(&r->ul, a->users_path, err)) ||
+        (a->excl_path && sq_id_list_read(&r->xl, a->excl_path, "item", err)) ||
+        (a->allow_path && sq_id_list_read(&r->al, a->allow_path, "item", err)) ||
         (writer && sq_out_open(&r->out, a->out_path, !text, err)) ||
         sq_in_open(&r->in, a->in_path, err) ||
         sq_dataset_read(&r->ds, r->in, in_name, err) ||
@@ -654,7 +714,10 @@ static int score_setup(const score_args *a, int writer, score_run *r, out_ctx *o
         check_maps(a, &r->model, &r->ds.hdr, in_name, oc->map, !writer, err) ||
         experts_begin(a, &r->model, writer, &r->experts, err) ||
         (a->users_path && resolve_users(&r->ul, sq_in_name(a->users_path), oc->map, &r->ds,
-                                        in_name, !writer, &r->us, err)))
+                                        in_name, !writer, &r->us, err)) ||
+        ((a->excl_path || a->allow_path) &&
+         resolve_items(a, &r->xl, &r->al, a->map_path ? &r->map : NULL, r->model.n_items,
+                       !writer, &r->items, err)))
         return err->code;
     if (!a->topk && sq_expect_kind(&r->ds.hdr, in_name,
                                    SQ_KIND_BIT(SQ_SPLIT) | SQ_KIND_BIT(SQ_PADDED),
@@ -675,7 +738,7 @@ static int score_setup(const score_args *a, int writer, score_run *r, out_ctx *o
 
 /* The writer's end: the output and --expert-stats committed, the notes. */
 static int score_finish(const score_args *a, score_run *r, const out_ctx *oc, uint64_t unknown,
-                        sq_err *err)
+                        uint64_t filtered, sq_err *err)
 {
     const char *in_name = sq_in_name(a->in_path);
     experts_out xo = {r->experts, r->model.n_experts};
@@ -686,6 +749,10 @@ static int score_finish(const score_args *a, score_run *r, const out_ctx *oc, ui
         fprintf(stderr, "%s: note: %" PRIu64 " users of %s not in the training stream of the "
                 "%s model (it has a row per user): not scored\n", prog, unknown, in_name,
                 r->model.name);
+    if (filtered)
+        fprintf(stderr, "%s: note: %" PRIu64 " held-out targets of %s are items that "
+                "--exclude-items/--allow-items leave out: not ranked\n", prog, filtered,
+                in_name);
     if (oc->done == 0 && !a->shard && !a->users_path)
         fprintf(stderr, "%s: note: %s has no %s\n", prog, in_name,
                 a->topk ? "users" : a->eo.target == SQ_EVAL_VALID ? "validation targets"
@@ -704,13 +771,15 @@ static int run_score(const score_args *a, const sq_comm *comm, sq_score_fail *fa
     out_ctx oc = {.fmt = a->fmt, .out_name = sq_out_name(a->out_path),
                   .map = a->map_path ? &r.map : NULL, .map_name = a->map_path,
                   .ranks = comm->size, .progress = writer && isatty(STDERR_FILENO)};
-    uint64_t unknown = 0;
+    uint64_t unknown = 0, filtered = 0;
     int rc = score_setup(a, writer, &r, &oc, err);
     sq_eval_opts eo = a->eo;
     eo.users = r.us.set;
     eo.n_users = r.us.n;
     eo.expert_count = r.experts;
     eo.unknown_users = &unknown;
+    eo.item_ok = r.items.ok;
+    eo.filtered_targets = &filtered;
     /* every rank learns whether every rank is ready (a file missing on one
      * node) and has what rank 0 has */
     rc = sq_score_agree(comm, rc, fail, err);
@@ -728,7 +797,7 @@ static int run_score(const score_args *a, const sq_comm *comm, sq_score_fail *fa
                     comm->size);
     }
     if (!rc && writer)
-        rc = score_finish(a, &r, &oc, unknown, err);
+        rc = score_finish(a, &r, &oc, unknown, filtered, err);
     if (rc)
         sq_out_abort(&r.out);
     score_run_free(&r);
@@ -761,10 +830,16 @@ static int open_ranks(const score_args *a, sq_comm *comm, sq_err *e)
     if (!a->in_path || !strcmp(a->in_path, "-"))
         return sq_fail(e, SQ_EX_USAGE, "under %s every process reads the input itself: give "
                        "it as a FILE, not on standard input", who);
-    if (!strcmp(a->model_path, "-") || (a->map_path && !strcmp(a->map_path, "-")) ||
-        (a->users_path && (!strcmp(a->users_path, "-") || !*a->users_path)))
-        return sq_fail(e, SQ_EX_USAGE, "under %s every process reads -m, --map and --users "
-                       "itself: give them as files, not standard input", who);
+    const char *lists[3] = {a->users_path, a->excl_path, a->allow_path};
+    for (int i = 0; i < 3; i++)
+        if (lists[i] && (!strcmp(lists[i], "-") || !*lists[i]))
+            return sq_fail(e, SQ_EX_USAGE, "under %s every process reads -m, --map, --users "
+                           "and the item lists itself: give them as files, not standard "
+                           "input", who);
+    if (!strcmp(a->model_path, "-") || (a->map_path && !strcmp(a->map_path, "-")))
+        return sq_fail(e, SQ_EX_USAGE, "under %s every process reads -m, --map, --users "
+                       "and the item lists itself: give them as files, not standard input",
+                       who);
     return 0;
 }
 

@@ -21,6 +21,11 @@ void sq_user_list_free(sq_user_list *u)
 
 int sq_user_list_read(sq_user_list *u, const char *path, sq_err *e)
 {
+    return sq_id_list_read(u, path, "user", e);
+}
+
+int sq_id_list_read(sq_user_list *u, const char *path, const char *what, sq_err *e)
+{
     memset(u, 0, sizeof *u);
     FILE *f;
     if (sq_in_open(&f, path, e))
@@ -35,8 +40,8 @@ int sq_user_list_read(sq_user_list *u, const char *path, sq_err *e)
             buf[--n] = '\0';
         /* strlen short of n: a NUL inside the line */
         if (n == 0 || strchr(buf, '\t') || strlen(buf) != (size_t)n) {
-            rc = sq_fail(e, SQ_EX_DATA, "%s: line %" PRIu64 ": expected one user id, got %s",
-                         name, line, n == 0 ? "an empty line" : "a TAB or NUL");
+            rc = sq_fail(e, SQ_EX_DATA, "%s: line %" PRIu64 ": expected one %s id, got %s",
+                         name, line, what, n == 0 ? "an empty line" : "a TAB or NUL");
             break;
         }
         if (u->n == room) {

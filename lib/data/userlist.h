@@ -31,6 +31,8 @@ typedef struct {
  * expected one user id, got ..." on a bad line (NAME = sq_in_name(PATH)),
  * 74 on a read error. On failure *u is left empty. */
 int sq_user_list_read(sq_user_list *u, const char *path, sq_err *e);
+/* The same for a list of other ids (what: "item" in the messages). */
+int sq_id_list_read(sq_user_list *u, const char *path, const char *what, sq_err *e);
 /* Frees the lines; *u is empty after (safe on an empty list). */
 void sq_user_list_free(sq_user_list *u);
 

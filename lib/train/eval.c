@@ -127,9 +127,44 @@ typedef struct {
     const sq_eval_opts *o;
     uint32_t n;        /* n_items */
     uint64_t *cum;     /* pop: cum[i] = pop[1] + ... + pop[i] */
-    uint32_t n_pos;    /* pop: items with a positive count */
+    uint32_t n_pos;    /* pop: items with a positive count (and item_ok) */
     uint32_t K;        /* top-K */
+    unsigned char *ok; /* [n + 1] items that may be candidates (all 1 without filter) */
+    uint32_t n_ok;     /* how many of 1..n */
+    uint32_t *ok_list; /* [n_ok] those items when some are filtered, else NULL */
 } ctx;
+
+/* The context of a run: ok[] from o->item_ok, or every item. */
+static int ctx_init(ctx *c, const sq_dataset *ds, const sq_eval_opts *o, uint32_t K, sq_err *e)
+{
+    *c = (ctx){ds, o, ds->hdr.n_items, NULL, 0, K, NULL, 0, NULL};
+    c->ok = malloc((size_t)c->n + 1);
+    if (!c->ok)
+        return sq_fail(e, SQ_EX_OSERR, "out of memory for %u items", c->n);
+    c->ok[0] = 0;
+    for (uint32_t i = 1; i <= c->n; i++) {
+        c->ok[i] = o->item_ok ? o->item_ok[i] != 0 : 1;
+        c->n_ok += c->ok[i];
+    }
+    /* uniform draws from the allowed items: rejection over 1..n would
+     * stall on a short allow list */
+    if (c->n_ok < c->n) {
+        c->ok_list = malloc(((size_t)c->n_ok + 1) * sizeof *c->ok_list);
+        if (!c->ok_list)
+            return sq_fail(e, SQ_EX_OSERR, "out of memory for %u items", c->n_ok);
+        for (uint32_t i = 1, j = 0; i <= c->n; i++)
+            if (c->ok[i])
+                c->ok_list[j++] = i;
+    }
+    return SQ_OK;
+}
+
+static void ctx_free(ctx *c)
+{
+    free(c->cum);
+    free(c->ok);
+    free(c->ok_list);
+}
 
 static void scratch_free(scratch *s, int nt)
 {
@@ -168,15 +203,17 @@ static void next_stamp(scratch *s, uint32_t n)
     }
 }
 
-/* Marks the history items except keep; returns how many distinct ones,
- * and in *n_pos how many of those have a positive training count. */
+/* Marks the history items except keep and the filtered ones; returns how
+ * many distinct ones, and in *n_pos how many of those have a positive
+ * training count. */
 static uint32_t mark_history(scratch *s, const uint32_t *h, uint32_t len, uint32_t keep,
-                             const uint64_t *pop, uint32_t *n_pos)
+                             const uint64_t *pop, const unsigned char *ok, uint32_t *n_pos)
 {
     uint32_t d = 0, dp = 0;
     for (uint32_t j = 0; j < len; j++) {
         uint32_t it = h[j];
-        if (it == keep || s->hist[it] == s->stamp)
+        /* a filtered item is no candidate already: not counted twice */
+        if (it == keep || s->hist[it] == s->stamp || !ok[it])
             continue;
         s->hist[it] = s->stamp;
         d++;
@@ -211,19 +248,21 @@ static inline void cmp(tally *t, const float *sc, uint32_t i)
 }
 
 /* tally_all's common case (full candidates, nothing listed) without a
- * branch, so that it vectorises: items 1..n but the target, those marked
- * in hist (excl) and those marked in drawn (skip_drawn) with this stamp.
+ * branch, so that it vectorises: items 1..n but the target, the filtered
+ * ones (okv[i] 0), those marked in hist (excl) and those marked in drawn
+ * (skip_drawn) with this stamp.
  * Integer counts: the same as cmp item by item. */
 SQ_VEC static void tally_counts(tally *t, const float *sc, uint32_t n, uint32_t target,
-                                uint32_t excl, const uint32_t *hist, uint32_t skip_drawn,
-                                const uint32_t *drawn, uint32_t stamp)
+                                const unsigned char *okv, uint32_t excl, const uint32_t *hist,
+                                uint32_t skip_drawn, const uint32_t *drawn, uint32_t stamp)
 {
     uint32_t above = 0, equal = 0, cnt = 0, nan = 0;
     float st = t->st;
     size_t end = (size_t)n + 1; /* a size_t count: the trip count is known */
     #pragma omp simd reduction(+ : above, equal, cnt) reduction(| : nan)
     for (size_t i = 1; i < end; i++) {
-        uint32_t ok = (uint32_t)(i != target) & ~(excl & (uint32_t)(hist[i] == stamp)) &
+        uint32_t ok = (uint32_t)(i != target) & (uint32_t)okv[i] &
+                      ~(excl & (uint32_t)(hist[i] == stamp)) &
                       ~(skip_drawn & (uint32_t)(drawn[i] == stamp)) & 1u;
         float x = sc[i];
         above += ok & (uint32_t)(x > st);
@@ -237,19 +276,19 @@ SQ_VEC static void tally_counts(tally *t, const float *sc, uint32_t n, uint32_t 
     t->n += cnt;
 }
 
-/* Every item other than the target that is not excluded (and, with
+/* Every item other than the target that is not filtered or excluded (and, with
  * pop_only, has a positive count) and not already drawn. */
 static void tally_all(tally *t, const float *sc, const ctx *c, const scratch *s,
                       uint32_t target, int excl, int pop_only, int skip_drawn)
 {
     const uint64_t *pop = c->ds->pop;
     if (!t->list && !pop_only) {
-        tally_counts(t, sc, c->n, target, excl != 0, s->hist, skip_drawn != 0, s->drawn,
+        tally_counts(t, sc, c->n, target, c->ok, excl != 0, s->hist, skip_drawn != 0, s->drawn,
                      s->stamp);
         return;
     }
     for (uint32_t i = 1; i <= c->n; i++) {
-        if (i == target || (excl && s->hist[i] == s->stamp) ||
+        if (i == target || !c->ok[i] || (excl && s->hist[i] == s->stamp) ||
             (pop_only && pop[i] == 0) || (skip_drawn && s->drawn[i] == s->stamp))
             continue;
         cmp(t, sc, i);
@@ -257,9 +296,10 @@ static void tally_all(tally *t, const float *sc, const ctx *c, const scratch *s,
 }
 
 /* Whether i may be drawn as a negative. */
-static inline int eligible(const scratch *s, uint32_t i, uint32_t target, int excl)
+static inline int eligible(const ctx *c, const scratch *s, uint32_t i, uint32_t target, int excl)
 {
-    return i != target && !(excl && s->hist[i] == s->stamp) && s->drawn[i] != s->stamp;
+    return i != target && c->ok[i] && !(excl && s->hist[i] == s->stamp) &&
+           s->drawn[i] != s->stamp;
 }
 
 /* Uniform negatives without replacement. Rejection sampling while at most
@@ -275,8 +315,9 @@ static void sample_uniform(tally *t, const float *sc, const ctx *c, scratch *s, 
     int complement = need > pool / 2;
     uint32_t todo = complement ? pool - need : need;
     while (todo) {
-        uint32_t i = 1 + (uint32_t)sq_rng_below(r, c->n);
-        if (!eligible(s, i, target, excl))
+        uint32_t i = c->ok_list ? c->ok_list[sq_rng_below(r, c->n_ok)]
+                                : 1 + (uint32_t)sq_rng_below(r, c->n);
+        if (!eligible(c, s, i, target, excl))
             continue;
         s->drawn[i] = s->stamp;
         if (!complement)
@@ -326,7 +367,7 @@ static void sample_pop(tally *t, const float *sc, const ctx *c, scratch *s, sq_r
     uint32_t got = 0;
     while (got < need && tries--) {
         uint32_t i = pop_item(c->cum, c->n, sq_rng_below(r, total));
-        if (!eligible(s, i, target, excl))
+        if (!eligible(c, s, i, target, excl))
             continue;
         s->drawn[i] = s->stamp;
         cmp(t, sc, i);
@@ -336,7 +377,7 @@ static void sample_pop(tally *t, const float *sc, const ctx *c, scratch *s, sq_r
         return;
     uint32_t m = 0;
     for (uint32_t i = 1; i <= c->n; i++) {
-        if (pop[i] == 0 || !eligible(s, i, target, excl))
+        if (pop[i] == 0 || !eligible(c, s, i, target, excl))
             continue;
         double u = 1.0 - sq_rng_uniform(r); /* (0, 1] */
         s->keys[m].score = (float)(-log(u) / (double)pop[i]);
@@ -359,14 +400,14 @@ static int rank_one(const ctx *c, scratch *s, const float *sc, uint32_t user, ui
     next_stamp(s, c->n);
     uint32_t nh = 0, nh_pos = 0;
     if (excl)
-        nh = mark_history(s, h, hlen, target, c->ds->pop, &nh_pos);
+        nh = mark_history(s, h, hlen, target, c->ds->pop, c->ok, &nh_pos);
     if (o->cand == SQ_CAND_FULL) {
         tally_all(&t, sc, c, s, target, excl, 0, 0);
     } else {
         sq_rng r;
         sq_rng_seed(&r, o->seed, sq_eval_stream(user, pos));
         uint32_t pool = o->cand == SQ_CAND_UNI
-                            ? c->n - 1 - nh
+                            ? c->n_ok - 1 - nh
                             : c->n_pos - (c->ds->pop[target] > 0) - nh_pos;
         uint32_t need = o->n_neg < pool ? o->n_neg : pool;
         if (o->cand == SQ_CAND_UNI)
@@ -414,11 +455,11 @@ static int64_t topk_one(const ctx *c, scratch *s, const float *sc, const uint32_
     int excl = c->o->exclude_history;
     next_stamp(s, c->n);
     if (excl)
-        mark_history(s, h, hlen, 0, NULL, NULL);
+        mark_history(s, h, hlen, 0, NULL, c->ok, NULL);
     scored *hp = s->keys;
     uint32_t k = 0, K = c->K;
     for (uint32_t i = 1; i <= c->n; i++) {
-        if (excl && s->hist[i] == s->stamp)
+        if (!c->ok[i] || (excl && s->hist[i] == s->stamp))
             continue;
         scored x = {sc[i], i};
         if (x.score != x.score)
@@ -474,11 +515,21 @@ static int record_jobs(const sq_model *m, const sq_dataset *ds, const sq_eval_op
     return 1;
 }
 
+/* Whether the target at position p of record r is ranked (ITEM FILTERS). */
+static int target_ok(const sq_dataset *ds, const sq_eval_opts *o, uint64_t r, uint32_t p)
+{
+    return !o->item_ok || o->item_ok[sq_dataset_items(ds, r)[p]];
+}
+
 uint32_t sq_eval_record_jobs(const sq_model *m, const sq_dataset *ds, const sq_eval_opts *o,
                              int topk, uint64_t r)
 {
-    uint32_t a, b;
-    return record_jobs(m, ds, o, topk, r, &a, &b) > 0 && b > a ? b - a : 0;
+    uint32_t a, b, n = 0;
+    if (record_jobs(m, ds, o, topk, r, &a, &b) <= 0)
+        return 0;
+    for (uint32_t p = a; p < b; p++)
+        n += topk || target_ok(ds, o, r, p);
+    return n;
 }
 
 /* Lists the jobs: targets (topk == 0) or users (topk != 0) of ds under o. */
@@ -495,6 +546,11 @@ static int list_jobs(const sq_model *m, const sq_dataset *ds, const sq_eval_opts
         if (has <= 0)
             continue;
         for (uint32_t p = a; p < b; p++) {
+            if (!topk && !target_ok(ds, o, r, p)) {
+                if (o->filtered_targets)
+                    ++*o->filtered_targets;
+                continue;
+            }
             if (n == cap) {
                 cap = cap ? cap * 2 : 1024;
                 job *j = realloc(jobs, cap * sizeof *j);
@@ -612,8 +668,9 @@ static int pop_table(ctx *c, sq_err *e)
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
     c->cum[0] = 0;
     for (uint32_t i = 1; i <= c->n; i++) {
-        c->cum[i] = c->cum[i - 1] + c->ds->pop[i];
-        c->n_pos += c->ds->pop[i] > 0;
+        uint64_t p = c->ok[i] ? c->ds->pop[i] : 0; /* a filtered item is never drawn */
+        c->cum[i] = c->cum[i - 1] + p;
+        c->n_pos += p > 0;
     }
     return 0;
 }
@@ -639,13 +696,15 @@ int sq_eval_ranks(sq_model *m, const sq_dataset *ds, const sq_eval_opts *o,
 {
     if (check_model(m, ds, e))
         return e->code;
-    ctx c = {ds, o, ds->hdr.n_items, NULL, 0, 0};
+    ctx c;
     job *jobs = NULL;
     uint64_t n_jobs = 0;
     work w = {0};
     int rc = 0;
-    if (o->cand == SQ_CAND_POP && pop_table(&c, e))
+    if (ctx_init(&c, ds, o, 0, e) || (o->cand == SQ_CAND_POP && pop_table(&c, e))) {
+        ctx_free(&c);
         return e->code;
+    }
     if ((rc = list_jobs(m, ds, o, 0, &jobs, &n_jobs, e)) || (rc = work_new(&w, &c, 0, e)))
         goto done;
     for (uint64_t j0 = 0; j0 < n_jobs; j0 += (uint64_t)w.B) {
@@ -682,7 +741,7 @@ int sq_eval_ranks(sq_model *m, const sq_dataset *ds, const sq_eval_opts *o,
 done:
     work_free(&w);
     free(jobs);
-    free(c.cum);
+    ctx_free(&c);
     return rc;
 }
 
@@ -710,11 +769,15 @@ int sq_eval_topk(sq_model *m, const sq_dataset *ds, const sq_eval_opts *o, uint3
         return e->code;
     if (K == 0)
         return sq_fail(e, SQ_EX_USAGE, "top-K needs K >= 1");
-    ctx c = {ds, o, ds->hdr.n_items, NULL, 0, K < ds->hdr.n_items ? K : ds->hdr.n_items};
+    ctx c;
     job *jobs = NULL;
     uint64_t n_jobs = 0;
     work w = {0};
     int rc;
+    if (ctx_init(&c, ds, o, K < ds->hdr.n_items ? K : ds->hdr.n_items, e)) {
+        ctx_free(&c);
+        return e->code;
+    }
     if ((rc = list_jobs(m, ds, o, 1, &jobs, &n_jobs, e)) || (rc = work_new(&w, &c, 1, e)))
         goto done;
     for (uint64_t j0 = 0; j0 < n_jobs; j0 += (uint64_t)w.B) {
@@ -747,6 +810,7 @@ int sq_eval_topk(sq_model *m, const sq_dataset *ds, const sq_eval_opts *o, uint3
 done:
     work_free(&w);
     free(jobs);
+    ctx_free(&c);
     return rc;
 }
 
@@ -757,7 +821,11 @@ int sq_eval_candidates(const sq_dataset *ds, const sq_eval_opts *o, uint64_t rec
     if (!q || pos < q->hist || pos >= q->len || !ds->pop)
         return sq_fail(e, SQ_EX_SOFTWARE, "sq_eval_candidates: no target %u in record %llu",
                        pos, (unsigned long long)rec);
-    ctx c = {ds, o, ds->hdr.n_items, NULL, 0, 0};
+    ctx c;
+    if (ctx_init(&c, ds, o, 0, e)) {
+        ctx_free(&c);
+        return e->code;
+    }
     float *zero = calloc((size_t)c.n + 1, sizeof *zero);
     scratch *s = scratch_new(1, c.n, o->cand == SQ_CAND_POP ? c.n : 0);
     int rc = 0;
@@ -771,7 +839,7 @@ int sq_eval_candidates(const sq_dataset *ds, const sq_eval_opts *o, uint64_t rec
         *n_list = n_cand - 1;
     }
     free(zero);
-    free(c.cum);
+    ctx_free(&c);
     scratch_free(s, 1);
     return rc;
 }

@@ -22,6 +22,14 @@
  * sq_rng_seed(seed, sq_eval_stream(user, position of the target in the
  * record)): they do not depend on batching, sharding or thread count.
  *
+ * ITEM FILTERS. o->item_ok (seqrec-score --exclude-items, --allow-items;
+ * itemlist.h) leaves the items i with item_ok[i] == 0 out of every
+ * candidate set, every negative pool and every top-K list, for every
+ * model (they are dropped after the model's scores, on CPU or GPU alike).
+ * A held-out target that is itself filtered is not ranked: its job is
+ * dropped (sq_eval_record_jobs does not count it) and counted in
+ * *o->filtered_targets. The filter is per item, so it keeps INVARIANCE.
+ *
  * RANK. 1 + the candidates other than the target scoring strictly higher
  * + (pessimistic, the default) those scoring equal. n_cand counts the
  * candidates including the target. A NaN score is an error (70).
@@ -71,6 +79,10 @@ typedef struct {
      * changes nothing of the ranking */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
+    const unsigned char *item_ok; /* when set: [n_items + 1], the items that may be
+                                     candidates (ITEM FILTERS) */
+    uint64_t *filtered_targets;   /* when set: adds the targets not ranked because
+                                     item_ok leaves them out */
 } sq_eval_opts;
 
 /* Defaults: test targets, full ranking, pessimistic ties, seed 1, batch 256. */

@@ -190,7 +190,7 @@ static int file_hash(const char *path, uint64_t *h, sq_err *e)
     return rc;
 }
 
-enum { SAME_MODEL, SAME_INPUT, SAME_USERS, SAME_OPTIONS, N_SAME };
+enum { SAME_MODEL, SAME_INPUT, SAME_USERS, SAME_ITEMS, SAME_OPTIONS, N_SAME };
 
 /* What each rank must have as rank 0 has it, hashed */
 static int same_hashes(const char *model_path, const sq_dataset *ds, const sq_eval_opts *o,
@@ -198,9 +198,11 @@ static int same_hashes(const char *model_path, const sq_dataset *ds, const sq_ev
 {
     h[SAME_INPUT] = sq_ranks_data_hash(ds);
     h[SAME_USERS] = o->users ? XXH3_64bits_withSeed(o->users, o->n_users, o->n_users + 1) : 0;
+    h[SAME_ITEMS] = o->item_ok ? XXH3_64bits(o->item_ok, (size_t)ds->hdr.n_items + 1) : 0;
     uint64_t opt[] = {(uint64_t)o->target, (uint64_t)o->cand, o->n_neg,
                       (uint64_t)o->exclude_history, (uint64_t)o->optimistic, o->seed, K,
-                      o->expert_count != NULL, o->unknown_users != NULL};
+                      o->expert_count != NULL, o->unknown_users != NULL,
+                      o->filtered_targets != NULL};
     h[SAME_OPTIONS] = XXH3_64bits(opt, sizeof opt);
     return file_hash(model_path, &h[SAME_MODEL], e);
 }
@@ -209,6 +211,7 @@ int sq_score_same(const sq_comm *c, const char *model_path, const sq_dataset *ds
                   const sq_eval_opts *o, uint32_t K, sq_score_fail *fail, sq_err *e)
 {
     static const char *const what[N_SAME] = {"model file bytes", "input records", "--users",
+                                             "item filters (--exclude-items, --allow-items)",
                                              "scoring options"};
     *fail = (sq_score_fail){.agreed = 1, .rank = -1};
     if (c->size == 1)
@@ -229,19 +232,19 @@ int sq_score_same(const sq_comm *c, const char *model_path, const sq_dataset *ds
             if (h[(size_t)r * N_SAME + i] != h[i]) {
                 rc = sq_fail(e, SQ_EX_USAGE, "the %d processes do not score the same: rank "
                              "%d has other %s than rank 0 (XXH3 %016" PRIx64 ", rank 0's %016"
-                             PRIx64 "): every rank needs the same model, input, --users and "
-                             "options", c->size, r, what[i], h[(size_t)r * N_SAME + i], h[i]);
+                             PRIx64 "): every rank needs the same model, input, --users, item "
+                             "filters and options", c->size, r, what[i], h[(size_t)r * N_SAME + i], h[i]);
                 *fail = (sq_score_fail){.agreed = 1, .remote = c->rank != 0, .rank = r};
             }
     free(h);
     return rc;
 }
 
-/* o's counts (unknown users, then the experts) summed over the ranks, on
- * every rank */
+/* o's counts (unknown users, filtered targets, then the experts) summed
+ * over the ranks, on every rank */
 static int sum_counts(const sq_comm *c, const sq_eval_opts *o, uint64_t n_experts, sq_err *e)
 {
-    size_t n = 1 + (o->expert_count ? (size_t)n_experts : 0), P = (size_t)c->size;
+    size_t n = 2 + (o->expert_count ? (size_t)n_experts : 0), P = (size_t)c->size;
     if (n > SIZE_MAX / sizeof(uint64_t) / P)
         return sq_fail(e, SQ_EX_OSERR, "out of memory for %zu expert counts", n);
     uint64_t *all = malloc(n * P * sizeof *all);
@@ -249,8 +252,9 @@ static int sum_counts(const sq_comm *c, const sq_eval_opts *o, uint64_t n_expert
         return sq_fail(e, SQ_EX_OSERR, "out of memory for %zu expert counts", n);
     uint64_t *mine = all + (size_t)c->rank * n; /* in place */
     mine[0] = o->unknown_users ? *o->unknown_users : 0;
-    if (n > 1)
-        memcpy(mine + 1, o->expert_count, (n - 1) * sizeof *mine);
+    mine[1] = o->filtered_targets ? *o->filtered_targets : 0;
+    if (n > 2)
+        memcpy(mine + 2, o->expert_count, (n - 2) * sizeof *mine);
     int rc = sq_comm_allgather(c, mine, all, n * sizeof *all, e);
     for (size_t i = 0; !rc && i < n; i++) {
         uint64_t sum = 0;
@@ -258,8 +262,10 @@ static int sum_counts(const sq_comm *c, const sq_eval_opts *o, uint64_t n_expert
             sum += all[r * n + i];
         if (i == 0 && o->unknown_users)
             *o->unknown_users = sum;
-        else if (i > 0)
-            o->expert_count[i - 1] = sum;
+        else if (i == 1 && o->filtered_targets)
+            *o->filtered_targets = sum;
+        else if (i > 1)
+            o->expert_count[i - 2] = sum;
     }
     free(all);
     return rc;

@@ -109,3 +109,28 @@ setup() {
   [[ "$output" == *"set SEQREC_NCCL_ID to a path every rank sees"* ]]
   [ ! -e "$T/x.sqm" ]
 }
+
+@test "device: item filters hold on the GPU's scoring path (simulated): no excluded item, the CPU's candidates" {
+  [ -f "$SIM" ] || skip "no simulated device built"
+  export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
+  seqrec-synth --users 40 --items 30 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/t.sqr"
+  seqrec-train --dim 16 --ffn 32 --max-len 10 --batch 16 --threads 1 --epochs 1 --log /dev/null \
+    -o "$T/m.sqm" "$T/t.sqr"
+  seq 5 12 > "$T/ex.txt"
+  seq 1 25 > "$T/al.txt"
+  seqrec-score --device cuda -m "$T/m.sqm" -k 30 --exclude-items "$T/ex.txt" --allow-items "$T/al.txt" \
+    "$T/t.sqr" > "$T/gpu.tsv"
+  # 25 allowed minus 8 excluded, less each user's history: never an excluded or unlisted item
+  cut -f2 "$T/gpu.tsv" | tr ',' '\n' | sed 's/:.*//' | sort -un > "$T/listed"
+  run -1 grep -x -F -f "$T/ex.txt" "$T/listed"
+  [ "$(tail -n 1 "$T/listed")" -le 25 ]
+  # ranks: the candidates the CPU counts (the scores may differ in the last bits, the counts not)
+  seqrec-score --device cuda -m "$T/m.sqm" --exclude-items "$T/ex.txt" --allow-items "$T/al.txt" \
+    "$T/t.sqr" 2>/dev/null | seqrec-cat | cut -f1,3,4 > "$T/gpu.r"
+  seqrec-score -m "$T/m.sqm" --exclude-items "$T/ex.txt" --allow-items "$T/al.txt" \
+    "$T/t.sqr" 2>/dev/null | seqrec-cat | cut -f1,3,4 > "$T/cpu.r"
+  [ -s "$T/cpu.r" ]
+  cmp "$T/cpu.r" "$T/gpu.r"
+  run -0 awk -F'\t' '$2 != 17' "$T/cpu.r"
+  [ -z "$output" ]
+}

@@ -198,3 +198,14 @@ need_mpi() {
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0"
 }
+
+# need_scipy: SCIPY_PY becomes the first python3 that imports numpy and
+# scipy (a pyenv python3 earlier on PATH may lack Debian's python3-scipy,
+# which .ci/deps installs), else the test is skipped.
+need_scipy() {
+  SCIPY_PY=""
+  for p in python3 /usr/bin/python3; do
+    if "$p" -c 'import numpy, scipy.stats' 2>/dev/null; then SCIPY_PY=$p; return 0; fi
+  done
+  skip "no python3 with numpy and scipy"
+}

@@ -57,6 +57,19 @@ same() {
   [ "$(wc -l < "$T/out/many")" -eq 300 ]
 }
 
+@test "mpi_score: --exclude-items and --allow-items are the bytes of one process" {
+  cut -f3 "$T/map.tsv" | sed -n '40,60p' > "$T/ex.txt"
+  cut -f3 "$T/map.tsv" | sed -n '30,200p' > "$T/al.txt"
+  same 2 --map "$T/map.tsv" --exclude-items "$T/ex.txt"
+  same 3 -c uni:20 --map "$T/map.tsv" --exclude-items "$T/ex.txt" --allow-items "$T/al.txt"
+  same 2 -k 5 --map "$T/map.tsv" --exclude-items "$T/ex.txt" --allow-items "$T/al.txt"
+  # the note on the filtered targets counts every rank's
+  seqrec-score -m "$T/m.sqm" --map "$T/map.tsv" --exclude-items "$T/ex.txt" -o "$T/one" "$T/s.sqr" 2> "$T/one.err"
+  mpi 2 seqrec-score -m "$T/m.sqm" -j 1 --map "$T/map.tsv" --exclude-items "$T/ex.txt" -o "$T/out/many" "$T/s.sqr" 2> "$T/many.err"
+  grep 'note:.*not ranked' "$T/one.err" > "$T/one.note"
+  grep 'note:.*not ranked' "$T/many.err" | cmp - "$T/one.note"
+}
+
 @test "mpi_score: --users, a padded stream and standard output" {
   cut -f1 "$T/log.tsv" | sort -u | awk 'NR % 7 == 0' > "$T/names.txt"
   same 2 -k 5 --map "$T/map.tsv" --users "$T/names.txt"

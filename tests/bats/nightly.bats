@@ -438,3 +438,71 @@ same_as_full() {
   [ "$(readlink "$T/job/latest")" = pub/top5-20260102.tsv ]
   clean_job
 }
+
+# items FILE: every item of a publication, one a line
+pub_items() { cut -f2 "$1" | tr ',' '\n' | sed 's/:[^:]*$//'; }
+
+@test "nightly: NIGHTLY_EXCLUDE takes retired items out of every list, the next best moving up" {
+  NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_DATE=20260101 NIGHTLY_TOPK=8 run -0 sh "$NS"
+  cp "$T/job/latest" "$T/plain.tsv"
+  # the three most recommended items retire
+  pub_items "$T/plain.tsv" | sort | uniq -c | sort -k1,1nr -k2 | head -3 | awk '{print $2}' > "$T/retired.txt"
+  [ "$(wc -l < "$T/retired.txt")" = 3 ]
+  NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_DATE=20260102 NIGHTLY_TOPK=8 NIGHTLY_EXCLUDE="$T/retired.txt" run -0 sh "$NS"
+  # the filter changed the key: everyone rescored
+  grep -q '"step":"users".*"scope":"all","reason":"key"' "$T/job/nightly.log"
+  run -1 grep -x -F -f "$T/retired.txt" <(pub_items "$T/job/latest")
+  # each list is yesterday's without the retired items, then the next best
+  # (the model's scores are the same): yesterday's filtered list is a prefix
+  awk -F'\t' 'NR == FNR { r[$1] = 1; next }
+    FILENAME == ARGV[2] { n = split($2, a, ","); s = ""; for (j = 1; j <= n; j++) { it = a[j]; sub(/:[^:]*$/, "", it); if (!(it in r)) s = s a[j] "," } want[$1] = s; next }
+    { if (index($2 ",", want[$1]) != 1) { print "user " $1 ": " $2 " does not start with " want[$1]; bad = 1 } c = split($2, b, ","); if (c != 8) { print "user " $1 ": " c " items"; bad = 1 } }
+    END { exit bad }' "$T/retired.txt" "$T/plain.tsv" "$T/job/latest"
+  [ "$(wc -l < "$T/job/latest")" = "$(wc -l < "$T/plain.tsv")" ]
+  # a list that did not hold a retired item is as it was
+  grep -v -F -f <(sed 's/$/:/' "$T/retired.txt") "$T/plain.tsv" > "$T/untouched.tsv" || true
+  [ -s "$T/untouched.tsv" ] || skip "every list held a retired item"
+  LC_ALL=C comm -23 <(sort "$T/untouched.tsv") <(sort "$T/job/latest") > "$T/changed.tsv"
+  [ ! -s "$T/changed.tsv" ]
+}
+
+@test "nightly: NIGHTLY_ALLOW recommends only its items; NIGHTLY_EXCLUDE wins over it" {
+  seq 10 40 > "$T/allow.txt"
+  NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_DATE=20260101 NIGHTLY_ALLOW="$T/allow.txt" run -0 sh "$NS"
+  [ -s "$T/job/latest" ]
+  run -1 grep -v -x -F -f "$T/allow.txt" <(pub_items "$T/job/latest")
+  [ "$(pub_items "$T/job/latest" | wc -l)" -eq $((5 * $(wc -l < "$T/job/latest"))) ]
+  printf '20\n21\n22\n' > "$T/ex.txt"
+  NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_DATE=20260102 NIGHTLY_ALLOW="$T/allow.txt" NIGHTLY_EXCLUDE="$T/ex.txt" run -0 sh "$NS"
+  run -1 grep -v -x -F -f "$T/allow.txt" <(pub_items "$T/job/latest")
+  run -1 grep -x -F -f "$T/ex.txt" <(pub_items "$T/job/latest")
+  # the same lists as seqrec-score with the same filters over the job's map and stream
+  seqrec-score -m "$T/model.sqm" -k 5 --map "$T/job/ids.map" --exclude-items "$T/ex.txt" \
+    --allow-items "$T/allow.txt" "$T/job/last.split" | LC_ALL=C sort -t$'\t' -k1,1 > "$T/direct.tsv"
+  cmp "$T/direct.tsv" "$T/job/latest"
+}
+
+@test "nightly: an item id the map does not know is a warning, counted in the log; the run publishes" {
+  printf '12\nno-such-item\n' > "$T/ex.txt"
+  NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_DATE=20260101 NIGHTLY_EXCLUDE="$T/ex.txt" run -0 sh "$NS"
+  [[ "$output" == *"warning: $T/ex.txt: line 2: item 'no-such-item' is not in the map: ignored"* ]]
+  [[ "$output" == *"warning: 1 unknown item id in all (--exclude-items, --allow-items): ignored"* ]]
+  grep -q '"step":"score".*"unknown_items":"*1' "$T/job/nightly.log"
+  run -1 grep -x 12 <(pub_items "$T/job/latest")
+}
+
+@test "nightly: NIGHTLY_EXCLUDE and NIGHTLY_ALLOW refusals" {
+  NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_EXCLUDE="$T/none.txt" run -66 sh "$NS"
+  [[ "$output" == *"$T/none.txt: cannot read NIGHTLY_EXCLUDE"* ]]
+  NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_ALLOW="$T" run -66 sh "$NS"
+  printf '1\n' > "$T/ex.txt"
+  NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_SCORE="--exclude-items $T/ex.txt" run -64 sh "$NS"
+  [[ "$output" == *"give the item lists as NIGHTLY_EXCLUDE and NIGHTLY_ALLOW"* ]]
+  # lists that leave no item: the scoring fails, nothing is published
+  printf 'no-such-item\n' > "$T/al.txt"
+  NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_ALLOW="$T/al.txt" run -1 sh "$NS"
+  [[ "$output" == *"leave no item"* ]]
+  [ ! -e "$T/job/latest" ]
+  # as NAME=VALUE arguments too
+  run -66 sh "$NS" NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_ALLOW="$T/none.txt"
+}

@@ -533,6 +533,62 @@ UNIT_TEST(test_eval_topk_order_and_exclusion)
     sq_dataset_free(&ds);
 }
 
+/* Item filters (eval.h ITEM FILTERS): table6 scores 1 (5), 2 3 4 (3), 5 (1),
+ * 6 (0). Filtering out item 1 and 3: user 1's test target 4 has item 2
+ * equal (pessimistic) among 2, 4, 5, 6: rank 2 of 4; user 2's target 2
+ * (item 4 equal): rank 2 of 4. Filtering out the target 4 drops user 1's
+ * rank and counts it. Top-K skips them; sampled negatives never draw them. */
+UNIT_TEST(test_eval_item_filter)
+{
+    sq_err e = {0};
+    sq_dataset ds;
+    CHECK_EQ(table_dataset(&ds, &e), 0);
+    sq_model m = table_model(6, table6);
+    sq_eval_opts o;
+    sq_eval_defaults(&o);
+    unsigned char ok[7] = {0, 0, 1, 0, 1, 1, 1};
+    uint64_t filtered = 0;
+    o.item_ok = ok;
+    o.filtered_targets = &filtered;
+    ranks rs;
+    CHECK_EQ(run_ranks(&m, &ds, &o, &rs), 0);
+    CHECK_EQ(rs.n, 2);
+    CHECK_EQ(rs.r[0].rank, 2);
+    CHECK_EQ(rs.r[0].n_cand, 4);
+    CHECK_EQ(rs.r[1].rank, 2);
+    CHECK_EQ(rs.r[1].n_cand, 4);
+    CHECK_EQ(filtered, 0);
+    CHECK_EQ(sq_eval_record_jobs(&m, &ds, &o, 0, 0), 1);
+    ok[4] = 0; /* user 1's target */
+    CHECK_EQ(run_ranks(&m, &ds, &o, &rs), 0);
+    CHECK_EQ(rs.n, 1);
+    CHECK_EQ(rs.r[0].user, 2);
+    CHECK_EQ(rs.r[0].n_cand, 3); /* 2, 5, 6 */
+    CHECK_EQ(filtered, 1);
+    CHECK_EQ(sq_eval_record_jobs(&m, &ds, &o, 0, 0), 0);
+    CHECK_EQ(sq_eval_record_jobs(&m, &ds, &o, 1, 0), 1); /* a top-K list all the same */
+    /* uniform and popularity negatives: only allowed items are drawn */
+    ok[4] = 1;
+    for (int cand = SQ_CAND_UNI; cand <= SQ_CAND_POP; cand++) {
+        o.cand = cand;
+        o.n_neg = 10;
+        uint32_t list[8], n_list = 0;
+        /* user 2's test target 2 at position 4 of record 1 */
+        CHECK_EQ(sq_eval_candidates(&ds, &o, 1, 4, list, &n_list, &e), 0);
+        for (uint32_t i = 0; i < n_list; i++)
+            CHECK(ok[list[i]] && list[i] != 2);
+        if (cand == SQ_CAND_UNI)
+            CHECK_EQ(n_list, 3); /* 4, 5, 6 */
+    }
+    /* top-K: filtered items are never listed */
+    o.cand = SQ_CAND_FULL;
+    tops tp = {0};
+    CHECK_EQ(sq_eval_topk(&m, &ds, &o, 3, collect_top, &tp, &e), 0);
+    CHECK_EQ(tp.k[0], 3);
+    CHECK(tp.items[0][0] == 2 && tp.items[0][1] == 4 && tp.items[0][2] == 5);
+    sq_dataset_free(&ds);
+}
+
 UNIT_TEST(test_eval_users_set_keeps_the_listed_users)
 {
     sq_err e = {0};

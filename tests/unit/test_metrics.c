@@ -1,4 +1,5 @@
 /* Unit tests for lib/train/metrics.c against values computed by hand. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,10 +307,12 @@ static char *output_of(const sq_metrics *m, int json)
     if (!f)
         return NULL;
     sq_err e = {0};
-    if (json)
-        sq_metrics_write_json(m, f, "mem", &e);
-    else
-        sq_metrics_write_table(m, f, "mem", &e);
+    sq_metrics_opts o = {0};
+    sq_metrics_report r;
+    if (sq_metrics_report_make(m, &o, &r, &e) == 0 && json)
+        sq_metrics_write_json(&r, f, "mem", &e);
+    else if (e.code == 0)
+        sq_metrics_write_table(&r, f, "mem", &e);
     fclose(f);
     return buf;
 }
@@ -330,6 +333,7 @@ UNIT_TEST(test_metrics_output)
               "Recall         0.6000     0.8000\n"
               "NDCG           0.4036     0.4593\n"
               "MRR            0.3400     0.3582\n"
+              "MAP            0.3400     0.3582\n"
               "Precision      0.0600     0.0400\n"
               "MRR (all)      0.3648\n"
               "records             5\n"
@@ -338,10 +342,78 @@ UNIT_TEST(test_metrics_output)
     CHECK_STR(json,
               "{\"records\": 5, \"users\": 5, \"mrr\": 0.364848"
               ", \"hr@10\": 0.600000, \"recall@10\": 0.600000, \"ndcg@10\": 0.403557"
-              ", \"mrr@10\": 0.340000, \"precision@10\": 0.060000"
+              ", \"mrr@10\": 0.340000, \"map@10\": 0.340000, \"precision@10\": 0.060000"
               ", \"hr@20\": 0.800000, \"recall@20\": 0.800000, \"ndcg@20\": 0.459345"
-              ", \"mrr@20\": 0.358182, \"precision@20\": 0.040000}\n");
+              ", \"mrr@20\": 0.358182, \"map@20\": 0.358182, \"precision@20\": 0.040000}\n");
     free(table);
     free(json);
+    sq_metrics_free(&m);
+}
+
+/* MAP@K, --per-user and the rank estimate of --corrected, by hand:
+ * user 1 ranks 1 and 4, user 2 rank 2, all of 10 candidates, K = 2.
+ *   per record: HR@2 = 2/3, MAP@2 = (1 + 0 + 1/2)/3 = 0.5, MRR = (1 + 1/4 + 1/2)/3
+ *   per user:   HR@2 = (1/2 + 1)/2 = 0.75, MAP@2 = (1/2 + 1/2)/2 = 0.5,
+ *               MRR = (5/8 + 1/2)/2 = 0.5625 */
+UNIT_TEST(test_metrics_map_per_user)
+{
+    uint32_t k[1] = {2};
+    sq_metrics m;
+    sq_err e = {0};
+    CHECK_EQ(sq_metrics_init(&m, k, 1, &e), 0);
+    CHECK_EQ(sq_metrics_add_item(&m, 1, 1, 10, 3, &e), 0);
+    CHECK_EQ(sq_metrics_add_item(&m, 2, 2, 10, 4, &e), 0);
+    CHECK_EQ(sq_metrics_add_item(&m, 1, 4, 10, 5, &e), 0);
+    sq_metrics_opts o = {0};
+    sq_metrics_report r;
+    CHECK_EQ(sq_metrics_report_make(&m, &o, &r, &e), 0);
+    CHECK_EQ(r.units, 3);
+    CHECK_NEAR(r.mean[SQ_MV_HR], 2.0 / 3, 1e-12);
+    CHECK_NEAR(r.mean[SQ_MV_MAP], 0.5, 1e-12);
+    CHECK_NEAR(r.mean[SQ_MV_N], 1.75 / 3, 1e-12);
+    o.per_user = 1;
+    CHECK_EQ(sq_metrics_report_make(&m, &o, &r, &e), 0);
+    CHECK_EQ(r.units, 2);
+    CHECK_NEAR(r.mean[SQ_MV_HR], 0.75, 1e-12);
+    CHECK_NEAR(r.mean[SQ_MV_MAP], 0.5, 1e-12);
+    CHECK_NEAR(r.mean[SQ_MV_NDCG], (0.5 + 1 / log2(3.0)) / 2, 1e-12);
+    CHECK_NEAR(r.mean[SQ_MV_N], 0.5625, 1e-12);
+    /* the units: users ascending, each its mean; keys the users */
+    double *vals;
+    uint32_t *keys;
+    uint64_t n;
+    CHECK_EQ(sq_metrics_units(&m, &o, &vals, &keys, &n, &e), 0);
+    CHECK_EQ(n, 2);
+    CHECK_EQ(keys[0], 1);
+    CHECK_EQ(keys[1], 2);
+    CHECK_NEAR(vals[SQ_MV_HR], 0.5, 1e-12);
+    CHECK_NEAR(vals[sq_metrics_nv(&m) + SQ_MV_HR], 1.0, 1e-12);
+    free(vals);
+    free(keys);
+    sq_metrics_free(&m);
+}
+
+/* The rank estimate: rank 2 of 101 candidates in 1001 items is
+ * R = 1 + 1 * 1000 / 100 = 11; rank 1 stays 1; n_cand = N is kept. */
+UNIT_TEST(test_metrics_corrected_rank_estimate)
+{
+    uint32_t k[2] = {10, 11};
+    sq_metrics m;
+    sq_err e = {0};
+    CHECK_EQ(sq_metrics_init(&m, k, 2, &e), 0);
+    sq_metrics_opts o = {.corrected = SQ_CORR_RANK, .n_items = 1001};
+    double v[2 * SQ_MV_N + 1];
+    sq_rank_rec a = {1, 2, 101, 0};
+    sq_metrics_values(&m, &o, &a, v);
+    CHECK_NEAR(v[SQ_MV_HR], 0.0, 0);
+    CHECK_NEAR(v[SQ_MV_N + SQ_MV_HR], 1.0, 0);
+    CHECK_NEAR(v[SQ_MV_N + SQ_MV_NDCG], 1 / log2(12.0), 1e-12);
+    CHECK_NEAR(v[2 * SQ_MV_N], 1.0 / 11, 1e-12);
+    sq_rank_rec b = {1, 1, 101, 0};
+    sq_metrics_values(&m, &o, &b, v);
+    CHECK_NEAR(v[2 * SQ_MV_N], 1.0, 0);
+    sq_rank_rec c = {1, 7, 1001, 0}; /* a full ranking */
+    sq_metrics_values(&m, &o, &c, v);
+    CHECK_NEAR(v[2 * SQ_MV_N], 1.0 / 7, 1e-15);
     sq_metrics_free(&m);
 }
