@@ -255,24 +255,24 @@ import random, sys
 random.seed(11)
 with open(sys.argv[1] + '/s.txt', 'w') as f:
     for i in range(300):
-        u = random.randint(1, 100); n = random.choice([101, 101, 51, 2000])
+        u = random.randint(1, 100); n = random.choice([101, 101, 51, 300])
         r = random.randint(1, min(n, 30)) if random.random() < .6 else random.randint(1, n)
         f.write('%d\t%d\t%d\t%d\n' % (u, r, n, random.randint(1, 80)))
 PY
   for g in 1 0.1 0.01; do
-    seqrec-metrics -k 1,5,10 --json --corrected bv:$g --items 2000 "$T/s.txt" > "$T/bv.json"
-    run -0 REF "$T/bv.json" "$T/s.txt" 1,5,10 --bv 2000 $g
+    seqrec-metrics -k 1,5,10 --json --corrected bv:$g --items 300 "$T/s.txt" > "$T/bv.json"
+    run -0 REF "$T/bv.json" "$T/s.txt" 1,5,10 --bv 300 $g
     grep -q "\"corrected\": \"bv:$g\"" "$T/bv.json"
   done
-  seqrec-metrics -k 1,5,10 --json --per-user --corrected bv --items 2000 "$T/s.txt" > "$T/bvu.json"
-  run -0 REF "$T/bvu.json" "$T/s.txt" 1,5,10 --per-user --bv 2000 0.1
-  run -0 seqrec-metrics -k 10 --corrected bv:0.5 --items 2000 "$T/s.txt"
+  seqrec-metrics -k 1,5,10 --json --per-user --corrected bv --items 300 "$T/s.txt" > "$T/bvu.json"
+  run -0 REF "$T/bvu.json" "$T/s.txt" 1,5,10 --per-user --bv 300 0.1
+  run -0 seqrec-metrics -k 10 --corrected bv:0.5 --items 300 "$T/s.txt"
   [ "${lines[-1]}" = "corrected for sampled candidates (bias-variance, gamma 0.5)" ]
   # a comparison over corrected values
-  run -0 seqrec-metrics -k 10 --corrected bv --items 2000 --compare "$T/s.txt" "$T/s.txt"
+  run -0 seqrec-metrics -k 10 --corrected bv --items 300 --compare "$T/s.txt" "$T/s.txt"
   [[ "${lines[-1]}" == *"corrected (bias-variance)" ]]
   for bad in bv:0 bv:2 bv: mle; do
-    run -64 seqrec-metrics --corrected "$bad" --items 2000 "$T/s.txt"
+    run -64 seqrec-metrics --corrected "$bad" --items 300 "$T/s.txt"
     [[ "$output" == *"--corrected"* ]]
   done
 }
