@@ -40,7 +40,7 @@ static double fc_loss(void *ctx)
     fc_ctx *c = ctx;
     int count = 0;
     const double *h = c->def->d.forward(c->m, c->w, c->b, 1, 7, 3);
-    return sq_flat_loss_f64(c->m, c->b, h, c->loss, c->scratch, NULL, NULL, &count);
+    return sq_flat_loss_f64(c->m, c->b, h, sq_loss_of(c->loss), c->scratch, NULL, NULL, &count);
 }
 
 /* Worst relative error over up to 160 elements of x (gradient g); kinks
@@ -134,7 +134,7 @@ static double flat_gradcheck(unit_ctx *t, const sq_flat_def *def, const void *cf
         m.mem[i] += 0.05 * (2 * sq_rng_uniform(&r) - 1);
     int count = 0;
     const double *h = def->d.forward(&m, c.w, c.b, 1, 7, 3);
-    double L = sq_flat_loss_f64(&m, c.b, h, loss, c.scratch, dh, &g, &count);
+    double L = sq_flat_loss_f64(&m, c.b, h, sq_loss_of(loss), c.scratch, dh, &g, &count);
     def->d.backward(&m, c.w, c.b, dh, &g);
     CHECK(count > 0 && L == L);
     int skipped = 0, checked = 0;

@@ -151,7 +151,7 @@ static double loss_obj(void *p)
     obj_ctx *c = p;
     int cnt;
     sq_sasrec_forward_f64(c->m, c->w, c->b, 1, 7, 3);
-    return sq_sasrec_loss_f64(c->m, c->w, c->b, c->loss, NULL, &cnt);
+    return sq_sasrec_loss_f64(c->m, c->w, c->b, sq_loss_of(c->loss), NULL, &cnt);
 }
 
 /* Moves the parameters of a fresh init into general position: biases and
@@ -249,7 +249,7 @@ static void gradcheck_cfg1(unit_ctx *t, const sq_sasrec_config *cfg, int loss, u
     int cnt = 0;
     memset(g.mem, 0, g.n * sizeof *g.mem);
     sq_sasrec_forward_f64(&m, &w, &tb.pb, 1, 7, 3);
-    double L0 = sq_sasrec_loss_f64(&m, &w, &tb.pb, loss, &g, &cnt);
+    double L0 = sq_sasrec_loss_f64(&m, &w, &tb.pb, sq_loss_of(loss), &g, &cnt);
     sq_sasrec_backward_f64(&m, &w, &tb.pb, &g);
     CHECK_EQ(cnt, bert ? 4 : 9);
     CHECK(L0 > 0);
@@ -273,7 +273,7 @@ static void gradcheck_cfg1(unit_ctx *t, const sq_sasrec_config *cfg, int loss, u
     for (size_t i = 0; i < m.n; i++)
         mf.mem[i] = (float)m.mem[i];
     sq_sasrec_forward(&mf, &wf, &tb.pb, 1, 7, 3);
-    double Lf = sq_sasrec_loss(&mf, &wf, &tb.pb, loss, &gf, &cnt);
+    double Lf = sq_sasrec_loss(&mf, &wf, &tb.pb, sq_loss_of(loss), &gf, &cnt);
     sq_sasrec_backward(&mf, &wf, &tb.pb, &gf);
     CHECK_NEAR(Lf, L0, 1e-5);
     double ferr = gc_rel_diff(gf.mem, g.mem, g.n);
@@ -1574,8 +1574,8 @@ static void torch_reference(unit_ctx *t, int bert, int causal)
             NOTE(rel_f64(hf, th, TC, 0), rel_f64(sd, th, TC, 0));
             free(hf);
         }
-        double ld = sq_sasrec_loss_f64(&md, &wd, &pb, loss, &gd, &cnt);
-        double lf = sq_sasrec_loss(&mf, &wf, &pb, loss, &gf, &cnt);
+        double ld = sq_sasrec_loss_f64(&md, &wd, &pb, sq_loss_of(loss), &gd, &cnt);
+        double lf = sq_sasrec_loss(&mf, &wf, &pb, sq_loss_of(loss), &gf, &cnt);
         sq_sasrec_backward_f64(&md, &wd, &pb, &gd);
         sq_sasrec_backward(&mf, &wf, &pb, &gf);
         char name[64];
