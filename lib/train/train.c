@@ -114,14 +114,14 @@ const sq_opt sq_train_options[] = {
     {.name = "neg-sampler", .key = "train.neg_sampler", .type = SQ_OPT_ENUM,
      .offset = OFF(neg_sampler), .def = "uniform", .parse = sq_neg_sampler_parse,
      .format = sq_neg_sampler_format, .arg = "uniform|pop[:A]|in-batch|mixed",
-     .help = "--loss sampled-softmax: negatives uniform over\n"
+     .help = "the negatives of sampled-softmax: uniform over\n"
              "the items (default), by training count^A\n"
              "(0 <= A <= 1, default 1), the batch's targets,\n"
              "or half in-batch and half uniform"},
     {.name = "gbce-t", .key = "train.gbce_t", .type = SQ_OPT_REAL, .offset = OFF(gbce_t),
      .def = "0.75", .lo = 0, .hi = 1, .arg = "T",
-     .help = "--loss gbce: the calibration t in [0, 1]\n"
-             "(default 0.75; 0: BCE, 1: calibrated)"},
+     .help = "gbce's calibration t in [0, 1] (default 0.75;\n"
+             "0: BCE, 1: calibrated)"},
     {.name = "target", .key = "train.target", .type = SQ_OPT_CHOICE, .offset = OFF(target),
      .def = "all", .choices = "all|last|random|windows",
      .arg = "all|last|random|windows",
