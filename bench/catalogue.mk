@@ -1,0 +1,18 @@
+# bench/catalogue.mk - `make bench-catalogue` (issue 38): SASRec's epoch
+# time and peak memory against the catalogue's size (10k, 100k, 1M and 10M
+# items of seqrec-synth) for full CE, the sampled softmax (K = 128, 1024,
+# 4096) and gBCE, and the validation quality each loss reaches on the
+# synthetic data within a fixed budget of training seconds
+# (bench/bench-catalogue.sh). Into $(BENCH_OUT)/catalogue.csv (after the
+# machine lines) and catalogue.png. Not part of `make bench` (pause other
+# work first: the runs share the cores). Knobs, on the command line or in
+# the environment (bench/bench-catalogue.sh says each): CAT_ITEMS,
+# CAT_USERS (default 500: the data stays small, the point is the
+# catalogue's cost), CAT_LEN, CAT_LOSSES, CAT_SAMPLER, CAT_CE_MAX,
+# CAT_EPOCHS, CAT_QUALITY_ITEMS, CAT_BUDGET, CAT_MODEL_ARGS.
+.PHONY: bench-catalogue
+bench-catalogue: deps $(BUILD)/bench/sgemm_peak
+	@$(MAKE) --no-print-directory all
+	@mkdir -p $(BENCH_OUT)
+	sh bench/bench-catalogue.sh $(BUILD)/bin $(BENCH_OUT) $(BUILD)/bench/sgemm_peak
+	@echo "bench-catalogue: results in $(BENCH_OUT)/catalogue.csv and catalogue.png"
