@@ -16,3 +16,17 @@ bench-catalogue: deps $(BUILD)/bench/sgemm_peak
 	@mkdir -p $(BENCH_OUT)
 	sh bench/bench-catalogue.sh $(BUILD)/bin $(BENCH_OUT) $(BUILD)/bench/sgemm_peak
 	@echo "bench-catalogue: results in $(BENCH_OUT)/catalogue.csv and catalogue.png"
+
+# `make bench-losses` (issue 38): the quality of each loss against full CE
+# at equal epochs on DATASETS (parallel.mk's names and splits: default
+# beauty ml-1m-part), SASRec at the README's settings
+# (bench/bench-losses.sh: LOSS_SET, LOSS_EPOCHS, LOSS_MODEL_ARGS). Into
+# $(BENCH_OUT)/losses.csv.
+.PHONY: bench-losses
+bench-losses: deps
+	@$(MAKE) --no-print-directory all
+	@mkdir -p $(BENCH_OUT)
+	$(foreach d,$(DATASETS),$(call parallel_split,$(d)))
+	sh bench/bench-losses.sh $(BUILD)/bin $(BENCH_OUT) \
+	  $(foreach d,$(DATASETS),$(d):$(call parallel_maxlen,$(d)):$(call parallel_splitfile,$(d)))
+	@echo "bench-losses: results in $(BENCH_OUT)/losses.csv"

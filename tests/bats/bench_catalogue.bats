@@ -52,3 +52,23 @@ bench() { sh "$SEQREC_ROOT/bench/bench-catalogue.sh" "$SEQREC_BIN" "$T/out" "$PE
   run -0 mk -n bench-catalogue BUILD="${SEQREC_BIN%/bin}" BENCH_OUT="$T/out"
   [[ "$output" == *"bench/bench-catalogue.sh ${SEQREC_BIN%/bin}/bin $T/out"* ]]
 }
+
+@test "bench-losses.sh: a row a loss with its test metrics and the ratio to full CE; bad inputs refused" {
+  "$SEQREC_BIN/seqrec-synth" --users 100 --items 60 --seed 1 --format stream |
+    "$SEQREC_BIN/seqrec-split" --leave-one-out 2>/dev/null > "$T/s.sqr"
+  export LOSS_EPOCHS=1 LOSS_MODEL_ARGS="--dim 8 --ffn 8 --threads 2" \
+    LOSS_SET="ce bce:1 ssm:8:uniform ssm:8:in-batch gbce:8"
+  run -0 sh "$SEQREC_ROOT/bench/bench-losses.sh" "$SEQREC_BIN" "$T/out" tiny:10:"$T/s.sqr"
+  csv=$T/out/losses.csv
+  head -n 1 "$csv" | grep -q '^losses,cpu,'
+  for r in "ce,0,-" "bce,1,not-in-history" "sampled-softmax,8,uniform" "sampled-softmax,8,in-batch" \
+           "gbce,8,uniform"; do
+    grep -Eq "^losses,tiny,$r,1,[0-9.]+,[0-9.]+,[0-9.]+,[0-9.]+,[0-9.]+$" "$csv" ||
+      { echo "no $r"; cat "$csv"; false; }
+  done
+  grep -Eq '^losses,tiny,ce,0,-,1,[0-9.]+,[0-9.]+,[0-9.]+,[0-9.]+,1.000$' "$csv"
+  LOSS_SET="ce bpr" run -64 sh "$SEQREC_ROOT/bench/bench-losses.sh" "$SEQREC_BIN" "$T/out" tiny:10:"$T/s.sqr"
+  [[ "$output" == *"bpr is none of"* ]]
+  run -66 sh "$SEQREC_ROOT/bench/bench-losses.sh" "$SEQREC_BIN" "$T/out" tiny:10:"$T/none.sqr"
+  no_leftovers "$T" out s.sqr
+}
