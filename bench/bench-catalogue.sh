@@ -15,9 +15,12 @@
 #            at the base N. Full CE above CAT_CE_MAX items (default
 #            1000000) is not run (its row says so): a 10M-column GEMM a
 #            position.
-#   quality  for N in CAT_QUALITY_ITEMS (default "100000 1000000"; empty:
-#            none), the same run with validation for a fixed budget of
-#            training time: floor(CAT_BUDGET / epoch_seconds) epochs (at
+#   quality  for N in CAT_QUALITY_ITEMS (default "10000 100000"; empty:
+#            none), a log of CAT_QUALITY_USERS users (default 5000: enough
+#            that the items recur and there is something to learn) trained
+#            with validation for a fixed budget of training time: epochs
+#            floor(CAT_BUDGET / (epoch_seconds x CAT_QUALITY_USERS /
+#            CAT_USERS)), the timing run's epoch scaled to the users (at
 #            least 1; CAT_BUDGET default 60 s), and the best validation
 #            NDCG@10 and HR@10 (full ranking) the log reached.
 # The model: SASRec --dim 32 --ffn 32 --layers 2 --heads 1 --max-len 50
@@ -37,7 +40,8 @@ CAT_LOSSES=${CAT_LOSSES:-ce ssm:128 ssm:1024 ssm:4096 gbce:128}
 CAT_SAMPLER=${CAT_SAMPLER:-uniform}
 CAT_CE_MAX=${CAT_CE_MAX:-1000000}
 CAT_EPOCHS=${CAT_EPOCHS:-2}
-CAT_QUALITY_ITEMS=${CAT_QUALITY_ITEMS-100000 1000000}
+CAT_QUALITY_ITEMS=${CAT_QUALITY_ITEMS-10000 100000}
+CAT_QUALITY_USERS=${CAT_QUALITY_USERS:-5000}
 CAT_BUDGET=${CAT_BUDGET:-60}
 CAT_MODEL_ARGS=${CAT_MODEL_ARGS:---dim 32 --ffn 32 --layers 2 --heads 1 --max-len 50 --batch 128 --dropout 0.2 --threads 2}
 here=$(dirname "$0")
@@ -53,6 +57,7 @@ machine_lines "$CSV" catalogue "$PEAK"
   echo "catalogue,mean_len,$CAT_LEN"
   echo "catalogue,epochs,$CAT_EPOCHS"
   echo "catalogue,budget_seconds,$CAT_BUDGET"
+  echo "catalogue,quality_users,$CAT_QUALITY_USERS"
   echo "catalogue,model,sasrec $CAT_MODEL_ARGS --seed 1"
 } | tee -a "$CSV"
 
@@ -117,13 +122,16 @@ done
 echo "quality,items,loss,neg,sampler,budget_seconds,epochs,train_seconds,ndcg@10,hr@10" | tee -a "$CSV"
 for n in $CAT_QUALITY_ITEMS; do
   [ -r "$tmp/$n.split" ] || { echo "bench-catalogue: CAT_QUALITY_ITEMS: $n is not in CAT_ITEMS" >&2; exit 64; }
+  "$BIN/seqrec-synth" --items "$n" --users "$CAT_QUALITY_USERS" --mean-len "$CAT_LEN" --seed 7 \
+    --format stream | "$BIN/seqrec-split" --leave-one-out -o "$tmp/q$n.split" 2>/dev/null
   for l in $CAT_LOSSES; do
     key=$(echo "$l" | tr ':' '_')
     [ -s "$tmp/$n-$key.log" ] || continue
     sec=$(least "$tmp/$n-$key.log")
-    ep=$(awk -v b="$CAT_BUDGET" -v s="$sec" 'BEGIN {e = (s > 0) ? int(b / s) : 1; print (e < 1) ? 1 : e}')
+    ep=$(awk -v b="$CAT_BUDGET" -v s="$sec" -v q="$CAT_QUALITY_USERS" -v u="$CAT_USERS" \
+      'BEGIN {s *= q / u; e = (s > 0) ? int(b / s) : 1; print (e < 1) ? 1 : e}')
     echo "bench-catalogue: quality, $n items, $l, $ep epochs ($(date +%T))" >&2
-    train "$tmp/q.log" "$tmp/$n.split" "$ep" "$l"
+    train "$tmp/q.log" "$tmp/q$n.split" "$ep" "$l"
     echo "catalogue-quality,$n,$(loss_name "$l"),$(loss_neg "$l"),$(loss_sampler "$l"),$CAT_BUDGET,$ep,$(sum_train "$tmp/q.log"),$(best_of ndcg@10 "$tmp/q.log"),$(best_of hr@10 "$tmp/q.log")" |
       tee -a "$CSV"
   done

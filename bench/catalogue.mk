@@ -9,7 +9,8 @@
 # the environment (bench/bench-catalogue.sh says each): CAT_ITEMS,
 # CAT_USERS (default 500: the data stays small, the point is the
 # catalogue's cost), CAT_LEN, CAT_LOSSES, CAT_SAMPLER, CAT_CE_MAX,
-# CAT_EPOCHS, CAT_QUALITY_ITEMS, CAT_BUDGET, CAT_MODEL_ARGS.
+# CAT_EPOCHS, CAT_QUALITY_ITEMS, CAT_QUALITY_USERS, CAT_BUDGET,
+# CAT_MODEL_ARGS.
 .PHONY: bench-catalogue
 bench-catalogue: deps $(BUILD)/bench/sgemm_peak
 	@$(MAKE) --no-print-directory all

@@ -12,7 +12,7 @@ setup() {
   PEAK=${SEQREC_BIN%/bin}/bench/sgemm_peak
   [ -x "$PEAK" ] || PEAK=""
   export CAT_ITEMS="300 3000" CAT_USERS=60 CAT_LOSSES="ce ssm:8 gbce:8" CAT_EPOCHS=1 \
-    CAT_BUDGET=0.05 CAT_QUALITY_ITEMS=300 CAT_CE_MAX=1000 \
+    CAT_BUDGET=0.05 CAT_QUALITY_ITEMS=300 CAT_QUALITY_USERS=80 CAT_CE_MAX=1000 \
     CAT_MODEL_ARGS="--dim 8 --ffn 8 --layers 1 --heads 1 --max-len 10 --batch 32 --threads 2"
 }
 
