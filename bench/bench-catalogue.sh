@@ -18,11 +18,11 @@
 #   quality  for N in CAT_QUALITY_ITEMS (default "10000 100000"; empty:
 #            none), a log of CAT_QUALITY_USERS users (default 5000: enough
 #            that the items recur and there is something to learn) trained
-#            with validation for a fixed budget of training time: epochs
-#            floor(CAT_BUDGET / (epoch_seconds x CAT_QUALITY_USERS /
-#            CAT_USERS)), the timing run's epoch scaled to the users (at
-#            least 1; CAT_BUDGET default 60 s), and the best validation
-#            NDCG@10 and HR@10 (full ranking) the log reached.
+#            with validation for a fixed budget of training time: one epoch,
+#            then --resume one more at a time while the log's train_seconds
+#            sum to less than CAT_BUDGET (default 30 s; at most
+#            CAT_MAX_EPOCHS, default 200), and the best validation NDCG@10
+#            and HR@10 (full ranking) the log reached.
 # The model: SASRec --dim 32 --ffn 32 --layers 2 --heads 1 --max-len 50
 # --batch 128 --dropout 0.2 --threads 2 (CAT_MODEL_ARGS replaces it); the
 # log's mean length CAT_LEN (default 20). Into OUTDIR/catalogue.csv after
@@ -42,7 +42,8 @@ CAT_CE_MAX=${CAT_CE_MAX:-1000000}
 CAT_EPOCHS=${CAT_EPOCHS:-2}
 CAT_QUALITY_ITEMS=${CAT_QUALITY_ITEMS-10000 100000}
 CAT_QUALITY_USERS=${CAT_QUALITY_USERS:-5000}
-CAT_BUDGET=${CAT_BUDGET:-60}
+CAT_BUDGET=${CAT_BUDGET:-30}
+CAT_MAX_EPOCHS=${CAT_MAX_EPOCHS:-200}
 CAT_MODEL_ARGS=${CAT_MODEL_ARGS:---dim 32 --ffn 32 --layers 2 --heads 1 --max-len 50 --batch 128 --dropout 0.2 --threads 2}
 here=$(dirname "$0")
 . "$here/timing.sh"
@@ -58,6 +59,7 @@ machine_lines "$CSV" catalogue "$PEAK"
   echo "catalogue,epochs,$CAT_EPOCHS"
   echo "catalogue,budget_seconds,$CAT_BUDGET"
   echo "catalogue,quality_users,$CAT_QUALITY_USERS"
+  echo "catalogue,max_epochs,$CAT_MAX_EPOCHS"
   echo "catalogue,model,sasrec $CAT_MODEL_ARGS --seed 1"
 } | tee -a "$CSV"
 
@@ -86,6 +88,23 @@ train() {
 least() { sed -n 's/.*"train_seconds":\([0-9.]*\).*/\1/p' "$1" | sort -g | head -n 1; }
 peak() { sed -n 's/.*"max_rss_mib":\([0-9.]*\).*/\1/p' "$1" | sort -g | tail -n 1; }
 best_of() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" "$2" | sort -g | tail -n 1; }
+# qtrain LOG SPLIT SPEC: epochs until the log's train_seconds reach CAT_BUDGET
+qtrain() {
+  rm -f "$1"
+  # shellcheck disable=SC2046,SC2086
+  "$BIN/seqrec-train" --model sasrec $CAT_MODEL_ARGS $(loss_args "$3") --seed 1 --epochs 1 \
+    --patience 0 --log "$1" -o "$tmp/q.sqm" "$2" 2>/dev/null ||
+    { echo "bench-catalogue: seqrec-train $(loss_args "$3") on $2 failed" >&2; exit 1; }
+  e=1
+  threads=$(echo "$CAT_MODEL_ARGS" | sed -n 's/.*--threads \([0-9]*\).*/\1/p')
+  while [ "$e" -lt "$CAT_MAX_EPOCHS" ] &&
+        awk -v s="$(sum_train "$1")" -v b="$CAT_BUDGET" 'BEGIN {exit !(s < b)}'; do
+    e=$((e + 1))
+    "$BIN/seqrec-train" --resume "$tmp/q.sqm.ckpt" --epochs "$e" --threads "${threads:-2}" \
+      --log "$1" "$2" 2>/dev/null || { echo "bench-catalogue: resume to $e failed" >&2; exit 1; }
+  done
+  rm -f "$tmp/q.sqm" "$tmp/q.sqm.ckpt"
+}
 sum_train() { sed -n 's/.*"train_seconds":\([0-9.]*\).*/\1/p' "$1" | awk '{s += $1} END {printf "%.3f", s}'; }
 
 echo "bench,items,loss,neg,sampler,epoch_seconds,max_rss_mib,vs_base" | tee -a "$CSV"
@@ -127,11 +146,9 @@ for n in $CAT_QUALITY_ITEMS; do
   for l in $CAT_LOSSES; do
     key=$(echo "$l" | tr ':' '_')
     [ -s "$tmp/$n-$key.log" ] || continue
-    sec=$(least "$tmp/$n-$key.log")
-    ep=$(awk -v b="$CAT_BUDGET" -v s="$sec" -v q="$CAT_QUALITY_USERS" -v u="$CAT_USERS" \
-      'BEGIN {s *= q / u; e = (s > 0) ? int(b / s) : 1; print (e < 1) ? 1 : e}')
-    echo "bench-catalogue: quality, $n items, $l, $ep epochs ($(date +%T))" >&2
-    train "$tmp/q.log" "$tmp/q$n.split" "$ep" "$l"
+    echo "bench-catalogue: quality, $n items, $l ($(date +%T))" >&2
+    qtrain "$tmp/q.log" "$tmp/q$n.split" "$l"
+    ep=$(grep -c '"train_seconds"' "$tmp/q.log")
     echo "catalogue-quality,$n,$(loss_name "$l"),$(loss_neg "$l"),$(loss_sampler "$l"),$CAT_BUDGET,$ep,$(sum_train "$tmp/q.log"),$(best_of ndcg@10 "$tmp/q.log"),$(best_of hr@10 "$tmp/q.log")" |
       tee -a "$CSV"
   done
