@@ -16,6 +16,7 @@
 #define STREAM_VIEW 0x5649455700000000ull    /* "VIEW" */
 #define STREAM_RPREF 0x5250524546000000ull   /* "RPREF" */
 #define STREAM_AUG 0x4155470000000000ull     /* "AUG" */
+#define STREAM_IBN 0x49424e0000000000ull     /* "IBN": in-batch negatives */
 
 const char *sq_target_name(int mode)
 {
@@ -288,8 +289,38 @@ int sq_batcher_init_cl(sq_batcher *b, const sq_seqs *d, int mode, int max_len, i
     return init(b, d, mode, max_len, batch, K, 0, seed, e);
 }
 
+int sq_batcher_sampled(sq_batcher *b, int v, int K, sq_err *e)
+{
+    if (b->K || b->views == 2)
+        return sq_fail(e, SQ_EX_SOFTWARE, "sampled negatives on a builder with negatives or views");
+    int kb = sq_neg_inbatch_slots(v, K);
+    if (kb >= b->batch)
+        return sq_fail(e, SQ_EX_USAGE,
+                       "--neg-sampler %s draws %d negatives a position from the batch's "
+                       "targets: that needs --batch above %d (a batch of %d samples may "
+                       "hold only %d targets)",
+                       sq_neg_kind(v) == SQ_NEG_MIXED ? "mixed" : "in-batch", kb, kb, b->batch,
+                       b->batch);
+    const sq_seqs *d = &b->d;
+    if (sq_sampler_init(&b->smp, v, K, d->n_items, d->items, d->start, d->n_train, d->n_users,
+                        e))
+        return e->code;
+    size_t slots = (size_t)b->cap_T * (size_t)K;
+    b->smp_mem = malloc(slots * (sizeof(int) + sizeof(float)));
+    if (!b->smp_mem)
+        return sq_fail(e, SQ_EX_OSERR, "out of memory for %d negatives a position", K);
+    b->pb.neg = b->smp_mem;
+    b->pb.lq = (float *)(b->pb.neg + slots);
+    b->pb.K = b->K = K;
+    b->smp_on = 1;
+    b->smp_v = v;
+    return 0;
+}
+
 void sq_batcher_free(sq_batcher *b)
 {
+    sq_sampler_free(&b->smp);
+    free(b->smp_mem);
     free(b->samples);
     free(b->order);
     free(b->sorted);
@@ -565,23 +596,31 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
         }
         T += (int)len;
         p->off[j + 1] = T;
+        int n0 = n;
         if (b->cloze) {
             mask_window(b, p, o, len, it, epoch, u, end, &n);
-            continue;
-        }
-        /* the trained positions of this sample, oldest first */
-        uint32_t t0 = first_trained(b, end, len);
-        int n0 = n;
-        for (uint32_t t = t0; t < len; t++) {
-            p->rows[n] = o + (int)t;
-            p->targets[n] = (int)it[t + 1];
-            n++;
+        } else { /* the trained positions of this sample, oldest first */
+            for (uint32_t t = first_trained(b, end, len); t < len; t++) {
+                p->rows[n] = o + (int)t;
+                p->targets[n] = (int)it[t + 1];
+                n++;
+            }
         }
         if (K > 0) {
             sq_rng r;
             sample_rng(&r, STREAM_NEG, b->seed, epoch, u, end);
-            draw_negatives(b, p, u, n0, n, &r);
+            if (b->smp_on)
+                for (int m = n0; m < n; m++)
+                    sq_sampler_draw(&b->smp, &r, sq_neg_inbatch_slots(b->smp_v, K),
+                                    p->neg + (size_t)m * K, p->lq + (size_t)m * K);
+            else
+                draw_negatives(b, p, u, n0, n, &r);
         }
+    }
+    if (b->smp_on && sq_neg_inbatch_slots(b->smp_v, K) > 0) {
+        sq_rng r;
+        sq_rng_seed(&r, b->seed, STREAM_IBN ^ ((epoch + 1) * 0x9e3779b97f4a7c15ull) ^ i);
+        sq_sampler_inbatch(&b->smp, &r, p->targets, n, p->neg, p->lq);
     }
     if (b->views == 3) {
         p->n_first = n;
@@ -669,6 +708,7 @@ int sq_packed_split(const sq_packed *b, int P, sq_packed *parts, int *buf, size_
         q->n = e1 - e0;
         q->targets = b->targets + e0;
         q->neg = b->neg ? b->neg + (size_t)e0 * b->K : NULL;
+        q->lq = b->lq ? b->lq + (size_t)e0 * b->K : NULL;
         if (b->rows) {
             q->rows = buf;
             for (int i = 0; i < q->n; i++)

@@ -114,6 +114,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "sampler.h"
 
 enum sq_target_mode {
     SQ_TARGET_ALL = 0,
@@ -157,6 +158,8 @@ typedef struct {
     int *targets;    /* [n] the item to predict (0 = none) */
     int K;           /* negatives per entry (0 for --loss ce) */
     int *neg;        /* [n * K] negative items, 0 = none; NULL when K = 0 */
+    float *lq;       /* [n * K] a sampled loss's log(K Q) of each negative
+                        (sampler.h), NULL for SASRec's BCE negatives */
     int views;       /* 1, or 2 (VIEWS: sequences [0, B/2) are first views),
                         or 3 (CONTRASTIVE VIEWS: [0, B/3) the samples) */
     int n_first;     /* VIEWS: entries [0, n_first) are the first views' */
@@ -192,6 +195,9 @@ typedef struct {
     uint64_t *order;     /* this epoch's permutation of samples */
     uint32_t *sorted;    /* every user's training items, sorted (negatives) */
     uint32_t *distinct;  /* [n_users] distinct training items (negatives) */
+    sq_sampler smp;      /* sq_batcher_sampled's negatives (smp_on) */
+    int smp_on, smp_v;
+    void *smp_mem;       /* their neg and lq arrays */
     int cap_T;           /* most token rows in one batch (bound) */
     size_t cap_att;      /* most sum(len^2) in one batch (bound) */
     void *mem;           /* one block for the packed batch's arrays */
@@ -222,6 +228,14 @@ int sq_batcher_init_views(sq_batcher *b, const sq_seqs *d, int view_kind, double
  * K) and two augmented views of each; SQ_EX_USAGE for a ratio out of range. */
 int sq_batcher_init_cl(sq_batcher *b, const sq_seqs *d, int mode, int max_len, int batch,
                        int K, const sq_augment *aug, uint64_t seed, sq_err *e);
+/* Gives the samples of a builder made with K = 0 (any init but VIEWS) K
+ * negatives per loss entry from the sampler v (the packed --neg-sampler,
+ * sampler.h) with their log-Q corrections in pb.lq, for the sampled
+ * softmax and gBCE: drawn for each sample from its generator (seed, epoch,
+ * user, end), in-batch slots from one of (seed, epoch, batch). SQ_EX_USAGE
+ * for K out of 1..n_items - 1 or in-batch slots not below --batch (a full
+ * batch holds at least `batch` targets), SQ_EX_OSERR. */
+int sq_batcher_sampled(sq_batcher *b, int v, int K, sq_err *e);
 void sq_batcher_free(sq_batcher *b);
 
 /* Number of batches of an epoch: ceil(n_samples / batch). */

@@ -130,9 +130,10 @@ static int config_read(void *cfg, const sq_modelfile *mf, const char *path, sq_e
 static int check_step(const void *cfg, const sq_step_opts *o, sq_err *e)
 {
     (void)cfg;
-    if (o->loss != SQ_LOSS_CE)
-        return sq_fail(e, SQ_EX_USAGE, "--model blin trains softmax cross-entropy (eq. 15): "
-                       "for sampled negatives use --softmax sampled --neg K, not --loss bce");
+    if (sq_loss_check(o, 1u << SQ_LOSS_CE, "blin",
+                      "it trains softmax cross-entropy over two views with a KL term (eq. "
+                      "15); for sampled negatives use --softmax sampled --neg K", e))
+        return e->code;
     if (o->target != SQ_TARGET_ALL)
         return sq_fail(e, SQ_EX_USAGE, "--model blin trains every position of its views: "
                        "--target %s is not available", sq_target_name(o->target));

@@ -65,7 +65,7 @@ static void R(pair_labels)(const sq_packed *b, int U, int *label)
 }
 
 double R(sq_cl4srec_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_packed *b,
-                          int loss, const sq_cl4srec_cl *cl, real *scratch, int *rows,
+                          sq_loss_spec loss, const sq_cl4srec_cl *cl, real *scratch, int *rows,
                           R(sq_sasrec) *g, int *count)
 {
     double L = R(sq_sasrec_loss)(m, w, b, loss, g, count);
@@ -208,8 +208,10 @@ static int batcher(sq_batcher *bt, const sq_seqs *s, const void *cfg, const sq_s
     const cl4srec_config *c = cfg;
     sq_augment aug = {.crop = c->crop, .mask = c->mask_ratio, .reorder = c->reorder,
                       .mask_id = sq_mask_id(&c->base)};
-    return sq_batcher_init_cl(bt, s, o->target, c->base.max_len, o->batch,
-                              o->loss == SQ_LOSS_BCE ? o->neg : 0, &aug, o->seed, e);
+    if (sq_batcher_init_cl(bt, s, o->target, c->base.max_len, o->batch,
+                           sq_loss_bce_negatives(o), &aug, o->seed, e))
+        return e->code;
+    return sq_loss_batcher_negatives(bt, o, e);
 }
 
 /* The backbone's workspace and the InfoNCE's scratch and rows. */
@@ -264,7 +266,7 @@ static double step(sq_net *n, void *work, const sq_packed *b, const sq_step_opts
     sq_sasrec_forward(m, w, b, 1, o->seed, t);
     sq_cl4srec_cl cl = {.lambda = c->cl_weight, .tau = c->cl_temp, .cosine = c->cl_sim == CL_COS,
                         .distinct = c->cl_negatives == CL_DISTINCT};
-    double loss = sq_cl4srec_loss(m, w, b, o->loss, &cl, cw->nce, cw->rows, g, count);
+    double loss = sq_cl4srec_loss(m, w, b, sq_loss_step(o), &cl, cw->nce, cw->rows, g, count);
     if (loss == loss && loss - loss == 0) /* finite: the trainer stops otherwise */
         sq_sasrec_backward(m, w, b, g);
     return loss;

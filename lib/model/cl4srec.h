@@ -19,14 +19,14 @@ typedef struct {
 #elif defined(SQ_DECLARE_TWICE)
 
 /* The loss of a CONTRASTIVE VIEWS batch b (batch.h) whose forward is in w:
- * the backbone's next-item loss (`loss`: SQ_LOSS_CE or SQ_LOSS_BCE) of the
+ * the backbone's next-item loss (`loss`: nextloss.h) of the
  * samples' entries plus cl->lambda InfoNCE (infonce.h) between the states of
  * the two views' newest rows. *count: the next-item entries. With g: sets
  * w->dout to d loss / d h and adds E's gradient to g (the caller then runs
  * the backbone's backward). scratch holds sq_infonce_scratch_size(b->B / 3,
  * C) reals, rows b->B ints. */
 double R(sq_cl4srec_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_packed *b,
-                          int loss, const sq_cl4srec_cl *cl, real *scratch, int *rows,
+                          sq_loss_spec loss, const sq_cl4srec_cl *cl, real *scratch, int *rows,
                           R(sq_sasrec) *g, int *count);
 
 #endif

@@ -172,8 +172,9 @@ double R(sq_core_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *bw, R(sq_core_w
         R(sq_zero)(cx, w->dEn, (size_t)V1 * C);
     }
     /* entry i is sequence i's newest row: its representation is q row i */
-    double loss = R(sq_ce_full)(cx, g ? w->dq : NULL, g ? w->dEn : NULL, w->ce, w->q, w->En,
-                                NULL, b->targets, b->n, C, V1, w->ce_chunk, 1, count);
+    double loss = R(sq_next_item_loss)(cx, o->loss, b, NULL, g ? w->dq : NULL,
+                                       g ? w->dEn : NULL, NULL, w->ce, w->q, w->En, NULL, C, V1,
+                                       w->ce_chunk, 1, count);
     if (!g || !(loss == loss && loss - loss == 0)) /* the trainer stops on a non-finite loss */
         return loss;
     /* the item table: normalisation, dropout, into E */
@@ -218,7 +219,7 @@ static const sq_sasrec_extra core_extra = {
 
 static sq_core_opts opts_of(const core_config *c)
 {
-    return (sq_core_opts){c->encoder, c->tau, c->item_dropout, c->sess_dropout};
+    return (sq_core_opts){c->encoder, c->tau, c->item_dropout, c->sess_dropout, {0, 0}};
 }
 
 /* ------------------------------------------------------------------------ */
@@ -271,9 +272,10 @@ static int config_read(void *cfg, const sq_modelfile *mf, const char *path, sq_e
 static int check_step(const void *cfg, const sq_step_opts *o, sq_err *e)
 {
     (void)cfg;
-    if (o->loss != SQ_LOSS_CE)
-        return sq_fail(e, SQ_EX_USAGE, "--model core trains softmax cross-entropy over "
-                       "cosine logits (RDM): --loss bce is not available");
+    if (sq_loss_check(o, ~(1u << SQ_LOSS_BCE), "core",
+                      "it trains softmax cross-entropy over cosine logits (RDM), full or "
+                      "sampled (ce, sampled-softmax, gbce)", e))
+        return e->code;
     if (sq_target_every_position(o->target))
         return sq_fail(e, SQ_EX_USAGE, "--model core pools one representation per sequence "
                        "(its newest row): use --target last or random, not --target %s",
@@ -462,7 +464,9 @@ static int batcher(sq_batcher *bt, const sq_seqs *s, const void *cfg, const sq_s
                    sq_err *e)
 {
     const core_config *c = cfg;
-    return sq_batcher_init(bt, s, o->target, c->base.max_len, o->batch, 0, o->seed, e);
+    if (sq_batcher_init(bt, s, o->target, c->base.max_len, o->batch, 0, o->seed, e))
+        return e->code;
+    return sq_loss_batcher_negatives(bt, o, e);
 }
 
 typedef struct {
@@ -505,6 +509,7 @@ static double step(sq_net *n, void *work, const sq_packed *b, const sq_step_opts
     sq_backbone_net *p = n->impl;
     core_work *cw = work;
     sq_core_opts co = opts_of(n->cfg);
+    co.loss = sq_loss_step(o);
     return sq_core_loss(sq_sasrec_net_model(&p->inner), sq_sasrec_net_work(cw->inner), &cw->w,
                         b, &co, o->seed, t, sq_sasrec_net_grads(&p->inner), count);
 }

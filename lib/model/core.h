@@ -15,6 +15,7 @@ typedef struct {
     double tau;          /* temperature of the cosine logits */
     double item_dropout; /* on the item table the logits use (training) */
     double sess_dropout; /* on the embeddings the encoder pools (training) */
+    sq_loss_spec loss;   /* training: the next-item loss (zero: full CE) */
 } sq_core_opts;
 
 /* The tensor of the alpha layer: w [1, C] (its bias cancels in the
@@ -57,7 +58,7 @@ void R(sq_core_items)(const R(sq_sasrec) *m, R(sq_core_work) *w, const sq_core_o
 
 /* One training step's loss on b (entry i: sequence i's newest row, as
  * --target last and random give): encode, items, softmax cross-entropy of
- * q En^T over items 1..n_items, the mean over *count entries; with g
+ * q En^T over items 1..n_items (or o->loss's sampled loss), the mean over *count entries; with g
  * (and bw a training workspace) the whole backward, ADDING into g. */
 double R(sq_core_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *bw, R(sq_core_work) *w,
                        const sq_packed *b, const sq_core_opts *o, uint64_t seed,

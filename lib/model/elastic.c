@@ -613,7 +613,7 @@ void R(sq_elastic_forward)(const R(sq_elastic) *m, R(sq_elastic_work) *w, const 
 }
 
 double R(sq_elastic_loss)(const R(sq_elastic) *m, R(sq_elastic_work) *w, const sq_packed *b,
-                          R(sq_elastic) *g, int *count)
+                          sq_loss_spec loss, R(sq_elastic) *g, int *count)
 {
     const sq_ctx *cx = &m->cx;
     int C = m->cfg.dim, V1 = (int)m->cfg.n_items + 1;
@@ -621,8 +621,8 @@ double R(sq_elastic_loss)(const R(sq_elastic) *m, R(sq_elastic_work) *w, const s
                                                                           for the backward */
     if (dh)
         R(sq_zero)(cx, dh, (size_t)b->n * C);
-    return R(sq_ce_full)(cx, dh, dE, w->ce, w->out, m->p.item_emb, NULL, b->targets, b->n, C,
-                         V1, w->ce_chunk, 1, count);
+    return R(sq_next_item_loss)(cx, loss, b, NULL, dh, dE, NULL, w->ce, w->out, m->p.item_emb,
+                                NULL, C, V1, w->ce_chunk, 1, count);
 }
 
 /* The LDA layers in reverse, from d X[L] in w->dXg (grouped: the

@@ -74,6 +74,7 @@
 #include "ctx.h"
 #include "err.h"
 #include "model.h"
+#include "nextloss.h"
 #include "tensor.h"
 
 enum { SQ_ELASTIC_QUERY_NET = 0, SQ_ELASTIC_QUERY_MEAN = 1 };
@@ -273,10 +274,11 @@ void R(sq_elastic_work_free)(R(sq_elastic_work) *w);
  * row and gather them: the same values.) */
 void R(sq_elastic_forward)(const R(sq_elastic) *m, R(sq_elastic_work) *w, const sq_packed *b,
                            int train, uint64_t seed, uint64_t step);
-/* Cross-entropy over b's entries (mean, *count of them); with g, also the
- * output layer's gradient and d loss / d h in w. */
+/* The next-item loss (nextloss.h: cross-entropy, or a sampled loss) over
+ * b's entries (mean, *count of them); with g, also the output layer's
+ * gradient and d loss / d h in w. */
 double R(sq_elastic_loss)(const R(sq_elastic) *m, R(sq_elastic_work) *w, const sq_packed *b,
-                          R(sq_elastic) *g, int *count);
+                          sq_loss_spec loss, R(sq_elastic) *g, int *count);
 /* Back-propagates the loss's d h, adding into g. */
 void R(sq_elastic_backward)(const R(sq_elastic) *m, R(sq_elastic_work) *w, const sq_packed *b,
                             R(sq_elastic) *g);

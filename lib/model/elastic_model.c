@@ -385,9 +385,10 @@ typedef struct {
 static int check_step(const void *cfg, const sq_step_opts *o, sq_err *e)
 {
     (void)cfg;
-    if (o->loss != SQ_LOSS_CE)
-        return sq_fail(e, SQ_EX_USAGE, "--model elastic trains softmax cross-entropy "
-                       "(eq. 9-10): --loss bce is not available");
+    if (sq_loss_check(o, ~(1u << SQ_LOSS_BCE), "elastic",
+                      "it trains softmax cross-entropy (eq. 9-10), full or sampled (ce, "
+                      "sampled-softmax, gbce)", e))
+        return e->code;
     if (sq_target_every_position(o->target))
         return sq_fail(e, SQ_EX_USAGE, "--model elastic trains the last position of each "
                        "input only (its interest tokens see every position, so training "
@@ -433,7 +434,9 @@ static int batcher(sq_batcher *bt, const sq_seqs *s, const void *cfg, const sq_s
                    sq_err *e)
 {
     const sq_elastic_config *c = cfg;
-    return sq_batcher_init(bt, s, o->target, c->max_len, o->batch, 0, o->seed, e);
+    if (sq_batcher_init(bt, s, o->target, c->max_len, o->batch, 0, o->seed, e))
+        return e->code;
+    return sq_loss_batcher_negatives(bt, o, e);
 }
 
 static int work_alloc(const sq_net *n, const sq_batcher *bt, void **work, sq_err *e)
@@ -463,7 +466,7 @@ static double step(sq_net *n, void *work, const sq_packed *b, const sq_step_opts
     net_impl *p = n->impl;
     sq_elastic_work *w = work;
     sq_elastic_forward(&p->model, w, b, 1, o->seed, t);
-    double loss = sq_elastic_loss(&p->model, w, b, &p->grads, count);
+    double loss = sq_elastic_loss(&p->model, w, b, sq_loss_step(o), &p->grads, count);
     if (loss == loss && loss - loss == 0) /* finite: the trainer stops otherwise */
         sq_elastic_backward(&p->model, w, b, &p->grads);
     return loss;

@@ -10,7 +10,7 @@
 #include "flat.h"
 #include "kv.h"
 #include "ops.h"
-#include "sasrec.h" /* SQ_LOSS_CE */
+#include "nextloss.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -88,8 +88,8 @@ void R(sq_flat_init)(R(sq_flat) *m, uint64_t seed)
     }
 }
 
-double R(sq_flat_loss)(const R(sq_flat) *m, const sq_packed *b, const real *h, int loss,
-                       real *scratch, real *dh, R(sq_flat) *g, int *count)
+double R(sq_flat_loss)(const R(sq_flat) *m, const sq_packed *b, const real *h,
+                       sq_loss_spec loss, real *scratch, real *dh, R(sq_flat) *g, int *count)
 {
     const sq_ctx *cx = &m->cx;
     int oi = R(out_index)(&m->ts, m->def);
@@ -98,14 +98,10 @@ double R(sq_flat_loss)(const R(sq_flat) *m, const sq_packed *b, const real *h, i
     real *dO = g ? g->t[oi] : NULL, *db = g && bi >= 0 ? g->t[bi] : NULL;
     if (dh)
         R(sq_zero)(cx, dh, (size_t)b->n * D);
-    if (loss != SQ_LOSS_CE) /* BCE (check_step refuses it with a bias) */
-        return R(sq_bce_sampled)(cx, dh, dO, h, m->t[oi], NULL, b->targets, b->neg, b->n, b->K,
-                                 D, 1, count);
-    if (bi >= 0)
-        return R(sq_ce_full_bias)(cx, dh, dO, db, scratch, h, m->t[oi], m->t[bi], NULL,
-                                  b->targets, b->n, D, V1, sq_ce_chunk(b->n, V1), 1, count);
-    return R(sq_ce_full)(cx, dh, dO, scratch, h, m->t[oi], NULL, b->targets, b->n, D, V1,
-                         sq_ce_chunk(b->n, V1), 1, count);
+    /* (BCE: check_step refuses it with a bias) */
+    return R(sq_next_item_loss)(cx, loss, b, NULL, dh, dO, db, scratch, h, m->t[oi],
+                                bi >= 0 ? m->t[bi] : NULL, D, V1, sq_ce_chunk(b->n, V1), 1,
+                                count);
 }
 
 #if !SQ_REAL_IS_F64
@@ -479,7 +475,7 @@ typedef struct {
 int sq_flat_check_step(const void *cfg, const sq_step_opts *o, sq_err *e)
 {
     const sq_flat_def *def = def_of(cfg);
-    if (o->loss != SQ_LOSS_CE && def->out_bias)
+    if (o->loss == SQ_LOSS_BCE && def->out_bias)
         return sq_fail(e, SQ_EX_USAGE, "--model %s trains softmax cross-entropy only: --loss "
                        "bce is not available", def->name);
     return def->check_step ? def->check_step(cfg, o, e) : 0;
@@ -536,9 +532,11 @@ void sq_flat_net_init(sq_net *n, uint64_t seed)
 int sq_flat_batcher(sq_batcher *bt, const sq_seqs *s, const void *cfg, const sq_step_opts *o,
                     sq_err *e)
 {
-    return sq_batcher_init_stride(bt, s, o->target, o->stride,
-                                  ((const sq_flat_head *)cfg)->max_len, o->batch,
-                                  o->loss == SQ_LOSS_CE ? 0 : o->neg, o->seed, e);
+    if (sq_batcher_init_stride(bt, s, o->target, o->stride,
+                               ((const sq_flat_head *)cfg)->max_len, o->batch,
+                               sq_loss_bce_negatives(o), o->seed, e))
+        return e->code;
+    return sq_loss_batcher_negatives(bt, o, e);
 }
 
 int sq_flat_work_alloc(const sq_net *n, const sq_batcher *bt, void **work, sq_err *e)
@@ -584,7 +582,7 @@ double sq_flat_step(sq_net *n, void *work, const sq_packed *b, const sq_step_opt
     flat_work *w = work;
     const sq_flat_fns *f = &p->model.def->f;
     const float *h = f->forward(&p->model, w->mw, b, 1, o->seed, step);
-    double loss = sq_flat_loss(&p->model, b, h, o->loss, w->scratch, w->dh, &p->grads, count);
+    double loss = sq_flat_loss(&p->model, b, h, sq_loss_step(o), w->scratch, w->dh, &p->grads, count);
     if (loss == loss && loss - loss == 0) /* finite: the trainer stops otherwise */
         f->backward(&p->model, w->mw, b, w->dh, &p->grads);
     return loss;

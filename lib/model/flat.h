@@ -64,6 +64,7 @@
 #include "ctx.h"
 #include "err.h"
 #include "model.h"
+#include "nextloss.h"
 #include "opt.h"
 #include "tensor.h"
 
@@ -123,11 +124,11 @@ void R(sq_flat_free)(R(sq_flat) *m);
 /* The tensor table's init with the def's rule (host memory), row 0 of O
  * and of the def's zero_row0 tensors zeroed. */
 void R(sq_flat_init)(R(sq_flat) *m, uint64_t seed);
-/* The loss of a batch whose forward ran (h its result): mean CE over every
- * item (o->loss ce) or BCE with the batch's negatives; with g, the
+/* The loss of a batch whose forward ran (h its result): the next-item loss
+ * `loss` (nextloss.h) against the output table (and bias); with g, the
  * gradients of O and the bias are added into g and dh [n, D] is
  * overwritten with d loss / d h. scratch holds sq_flat_loss_scratch reals. */
-double R(sq_flat_loss)(const R(sq_flat) *m, const sq_packed *b, const real *h, int loss,
+double R(sq_flat_loss)(const R(sq_flat) *m, const sq_packed *b, const real *h, sq_loss_spec loss,
                        real *scratch, real *dh, R(sq_flat) *g, int *count);
 
 #endif

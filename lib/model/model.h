@@ -156,8 +156,10 @@ int sq_states_parallel(sq_states_fn states, const void *model, const sq_batch *h
 /* What the trainer tells a model's step (seqrec-train's training
  * options that shape the batches and the loss). */
 typedef struct {
-    int loss;        /* SQ_LOSS_CE or SQ_LOSS_BCE (sasrec.h) */
-    int neg;         /* negatives per position (bce) */
+    int loss;        /* SQ_LOSS_* (nextloss.h) */
+    int neg;         /* negatives per position (bce, the sampled losses) */
+    int neg_sampler; /* the sampled softmax's sampler (sampler.h, packed) */
+    double gbce_t;   /* gBCE's calibration t */
     int target;      /* SQ_TARGET_* (batch.h) */
     int stride;      /* windows: --window-stride (0: max_len) */
     int batch;       /* sequences per batch */

@@ -444,7 +444,7 @@ void R(sq_sasrec_head)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const int *r
 /* BERT4Rec: head, then the cross-entropy with the output bias riding along
  * as an extra column: (hln, 1) . (E[i], ob[i]) = hln . E[i] + ob[i]. */
 static double R(bert_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_packed *b,
-                           R(sq_sasrec) *g, int *count)
+                           sq_loss_spec loss, R(sq_sasrec) *g, int *count)
 {
     const sq_ctx *cx = &m->cx;
     const sq_sasrec_config *c = &m->cfg;
@@ -455,12 +455,11 @@ static double R(bert_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq
     if (g)
         R(sq_zero)(cx, w->dhx, nc); /* d hln first */
     R(sq_sasrec_params) *gp = g ? &g->p : NULL;
-    double loss = R(sq_ce_full_bias)(cx, g ? w->dhx : NULL, g ? gp->item_emb : NULL,
-                                     g ? gp->out_b : NULL, w->ce, w->hln, p->item_emb,
-                                     p->out_b, NULL, b->targets, n, C, V1, w->ce_chunk, 1,
-                                     count);
+    double L = R(sq_next_item_loss)(cx, loss, b, NULL, g ? w->dhx : NULL,
+                                    g ? gp->item_emb : NULL, g ? gp->out_b : NULL, w->ce, w->hln,
+                                    p->item_emb, p->out_b, C, V1, w->ce_chunk, 1, count);
     if (!g)
-        return loss;
+        return L;
     /* back through hln = LNh(gelu(Wh hx + bh)) */
     R(sq_zero)(cx, w->dhg, nc);
     R(sq_layernorm_backward)(cx, w->dhg, gp->headln_w, gp->headln_b, w->dhx, w->hg,
@@ -472,26 +471,23 @@ static double R(bert_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq
                           C);
     R(sq_zero)(cx, w->dout, (size_t)T * C);
     R(sq_scatter_add_rows)(cx, w->dout, w->dhx, b->rows, n, C);
-    return loss;
+    return L;
 }
 
 double R(sq_sasrec_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
-                         const sq_packed *b, int loss, R(sq_sasrec) *g,
+                         const sq_packed *b, sq_loss_spec loss, R(sq_sasrec) *g,
                          int *count)
 {
     const sq_ctx *cx = &m->cx;
     const sq_sasrec_config *c = &m->cfg;
     if (is_bert(c))
-        return R(bert_loss)(m, w, b, g, count);
+        return R(bert_loss)(m, w, b, loss, g, count);
     int C = c->dim, V1 = (int)c->n_items + 1;
     real *dh = g ? w->dout : NULL, *dE = g ? g->p.item_emb : NULL;
     if (dh)
         R(sq_zero)(cx, dh, (size_t)b->T * C);
-    if (loss == SQ_LOSS_BCE)
-        return R(sq_bce_sampled)(cx, dh, dE, w->out, m->p.item_emb, b->rows, b->targets,
-                                 b->neg, b->n, b->K, C, 1, count);
-    return R(sq_ce_full)(cx, dh, dE, w->ce, w->out, m->p.item_emb, b->rows, b->targets,
-                         b->n, C, V1, w->ce_chunk, 1, count);
+    return R(sq_next_item_loss)(cx, loss, b, b->rows, dh, dE, NULL, w->ce, w->out,
+                                m->p.item_emb, NULL, C, V1, w->ce_chunk, 1, count);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -81,8 +81,9 @@
  * LOSSES. SQ_LOSS_CE: softmax cross-entropy over all items 1..n_items at
  * every trained position (FPARec's sparse_ce; BERT4Rec: every masked
  * position); SQ_LOSS_BCE (SASRec only): -log sig(h.E_pos) - sum_k log(1 -
- * sig(h.E_neg_k)) with sampled negatives (original SASRec). Both are means
- * over the trained positions.
+ * sig(h.E_neg_k)) with sampled negatives (original SASRec); the sampled
+ * softmax and gBCE of nextloss.h (both backbones; BERT4Rec's logits carry
+ * its output bias). All are means over the trained positions.
  *
  * SCORING (seqrec-score, validation): SASRec: a history's newest N items are
  * the input; the state of the newest position scores every item, h E^T. An
@@ -114,6 +115,7 @@
 #include "mixer.h"
 #include "model.h"
 #include "modelfile.h"
+#include "nextloss.h" /* SQ_LOSS_* */
 #include "tensor.h"
 
 enum sq_backbone { SQ_BACKBONE_SASREC = 0, SQ_BACKBONE_BERT4REC = 1 };
@@ -168,7 +170,6 @@ static inline sq_mixer_env sq_sasrec_env(const sq_sasrec_config *c)
     return env;
 }
 
-enum sq_loss { SQ_LOSS_CE = 0, SQ_LOSS_BCE = 1 };
 
 /* The backbone's tensors: X(name, order, decay, init, shape, use) with use
  * ALL, PRE (the pre-LN blocks only: the final LayerNorm), POST (the post-LN
@@ -440,7 +441,7 @@ int R(sq_sasrec_forward_rows)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const
  * sets w->dout to d loss / d h and adds the output layer's gradient (E; for
  * BERT4Rec also the head and ob) to g. */
 double R(sq_sasrec_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
-                         const sq_packed *b, int loss, R(sq_sasrec) *g,
+                         const sq_packed *b, sq_loss_spec loss, R(sq_sasrec) *g,
                          int *count);
 
 /* BERT4Rec's output head on n rows of the states x[L] (rows NULL: row

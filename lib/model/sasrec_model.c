@@ -744,9 +744,9 @@ static int config_read(void *cfg, const sq_modelfile *mf, const char *path, sq_e
 
 static int check_step(const void *cfg, const sq_step_opts *o, sq_err *e)
 {
-    if (is_bert(cfg) && o->loss != SQ_LOSS_CE)
+    if (is_bert(cfg) && o->loss == SQ_LOSS_BCE)
         return sq_fail(e, SQ_EX_USAGE, "--loss bce is for --model sasrec (BERT4Rec's cloze "
-                       "task uses ce)");
+                       "task uses ce, sampled-softmax or gbce)");
     return 0;
 }
 
@@ -804,13 +804,14 @@ static void share_params(sq_net *n, float *params)
     n->params = params;
 }
 
-/* SASRec's sampled loss writes the item table's gradient at the inputs
- * (the embedding), the targets and their negatives (the tied output) only */
+/* A sampled loss writes the item table's gradient at the inputs (the
+ * embedding; BERT4Rec's mask token among them), the targets and their
+ * negatives (the tied output) only. (BERT4Rec's output bias stays dense.) */
 static int grad_rows(const sq_net *n, const sq_packed *b, const sq_step_opts *o,
                      uint32_t *mark, uint32_t stamp, int *tensor)
 {
-    if (((const net_impl *)n->impl)->model.cfg.backbone != SQ_BACKBONE_SASREC ||
-        o->loss != SQ_LOSS_BCE)
+    (void)n;
+    if (o->loss == SQ_LOSS_CE)
         return 0;
     *tensor = SQ_T_item_emb;
     for (int i = 0; i < b->T; i++)
@@ -881,11 +882,12 @@ static int batcher(sq_batcher *bt, const sq_seqs *s, const void *cfg, const sq_s
                    sq_err *e)
 {
     const sq_sasrec_config *c = cfg;
-    if (is_bert(c))
-        return sq_batcher_init_cloze(bt, s, o->target, c->max_len, o->batch, c->mask_prob,
-                                     sq_mask_id(c), o->seed, e);
-    return sq_batcher_init_stride(bt, s, o->target, o->stride, c->max_len, o->batch,
-                                  o->loss == SQ_LOSS_BCE ? o->neg : 0, o->seed, e);
+    if (is_bert(c) ? sq_batcher_init_cloze(bt, s, o->target, c->max_len, o->batch,
+                                           c->mask_prob, sq_mask_id(c), o->seed, e)
+                   : sq_batcher_init_stride(bt, s, o->target, o->stride, c->max_len, o->batch,
+                                            sq_loss_bce_negatives(o), o->seed, e))
+        return e->code;
+    return sq_loss_batcher_negatives(bt, o, e);
 }
 
 static int work_alloc(const sq_net *n, const sq_batcher *bt, void **work, sq_err *e)
@@ -915,7 +917,7 @@ static double step(sq_net *n, void *work, const sq_packed *b, const sq_step_opts
     net_impl *p = n->impl;
     sq_sasrec_work *w = &((net_work *)work)->w;
     sq_sasrec_forward(&p->model, w, b, 1, o->seed, t);
-    double loss = sq_sasrec_loss(&p->model, w, b, o->loss, &p->grads, count);
+    double loss = sq_sasrec_loss(&p->model, w, b, sq_loss_step(o), &p->grads, count);
     if (loss == loss && loss - loss == 0) /* finite: the trainer stops otherwise */
         sq_sasrec_backward(&p->model, w, b, &p->grads);
     return loss;

@@ -986,17 +986,48 @@ double R(sq_ce_full_bias)(const sq_ctx *cx, real *dh, real *dE, real *dbias,
 /* ------------------------------------------------------------------------ */
 /* 10. Sampled losses: BCE (10) and softmax cross-entropy (10b)             */
 
-/* log(e^s_p + sum_k e^s_k) over entry i's positive p and its non-zero
- * negatives, max-shifted online so that nothing overflows; *sp = s_p. */
-static double R(sampled_lse)(const real *hi, const real *E, int p, const int *negi, int K,
-                             int C, real *sp)
+/* What varies between the sampled losses (10, 10b, 10c, 10d). */
+typedef struct {
+    int softmax;       /* 1: softmax over the positive and negatives; 0: BCE */
+    int mask_hits;     /* a negative equal to the positive is left out */
+    const real *bias;  /* per-item logit bias, or NULL; dbias its gradient */
+    real *dbias;
+    const float *lq;   /* softmax: subtracted from each negative's logit, or NULL */
+    real beta;         /* BCE: the positive's weight (gBCE's beta; 1) */
+    real scale;        /* each entry's loss times this (gBCE: 1 / (K + 1)) */
+} R(samp_kind);
+
+/* Logit of item x for entry h (the correction of slot k, k >= 0, taken off). */
+static real R(samp_logit)(const R(samp_kind) *sk, const real *hi, const real *E, int x, int k,
+                          int C)
 {
-    *sp = sq_dot(hi, E + (size_t)p * C, C);
+    real s = sq_dot(hi, E + (size_t)x * C, C);
+    if (sk->bias)
+        s += sk->bias[x];
+    if (k >= 0 && sk->lq)
+        s -= (real)sk->lq[k];
+    return s;
+}
+
+/* Whether slot k of an entry with positive p and negatives negi takes part. */
+static int samp_used(int masked, int p, const int *negi, int k)
+{
+    return k < 0 || (negi[k] && !(masked && negi[k] == p));
+}
+
+/* log(e^s_p + sum_k e^s_k) over entry i's positive p and its negatives in
+ * use, max-shifted online so that nothing overflows; *sp = s_p. */
+static double R(sampled_lse)(const R(samp_kind) *sk, const real *hi, const real *E, int p,
+                             const int *negi, const float *lqi, int K, int C, real *sp)
+{
+    R(samp_kind) k1 = *sk;
+    k1.lq = lqi;
+    *sp = R(samp_logit)(sk, hi, E, p, -1, C);
     double mx = *sp, sum = 1;
     for (int k = 0; k < K; k++) {
-        if (!negi[k])
+        if (!samp_used(sk->mask_hits, p, negi, k))
             continue;
-        double s = sq_dot(hi, E + (size_t)negi[k] * C, C);
+        double s = R(samp_logit)(&k1, hi, E, negi[k], k, C);
         if (s > mx) {
             sum = sum * exp(mx - s) + 1;
             mx = s;
@@ -1007,12 +1038,12 @@ static double R(sampled_lse)(const real *hi, const real *E, int p, const int *ne
     return mx + log(sum);
 }
 
-/* The entry loop of both: softmax = 0 is BCE, 1 the sampled softmax CE.
+/* The entry loop of every sampled loss (samp_kind says which).
  * Sequential: O(n (K+1) C) work, and the scatter into rows of E that
  * several entries share must be ordered to be deterministic. */
 static double R(sampled_loss)(real *dh, real *dE, const real *h, const real *E,
                               const int *rows, const int *pos, const int *neg, int n, int K,
-                              int C, real dloss, int *count, int softmax)
+                              int C, real dloss, int *count, const R(samp_kind) *sk)
 {
     int cnt = 0;
     for (int i = 0; i < n; i++)
@@ -1021,45 +1052,52 @@ static double R(sampled_loss)(real *dh, real *dE, const real *h, const real *E,
     if (cnt == 0)
         return 0;
     int grad = dh && dE;
-    real g = dloss / (real)cnt;
+    real g = dloss * sk->scale / (real)cnt;
     double total = 0;
+    R(samp_kind) ki = *sk;
     for (int i = 0; i < n; i++) {
         if (!pos[i])
             continue;
         const real *hi = h + (size_t)(rows ? rows[i] : i) * C;
         real *dhi = grad ? dh + (size_t)(rows ? rows[i] : i) * C : NULL;
         const int *negi = neg + (size_t)i * K;
+        ki.lq = sk->lq ? sk->lq + (size_t)i * K : NULL;
         double lse = 0;
-        if (softmax) { /* -log softmax_p = lse - s_p */
+        if (sk->softmax) { /* -log softmax_p = lse - s_p */
             real sp;
-            lse = R(sampled_lse)(hi, E, pos[i], negi, K, C, &sp);
+            lse = R(sampled_lse)(sk, hi, E, pos[i], negi, ki.lq, K, C, &sp);
             total += lse - sp;
             if (!grad)
                 continue;
         }
         for (int k = -1; k < K; k++) {
-            int item = k < 0 ? pos[i] : negi[k];
-            if (!item)
+            if (!samp_used(sk->mask_hits, pos[i], negi, k))
                 continue;
+            int item = k < 0 ? pos[i] : negi[k];
             const real *e = E + (size_t)item * C;
-            real s = sq_dot(hi, e, C);
-            /* BCE positive: -log sigmoid(s) = softplus(-s), d/ds = sigmoid(s) - 1
-             * BCE negative: -log(1 - sigmoid(s)) = softplus(s), d/ds = sigmoid(s)
-             * softmax: d/ds = softmax(s) - [positive] */
-            if (!softmax)
-                total += k < 0 ? sq_softplus(-s) : sq_softplus(s);
+            real s = R(samp_logit)(&ki, hi, E, item, k, C);
+            /* BCE positive: -beta log sigmoid(s) = beta softplus(-s), d/ds =
+             * beta (sigmoid(s) - 1); negative: -log(1 - sigmoid(s)) =
+             * softplus(s), d/ds = sigmoid(s); softmax: d/ds = softmax(s) -
+             * [positive] (a correction is a constant shift of s) */
+            if (!sk->softmax)
+                total += k < 0 ? sk->beta * sq_softplus(-s) : sq_softplus(s);
             if (!grad)
                 continue;
-            real p = softmax ? (real)exp((double)s - lse) : sq_sigmoid(s);
+            real p = sk->softmax ? (real)exp((double)s - lse) : sq_sigmoid(s);
             real ds = g * (p - (k < 0 ? (real)1 : (real)0));
+            if (k < 0 && !sk->softmax)
+                ds *= sk->beta;
             real *de = dE + (size_t)item * C;
             for (int c = 0; c < C; c++) {
                 dhi[c] += ds * e[c];
                 de[c] += ds * hi[c];
             }
+            if (sk->dbias)
+                sk->dbias[item] += ds;
         }
     }
-    return total / cnt;
+    return total * sk->scale / cnt;
 }
 
 double R(sq_bce_sampled)(const sq_ctx *cx, real *dh, real *dE, const real *h,
@@ -1069,7 +1107,8 @@ double R(sq_bce_sampled)(const sq_ctx *cx, real *dh, real *dE, const real *h,
 {
     SQ_ON_GPU_RET(cx, bce_sampled, (dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count));
     (void)cx; /* sequential, see sampled_loss */
-    return R(sampled_loss)(dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count, 0);
+    R(samp_kind) sk = {.beta = 1, .scale = 1};
+    return R(sampled_loss)(dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count, &sk);
 }
 
 double R(sq_ce_sampled)(const sq_ctx *cx, real *dh, real *dE, const real *h, const real *E,
@@ -1077,7 +1116,30 @@ double R(sq_ce_sampled)(const sq_ctx *cx, real *dh, real *dE, const real *h, con
                         real dloss, int *count)
 {
     (void)cx;
-    return R(sampled_loss)(dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count, 1);
+    R(samp_kind) sk = {.softmax = 1, .beta = 1, .scale = 1};
+    return R(sampled_loss)(dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count, &sk);
+}
+
+double R(sq_ce_sampled_logq)(const sq_ctx *cx, real *dh, real *dE, real *dbias, const real *h,
+                             const real *E, const real *bias, const int *rows, const int *pos,
+                             const int *neg, const float *lq, int n, int K, int C, real dloss,
+                             int *count)
+{
+    (void)cx; /* CPU only: the trainer refuses these losses on a GPU */
+    R(samp_kind) sk = {.softmax = 1, .mask_hits = 1, .bias = bias, .dbias = dbias, .lq = lq,
+                       .beta = 1, .scale = 1};
+    return R(sampled_loss)(dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count, &sk);
+}
+
+double R(sq_gbce_sampled)(const sq_ctx *cx, real *dh, real *dE, real *dbias, const real *h,
+                          const real *E, const real *bias, const int *rows, const int *pos,
+                          const int *neg, int n, int K, int C, real beta, real dloss,
+                          int *count)
+{
+    (void)cx;
+    R(samp_kind) sk = {.mask_hits = 1, .bias = bias, .dbias = dbias, .beta = beta,
+                       .scale = (real)1 / (real)(K + 1)};
+    return R(sampled_loss)(dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count, &sk);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -205,6 +205,32 @@ double R(sq_ce_sampled)(const sq_ctx *cx, real *dh, real *dE, const real *h, con
                         const int *rows, const int *pos, const int *neg, int n, int K, int C,
                         real dloss, int *count);
 
+/* 10c. Sampled softmax with the log-Q correction (--loss sampled-softmax):
+ * entry i with positive p = pos[i] != 0 and negatives n_k = neg[i*K + k]
+ * has logits s_p = h.E_p + b_p and s_k = h.E_nk + b_nk - lq[i*K + k] (b the
+ * optional bias, lq = log(K Q(n_k)), sampler.h: the corrected logits of
+ * sampled softmax, Bengio and Senecal; Blanc and Rendle 2018, the positive
+ * uncorrected), and loss_i = -log(e^s_p / (e^s_p + sum_k e^s_k)) over the
+ * negatives that are neither 0 nor p (accidental hits are masked); the
+ * mean over the *count entries with pos != 0. Adds the gradients of dloss *
+ * mean to dh, dE (and dbias when bias) when dh and dE are not NULL.
+ * Sequential, deterministic; CPU only. */
+double R(sq_ce_sampled_logq)(const sq_ctx *cx, real *dh, real *dE, real *dbias, const real *h,
+                             const real *E, const real *bias, const int *rows, const int *pos,
+                             const int *neg, const float *lq, int n, int K, int C, real dloss,
+                             int *count);
+
+/* 10d. gBCE (Petrov and Macdonald, RecSys 2023, gSASRec eq. 7): loss_i =
+ * (beta softplus(-s_p) + sum_k softplus(s_k)) / (K + 1), i.e. -(log
+ * sigmoid(s_p)^beta + sum_k log(1 - sigmoid(s_k))) / (K + 1), over the
+ * negatives that are neither 0 nor p, s = h.E + b as in 10c (no
+ * correction); the mean over the entries with pos != 0. beta comes from
+ * the calibration t (sq_gbce_beta). CPU only, as 10c. */
+double R(sq_gbce_sampled)(const sq_ctx *cx, real *dh, real *dE, real *dbias, const real *h,
+                          const real *E, const real *bias, const int *rows, const int *pos,
+                          const int *neg, int n, int K, int C, real beta, real dloss,
+                          int *count);
+
 /* 11. Memory: the buffer moves that the model code needs between ops, so
  * that it never touches backend memory itself. 2-D views are `rows` rows
  * of `cols` reals, row r at p + r * ld; the source of a copy never overlaps

@@ -15,6 +15,8 @@
 #include "batch.h"
 #include "cli.h"
 #include "eval.h"
+#include "nextloss.h"
+#include "sampler.h"
 #include "fileio.h"
 #include "idmap.h"
 #include "kv.h"
@@ -100,11 +102,26 @@ static const char *stop_format(int v, char *buf, size_t n)
 
 const sq_opt sq_train_options[] = {
     {.name = "loss", .key = "train.loss", .type = SQ_OPT_CHOICE, .offset = OFF(loss),
-     .def = "ce", .choices = "ce|bce", .arg = "ce|bce",
-     .help = "full softmax cross-entropy (default) or BCE with\n"
-             "sampled negatives (sasrec only)"},
+     .def = "ce", .choices = "ce|bce|sampled-softmax|gbce", .arg = "ce|bce|sampled-softmax|gbce",
+     .help = "full softmax cross-entropy (default), BCE with\n"
+             "sampled negatives (sasrec only), softmax over\n"
+             "the target and --neg K sampled negatives with\n"
+             "the log-Q correction, or gSASRec's gBCE"},
     {.name = "neg", .key = "train.neg", .type = SQ_OPT_INT, .offset = OFF(neg), .def = "1",
-     .lo = 1, .hi = 1024, .arg = "K", .help = "negatives per position for bce and for blin's\nsampled softmax (default 1)"},
+     .lo = 1, .hi = 1 << 20, .arg = "K",
+     .help = "negatives per position for bce, sampled-softmax,\n"
+             "gbce and blin's sampled softmax (default 1)"},
+    {.name = "neg-sampler", .key = "train.neg_sampler", .type = SQ_OPT_ENUM,
+     .offset = OFF(neg_sampler), .def = "uniform", .parse = sq_neg_sampler_parse,
+     .format = sq_neg_sampler_format, .arg = "uniform|pop[:A]|in-batch|mixed",
+     .help = "the negatives of sampled-softmax: uniform over\n"
+             "the items (default), by training count^A\n"
+             "(0 <= A <= 1, default 1), the batch's targets,\n"
+             "or half in-batch and half uniform"},
+    {.name = "gbce-t", .key = "train.gbce_t", .type = SQ_OPT_REAL, .offset = OFF(gbce_t),
+     .def = "0.75", .lo = 0, .hi = 1, .arg = "T",
+     .help = "gbce's calibration t in [0, 1] (default 0.75;\n"
+             "0: BCE, 1: calibrated)"},
     {.name = "target", .key = "train.target", .type = SQ_OPT_CHOICE, .offset = OFF(target),
      .def = "all", .choices = "all|last|random|windows",
      .arg = "all|last|random|windows",
@@ -224,9 +241,24 @@ int sq_train_opts_for_model(sq_train_opts *o, const sq_model_def *m, const char 
     return 0;
 }
 
+/* The sampled losses' options (nextloss.h, sampler.h). */
+static int check_loss(const sq_train_opts *o, sq_err *e)
+{
+    char buf[32];
+    if (o->neg_sampler && o->loss != SQ_LOSS_SAMPLED_SOFTMAX)
+        return sq_fail(e, SQ_EX_USAGE, "--neg-sampler %s is for --loss sampled-softmax (gbce's "
+                       "calibration assumes uniform negatives)",
+                       sq_neg_sampler_format(o->neg_sampler, buf, sizeof buf));
+    if (sq_loss_sampled(o->loss) && o->cx && o->cx->backend != SQ_BACKEND_CPU)
+        return sq_fail(e, SQ_EX_USAGE, "--loss %s has no GPU kernels: train it with "
+                       "--device cpu", o->loss == SQ_LOSS_GBCE ? "gbce" : "sampled-softmax");
+    return 0;
+}
+
 sq_step_opts sq_train_step_opts(const sq_train_opts *o)
 {
-    sq_step_opts s = {.loss = o->loss, .neg = o->neg, .target = o->target,
+    sq_step_opts s = {.loss = o->loss, .neg = o->neg, .neg_sampler = o->neg_sampler,
+                      .gbce_t = o->gbce_t, .target = o->target,
                       .stride = o->stride, .batch = o->batch, .seed = o->seed};
     return s;
 }
@@ -241,6 +273,8 @@ int sq_train_check(const sq_train_opts *o, sq_err *e)
         return e->code;
     if (o->stride && o->target != SQ_TARGET_WINDOWS)
         return sq_fail(e, SQ_EX_USAGE, "--window-stride needs --target windows");
+    if (check_loss(o, e))
+        return e->code;
     if (o->cx && o->cx->backend != SQ_BACKEND_CPU) {
         if (!o->model->gpu_check)
             return sq_fail(e, SQ_EX_USAGE, "--device cuda: --model %s runs on the CPU only "

@@ -91,8 +91,10 @@
 typedef struct {
     const sq_model_def *model;  /* a trained model of the registry */
     void *cfg;              /* its config (model->cfg_size bytes, the caller's) */
-    int loss;               /* SQ_LOSS_CE or SQ_LOSS_BCE */
-    int neg;                /* negatives per position (bce) */
+    int loss;               /* SQ_LOSS_* (nextloss.h) */
+    int neg;                /* negatives per position (bce, sampled losses) */
+    int neg_sampler;        /* --neg-sampler, packed (sampler.h) */
+    double gbce_t;          /* --gbce-t */
     int target;             /* SQ_TARGET_* (batch.h) */
     int stride;             /* --window-stride (0: max_len) */
     double lr, beta1, beta2, eps, weight_decay, clip;

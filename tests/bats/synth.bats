@@ -115,3 +115,12 @@ setup() {
   [[ "$output" == *"<stdout>: write error"* ]]
   run -74 bash -c "seqrec-synth --users 5000 --format stream > /dev/full"
 }
+
+@test "synth: a catalogue of a million items, long-tailed: items in range, top 1% of the seen items over 20% of interactions" {
+  seqrec-synth --items 1000000 --users 20000 --seed 3 > "$T/big.tsv"
+  cut -f2 "$T/big.tsv" | sort -n | uniq -c | sort -rn > "$T/pop"
+  max=$(cut -f2 "$T/big.tsv" | sort -n | tail -n 1)
+  [ "$max" -le 1000000 ] && [ "$max" -gt 900000 ]
+  awk '{ c[NR] = $1; t += $1 } END { k = int(NR / 100); for (i = 1; i <= k; i++) s += c[i];
+        printf "distinct %d top1%% %.3f\n", NR, s / t; exit !(s / t > 0.2 && NR > 50000) }' "$T/pop"
+}

@@ -206,6 +206,59 @@ double ref_ce_sampled(const double *h, const double *E, const int *rows, const i
     return *count ? (double)(total / *count) : 0;
 }
 
+/* h . E_item + bias_item in long double */
+static ldbl logit_l(const double *hi, const double *E, const double *bias, int item, int C)
+{
+    ldbl s = bias ? bias[item] : 0;
+    for (int d = 0; d < C; d++)
+        s += (ldbl)hi[d] * E[(size_t)item * C + d];
+    return s;
+}
+
+double ref_ce_sampled_logq(const double *h, const double *E, const double *bias,
+                           const int *rows, const int *pos, const int *neg, const float *lq,
+                           int n, int K, int C, int *count)
+{
+    ldbl total = 0;
+    *count = 0;
+    for (int i = 0; i < n; i++) {
+        if (!pos[i])
+            continue;
+        const double *hi = h + (size_t)row_of(rows, i) * C;
+        ldbl sp = logit_l(hi, E, bias, pos[i], C), z = expl(sp);
+        for (int k = 0; k < K; k++) {
+            int item = neg[i * K + k];
+            if (item && item != pos[i])
+                z += expl(logit_l(hi, E, bias, item, C) - (ldbl)lq[i * K + k]);
+        }
+        total -= logl(expl(sp) / z);
+        ++*count;
+    }
+    return *count ? (double)(total / *count) : 0;
+}
+
+double ref_gbce_sampled(const double *h, const double *E, const double *bias, const int *rows,
+                        const int *pos, const int *neg, int n, int K, int C, double beta,
+                        int *count)
+{
+    ldbl total = 0;
+    *count = 0;
+    for (int i = 0; i < n; i++) {
+        if (!pos[i])
+            continue;
+        const double *hi = h + (size_t)row_of(rows, i) * C;
+        ldbl sig = 1 / (1 + expl(-logit_l(hi, E, bias, pos[i], C))), li = logl(powl(sig, beta));
+        for (int k = 0; k < K; k++) {
+            int item = neg[i * K + k];
+            if (item && item != pos[i])
+                li += logl(1 - 1 / (1 + expl(-logit_l(hi, E, bias, item, C))));
+        }
+        total -= li / (K + 1);
+        ++*count;
+    }
+    return *count ? (double)(total / *count) : 0;
+}
+
 void ref_gather_rows(double *out, const double *in, const int *rows, int n, int C)
 {
     for (int i = 0; i < n; i++)

@@ -68,6 +68,19 @@ double ref_bce_sampled(const double *h, const double *E, const int *rows, const 
 double ref_ce_sampled(const double *h, const double *E, const int *rows, const int *pos,
                       const int *neg, int n, int K, int C, int *count);
 
+/* ops.h 10c: -log(e^s_p / (e^s_p + sum_k e^(s_k - lq_k))), s = h . E_item
+ * + bias_item (bias may be NULL), the sum over negatives neither 0 nor the
+ * positive; in long double. */
+double ref_ce_sampled_logq(const double *h, const double *E, const double *bias,
+                           const int *rows, const int *pos, const int *neg, const float *lq,
+                           int n, int K, int C, int *count);
+
+/* ops.h 10d: -(log(sigmoid(s_p)^beta) + sum_k log(1 - sigmoid(s_k))) / (K +
+ * 1), written literally (the power, then its log), negatives as in 10c. */
+double ref_gbce_sampled(const double *h, const double *E, const double *bias, const int *rows,
+                        const int *pos, const int *neg, int n, int K, int C, double beta,
+                        int *count);
+
 /* ops.h 11: out row i = in row rows[i] (rows NULL: row i); and out row
  * rows[i] += in row i. */
 void ref_gather_rows(double *out, const double *in, const int *rows, int n, int C);

@@ -35,12 +35,19 @@ typedef struct {
     double *scratch;
 } fc_ctx;
 
+/* The loss of kind `loss`; gBCE with t = 0.6. */
+static sq_loss_spec fc_spec(int loss)
+{
+    sq_loss_spec l = {loss, 0.6};
+    return l;
+}
+
 static double fc_loss(void *ctx)
 {
     fc_ctx *c = ctx;
     int count = 0;
     const double *h = c->def->d.forward(c->m, c->w, c->b, 1, 7, 3);
-    return sq_flat_loss_f64(c->m, c->b, h, c->loss, c->scratch, NULL, NULL, &count);
+    return sq_flat_loss_f64(c->m, c->b, h, fc_spec(c->loss), c->scratch, NULL, NULL, &count);
 }
 
 /* Worst relative error over up to 160 elements of x (gradient g); kinks
@@ -110,10 +117,12 @@ static double flat_gradcheck(unit_ctx *t, const sq_flat_def *def, const void *cf
     memset(&g, 0, sizeof g);
     memset(&bt, 0, sizeof bt);
     double worst = -1;
-    int K = loss == SQ_LOSS_CE ? 0 : 2;
+    int K = loss == SQ_LOSS_BCE ? 2 : 0;
     fc_ctx c = {def, &m, NULL, NULL, loss, NULL};
     double *dh = NULL;
+    /* the sampled losses: two negatives, one in-batch and one uniform */
     if (sq_batcher_init(&bt, &s, target, hd->max_len, U, K, 5, &e) ||
+        (sq_loss_sampled(loss) && sq_batcher_sampled(&bt, SQ_NEG_MIXED, 2, &e)) ||
         sq_flat_alloc_f64(&m, def, cfg, &cx, &e) || sq_flat_alloc_f64(&g, def, cfg, &cx, &e)) {
         printf("  %s: %s\n", def->name, e.msg);
         CHECK(0);
@@ -134,7 +143,7 @@ static double flat_gradcheck(unit_ctx *t, const sq_flat_def *def, const void *cf
         m.mem[i] += 0.05 * (2 * sq_rng_uniform(&r) - 1);
     int count = 0;
     const double *h = def->d.forward(&m, c.w, c.b, 1, 7, 3);
-    double L = sq_flat_loss_f64(&m, c.b, h, loss, c.scratch, dh, &g, &count);
+    double L = sq_flat_loss_f64(&m, c.b, h, fc_spec(loss), c.scratch, dh, &g, &count);
     def->d.backward(&m, c.w, c.b, dh, &g);
     CHECK(count > 0 && L == L);
     int skipped = 0, checked = 0;

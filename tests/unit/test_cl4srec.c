@@ -272,7 +272,7 @@ static double loss_obj(void *p)
     loss_ctx *c = p;
     int cnt;
     sq_sasrec_forward_f64(c->m, c->w, c->b, 1, 7, 3);
-    return sq_cl4srec_loss_f64(c->m, c->w, c->b, c->loss, c->cl, c->scratch,
+    return sq_cl4srec_loss_f64(c->m, c->w, c->b, sq_loss_of(c->loss), c->cl, c->scratch,
                                c->rows, NULL, &cnt);
 }
 
@@ -314,11 +314,11 @@ static void check_loss(unit_ctx *t, const char *given, int loss, const sq_cl4sre
     int cnt;
     memset(g.mem, 0, g.n * sizeof *g.mem);
     sq_sasrec_forward_f64(&m, &w, p, 1, 7, 3);
-    double L0 = sq_cl4srec_loss_f64(&m, &w, p, loss, cl, scratch, rows, &g, &cnt);
+    double L0 = sq_cl4srec_loss_f64(&m, &w, p, sq_loss_of(loss), cl, scratch, rows, &g, &cnt);
     sq_sasrec_backward_f64(&m, &w, p, &g);
     CHECK_EQ(cnt, p->n);
     int C = cfg->dim, mask = sq_mask_id(cfg);
-    double base = sq_sasrec_loss_f64(&m, &w, p, loss, NULL, &cnt);
+    double base = sq_sasrec_loss_f64(&m, &w, p, sq_loss_of(loss), NULL, &cnt);
     CHECK(L0 > base); /* the InfoNCE term is there */
     loss_ctx c = {&m, &w, p, loss, cl, scratch, rows};
     double err = gc_check(loss_obj, &c, m.mem, g.mem, m.n);
@@ -342,7 +342,7 @@ static void check_loss(unit_ctx *t, const char *given, int loss, const sq_cl4sre
     for (size_t i = 0; i < m.n; i++)
         mf.mem[i] = (float)m.mem[i];
     sq_sasrec_forward(&mf, &wf, p, 1, 7, 3);
-    double Lf = sq_cl4srec_loss(&mf, &wf, p, loss, cl, sf, rows, &gf, &cnt);
+    double Lf = sq_cl4srec_loss(&mf, &wf, p, sq_loss_of(loss), cl, sf, rows, &gf, &cnt);
     sq_sasrec_backward(&mf, &wf, p, &gf);
     CHECK_NEAR(Lf, L0, 1e-5);
     double ferr = gc_rel_diff(gf.mem, g.mem, g.n);

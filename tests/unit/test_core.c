@@ -200,7 +200,7 @@ static void *core_cfg(unit_ctx *t, const char *given, sq_core_opts *o)
         int encoder;
         double tau, item_dropout, sess_dropout;
     } *c = cfg;
-    *o = (sq_core_opts){c->encoder, c->tau, c->item_dropout, c->sess_dropout};
+    *o = (sq_core_opts){c->encoder, c->tau, c->item_dropout, c->sess_dropout, {0, 0}};
     return cfg;
 }
 

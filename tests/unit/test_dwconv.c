@@ -481,7 +481,7 @@ static double run_model(const sq_sasrec *m, small_batch *sb, sq_sasrec *g, float
     int cnt;
     memset(g->mem, 0, g->n * sizeof *g->mem);
     sq_sasrec_forward(m, &w, &sb->pb, 0, 0, 0);
-    double loss = sq_sasrec_loss(m, &w, &sb->pb, SQ_LOSS_CE, g, &cnt);
+    double loss = sq_sasrec_loss(m, &w, &sb->pb, sq_loss_of(SQ_LOSS_CE), g, &cnt);
     sq_sasrec_backward(m, &w, &sb->pb, g);
     const float *h = c->backbone == SQ_BACKBONE_BERT4REC
                          ? w.x + (size_t)c->n_layers * w.cap.T * c->dim

@@ -102,7 +102,7 @@ static double loss_obj(void *p)
     obj_ctx *c = p;
     int cnt;
     sq_elastic_forward_f64(c->m, c->w, c->b, 1, 7, 3);
-    double L = sq_elastic_loss_f64(c->m, c->w, c->b, NULL, &cnt);
+    double L = sq_elastic_loss_f64(c->m, c->w, c->b, sq_loss_of(SQ_LOSS_CE), NULL, &cnt);
     if (c->signs) {
         size_t n = relu_pattern(c, NULL);
         unsigned char *now = malloc(n);
@@ -184,7 +184,7 @@ static void gradcheck_entries(unit_ctx *t, const sq_elastic_config *cfg, double 
     int cnt = 0, sel[6] = {0};
     memset(g.mem, 0, g.n * sizeof *g.mem);
     sq_elastic_forward_f64(&m, &w, &tb.pb, 1, 7, 3);
-    double L0 = sq_elastic_loss_f64(&m, &w, &tb.pb, &g, &cnt);
+    double L0 = sq_elastic_loss_f64(&m, &w, &tb.pb, sq_loss_of(SQ_LOSS_CE), &g, &cnt);
     sq_elastic_backward_f64(&m, &w, &tb.pb, &g);
     memcpy(sel, w.pkm_idx, sizeof sel);
     CHECK_EQ(cnt, tb.pb.n);
@@ -244,7 +244,7 @@ static void gradcheck_entries(unit_ctx *t, const sq_elastic_config *cfg, double 
         mf.mem[i] = (float)m.mem[i];
     memset(gf.mem, 0, gf.n * sizeof *gf.mem);
     sq_elastic_forward(&mf, &wf, &tb.pb, 1, 7, 3);
-    double Lf = sq_elastic_loss(&mf, &wf, &tb.pb, &gf, &cnt);
+    double Lf = sq_elastic_loss(&mf, &wf, &tb.pb, sq_loss_of(SQ_LOSS_CE), &gf, &cnt);
     sq_elastic_backward(&mf, &wf, &tb.pb, &gf);
     CHECK_NEAR(Lf, L0, 1e-5);
     double ferr = gc_rel_diff(gf.mem, g.mem, g.n);

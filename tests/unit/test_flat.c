@@ -178,6 +178,9 @@ UNIT_TEST(test_flat_gradients)
     CHECK_EQ(sq_model_toy.config(&c, NULL, &d, &e), 0);
     flat_gradcheck(t, &sq_flat_toy, &c, SQ_TARGET_ALL, SQ_LOSS_CE, 1e-6);
     flat_gradcheck(t, &sq_flat_toy, &c, SQ_TARGET_LAST, SQ_LOSS_CE, 1e-6);
+    /* the sampled losses, with the output bias (nextloss.h) */
+    flat_gradcheck(t, &sq_flat_toy, &c, SQ_TARGET_ALL, SQ_LOSS_SAMPLED_SOFTMAX, 1e-6);
+    flat_gradcheck(t, &sq_flat_toy, &c, SQ_TARGET_LAST, SQ_LOSS_GBCE, 1e-6);
     CHECK_EQ(sq_model_toy.config(&c, "bias=0\n", &d, &e), 0);
     flat_gradcheck(t, &sq_flat_toy, &c, SQ_TARGET_ALL, SQ_LOSS_BCE, 1e-6);
     /* --loss bce with an output bias is refused */

@@ -298,6 +298,8 @@ UNIT_TEST(test_gru4rec_gradcheck)
          SQ_LOSS_BCE},
         {"dim=3\nhidden=4\nlayers=3\ndropout=0.25\nmax_len=8\n", SQ_TARGET_ALL,
          SQ_LOSS_BCE},
+        {"dim=4\nhidden=5\ndropout=0\nmax_len=8\n", SQ_TARGET_ALL, SQ_LOSS_SAMPLED_SOFTMAX},
+        {"dim=4\nhidden=5\ndropout=0.3\nmax_len=4\n", SQ_TARGET_RANDOM, SQ_LOSS_GBCE},
     };
     double worst = 0;
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {

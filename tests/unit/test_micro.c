@@ -216,6 +216,25 @@ UNIT_TEST(test_micro_bert4rec)
                                .seed = 3});
 }
 
+/* The sampled losses: in-batch negatives drawn over the whole batch before
+ * it is cut (mixed), their corrections carried into every part; the
+ * row-sparse update over the inputs, targets and negatives. */
+UNIT_TEST(test_micro_sampled)
+{
+    check_model(t, "sasrec", "dim=8\nffn=8\nmax_len=12\nlayers=1\ndropout=0\n",
+                (sq_step_opts){.loss = SQ_LOSS_SAMPLED_SOFTMAX, .neg = 6,
+                               .neg_sampler = SQ_NEG_MIXED, .target = SQ_TARGET_ALL,
+                               .batch = 11, .seed = 3});
+    check_model(t, "sasrec", "dim=8\nffn=8\nmax_len=12\nlayers=1\ndropout=0\n",
+                (sq_step_opts){.loss = SQ_LOSS_SAMPLED_SOFTMAX, .neg = 4,
+                               .neg_sampler = SQ_NEG_POP + 8 * 500, .target = SQ_TARGET_LAST,
+                               .batch = 40, .seed = 3});
+    check_model(t, "bert4rec",
+                "dim=8\nffn=8\nmax_len=12\nlayers=1\ndropout=0\ntrain.mask_prob=0.3\n",
+                (sq_step_opts){.loss = SQ_LOSS_GBCE, .neg = 5, .gbce_t = 0.75,
+                               .target = SQ_TARGET_ALL, .batch = 11, .seed = 3});
+}
+
 UNIT_TEST(test_micro_split_refuses)
 {
     /* paired views cannot be cut; a buffer too small is refused */

@@ -821,6 +821,8 @@ static void att_float(op_trial *tr)
 typedef struct {
     int n, C, V1, chunk, K, T;
     int rows[64], targets[64], neg[64 * 3];
+    float lq[64 * 3]; /* sampled softmax: the log-Q corrections */
+    double beta;      /* gBCE */
     const int *rowp; /* rows or NULL */
     double *h, *E, *bias, *dh, *dE, *dbias, *scratch, res[2];
 } loss_ctx;
@@ -1068,6 +1070,100 @@ static void bce_float(op_trial *tr)
     tr_pair(tr, "dE", fdE, c->dE, en);
 }
 
+/* The sampled softmax with the log-Q correction (10c) and gBCE (10d): the
+ * entries of bce_setup with an output bias on odd trials, one negative an
+ * accidental hit (equal to its positive: masked), corrections log(K Q)
+ * drawn in [-3, 1], beta in (0, 1]. */
+static void samp_setup(op_trial *tr, sq_rng *r, int trial)
+{
+    bce_setup(tr, r, trial);
+    loss_ctx *c = tr->c;
+    if (c->n > 3)
+        c->neg[3 * c->K] = c->targets[3]; /* an accidental hit */
+    for (int i = 0; i < c->n * c->K; i++)
+        c->lq[i] = (float)(4 * sq_rng_uniform(r) - 3);
+    c->beta = 0.05 + 0.95 * sq_rng_uniform(r);
+    if (trial % 2) {
+        c->bias = tr_normal(tr, r, (size_t)c->V1, 1);
+        c->dbias = tr_input(tr, "bias", c->bias, (size_t)c->V1);
+    }
+}
+
+/* one double run: 10c (gbce 0) or 10d (gbce 1), gradients when dh */
+static double samp_run(loss_ctx *c, int gbce, double *dh, double *dE, double *db, int *count)
+{
+    if (gbce)
+        return sq_gbce_sampled_f64(cpu, dh, dE, db, c->h, c->E, c->bias, c->rowp, c->targets,
+                                   c->neg, c->n, c->K, c->C, c->beta, 1, count);
+    return sq_ce_sampled_logq_f64(cpu, dh, dE, db, c->h, c->E, c->bias, c->rowp, c->targets,
+                                  c->neg, c->lq, c->n, c->K, c->C, 1, count);
+}
+
+static double samp_obj_of(void *p, int gbce)
+{
+    loss_ctx *c = p;
+    int count;
+    c->res[0] = samp_run(c, gbce, NULL, NULL, NULL, &count);
+    c->res[1] = count;
+    return c->res[0];
+}
+static double ssm_obj(void *p) { return samp_obj_of(p, 0); }
+static double gbce_obj(void *p) { return samp_obj_of(p, 1); }
+
+static void ssm_backward(op_trial *tr)
+{
+    loss_ctx *c = tr->c;
+    int count;
+    samp_run(c, 0, c->dh, c->dE, c->dbias, &count);
+}
+
+static void gbce_backward(op_trial *tr)
+{
+    loss_ctx *c = tr->c;
+    int count;
+    samp_run(c, 1, c->dh, c->dE, c->dbias, &count);
+}
+
+static void ssm_ref(op_trial *tr)
+{
+    loss_ctx *c = tr->c;
+    int count;
+    tr->ref[0] = ref_ce_sampled_logq(c->h, c->E, c->bias, c->rowp, c->targets, c->neg, c->lq,
+                                     c->n, c->K, c->C, &count);
+    tr->ref[1] = count;
+}
+
+static void gbce_ref(op_trial *tr)
+{
+    loss_ctx *c = tr->c;
+    int count;
+    tr->ref[0] = ref_gbce_sampled(c->h, c->E, c->bias, c->rowp, c->targets, c->neg, c->n, c->K,
+                                  c->C, c->beta, &count);
+    tr->ref[1] = count;
+}
+
+static void samp_float(op_trial *tr, int gbce)
+{
+    loss_ctx *c = tr->c;
+    size_t hn = (size_t)c->T * c->C, en = (size_t)c->V1 * c->C;
+    float *fh = tr_float(tr, c->h, hn), *fE = tr_float(tr, c->E, en);
+    float *fdh = tr_fzeros(tr, hn), *fdE = tr_fzeros(tr, en);
+    float *fb = c->bias ? tr_float(tr, c->bias, (size_t)c->V1) : NULL;
+    float *fdb = c->bias ? tr_fzeros(tr, (size_t)c->V1) : NULL;
+    int count;
+    double loss = gbce ? sq_gbce_sampled(cpu, fdh, fdE, fdb, fh, fE, fb, c->rowp, c->targets,
+                                         c->neg, c->n, c->K, c->C, (float)c->beta, 1.0f, &count)
+                       : sq_ce_sampled_logq(cpu, fdh, fdE, fdb, fh, fE, fb, c->rowp, c->targets,
+                                            c->neg, c->lq, c->n, c->K, c->C, 1.0f, &count);
+    loss_pairs(tr, loss, count);
+    tr_pair(tr, "dh", fdh, c->dh, hn);
+    tr_pair(tr, "dE", fdE, c->dE, en);
+    if (fdb)
+        tr_pair(tr, "dbias", fdb, c->dbias, (size_t)c->V1);
+}
+static void ssm_float(op_trial *tr) { samp_float(tr, 0); }
+static void gbce_float(op_trial *tr) { samp_float(tr, 1); }
+
 /* ------------------------------------------------------------------------ */
 /* gather of rows, whose backward is the scatter-add                        */
 
@@ -1154,6 +1250,10 @@ static const op_case op_table[] = {
     {"ce_full_bias", 11, TRIALS, ceb_setup, ceb_obj, ceb_backward, ce_ref, ceb_float,
      ceb_extra},
     {"bce_sampled", 12, TRIALS + 2, bce_setup, bce_obj, bce_backward, bce_ref, bce_float, NULL},
+    {"ce_sampled_logq", 24, TRIALS + 2, samp_setup, ssm_obj, ssm_backward, ssm_ref, ssm_float,
+     NULL},
+    {"gbce_sampled", 25, TRIALS + 2, samp_setup, gbce_obj, gbce_backward, gbce_ref, gbce_float,
+     NULL},
     {"gather_rows", 23, TRIALS, gat_setup, gat_obj, gat_backward, gat_ref, gat_float, NULL},
 };
 

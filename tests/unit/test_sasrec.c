@@ -38,6 +38,7 @@
  * loss entries, predicting the items they hide. */
 typedef struct {
     int ids[10], pos[10], off[4], rows[10], targets[10], neg[20];
+    float lq[20];
     uint32_t user[3];
     sq_packed pb;
 } tiny_batch;
@@ -58,6 +59,8 @@ static void tiny_batch_init(tiny_batch *t, int max_len, int K, int cloze)
         for (int k = 0; k < K; k++)
             t->neg[i * K + k] = (i * 3 + k * 5) % 10; /* 0 = no negative, sometimes */
     }
+    for (int i = 0; i < 20; i++) /* the sampled softmax's log(K Q) */
+        t->lq[i] = (float)((i % 7) - 3) / 2;
     if (cloze) {
         n = 4;
         for (int i = 0; i < n; i++) {
@@ -68,7 +71,7 @@ static void tiny_batch_init(tiny_batch *t, int max_len, int K, int cloze)
     }
     t->pb = (sq_packed){.B = 3, .T = T, .ids = t->ids, .off = t->off, .pos = t->pos,
                         .user = t->user, .n = n, .rows = t->rows, .targets = t->targets,
-                        .K = K, .neg = K ? t->neg : NULL};
+                        .K = K, .neg = K ? t->neg : NULL, .lq = K ? t->lq : NULL};
 }
 
 /* The tiny config of a backbone (seqrec-train's defaults for what it does
@@ -143,7 +146,7 @@ typedef struct {
     sq_sasrec_f64 *m;
     sq_sasrec_work_f64 *w;
     const sq_packed *b;
-    int loss;
+    sq_loss_spec loss;
 } obj_ctx;
 
 static double loss_obj(void *p)
@@ -229,8 +232,9 @@ static void gradcheck_cfg1(unit_ctx *t, const sq_sasrec_config *cfg, int loss, u
     sq_err e = {0};
     int bert = cfg->backbone == SQ_BACKBONE_BERT4REC;
     tiny_batch tb;
-    tiny_batch_init(&tb, cfg->max_len, loss == SQ_LOSS_BCE ? 2 : 0,
+    tiny_batch_init(&tb, cfg->max_len, loss == SQ_LOSS_CE ? 0 : 2,
                     bert ? sq_mask_id(cfg) : 0);
+    sq_loss_spec ls = {loss, 0.6}; /* gBCE: t = 0.6 */
     sq_sasrec_cap cap = {.B = 3, .T = tb.pb.T, .n = tb.pb.n,
                          .att = sq_attention_cache_size(tb.off, 3, 1), .K = tb.pb.K,
                          .train = 1};
@@ -249,12 +253,12 @@ static void gradcheck_cfg1(unit_ctx *t, const sq_sasrec_config *cfg, int loss, u
     int cnt = 0;
     memset(g.mem, 0, g.n * sizeof *g.mem);
     sq_sasrec_forward_f64(&m, &w, &tb.pb, 1, 7, 3);
-    double L0 = sq_sasrec_loss_f64(&m, &w, &tb.pb, loss, &g, &cnt);
+    double L0 = sq_sasrec_loss_f64(&m, &w, &tb.pb, ls, &g, &cnt);
     sq_sasrec_backward_f64(&m, &w, &tb.pb, &g);
     CHECK_EQ(cnt, bert ? 4 : 9);
     CHECK(L0 > 0);
 
-    obj_ctx c = {&m, &w, &tb.pb, loss};
+    obj_ctx c = {&m, &w, &tb.pb, ls};
     double err = gc_check(loss_obj, &c, m.mem, g.mem, m.n);
     gc_note(t->name, what, err);
     CHECK(err < GRAD_TOL);
@@ -273,7 +277,7 @@ static void gradcheck_cfg1(unit_ctx *t, const sq_sasrec_config *cfg, int loss, u
     for (size_t i = 0; i < m.n; i++)
         mf.mem[i] = (float)m.mem[i];
     sq_sasrec_forward(&mf, &wf, &tb.pb, 1, 7, 3);
-    double Lf = sq_sasrec_loss(&mf, &wf, &tb.pb, loss, &gf, &cnt);
+    double Lf = sq_sasrec_loss(&mf, &wf, &tb.pb, ls, &gf, &cnt);
     sq_sasrec_backward(&mf, &wf, &tb.pb, &gf);
     CHECK_NEAR(Lf, L0, 1e-5);
     double ferr = gc_rel_diff(gf.mem, g.mem, g.n);
@@ -302,6 +306,17 @@ UNIT_TEST(test_sasrec_gradcheck_ce)
 UNIT_TEST(test_sasrec_gradcheck_bce)
 {
     gradcheck_model(t, SQ_LOSS_BCE, 0, "bce K=2, dropout 0");
+}
+
+/* The sampled losses through the whole model (nextloss.h), both
+ * backbones: BERT4Rec's logits carry its output bias. */
+UNIT_TEST(test_sasrec_gradcheck_sampled)
+{
+    gradcheck_model(t, SQ_LOSS_SAMPLED_SOFTMAX, 0, "sampled-softmax K=2, dropout 0");
+    gradcheck_model(t, SQ_LOSS_GBCE, 0.3, "gbce K=2 t=0.6, dropout 0.3");
+    sq_sasrec_config c = tiny_config_of(SQ_BACKBONE_BERT4REC, 0);
+    gradcheck_cfg(t, &c, SQ_LOSS_SAMPLED_SOFTMAX, 11, "bert4rec sampled-softmax K=2");
+    gradcheck_cfg(t, &c, SQ_LOSS_GBCE, 11, "bert4rec gbce K=2 t=0.6");
 }
 
 UNIT_TEST(test_sasrec_gradcheck_dropout)
@@ -1574,8 +1589,8 @@ static void torch_reference(unit_ctx *t, int bert, int causal)
             NOTE(rel_f64(hf, th, TC, 0), rel_f64(sd, th, TC, 0));
             free(hf);
         }
-        double ld = sq_sasrec_loss_f64(&md, &wd, &pb, loss, &gd, &cnt);
-        double lf = sq_sasrec_loss(&mf, &wf, &pb, loss, &gf, &cnt);
+        double ld = sq_sasrec_loss_f64(&md, &wd, &pb, sq_loss_of(loss), &gd, &cnt);
+        double lf = sq_sasrec_loss(&mf, &wf, &pb, sq_loss_of(loss), &gf, &cnt);
         sq_sasrec_backward_f64(&md, &wd, &pb, &gd);
         sq_sasrec_backward(&mf, &wf, &pb, &gf);
         char name[64];

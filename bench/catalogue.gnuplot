@@ -1,0 +1,35 @@
+# bench/catalogue.gnuplot - the plot of bench/out/catalogue.csv
+# (bench/bench-catalogue.sh):
+#   gnuplot -e "csv='bench/out/catalogue.csv'; out='bench/out/catalogue.png'" bench/catalogue.gnuplot
+# Left: SASRec's seconds an epoch against the catalogue's items (log-log),
+# one line a loss (ce, sampled-softmax K, gbce K); right: the process's peak
+# resident memory. A run the CSV has no time for (skipped) is left out; the
+# title names the processor.
+if (!exists("csv")) csv = 'bench/out/catalogue.csv'
+if (!exists("out")) out = 'bench/out/catalogue.png'
+if (!exists("pngcall")) pngcall = 'pipelines/png.gp'
+call pngcall '1300' '520'
+set output out
+
+# the losses in CSV order, as loss:K
+losses = system(sprintf("awk -F, '$1 == \"catalogue\" && NF == 8 && $6 != \"\" && !s[$3 \":\" $4]++ { printf \"%%s:%%s \", $3, $4 }' %s", csv))
+if (words(losses) == 0) { print "catalogue.gnuplot: no timed run in " . csv; exit }
+cpu = system(sprintf("awk -F, '$1 == \"catalogue\" && $2 == \"cpu\" { print $3 }' %s", csv))
+users = system(sprintf("awk -F, '$1 == \"catalogue\" && $2 == \"users\" { print $3 }' %s", csv))
+lname(s) = (s[1:3] eq "ce:") ? "full CE" : sprintf("%s K=%s", s[1:strstrt(s, ":") - 1], s[strstrt(s, ":") + 1:])
+sel(s, c) = sprintf("< awk -F, '$1 == \"catalogue\" && NF == 8 && $3 \":\" $4 == \"%s\" && $%d != \"\" { print $2, $%d }' %s", s, c, c, csv)
+
+set logscale xy
+set grid xtics ytics lc rgb "#dddddd"
+set key top left noenhanced
+set xlabel "items in the catalogue"
+set format x "%.0s%c"
+set style data linespoints
+set multiplot layout 1,2 title sprintf("SASRec an epoch against the catalogue, %s users, by loss, %s", users, cpu) noenhanced
+set title "seconds an epoch (least train_seconds)"
+set ylabel "seconds"
+plot for [i = 1:words(losses)] sel(word(losses, i), 6) using 1:2 lw 2 pt 7 title lname(word(losses, i))
+set title "peak resident memory"
+set ylabel "MiB"
+plot for [i = 1:words(losses)] sel(word(losses, i), 7) using 1:2 lw 2 pt 7 title lname(word(losses, i))
+unset multiplot
