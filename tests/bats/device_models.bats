@@ -42,17 +42,19 @@ setup() {
 }
 
 @test "device_models: core (trm and ave encoders) trains and scores on the simulated GPU as on the CPU" {
+  # --target random: one prefix a user an epoch (core's default, last, trains
+  # every prefix: 20 times the steps on the simulated device)
   DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${O[@]}" --model core --dim 8 --max-len 10 \
-    --layers 1 --heads 1
+    --layers 1 --heads 1 --target random
   DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${O[@]}" --model core --dim 8 --max-len 10 \
-    --encoder ave
+    --encoder ave --target random
 }
 
 @test "device_models: cl4srec (cosine with distinct negatives; dot) trains on the simulated GPU as on the CPU" {
   DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${O[@]}" --model cl4srec --dim 8 --max-len 10 \
-    --layers 1 --heads 1 --cl-negatives distinct
+    --layers 1 --heads 1 --cl-negatives distinct --target random
   DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${O[@]}" --model cl4srec --dim 8 --max-len 10 \
-    --layers 1 --heads 1 --cl-sim dot --cl-weight 0.5
+    --layers 1 --heads 1 --cl-sim dot --cl-weight 0.5 --target random
 }
 
 @test "device_models: blin trains on the simulated GPU as on the CPU; --softmax sampled is refused (64)" {
