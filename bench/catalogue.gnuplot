@@ -19,6 +19,14 @@ users = system(sprintf("awk -F, '$1 == \"catalogue\" && $2 == \"users\" { print 
 lname(s) = (s[1:3] eq "ce:") ? "full CE" : sprintf("%s K=%s", s[1:strstrt(s, ":") - 1], s[strstrt(s, ":") + 1:])
 sel(s, c) = sprintf("< awk -F, '$1 == \"catalogue\" && NF == 8 && $3 \":\" $4 == \"%s\" && $%d != \"\" { print $2, $%d }' %s", s, c, c, csv)
 
+# the y ranges from the data, a factor of 2 either side (taken before the
+# log scale, which stats would apply): equal values (tiny runs timed at the
+# clock's grain) would leave gnuplot an empty range
+yall(c) = sprintf("< awk -F, '$1 == \"catalogue\" && NF == 8 && $%d != \"\" && $%d > 0 { print $%d }' %s", c, c, c, csv)
+stats yall(6) using 1 nooutput
+s_lo = STATS_min; s_hi = STATS_max
+stats yall(7) using 1 nooutput
+m_lo = STATS_min; m_hi = STATS_max
 set logscale xy
 set grid xtics ytics lc rgb "#dddddd"
 set key top left noenhanced
@@ -26,9 +34,11 @@ set xlabel "items in the catalogue"
 set format x "%.0s%c"
 set style data linespoints
 set multiplot layout 1,2 title sprintf("SASRec an epoch against the catalogue, %s users, by loss, %s", users, cpu) noenhanced
+set yrange [s_lo / 2 : s_hi * 2]
 set title "seconds an epoch (least train_seconds)"
 set ylabel "seconds"
 plot for [i = 1:words(losses)] sel(word(losses, i), 6) using 1:2 lw 2 pt 7 title lname(word(losses, i))
+set yrange [m_lo / 2 : m_hi * 2]
 set title "peak resident memory"
 set ylabel "MiB"
 plot for [i = 1:words(losses)] sel(word(losses, i), 7) using 1:2 lw 2 pt 7 title lname(word(losses, i))
