@@ -77,7 +77,7 @@ setup() {
   [ -f "$SIM" ] || skip "no simulated device built"
   export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
   # small: on the simulated device every warp shuffle is a fiber switch
-  seqrec-synth --users 60 --items 40 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/t.sqr"
+  seqrec-synth --users 40 --items 30 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/t.sqr"
   # --threads 1: the GPU trains each batch whole, as the CPU does on one
   # thread (on more, the CPU cuts it into micro-batches with their own
   # dropout draws)
