@@ -112,6 +112,9 @@ if want train; then
     name="$1${2:+-$2}"
     case $1 in
       caser|fpmc) common="$base" ;; # their own windows (5, 1)
+      # one prefix a user (their default, last, trains every prefix: minutes
+      # on the CPU's one thread)
+      core|cl4srec) common="$base --max-len 50 --layers 2 --target random" ;;
       *) common="$base --max-len 50 --layers 2" ;;
     esac
     opts="--model $1 ${2:+--attn $2} --loss ce $common"
