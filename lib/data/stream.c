@@ -261,6 +261,16 @@ static int take(sq_reader *r, void *dst, size_t n, sq_err *e)
 
 static int take_u32(sq_reader *r, uint32_t *v, sq_err *e) { return take(r, v, 4, e); }
 
+int sq_stream_peek(FILE *f, const char *name, sq_err *e)
+{
+    int c = getc(f);
+    if (c == EOF && ferror(f))
+        return sq_fail(e, SQ_EX_IO, "%s: read failed: %s", name, strerror(errno)), -1;
+    if (c != EOF && ungetc(c, f) == EOF)
+        return sq_fail(e, SQ_EX_IO, "%s: read failed", name), -1;
+    return c == SQ_MAGIC[0];
+}
+
 int sq_reader_open(sq_reader *r, FILE *f, const char *name, sq_err *e)
 {
     memset(r, 0, sizeof *r);

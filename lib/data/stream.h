@@ -110,6 +110,11 @@ typedef struct {
     uint32_t cap;         /* capacity of items/ts/scores */
 } sq_reader;
 
+/* Whether f (a file or a pipe) starts a stream rather than text: its first
+ * byte, put back (one byte of look-ahead is all ungetc promises on a pipe;
+ * the reader checks the rest of the magic). 1 stream, 0 text or empty, -1
+ * on a read error (SQ_EX_IO naming name). */
+int sq_stream_peek(FILE *f, const char *name, sq_err *e);
 /* Reads and checks the header. On error the reader is still safe to free. */
 int sq_reader_open(sq_reader *r, FILE *f, const char *name, sq_err *e);
 /* Reads the next record into rec (arrays stay valid until the next call).

@@ -309,12 +309,10 @@ static int read_topk_stream(sq_exposure *x, FILE *f, const char *name, sq_err *e
 
 int sq_exposure_read_topk(sq_exposure *x, FILE *f, const char *name, sq_err *e)
 {
-    int c = getc(f);
-    if (c == EOF && ferror(f))
-        return sq_fail(e, SQ_EX_IO, "%s: read failed: %s", name, strerror(errno));
-    if (c != EOF && ungetc(c, f) == EOF)
-        return sq_fail(e, SQ_EX_IO, "%s: read failed", name);
-    int rc = c == SQ_MAGIC[0] ? read_topk_stream(x, f, name, e) : read_topk_text(x, f, name, e);
+    int s = sq_stream_peek(f, name, e);
+    if (s < 0)
+        return e->code;
+    int rc = s ? read_topk_stream(x, f, name, e) : read_topk_text(x, f, name, e);
     if (rc == SQ_OK && x->n_lists == 0)
         rc = sq_fail(e, SQ_EX_DATA, "%s: no top-K lists", name);
     return rc;

@@ -510,14 +510,11 @@ static int read_stream(sq_metrics *m, FILE *f, const char *name, sq_err *e)
 
 int sq_metrics_read(sq_metrics *m, FILE *f, const char *name, sq_err *e)
 {
-    /* One byte of look-ahead is all that ungetc promises on a pipe; no text
-     * line can start with 'S', and the reader checks the rest of "SQRC". */
-    int c = getc(f);
-    if (c == EOF && ferror(f))
-        return sq_fail(e, SQ_EX_IO, "%s: read failed: %s", name, strerror(errno));
-    if (c != EOF && ungetc(c, f) == EOF)
-        return sq_fail(e, SQ_EX_IO, "%s: read failed", name);
-    int rc = c == SQ_MAGIC[0] ? read_stream(m, f, name, e) : read_text(m, f, name, e);
+    /* no text line can start with 'S' */
+    int s = sq_stream_peek(f, name, e);
+    if (s < 0)
+        return e->code;
+    int rc = s ? read_stream(m, f, name, e) : read_text(m, f, name, e);
     if (rc == SQ_OK && m->records == 0)
         rc = sq_fail(e, SQ_EX_DATA, "%s: no rank records", name);
     return rc;
