@@ -53,7 +53,8 @@ void R(sq_elastic_free)(R(sq_elastic) *m)
 void R(sq_elastic_init_weights)(R(sq_elastic) *m, uint64_t seed)
 {
     sq_init_rule rule = {.xavier = 1, .sd = 0.02};
-    R(sq_tensors_init)(&m->ts, m->mem, &rule, seed);
+    /* the seeded generator runs on the host (uploaded on a GPU) */
+    R(sq_tensors_init_on)(&m->cx, &m->ts, m->mem, &rule, seed);
     R(sq_zero)(&m->cx, m->p.item_emb, (size_t)m->cfg.dim); /* the padding row */
 }
 

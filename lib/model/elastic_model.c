@@ -365,7 +365,7 @@ static int load(sq_model *mm, sq_modelfile *mf, const sq_ctx *cx, sq_err *e)
     if (!m)
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
     if (sq_elastic_alloc_on(m, &c, cx, e) ||
-        sq_tensors_from_file(&m->ts, m->mem, mf, "elastic", e)) {
+        sq_tensors_from_file_on(cx, &m->ts, m->mem, mf, "elastic", e)) {
         sq_elastic_free(m);
         free(m);
         return e->code;

@@ -425,16 +425,7 @@ static void owned_free(sq_model *mm)
  * copy uploaded on a GPU. */
 static int tensors_from_file(sq_flat *m, const sq_modelfile *mf, sq_err *e)
 {
-    if (m->cx.backend == SQ_BACKEND_CPU)
-        return sq_tensors_from_file(&m->ts, m->mem, mf, m->def->name, e);
-    size_t bytes = m->ts.total * sizeof(float);
-    float *host = calloc(1, bytes ? bytes : 1);
-    if (!host)
-        return sq_fail(e, SQ_EX_OSERR, "out of memory");
-    int rc = sq_tensors_from_file(&m->ts, host, mf, m->def->name, e) ||
-             sq_ctx_upload(&m->cx, m->mem, host, bytes, e) ? e->code : 0;
-    free(host);
-    return rc;
+    return sq_tensors_from_file_on(&m->cx, &m->ts, m->mem, mf, m->def->name, e);
 }
 
 int sq_flat_load(const sq_flat_def *def, sq_model *mm, sq_modelfile *mf, const sq_ctx *cx,

@@ -87,18 +87,8 @@ void R(sq_sasrec_init_weights)(R(sq_sasrec) *m, uint64_t seed)
     const sq_sasrec_config *c = &m->cfg;
     sq_init_rule rule = {.xavier = !post_ln(c), .sd = 0.02, .trunc_sd = R(trunc_sd),
                          .ctx = c};
-    /* the seeded generator runs on the host: on a GPU into a host copy,
-     * uploaded (the same bits as the CPU's init) */
-    size_t bytes = m->n * sizeof(real);
-    real *host = m->cx.backend == SQ_BACKEND_CPU ? m->mem : malloc(bytes ? bytes : 1);
-    if (!host)
-        return; /* left zero; the caller's first step shows it */
-    R(sq_tensors_init)(&m->ts, host, &rule, seed);
-    if (host != m->mem) {
-        sq_err e = {0};
-        (void)sq_ctx_upload(&m->cx, m->mem, host, bytes, &e);
-        free(host);
-    }
+    /* the seeded generator runs on the host (uploaded on a GPU) */
+    R(sq_tensors_init_on)(&m->cx, &m->ts, m->mem, &rule, seed);
     R(sq_zero)(&m->cx, m->p.item_emb, (size_t)c->dim); /* the padding row */
 }
 

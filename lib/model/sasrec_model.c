@@ -282,17 +282,7 @@ int sq_sasrec_add_tensors(const sq_sasrec *m, sq_modelfile *mf, sq_err *e)
 int sq_sasrec_get_tensors(sq_sasrec *m, const sq_modelfile *mf, const char *path,
                           sq_err *e)
 {
-    if (m->cx.backend == SQ_BACKEND_CPU)
-        return sq_tensors_from_file(&m->ts, m->mem, mf, path, e);
-    /* a GPU's block is read through a host copy, then uploaded */
-    size_t bytes = m->n * sizeof(float);
-    float *host = calloc(1, bytes ? bytes : 1);
-    if (!host)
-        return sq_fail(e, SQ_EX_OSERR, "out of memory");
-    int rc = sq_tensors_from_file(&m->ts, host, mf, path, e) ||
-             sq_ctx_upload(&m->cx, m->mem, host, bytes, e) ? e->code : 0;
-    free(host);
-    return rc;
+    return sq_tensors_from_file_on(&m->cx, &m->ts, m->mem, mf, path, e);
 }
 
 /* The scoring input of B histories (SCORING in sasrec.h) as a packed batch

@@ -9,6 +9,7 @@
 #include "real.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define STREAM_INIT 0x494e495400000000ull /* "INIT" */
@@ -116,6 +117,21 @@ int sq_tensors_from_file(const sq_tensor_set *s, float *mem, const sq_modelfile 
     return 0;
 }
 
+int sq_tensors_from_file_on(const sq_ctx *cx, const sq_tensor_set *s, float *mem,
+                            const sq_modelfile *mf, const char *path, sq_err *e)
+{
+    if (cx->backend == SQ_BACKEND_CPU)
+        return sq_tensors_from_file(s, mem, mf, path, e);
+    size_t bytes = s->total * sizeof(float);
+    float *host = calloc(1, bytes ? bytes : 1);
+    if (!host)
+        return sq_fail(e, SQ_EX_OSERR, "out of memory");
+    int rc = sq_tensors_from_file(s, host, mf, path, e) ||
+             sq_ctx_upload(cx, mem, host, bytes, e) ? e->code : 0;
+    free(host);
+    return rc;
+}
+
 void sq_tensors_runs(const sq_tensor_set *s, void (*fn)(void *ctx, size_t off, size_t n,
                                                         int decay), void *ctx)
 {
@@ -172,5 +188,20 @@ void R(sq_tensors_init)(const sq_tensor_set *s, real *mem, const sq_init_rule *r
         default:
             memset(w, 0, size * sizeof *w);
         }
+    }
+}
+
+void R(sq_tensors_init_on)(const sq_ctx *cx, const sq_tensor_set *s, real *mem,
+                           const sq_init_rule *rule, uint64_t seed)
+{
+    size_t bytes = s->total * sizeof(real);
+    real *host = cx->backend == SQ_BACKEND_CPU ? mem : malloc(bytes ? bytes : 1);
+    if (!host)
+        return;
+    R(sq_tensors_init)(s, host, rule, seed);
+    if (host != mem) {
+        sq_err e = {0};
+        (void)sq_ctx_upload(cx, mem, host, bytes, &e);
+        free(host);
     }
 }

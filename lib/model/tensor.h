@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ctx.h"
+
 #include "err.h"
 #include "modelfile.h"
 #include "rng.h"
@@ -85,7 +87,10 @@ int sq_tensors_find(const sq_tensor_set *s, const char *name);
 int sq_tensors_to_file(const sq_tensor_set *s, const float *mem, sq_modelfile *mf,
                        sq_err *e);
 /* Copies every used tensor from a read file into mem; SQ_EX_DATA naming
- * path when one is missing or its type or shape differs. */
+ * path when one is missing or its type or shape differs. _on: mem on cx's
+ * backend (a GPU's block through a host copy, uploaded). */
+int sq_tensors_from_file_on(const sq_ctx *cx, const sq_tensor_set *s, float *mem,
+                            const sq_modelfile *mf, const char *path, sq_err *e);
 int sq_tensors_from_file(const sq_tensor_set *s, float *mem, const sq_modelfile *mf,
                          const char *path, sq_err *e);
 
@@ -114,5 +119,11 @@ typedef struct {
  * by (seed, "INIT"), tensor after tensor in storage order. */
 void R(sq_tensors_init)(const sq_tensor_set *s, real *mem, const sq_init_rule *rule,
                         uint64_t seed);
+/* The same into mem on cx's backend: on a GPU the generator fills a host
+ * copy that is uploaded (the CPU's bits). A failed allocation or upload
+ * leaves mem as it was (zeroed by sq_ctx_alloc): the caller's first step
+ * shows it. */
+void R(sq_tensors_init_on)(const sq_ctx *cx, const sq_tensor_set *s, real *mem,
+                           const sq_init_rule *rule, uint64_t seed);
 
 #endif
