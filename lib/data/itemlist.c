@@ -14,27 +14,19 @@ void sq_item_filter_free(sq_item_filter *f)
     memset(f, 0, sizeof *f);
 }
 
-/* An original id and its dense item, sorted by id for bsearch. */
-typedef struct {
-    const char *id;
-    uint32_t dense;
-} named;
-
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(((const named *)a)->id, ((const named *)b)->id);
-}
 
 /* Sets mark[d] = val for every listed item; unknown ids go to f->skip. */
-static int apply(sq_item_filter *f, const named *names, size_t n_names, const sq_user_list *l,
-                 const char *file, int allow, unsigned char *mark, unsigned char val, sq_err *e)
+static int apply(sq_item_filter *f, const sq_named_id *names, size_t n_names,
+                 const sq_user_list *l, const char *file, int allow, unsigned char *mark,
+                 unsigned char val, sq_err *e)
 {
     for (size_t i = 0; l && i < l->n; i++) {
         const sq_user_line *line = &l->l[i];
         uint32_t d;
         if (names) {
-            named key = {line->id, 0};
-            const named *hit = bsearch(&key, names, n_names, sizeof *names, by_name);
+            sq_named_id key = {line->id, 0};
+            const sq_named_id *hit =
+                bsearch(&key, names, n_names, sizeof *names, sq_named_id_cmp);
             d = hit ? hit->dense : 0;
         } else if (sq_cli_u32(line->id, 1, UINT32_MAX, &d)) {
             return sq_fail(e, SQ_EX_DATA, "%s: line %" PRIu64 ": bad item id '%s' (dense ids "
@@ -56,7 +48,7 @@ int sq_item_filter_make(sq_item_filter *f, uint32_t n_items, const sq_idmap *map
 {
     memset(f, 0, sizeof *f);
     size_t lines = (excl ? excl->n : 0) + (allow ? allow->n : 0);
-    named *names = map ? malloc(((size_t)map->n_item + 1) * sizeof *names) : NULL;
+    sq_named_id *names = map ? malloc(((size_t)map->n_item + 1) * sizeof *names) : NULL;
     f->ok = calloc((size_t)n_items + 1, 1);
     f->skip = malloc((lines ? lines : 1) * sizeof *f->skip);
     f->n_items = n_items;
@@ -68,9 +60,9 @@ int sq_item_filter_make(sq_item_filter *f, uint32_t n_items, const sq_idmap *map
     }
     for (uint32_t d = 1; map && d <= map->n_item; d++)
         if (map->item[d])
-            names[n_names++] = (named){map->item[d], d};
+            names[n_names++] = (sq_named_id){map->item[d], d};
     if (map)
-        qsort(names, n_names, sizeof *names, by_name);
+        qsort(names, n_names, sizeof *names, sq_named_id_cmp);
     /* allowed first (every item without a list), then the exclusions win */
     if (allow)
         rc = apply(f, names, n_names, allow, allow_name, 1, f->ok, 1, e);

@@ -75,15 +75,9 @@ void sq_user_set_free(sq_user_set *s)
     memset(s, 0, sizeof *s);
 }
 
-/* An original id and its dense user, sorted by id for bsearch. */
-typedef struct {
-    const char *id;
-    uint32_t dense;
-} named;
-
-static int by_name(const void *a, const void *b)
+int sq_named_id_cmp(const void *a, const void *b)
 {
-    return strcmp(((const named *)a)->id, ((const named *)b)->id);
+    return strcmp(((const sq_named_id *)a)->id, ((const sq_named_id *)b)->id);
 }
 
 int sq_user_list_resolve(const sq_user_list *u, const char *file, const sq_idmap *map,
@@ -95,7 +89,7 @@ int sq_user_list_resolve(const sq_user_list *u, const char *file, const sq_idmap
         max = ds->seq[r].user > max ? ds->seq[r].user : max;
     /* one block: the users ds has, then the users wanted */
     unsigned char *have = calloc((size_t)max + 1, 2);
-    named *names = map ? malloc(((size_t)map->n_user + 1) * sizeof *names) : NULL;
+    sq_named_id *names = map ? malloc(((size_t)map->n_user + 1) * sizeof *names) : NULL;
     /* at most one skip a line: no growing on the way */
     s->skip = malloc((u->n ? u->n : 1) * sizeof *s->skip);
     size_t n_names = 0;
@@ -108,15 +102,16 @@ int sq_user_list_resolve(const sq_user_list *u, const char *file, const sq_idmap
         have[ds->seq[r].user] = 1;
     for (uint32_t d = 1; map && d <= map->n_user; d++)
         if (map->user[d])
-            names[n_names++] = (named){map->user[d], d};
+            names[n_names++] = (sq_named_id){map->user[d], d};
     if (map)
-        qsort(names, n_names, sizeof *names, by_name);
+        qsort(names, n_names, sizeof *names, sq_named_id_cmp);
     unsigned char *want = have + (size_t)max + 1;
     for (size_t i = 0; i < u->n; i++) {
         const sq_user_line *l = &u->l[i];
         uint32_t d;
         if (map) {
-            named key = {l->id, 0}, *hit = bsearch(&key, names, n_names, sizeof *names, by_name);
+            sq_named_id key = {l->id, 0};
+            sq_named_id *hit = bsearch(&key, names, n_names, sizeof *names, sq_named_id_cmp);
             if (!hit) {
                 s->skip[s->n_skip++] = (sq_user_skip){l, SQ_USER_NOT_IN_MAP};
                 continue;

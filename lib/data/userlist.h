@@ -65,4 +65,12 @@ int sq_user_list_resolve(const sq_user_list *u, const char *file, const sq_idmap
                          const sq_dataset *ds, sq_user_set *s, sq_err *e);
 void sq_user_set_free(sq_user_set *s);
 
+/* An original id and its dense user or item: a map's ids sorted by
+ * sq_named_id_cmp for bsearch (the --users and item lists). */
+typedef struct {
+    const char *id;
+    uint32_t dense;
+} sq_named_id;
+int sq_named_id_cmp(const void *a, const void *b);
+
 #endif
