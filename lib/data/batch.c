@@ -17,6 +17,7 @@
 #define STREAM_RPREF 0x5250524546000000ull   /* "RPREF" */
 #define STREAM_AUG 0x4155470000000000ull     /* "AUG" */
 #define STREAM_IBN 0x49424e0000000000ull     /* "IBN": in-batch negatives */
+#define STREAM_SHN 0x53484e0000000000ull     /* "SHN": shared negatives */
 
 const char *sq_target_name(int mode)
 {
@@ -289,7 +290,7 @@ int sq_batcher_init_cl(sq_batcher *b, const sq_seqs *d, int mode, int max_len, i
     return init(b, d, mode, max_len, batch, K, 0, seed, e);
 }
 
-int sq_batcher_sampled(sq_batcher *b, int v, int K, sq_err *e)
+int sq_batcher_sampled(sq_batcher *b, int v, int K, int shared, sq_err *e)
 {
     if (b->K || b->views == 2)
         return sq_fail(e, SQ_EX_SOFTWARE, "sampled negatives on a builder with negatives or views");
@@ -314,6 +315,7 @@ int sq_batcher_sampled(sq_batcher *b, int v, int K, sq_err *e)
     b->pb.K = b->K = K;
     b->smp_on = 1;
     b->smp_v = v;
+    b->smp_shared = shared;
     return 0;
 }
 
@@ -569,6 +571,23 @@ static const sq_packed *get_views(sq_batcher *b, uint64_t epoch, uint64_t first,
     return p;
 }
 
+/* --neg-shared: batch i's one set of K negatives (the in-batch slots over
+ * its n targets, the others from the sampler) as entry 0's, copied to the
+ * other entries */
+static void shared_negatives(sq_batcher *b, sq_packed *p, uint64_t epoch, uint64_t i, int n)
+{
+    int K = b->K, kb = sq_neg_inbatch_slots(b->smp_v, K);
+    sq_rng r;
+    sq_rng_seed(&r, b->seed, STREAM_SHN ^ ((epoch + 1) * 0x9e3779b97f4a7c15ull) ^ i);
+    sq_sampler_draw(&b->smp, &r, kb, p->neg, p->lq);
+    if (kb > 0)
+        sq_sampler_inbatch(&b->smp, &r, p->targets, n, 1, p->neg, p->lq);
+    for (int m = 1; m < n; m++) {
+        memcpy(p->neg + (size_t)m * K, p->neg, (size_t)K * sizeof *p->neg);
+        memcpy(p->lq + (size_t)m * K, p->lq, (size_t)K * sizeof *p->lq);
+    }
+}
+
 const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
 {
     sq_packed *p = &b->pb;
@@ -606,7 +625,7 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
                 n++;
             }
         }
-        if (K > 0) {
+        if (K > 0 && !b->smp_shared) {
             sq_rng r;
             sample_rng(&r, STREAM_NEG, b->seed, epoch, u, end);
             if (b->smp_on)
@@ -617,10 +636,12 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
                 draw_negatives(b, p, u, n0, n, &r);
         }
     }
-    if (b->smp_on && sq_neg_inbatch_slots(b->smp_v, K) > 0) {
+    if (b->smp_shared && n > 0)
+        shared_negatives(b, p, epoch, i, n);
+    else if (b->smp_on && sq_neg_inbatch_slots(b->smp_v, K) > 0) {
         sq_rng r;
         sq_rng_seed(&r, b->seed, STREAM_IBN ^ ((epoch + 1) * 0x9e3779b97f4a7c15ull) ^ i);
-        sq_sampler_inbatch(&b->smp, &r, p->targets, n, p->neg, p->lq);
+        sq_sampler_inbatch(&b->smp, &r, p->targets, n, n, p->neg, p->lq);
     }
     if (b->views == 3) {
         p->n_first = n;

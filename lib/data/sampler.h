@@ -72,9 +72,12 @@ void sq_sampler_free(sq_sampler *s);
 
 /* The non-in-batch slots [k0, K) of one entry from r: neg and lq. */
 void sq_sampler_draw(const sq_sampler *s, sq_rng *r, int k0, int *neg, float *lq);
-/* The in-batch slots [0, sq_neg_inbatch_slots) of the n entries whose
- * targets are tg (with their corrections; a mixed sampler's uniform slots
- * are corrected too), from r. */
-void sq_sampler_inbatch(sq_sampler *s, sq_rng *r, const int *tg, int n, int *neg, float *lq);
+/* The in-batch slots [0, sq_neg_inbatch_slots) of the first `rows` of the
+ * n entries whose targets are tg (n: every entry; 1: the one set that
+ * --neg-shared copies to all), with their corrections (a mixed sampler's
+ * uniform slots are corrected too), from r. The draws are over all n
+ * targets either way. */
+void sq_sampler_inbatch(sq_sampler *s, sq_rng *r, const int *tg, int n, int rows, int *neg,
+                        float *lq);
 
 #endif

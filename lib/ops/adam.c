@@ -185,12 +185,13 @@ double R(sq_grad_clip)(const sq_ctx *cx, real *g, size_t n, double max_norm)
 
 /* Rows [0, rows) of widths `width`: a marked row is updated with
  * gradient wa a + wb b (b NULL: a alone), both zeroed, an unmarked one
- * with a zero gradient and nothing read; one call a chunk of rows, as runs
- * of a row or two would spend more on calls than on the rows */
+ * with a zero gradient and nothing read (lazy: left alone); one call a
+ * chunk of rows, as runs of a row or two would spend more on calls than
+ * on the rows */
 SQ_VEC static void R(adam_rows)(real *restrict param, real *restrict a, real wa,
                                 real *restrict b, real wb, real *restrict m, real *restrict v,
                                 size_t rows, size_t width, const uint32_t *mark,
-                                uint32_t stamp, const real *k)
+                                uint32_t stamp, const real *k, int lazy)
 {
     for (size_t r = 0; r < rows; r++) {
         size_t o = r * width, e = o + width;
@@ -198,6 +199,8 @@ SQ_VEC static void R(adam_rows)(real *restrict param, real *restrict a, real wa,
             R(adam_span)(param, a, wa, b, wb, m, v, o, e, k);
             continue;
         }
+        if (lazy)
+            continue;
         #pragma omp simd
         for (size_t i = o; i < e; i++)
             param[i] = R(adam_one)(param[i], (real)0, &m[i], &v[i], k);
@@ -209,7 +212,7 @@ SQ_VEC static void R(adam_rows)(real *restrict param, real *restrict a, real wa,
  * (sum_adam_chunk's order) */
 static void R(rows_chunk)(real *param, real *grad, real *const *parts, const real *w, int np,
                           real *m, real *v, size_t off, size_t r0, size_t r1, size_t width,
-                          const uint32_t *mark, uint32_t stamp, const real *k)
+                          const uint32_t *mark, uint32_t stamp, const real *k, int lazy)
 {
     size_t i0 = off + r0 * width;
     real wa = np > 1 ? w[0] : 1, *b = np > 1 ? parts[np - 1] + i0 : NULL;
@@ -220,7 +223,7 @@ static void R(rows_chunk)(real *param, real *grad, real *const *parts, const rea
         wa = 1;
     }
     R(adam_rows)(param + i0, grad + i0, wa, b, np > 1 ? w[np - 1] : 0, m + i0, v + i0,
-                 r1 - r0, width, mark + r0, stamp, k);
+                 r1 - r0, width, mark + r0, stamp, k, lazy);
 }
 
 void R(sq_adam_share_pieces)(real *param, real *grad, real *const *parts, const real *w,
@@ -236,7 +239,7 @@ void R(sq_adam_share_pieces)(real *param, real *grad, real *const *parts, const 
         const sq_adam_piece *q = &pc[i];
         if (q->width)
             R(rows_chunk)(param, grad, parts, w, np, m, v, q->off, q->a, q->b, q->width, mark,
-                          stamp, k[q->cfg]);
+                          stamp, k[q->cfg], cfgs[q->cfg]->lazy);
         else
             R(sum_adam_chunk)(param, grad, parts, w, np, m, v, q->off + q->a, q->b - q->a,
                               k[q->cfg]);

@@ -25,6 +25,11 @@ typedef struct {
     int decoupled;       /* 1: AdamW (decay the weights, Loshchilov & Hutter);
                             0: Adam (add weight_decay * param to the gradient,
                             PyTorch's Adam(weight_decay=...)) */
+    int lazy;            /* 1: lazy Adam: the unmarked rows of a row-sparse
+                            tensor (sq_adam_update_pieces) keep their values
+                            and moments, as PyTorch's SparseAdam and
+                            TensorFlow's LazyAdam; 0: exact Adam, whose
+                            moments decay in every row every step */
 } sq_adam_cfg;
 
 /* A piece of a fused update (sq_adam_update_pieces) */
@@ -61,7 +66,7 @@ void R(sq_grad_sum)(const sq_ctx *cx, real *grad, real *const *parts, const real
  * row-sparse one is rows [a, b) of `width` of the tensor at element off,
  * whose gradient (every part's) is zero but in the rows r with mark[r] ==
  * stamp: the other rows are updated with a zero gradient and no gradient
- * read or written. Piece i takes the constants of cfgs[pc[i].cfg]. The
+ * read or written (a lazy config: not updated at all, nothing read). Piece i takes the constants of cfgs[pc[i].cfg]. The
  * same bits as summing, then sq_adam_update, for any cut into pieces. np
  * 1: grad alone, w not read. */
 void R(sq_adam_update_pieces)(const sq_ctx *cx, real *param, real *grad, real *const *parts,

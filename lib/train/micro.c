@@ -137,7 +137,7 @@ static void mark_rows(sq_micro *mb, const sq_model_def *def, const sq_net *net,
                       const sq_packed *b, const sq_step_opts *so)
 {
     mb->rows_t = -1;
-    if (!mb->mark || !mb->defer)
+    if (!mb->mark || net->cx->backend != SQ_BACKEND_CPU) /* a GPU updates densely */
         return;
     if (++mb->stamp == 0) { /* wrapped: old stamps would match again */
         memset(mb->mark, 0, mb->mark_n * sizeof *mb->mark);
@@ -302,6 +302,17 @@ static int plan_or_fail(sq_micro *mb, const sq_net *net, const sq_micro_run *run
 int sq_micro_adam(sq_micro *mb, sq_net *net, float *m, float *v, const sq_micro_run *runs,
                   int n_runs, long t, sq_err *e)
 {
+    const sq_adam_cfg *cfgs[SQ_ADAM_CFGS];
+    int n_cfgs;
+    if ((!mb->defer || !mb->np) && mb->rows_t >= 0) { /* summed, row-sparse */
+        if (plan_or_fail(mb, net, runs, n_runs, cfgs, &n_cfgs, e))
+            return e->code;
+        float *grad[1] = {net->grads};
+        sq_adam_update_pieces(net->cx, net->params, net->grads, grad, NULL, 1, m, v,
+                              mb->pieces, mb->n_pieces, cfgs, n_cfgs, mb->mark, mb->stamp, t);
+        summed(mb);
+        return 0;
+    }
     if (!mb->defer || !mb->np) { /* summed by the step (or no step) */
         for (int i = 0; i < n_runs; i++)
             sq_adam_update(net->cx, net->params + runs[i].off, net->grads + runs[i].off,
@@ -309,8 +320,6 @@ int sq_micro_adam(sq_micro *mb, sq_net *net, float *m, float *v, const sq_micro_
         summed(mb);
         return 0;
     }
-    const sq_adam_cfg *cfgs[SQ_ADAM_CFGS];
-    int n_cfgs;
     if (plan_or_fail(mb, net, runs, n_runs, cfgs, &n_cfgs, e))
         return e->code;
     float *parts[SQ_MICRO_MAX];

@@ -118,6 +118,11 @@ const sq_opt sq_train_options[] = {
              "the items (default), by training count^A\n"
              "(0 <= A <= 1, default 1), the batch's targets,\n"
              "or half in-batch and half uniform"},
+    {.name = "neg-shared", .key = "train.neg_shared", .type = SQ_OPT_FLAG,
+     .offset = OFF(neg_shared), .def = "0", .optional = 1,
+     .help = "sampled-softmax and gbce: one set of --neg K\n"
+             "negatives a batch, shared by its positions\n"
+             "(default: K drawn for each position)"},
     {.name = "gbce-t", .key = "train.gbce_t", .type = SQ_OPT_REAL, .offset = OFF(gbce_t),
      .def = "0.75", .lo = 0, .hi = 1, .arg = "T",
      .help = "gbce's calibration t in [0, 1] (default 0.75;\n"
@@ -146,6 +151,11 @@ const sq_opt sq_train_options[] = {
     {.name = "weight-decay", .key = "train.weight_decay", .type = SQ_OPT_REAL,
      .offset = OFF(weight_decay), .def = "0", .lo = 0, .hi = BIG, .arg = "X",
      .help = "decoupled weight decay (default 0)"},
+    {.name = "lazy-adam", .key = "train.lazy_adam", .type = SQ_OPT_FLAG,
+     .offset = OFF(lazy_adam), .def = "0", .optional = 1,
+     .help = "with a sampled loss, update only the item rows\n"
+             "a step touched (SparseAdam, LazyAdam): an\n"
+             "epoch's cost no longer grows with the catalogue"},
     {.name = "clip", .key = "train.clip", .type = SQ_OPT_REAL, .offset = OFF(clip),
      .def = "0", .lo = 0, .hi = BIG, .arg = "X",
      .help = "clip the gradient norm to X (default 0: off)"},
@@ -249,6 +259,15 @@ static int check_loss(const sq_train_opts *o, sq_err *e)
         return sq_fail(e, SQ_EX_USAGE, "--neg-sampler %s is for --loss sampled-softmax (gbce's "
                        "calibration assumes uniform negatives)",
                        sq_neg_sampler_format(o->neg_sampler, buf, sizeof buf));
+    if (o->neg_shared && !sq_loss_sampled(o->loss))
+        return sq_fail(e, SQ_EX_USAGE, "--neg-shared is for --loss sampled-softmax and gbce");
+    if (o->lazy_adam && o->loss == SQ_LOSS_CE)
+        return sq_fail(e, SQ_EX_USAGE, "--lazy-adam is for the sampled losses (bce, "
+                       "sampled-softmax, gbce): with --loss ce every item's row has a "
+                       "gradient every step");
+    if (o->lazy_adam && o->model && !o->model->grad_rows)
+        return sq_fail(e, SQ_EX_USAGE, "--lazy-adam: --model %s's steps have no row-sparse "
+                       "gradient to skip rows of", o->model->name);
     if (sq_loss_sampled(o->loss) && o->cx && o->cx->backend != SQ_BACKEND_CPU)
         return sq_fail(e, SQ_EX_USAGE, "--loss %s has no GPU kernels: train it with "
                        "--device cpu", o->loss == SQ_LOSS_GBCE ? "gbce" : "sampled-softmax");
@@ -258,6 +277,7 @@ static int check_loss(const sq_train_opts *o, sq_err *e)
 sq_step_opts sq_train_step_opts(const sq_train_opts *o)
 {
     sq_step_opts s = {.loss = o->loss, .neg = o->neg, .neg_sampler = o->neg_sampler,
+                      .neg_shared = o->neg_shared,
                       .gbce_t = o->gbce_t, .target = o->target,
                       .stride = o->stride, .batch = o->batch, .seed = o->seed};
     return s;
@@ -1019,7 +1039,8 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
             return e->code;
     }
     lp->decay = (sq_adam_cfg){.lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2,
-                              .eps = o->eps, .weight_decay = o->weight_decay, .decoupled = 1};
+                              .eps = o->eps, .weight_decay = o->weight_decay, .decoupled = 1,
+                              .lazy = o->lazy_adam};
     lp->plain = lp->decay;
     lp->plain.weight_decay = 0;
     lp->runs.decay = &lp->decay;

@@ -94,10 +94,12 @@ typedef struct {
     int loss;               /* SQ_LOSS_* (nextloss.h) */
     int neg;                /* negatives per position (bce, sampled losses) */
     int neg_sampler;        /* --neg-sampler, packed (sampler.h) */
+    int neg_shared;         /* --neg-shared: one set of negatives a batch */
     double gbce_t;          /* --gbce-t */
     int target;             /* SQ_TARGET_* (batch.h) */
     int stride;             /* --window-stride (0: max_len) */
     double lr, beta1, beta2, eps, weight_decay, clip;
+    int lazy_adam;          /* --lazy-adam: skip a sampled step's untouched rows */
     int batch, epochs, patience, eval_every;
     uint64_t seed;
     int threads;            /* 0: the OpenMP default */

@@ -122,7 +122,7 @@ static double flat_gradcheck(unit_ctx *t, const sq_flat_def *def, const void *cf
     double *dh = NULL;
     /* the sampled losses: two negatives, one in-batch and one uniform */
     if (sq_batcher_init(&bt, &s, target, hd->max_len, U, K, 5, &e) ||
-        (sq_loss_sampled(loss) && sq_batcher_sampled(&bt, SQ_NEG_MIXED, 2, &e)) ||
+        (sq_loss_sampled(loss) && sq_batcher_sampled(&bt, SQ_NEG_MIXED, 2, 0, &e)) ||
         sq_flat_alloc_f64(&m, def, cfg, &cx, &e) || sq_flat_alloc_f64(&g, def, cfg, &cx, &e)) {
         printf("  %s: %s\n", def->name, e.msg);
         CHECK(0);

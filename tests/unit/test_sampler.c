@@ -116,8 +116,8 @@ UNIT_TEST(test_sampler_batcher)
     sq_batcher a, b;
     CHECK_EQ(sq_batcher_init(&a, &d, SQ_TARGET_ALL, 10, 2, 0, 7, &e), 0);
     CHECK_EQ(sq_batcher_init(&b, &d, SQ_TARGET_ALL, 10, 1, 0, 7, &e), 0);
-    CHECK_EQ(sq_batcher_sampled(&a, SQ_NEG_POP + 8 * 1000, 3, &e), 0);
-    CHECK_EQ(sq_batcher_sampled(&b, SQ_NEG_POP + 8 * 1000, 3, &e), 0);
+    CHECK_EQ(sq_batcher_sampled(&a, SQ_NEG_POP + 8 * 1000, 3, 0, &e), 0);
+    CHECK_EQ(sq_batcher_sampled(&b, SQ_NEG_POP + 8 * 1000, 3, 0, &e), 0);
     sq_batcher_shuffle(&a, 1);
     sq_batcher_shuffle(&b, 1);
     const sq_packed *pa = sq_batcher_get(&a, 1, 0);
@@ -136,7 +136,7 @@ UNIT_TEST(test_sampler_batcher)
     sq_batcher_free(&b);
     /* in-batch: K must be below the batch size */
     CHECK_EQ(sq_batcher_init(&a, &d, SQ_TARGET_ALL, 10, 2, 0, 7, &e), 0);
-    CHECK_EQ(sq_batcher_sampled(&a, SQ_NEG_INBATCH, 2, &e), SQ_EX_USAGE);
+    CHECK_EQ(sq_batcher_sampled(&a, SQ_NEG_INBATCH, 2, 0, &e), SQ_EX_USAGE);
     CHECK(strstr(e.msg, "--batch") != NULL);
     sq_batcher_free(&a);
 }
