@@ -636,6 +636,7 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
                 draw_negatives(b, p, u, n0, n, &r);
         }
     }
+    p->neg_shared = b->smp_shared;
     if (b->smp_shared && n > 0)
         shared_negatives(b, p, epoch, i, n);
     else if (b->smp_on && sq_neg_inbatch_slots(b->smp_v, K) > 0) {
