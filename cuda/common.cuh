@@ -43,6 +43,7 @@ struct sq_gpu_be {
     void *blas_ws;        // cuBLAS's fixed workspace (the same algorithms every run)
     size_t blas_ws_bytes;
     int sms;              // multiprocessors: grid sizes of the reductions
+    int prec;             // the GEMMs' SQ_PREC_* (device.h): 1 tf32 by default
     // the sticky error: the first failure of an op, reported by be_sync
     int failed;
     sq_err err;

@@ -190,6 +190,7 @@ static int be_open(sq_gpu_be **b, int device, sq_err *e)
     cudaDeviceProp p;
     OPEN_TRY(cudaGetDeviceProperties(&p, device));
     c->sms = p.multiProcessorCount > 0 ? p.multiProcessorCount : 1;
+    c->prec = 1; // tf32, as the math mode below
     OPEN_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     OPEN_TRY(cudaMalloc(&c->blas_ws, BE_BLAS_WS));
     c->blas_ws_bytes = BE_BLAS_WS;
@@ -377,10 +378,15 @@ int be_sync(sq_gpu_be *b, sq_err *e)
     return sticky(b, e);
 }
 
-int be_set_precision(sq_gpu_be *b, int tf32, sq_err *e)
+// mode: 0 fp32, 1 tf32, 2 bf16 (device.h's SQ_PREC_*). bf16 keeps the
+// handle pedantic and asks each GEMM for CUBLAS_COMPUTE_32F_FAST_16BF.
+int be_set_precision(sq_gpu_be *b, int mode, sq_err *e)
 {
-    be_note_blas(b, cublasSetMathMode(b->blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                    : CUBLAS_PEDANTIC_MATH), "precision");
+    if (mode < 0 || mode > 2)
+        return sq_fail(e, SQ_EX_SOFTWARE, "precision mode %d", mode);
+    b->prec = mode;
+    be_note_blas(b, cublasSetMathMode(b->blas, mode == 1 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                         : CUBLAS_PEDANTIC_MATH), "precision");
     return sticky(b, e);
 }
 
@@ -391,6 +397,14 @@ void be_gemm(sq_gpu_be *b, int ta, int tb, int M, int N, int K, float alpha, con
 {
     if (M <= 0 || N <= 0)
         return;
+    if (b->prec == 2) { // fp32 in and out, bf16 products, fp32 sums
+        be_note_blas(b, cublasGemmEx(b->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                     ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B,
+                                     CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C, CUDA_R_32F,
+                                     ldc, CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT),
+                     "gemm (bf16)");
+        return;
+    }
     be_note_blas(b, cublasSgemm(b->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                 ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, A,
                                 lda, &beta, C, ldc), "sgemm");

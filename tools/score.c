@@ -97,7 +97,7 @@ static void usage(FILE *f)
         "                         and hstu score on that GPU (69 when there is\n"
         "                         none); the GPU's scores equal the CPU's to float\n"
         "                         rounding, not bit for bit\n"
-        "      --precision P      the GPU's GEMMs: tf32 (default) or fp32\n"
+        "      --precision P      the GPU's GEMMs: tf32 (default), fp32 or bf16\n"
         "  -o, --output FILE      write to FILE (atomically) instead of stdout;\n"
         "                         with --attention-map the files' PREFIX\n"
         "  -h, --help             show this help and exit\n"

@@ -225,7 +225,7 @@ static void usage(const optset *s)
            "  --device D          cpu (default), cuda or cuda:N; on a GPU: sasrec and\n"
            "                      bert4rec (every attention kind), hstu;\n"
            "                      69 when there is no such GPU\n"
-           "  --precision P       the GPU's GEMMs: tf32 (default) or fp32\n"
+           "  --precision P       the GPU's GEMMs: tf32 (default), fp32 or bf16\n"
            "  --list-models       print every model, NAME<TAB>summary a line, and exit\n"
            "  -h, --help          show this help and exit\n"
            "  -V, --version       show the version and exit\n"

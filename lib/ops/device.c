@@ -34,8 +34,10 @@ int sq_precision_parse(const char *s, int *precision, sq_err *e)
         *precision = SQ_PREC_FP32;
     else if (strcmp(s, "tf32") == 0)
         *precision = SQ_PREC_TF32;
+    else if (strcmp(s, "bf16") == 0)
+        *precision = SQ_PREC_BF16;
     else
-        return sq_fail(e, SQ_EX_USAGE, "--precision '%s': expected fp32 or tf32", s);
+        return sq_fail(e, SQ_EX_USAGE, "--precision '%s': expected fp32, tf32 or bf16", s);
     return 0;
 }
 
@@ -55,7 +57,7 @@ int sq_device_open(sq_ctx *cx, const char *device, int precision, int threads, s
             e->code = SQ_EX_UNAVAILABLE;
         return e->code;
     }
-    if (sq_gpu_set_precision(g, precision == SQ_PREC_TF32, e)) {
+    if (sq_gpu_set_precision(g, precision, e)) {
         sq_gpu_close(g);
         return e->code;
     }

@@ -1,4 +1,4 @@
-/* device.h - --device cpu|cuda[:N] and --precision fp32|tf32: the context a
+/* device.h - --device cpu|cuda[:N] and --precision fp32|tf32|bf16: the context a
  * program's main builds once and passes down (ctx.h).
  *
  * The CPU context costs nothing to make: the CUDA backend is loaded only
@@ -11,12 +11,16 @@
 #include "ctx.h"
 #include "err.h"
 
-enum { SQ_PREC_FP32 = 0, SQ_PREC_TF32 = 1 };
+/* The GPU's GEMMs (cuBLAS): fp32 exactly, tf32 tensor cores (inputs
+ * rounded to 10-bit mantissas), or bf16 tensor cores (inputs rounded to
+ * bf16, fp32 accumulation: CUBLAS_COMPUTE_32F_FAST_16BF). Weights, Adam's
+ * moments, activations and every other kernel stay fp32 in all three. */
+enum { SQ_PREC_FP32 = 0, SQ_PREC_TF32 = 1, SQ_PREC_BF16 = 2 };
 
 /* "cpu", "cuda" (device 0) or "cuda:N": backend and device number; 0 or
  * SQ_EX_USAGE. */
 int sq_device_parse(const char *s, int *backend, int *index, sq_err *e);
-/* "fp32" or "tf32"; 0 or SQ_EX_USAGE. */
+/* "fp32", "tf32" or "bf16"; 0 or SQ_EX_USAGE. */
 int sq_precision_parse(const char *s, int *precision, sq_err *e);
 
 /* Fills cx for device (NULL: cpu) with threads CPU threads, opening the

@@ -58,7 +58,7 @@ extern "C" {
       (host, bytes, n, e))                                                                   \
     X(void, stage_add, (const void *host, size_t bytes), (host, bytes))                      \
     X(int, sync, (sq_err *e), (e))                                                           \
-    X(int, set_precision, (int tf32, sq_err *e), (tf32, e))                                  \
+    X(int, set_precision, (int mode, sq_err *e), (mode, e))                                  \
     /* GEMM (cuBLAS, row-major cblas contract) */                                            \
     X(void, gemm, (int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, \
                    int lda, const float *B, int ldb, float beta, float *Cm, int ldc),        \

@@ -5,7 +5,7 @@
 #   tar -xJf .gpu/pack.tar.xz -C /tmp && /tmp/pack/check.sh [PART...]
 #
 # PART (default: all) picks what runs: parity, sanitize, train, nccl,
-# score, bench. Each part writes PASS/FAIL lines into summary.txt; it and the logs
+# score, bench, bf16. Each part writes PASS/FAIL lines into summary.txt; it and the logs
 # (logs.tar.gz) go to $OUT when that is set (the device tool brings $OUT
 # back), else stay in the pack's out/. The exit status is 1 when a part
 # failed.
@@ -22,7 +22,7 @@ finish() {
 }
 trap finish EXIT
 : > "$sum"
-parts=${*:-parity sanitize train nccl score bench}
+parts=${*:-parity sanitize train nccl score bench bf16}
 fails=0
 say() { echo "$*" | tee -a "$sum"; }
 pass() { say "PASS $*"; }
@@ -234,7 +234,7 @@ bench_one() { # NAME DATA OPTS...: seqrec cuda, torch cuda, seqrec cpu
     # the twin takes --max-len, --dim, --ffn, --layers, --heads, --batch, --dropout
     local t=() i=0
     while [ $i -lt $nl ]; do
-      case ${opts[$i]} in --max-len|--dim|--ffn|--layers|--heads|--batch|--dropout)
+      case ${opts[$i]} in --max-len|--dim|--ffn|--layers|--heads|--batch|--dropout|--precision)
         t+=("${opts[$i]}" "${opts[$((i + 1))]}");; esac
       i=$((i + 1))
     done
@@ -256,9 +256,37 @@ if want bench; then
   bench_one a beauty --max-len 50 --dim 64 --ffn 64 --layers 2 --heads 1 --batch 128 --dropout 0.5
   bench_one b ml1m --max-len 200 --dim 128 --ffn 256 --layers 2 --heads 2 --batch 128 --dropout 0.2
   bench_one b2048 ml1m --max-len 200 --dim 128 --ffn 256 --layers 2 --heads 2 --batch 2048 --dropout 0.2
+  # the issue's target: 3x PyTorch bf16 at batch 2048 (the twin under autocast)
+  bench_one b2048-bf16 ml1m --max-len 200 --dim 128 --ffn 256 --layers 2 --heads 2 --batch 2048 \
+    --dropout 0.2 --precision bf16
   say "     bench (epoch 2 of 2; seqrec-train's train_seconds, the twin's epoch_seconds):"
   sed 's/^/     /' "$bench" | tee -a "$sum"
   pass "bench ran"
+fi
+
+# 6. --precision bf16 against tf32 on Beauty (issue 37): SASRec at the
+# README's settings for BF16_EPOCHS epochs (default 20) each, the best
+# validation epoch's model scored on the test targets (full ranking);
+# HR@10, NDCG@10 and seconds an epoch of both. Reported, not judged: a
+# FAIL only when a run fails.
+if want bf16; then
+  data="$here/data/beauty.split"
+  if [ ! -f "$data" ]; then
+    fail "bf16: no Beauty split in the pack (DATA_MIRROR)"
+  else
+    for p in tf32 bf16; do
+      if timeout 200 seqrec-train --model sasrec --dim 64 --ffn 64 --max-len 50 --dropout 0.5 \
+           --epochs "${BF16_EPOCHS:-20}" --patience 0 --seed 1 --device cuda --precision $p \
+           -o "$out/bf16-$p.sqm" --log "$out/bf16-$p.log" "$data" > "$out/bf16-$p.out" 2>&1 &&
+         seqrec-score --device cuda --precision $p -m "$out/bf16-$p.sqm" --target test "$data" \
+           2>> "$out/bf16-$p.out" | seqrec-metrics -k 10 > "$out/bf16-$p.txt" 2>> "$out/bf16-$p.out"; then
+        s=$(grep -o '"train_seconds":[0-9.eE+-]*' "$out/bf16-$p.log" | cut -d: -f2 | sort -g | head -1)
+        pass "bf16: Beauty SASRec --precision $p: $(tr '\n' ' ' < "$out/bf16-$p.txt")(least $s s an epoch)"
+      else
+        fail "bf16: Beauty --precision $p: $(tail -2 "$out/bf16-$p.out" | tr '\n' ' ')"
+      fi
+    done
+  fi
 fi
 
 say "# $fails failed"

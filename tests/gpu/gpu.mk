@@ -8,7 +8,7 @@
 #                     a GPU, else the one command to run on the GPU machine
 #                     (carrying .gpu): it writes $OUT/summary.txt
 #   make bench-gpu    gpu-check's bench part alone (doc/bench.md, "GPU")
-#   GPU_PARTS=...     the parts to (re)run: parity sanitize train nccl score bench
+#   GPU_PARTS=...     the parts to (re)run: parity sanitize train nccl score bench bf16
 GPU_PARTS ?=
 .PHONY: gpu-pack gpu-check bench-gpu
 gpu-pack:

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <vector>
 
@@ -583,6 +584,60 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m)
     h->math = (int)m;
     return CUBLAS_STATUS_SUCCESS;
 }
+// x rounded to the nearest bf16 (ties to even), as a float; NaN kept
+static float bf16_round(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u)
+        u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+// A host copy of the rows x cols column-major matrix at M (leading
+// dimension ld) rounded to bf16, packed (leading dimension rows)
+static std::vector<float> bf16_copy(const float *M, int rows, int cols, int ld)
+{
+    std::vector<float> out((size_t)rows * (size_t)cols);
+    for (int c = 0; c < cols; c++)
+        for (int r = 0; r < rows; r++)
+            out[(size_t)c * rows + r] = bf16_round(M[(size_t)c * ld + r]);
+    return out;
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                            int n, int k, const void *alpha, const void *A, cudaDataType_t at,
+                            int lda, const void *B, cudaDataType_t bt, int ldb, const void *beta,
+                            void *C, cudaDataType_t ct, int ldc, cublasComputeType_t compute,
+                            cublasGemmAlgo_t algo)
+{
+    (void)algo;
+    if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (compute != CUBLAS_COMPUTE_32F_FAST_16BF || !m || !n || !k)
+        return cublasSgemm(h, ta, tb, m, n, k, (const float *)alpha, (const float *)A, lda,
+                           (const float *)B, ldb, (const float *)beta, (float *)C, ldc);
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (m < 0 || n < 0 || k < 0)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
+    int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
+    if (!alloc_of(A, 4 * ((size_t)(ac - 1) * (size_t)lda + (size_t)ar)) ||
+        !alloc_of(B, 4 * ((size_t)(bc - 1) * (size_t)ldb + (size_t)br)) ||
+        !alloc_of(C, 4 * ((size_t)(n - 1) * (size_t)ldc + (size_t)m)))
+        die("cublasGemmEx%s: a matrix is not (wholly) in device memory", "");
+    unpoison_all();
+    std::vector<float> a16 = bf16_copy((const float *)A, ar, ac, lda);
+    std::vector<float> b16 = bf16_copy((const float *)B, br, bc, ldb);
+    cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
+                tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, *(const float *)alpha,
+                a16.data(), ar, b16.data(), br, *(const float *)beta, (float *)C, ldc);
+    poison_all();
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                            int n, int k, const float *alpha, const float *A, int lda,
                            const float *B, int ldb, const float *beta, float *C, int ldc)

@@ -180,6 +180,22 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m);
 cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                            int n, int k, const float *alpha, const float *A, int lda,
                            const float *B, int ldb, const float *beta, float *C, int ldc);
+// cublasGemmEx on float matrices only; FAST_16BF rounds A and B to bf16
+// (to nearest, ties to even) before an fp32 GEMM: what the tensor cores
+// multiply (their sums' order is theirs)
+enum cudaDataType_t { CUDA_R_32F = 0 };
+enum cublasComputeType_t {
+    CUBLAS_COMPUTE_32F = 68,
+    CUBLAS_COMPUTE_32F_PEDANTIC = 69,
+    CUBLAS_COMPUTE_32F_FAST_16BF = 75,
+    CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+};
+enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1 };
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                            int n, int k, const void *alpha, const void *A, cudaDataType_t at,
+                            int lda, const void *B, cudaDataType_t bt, int ldb, const void *beta,
+                            void *C, cudaDataType_t ct, int ldc, cublasComputeType_t compute,
+                            cublasGemmAlgo_t algo);
 
 // ---- the launch ----
 int sim_is_device(const void *p); // inside the arena

@@ -3,6 +3,7 @@
  * needs no GPU. */
 #include <cblas.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cuda_check.h"
@@ -68,6 +69,66 @@ UNIT_TEST(test_gpu_sgemm_matches_cblas)
             sq_gpu_free(g, dC);
         }
     free(A); free(B); free(C); free(G); free(Ad); free(Bd); free(Rd);
+    sq_gpu_close(g);
+}
+
+/* x rounded to the nearest bf16 (ties to even), kept as a float */
+static float to_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* --precision bf16: the GEMM multiplies the inputs rounded to bf16 (exact
+ * products in fp32) and sums in fp32, so it matches cblas on the rounded
+ * inputs to summation order, and is measurably off the fp32 GEMM. */
+UNIT_TEST(test_gpu_gemm_bf16)
+{
+    char name[256];
+    if (!sq_gpu_probe(name, sizeof name))
+        SKIP(name);
+    sq_err e = {0};
+    sq_gpu *g = NULL;
+    CHECK_EQ(sq_gpu_open(&g, 0, &e), 0);
+    if (!g)
+        return;
+    CHECK_EQ(sq_gpu_set_precision(g, 2, &e), 0);
+    CHECK_EQ(sq_gpu_set_precision(g, 3, &e), SQ_EX_SOFTWARE);
+    enum { M = 33, N = 40, K = 64 };
+    sq_rng r;
+    sq_rng_seed(&r, 2, 0);
+    float A[M * K], B[N * K], A16[M * K], B16[N * K], C32[M * N], C16[M * N], G[M * N];
+    for (int i = 0; i < M * K; i++) A16[i] = to_bf16(A[i] = (float)sq_rng_normal(&r));
+    for (int i = 0; i < N * K; i++) B16[i] = to_bf16(B[i] = (float)sq_rng_normal(&r));
+    /* C = A B^T, the shape of the logits and the linear layers */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, K, B, K, 0.0f, C32, N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A16, K, B16, K, 0.0f,
+                C16, N);
+    void *dA, *dB, *dC;
+    CHECK_EQ(sq_gpu_alloc(g, &dA, sizeof A, &e), 0);
+    CHECK_EQ(sq_gpu_alloc(g, &dB, sizeof B, &e), 0);
+    CHECK_EQ(sq_gpu_alloc(g, &dC, sizeof G, &e), 0);
+    CHECK_EQ(sq_gpu_upload(g, dA, A, sizeof A, &e), 0);
+    CHECK_EQ(sq_gpu_upload(g, dB, B, sizeof B, &e), 0);
+    sq_gpu_gemm(g, 0, 1, M, N, K, 1.0f, dA, K, dB, K, 0.0f, dC, N);
+    CHECK_EQ(sq_gpu_sync(g, &e), 0);
+    CHECK_EQ(sq_gpu_download(g, G, dC, sizeof G, &e), 0);
+    double to16 = 0, to32 = 0;
+    for (int i = 0; i < M * N; i++) {
+        to16 = fmax(to16, fabs((double)G[i] - C16[i]) / fmax(1.0, fabs(C16[i])));
+        to32 = fmax(to32, fabs((double)G[i] - C32[i]) / fmax(1.0, fabs(C32[i])));
+    }
+    if (getenv("SQ_TEST_VERBOSE"))
+        fprintf(stderr, "  bf16 GEMM: %.3g from cblas on bf16 inputs, %.3g from fp32\n", to16,
+                to32);
+    CHECK(to16 < 1e-4);
+    CHECK(to32 > 1e-3); /* a 64-term sum of products off by ~2^-9 each */
+    sq_gpu_free(g, dA);
+    sq_gpu_free(g, dB);
+    sq_gpu_free(g, dC);
     sq_gpu_close(g);
 }
 
