@@ -47,6 +47,13 @@ untimed() { sed 's/,"seconds".*//' "$1"; }
   cmp "$T/b3.sqm" "$T/mb3.sqm"
 }
 
+@test "mpi_train: --neg-shared --lazy-adam across 2 processes write the bytes of --threads 2" {
+  local o=(--loss sampled-softmax --neg 8 --neg-sampler mixed --neg-shared --lazy-adam --epochs 1)
+  seqrec-train "${TINY[@]}" "${o[@]}" --threads 2 --log /dev/null -o "$T/one.sqm" "$T/s.sqr"
+  run -0 mpi 2 seqrec-train "${TINY[@]}" "${o[@]}" --threads 1 --log /dev/null -o "$T/m.sqm" "$T/s.sqr"
+  cmp "$T/one.sqm" "$T/m.sqm"
+}
+
 @test "mpi_train: only rank 0 writes; the run resumes with the same cut, refuses another" {
   mkdir "$T/out"
   run -0 mpi 2 seqrec-train "${TINY[@]}" --threads 1 --epochs 1 --log "$T/out/m.log" \
