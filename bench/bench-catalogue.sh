@@ -4,9 +4,11 @@
 # For every N of CAT_ITEMS (default 10000 100000 1000000 10000000; the
 # first is the base) a seeded synthetic log (seqrec-synth --items N --users
 # CAT_USERS --seed 7, split leave-one-out) and, for every loss of
-# CAT_LOSSES (default "ce ssm:128 ssm:1024 ssm:4096 gbce:128": full CE, the
-# sampled softmax with K negatives from CAT_SAMPLER (default uniform), gBCE
-# with K uniform negatives and t 0.75):
+# CAT_LOSSES (default "ce ssm:128 ssm:1024 ssm:4096 gbce:128 ssm:128+shared
+# ssm:1024+shared ssm:4096+shared gbce:128+shared": full CE, the sampled
+# softmax with K negatives from CAT_SAMPLER (default uniform), gBCE with K
+# uniform negatives and t 0.75; a word ending in +shared trains with
+# --neg-shared --lazy-adam, the update column saying which):
 #   timing   CAT_EPOCHS epochs (default 2) on the split without its
 #            validation and test items (no validation to wait for):
 #            epoch_seconds the least train_seconds of the log (the batches
@@ -27,8 +29,10 @@
 # --batch 128 --dropout 0.2 --threads 2 (CAT_MODEL_ARGS replaces it); the
 # log's mean length CAT_LEN (default 20). Into OUTDIR/catalogue.csv after
 # the machine lines (timing.sh):
-#   bench,items,loss,neg,sampler,epoch_seconds,max_rss_mib,vs_base
-#   quality,items,loss,neg,sampler,budget_seconds,epochs,train_seconds,ndcg@10,hr@10
+#   bench,items,loss,neg,sampler,update,epoch_seconds,max_rss_mib,vs_base
+#   quality,items,loss,neg,sampler,update,budget_seconds,epochs,train_seconds,ndcg@10,hr@10
+# (update: adam, K negatives a position and exact Adam; shared+lazy,
+# --neg-shared --lazy-adam)
 # and OUTDIR/catalogue.png (bench/catalogue.gnuplot) when gnuplot is there.
 # Timings on a shared machine are noisy; nothing asserts them.
 set -eu
@@ -36,7 +40,7 @@ BIN=$1 OUT=$2 PEAK=$3
 CAT_ITEMS=${CAT_ITEMS:-10000 100000 1000000 10000000}
 CAT_USERS=${CAT_USERS:-500}
 CAT_LEN=${CAT_LEN:-20}
-CAT_LOSSES=${CAT_LOSSES:-ce ssm:128 ssm:1024 ssm:4096 gbce:128}
+CAT_LOSSES=${CAT_LOSSES:-ce ssm:128 ssm:1024 ssm:4096 gbce:128 ssm:128+shared ssm:1024+shared ssm:4096+shared gbce:128+shared}
 CAT_SAMPLER=${CAT_SAMPLER:-uniform}
 CAT_CE_MAX=${CAT_CE_MAX:-1000000}
 CAT_EPOCHS=${CAT_EPOCHS:-2}
@@ -67,14 +71,18 @@ machine_lines "$CSV" catalogue "$PEAK"
 loss_args() {
   case $1 in
     ce) echo "--loss ce" ;;
+    ssm:*+shared) echo "--loss sampled-softmax --neg $(loss_neg "$1") --neg-sampler $CAT_SAMPLER --neg-shared --lazy-adam" ;;
+    gbce:*+shared) echo "--loss gbce --neg $(loss_neg "$1") --gbce-t 0.75 --neg-shared --lazy-adam" ;;
+    *+*|ssm:*:*|gbce:*:*) echo "bench-catalogue: CAT_LOSSES: $1: the only suffix is +shared" >&2; exit 64 ;;
     ssm:*) echo "--loss sampled-softmax --neg ${1#ssm:} --neg-sampler $CAT_SAMPLER" ;;
     gbce:*) echo "--loss gbce --neg ${1#gbce:} --gbce-t 0.75" ;;
-    *) echo "bench-catalogue: CAT_LOSSES: $1 is none of ce, ssm:K, gbce:K" >&2; exit 64 ;;
+    *) echo "bench-catalogue: CAT_LOSSES: $1 is none of ce, ssm:K[+shared], gbce:K[+shared]" >&2; exit 64 ;;
   esac
 }
 loss_name() { case $1 in ce) echo ce ;; ssm:*) echo sampled-softmax ;; *) echo gbce ;; esac; }
-loss_neg() { case $1 in *:*) echo "${1#*:}" ;; *) echo 0 ;; esac; }
+loss_neg() { case $1 in *:*) k=${1#*:}; echo "${k%%+*}" ;; *) echo 0 ;; esac; }
 loss_sampler() { case $1 in ssm:*) echo "$CAT_SAMPLER" ;; gbce:*) echo uniform ;; *) echo - ;; esac; }
+loss_update() { case $1 in *+shared) echo shared+lazy ;; *) echo adam ;; esac; }
 for l in $CAT_LOSSES; do loss_args "$l" >/dev/null; done
 
 # train LOG SPLIT EPOCHS SPEC: one seeded run (model file thrown away)
@@ -107,7 +115,7 @@ qtrain() {
 }
 sum_train() { sed -n 's/.*"train_seconds":\([0-9.]*\).*/\1/p' "$1" | awk '{s += $1} END {printf "%.3f", s}'; }
 
-echo "bench,items,loss,neg,sampler,epoch_seconds,max_rss_mib,vs_base" | tee -a "$CSV"
+echo "bench,items,loss,neg,sampler,update,epoch_seconds,max_rss_mib,vs_base" | tee -a "$CSV"
 base=""
 for n in $CAT_ITEMS; do
   [ -n "$base" ] || base=$n
@@ -118,8 +126,8 @@ for n in $CAT_ITEMS; do
   "$BIN/seqrec-cat" --no-ts "$tmp/$n.split" | awk -F '\t' 'BEGIN {OFS = "\t"} {$3 = ""; $4 = ""; print}' |
     "$BIN/seqrec-cat" --from-text split --n-items "$n" -o "$tmp/$n.train"
   for l in $CAT_LOSSES; do
-    key=$(echo "$l" | tr ':' '_')
-    row="catalogue,$n,$(loss_name "$l"),$(loss_neg "$l"),$(loss_sampler "$l")"
+    key=$(echo "$l" | tr ':+' '__')
+    row="catalogue,$n,$(loss_name "$l"),$(loss_neg "$l"),$(loss_sampler "$l"),$(loss_update "$l")"
     if [ "$l" = ce ] && [ "$n" -gt "$CAT_CE_MAX" ]; then
       echo "$row,,,skipped (ce above CAT_CE_MAX $CAT_CE_MAX)" | tee -a "$CSV"
       continue
@@ -138,18 +146,18 @@ for n in $CAT_ITEMS; do
   done
 done
 
-echo "quality,items,loss,neg,sampler,budget_seconds,epochs,train_seconds,ndcg@10,hr@10" | tee -a "$CSV"
+echo "quality,items,loss,neg,sampler,update,budget_seconds,epochs,train_seconds,ndcg@10,hr@10" | tee -a "$CSV"
 for n in $CAT_QUALITY_ITEMS; do
   [ -r "$tmp/$n.split" ] || { echo "bench-catalogue: CAT_QUALITY_ITEMS: $n is not in CAT_ITEMS" >&2; exit 64; }
   "$BIN/seqrec-synth" --items "$n" --users "$CAT_QUALITY_USERS" --mean-len "$CAT_LEN" --seed 7 \
     --format stream | "$BIN/seqrec-split" --leave-one-out -o "$tmp/q$n.split" 2>/dev/null
   for l in $CAT_LOSSES; do
-    key=$(echo "$l" | tr ':' '_')
+    key=$(echo "$l" | tr ':+' '__')
     [ -s "$tmp/$n-$key.log" ] || continue
     echo "bench-catalogue: quality, $n items, $l ($(date +%T))" >&2
     qtrain "$tmp/q.log" "$tmp/q$n.split" "$l"
     ep=$(grep -c '"train_seconds"' "$tmp/q.log")
-    echo "catalogue-quality,$n,$(loss_name "$l"),$(loss_neg "$l"),$(loss_sampler "$l"),$CAT_BUDGET,$ep,$(sum_train "$tmp/q.log"),$(best_of ndcg@10 "$tmp/q.log"),$(best_of hr@10 "$tmp/q.log")" |
+    echo "catalogue-quality,$n,$(loss_name "$l"),$(loss_neg "$l"),$(loss_sampler "$l"),$(loss_update "$l"),$CAT_BUDGET,$ep,$(sum_train "$tmp/q.log"),$(best_of ndcg@10 "$tmp/q.log"),$(best_of hr@10 "$tmp/q.log")" |
       tee -a "$CSV"
   done
 done

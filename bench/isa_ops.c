@@ -102,7 +102,7 @@ static void ce(bench *s)
 }
 static void adam(bench *s)
 {
-    sq_adam_cfg cfg = {1e-3, 0.9, 0.98, 1e-8, 0, 0};
+    sq_adam_cfg cfg = {1e-3, 0.9, 0.98, 1e-8, 0, 0, 0};
     sq_adam_update(&s->cx, s->E, s->E + (size_t)V1 * C, s->m, s->v, (size_t)V1 * C, &cfg, 3);
 }
 static void score(bench *s)

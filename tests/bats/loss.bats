@@ -68,6 +68,57 @@ key() { seqrec-cat --header "$2" | sed -n "s/^config\t$1=//p"; }
   done
 }
 
+@test "loss: --neg-shared and --lazy-adam: seeded, resumed, recorded, each changing the model" {
+  same_seed_same_model "${TINY[@]}" --loss sampled-softmax --neg 16 --neg-shared --lazy-adam
+  seqrec-train "${TINY[@]}" --loss sampled-softmax --neg 16 --epochs 2 --log /dev/null \
+    -o "$T/plain.sqm" "$T/s.sqr"
+  for f in --neg-shared --lazy-adam; do
+    seqrec-train "${TINY[@]}" --loss sampled-softmax --neg 16 $f --epochs 2 --log /dev/null \
+      -o "$T/one.sqm" "$T/s.sqr"
+    ! cmp -s "$T/one.sqm" "$T/plain.sqm" || { echo "$f changed nothing"; false; }
+    ! cmp -s "$T/one.sqm" "$T/m1.sqm" || { echo "$f alone is both"; false; }
+  done
+  resume_same_model "${TINY[@]}" --loss gbce --neg 8 --neg-shared --lazy-adam
+  [ "$(key train.neg_shared "$T/full.sqm")" = 1 ]
+  [ "$(key train.lazy_adam "$T/full.sqm")" = 1 ]
+  # the threads' micro-batches and one thread: each gives its own bytes, every time
+  for th in 1 2; do
+    for i in 1 2; do
+      seqrec-train "${TINY[@]}" --threads $th --loss sampled-softmax --neg 8 --neg-sampler mixed \
+        --neg-shared --lazy-adam --clip 1 --epochs 1 --log /dev/null -o "$T/c$i.sqm" "$T/s.sqr"
+    done
+    cmp "$T/c1.sqm" "$T/c2.sqm"
+  done
+}
+
+@test "loss: --neg-shared with --lazy-adam learns what popularity cannot" {
+  run --separate-stderr seqrec-train --model pop -o "$T/pop.sqm" "$T/s.sqr"
+  pop=$(sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' <<< "$stderr")
+  seqrec-train --dim 32 --ffn 64 --max-len 20 --batch 32 --threads 2 --dropout 0.1 \
+    --lr 3e-3 --epochs 8 --loss sampled-softmax --neg 16 --neg-shared --lazy-adam \
+    --log "$T/log" -o "$T/m.sqm" "$T/s.sqr"
+  got=$(tail -n 1 "$T/log" | sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p')
+  echo "pop $pop shared+lazy $got"
+  awk -v p="$pop" -v s="$got" 'BEGIN { exit !(s > 1.5 * p) }'
+}
+
+@test "loss: --neg-shared and --lazy-adam refusals (64), no model file" {
+  refuse() { # MESSAGE ARGS...
+    local msg=$1
+    shift
+    run -64 seqrec-train "${TINY[@]}" --epochs 1 "$@" -o "$T/m.sqm" "$T/s.sqr"
+    [[ "$output" == *"$msg"* ]] || { echo "$*: $output"; false; }
+    [ ! -e "$T/m.sqm" ]
+  }
+  refuse "--neg-shared is for --loss sampled-softmax and gbce" --neg-shared
+  refuse "--neg-shared is for --loss sampled-softmax and gbce" --loss bce --neg-shared
+  refuse "--lazy-adam is for the sampled losses" --lazy-adam
+  run -64 seqrec-train --model gru4rec --dim 16 --epochs 1 --loss sampled-softmax --neg 4 \
+    --lazy-adam -o "$T/m.sqm" "$T/s.sqr"
+  [[ "$output" == *"--lazy-adam: --model gru4rec's steps have no row-sparse gradient"* ]]
+  no_leftovers "$T" s.sqr
+}
+
 @test "loss: blin refuses the sampled losses (64), naming its own sampled softmax" {
   for l in sampled-softmax gbce; do
     run -64 seqrec-train --model blin --loss "$l" --neg 4 --epochs 1 -o "$T/m.sqm" "$T/s.sqr"

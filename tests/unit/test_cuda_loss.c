@@ -380,7 +380,8 @@ UNIT_TEST(test_cuda_adam)
     sq_rng_seed(&r, 3, 0);
     const sq_ctx cpu = sq_ctx_cpu();
     for (int decoupled = 0; decoupled < 2; decoupled++) {
-        sq_adam_cfg cfg = {1e-3, 0.9, 0.98, 1e-8, 0.01, decoupled};
+        sq_adam_cfg cfg = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-8,
+                           .weight_decay = 0.01, .decoupled = decoupled};
         float p[ADAM_N], m[ADAM_N] = {0}, v[ADAM_N] = {0}, gr[ADAM_N];
         float gp[ADAM_N], gm[ADAM_N], gv[ADAM_N];
         double p64[ADAM_N], m64[ADAM_N] = {0}, v64[ADAM_N] = {0}, g64[ADAM_N];

@@ -95,8 +95,18 @@ static void check_deferred(unit_ctx *t, sq_micro *mb, const sq_model_def *def, s
     size_t cut = n - n / 8;
     sq_micro_run runs[2] = {{.off = 0, .len = cut, .cfg = &cfg},
                             {.off = cut, .len = n - cut, .cfg = &plain}};
-    CHECK_EQ(sq_micro_adam(mb, net, m, v, runs, 2, 1, &e), 0); /* summed: plain Adam */
+    float *gs = malloc(n * sizeof *gs);
+    memcpy(gs, net->grads, n * sizeof *gs);
+    CHECK_EQ(sq_micro_adam(mb, net, m, v, runs, 2, 1, &e), 0); /* summed (row-sparse or not) */
     memcpy(pa, net->params, n * sizeof *pa);
+    /* the same bits as plain Adam on the summed gradient */
+    memcpy(net->params, p0, n * sizeof *p0);
+    memset(m, 0, 2 * n * sizeof *m);
+    for (int i = 0; i < 2; i++)
+        sq_adam_update(net->cx, net->params + runs[i].off, gs + runs[i].off, m + runs[i].off,
+                       v + runs[i].off, runs[i].len, runs[i].cfg, 1);
+    CHECK(memcmp(pa, net->params, n * sizeof *pa) == 0);
+    free(gs);
     memcpy(net->params, p0, n * sizeof *p0);
     memset(m, 0, 2 * n * sizeof *m);
     mb->defer = 1;
@@ -134,6 +144,61 @@ static void check_deferred(unit_ctx *t, sq_micro *mb, const sq_model_def *def, s
     free(m);
     free(p0);
     free(pa);
+}
+
+/* Lazy Adam (adam.h cfg.lazy) after a row-sparse step, summed (mb->defer
+ * 0) and deferred: the rows of the item table the step did not mark keep
+ * their values and moments to the bit; every other element gets exact
+ * Adam's bits. The moments start non-zero, so exact Adam would move the
+ * unmarked rows. */
+static void check_lazy(unit_ctx *t, sq_micro *mb, const sq_model_def *def, sq_net *net,
+                       void *work, const sq_packed *p, const sq_step_opts *so)
+{
+    size_t n = net->ts->total;
+    float *p0 = malloc(n * sizeof *p0), *m0 = malloc(2 * n * sizeof *m0);
+    float *exact = malloc(3 * n * sizeof *exact), *m = malloc(2 * n * sizeof *m), *v = m + n;
+    sq_adam_cfg cfg = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-8,
+                       .weight_decay = 0.1, .decoupled = 1};
+    sq_micro_run run = {.off = 0, .len = n, .cfg = &cfg};
+    memcpy(p0, net->params, n * sizeof *p0);
+    for (size_t i = 0; i < 2 * n; i++)
+        m0[i] = (float)(1e-3 * (1 + (double)(i % 7)));
+    sq_err e = {0};
+    int cnt, marked = 0, kept = 0, ok = 1;
+    for (int pass = 0; pass < 3; pass++) { /* exact, lazy summed, lazy deferred */
+        memcpy(net->params, p0, n * sizeof *p0);
+        memcpy(m, m0, 2 * n * sizeof *m);
+        cfg.lazy = pass > 0;
+        mb->defer = pass == 2;
+        sq_micro_step(mb, def, net, work, p, so, 1, &cnt);
+        CHECK(mb->rows_t >= 0);
+        if (mb->rows_t < 0)
+            break;
+        CHECK_EQ(sq_micro_adam(mb, net, m, v, &run, 1, 3, &e), 0);
+        if (pass == 0) {
+            memcpy(exact, net->params, n * sizeof *exact);
+            memcpy(exact + n, m, 2 * n * sizeof *m);
+            continue;
+        }
+        size_t t0 = net->ts->off[mb->rows_t], rows = net->ts->shape[mb->rows_t][0];
+        size_t w = net->ts->size[mb->rows_t] / rows;
+        for (size_t i = 0; i < n; i++) {
+            size_t r = i >= t0 && i < t0 + rows * w ? (i - t0) / w : (size_t)-1;
+            int keep = r != (size_t)-1 && mb->mark[r] != mb->stamp;
+            marked += r != (size_t)-1 && !keep && (i - t0) % w == 0;
+            kept += keep && (i - t0) % w == 0;
+            const float *want_p = keep ? p0 : exact, *want_m = keep ? m0 : exact + n;
+            ok &= net->params[i] == want_p[i] && m[i] == want_m[i] &&
+                  v[i] == want_m[n + i];
+        }
+    }
+    CHECK(ok);
+    CHECK(marked > 0 && kept > 0);
+    mb->defer = 0;
+    free(p0);
+    free(m0);
+    free(exact);
+    free(m);
 }
 
 static void check_model(unit_ctx *t, const char *model, const char *given, sq_step_opts so)
@@ -186,6 +251,8 @@ static void check_model(unit_ctx *t, const char *model, const char *given, sq_st
     CHECK(l1 == l2 && cnt2 == cnt1);
     CHECK(memcmp(g1, net.grads, n * sizeof *g1) == 0);
     check_deferred(t, &mb, def, &net, work, p, &so, g1);
+    if (so.loss != SQ_LOSS_CE)
+        check_lazy(t, &mb, def, &net, work, p, &so);
     free(ref);
     free(g1);
     sq_micro_close(&mb, def);
@@ -233,6 +300,11 @@ UNIT_TEST(test_micro_sampled)
                 "dim=8\nffn=8\nmax_len=12\nlayers=1\ndropout=0\ntrain.mask_prob=0.3\n",
                 (sq_step_opts){.loss = SQ_LOSS_GBCE, .neg = 5, .gbce_t = 0.75,
                                .target = SQ_TARGET_ALL, .batch = 11, .seed = 3});
+    /* --neg-shared: one set for the batch, the parts reading it */
+    check_model(t, "sasrec", "dim=8\nffn=8\nmax_len=12\nlayers=1\ndropout=0\n",
+                (sq_step_opts){.loss = SQ_LOSS_SAMPLED_SOFTMAX, .neg = 6, .neg_shared = 1,
+                               .neg_sampler = SQ_NEG_MIXED, .target = SQ_TARGET_ALL,
+                               .batch = 11, .seed = 3});
 }
 
 UNIT_TEST(test_micro_split_refuses)

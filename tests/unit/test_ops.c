@@ -1408,7 +1408,7 @@ UNIT_TEST(test_ops_adam)
     /* Two steps on three parameters, against the formulas written out. */
     double p0[3] = {0.5, -1.0, 2.0}, g1[3] = {0.1, -0.2, 0.3}, g2[3] = {-0.05, 0.4, 0.0};
     for (int decoupled = 0; decoupled < 2; decoupled++) {
-        sq_adam_cfg cfg = {0.01, 0.9, 0.999, 1e-8, 0.1, decoupled};
+        sq_adam_cfg cfg = {0.01, 0.9, 0.999, 1e-8, 0.1, decoupled, 0};
         double p[3], m[3] = {0}, v[3] = {0};
         memcpy(p, p0, sizeof p);
         sq_adam_update_f64(cx, p, g1, m, v, 3, &cfg, 1);
@@ -1440,7 +1440,7 @@ UNIT_TEST(test_ops_adam)
         }
     }
     /* The first Adam step moves every weight by about lr (sign of g). */
-    sq_adam_cfg plain = {0.001, 0.9, 0.999, 1e-8, 0, 0};
+    sq_adam_cfg plain = {0.001, 0.9, 0.999, 1e-8, 0, 0, 0};
     double p[2] = {0, 0}, g[2] = {3, -1e-3}, m[2] = {0}, v[2] = {0};
     sq_adam_update_f64(cx, p, g, m, v, 2, &plain, 1);
     CHECK_NEAR(p[0], -0.001, 1e-10);
