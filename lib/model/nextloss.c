@@ -7,11 +7,31 @@
 #include "nextloss.h"
 #include "ops.h"
 
+/* Entries per chunk of the shared-negative ops (ops.h 10e) in the full
+ * CE's scratch (sq_ce_scratch_size(chunk, V1, C) reals, when the model
+ * has one), or 0: the per-entry op then (the same loss), as for a batch
+ * whose entries have their own negatives. */
+static int R(shared_chunk)(const sq_packed *b, const real *scratch, int C, int V1, int chunk)
+{
+    if (!b->neg_shared || !scratch || chunk < 1)
+        return 0;
+    return sq_sampled_shared_chunk(sq_ce_scratch_size(chunk, V1, C), b->n, b->K, C);
+}
+
 double R(sq_next_item_loss)(const sq_ctx *cx, sq_loss_spec l, const sq_packed *b,
                             const int *rows, real *dh, real *dE, real *dbias, real *scratch,
                             const real *h, const real *E, const real *bias, int C, int V1,
                             int chunk, real dloss, int *count)
 {
+    int sc = R(shared_chunk)(b, scratch, C, V1, chunk); /* row 0: the set */
+    if (sc && l.kind == SQ_LOSS_SAMPLED_SOFTMAX)
+        return R(sq_ce_sampled_shared)(cx, dh, dE, dbias, scratch, h, E, bias, rows, b->targets,
+                                       b->neg, b->lq, b->n, b->K, C, sc, dloss, count);
+    if (sc && l.kind == SQ_LOSS_GBCE)
+        return R(sq_gbce_sampled_shared)(cx, dh, dE, dbias, scratch, h, E, bias, rows,
+                                         b->targets, b->neg, b->n, b->K, C, sc,
+                                         (real)sq_gbce_beta(l.gbce_t, b->K, (uint32_t)V1 - 1),
+                                         dloss, count);
     switch (l.kind) {
     case SQ_LOSS_BCE: /* the models with a bias refuse it (check_step) */
         return R(sq_bce_sampled)(cx, dh, dE, h, E, rows, b->targets, b->neg, b->n, b->K, C,

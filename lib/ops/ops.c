@@ -112,6 +112,28 @@ size_t sq_ce_scratch_size(int chunk, int V1, int C)
      * per-row loss [chunk] */
     return (size_t)chunk * ((size_t)V1 + 2 * (size_t)C + 1);
 }
+
+size_t sq_sampled_shared_scratch_size(int chunk, int K, int C)
+{
+    /* E_neg and its gradient [K, C], the slots' bias less correction and
+     * bias gradient [K], logits [chunk, K], gathered h and its gradient
+     * [chunk, C], each row's loss and positive's dlogit [chunk] */
+    return 2 * (size_t)K * C + 2 * (size_t)K + (size_t)chunk * ((size_t)K + 2 * (size_t)C + 2);
+}
+
+int sq_sampled_shared_chunk(size_t have, int n, int K, int C)
+{
+    size_t fixed = sq_sampled_shared_scratch_size(0, K, C), row = (size_t)K + 2 * (size_t)C + 2;
+    if (K < 1 || have < fixed + row)
+        return 0;
+    size_t fit = (have - fixed) / row;
+    /* logits of about 2^20 reals stay in the caches between the GEMMs, as
+     * sq_ce_chunk's */
+    int rows = (int)(((size_t)1 << 20) / (size_t)K);
+    rows = rows < 16 ? 16 : rows;
+    rows = (size_t)rows < fit ? rows : (int)fit;
+    return n < 1 ? 1 : rows < n ? rows : n;
+}
 #endif
 
 /* ------------------------------------------------------------------------ */
@@ -1140,6 +1162,261 @@ double R(sq_gbce_sampled)(const sq_ctx *cx, real *dh, real *dE, real *dbias, con
     R(samp_kind) sk = {.mask_hits = 1, .bias = bias, .dbias = dbias, .beta = beta,
                        .scale = (real)1 / (real)(K + 1)};
     return R(sampled_loss)(dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count, &sk);
+}
+
+/* ------------------------------------------------------------------------ */
+/* 10e. The sampled losses of 10c and 10d over one shared set of negatives  */
+
+/* Row r of the shared logits, lr[0, K) = h_r . E_neg[k] on entry, of an
+ * entry with positive p and logit sp: its softmax loss (10c) and, with
+ * grad, d loss / d logit times g in place (masked slots 0), *dsp the
+ * positive's. add[k] = b_nk - lq[k]. Masked slots enter the max and the
+ * exp as -FLT_MAX and leave as 0 before the sum, so they count nowhere. */
+SQ_VEC static double R(shared_ssm_row)(real *restrict lr, const int *restrict neg,
+                                       const real *restrict add, int K, int p, real sp,
+                                       real g, int grad, real *dsp)
+{
+    #pragma omp simd
+    for (int k = 0; k < K; k++)
+        lr[k] = neg[k] && neg[k] != p ? lr[k] + add[k] : -FLT_MAX;
+    real mx = sp;
+    #pragma omp simd reduction(max : mx)
+    for (int k = 0; k < K; k++)
+        mx = lr[k] > mx ? lr[k] : mx;
+    real tail;
+    R(exp_shift)(lr, K, mx, &tail);
+    #pragma omp simd
+    for (int k = 0; k < K; k++)
+        lr[k] = neg[k] && neg[k] != p ? lr[k] : 0;
+    real ep = (real)exp((double)sp - mx);
+    double sum = (double)R(vsum)(lr, K) + ep;
+    double lse = mx + log(sum); /* -log softmax_p = lse - s_p */
+    if (grad) {
+        real inv = (real)(g / sum);
+        #pragma omp simd
+        for (int k = 0; k < K; k++)
+            lr[k] *= inv;
+        *dsp = g * ((real)(ep / sum) - 1);
+    }
+    return lse - sp;
+}
+
+/* log(1 + e) for e in [0, 1], vectorisable: 2 atanh(z), z = e / (2 + e)
+ * in [0, 1/3], its series to z^13 (truncated below 2e-8 relative; in
+ * float within 2.3e-7 of log1p over [0, 1]), and e^x by vec.h's exp. The
+ * double build (the gradient checks): libm's. */
+static inline real R(log1p_unit)(real e)
+{
+#if SQ_REAL_IS_F64
+    return log1p(e);
+#else
+    real z = e / (2 + e), w = z * z;
+    return 2 * z * (1 + w * (1.0f / 3 + w * (1.0f / 5 + w * (1.0f / 7 + w * (1.0f / 9 +
+                    w * (1.0f / 11 + w * (1.0f / 13)))))));
+#endif
+}
+
+static inline real R(vexp)(real x)
+{
+#if SQ_REAL_IS_F64
+    return exp(x);
+#else
+    return sq_vexpf(x);
+#endif
+}
+
+/* A negative of gBCE at *x (its logit less add on entry): returns its loss
+ * softplus(s), *x = g sigmoid(s) its dlogit; both 0 when the slot is
+ * masked (item 0 or the positive p). One exp for both. */
+static inline real R(gbce_slot)(real *x, int item, int p, real add, real g)
+{
+    real s = *x + add, e = R(vexp)(-r_fabs(s));
+    int used = item && item != p;
+    *x = used ? g * (s >= 0 ? 1 : e) / (1 + e) : 0;
+    return used ? (s > 0 ? s : 0) + R(log1p_unit)(e) : 0;
+}
+
+/* The same for gBCE (10d), before its 1 / (K + 1): beta softplus(-s_p) +
+ * sum_k softplus(s_k), d/ds_k = sigmoid(s_k), d/ds_p = beta (sigmoid(s_p)
+ * - 1); the sum in SQ_LANES partial sums (vsum): the same bits at every
+ * vector width. */
+SQ_VEC static double R(shared_gbce_row)(real *restrict lr, const int *restrict neg,
+                                        const real *restrict add, int K, int p, real sp,
+                                        real beta, real g, int grad, real *dsp)
+{
+    real acc[SQ_LANES] = {0}, tail = 0;
+    int k = 0;
+    for (; k + SQ_LANES <= K; k += SQ_LANES)
+        for (int l = 0; l < SQ_LANES; l++)
+            acc[l] += R(gbce_slot)(lr + k + l, neg[k + l], p, add[k + l], g);
+    for (; k < K; k++)
+        tail += R(gbce_slot)(lr + k, neg[k], p, add[k], g);
+    if (grad)
+        *dsp = g * beta * (sq_sigmoid(sp) - 1);
+    return (double)(beta * sq_softplus(-sp)) + R(vsum)(acc, SQ_LANES) + tail;
+}
+
+/* The scratch of R(sampled_shared), carved from one buffer. */
+typedef struct {
+    real *En, *dEn;  /* E_neg [K, C], its gradient */
+    real *add, *dbk; /* b_nk - lq[k] [K], the gradient of slot k's bias */
+    real *S;         /* logits, then dlogits [chunk, K] */
+    real *hc, *dhc;  /* gathered rows of h [chunk, C], their gradient */
+    real *rowloss, *dsp; /* [chunk]: each row's loss, its positive's dlogit */
+} R(shared_work);
+
+static R(shared_work) R(shared_carve)(real *s, int chunk, int K, int C)
+{
+    size_t KC = (size_t)K * C, mC = (size_t)chunk * C;
+    R(shared_work) w = {.En = s, .dEn = s + KC, .add = s + 2 * KC};
+    w.dbk = w.add + K;
+    w.S = w.dbk + K;
+    w.hc = w.S + (size_t)chunk * K;
+    w.dhc = w.hc + mC;
+    w.rowloss = w.dhc + mC;
+    w.dsp = w.rowloss + chunk;
+    return w;
+}
+
+/* E_neg = the rows of the set, add = their bias less their correction;
+ * the gradients' accumulators zeroed. */
+static void R(shared_prepare)(R(shared_work) *w, const R(samp_kind) *sk, const real *E,
+                              const int *neg, int K, int C)
+{
+    for (int k = 0; k < K; k++) {
+        memcpy(w->En + (size_t)k * C, E + (size_t)neg[k] * C, (size_t)C * sizeof *w->En);
+        w->add[k] = (sk->bias ? sk->bias[neg[k]] : 0) - (sk->lq ? (real)sk->lq[k] : 0);
+    }
+    memset(w->dEn, 0, (size_t)K * C * sizeof *w->dEn);
+    memset(w->dbk, 0, (size_t)K * sizeof *w->dbk);
+}
+
+/* Entries e0 .. e0+m-1: gather their rows of h, S = hc E_neg^T, each
+ * row's loss and (grad) dlogits in S. Returns the rows' loss sum. */
+static double R(shared_chunk_fwd)(const sq_ctx *cx, R(shared_work) *w, const R(samp_kind) *sk,
+                                  const real *h, const real *E, const int *rows,
+                                  const int *pos, const int *neg, int e0, int m, int K, int C,
+                                  real g, int grad)
+{
+    for (int r = 0; r < m; r++) {
+        int e = e0 + r;
+        if (pos[e])
+            memcpy(w->hc + (size_t)r * C, h + (size_t)(rows ? rows[e] : e) * C,
+                   (size_t)C * sizeof *w->hc);
+        else /* rides along with zero gradient */
+            memset(w->hc + (size_t)r * C, 0, (size_t)C * sizeof *w->hc);
+    }
+    /* S[m, K] = hc[m, C] E_neg[K, C]^T */
+    r_gemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, K, C, 1, w->hc, C, w->En, C, 0, w->S,
+           K);
+    R(shared_work) wk = *w;
+    SQ_PAR_FOR(int, r, m, 1, {
+        int p = pos[e0 + r];
+        real *lr = wk.S + (size_t)r * K;
+        wk.dsp[r] = 0;
+        if (!p) {
+            wk.rowloss[r] = 0;
+            memset(lr, 0, (size_t)K * sizeof *lr);
+            continue;
+        }
+        real sp = sq_dot(wk.hc + (size_t)r * C, E + (size_t)p * C, C) +
+                  (sk->bias ? sk->bias[p] : 0);
+        wk.rowloss[r] = (real)(sk->softmax
+            ? R(shared_ssm_row)(lr, neg, wk.add, K, p, sp, g, grad, &wk.dsp[r])
+            : R(shared_gbce_row)(lr, neg, wk.add, K, p, sp, sk->beta, g, grad, &wk.dsp[r]));
+    });
+    double total = 0;
+    for (int r = 0; r < m; r++) /* fixed order */
+        total += w->rowloss[r];
+    return total;
+}
+
+/* The backward of a chunk: dhc = dS E_neg + the positives' terms, added to
+ * dh entry by entry; dE_neg += dS^T hc; the positives' rows of dE (and
+ * dbias) entry by entry; the slots' bias gradients summed rows in order. */
+static void R(shared_chunk_bwd)(R(shared_work) *w, const R(samp_kind) *sk, real *dh, real *dE,
+                                const real *E, const int *rows, const int *pos, int e0, int m,
+                                int K, int C)
+{
+    r_gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, C, K, 1, w->S, K, w->En, C, 0, w->dhc,
+           C);
+    r_gemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, C, m, 1, w->S, K, w->hc, C, 1, w->dEn,
+           C);
+    for (int r = 0; r < m; r++) {
+        int e = e0 + r, p = pos[e];
+        if (!p)
+            continue;
+        real ds = w->dsp[r], *d = dh + (size_t)(rows ? rows[e] : e) * C;
+        real *dhr = w->dhc + (size_t)r * C;
+        const real *hr = w->hc + (size_t)r * C;
+        sq_axpy(dhr, ds, E + (size_t)p * C, C);
+        sq_axpy(d, 1, dhr, C);
+        sq_axpy(dE + (size_t)p * C, ds, hr, C);
+        if (sk->dbias) {
+            sk->dbias[p] += ds;
+            sq_axpy(w->dbk, 1, w->S + (size_t)r * K, K);
+        }
+    }
+}
+
+/* 10c/10d with neg[K] (and lq[K]) shared by the n entries: the logits
+ * against the set are one GEMM a chunk of entries. Same loss and
+ * gradients as R(sampled_loss) with the set in every row; sums are taken
+ * in another order (rows in order, slots in order: deterministic). */
+static double R(sampled_shared)(const sq_ctx *cx, real *dh, real *dE, const real *h,
+                                const real *E, const int *rows, const int *pos, const int *neg,
+                                int n, int K, int C, real dloss, int *count,
+                                const R(samp_kind) *sk, real *scratch, int chunk)
+{
+    int cnt = 0;
+    for (int i = 0; i < n; i++)
+        cnt += pos[i] != 0;
+    *count = cnt;
+    if (cnt == 0)
+        return 0;
+    int grad = dh && dE;
+    real g = dloss * sk->scale / (real)cnt;
+    R(shared_work) w = R(shared_carve)(scratch, chunk, K, C);
+    R(shared_prepare)(&w, sk, E, neg, K, C);
+    double total = 0;
+    for (int e0 = 0; e0 < n; e0 += chunk) {
+        int m = n - e0 < chunk ? n - e0 : chunk;
+        total += R(shared_chunk_fwd)(cx, &w, sk, h, E, rows, pos, neg, e0, m, K, C, g, grad);
+        if (grad)
+            R(shared_chunk_bwd)(&w, sk, dh, dE, E, rows, pos, e0, m, K, C);
+    }
+    if (grad) /* the set's rows into dE (and dbias), slots in order */
+        for (int k = 0; k < K; k++) {
+            if (!neg[k])
+                continue;
+            sq_axpy(dE + (size_t)neg[k] * C, 1, w.dEn + (size_t)k * C, C);
+            if (sk->dbias)
+                sk->dbias[neg[k]] += w.dbk[k];
+        }
+    return total * sk->scale / cnt;
+}
+
+double R(sq_ce_sampled_shared)(const sq_ctx *cx, real *dh, real *dE, real *dbias,
+                               real *scratch, const real *h, const real *E, const real *bias,
+                               const int *rows, const int *pos, const int *neg,
+                               const float *lq, int n, int K, int C, int chunk, real dloss,
+                               int *count)
+{
+    R(samp_kind) sk = {.softmax = 1, .mask_hits = 1, .bias = bias, .dbias = dbias, .lq = lq,
+                       .beta = 1, .scale = 1};
+    return R(sampled_shared)(cx, dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count, &sk,
+                             scratch, chunk);
+}
+
+double R(sq_gbce_sampled_shared)(const sq_ctx *cx, real *dh, real *dE, real *dbias,
+                                 real *scratch, const real *h, const real *E, const real *bias,
+                                 const int *rows, const int *pos, const int *neg, int n, int K,
+                                 int C, int chunk, real beta, real dloss, int *count)
+{
+    R(samp_kind) sk = {.mask_hits = 1, .bias = bias, .dbias = dbias, .beta = beta,
+                       .scale = (real)1 / (real)(K + 1)};
+    return R(sampled_shared)(cx, dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count, &sk,
+                             scratch, chunk);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -73,6 +73,14 @@ int sq_ce_chunk(int n, int V1);
 /* Number of reals of scratch sq_ce_full needs for a chunk of rows. */
 size_t sq_ce_scratch_size(int chunk, int V1, int C);
 
+/* Number of reals of scratch the shared-negative ops (10e) need for a
+ * chunk of entries and K negatives of C dimensions. */
+size_t sq_sampled_shared_scratch_size(int chunk, int K, int C);
+/* Entries per chunk of the 10e ops for n entries when `have` reals of
+ * scratch are there: the logits about 2^20 reals, as sq_ce_chunk, or what
+ * fits; 0 when not even one entry fits (the caller takes 10c or 10d). */
+int sq_sampled_shared_chunk(size_t have, int n, int K, int C);
+
 /* The declarations, expanded once for float and once for double. */
 #define SQ_TWICE "ops.h"
 #include "twice.h"
@@ -230,6 +238,24 @@ double R(sq_gbce_sampled)(const sq_ctx *cx, real *dh, real *dE, real *dbias, con
                           const real *E, const real *bias, const int *rows, const int *pos,
                           const int *neg, int n, int K, int C, real beta, real dloss,
                           int *count);
+
+/* 10e. 10c and 10d over one set of negatives shared by every entry
+ * (seqrec-train --neg-shared): neg[K] and lq[K] stand for every row of
+ * 10c's neg and lq. Loss and gradients those of 10c (10d) given the set in
+ * every row (hits masked per entry, bias, correction, beta, 1 / (K + 1));
+ * the logits against the set are one GEMM a chunk of `chunk` entries,
+ * scratch holding sq_sampled_shared_scratch_size(chunk, K, C) reals. Sums
+ * in a fixed order (rows, then slots in order): deterministic for a
+ * thread count. CPU only. */
+double R(sq_ce_sampled_shared)(const sq_ctx *cx, real *dh, real *dE, real *dbias,
+                               real *scratch, const real *h, const real *E, const real *bias,
+                               const int *rows, const int *pos, const int *neg,
+                               const float *lq, int n, int K, int C, int chunk, real dloss,
+                               int *count);
+double R(sq_gbce_sampled_shared)(const sq_ctx *cx, real *dh, real *dE, real *dbias,
+                                 real *scratch, const real *h, const real *E, const real *bias,
+                                 const int *rows, const int *pos, const int *neg, int n, int K,
+                                 int C, int chunk, real beta, real dloss, int *count);
 
 /* 11. Memory: the buffer moves that the model code needs between ops, so
  * that it never touches backend memory itself. 2-D views are `rows` rows

@@ -27,6 +27,7 @@
 
 #include "adam.h"
 #include "gradcheck.h"
+#include "nextloss.h"
 #include "ops.h"
 #include "ref_ops.h"
 #include "rng.h"
@@ -1164,6 +1165,161 @@ static void samp_float(op_trial *tr, int gbce)
 static void ssm_float(op_trial *tr) { samp_float(tr, 0); }
 static void gbce_float(op_trial *tr) { samp_float(tr, 1); }
 
+/* The sampled losses over one shared set of negatives (10e): the entries
+ * of bce_setup (rows or not, an ignored entry) with one set of K = 4..6
+ * negatives written into every row (the per-entry ops and the references
+ * read it so): slot 0 empty, slots 1 and 2 the same item, slot 3 entry
+ * 0's positive (a hit for that entry only); corrections in [-3, 1], beta
+ * in (0, 1], an output bias on odd trials, chunks of 1..4 entries. */
+static void shs_setup(op_trial *tr, sq_rng *r, int trial)
+{
+    bce_setup(tr, r, trial);
+    loss_ctx *c = tr->c;
+    c->K = rand_int(r, 4, 6);
+    if (c->n * c->K > (int)(sizeof c->neg / sizeof *c->neg))
+        abort();
+    for (int k = 0; k < c->K; k++) {
+        c->neg[k] = rand_int(r, 1, c->V1 - 1);
+        c->lq[k] = (float)(4 * sq_rng_uniform(r) - 3);
+    }
+    c->neg[0] = 0, c->neg[1] = c->neg[2], c->neg[3] = c->targets[0];
+    for (int i = 1; i < c->n; i++) {
+        memcpy(c->neg + i * c->K, c->neg, (size_t)c->K * sizeof *c->neg);
+        memcpy(c->lq + i * c->K, c->lq, (size_t)c->K * sizeof *c->lq);
+    }
+    c->beta = 0.05 + 0.95 * sq_rng_uniform(r);
+    c->chunk = rand_int(r, 1, 4);
+    c->scratch = tr_zeros(tr, sq_sampled_shared_scratch_size(c->chunk, c->K, c->C));
+    if (trial % 2) {
+        c->bias = tr_normal(tr, r, (size_t)c->V1, 1);
+        c->dbias = tr_input(tr, "bias", c->bias, (size_t)c->V1);
+    }
+}
+
+/* one double run of 10e: the sampled softmax (gbce 0) or gBCE (gbce 1) */
+static double shs_run(loss_ctx *c, int gbce, double *dh, double *dE, double *db, int *count)
+{
+    if (gbce)
+        return sq_gbce_sampled_shared_f64(cpu, dh, dE, db, c->scratch, c->h, c->E, c->bias,
+                                          c->rowp, c->targets, c->neg, c->n, c->K, c->C,
+                                          c->chunk, c->beta, 1, count);
+    return sq_ce_sampled_shared_f64(cpu, dh, dE, db, c->scratch, c->h, c->E, c->bias, c->rowp,
+                                    c->targets, c->neg, c->lq, c->n, c->K, c->C, c->chunk, 1,
+                                    count);
+}
+
+static double shs_obj_of(void *p, int gbce)
+{
+    loss_ctx *c = p;
+    int count;
+    c->res[0] = shs_run(c, gbce, NULL, NULL, NULL, &count);
+    c->res[1] = count;
+    return c->res[0];
+}
+static double ssm_shared_obj(void *p) { return shs_obj_of(p, 0); }
+static double gbce_shared_obj(void *p) { return shs_obj_of(p, 1); }
+
+static void shs_backward(op_trial *tr, int gbce)
+{
+    loss_ctx *c = tr->c;
+    int count;
+    shs_run(c, gbce, c->dh, c->dE, c->dbias, &count);
+}
+static void ssm_shared_backward(op_trial *tr) { shs_backward(tr, 0); }
+static void gbce_shared_backward(op_trial *tr) { shs_backward(tr, 1); }
+
+/* one float run: 10e (shared 1) or 10c / 10d with the set in every row */
+static double shs_float_run(const loss_ctx *c, int gbce, int shared, float *s, float *dh,
+                            float *dE, float *db, const float *h, const float *E,
+                            const float *b, int *count)
+{
+    if (shared && gbce)
+        return sq_gbce_sampled_shared(cpu, dh, dE, db, s, h, E, b, c->rowp, c->targets, c->neg,
+                                      c->n, c->K, c->C, c->chunk, (float)c->beta, 1.0f, count);
+    if (shared)
+        return sq_ce_sampled_shared(cpu, dh, dE, db, s, h, E, b, c->rowp, c->targets, c->neg,
+                                    c->lq, c->n, c->K, c->C, c->chunk, 1.0f, count);
+    if (gbce)
+        return sq_gbce_sampled(cpu, dh, dE, db, h, E, b, c->rowp, c->targets, c->neg, c->n,
+                               c->K, c->C, (float)c->beta, 1.0f, count);
+    return sq_ce_sampled_logq(cpu, dh, dE, db, h, E, b, c->rowp, c->targets, c->neg, c->lq,
+                              c->n, c->K, c->C, 1.0f, count);
+}
+
+/* The float results of one run (shared or per-entry). */
+typedef struct {
+    double loss;
+    int count;
+    float *dh, *dE, *db;
+} shs_result;
+
+static shs_result shs_float_result(op_trial *tr, int gbce, int shared)
+{
+    loss_ctx *c = tr->c;
+    size_t hn = (size_t)c->T * c->C, en = (size_t)c->V1 * c->C, V1 = (size_t)c->V1;
+    float *fh = tr_float(tr, c->h, hn), *fE = tr_float(tr, c->E, en);
+    float *fb = c->bias ? tr_float(tr, c->bias, V1) : NULL;
+    float *fs = tr_fzeros(tr, sq_sampled_shared_scratch_size(c->chunk, c->K, c->C));
+    shs_result res = {.dh = tr_fzeros(tr, hn), .dE = tr_fzeros(tr, en),
+                      .db = c->bias ? tr_fzeros(tr, V1) : NULL};
+    res.loss = shs_float_run(c, gbce, shared, fs, res.dh, res.dE, res.db, fh, fE, fb,
+                             &res.count);
+    return res;
+}
+
+static void shs_float(op_trial *tr, int gbce)
+{
+    loss_ctx *c = tr->c;
+    shs_result f = shs_float_result(tr, gbce, 1);
+    loss_pairs(tr, f.loss, f.count);
+    tr_pair(tr, "dh", f.dh, c->dh, (size_t)c->T * c->C);
+    tr_pair(tr, "dE", f.dE, c->dE, (size_t)c->V1 * c->C);
+    if (f.db)
+        tr_pair(tr, "dbias", f.db, c->dbias, (size_t)c->V1);
+}
+static void ssm_shared_float(op_trial *tr) { shs_float(tr, 0); }
+static void gbce_shared_float(op_trial *tr) { shs_float(tr, 1); }
+
+/* normwise agreement of two float arrays (b the yardstick) */
+static double rel_diff_ff(const float *a, const float *b, size_t n)
+{
+    double dmax = 0, bmax = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        dmax = d <= dmax ? dmax : d;
+        bmax = fmax(bmax, fabs((double)b[i]));
+    }
+    return dmax / fmax(bmax, 1e-30);
+}
+
+/* Shared against per-entry: the float builds within SHARED_TOL (the sums
+ * run in another order, the float exp is vec.h's), and two shared runs the
+ * same bits. */
+#define SHARED_TOL 1e-5
+static void shs_extra(unit_ctx *t, op_trial *tr, int gbce)
+{
+    loss_ctx *c = tr->c;
+    size_t hn = (size_t)c->T * c->C, en = (size_t)c->V1 * c->C, V1 = (size_t)c->V1;
+    shs_result a = shs_float_result(tr, gbce, 1), b = shs_float_result(tr, gbce, 1);
+    shs_result e = shs_float_result(tr, gbce, 0);
+    CHECK_EQ(a.count, e.count);
+    CHECK(fabs(a.loss - e.loss) <= SHARED_TOL * fmax(1, fabs(e.loss)));
+    CHECK(rel_diff_ff(a.dh, e.dh, hn) < SHARED_TOL);
+    CHECK(rel_diff_ff(a.dE, e.dE, en) < SHARED_TOL);
+    CHECK(!a.db || rel_diff_ff(a.db, e.db, V1) < SHARED_TOL);
+    CHECK(memcmp(&a.loss, &b.loss, sizeof a.loss) == 0);
+    CHECK(memcmp(a.dh, b.dh, hn * sizeof *a.dh) == 0);
+    CHECK(memcmp(a.dE, b.dE, en * sizeof *a.dE) == 0);
+    CHECK(!a.db || memcmp(a.db, b.db, V1 * sizeof *a.db) == 0);
+    /* the padding row gets nothing from the empty slot 0 */
+    int pad_ok = 1;
+    for (int k = 0; k < c->C; k++)
+        pad_ok &= c->dE[k] == 0;
+    CHECK(pad_ok);
+}
+static void ssm_shared_extra(unit_ctx *t, op_trial *tr) { shs_extra(t, tr, 0); }
+static void gbce_shared_extra(unit_ctx *t, op_trial *tr) { shs_extra(t, tr, 1); }
+
 /* ------------------------------------------------------------------------ */
 /* gather of rows, whose backward is the scatter-add                        */
 
@@ -1254,6 +1410,10 @@ static const op_case op_table[] = {
      NULL},
     {"gbce_sampled", 25, TRIALS + 2, samp_setup, gbce_obj, gbce_backward, gbce_ref, gbce_float,
      NULL},
+    {"ce_sampled_shared", 26, TRIALS + 2, shs_setup, ssm_shared_obj, ssm_shared_backward,
+     ssm_ref, ssm_shared_float, ssm_shared_extra},
+    {"gbce_sampled_shared", 27, TRIALS + 2, shs_setup, gbce_shared_obj, gbce_shared_backward,
+     gbce_ref, gbce_shared_float, gbce_shared_extra},
     {"gather_rows", 23, TRIALS, gat_setup, gat_obj, gat_backward, gat_ref, gat_float, NULL},
 };
 
@@ -1262,6 +1422,167 @@ UNIT_TEST(test_ops_gradcheck)
     cpu_ctx = sq_ctx_cpu();
     for (size_t i = 0; i < sizeof op_table / sizeof op_table[0]; i++)
         run_case(t, &op_table[i]);
+}
+
+/* ------------------------------------------------------------------------ */
+/* 10e at a size where the GEMMs and vec.h's exp run whole vectors         */
+
+/* N entries (entry 3 without a target), one set of K negatives written
+ * into every row (slot 5 empty, slots 7 and 8 one item, slot 9 entry 0's
+ * positive), corrections, an output bias. */
+enum { BIG_N = 300, BIG_K = 203, BIG_C = 24, BIG_V1 = 500 };
+typedef struct {
+    float h[BIG_N * BIG_C], E[BIG_V1 * BIG_C], b[BIG_V1], lq[BIG_N * BIG_K];
+    int pos[BIG_N], neg[BIG_N * BIG_K];
+} big_in;
+
+static big_in *big_setup(uint64_t seed)
+{
+    big_in *in = calloc(1, sizeof *in);
+    if (!in)
+        abort();
+    sq_rng r;
+    sq_rng_seed(&r, seed, 0);
+    for (int i = 0; i < BIG_N * BIG_C; i++)
+        in->h[i] = (float)(0.5 * sq_rng_normal(&r));
+    for (int i = 0; i < BIG_V1 * BIG_C; i++)
+        in->E[i] = (float)(0.5 * sq_rng_normal(&r));
+    for (int i = 0; i < BIG_V1; i++)
+        in->b[i] = (float)(0.5 * sq_rng_normal(&r));
+    for (int i = 0; i < BIG_N; i++)
+        in->pos[i] = rand_int(&r, 1, BIG_V1 - 1);
+    in->pos[3] = 0;
+    for (int k = 0; k < BIG_K; k++) {
+        in->neg[k] = rand_int(&r, 1, BIG_V1 - 1);
+        in->lq[k] = (float)(4 * sq_rng_uniform(&r) - 3);
+    }
+    in->neg[5] = 0, in->neg[8] = in->neg[7], in->neg[9] = in->pos[0];
+    for (int i = 1; i < BIG_N; i++) {
+        memcpy(in->neg + i * BIG_K, in->neg, BIG_K * sizeof *in->neg);
+        memcpy(in->lq + i * BIG_K, in->lq, BIG_K * sizeof *in->lq);
+    }
+    return in;
+}
+
+/* The gradients of one float run and its loss. */
+typedef struct {
+    float dh[BIG_N * BIG_C], dE[BIG_V1 * BIG_C], db[BIG_V1];
+    double loss;
+    int count;
+} big_out;
+
+/* sampled softmax (gbce 0) or gBCE (gbce 1, beta 0.3); per entry when
+ * chunk is 0, else shared in chunks of `chunk` entries */
+static void big_run(const big_in *in, big_out *o, int gbce, int chunk)
+{
+    static float scratch[2 * BIG_K * BIG_C + 2 * BIG_K + BIG_N * (BIG_K + 2 * BIG_C + 2)];
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
+    memset(o, 0, sizeof *o);
+    if (chunk && gbce)
+        o->loss = sq_gbce_sampled_shared(cx, o->dh, o->dE, o->db, scratch, in->h, in->E, in->b,
+                                         NULL, in->pos, in->neg, BIG_N, BIG_K, BIG_C, chunk,
+                                         0.3f, 1, &o->count);
+    else if (chunk)
+        o->loss = sq_ce_sampled_shared(cx, o->dh, o->dE, o->db, scratch, in->h, in->E, in->b,
+                                       NULL, in->pos, in->neg, in->lq, BIG_N, BIG_K, BIG_C,
+                                       chunk, 1, &o->count);
+    else if (gbce)
+        o->loss = sq_gbce_sampled(cx, o->dh, o->dE, o->db, in->h, in->E, in->b, NULL, in->pos,
+                                  in->neg, BIG_N, BIG_K, BIG_C, 0.3f, 1, &o->count);
+    else
+        o->loss = sq_ce_sampled_logq(cx, o->dh, o->dE, o->db, in->h, in->E, in->b, NULL,
+                                     in->pos, in->neg, in->lq, BIG_N, BIG_K, BIG_C, 1,
+                                     &o->count);
+}
+
+/* a within SHARED_TOL of b (normwise, loss relative) */
+static void big_near(unit_ctx *t, const big_out *a, const big_out *b)
+{
+    CHECK_EQ(a->count, b->count);
+    CHECK(fabs(a->loss - b->loss) <= SHARED_TOL * fmax(1, fabs(b->loss)));
+    CHECK(rel_diff_ff(a->dh, b->dh, BIG_N * BIG_C) < SHARED_TOL);
+    CHECK(rel_diff_ff(a->dE, b->dE, BIG_V1 * BIG_C) < SHARED_TOL);
+    CHECK(rel_diff_ff(a->db, b->db, BIG_V1) < SHARED_TOL);
+}
+
+/* Shared (one chunk, chunks of 7) against per-entry, for both losses;
+ * two runs the same bits. (Not across thread counts: pgemm's blocks of
+ * another size can take another OpenBLAS kernel, its small-matrix one.) */
+UNIT_TEST(test_ops_sampled_shared_big)
+{
+    big_in *in = big_setup(26);
+    big_out *e = malloc(sizeof *e), *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    if (!e || !a || !b)
+        abort();
+    CHECK_EQ(sq_sampled_shared_chunk((size_t)1 << 30, BIG_N, BIG_K, BIG_C), BIG_N);
+    for (int gbce = 0; gbce < 2; gbce++) {
+        big_run(in, e, gbce, 0);
+        CHECK_EQ(e->count, BIG_N - 1);
+        big_run(in, a, gbce, BIG_N);
+        big_near(t, a, e);
+        big_run(in, b, gbce, 7);
+        big_near(t, b, e);
+        big_run(in, b, gbce, BIG_N);
+        CHECK(memcmp(a, b, sizeof *a) == 0);
+    }
+    free(in); free(e); free(a); free(b);
+}
+
+/* sq_next_item_loss takes 10e for a batch of shared negatives when the
+ * full CE's scratch holds a chunk (the same bits as 10e called with
+ * sq_sampled_shared_chunk's chunk), and 10c / 10d without a scratch or
+ * with a set an entry. */
+UNIT_TEST(test_ops_next_item_loss_shared)
+{
+    big_in *in = big_setup(27);
+    big_out *o = malloc(sizeof *o), *d = malloc(sizeof *d);
+    int cc = sq_ce_chunk(BIG_N, BIG_V1);
+    float *scratch = calloc(sq_ce_scratch_size(cc, BIG_V1, BIG_C), sizeof *scratch);
+    if (!o || !d || !scratch)
+        abort();
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
+    int sc = sq_sampled_shared_chunk(sq_ce_scratch_size(cc, BIG_V1, BIG_C), BIG_N, BIG_K,
+                                     BIG_C);
+    CHECK(sc > 0);
+    sq_packed p = {.n = BIG_N, .targets = in->pos, .K = BIG_K, .neg = in->neg, .lq = in->lq};
+    for (int gbce = 0; gbce < 2; gbce++) {
+        sq_loss_spec l = sq_loss_of(gbce ? SQ_LOSS_GBCE : SQ_LOSS_SAMPLED_SOFTMAX);
+        l.gbce_t = 0.5;
+        float beta = (float)sq_gbce_beta(l.gbce_t, BIG_K, BIG_V1 - 1);
+        for (int shared = 0; shared < 2; shared++)
+            for (int with_scratch = 0; with_scratch < 2; with_scratch++) {
+                p.neg_shared = shared;
+                memset(o, 0, sizeof *o), memset(d, 0, sizeof *d);
+                o->loss = sq_next_item_loss(cx, l, &p, NULL, o->dh, o->dE, o->db,
+                                            with_scratch ? scratch : NULL, in->h, in->E, in->b,
+                                            BIG_C, BIG_V1, cc, 1, &o->count);
+                int ch = shared && with_scratch ? sc : 0;
+                if (ch && gbce)
+                    d->loss = sq_gbce_sampled_shared(cx, d->dh, d->dE, d->db, scratch, in->h,
+                                                     in->E, in->b, NULL, in->pos, in->neg,
+                                                     BIG_N, BIG_K, BIG_C, ch, beta, 1,
+                                                     &d->count);
+                else if (ch)
+                    d->loss = sq_ce_sampled_shared(cx, d->dh, d->dE, d->db, scratch, in->h,
+                                                   in->E, in->b, NULL, in->pos, in->neg, in->lq,
+                                                   BIG_N, BIG_K, BIG_C, ch, 1, &d->count);
+                else if (gbce)
+                    d->loss = sq_gbce_sampled(cx, d->dh, d->dE, d->db, in->h, in->E, in->b,
+                                              NULL, in->pos, in->neg, BIG_N, BIG_K, BIG_C,
+                                              beta, 1, &d->count);
+                else
+                    d->loss = sq_ce_sampled_logq(cx, d->dh, d->dE, d->db, in->h, in->E, in->b,
+                                                 NULL, in->pos, in->neg, in->lq, BIG_N, BIG_K,
+                                                 BIG_C, 1, &d->count);
+                CHECK(memcmp(o, d, sizeof *o) == 0);
+            }
+    }
+    /* a scratch too small for one entry: 0, the per-entry op */
+    CHECK_EQ(sq_sampled_shared_chunk(sq_sampled_shared_scratch_size(1, BIG_K, BIG_C) - 1,
+                                     BIG_N, BIG_K, BIG_C), 0);
+    CHECK_EQ(sq_sampled_shared_chunk(sq_sampled_shared_scratch_size(1, BIG_K, BIG_C), BIG_N,
+                                     BIG_K, BIG_C), 1);
+    free(in); free(o); free(d); free(scratch);
 }
 
 /* ------------------------------------------------------------------------ */
