@@ -4,11 +4,12 @@
 # For every N of CAT_ITEMS (default 10000 100000 1000000 10000000; the
 # first is the base) a seeded synthetic log (seqrec-synth --items N --users
 # CAT_USERS --seed 7, split leave-one-out) and, for every loss of
-# CAT_LOSSES (default "ce ssm:128 ssm:1024 ssm:4096 gbce:128 ssm:128+shared
-# ssm:1024+shared ssm:4096+shared gbce:128+shared": full CE, the sampled
-# softmax with K negatives from CAT_SAMPLER (default uniform), gBCE with K
-# uniform negatives and t 0.75; a word ending in +shared trains with
-# --neg-shared --lazy-adam, the update column saying which):
+# CAT_LOSSES (default "ce ssm:128 ssm:1024 ssm:4096 gbce:128 ssm:128+seq
+# ssm:1024+seq gbce:128+seq ssm:128+batch ssm:1024+batch ssm:4096+batch
+# gbce:128+batch": full CE, the sampled softmax with K negatives from
+# CAT_SAMPLER (default uniform), gBCE with K uniform negatives and t 0.75;
+# a word ending in +seq or +batch trains with --neg-share sequence or batch
+# and --lazy-adam, the update column saying which):
 #   timing   CAT_EPOCHS epochs (default 2) on the split without its
 #            validation and test items (no validation to wait for):
 #            epoch_seconds the least train_seconds of the log (the batches
@@ -31,8 +32,8 @@
 # the machine lines (timing.sh):
 #   bench,items,loss,neg,sampler,update,epoch_seconds,max_rss_mib,vs_base
 #   quality,items,loss,neg,sampler,update,budget_seconds,epochs,train_seconds,ndcg@10,hr@10
-# (update: adam, K negatives a position and exact Adam; shared+lazy,
-# --neg-shared --lazy-adam)
+# (update: adam, K negatives a position and exact Adam; seq+lazy and
+# batch+lazy, --neg-share sequence or batch with --lazy-adam)
 # and OUTDIR/catalogue.png (bench/catalogue.gnuplot) when gnuplot is there.
 # Timings on a shared machine are noisy; nothing asserts them.
 set -eu
@@ -40,7 +41,7 @@ BIN=$1 OUT=$2 PEAK=$3
 CAT_ITEMS=${CAT_ITEMS:-10000 100000 1000000 10000000}
 CAT_USERS=${CAT_USERS:-500}
 CAT_LEN=${CAT_LEN:-20}
-CAT_LOSSES=${CAT_LOSSES:-ce ssm:128 ssm:1024 ssm:4096 gbce:128 ssm:128+shared ssm:1024+shared ssm:4096+shared gbce:128+shared}
+CAT_LOSSES=${CAT_LOSSES:-ce ssm:128 ssm:1024 ssm:4096 gbce:128 ssm:128+seq ssm:1024+seq gbce:128+seq ssm:128+batch ssm:1024+batch ssm:4096+batch gbce:128+batch}
 CAT_SAMPLER=${CAT_SAMPLER:-uniform}
 CAT_CE_MAX=${CAT_CE_MAX:-1000000}
 CAT_EPOCHS=${CAT_EPOCHS:-2}
@@ -71,18 +72,19 @@ machine_lines "$CSV" catalogue "$PEAK"
 loss_args() {
   case $1 in
     ce) echo "--loss ce" ;;
-    ssm:*+shared) echo "--loss sampled-softmax --neg $(loss_neg "$1") --neg-sampler $CAT_SAMPLER --neg-shared --lazy-adam" ;;
-    gbce:*+shared) echo "--loss gbce --neg $(loss_neg "$1") --gbce-t 0.75 --neg-shared --lazy-adam" ;;
-    *+*|ssm:*:*|gbce:*:*) echo "bench-catalogue: CAT_LOSSES: $1: the only suffix is +shared" >&2; exit 64 ;;
+    ssm:*+seq|ssm:*+batch) echo "--loss sampled-softmax --neg $(loss_neg "$1") --neg-sampler $CAT_SAMPLER $(share_args "$1")" ;;
+    gbce:*+seq|gbce:*+batch) echo "--loss gbce --neg $(loss_neg "$1") --gbce-t 0.75 $(share_args "$1")" ;;
+    *+*|ssm:*:*|gbce:*:*) echo "bench-catalogue: CAT_LOSSES: $1: the suffixes are +seq and +batch" >&2; exit 64 ;;
     ssm:*) echo "--loss sampled-softmax --neg ${1#ssm:} --neg-sampler $CAT_SAMPLER" ;;
     gbce:*) echo "--loss gbce --neg ${1#gbce:} --gbce-t 0.75" ;;
-    *) echo "bench-catalogue: CAT_LOSSES: $1 is none of ce, ssm:K[+shared], gbce:K[+shared]" >&2; exit 64 ;;
+    *) echo "bench-catalogue: CAT_LOSSES: $1 is none of ce, ssm:K[+seq|+batch], gbce:K[+seq|+batch]" >&2; exit 64 ;;
   esac
 }
 loss_name() { case $1 in ce) echo ce ;; ssm:*) echo sampled-softmax ;; *) echo gbce ;; esac; }
 loss_neg() { case $1 in *:*) k=${1#*:}; echo "${k%%+*}" ;; *) echo 0 ;; esac; }
 loss_sampler() { case $1 in ssm:*) echo "$CAT_SAMPLER" ;; gbce:*) echo uniform ;; *) echo - ;; esac; }
-loss_update() { case $1 in *+shared) echo shared+lazy ;; *) echo adam ;; esac; }
+loss_update() { case $1 in *+seq) echo seq+lazy ;; *+batch) echo batch+lazy ;; *) echo adam ;; esac; }
+share_args() { case $1 in *+seq) echo "--neg-share sequence --lazy-adam" ;; *) echo "--neg-share batch --lazy-adam" ;; esac; }
 for l in $CAT_LOSSES; do loss_args "$l" >/dev/null; done
 
 # train LOG SPLIT EPOCHS SPEC: one seeded run (model file thrown away)

@@ -5,9 +5,10 @@
 # --max-len MAXLEN). Every loss of LOSS_SET (default "ce bce:1 ssm:128:uniform
 # ssm:128:pop:0.75 ssm:127:in-batch ssm:128:mixed gbce:128": full CE,
 # SASRec's BCE with K negatives, the sampled softmax with K negatives of a
-# sampler, gBCE with K negatives and t 0.75; a word ending in +shared, as
-# ssm:128:uniform+shared, trains with --neg-shared --lazy-adam, its sampler
-# column saying "SAMPLER+shared") trains the README's SASRec
+# sampler, gBCE with K negatives and t 0.75; a word ending in +seq or
+# +batch, as ssm:128:uniform+seq, trains with --neg-share sequence or batch
+# and --lazy-adam, its sampler column saying "SAMPLER+seq") trains the
+# README's SASRec
 # (LOSS_MODEL_ARGS, default --dim 64 --ffn 64 --dropout 0.5 --threads 2)
 # for LOSS_EPOCHS epochs (default 10, --patience 0; the model kept is the
 # best validation epoch's), then seqrec-score ranks the test items against
@@ -39,19 +40,20 @@ machine_lines "$CSV" losses ""
 # args SPEC: seqrec-train's options of a LOSS_SET word
 args() {
   case $1 in
-    ssm:*+shared|gbce:*+shared) echo "$(args "${1%+shared}") --neg-shared --lazy-adam" ;;
-    *+*) echo "bench-losses: LOSS_SET: $1: the only suffix is +shared" >&2; exit 64 ;;
+    ssm:*+seq|gbce:*+seq) echo "$(args "${1%+seq}") --neg-share sequence --lazy-adam" ;;
+    ssm:*+batch|gbce:*+batch) echo "$(args "${1%+batch}") --neg-share batch --lazy-adam" ;;
+    *+*) echo "bench-losses: LOSS_SET: $1: the suffixes are +seq and +batch" >&2; exit 64 ;;
     ce) echo "--loss ce" ;;
     bce:*) echo "--loss bce --neg ${1#bce:}" ;;
     ssm:*:*) k=${1#ssm:}; echo "--loss sampled-softmax --neg ${k%%:*} --neg-sampler ${k#*:}" ;;
     gbce:*) echo "--loss gbce --neg ${1#gbce:} --gbce-t 0.75" ;;
-    *) echo "bench-losses: LOSS_SET: $1 is none of ce, bce:K, ssm:K:SAMPLER[+shared], gbce:K[+shared]" >&2; exit 64 ;;
+    *) echo "bench-losses: LOSS_SET: $1 is none of ce, bce:K, ssm:K:SAMPLER[+seq|+batch], gbce:K[+seq|+batch]" >&2; exit 64 ;;
   esac
 }
 for l in $LOSS_SET; do args "$l" >/dev/null; done
 name_of() { case $1 in ssm:*) echo sampled-softmax ;; *) echo "${1%%:*}" ;; esac; }
-neg_of() { case $1 in ce) echo 0 ;; ssm:*) k=${1#ssm:}; echo "${k%%:*}" ;; *) k=${1#*:}; echo "${k%+shared}" ;; esac; }
-sampler_of() { case $1 in ssm:*) k=${1#ssm:}; echo "${k#*:}" ;; gbce:*+shared) echo uniform+shared ;; gbce:*) echo uniform ;; bce:*) echo not-in-history ;; *) echo - ;; esac; }
+neg_of() { case $1 in ce) echo 0 ;; ssm:*) k=${1#ssm:}; echo "${k%%:*}" ;; *) k=${1#*:}; echo "${k%%+*}" ;; esac; }
+sampler_of() { case $1 in ssm:*) k=${1#ssm:}; echo "${k#*:}" ;; gbce:*+*) echo "uniform+${1#*+}" ;; gbce:*) echo uniform ;; bce:*) echo not-in-history ;; *) echo - ;; esac; }
 median() { sed -n 's/.*"train_seconds":\([0-9.]*\).*/\1/p' "$1" | sort -g |
   awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}'; }
 best() { sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$1" | sort -g | tail -n 1; }

@@ -2,8 +2,8 @@
 # (bench/bench-catalogue.sh):
 #   gnuplot -e "csv='bench/out/catalogue.csv'; out='bench/out/catalogue.png'" bench/catalogue.gnuplot
 # Left: SASRec's seconds an epoch against the catalogue's items (log-log),
-# one line a loss (ce, sampled-softmax K, gbce K; "shared+lazy": with
-# --neg-shared --lazy-adam); right: the process's peak
+# one line a loss (ce, sampled-softmax K, gbce K; "seq+lazy", "batch+lazy":
+# with --neg-share sequence or batch and --lazy-adam); right: the process's peak
 # resident memory. A run the CSV has no time for (skipped) is left out; the
 # title names the processor.
 if (!exists("csv")) csv = 'bench/out/catalogue.csv'
@@ -17,7 +17,7 @@ losses = system(sprintf("awk -F, '$1 == \"catalogue\" && NF == 9 && $7 != \"\" &
 if (words(losses) == 0) { print "catalogue.gnuplot: no timed run in " . csv; exit }
 cpu = system(sprintf("awk -F, '$1 == \"catalogue\" && $2 == \"cpu\" { print $3 }' %s", csv))
 users = system(sprintf("awk -F, '$1 == \"catalogue\" && $2 == \"users\" { print $3 }' %s", csv))
-# "sampled-softmax:128:shared+lazy" -> "sampled-softmax K=128 shared+lazy"
+# "sampled-softmax:128:seq+lazy" -> "sampled-softmax K=128 seq+lazy"
 lname(s) = (s[1:3] eq "ce:") ? "full CE" : system(sprintf("echo '%s' | awk -F: '{ printf \"%%s K=%%s%%s\", $1, $2, $3 == \"adam\" ? \"\" : \" \" $3 }'", s))
 sel(s, c) = sprintf("< awk -F, '$1 == \"catalogue\" && NF == 9 && $3 \":\" $4 \":\" $6 == \"%s\" && $%d != \"\" { print $2, $%d }' %s", s, c, c, csv)
 

@@ -290,7 +290,7 @@ int sq_batcher_init_cl(sq_batcher *b, const sq_seqs *d, int mode, int max_len, i
     return init(b, d, mode, max_len, batch, K, 0, seed, e);
 }
 
-int sq_batcher_sampled(sq_batcher *b, int v, int K, int shared, sq_err *e)
+int sq_batcher_sampled(sq_batcher *b, int v, int K, int share, sq_err *e)
 {
     if (b->K || b->views == 2)
         return sq_fail(e, SQ_EX_SOFTWARE, "sampled negatives on a builder with negatives or views");
@@ -308,14 +308,15 @@ int sq_batcher_sampled(sq_batcher *b, int v, int K, int shared, sq_err *e)
         return e->code;
     size_t slots = (size_t)b->cap_T * (size_t)K;
     b->smp_mem = malloc(slots * (sizeof(int) + sizeof(float)));
-    if (!b->smp_mem)
+    b->smp_first = malloc(((size_t)b->batch + 1) * sizeof *b->smp_first);
+    if (!b->smp_mem || !b->smp_first)
         return sq_fail(e, SQ_EX_OSERR, "out of memory for %d negatives a position", K);
     b->pb.neg = b->smp_mem;
     b->pb.lq = (float *)(b->pb.neg + slots);
     b->pb.K = b->K = K;
     b->smp_on = 1;
     b->smp_v = v;
-    b->smp_shared = shared;
+    b->smp_share = share;
     return 0;
 }
 
@@ -323,6 +324,7 @@ void sq_batcher_free(sq_batcher *b)
 {
     sq_sampler_free(&b->smp);
     free(b->smp_mem);
+    free(b->smp_first);
     free(b->samples);
     free(b->order);
     free(b->sorted);
@@ -571,21 +573,69 @@ static const sq_packed *get_views(sq_batcher *b, uint64_t epoch, uint64_t first,
     return p;
 }
 
-/* --neg-shared: batch i's one set of K negatives (the in-batch slots over
- * its n targets, the others from the sampler) as entry 0's, copied to the
- * other entries */
-static void shared_negatives(sq_batcher *b, sq_packed *p, uint64_t epoch, uint64_t i, int n)
+/* Entry m's negatives and corrections from entry m0's, for m in [m0 + 1, m1) */
+static void copy_negatives(sq_packed *p, int K, int m0, int m1)
 {
-    int K = b->K, kb = sq_neg_inbatch_slots(b->smp_v, K);
-    sq_rng r;
-    sq_rng_seed(&r, b->seed, STREAM_SHN ^ ((epoch + 1) * 0x9e3779b97f4a7c15ull) ^ i);
-    sq_sampler_draw(&b->smp, &r, kb, p->neg, p->lq);
-    if (kb > 0)
-        sq_sampler_inbatch(&b->smp, &r, p->targets, n, 1, p->neg, p->lq);
-    for (int m = 1; m < n; m++) {
-        memcpy(p->neg + (size_t)m * K, p->neg, (size_t)K * sizeof *p->neg);
-        memcpy(p->lq + (size_t)m * K, p->lq, (size_t)K * sizeof *p->lq);
+    for (int m = m0 + 1; m < m1; m++) {
+        memcpy(p->neg + (size_t)m * K, p->neg + (size_t)m0 * K, (size_t)K * sizeof *p->neg);
+        memcpy(p->lq + (size_t)m * K, p->lq + (size_t)m0 * K, (size_t)K * sizeof *p->lq);
     }
+}
+
+/* Sample (u, end)'s negatives, entries [n0, n): each its own (position),
+ * or the sampler's slots of entry n0 alone (sequence: the rest are copied
+ * once the in-batch slots are drawn, sampler_finish); nothing for batch */
+static void sample_negatives(sq_batcher *b, sq_packed *p, uint64_t epoch, uint32_t u,
+                             uint32_t end, int n0, int n)
+{
+    int K = b->K;
+    if (b->smp_on && b->smp_share == SQ_SHARE_BATCH)
+        return;
+    sq_rng r;
+    sample_rng(&r, STREAM_NEG, b->seed, epoch, u, end);
+    if (!b->smp_on) {
+        draw_negatives(b, p, u, n0, n, &r);
+        return;
+    }
+    int m1 = b->smp_share == SQ_SHARE_SEQUENCE && n > n0 ? n0 + 1 : n;
+    for (int m = n0; m < m1; m++)
+        sq_sampler_draw(&b->smp, &r, sq_neg_inbatch_slots(b->smp_v, K), p->neg + (size_t)m * K,
+                        p->lq + (size_t)m * K);
+}
+
+/* The sampler's batch-wide part of batch i's B samples and n entries: the
+ * in-batch slots (of every entry, of each sample's first, or of entry 0),
+ * then the copies of --neg-share sequence and batch; for batch, its one set
+ * of K from the generator of (seed, epoch, i) first */
+static void sampler_finish(sq_batcher *b, sq_packed *p, uint64_t epoch, uint64_t i, int B, int n)
+{
+    int K = b->K, kb = sq_neg_inbatch_slots(b->smp_v, K), share = b->smp_share;
+    p->neg_shared = share == SQ_SHARE_BATCH;
+    if (n == 0)
+        return;
+    sq_rng r;
+    if (share == SQ_SHARE_BATCH) {
+        sq_rng_seed(&r, b->seed, STREAM_SHN ^ ((epoch + 1) * 0x9e3779b97f4a7c15ull) ^ i);
+        sq_sampler_draw(&b->smp, &r, kb, p->neg, p->lq);
+        if (kb > 0)
+            sq_sampler_inbatch(&b->smp, &r, p->targets, n, NULL, 1, p->neg, p->lq);
+        copy_negatives(p, K, 0, n);
+        return;
+    }
+    /* the samples with entries: their firsts, in order */
+    int *first = b->smp_first, nf = 0;
+    for (int j = 0; j < B && share == SQ_SHARE_SEQUENCE; j++)
+        if (first[j + 1] > first[j])
+            first[nf++] = first[j];
+    if (kb > 0) {
+        sq_rng_seed(&r, b->seed, STREAM_IBN ^ ((epoch + 1) * 0x9e3779b97f4a7c15ull) ^ i);
+        if (share == SQ_SHARE_SEQUENCE)
+            sq_sampler_inbatch(&b->smp, &r, p->targets, n, first, nf, p->neg, p->lq);
+        else
+            sq_sampler_inbatch(&b->smp, &r, p->targets, n, NULL, n, p->neg, p->lq);
+    }
+    for (int f = 0; f < nf; f++) /* each first's row to the rest of its sample */
+        copy_negatives(p, K, first[f], f + 1 < nf ? first[f + 1] : n);
 }
 
 const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
@@ -616,6 +666,8 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
         T += (int)len;
         p->off[j + 1] = T;
         int n0 = n;
+        if (b->smp_on)
+            b->smp_first[j] = n0;
         if (b->cloze) {
             mask_window(b, p, o, len, it, epoch, u, end, &n);
         } else { /* the trained positions of this sample, oldest first */
@@ -625,24 +677,12 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i)
                 n++;
             }
         }
-        if (K > 0 && !b->smp_shared) {
-            sq_rng r;
-            sample_rng(&r, STREAM_NEG, b->seed, epoch, u, end);
-            if (b->smp_on)
-                for (int m = n0; m < n; m++)
-                    sq_sampler_draw(&b->smp, &r, sq_neg_inbatch_slots(b->smp_v, K),
-                                    p->neg + (size_t)m * K, p->lq + (size_t)m * K);
-            else
-                draw_negatives(b, p, u, n0, n, &r);
-        }
+        if (K > 0)
+            sample_negatives(b, p, epoch, u, end, n0, n);
     }
-    p->neg_shared = b->smp_shared;
-    if (b->smp_shared && n > 0)
-        shared_negatives(b, p, epoch, i, n);
-    else if (b->smp_on && sq_neg_inbatch_slots(b->smp_v, K) > 0) {
-        sq_rng r;
-        sq_rng_seed(&r, b->seed, STREAM_IBN ^ ((epoch + 1) * 0x9e3779b97f4a7c15ull) ^ i);
-        sq_sampler_inbatch(&b->smp, &r, p->targets, n, n, p->neg, p->lq);
+    if (b->smp_on) {
+        b->smp_first[B] = n;
+        sampler_finish(b, p, epoch, i, B, n);
     }
     if (b->views == 3) {
         p->n_first = n;

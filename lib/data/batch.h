@@ -161,7 +161,7 @@ typedef struct {
     float *lq;       /* [n * K] a sampled loss's log(K Q) of each negative
                         (sampler.h), NULL for SASRec's BCE negatives */
     int neg_shared;  /* every entry's K negatives and lq are the same
-                        (--neg-shared: entry 0's repeated) */
+                        (--neg-share batch: entry 0's repeated) */
     int views;       /* 1, or 2 (VIEWS: sequences [0, B/2) are first views),
                         or 3 (CONTRASTIVE VIEWS: [0, B/3) the samples) */
     int n_first;     /* VIEWS: entries [0, n_first) are the first views' */
@@ -199,7 +199,8 @@ typedef struct {
     uint32_t *distinct;  /* [n_users] distinct training items (negatives) */
     sq_sampler smp;      /* sq_batcher_sampled's negatives (smp_on) */
     int smp_on, smp_v;
-    int smp_shared;      /* one set of negatives a batch (--neg-shared) */
+    int smp_share;       /* --neg-share: SQ_SHARE_* (sampler.h) */
+    int *smp_first;      /* [batch + 1] each sample's first entry (sequence) */
     void *smp_mem;       /* their neg and lq arrays */
     int cap_T;           /* most token rows in one batch (bound) */
     size_t cap_att;      /* most sum(len^2) in one batch (bound) */
@@ -235,13 +236,16 @@ int sq_batcher_init_cl(sq_batcher *b, const sq_seqs *d, int mode, int max_len, i
  * negatives per loss entry from the sampler v (the packed --neg-sampler,
  * sampler.h) with their log-Q corrections in pb.lq, for the sampled
  * softmax and gBCE: drawn for each sample from its generator (seed, epoch,
- * user, end), in-batch slots from one of (seed, epoch, batch). shared
- * (--neg-shared): one set of K drawn a batch from the generator of (seed,
- * epoch, batch), every entry of the batch given the same (TensorFlow's
- * sampled_softmax_loss): a step then touches K rows of the item table, not
- * n K. SQ_EX_USAGE for K out of 1..n_items - 1 or in-batch slots not below
- * --batch (a full batch holds at least `batch` targets), SQ_EX_OSERR. */
-int sq_batcher_sampled(sq_batcher *b, int v, int K, int shared, sq_err *e);
+ * user, end), in-batch slots from one of (seed, epoch, batch). share
+ * (--neg-share, SQ_SHARE_*): position, K for every entry; sequence, K for
+ * each sample (its first entry's draws, in-batch slots drawn for each
+ * sample in order) copied to its entries; batch, one set of K drawn from
+ * the generator of (seed, epoch, batch) for every entry (TensorFlow's
+ * sampled_softmax_loss). A step then touches up to n K, B K or K rows of
+ * the item table. SQ_EX_USAGE for K out of 1..n_items - 1 or in-batch
+ * slots not below --batch (a full batch holds at least `batch` targets),
+ * SQ_EX_OSERR. */
+int sq_batcher_sampled(sq_batcher *b, int v, int K, int share, sq_err *e);
 void sq_batcher_free(sq_batcher *b);
 
 /* Number of batches of an epoch: ceil(n_samples / batch). */

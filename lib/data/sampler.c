@@ -162,14 +162,15 @@ void sq_sampler_draw(const sq_sampler *s, sq_rng *r, int k0, int *neg, float *lq
     }
 }
 
-void sq_sampler_inbatch(sq_sampler *s, sq_rng *r, const int *tg, int n, int rows, int *neg,
-                        float *lq)
+void sq_sampler_inbatch(sq_sampler *s, sq_rng *r, const int *tg, int n, const int *at,
+                        int n_at, int *neg, float *lq)
 {
     int K = s->K, K1 = s->kind == SQ_NEG_MIXED ? K / 2 : K;
     double lo = (double)(K - K1) / s->n_items; /* the uniform part of K Q */
     for (int i = 0; i < n; i++)
         s->cnt[tg[i]]++;
-    for (int i = 0; i < rows && i < n; i++) {
+    for (int j = 0; j < n_at; j++) {
+        int i = at ? at[j] : j;
         int *ni = neg + (size_t)i * K;
         float *qi = lq + (size_t)i * K;
         for (int k = 0; k < K1; k++)

@@ -72,12 +72,16 @@ void sq_sampler_free(sq_sampler *s);
 
 /* The non-in-batch slots [k0, K) of one entry from r: neg and lq. */
 void sq_sampler_draw(const sq_sampler *s, sq_rng *r, int k0, int *neg, float *lq);
-/* The in-batch slots [0, sq_neg_inbatch_slots) of the first `rows` of the
- * n entries whose targets are tg (n: every entry; 1: the one set that
- * --neg-shared copies to all), with their corrections (a mixed sampler's
- * uniform slots are corrected too), from r. The draws are over all n
- * targets either way. */
-void sq_sampler_inbatch(sq_sampler *s, sq_rng *r, const int *tg, int n, int rows, int *neg,
-                        float *lq);
+/* The in-batch slots [0, sq_neg_inbatch_slots) of entries at[0 .. n_at)
+ * (at NULL: entries 0 .. n_at - 1) of the n entries whose targets are tg,
+ * with their corrections (a mixed sampler's uniform slots are corrected
+ * too), from r, in that order: every entry (--neg-share position), each
+ * sequence's first (sequence) or entry 0 (batch). The draws are over all
+ * n targets either way. */
+void sq_sampler_inbatch(sq_sampler *s, sq_rng *r, const int *tg, int n, const int *at,
+                        int n_at, int *neg, float *lq);
+
+/* --neg-share: whose entries share one set of K negatives */
+enum { SQ_SHARE_POSITION = 0, SQ_SHARE_SEQUENCE = 1, SQ_SHARE_BATCH = 2 };
 
 #endif

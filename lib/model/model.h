@@ -159,7 +159,7 @@ typedef struct {
     int loss;        /* SQ_LOSS_* (nextloss.h) */
     int neg;         /* negatives per position (bce, the sampled losses) */
     int neg_sampler; /* the sampled softmax's sampler (sampler.h, packed) */
-    int neg_shared;  /* --neg-shared: one set of negatives a batch */
+    int neg_share;   /* --neg-share: SQ_SHARE_* (sampler.h) */
     double gbce_t;   /* gBCE's calibration t */
     int target;      /* SQ_TARGET_* (batch.h) */
     int stride;      /* windows: --window-stride (0: max_len) */

@@ -64,7 +64,7 @@ int sq_loss_batcher_negatives(sq_batcher *bt, const sq_step_opts *o, sq_err *e)
 {
     if (!sq_loss_sampled(o->loss))
         return 0;
-    if (sq_batcher_sampled(bt, o->neg_sampler, o->neg, o->neg_shared, e)) {
+    if (sq_batcher_sampled(bt, o->neg_sampler, o->neg, o->neg_share, e)) {
         sq_batcher_free(bt);
         return e->code;
     }

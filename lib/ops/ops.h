@@ -240,7 +240,7 @@ double R(sq_gbce_sampled)(const sq_ctx *cx, real *dh, real *dE, real *dbias, con
                           int *count);
 
 /* 10e. 10c and 10d over one set of negatives shared by every entry
- * (seqrec-train --neg-shared): neg[K] and lq[K] stand for every row of
+ * (seqrec-train --neg-share batch): neg[K] and lq[K] stand for every row of
  * 10c's neg and lq. Loss and gradients those of 10c (10d) given the set in
  * every row (hits masked per entry, bias, correction, beta, 1 / (K + 1));
  * the logits against the set are one GEMM a chunk of `chunk` entries,

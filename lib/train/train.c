@@ -118,11 +118,13 @@ const sq_opt sq_train_options[] = {
              "the items (default), by training count^A\n"
              "(0 <= A <= 1, default 1), the batch's targets,\n"
              "or half in-batch and half uniform"},
-    {.name = "neg-shared", .key = "train.neg_shared", .type = SQ_OPT_FLAG,
-     .offset = OFF(neg_shared), .def = "0", .optional = 1,
-     .help = "sampled-softmax and gbce: one set of --neg K\n"
-             "negatives a batch, shared by its positions\n"
-             "(default: K drawn for each position)"},
+    {.name = "neg-share", .key = "train.neg_share", .type = SQ_OPT_CHOICE,
+     .offset = OFF(neg_share), .def = "position", .choices = "position|sequence|batch",
+     .arg = "position|sequence|batch", .optional = 1,
+     .help = "sampled-softmax and gbce: --neg K negatives\n"
+             "drawn for each position (default), one set\n"
+             "for each sequence's positions, or one set for\n"
+             "the whole batch"},
     {.name = "gbce-t", .key = "train.gbce_t", .type = SQ_OPT_REAL, .offset = OFF(gbce_t),
      .def = "0.75", .lo = 0, .hi = 1, .arg = "T",
      .help = "gbce's calibration t in [0, 1] (default 0.75;\n"
@@ -259,8 +261,8 @@ static int check_loss(const sq_train_opts *o, sq_err *e)
         return sq_fail(e, SQ_EX_USAGE, "--neg-sampler %s is for --loss sampled-softmax (gbce's "
                        "calibration assumes uniform negatives)",
                        sq_neg_sampler_format(o->neg_sampler, buf, sizeof buf));
-    if (o->neg_shared && !sq_loss_sampled(o->loss))
-        return sq_fail(e, SQ_EX_USAGE, "--neg-shared is for --loss sampled-softmax and gbce");
+    if (o->neg_share && !sq_loss_sampled(o->loss))
+        return sq_fail(e, SQ_EX_USAGE, "--neg-share is for --loss sampled-softmax and gbce");
     if (o->lazy_adam && o->loss == SQ_LOSS_CE)
         return sq_fail(e, SQ_EX_USAGE, "--lazy-adam is for the sampled losses (bce, "
                        "sampled-softmax, gbce): with --loss ce every item's row has a "
@@ -277,7 +279,7 @@ static int check_loss(const sq_train_opts *o, sq_err *e)
 sq_step_opts sq_train_step_opts(const sq_train_opts *o)
 {
     sq_step_opts s = {.loss = o->loss, .neg = o->neg, .neg_sampler = o->neg_sampler,
-                      .neg_shared = o->neg_shared,
+                      .neg_share = o->neg_share,
                       .gbce_t = o->gbce_t, .target = o->target,
                       .stride = o->stride, .batch = o->batch, .seed = o->seed};
     return s;

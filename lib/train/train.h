@@ -94,7 +94,7 @@ typedef struct {
     int loss;               /* SQ_LOSS_* (nextloss.h) */
     int neg;                /* negatives per position (bce, sampled losses) */
     int neg_sampler;        /* --neg-sampler, packed (sampler.h) */
-    int neg_shared;         /* --neg-shared: one set of negatives a batch */
+    int neg_share;          /* --neg-share: SQ_SHARE_* (sampler.h) */
     double gbce_t;          /* --gbce-t */
     int target;             /* SQ_TARGET_* (batch.h) */
     int stride;             /* --window-stride (0: max_len) */

@@ -11,7 +11,7 @@ setup() {
   common_setup
   PEAK=${SEQREC_BIN%/bin}/bench/sgemm_peak
   [ -x "$PEAK" ] || PEAK=""
-  export CAT_ITEMS="300 3000" CAT_USERS=60 CAT_LOSSES="ce ssm:8 gbce:8 ssm:8+shared" CAT_EPOCHS=1 \
+  export CAT_ITEMS="300 3000" CAT_USERS=60 CAT_LOSSES="ce ssm:8 gbce:8 ssm:8+seq ssm:8+batch" CAT_EPOCHS=1 \
     CAT_BUDGET=0.05 CAT_MAX_EPOCHS=3 CAT_QUALITY_ITEMS=300 CAT_QUALITY_USERS=80 CAT_CE_MAX=1000 \
     CAT_MODEL_ARGS="--dim 8 --ffn 8 --layers 1 --heads 1 --max-len 10 --batch 32 --threads 2"
 }
@@ -26,12 +26,12 @@ bench() { sh "$SEQREC_ROOT/bench/bench-catalogue.sh" "$SEQREC_BIN" "$T/out" "$PE
   grep -q '^bench,items,loss,neg,sampler,update,epoch_seconds,max_rss_mib,vs_base$' "$csv"
   for r in "300,ce,0,-,adam" "300,sampled-softmax,8,uniform,adam" "300,gbce,8,uniform,adam" \
            "3000,sampled-softmax,8,uniform,adam" "3000,gbce,8,uniform,adam" \
-           "300,sampled-softmax,8,uniform,shared\+lazy" "3000,sampled-softmax,8,uniform,shared\+lazy"; do
+           "300,sampled-softmax,8,uniform,seq\+lazy" "3000,sampled-softmax,8,uniform,batch\+lazy"; do
     grep -Eq "^catalogue,$r,[0-9.]+,[0-9.]+,[0-9.]+$" "$csv" || { echo "no $r"; cat "$csv"; false; }
   done
   grep -q '^catalogue,3000,ce,0,-,adam,,,skipped (ce above CAT_CE_MAX 1000)$' "$csv"
   grep -Eq '^catalogue,300,ce,0,-,adam,[0-9.]+,[0-9.]+,1.00$' "$csv"
-  [ "$(grep -c '^catalogue-quality,300,' "$csv")" = 4 ]
+  [ "$(grep -c '^catalogue-quality,300,' "$csv")" = 5 ]
   awk -F, '$1 == "catalogue-quality" && !(NF == 11 && $8 >= 2 && $8 <= 3 && $10 > 0 && $10 <= 1) { print; bad = 1 } END { exit bad }' "$csv"
   if command -v gnuplot >/dev/null; then
     [ -s "$T/out/catalogue.png" ]
@@ -44,9 +44,9 @@ bench() { sh "$SEQREC_ROOT/bench/bench-catalogue.sh" "$SEQREC_BIN" "$T/out" "$PE
 
 @test "bench-catalogue.sh: a loss it does not know is a usage error (64); a quality size not timed too" {
   CAT_LOSSES="ce bpr" run -64 bench
-  [[ "$output" == *"bpr is none of ce, ssm:K[+shared], gbce:K[+shared]"* ]]
+  [[ "$output" == *"bpr is none of ce, ssm:K[+seq|+batch], gbce:K[+seq|+batch]"* ]]
   CAT_LOSSES="ssm:8+lazy" run -64 bench
-  [[ "$output" == *"ssm:8+lazy: the only suffix is +shared"* ]]
+  [[ "$output" == *"ssm:8+lazy: the suffixes are +seq and +batch"* ]]
   CAT_QUALITY_ITEMS=1234 CAT_LOSSES=ssm:8 run -64 bench
   [[ "$output" == *"1234 is not in CAT_ITEMS"* ]]
 }
@@ -60,12 +60,12 @@ bench() { sh "$SEQREC_ROOT/bench/bench-catalogue.sh" "$SEQREC_BIN" "$T/out" "$PE
   "$SEQREC_BIN/seqrec-synth" --users 100 --items 60 --seed 1 --format stream |
     "$SEQREC_BIN/seqrec-split" --leave-one-out 2>/dev/null > "$T/s.sqr"
   export LOSS_EPOCHS=1 LOSS_MODEL_ARGS="--dim 8 --ffn 8 --threads 2" \
-    LOSS_SET="ce bce:1 ssm:8:uniform ssm:8:in-batch gbce:8 ssm:8:pop+shared gbce:8+shared"
+    LOSS_SET="ce bce:1 ssm:8:uniform ssm:8:in-batch gbce:8 ssm:8:pop+seq gbce:8+batch"
   run -0 sh "$SEQREC_ROOT/bench/bench-losses.sh" "$SEQREC_BIN" "$T/out" tiny:10:"$T/s.sqr"
   csv=$T/out/losses.csv
   head -n 1 "$csv" | grep -q '^losses,cpu,'
   for r in "ce,0,-" "bce,1,not-in-history" "sampled-softmax,8,uniform" "sampled-softmax,8,in-batch" \
-           "gbce,8,uniform" "sampled-softmax,8,pop\+shared" "gbce,8,uniform\+shared"; do
+           "gbce,8,uniform" "sampled-softmax,8,pop\+seq" "gbce,8,uniform\+batch"; do
     grep -Eq "^losses,tiny,$r,1,[0-9.]+,[0-9.]+,[0-9.]+,[0-9.]+,[0-9.]+$" "$csv" ||
       { echo "no $r"; cat "$csv"; false; }
   done
@@ -73,7 +73,7 @@ bench() { sh "$SEQREC_ROOT/bench/bench-catalogue.sh" "$SEQREC_BIN" "$T/out" "$PE
   LOSS_SET="ce bpr" run -64 sh "$SEQREC_ROOT/bench/bench-losses.sh" "$SEQREC_BIN" "$T/out" tiny:10:"$T/s.sqr"
   [[ "$output" == *"bpr is none of"* ]]
   LOSS_SET="ce ssm:8:pop+lazy" run -64 sh "$SEQREC_ROOT/bench/bench-losses.sh" "$SEQREC_BIN" "$T/out" tiny:10:"$T/s.sqr"
-  [[ "$output" == *"ssm:8:pop+lazy: the only suffix is +shared"* ]]
+  [[ "$output" == *"ssm:8:pop+lazy: the suffixes are +seq and +batch"* ]]
   run -66 sh "$SEQREC_ROOT/bench/bench-losses.sh" "$SEQREC_BIN" "$T/out" tiny:10:"$T/none.sqr"
   no_leftovers "$T" out s.sqr
 }

@@ -68,41 +68,45 @@ key() { seqrec-cat --header "$2" | sed -n "s/^config\t$1=//p"; }
   done
 }
 
-@test "loss: --neg-shared and --lazy-adam: seeded, resumed, recorded, each changing the model" {
-  same_seed_same_model "${TINY[@]}" --loss sampled-softmax --neg 16 --neg-shared --lazy-adam
+@test "loss: --neg-share and --lazy-adam: seeded, resumed, recorded, each changing the model" {
+  same_seed_same_model "${TINY[@]}" --loss sampled-softmax --neg 16 --neg-share batch --lazy-adam
+  same_seed_same_model "${TINY[@]}" --loss sampled-softmax --neg 16 --neg-share sequence \
+    --neg-sampler mixed
   seqrec-train "${TINY[@]}" --loss sampled-softmax --neg 16 --epochs 2 --log /dev/null \
     -o "$T/plain.sqm" "$T/s.sqr"
-  for f in --neg-shared --lazy-adam; do
+  seqrec-train "${TINY[@]}" --loss sampled-softmax --neg 16 --neg-share position --epochs 2 \
+    --log /dev/null -o "$T/pos.sqm" "$T/s.sqr"
+  cmp "$T/plain.sqm" "$T/pos.sqm" # position is the default
+  for f in "--neg-share batch" "--neg-share sequence" --lazy-adam; do
     seqrec-train "${TINY[@]}" --loss sampled-softmax --neg 16 $f --epochs 2 --log /dev/null \
       -o "$T/one.sqm" "$T/s.sqr"
     ! cmp -s "$T/one.sqm" "$T/plain.sqm" || { echo "$f changed nothing"; false; }
-    ! cmp -s "$T/one.sqm" "$T/m1.sqm" || { echo "$f alone is both"; false; }
   done
-  resume_same_model "${TINY[@]}" --loss gbce --neg 8 --neg-shared --lazy-adam
-  [ "$(key train.neg_shared "$T/full.sqm")" = 1 ]
+  resume_same_model "${TINY[@]}" --loss gbce --neg 8 --neg-share sequence --lazy-adam
+  [ "$(key train.neg_share "$T/full.sqm")" = sequence ]
   [ "$(key train.lazy_adam "$T/full.sqm")" = 1 ]
   # the threads' micro-batches and one thread: each gives its own bytes, every time
   for th in 1 2; do
     for i in 1 2; do
       seqrec-train "${TINY[@]}" --threads $th --loss sampled-softmax --neg 8 --neg-sampler mixed \
-        --neg-shared --lazy-adam --clip 1 --epochs 1 --log /dev/null -o "$T/c$i.sqm" "$T/s.sqr"
+        --neg-share batch --lazy-adam --clip 1 --epochs 1 --log /dev/null -o "$T/c$i.sqm" "$T/s.sqr"
     done
     cmp "$T/c1.sqm" "$T/c2.sqm"
   done
 }
 
-@test "loss: --neg-shared with --lazy-adam learns what popularity cannot" {
+@test "loss: --neg-share sequence with --lazy-adam learns what popularity cannot" {
   run --separate-stderr seqrec-train --model pop -o "$T/pop.sqm" "$T/s.sqr"
   pop=$(sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' <<< "$stderr")
   seqrec-train --dim 32 --ffn 64 --max-len 20 --batch 32 --threads 2 --dropout 0.1 \
-    --lr 3e-3 --epochs 8 --loss sampled-softmax --neg 16 --neg-shared --lazy-adam \
+    --lr 3e-3 --epochs 8 --loss sampled-softmax --neg 16 --neg-share sequence --lazy-adam \
     --log "$T/log" -o "$T/m.sqm" "$T/s.sqr"
   got=$(tail -n 1 "$T/log" | sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p')
-  echo "pop $pop shared+lazy $got"
+  echo "pop $pop sequence+lazy $got"
   awk -v p="$pop" -v s="$got" 'BEGIN { exit !(s > 1.5 * p) }'
 }
 
-@test "loss: --neg-shared and --lazy-adam refusals (64), no model file" {
+@test "loss: --neg-share and --lazy-adam refusals (64), no model file" {
   refuse() { # MESSAGE ARGS...
     local msg=$1
     shift
@@ -110,8 +114,9 @@ key() { seqrec-cat --header "$2" | sed -n "s/^config\t$1=//p"; }
     [[ "$output" == *"$msg"* ]] || { echo "$*: $output"; false; }
     [ ! -e "$T/m.sqm" ]
   }
-  refuse "--neg-shared is for --loss sampled-softmax and gbce" --neg-shared
-  refuse "--neg-shared is for --loss sampled-softmax and gbce" --loss bce --neg-shared
+  refuse "--neg-share is for --loss sampled-softmax and gbce" --neg-share batch
+  refuse "--neg-share is for --loss sampled-softmax and gbce" --loss bce --neg-share sequence
+  refuse "bad value 'user' for --neg-share" --loss gbce --neg-share user
   refuse "--lazy-adam is for the sampled losses" --lazy-adam
   run -64 seqrec-train --model gru4rec --dim 16 --epochs 1 --loss sampled-softmax --neg 4 \
     --lazy-adam -o "$T/m.sqm" "$T/s.sqr"

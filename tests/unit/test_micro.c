@@ -300,9 +300,14 @@ UNIT_TEST(test_micro_sampled)
                 "dim=8\nffn=8\nmax_len=12\nlayers=1\ndropout=0\ntrain.mask_prob=0.3\n",
                 (sq_step_opts){.loss = SQ_LOSS_GBCE, .neg = 5, .gbce_t = 0.75,
                                .target = SQ_TARGET_ALL, .batch = 11, .seed = 3});
-    /* --neg-shared: one set for the batch, the parts reading it */
+    /* --neg-share sequence and batch: one set a sequence or a batch, the
+     * parts reading it */
     check_model(t, "sasrec", "dim=8\nffn=8\nmax_len=12\nlayers=1\ndropout=0\n",
-                (sq_step_opts){.loss = SQ_LOSS_SAMPLED_SOFTMAX, .neg = 6, .neg_shared = 1,
+                (sq_step_opts){.loss = SQ_LOSS_GBCE, .neg = 5, .gbce_t = 0.5,
+                               .neg_share = SQ_SHARE_SEQUENCE, .target = SQ_TARGET_ALL,
+                               .batch = 11, .seed = 3});
+    check_model(t, "sasrec", "dim=8\nffn=8\nmax_len=12\nlayers=1\ndropout=0\n",
+                (sq_step_opts){.loss = SQ_LOSS_SAMPLED_SOFTMAX, .neg = 6, .neg_share = SQ_SHARE_BATCH,
                                .neg_sampler = SQ_NEG_MIXED, .target = SQ_TARGET_ALL,
                                .batch = 11, .seed = 3});
 }

@@ -90,7 +90,7 @@ UNIT_TEST(test_sampler_inbatch)
         if (mixed) /* the uniform slots come first from the draws of each sample */
             for (int i = 0; i < 6; i++)
                 sq_sampler_draw(&s, &r, K1, neg + i * K, lq + i * K);
-        sq_sampler_inbatch(&s, &r, tg, 6, 6, neg, lq);
+        sq_sampler_inbatch(&s, &r, tg, 6, NULL, 6, neg, lq);
         for (int i = 0; i < 6 * K; i++) {
             int x = neg[i], c = 0;
             for (int j = 0; j < 6; j++)
@@ -141,47 +141,58 @@ UNIT_TEST(test_sampler_batcher)
     sq_batcher_free(&a);
 }
 
-/* --neg-shared: every entry of a batch gets the batch's one set (negatives
- * and corrections), the same for a seed; in-batch slots drawn from the
- * batch's targets with the batch's counts in their corrections. */
+/* --neg-share sequence and batch: each sample's entries, or every entry of
+ * the batch, get one set (negatives and corrections), the same for a
+ * seed; in-batch slots are drawn from the batch's targets. */
 UNIT_TEST(test_sampler_shared)
 {
     sq_err e = {0};
     sq_seqs d = {.n_users = 2, .n_items = 5, .items = pop_items, .start = pop_start,
                  .n_train = pop_ntrain};
     const int samplers[2] = {SQ_NEG_UNIFORM, SQ_NEG_MIXED};
-    for (int s = 0; s < 2; s++) {
-        int K = s ? 2 : 4; /* mixed: K / 2 in-batch slots below the batch of 2 */
-        sq_batcher a, b;
-        CHECK_EQ(sq_batcher_init(&a, &d, SQ_TARGET_ALL, 10, 2, 0, 7, &e), 0);
-        CHECK_EQ(sq_batcher_init(&b, &d, SQ_TARGET_ALL, 10, 2, 0, 7, &e), 0);
-        CHECK_EQ(sq_batcher_sampled(&a, samplers[s], K, 1, &e), 0);
-        CHECK_EQ(sq_batcher_sampled(&b, samplers[s], K, 1, &e), 0);
-        sq_batcher_shuffle(&a, 1);
-        sq_batcher_shuffle(&b, 1);
-        const sq_packed *pa = sq_batcher_get(&a, 1, 0);
-        const sq_packed *pb = sq_batcher_get(&b, 1, 0);
-        CHECK(pa->neg_shared && pa->n > 1);
-        int same = 1, in_range = 1, from_targets = 1;
-        for (int i = 0; i < pa->n; i++) {
-            same &= memcmp(pa->neg + (size_t)i * K, pa->neg, (size_t)K * sizeof *pa->neg) == 0 &&
-                    memcmp(pa->lq + (size_t)i * K, pa->lq, (size_t)K * sizeof *pa->lq) == 0;
-        }
-        for (int k = 0; k < K; k++) {
-            in_range &= pa->neg[k] >= 1 && pa->neg[k] <= 5;
-            if (k < sq_neg_inbatch_slots(samplers[s], K)) {
-                int hit = 0;
-                for (int i = 0; i < pa->n; i++)
-                    hit |= pa->targets[i] == pa->neg[k];
-                from_targets &= hit;
-            } else if (!s) {
-                in_range &= pa->lq[k] == (float)log(4.0 / 5);
+    for (int share = SQ_SHARE_SEQUENCE; share <= SQ_SHARE_BATCH; share++)
+        for (int s = 0; s < 2; s++) {
+            int K = s ? 2 : 4; /* mixed: K / 2 in-batch slots below the batch of 2 */
+            sq_batcher a, b;
+            CHECK_EQ(sq_batcher_init(&a, &d, SQ_TARGET_ALL, 10, 2, 0, 7, &e), 0);
+            CHECK_EQ(sq_batcher_init(&b, &d, SQ_TARGET_ALL, 10, 2, 0, 7, &e), 0);
+            CHECK_EQ(sq_batcher_sampled(&a, samplers[s], K, share, &e), 0);
+            CHECK_EQ(sq_batcher_sampled(&b, samplers[s], K, share, &e), 0);
+            sq_batcher_shuffle(&a, 1);
+            sq_batcher_shuffle(&b, 1);
+            const sq_packed *pa = sq_batcher_get(&a, 1, 0);
+            CHECK(pa->B == 2 && pa->n > 3);
+            CHECK_EQ(pa->neg_shared, share == SQ_SHARE_BATCH);
+            /* entries [0, n1) are the first sample's (rows in its segment) */
+            int n1 = 0;
+            while (n1 < pa->n && pa->rows[n1] < pa->off[1])
+                n1++;
+            CHECK(n1 > 0 && n1 < pa->n);
+            int same = 1, ok = 1;
+            for (int i = 0; i < pa->n; i++) {
+                int i0 = share == SQ_SHARE_BATCH || i < n1 ? 0 : n1;
+                same &= memcmp(pa->neg + (size_t)i * K, pa->neg + (size_t)i0 * K,
+                               (size_t)K * sizeof *pa->neg) == 0 &&
+                        memcmp(pa->lq + (size_t)i * K, pa->lq + (size_t)i0 * K,
+                               (size_t)K * sizeof *pa->lq) == 0;
+                for (int k = 0; k < K; k++) {
+                    int x = pa->neg[(size_t)i * K + k];
+                    ok &= x >= 1 && x <= 5;
+                    if (k < sq_neg_inbatch_slots(samplers[s], K)) {
+                        int hit = 0;
+                        for (int m = 0; m < pa->n; m++)
+                            hit |= pa->targets[m] == x;
+                        ok &= hit;
+                    } else if (!s) {
+                        ok &= pa->lq[(size_t)i * K + k] == (float)log(4.0 / 5);
+                    }
+                }
             }
+            CHECK(same && ok);
+            const sq_packed *pb = sq_batcher_get(&b, 1, 0);
+            CHECK(memcmp(pa->neg, pb->neg, (size_t)pa->n * K * sizeof *pa->neg) == 0);
+            CHECK(memcmp(pa->lq, pb->lq, (size_t)pa->n * K * sizeof *pa->lq) == 0);
+            sq_batcher_free(&a);
+            sq_batcher_free(&b);
         }
-        CHECK(same && in_range && from_targets);
-        CHECK(memcmp(pa->neg, pb->neg, (size_t)pa->n * K * sizeof *pa->neg) == 0);
-        CHECK(memcmp(pa->lq, pb->lq, (size_t)pa->n * K * sizeof *pa->lq) == 0);
-        sq_batcher_free(&a);
-        sq_batcher_free(&b);
-    }
 }
