@@ -1,9 +1,11 @@
 /* attn_bench - seconds per training step and peak memory of ONE token-mixer
  * sublayer (an attention kind, `seqrec-train --attn KIND`), for sequence
  * length N, width d = C, H heads and a batch of B sequences of length N
- * (packed, ops.h). Run by bench/bench-attn.sh (`make bench-attn`), one
- * configuration per process so that the peak RSS belongs to that
- * configuration alone.
+ * (packed, ops.h), on the CPU or (--device cuda[:N]) a GPU. Run by
+ * bench/bench-attn.sh (`make bench-attn`, the CPU) and by gpu-check's attn
+ * part (tests/gpu/check.sh, `make bench-gpu`: every kind on the GPU beside
+ * bench/attn_torch.py, PyTorch's fused attention), one configuration per
+ * process so that the peak memory belongs to that configuration alone.
  *
  * THE KINDS are the registered mixers (lib/model/mixer.h, mixers.c): KIND
  * is looked up with sq_mixer_find, so every kind of the table, a future one
@@ -27,6 +29,20 @@
  *   backward  dy fixed (random): the mixer's backward, into every
  *             parameter gradient and dx.
  * max_len = N (positions 0 .. N-1, the newest item at N-1).
+ *
+ * ON A GPU (--device cuda[:N], lib/ops/device.h; --precision fp32|tf32|bf16
+ * for its GEMMs, default tf32): the context of sq_device_open, as
+ * seqrec-train's. Every buffer of the layer (parameters, gradients, x, dx,
+ * y, dy, cache, scratch) is device memory (sq_ctx_alloc), filled by
+ * sq_ctx_upload from host copies initialised as on the CPU; the cache and
+ * scratch are sized for a GPU's workspace (sq_mixer_cap.gpu: softmax keeps
+ * a log-sum-exp, not the probabilities). A step zeroes the gradients and dx
+ * with sq_zero on the context, stages the batch's offsets and positions
+ * (sq_ctx_stage, as sq_packed_stage does for the trainer every step) and
+ * runs the mixer; the ops only queue work, so each timed part ends with
+ * sq_ctx_sync, which waits for the stream and reports a kernel's failure
+ * (exit 70, 71 out of device memory). A kind without GPU kernels is refused
+ * (64); no GPU is 69.
  *
  * HEADS. Default: the kind's default_heads (hydra: H = d, hs = 1), else 2
  * (hs = d / 2; the positional kinds keep one R or R1, R2 per head, as the
@@ -57,16 +73,34 @@
  * and scratch (their gradients, kernel scratch), every page of which is
  * touched; each buffer is its own mmap, so small sizes round up to pages in
  * the RSS. --dry prints only that, without allocating (the driver uses it
- * to skip what would not fit).
+ * to skip what would not fit; with --device cuda the GPU's workspace, no
+ * device opened). On a GPU buffers_mib is the same count (the device's
+ * buffers; their host copies are not counted again), and peak_rss_mib
+ * stays the host's.
+ * device_mib (GPU only) = the device's used bytes after the timed steps
+ * minus those before the buffers were allocated (the backend's mem_used:
+ * cudaMemGetInfo's total - free): the layer's buffers, the staging mirror
+ * of its offsets and positions and what the ops upload; the context's
+ * cuBLAS workspace is fixed at open and the kernels allocate nothing. Not
+ * the layer's, but inside the difference: the code of kernels and cuBLAS
+ * loaded on their first launch (CUDA's lazy module loading, a few MiB
+ * at most), and the driver's 2 MiB granularity; no other process should
+ * share the GPU.
  *
  * Output: one CSV line
  *   kind,d,N,B,threads,sec_per_step,peak_rss_mib,buffers_mib,status,heads,
- *   reps,kernel_sec
+ *   reps,kernel_sec,device,device_mib,precision
  * kernel_sec: the median over the same steps of the time inside the
  * mixer's forward + backward (projections and kernel: the kernel alone is
  * inside the mixer and no longer timed apart); sec_per_step adds the
- * zeroing of the gradients.
- * (--header prints the header line first). */
+ * zeroing of the gradients (and on a GPU the staging). status: ok, or
+ * nonfinite when the last step's y or dx (downloaded from a GPU) is not
+ * finite. device: --device as given; device_mib empty on the CPU;
+ * precision: the GEMMs' (the CPU's is fp32 whatever --precision says).
+ * --header prints the header line first; --checksum a second line
+ *   checksum,sum(y),sum|y|,sum(dx),sum|dx|
+ * of the last step, so that a GPU's layer can be compared with the CPU's
+ * (tests/bats/bench_attn.bats, on the simulated device). */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
