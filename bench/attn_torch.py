@@ -10,7 +10,8 @@ Usage: attn_torch.py [--device cpu|cuda[:N]] [--precision fp32|tf32|bf16]
 THE LAYER: x [B, N, D] -> Q, K, V = nn.Linear(D, D)(x) (weights and biases,
 PyTorch's default init, seed 1), split into H heads of D / H,
 o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-(PyTorch's fused kernels: flash or memory-efficient attention on a GPU),
+(PyTorch's fused kernels on a GPU: flash attention for bf16 inputs, the
+memory-efficient kernel for fp32 and tf32; neither keeps the N x N map),
 y = nn.Linear(D, D)(o with the heads joined): the projections and kernel of
 attn_bench's softmax kind, without a layer norm, dropout or residual. On a
 torch without scaled_dot_product_attention (before 2.0) the kernel is the
