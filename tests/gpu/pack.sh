@@ -20,7 +20,9 @@ L=/lib/x86_64-linux-gnu
 rm -rf "$P" && mkdir -p "$P/bin" "$P/lib" "$P/data"
 static="-Wl,-Bstatic -larchive -lxxhash -lz -llzma -lbz2 -lnettle -Wl,-Bdynamic"
 dyn="$L/libzstd.so.1 $L/liblz4.so.1 $L/libacl.so.1 -lopenblas -lm -ldl -fopenmp"
-make -s -j"$(nproc)" BUILD=$B CUDA=1 \
+# MPI=0: the GPU machine has no Open MPI (and LDLIBS_ALL above would drop
+# -lmpi); its ranks are NCCL's env jobs (comm.c), which need none
+make -s -j"$(nproc)" BUILD=$B CUDA=1 MPI=0 \
   CUDA_ARCH='-gencode arch=compute_90,code=sm_90' \
   LDLIBS_ALL="$static $dyn" \
   all $B/unit_tests $B/bench/attn_bench
