@@ -1,9 +1,11 @@
 /* attn_bench - seconds per training step and peak memory of ONE token-mixer
  * sublayer (an attention kind, `seqrec-train --attn KIND`), for sequence
  * length N, width d = C, H heads and a batch of B sequences of length N
- * (packed, ops.h). Run by bench/bench-attn.sh (`make bench-attn`), one
- * configuration per process so that the peak RSS belongs to that
- * configuration alone.
+ * (packed, ops.h), on the CPU or (--device cuda[:N]) a GPU. Run by
+ * bench/bench-attn.sh (`make bench-attn`, the CPU) and by gpu-check's attn
+ * part (tests/gpu/check.sh, `make bench-gpu`: every kind on the GPU beside
+ * bench/attn_torch.py, PyTorch's fused attention), one configuration per
+ * process so that the peak memory belongs to that configuration alone.
  *
  * THE KINDS are the registered mixers (lib/model/mixer.h, mixers.c): KIND
  * is looked up with sq_mixer_find, so every kind of the table, a future one
@@ -27,6 +29,20 @@
  *   backward  dy fixed (random): the mixer's backward, into every
  *             parameter gradient and dx.
  * max_len = N (positions 0 .. N-1, the newest item at N-1).
+ *
+ * ON A GPU (--device cuda[:N], lib/ops/device.h; --precision fp32|tf32|bf16
+ * for its GEMMs, default tf32): the context of sq_device_open, as
+ * seqrec-train's. Every buffer of the layer (parameters, gradients, x, dx,
+ * y, dy, cache, scratch) is device memory (sq_ctx_alloc), filled by
+ * sq_ctx_upload from host copies initialised as on the CPU; the cache and
+ * scratch are sized for a GPU's workspace (sq_mixer_cap.gpu: softmax keeps
+ * a log-sum-exp, not the probabilities). A step zeroes the gradients and dx
+ * with sq_zero on the context, stages the batch's offsets and positions
+ * (sq_ctx_stage, as sq_packed_stage does for the trainer every step) and
+ * runs the mixer; the ops only queue work, so each timed part ends with
+ * sq_ctx_sync, which waits for the stream and reports a kernel's failure
+ * (exit 70, 71 out of device memory). A kind without GPU kernels is refused
+ * (64); no GPU is 69.
  *
  * HEADS. Default: the kind's default_heads (hydra: H = d, hs = 1), else 2
  * (hs = d / 2; the positional kinds keep one R or R1, R2 per head, as the
@@ -57,16 +73,34 @@
  * and scratch (their gradients, kernel scratch), every page of which is
  * touched; each buffer is its own mmap, so small sizes round up to pages in
  * the RSS. --dry prints only that, without allocating (the driver uses it
- * to skip what would not fit).
+ * to skip what would not fit; with --device cuda the GPU's workspace, no
+ * device opened). On a GPU buffers_mib is the same count (the device's
+ * buffers; their host copies are not counted again), and peak_rss_mib
+ * stays the host's.
+ * device_mib (GPU only) = the device's used bytes after the timed steps
+ * minus those before the buffers were allocated (the backend's mem_used:
+ * cudaMemGetInfo's total - free): the layer's buffers, the staging mirror
+ * of its offsets and positions and what the ops upload; the context's
+ * cuBLAS workspace is fixed at open and the kernels allocate nothing. Not
+ * the layer's, but inside the difference: the code of kernels and cuBLAS
+ * loaded on their first launch (CUDA's lazy module loading, a few MiB
+ * at most), and the driver's 2 MiB granularity; no other process should
+ * share the GPU.
  *
  * Output: one CSV line
  *   kind,d,N,B,threads,sec_per_step,peak_rss_mib,buffers_mib,status,heads,
- *   reps,kernel_sec
+ *   reps,kernel_sec,device,device_mib,precision
  * kernel_sec: the median over the same steps of the time inside the
  * mixer's forward + backward (projections and kernel: the kernel alone is
  * inside the mixer and no longer timed apart); sec_per_step adds the
- * zeroing of the gradients.
- * (--header prints the header line first). */
+ * zeroing of the gradients (and on a GPU the staging). status: ok, or
+ * nonfinite when the last step's y or dx (downloaded from a GPU) is not
+ * finite. device: --device as given; device_mib empty on the CPU;
+ * precision: the GEMMs' (the CPU's is fp32 whatever --precision says).
+ * --header prints the header line first; --checksum a second line
+ *   checksum,sum(y),sum|y|,sum(dx),sum|dx|
+ * of the last step, so that a GPU's layer can be compared with the CPU's
+ * (tests/bats/bench_attn.bats, on the simulated device). */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -80,6 +114,8 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include "device.h"
+#include "gpu.h"
 #include "mixer.h"
 #include "ops.h"
 #include "rng.h"
@@ -93,9 +129,13 @@ static void usage(FILE *f)
         "Time one causal token-mixer sublayer (the registered mixer KIND: its\n"
         "projections and kernel, forward and full backward) on B sequences of\n"
         "length N, width D, and print a CSV line\n"
-        "  kind,d,N,B,threads,sec_per_step,peak_rss_mib,buffers_mib,status,heads,reps,kernel_sec\n"
+        "  kind,d,N,B,threads,sec_per_step,peak_rss_mib,buffers_mib,status,heads,reps,kernel_sec,\n"
+        "  device,device_mib,precision\n"
         "KIND: %s\n"
         "\n"
+        "  -d, --device DEV  cpu (default), cuda or cuda:N: the layer's buffers\n"
+        "                    and kernels on that GPU\n"
+        "  -p, --precision P the GPU's GEMMs: fp32, tf32 (default) or bf16\n"
         "  -H, --heads H     heads (default 2; hydra: D); must divide D\n"
         "  -B, --batch B     sequences per step (default 1)\n"
         "  -t, --threads T   OpenMP and OpenBLAS threads (default 2)\n"
@@ -108,6 +148,7 @@ static void usage(FILE *f)
         "      --dry         print the CSV line with buffers_mib only, status\n"
         "                    \"dry\", allocating nothing\n"
         "      --header      print the CSV header first\n"
+        "      --checksum    then a line checksum,sum(y),sum|y|,sum(dx),sum|dx|\n"
         "      --list        print the kinds, one a line, and exit\n"
         "  -h, --help        this help\n",
         sq_mixer_names(names, sizeof names));
@@ -258,7 +299,10 @@ typedef struct {
     sq_packed b;                 /* off, pos, B, T */
     float *P, *G;                /* parameters, their gradients (ts.total) */
     float *x, *dx, *y, *dy, *cache, *scratch;
-    sq_ctx cx;
+    int gpu;                     /* --device cuda: the pointers above are the
+                                    device's, hy and hdx the host copies */
+    float *hy, *hdx;
+    sq_ctx cx;                   /* main's context (sq_device_open) */
     sq_mix_args a;
 } layer;
 
@@ -298,7 +342,8 @@ static int layer_setup(layer *L, int kind, int heads, int rank)
     if (sq_mixer_tensors(&L->env, &L->ts, &d, 0, &e))
         goto fail;
     sq_tensors_layout(&L->ts);
-    sq_mixer_cap cap = {.B = L->B, .T = L->T, .att = (size_t)L->B * L->N * L->N, .train = 1};
+    sq_mixer_cap cap = {.B = L->B, .T = L->T, .att = (size_t)L->B * L->N * L->N, .train = 1,
+                        .gpu = L->gpu};
     L->cache_n = L->mx->cache_size(&L->env, &cap);
     L->scratch_n = L->mx->scratch_size(&L->env, &cap);
     if (L->cache_n == (size_t)-1 || L->scratch_n == (size_t)-1) {
@@ -344,9 +389,30 @@ static void layer_alloc(layer *L)
     sq_pack_positions(L->b.pos, L->b.off, B, N);
     sq_init_rule rule = {.xavier = 1, .trunc_sd = trunc_sd, .ctx = &L->env};
     sq_tensors_init(&L->ts, L->P, &rule, 1);
+}
 
-    /* The mixer's view of its one layer (sq_sasrec_mix_args). */
-    L->cx = sq_ctx_cpu();
+/* --device cuda: each buffer's device twin (sq_ctx_alloc), filled from its
+ * host copy, which layer_alloc initialised as on the CPU; L's pointers then
+ * name the device's, and hy, hdx the host copies y and dx come back to. */
+static int layer_to_device(layer *L, sq_err *e)
+{
+    size_t TC = (size_t)L->T * L->C;
+    float **p[] = {&L->P, &L->G, &L->x, &L->dx, &L->y, &L->dy, &L->cache, &L->scratch};
+    size_t n[] = {L->ts.total, L->ts.total, TC, TC, TC, TC, L->cache_n, L->scratch_n};
+    L->hy = L->y;
+    L->hdx = L->dx;
+    for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
+        float *d = sq_ctx_alloc(&L->cx, n[i] * sizeof *d, e);
+        if (!d || sq_ctx_upload(&L->cx, d, *p[i], n[i] * sizeof *d, e))
+            return e->code;
+        *p[i] = d;
+    }
+    return 0;
+}
+
+/* The mixer's view of its one layer (sq_sasrec_mix_args), on L's buffers. */
+static void layer_args(layer *L)
+{
     L->a.cx = &L->cx;
     L->a.env = &L->env;
     L->a.b = &L->b;
@@ -356,34 +422,162 @@ static void layer_alloc(layer *L)
     }
     L->a.cache = L->cache;
     L->a.scratch = L->scratch;
-    L->a.cap_T = T;
+    L->a.cap_T = L->T;
     L->a.train = 1;
 }
 
-/* One training step; returns the seconds spent in the mixer's forward and
- * backward (the rest is the zeroing of the gradients). */
-static double layer_step(layer *L)
+/* One training step; *kernel gets the seconds spent in the mixer's forward
+ * and backward (the rest is the zeroing of the gradients and, on a GPU, the
+ * staging of the batch's offsets and positions, as the trainer's
+ * sq_packed_stage does every step). On a GPU the ops only queue work: each
+ * part is timed up to sq_ctx_sync, which waits for the stream (and reports
+ * a kernel's failure). */
+static int layer_step(layer *L, double *kernel, sq_err *e)
 {
-    memset(L->G, 0, L->ts.total * sizeof *L->G);
-    memset(L->dx, 0, (size_t)L->T * L->C * sizeof *L->dx);
+    sq_zero(&L->cx, L->G, L->ts.total);
+    sq_zero(&L->cx, L->dx, (size_t)L->T * L->C);
+    const void *host[] = {L->b.off, L->b.pos};
+    size_t bytes[] = {((size_t)L->B + 1) * sizeof *L->b.off, (size_t)L->T * sizeof *L->b.pos};
+    if (sq_ctx_stage(&L->cx, host, bytes, 2, e) || sq_ctx_sync(&L->cx, e))
+        return e->code;
     double t0 = now();
     L->mx->forward(&L->a, L->y, L->x, L->x);
     L->mx->backward(&L->a, L->y, L->dy, L->x, L->x, L->dx, L->dx);
-    return now() - t0;
+    if (sq_ctx_sync(&L->cx, e))
+        return e->code;
+    *kernel = now() - t0;
+    return 0;
 }
 
-/* A finite checksum guards against timing a kernel that produced NaN. */
-static int layer_finite(const layer *L)
+/* s = sum(y), sum|y|, sum(dx), sum|dx| of the last step (from the device
+ * first on a GPU): a finite sum guards against timing a kernel that
+ * produced NaN, and --checksum compares devices. */
+static int layer_sums(layer *L, double s[4], sq_err *e)
 {
-    double s = 0;
-    for (size_t i = 0; i < (size_t)L->T * L->C; i++)
-        s += (double)L->y[i] + (double)L->dx[i];
-    return isfinite(s);
+    size_t n = (size_t)L->T * L->C;
+    const float *y = L->y, *dx = L->dx;
+    if (L->gpu) {
+        if (sq_ctx_download(&L->cx, L->hy, L->y, n * sizeof *y, e) ||
+            sq_ctx_download(&L->cx, L->hdx, L->dx, n * sizeof *dx, e))
+            return e->code;
+        y = L->hy;
+        dx = L->hdx;
+    }
+    s[0] = s[1] = s[2] = s[3] = 0;
+    for (size_t i = 0; i < n; i++) {
+        s[0] += y[i];
+        s[1] += fabs(y[i]);
+        s[2] += dx[i];
+        s[3] += fabs(dx[i]);
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------------------ */
 
-enum { OPT_DRY = 256, OPT_HEADER, OPT_LIST };
+enum { OPT_DRY = 256, OPT_HEADER, OPT_LIST, OPT_CHECKSUM };
+
+typedef struct {
+    int heads, batch, threads, rank, warmup, reps, header, checksum, precision;
+    double min_time, slow;
+    const char *device;          /* as given: "cpu", "cuda", "cuda:N" */
+} options;
+
+/* The options into o, the kind and sizes into L (L->gpu from --device);
+ * -1 when done (--help, --list), else 0 or the exit code. */
+static int parse_args(int argc, char **argv, options *o, layer *L, int *kind)
+{
+    static const struct option longopts[] = {
+        {"heads", required_argument, NULL, 'H'},
+        {"batch", required_argument, NULL, 'B'},
+        {"threads", required_argument, NULL, 't'},
+        {"rank", required_argument, NULL, 'k'},
+        {"warmup", required_argument, NULL, 'w'},
+        {"reps", required_argument, NULL, 'r'},
+        {"min-time", required_argument, NULL, 'm'},
+        {"slow", required_argument, NULL, 's'},
+        {"device", required_argument, NULL, 'd'},
+        {"precision", required_argument, NULL, 'p'},
+        {"dry", no_argument, NULL, OPT_DRY},
+        {"header", no_argument, NULL, OPT_HEADER},
+        {"checksum", no_argument, NULL, OPT_CHECKSUM},
+        {"list", no_argument, NULL, OPT_LIST},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c, backend = SQ_BACKEND_CPU, index;
+    sq_err e = {0};
+    while ((c = getopt_long(argc, argv, "H:B:t:k:w:r:m:s:d:p:h", longopts, NULL)) != -1) {
+        int bad = 0;
+        switch (c) {
+        case 'H': bad = parse_int(optarg, 1, 65536, &o->heads); break;
+        case 'B': bad = parse_int(optarg, 1, 1 << 20, &o->batch); break;
+        case 't': bad = parse_int(optarg, 1, 1024, &o->threads); break;
+        case 'k': bad = parse_int(optarg, 1, 1 << 20, &o->rank); break;
+        case 'w': bad = parse_int(optarg, 0, 1000, &o->warmup); break;
+        case 'r': bad = parse_int(optarg, 1, 100000, &o->reps); break;
+        case 'm': bad = parse_pos_double(optarg, &o->min_time); break;
+        case 's': bad = parse_pos_double(optarg, &o->slow); break;
+        case 'd':
+            if (sq_device_parse(optarg, &backend, &index, &e))
+                goto usage_error;
+            o->device = optarg;
+            break;
+        case 'p':
+            if (sq_precision_parse(optarg, &o->precision, &e))
+                goto usage_error;
+            break;
+        case OPT_DRY: g_dry = 1; break;
+        case OPT_HEADER: o->header = 1; break;
+        case OPT_CHECKSUM: o->checksum = 1; break;
+        case OPT_LIST:
+            for (int k = 0; k < sq_mixer_count(); k++)
+                printf("%s\n", sq_mixer_get(k)->name);
+            return -1;
+        case 'h': usage(stdout); return -1;
+        default: usage(stderr); return 64;
+        }
+        if (bad) {
+            fprintf(stderr, "attn_bench: bad value for -%c: %s\n", c, optarg);
+            return 64;
+        }
+    }
+    L->gpu = backend == SQ_BACKEND_CUDA;
+    if (argc - optind != 3) {
+        usage(stderr);
+        return 64;
+    }
+    *kind = sq_mixer_find(argv[optind]);
+    if (*kind < 0) {
+        char names[1024];
+        fprintf(stderr, "attn_bench: unknown kind '%s' (kinds: %s)\n", argv[optind],
+                sq_mixer_names(names, sizeof names));
+        return 64;
+    }
+    if (parse_int(argv[optind + 1], 1, 1 << 24, &L->N) ||
+        parse_int(argv[optind + 2], 1, 1 << 16, &L->C)) {
+        fprintf(stderr, "attn_bench: N and D must be positive integers\n");
+        return 64;
+    }
+    L->B = o->batch;
+    if ((long long)L->B * L->N > (1LL << 30)) {
+        fprintf(stderr, "attn_bench: B * N too large\n");
+        return 64;
+    }
+    L->T = L->B * L->N;
+    return 0;
+usage_error:
+    fprintf(stderr, "attn_bench: %s\n", e.msg);
+    return 64;
+}
+
+/* The precision the layer computes in: the CPU's is fp32 whatever
+ * --precision says (it sets the GPU's GEMMs). */
+static const char *precision_name(const layer *L, const options *o)
+{
+    static const char *const names[] = {"fp32", "tf32", "bf16"};
+    return L->gpu ? names[o->precision] : "fp32";
+}
 
 /* Thread pools up and OpenBLAS's buffers touched before the baseline. */
 static int warm_up(int threads)
@@ -403,123 +597,123 @@ static int warm_up(int threads)
     return s != 0 ? 70 : 0;
 }
 
+/* The device's used bytes (cuda; 0 on the CPU). */
+static int device_used(const layer *L, size_t *used, sq_err *e)
+{
+    *used = 0;
+    return L->gpu ? sq_gpu_mem_used(L->cx.gpu, used, e) : 0;
+}
+
+/* Warm-up steps, then the timed ones (the policy of the header comment):
+ * their medians into *step and *kernel, their count into *n. */
+static int time_steps(layer *L, const options *o, double *step, double *kernel, int *n,
+                      sq_err *e)
+{
+    int cap = 100000, rc = 0;
+    double *ts = calloc((size_t)cap, sizeof *ts), *ks = calloc((size_t)cap, sizeof *ks);
+    if (!ts || !ks) {
+        free(ts);
+        free(ks);
+        return sq_fail(e, 70, "out of memory");
+    }
+    double k;
+    for (int i = 0; i < o->warmup && !rc; i++)
+        rc = layer_step(L, &k, e);
+    /* The first timed step decides whether more follow. */
+    double t0 = now(), total = 0;
+    if (!rc)
+        rc = layer_step(L, &ks[0], e);
+    ts[0] = now() - t0;
+    total = ts[0];
+    *n = 1;
+    if (!rc && ts[0] <= o->slow) {
+        while (!rc && *n < cap && (*n < o->reps || total < o->min_time)) {
+            t0 = now();
+            rc = layer_step(L, &ks[*n], e);
+            ts[*n] = now() - t0;
+            total += ts[(*n)++];
+        }
+    }
+    *step = median(ts, *n);
+    *kernel = median(ks, *n);
+    free(ts);
+    free(ks);
+    return rc;
+}
+
+/* The layer built, on the device of cx, timed and measured; its CSV line
+ * (and --checksum's). */
+static int run(layer *L, const options *o, const char *name)
+{
+    sq_err e = {0};
+    size_t used0 = 0, used1 = 0;
+    int n = 0, rc;
+    double med = 0, kmed = 0, s[4] = {0};
+    sq_rng_seed(&g_rng, 1, 0);
+    if (device_used(L, &used0, &e))
+        goto fail;
+    double rss0 = reset_peak();
+    layer_alloc(L);
+    if (L->gpu && layer_to_device(L, &e))
+        goto fail;
+    layer_args(L);
+    if (time_steps(L, o, &med, &kmed, &n, &e) || device_used(L, &used1, &e) ||
+        layer_sums(L, s, &e))
+        goto fail;
+    const char *status = isfinite(s[0] + s[1] + s[2] + s[3]) ? "ok" : "nonfinite";
+    double rss = peak_mib() - rss0;
+    printf("%s,%d,%d,%d,%d,%.6g,%.3f,%.3f,%s,%d,%d,%.6g,%s,", name, L->C, L->N, L->B,
+           o->threads, med, rss, (double)g_bytes / 1048576.0, status, L->env.heads, n, kmed,
+           o->device);
+    if (L->gpu)
+        printf("%.3f", (double)(used1 - used0) / 1048576.0);
+    printf(",%s\n", precision_name(L, o));
+    if (o->checksum)
+        printf("checksum,%.9g,%.9g,%.9g,%.9g\n", s[0], s[1], s[2], s[3]);
+    return 0;
+fail:
+    rc = e.code ? e.code : 70;
+    fprintf(stderr, "attn_bench: %s: %s\n", name, e.msg);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     sq_threads_passive(argv);
 
-    int heads = 0, batch = 1, threads = 2, rank = 40, warmup = 1, reps = 3, header = 0;
-    double min_time = 0.5, slow = 2.0;
-    static const struct option longopts[] = {
-        {"heads", required_argument, NULL, 'H'},
-        {"batch", required_argument, NULL, 'B'},
-        {"threads", required_argument, NULL, 't'},
-        {"rank", required_argument, NULL, 'k'},
-        {"warmup", required_argument, NULL, 'w'},
-        {"reps", required_argument, NULL, 'r'},
-        {"min-time", required_argument, NULL, 'm'},
-        {"slow", required_argument, NULL, 's'},
-        {"dry", no_argument, NULL, OPT_DRY},
-        {"header", no_argument, NULL, OPT_HEADER},
-        {"list", no_argument, NULL, OPT_LIST},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    int c;
-    while ((c = getopt_long(argc, argv, "H:B:t:k:w:r:m:s:h", longopts, NULL)) != -1) {
-        int bad = 0;
-        switch (c) {
-        case 'H': bad = parse_int(optarg, 1, 65536, &heads); break;
-        case 'B': bad = parse_int(optarg, 1, 1 << 20, &batch); break;
-        case 't': bad = parse_int(optarg, 1, 1024, &threads); break;
-        case 'k': bad = parse_int(optarg, 1, 1 << 20, &rank); break;
-        case 'w': bad = parse_int(optarg, 0, 1000, &warmup); break;
-        case 'r': bad = parse_int(optarg, 1, 100000, &reps); break;
-        case 'm': bad = parse_pos_double(optarg, &min_time); break;
-        case 's': bad = parse_pos_double(optarg, &slow); break;
-        case OPT_DRY: g_dry = 1; break;
-        case OPT_HEADER: header = 1; break;
-        case OPT_LIST:
-            for (int k = 0; k < sq_mixer_count(); k++)
-                printf("%s\n", sq_mixer_get(k)->name);
-            return 0;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 64;
-        }
-        if (bad) {
-            fprintf(stderr, "attn_bench: bad value for -%c: %s\n", c, optarg);
-            return 64;
-        }
-    }
-    if (argc - optind != 3) {
-        usage(stderr);
-        return 64;
-    }
+    options o = {.batch = 1, .threads = 2, .rank = 40, .warmup = 1, .reps = 3,
+                 .precision = SQ_PREC_TF32, .min_time = 0.5, .slow = 2.0, .device = "cpu"};
     layer L;
     memset(&L, 0, sizeof L);
-    int kind = sq_mixer_find(argv[optind]);
-    if (kind < 0) {
-        char names[1024];
-        fprintf(stderr, "attn_bench: unknown kind '%s' (kinds: %s)\n", argv[optind],
-                sq_mixer_names(names, sizeof names));
-        return 64;
-    }
-    if (parse_int(argv[optind + 1], 1, 1 << 24, &L.N) ||
-        parse_int(argv[optind + 2], 1, 1 << 16, &L.C)) {
-        fprintf(stderr, "attn_bench: N and D must be positive integers\n");
-        return 64;
-    }
-    L.B = batch;
-    if ((long long)L.B * L.N > (1LL << 30)) {
-        fprintf(stderr, "attn_bench: B * N too large\n");
-        return 64;
-    }
-    L.T = L.B * L.N;
-    int rc = layer_setup(&L, kind, heads, rank);
+    int kind = 0, rc = parse_args(argc, argv, &o, &L, &kind);
     if (rc)
+        return rc < 0 ? 0 : rc;
+    if ((rc = layer_setup(&L, kind, o.heads, o.rank)))
         return rc;
     const char *name = L.mx->name;
+    if (L.gpu && !L.mx->gpu) {
+        fprintf(stderr, "attn_bench: %s runs on the CPU only (no GPU kernels)\n", name);
+        return 64;
+    }
 
-    if (header)
-        printf("kind,d,N,B,threads,sec_per_step,peak_rss_mib,buffers_mib,status,heads,reps,kernel_sec\n");
+    if (o.header)
+        printf("kind,d,N,B,threads,sec_per_step,peak_rss_mib,buffers_mib,status,heads,reps,"
+               "kernel_sec,device,device_mib,precision\n");
     if (g_dry) {
         layer_alloc(&L);
-        printf("%s,%d,%d,%d,%d,,,%.3f,dry,%d,0,\n", name, L.C, L.N, L.B, threads,
-               (double)g_bytes / 1048576.0, L.env.heads);
+        printf("%s,%d,%d,%d,%d,,,%.3f,dry,%d,0,,%s,,%s\n", name, L.C, L.N, L.B, o.threads,
+               (double)g_bytes / 1048576.0, L.env.heads, o.device, precision_name(&L, &o));
         return 0;
     }
 
-    if ((rc = warm_up(threads)))
+    if ((rc = warm_up(o.threads)))
         return rc;
-    int cap = 100000, n = 1;
-    double *ts = calloc((size_t)cap, sizeof *ts), *ks = calloc((size_t)cap, sizeof *ks);
-    if (!ts || !ks)
-        return 70;
-    sq_rng_seed(&g_rng, 1, 0);
-    double rss0 = reset_peak();
-    layer_alloc(&L);
-
-    for (int i = 0; i < warmup; i++)
-        layer_step(&L);
-    /* The first timed step decides whether more follow. */
-    double t0 = now();
-    ks[0] = layer_step(&L);
-    double tw = now() - t0;
-    ts[0] = tw;
-    double total = tw;
-    if (tw <= slow) {
-        while (n < cap && (n < reps || total < min_time)) {
-            t0 = now();
-            ks[n] = layer_step(&L);
-            ts[n] = now() - t0;
-            total += ts[n++];
-        }
+    sq_err e = {0};
+    if (sq_device_open(&L.cx, o.device, o.precision, o.threads, &e)) {
+        fprintf(stderr, "attn_bench: %s\n", e.msg);
+        return e.code;
     }
-    double med = median(ts, n), kmed = median(ks, n);
-    const char *status = layer_finite(&L) ? "ok" : "nonfinite";
-    double rss = peak_mib() - rss0;
-    printf("%s,%d,%d,%d,%d,%.6g,%.3f,%.3f,%s,%d,%d,%.6g\n", name, L.C, L.N, L.B, threads, med,
-           rss, (double)g_bytes / 1048576.0, status, L.env.heads, n, kmed);
-    free(ts);
-    free(ks);
-    return 0;
+    rc = run(&L, &o, name);
+    sq_device_close(&L.cx);
+    return rc;
 }

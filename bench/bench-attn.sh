@@ -11,7 +11,9 @@
 # heads), the kind's options at their defaults, and appends its line to
 # OUTDIR/attn.csv:
 #   kind,d,N,B,threads,sec_per_step,peak_rss_mib,buffers_mib,status,heads,
-#   reps,kernel_sec
+#   reps,kernel_sec,device,device_mib,precision,cpu,vector_isa
+# (on the CPU: device cpu, no device_mib, precision fp32; the GPU's sweep is
+# gpu-check's attn part, tests/gpu/check.sh)
 # (sec_per_step: median seconds of the whole step; kernel_sec: of the
 # mixer's forward + backward alone (projections and kernel; the kernel is
 # not timed apart), over the same steps, i.e. the step without the zeroing
@@ -73,7 +75,7 @@ export OMP_WAIT_POLICY
 CSV=$OUT/attn.csv
 SLOPES=$OUT/attn_slopes.csv
 start=$(date +%s)
-echo "kind,d,N,B,threads,sec_per_step,peak_rss_mib,buffers_mib,status,heads,reps,kernel_sec" > "$CSV.tmp"
+"$BIN" --header --dry softmax 64 64 | head -n 1 > "$CSV.tmp"
 for d in $DIMS; do
   for kind in $KINDS; do
     last="" skip=""

@@ -378,6 +378,19 @@ int be_sync(sq_gpu_be *b, sq_err *e)
     return sticky(b, e);
 }
 
+// The device's used bytes, cudaMemGetInfo's total - free: every process's
+// allocations, the runtime's and cuBLAS's workspace included (a bench takes
+// the difference around what it allocates).
+int be_mem_used(sq_gpu_be *b, size_t *bytes, sq_err *e)
+{
+    size_t avail = 0, total = 0;
+    *bytes = 0;
+    if (be_note(b, cudaMemGetInfo(&avail, &total), "cudaMemGetInfo"))
+        return sticky(b, e);
+    *bytes = total - avail;
+    return sticky(b, e);
+}
+
 // mode: 0 fp32, 1 tf32, 2 bf16 (device.h's SQ_PREC_*). bf16 keeps the
 // handle pedantic and asks each GEMM for CUBLAS_COMPUTE_32F_FAST_16BF.
 int be_set_precision(sq_gpu_be *b, int mode, sq_err *e)

@@ -32,7 +32,8 @@ void sq_gpu_free(sq_gpu *g, void *ptr);
 
 /* Every op of gpu_ops.h's list as sq_gpu_NAME(g, ...), g open (not NULL):
  * sq_gpu_memset0, _upload, _download, _stage (the step's integer arrays),
- * _sync (the sticky error, once a step), _gemm, _layernorm_forward, ... */
+ * _sync (the sticky error, once a step), _mem_used (the device's used
+ * bytes), _gemm, _layernorm_forward, ... */
 #define SQ_GPU_DECL_X(ret, name, params, args) \
     ret sq_gpu_##name(sq_gpu *gpu, SQ_GPU_STRIP params);
 SQ_GPU_OP_LIST(SQ_GPU_DECL_X)

@@ -49,7 +49,8 @@ extern "C" {
 
 /* X(ret, name, (params), (args)) for every op, in table order. */
 #define SQ_GPU_OP_LIST(X)                                                                    \
-    /* the context, memory and the step */                                                   \
+    /* the context, memory and the step; mem_used: the device's used bytes (cudaMemGetInfo's \
+       total - free: every process's, the runtime's and cuBLAS's too) */                     \
     X(int, memset0, (void *p, size_t bytes, sq_err *e), (p, bytes, e))                       \
     X(int, upload, (void *dst, const void *src, size_t bytes, sq_err *e), (dst, src, bytes, e)) \
     X(int, download, (void *dst, const void *src, size_t bytes, sq_err *e),                  \
@@ -59,6 +60,7 @@ extern "C" {
     X(void, stage_add, (const void *host, size_t bytes), (host, bytes))                      \
     X(int, sync, (sq_err *e), (e))                                                           \
     X(int, set_precision, (int mode, sq_err *e), (mode, e))                                  \
+    X(int, mem_used, (size_t *bytes, sq_err *e), (bytes, e))                                 \
     /* GEMM (cuBLAS, row-major cblas contract) */                                            \
     X(void, gemm, (int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, \
                    int lda, const float *B, int ldb, float beta, float *Cm, int ldc),        \

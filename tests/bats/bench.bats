@@ -52,7 +52,8 @@ plot() {
   [ -x "$bench" ] || skip "no $bench"
   env ATTN_KINDS=softmax ATTN_DIMS=64 ATTN_NMIN=64 ATTN_NMAX=64 \
     sh "$SEQREC_ROOT/bench/bench-attn.sh" "$bench" "$T/out" "${SEQREC_BIN%/bin}/bench/sgemm_peak" > /dev/null
-  head -n 1 "$T/out/attn.csv" | grep -q ',kernel_sec,cpu,vector_isa$'
+  head -n 1 "$T/out/attn.csv" | grep -q ',kernel_sec,device,device_mib,precision,cpu,vector_isa$'
+  tail -n 1 "$T/out/attn.csv" | grep -q '^softmax,64,64,1,2,[0-9.e-]*,[0-9.]*,[0-9.]*,ok,2,[0-9]*,[0-9.e-]*,cpu,,fp32,'
   [ "$(wc -l < "$T/out/attn.csv")" -eq 2 ]
   tail -n 1 "$T/out/attn.csv" | grep -Eq ',(avx512f|avx2|x86-64|aarch64|[a-z0-9_]+)$'
 }

@@ -1,11 +1,11 @@
 #!/bin/bash
 # check.sh - `make gpu-check`'s one command on a GPU machine, sized for a
-# borrowed GPU: under 7 minutes. Runs from the unpacked pack (pack.sh):
+# borrowed GPU: under 7 minutes, and attn's 2.5 more. Runs from the unpacked pack (pack.sh):
 #
 #   tar -xJf .gpu/pack.tar.xz -C /tmp && /tmp/pack/check.sh [PART...]
 #
 # PART (default: all) picks what runs: parity, sanitize, train, nccl,
-# score, bench, bf16. Each part writes PASS/FAIL lines into summary.txt; it and the logs
+# score, bench, bf16, attn. Each part writes PASS/FAIL lines into summary.txt; it and the logs
 # (logs.tar.gz) go to $OUT when that is set (the device tool brings $OUT
 # back), else stay in the pack's out/. The exit status is 1 when a part
 # failed.
@@ -22,7 +22,7 @@ finish() {
 }
 trap finish EXIT
 : > "$sum"
-parts=${*:-parity sanitize train nccl score bench bf16}
+parts=${*:-parity sanitize train nccl score bench bf16 attn}
 fails=0
 say() { echo "$*" | tee -a "$sum"; }
 pass() { say "PASS $*"; }
@@ -287,6 +287,88 @@ if want bf16; then
       fi
     done
   fi
+fi
+
+# 7. The attention kinds at long sequences (issue 37; `make bench-gpu`):
+# attn_bench (bench/attn_bench.c) on the GPU for every kind of its --list
+# (or ATTN_KINDS) and PyTorch's fused causal softmax attention
+# (attn_torch.py, scaled_dot_product_attention) on the same GPU, at N in
+# ATTN_NS (default 256 1024 4096 16384), d 64, 2 heads, B = max(1, 16384 / N)
+# sequences (ATTN_TOKENS for 16384): the same tokens at every N, so that a linear kind's step
+# stays flat and a quadratic one's grows 4x a size. One sublayer, forward
+# and backward, TF32 (ATTN_PRECISION), the median of at least 3 steps over
+# 0.3 s after a warm-up step (a step over 2 s: timed once, and no warm-up
+# when the last size predicts that). Time: ~50 processes of ~1.5 s (CUDA's
+# start-up and cuBLAS's load, 0.3 s timed) plus PyTorch's imports (~4 x
+# 4 s), ~100 s when no kind is slow; a slow kind is bounded by the part's
+# budget ATTN_BUDGET (default 140 s): each run's timeout is what is left of
+# it (at most ATTN_TIMEOUT, default 60 s), and a size whose predicted step
+# (4x the kind's last) would not fit is skipped (skipped-budget), as are
+# the larger sizes of a kind that timed out (skipped-time). Rows in
+# bench-attn-gpu.csv (attn_bench's columns: device_mib is the device memory
+# the layer used, PyTorch's is max_memory_allocated) and in summary.txt.
+# PASS when it ran; FAIL for a kind that failed or gave a non-finite
+# result, never for its time.
+attn_part() {
+  local csv="$out/bench-attn-gpu.csv" kinds start ntorch=1 N B kind last pred left t line rc
+  local prec=${ATTN_PRECISION:-tf32} limit=${ATTN_TIMEOUT:-60} budget=${ATTN_BUDGET:-140}
+  local ran=0 skipped=0 bad=0 w tokens=${ATTN_TOKENS:-16384}
+  declare -A lastt skip
+  kinds=${ATTN_KINDS:-$(attn_bench --list)}
+  attn_bench --header --dry softmax 64 64 | head -1 > "$csv"
+  python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null || {
+    ntorch=0; say "     attn: no PyTorch with CUDA here: no torch-sdpa rows"; }
+  start=$(date +%s)
+  for N in ${ATTN_NS:-256 1024 4096 16384}; do
+    B=$((tokens / N)); [ "$B" -ge 1 ] || B=1
+    for kind in $([ $ntorch = 1 ] && echo torch-sdpa) $kinds; do
+      last=${lastt[$kind]:-} pred=0
+      [ -n "$last" ] && pred=$(awk -v t="$last" 'BEGIN { print 4 * t }')
+      left=$((budget - ($(date +%s) - start)))
+      if [ -z "${skip[$kind]:-}" ] && awk -v p="$pred" -v l="$left" 'BEGIN { exit !(2 * p + 3 > l) }'; then
+        skip[$kind]=skipped-budget
+      fi
+      if [ -n "${skip[$kind]:-}" ]; then
+        skipped=$((skipped + 1))
+        # attn_bench's buffers_mib where it knows the kind, else none
+        line=$(attn_bench --dry --device cuda --precision "$prec" -B "$B" "$kind" "$N" 64 \
+                 2> /dev/null) || line="$kind,64,$N,$B,2,,,,,2,0,,cuda,,$prec"
+        echo "$line" | awk -F, -v OFS=, -v s="${skip[$kind]}" '{ $1 = "'"$kind"'"; $9 = s; print }' >> "$csv"
+        continue
+      fi
+      t=$((left < limit ? left : limit))
+      w=1
+      awk -v p="$pred" 'BEGIN { exit !(p > 2) }' && w=0
+      if [ "$kind" = torch-sdpa ]; then
+        set -- python3 "$here/attn_torch.py" --device cuda --precision "$prec" -B "$B" -w $w -m 0.3 \
+          -s 2 "$N" 64
+      else
+        set -- attn_bench --device cuda --precision "$prec" -B "$B" -w $w -m 0.3 -s 2 "$kind" "$N" 64
+      fi
+      line=$(timeout "$t" "$@" 2> "$out/attn-$kind-$N.err"); rc=$?
+      if [ $rc = 124 ]; then
+        skip[$kind]=skipped-time; skipped=$((skipped + 1))
+        echo "$kind,64,$N,$B,2,,,,timeout-${t}s,2,0,,cuda,,$prec" >> "$csv"
+      elif [ $rc != 0 ] || [ "$(echo "$line" | cut -d, -f9)" != ok ]; then
+        bad=$((bad + 1)); skip[$kind]=skipped-failed
+        echo "$kind,64,$N,$B,2,,,,failed-rc$rc,2,0,,cuda,,$prec" >> "$csv"
+        fail "attn $kind N=$N B=$B: rc $rc $(echo "$line" | cut -d, -f9) $(tail -1 "$out/attn-$kind-$N.err")"
+      else
+        ran=$((ran + 1)); lastt[$kind]=$(echo "$line" | cut -d, -f6)
+        echo "$line" >> "$csv"
+      fi
+    done
+  done
+  say "     attn (d 64, 2 heads, B N = $tokens tokens, $prec; $(($(date +%s) - start)) s):"
+  sed 's/^/     /' "$csv" | tee -a "$sum"
+  if [ $ran = 0 ]; then
+    fail "attn: no run finished ($skipped skipped)"
+  elif [ $bad = 0 ]; then
+    pass "attn ran: $ran runs, $skipped skipped (timeouts, budget)"
+  fi
+}
+if want attn; then
+  attn_part
 fi
 
 say "# $fails failed"

@@ -7,8 +7,11 @@
 #   make gpu-check    the pack, then the check: on this machine when it has
 #                     a GPU, else the one command to run on the GPU machine
 #                     (carrying .gpu): it writes $OUT/summary.txt
-#   make bench-gpu    gpu-check's bench part alone (doc/bench.md, "GPU")
-#   GPU_PARTS=...     the parts to (re)run: parity sanitize train nccl score bench bf16
+#   make bench-gpu    gpu-check's bench and attn parts alone (doc/bench.md,
+#                     "GPU"): seqrec against PyTorch by epoch, and every
+#                     attention kind against PyTorch's fused attention at
+#                     N = 256 ... 16384 (bench-attn-gpu.csv)
+#   GPU_PARTS=...     the parts to (re)run: parity sanitize train nccl score bench bf16 attn
 GPU_PARTS ?=
 .PHONY: gpu-pack gpu-check bench-gpu
 gpu-pack:
@@ -21,7 +24,9 @@ gpu-check: gpu-pack
 	  echo "no GPU here: on the GPU machine (carry .gpu) run"; \
 	  echo "  mkdir -p /tmp/g && tar -xJf .gpu/pack.tar.xz -C /tmp/g && /tmp/g/pack/check.sh $(GPU_PARTS)"; \
 	fi
-# bench-gpu: the bench part alone (seqrec on the GPU, the PyTorch twin on the
-# same GPU in the same run, seqrec on the CPU for (a)): bench.csv in the logs
+# bench-gpu: the bench part (seqrec on the GPU, the PyTorch twin on the
+# same GPU in the same run, seqrec on the CPU for (a)): bench.csv in the
+# logs; and the attn part (attn_bench on the GPU for every kind, attn_torch.py's
+# scaled_dot_product_attention): bench-attn-gpu.csv
 bench-gpu:
-	$(MAKE) gpu-check GPU_PARTS=bench
+	$(MAKE) gpu-check GPU_PARTS="bench attn"

@@ -20,12 +20,14 @@ L=/lib/x86_64-linux-gnu
 rm -rf "$P" && mkdir -p "$P/bin" "$P/lib" "$P/data"
 static="-Wl,-Bstatic -larchive -lxxhash -lz -llzma -lbz2 -lnettle -Wl,-Bdynamic"
 dyn="$L/libzstd.so.1 $L/liblz4.so.1 $L/libacl.so.1 -lopenblas -lm -ldl -fopenmp"
-make -s -j"$(nproc)" BUILD=$B CUDA=1 \
+# MPI=0: the GPU machine has no Open MPI (and LDLIBS_ALL above would drop
+# -lmpi); its ranks are NCCL's env jobs (comm.c), which need none
+make -s -j"$(nproc)" BUILD=$B CUDA=1 MPI=0 \
   CUDA_ARCH='-gencode arch=compute_90,code=sm_90' \
   LDLIBS_ALL="$static $dyn" \
-  all $B/unit_tests
+  all $B/unit_tests $B/bench/attn_bench
 cp $B/bin/seqrec-train $B/bin/seqrec-score $B/bin/seqrec-metrics $B/bin/seqrec-cat \
-  $B/bin/seqrec-synth $B/bin/seqrec-split "$P/bin/"
+  $B/bin/seqrec-synth $B/bin/seqrec-split $B/bench/attn_bench "$P/bin/"
 cp $B/unit_tests "$P/"
 cp $B/lib/libseqrec-cuda.so "$P/lib/"
 # the shared objects the GPU machine lacks (OpenBLAS and what it needs)
@@ -47,7 +49,7 @@ if [ -f "$mirror/ml-1m-part.zip" ]; then
     | ./build/bin/seqrec-split --leave-one-out -o "$P/data/ml1m.split" || true
 fi
 cp tests/gpu/check.sh "$P/"
-cp bench/sasrec_torch.py "$P/" 2>/dev/null || true
+cp bench/sasrec_torch.py bench/attn_torch.py "$P/"
 mkdir -p "$P/reference" && cp tests/reference/sasrec_ref.py "$P/reference/" 2>/dev/null || true
 tar -C .gpu -cJf .gpu/pack.tar.xz pack
 ls -la .gpu/pack.tar.xz

@@ -213,6 +213,7 @@ size_t top_ = 0;
 std::map<char *, size_t> live_;            // start -> bytes asked
 std::multimap<size_t, char *> free_;       // span -> start
 std::map<char *, size_t> span_;            // start -> span (bytes + red, rounded)
+size_t used_ = 0;                          // the live allocations' spans
 int in_kernel_ = 0;
 cudaError_t last_ = cudaSuccess;
 } // namespace
@@ -291,6 +292,7 @@ cudaError_t cudaMalloc(void **p, size_t n)
     }
     live_[at] = n;
     span_[at] = span;
+    used_ += span;
     SIM_POISON(at, span);
     if (in_kernel_)
         SIM_UNPOISON(at, n);
@@ -309,7 +311,17 @@ cudaError_t cudaFree(void *p)
     SIM_POISON(p, span);
     live_.erase(it);
     span_.erase((char *)p);
+    used_ -= span;
     free_.emplace(span, (char *)p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *avail, size_t *total)
+{
+    if (!enabled())
+        return last_ = cudaErrorNoDevice;
+    *total = ARENA;
+    *avail = ARENA - used_;
     return cudaSuccess;
 }
 

@@ -135,6 +135,9 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d);
 cudaError_t cudaMalloc(void **p, size_t n);
 template <class T> static inline cudaError_t cudaMalloc(T **p, size_t n) { return cudaMalloc((void **)p, n); }
 cudaError_t cudaFree(void *p);
+// the arena: total its size, avail what the live allocations (red zones and
+// rounding included) leave
+cudaError_t cudaMemGetInfo(size_t *avail, size_t *total);
 cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags);
 cudaError_t cudaMallocHost(void **p, size_t n);
 cudaError_t cudaFreeHost(void *p);

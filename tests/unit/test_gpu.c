@@ -155,6 +155,34 @@ static void env_restore(char *old)
     free(old);
 }
 
+/* mem_used (attn_bench's device_mib): a device allocation raises the
+ * device's used bytes by at least its size, and freeing it lowers them (on
+ * the simulated device exactly the arena's span; on a GPU the driver's
+ * granularity rounds it up). */
+UNIT_TEST(test_gpu_mem_used)
+{
+    char name[256];
+    if (!sq_gpu_probe(name, sizeof name))
+        SKIP(name);
+    sq_err e = {0};
+    sq_gpu *g = NULL;
+    CHECK_EQ(sq_gpu_open(&g, 0, &e), 0);
+    if (!g)
+        return;
+    enum { BYTES = 8 << 20 };
+    size_t u0 = 0, u1 = 0, u2 = 0;
+    void *p = NULL;
+    CHECK_EQ(sq_gpu_mem_used(g, &u0, &e), 0);
+    CHECK(u0 > 0); /* the context's own: cuBLAS's workspace at least */
+    CHECK_EQ(sq_gpu_alloc(g, &p, BYTES, &e), 0);
+    CHECK_EQ(sq_gpu_mem_used(g, &u1, &e), 0);
+    CHECK(u1 >= u0 + BYTES);
+    sq_gpu_free(g, p);
+    CHECK_EQ(sq_gpu_mem_used(g, &u2, &e), 0);
+    CHECK(u2 < u1);
+    sq_gpu_close(g);
+}
+
 /* A SEQREC_CUDA_LIB that names no file: probe says so, naming the path,
  * and open is a usage error (no fallback to the object beside the runner). */
 UNIT_TEST(test_gpu_load_missing_lib)
