@@ -27,7 +27,9 @@ fails=0
 say() { echo "$*" | tee -a "$sum"; }
 pass() { say "PASS $*"; }
 fail() { say "FAIL $*"; fails=$((fails + 1)); }
-want() { [[ " $parts " == *" $1 "* ]]; }
+# whether part $1 runs; when it does, the seconds since the start (the
+# parts' times, for sizing the next borrowed GPU's calls)
+want() { [[ " $parts " == *" $1 "* ]] && say "# +${SECONDS}s: part $1"; }
 
 # The CUDA libraries: wherever this image keeps them.
 cudalib=""
@@ -371,5 +373,5 @@ if want attn; then
   attn_part
 fi
 
-say "# $fails failed"
+say "# +${SECONDS}s: $fails failed"
 [ "$fails" = 0 ]
