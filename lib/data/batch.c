@@ -610,7 +610,7 @@ static void sample_negatives(sq_batcher *b, sq_packed *p, uint64_t epoch, uint32
 static void sampler_finish(sq_batcher *b, sq_packed *p, uint64_t epoch, uint64_t i, int B, int n)
 {
     int K = b->K, kb = sq_neg_inbatch_slots(b->smp_v, K), share = b->smp_share;
-    p->neg_shared = share == SQ_SHARE_BATCH;
+    p->neg_share = share;
     if (n == 0)
         return;
     sq_rng r;

@@ -160,8 +160,9 @@ typedef struct {
     int *neg;        /* [n * K] negative items, 0 = none; NULL when K = 0 */
     float *lq;       /* [n * K] a sampled loss's log(K Q) of each negative
                         (sampler.h), NULL for SASRec's BCE negatives */
-    int neg_shared;  /* every entry's K negatives and lq are the same
-                        (--neg-share batch: entry 0's repeated) */
+    int neg_share;   /* SQ_SHARE_* (sampler.h): sequence, every entry of a
+                        sample has its first entry's K negatives and lq;
+                        batch, every entry entry 0's */
     int views;       /* 1, or 2 (VIEWS: sequences [0, B/2) are first views),
                         or 3 (CONTRASTIVE VIEWS: [0, B/3) the samples) */
     int n_first;     /* VIEWS: entries [0, n_first) are the first views' */

@@ -13,9 +13,10 @@
  *                beta = sq_gbce_beta(t, K, n_items).
  * The sampled losses take their negatives and corrections from the packed
  * batch (pb.neg, pb.lq: sq_loss_batcher asks the builder for them); with
- * pb.neg_shared (--neg-share batch) SQ_LOSS_SAMPLED_SOFTMAX and SQ_LOSS_GBCE
- * take ops.h 10e, one GEMM against the set, in the full CE's scratch. They
- * have no GPU kernels: the trainer refuses them on a GPU. */
+ * pb.neg_share (--neg-share sequence or batch) SQ_LOSS_SAMPLED_SOFTMAX and
+ * SQ_LOSS_GBCE take ops.h 10e, one GEMM against each set (a sequence's or
+ * the batch's), in the full CE's scratch, each set's mean weighted by its
+ * entries. They have no GPU kernels: the trainer refuses them on a GPU. */
 #ifndef SQ_NEXTLOSS_H
 #define SQ_NEXTLOSS_H
 

@@ -1551,7 +1551,7 @@ UNIT_TEST(test_ops_next_item_loss_shared)
         float beta = (float)sq_gbce_beta(l.gbce_t, BIG_K, BIG_V1 - 1);
         for (int shared = 0; shared < 2; shared++)
             for (int with_scratch = 0; with_scratch < 2; with_scratch++) {
-                p.neg_shared = shared;
+                p.neg_share = shared ? SQ_SHARE_BATCH : SQ_SHARE_POSITION;
                 memset(o, 0, sizeof *o), memset(d, 0, sizeof *d);
                 o->loss = sq_next_item_loss(cx, l, &p, NULL, o->dh, o->dE, o->db,
                                             with_scratch ? scratch : NULL, in->h, in->E, in->b,
@@ -1583,6 +1583,64 @@ UNIT_TEST(test_ops_next_item_loss_shared)
     CHECK_EQ(sq_sampled_shared_chunk(sq_sampled_shared_scratch_size(1, BIG_K, BIG_C), BIG_N,
                                      BIG_K, BIG_C), 1);
     free(in); free(o); free(d); free(scratch);
+}
+
+/* --neg-share sequence through sq_next_item_loss: sequences of uneven
+ * lengths (one without a target, entries that are rows through `rows`),
+ * each with its own set, one GEMM a sequence; against the per-entry op on
+ * the same rows (SHARED_TOL), both losses, the same bits twice. */
+UNIT_TEST(test_ops_next_item_loss_by_sequence)
+{
+    big_in *in = big_setup(28);
+    big_out *o = malloc(sizeof *o), *d = malloc(sizeof *d), *o2 = malloc(sizeof *o2);
+    int cc = sq_ce_chunk(BIG_N, BIG_V1);
+    float *scratch = calloc(sq_ce_scratch_size(cc, BIG_V1, BIG_C), sizeof *scratch);
+    int *rows = malloc(BIG_N * sizeof *rows);
+    if (!o || !d || !o2 || !scratch || !rows)
+        abort();
+    /* segments of 1, 37, 0, 90, 5, ... rows; entry e is row e (rows given) */
+    int off[64], B = 0, lens[] = {1, 37, 0, 90, 5, 60, 2, 105};
+    off[0] = 0;
+    for (int j = 0; j < 8; j++, B++)
+        off[B + 1] = off[B] + lens[j];
+    for (int i = 0; i < BIG_N; i++)
+        rows[i] = i;
+    sq_rng r;
+    sq_rng_seed(&r, 29, 0);
+    for (int j = 0; j < B; j++) { /* each sequence's own set: row off[j] copied on */
+        for (int k = 0; k < BIG_K && off[j] < BIG_N; k++)
+            in->neg[off[j] * BIG_K + k] = rand_int(&r, 0, BIG_V1 - 1);
+        if (j == 3) /* a hit of its first entry */
+            in->neg[off[3] * BIG_K + 4] = in->pos[off[3]];
+        for (int e = off[j] + 1; e < off[j + 1]; e++)
+            memcpy(in->neg + e * BIG_K, in->neg + off[j] * BIG_K, BIG_K * sizeof *in->neg);
+    }
+    for (int e = off[5]; e < off[6]; e++) /* a sequence without targets */
+        in->pos[e] = 0;
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
+    sq_packed p = {.B = B, .T = BIG_N, .off = off, .rows = rows, .n = BIG_N,
+                   .targets = in->pos, .K = BIG_K, .neg = in->neg, .lq = in->lq,
+                   .neg_share = SQ_SHARE_SEQUENCE};
+    for (int gbce = 0; gbce < 2; gbce++) {
+        sq_loss_spec l = sq_loss_of(gbce ? SQ_LOSS_GBCE : SQ_LOSS_SAMPLED_SOFTMAX);
+        l.gbce_t = 0.5;
+        big_out *runs[2] = {o, o2};
+        for (int k = 0; k < 2; k++) {
+            memset(runs[k], 0, sizeof *o);
+            runs[k]->loss = sq_next_item_loss(cx, l, &p, rows, runs[k]->dh, runs[k]->dE,
+                                              runs[k]->db, scratch, in->h, in->E, in->b, BIG_C,
+                                              BIG_V1, cc, 1, &runs[k]->count);
+        }
+        CHECK(memcmp(o, o2, sizeof *o) == 0);
+        p.neg_share = SQ_SHARE_POSITION; /* the per-entry op on the same rows */
+        memset(d, 0, sizeof *d);
+        d->loss = sq_next_item_loss(cx, l, &p, rows, d->dh, d->dE, d->db, scratch, in->h,
+                                    in->E, in->b, BIG_C, BIG_V1, cc, 1, &d->count);
+        p.neg_share = SQ_SHARE_SEQUENCE;
+        CHECK(d->count == BIG_N - 1 - lens[5]);
+        big_near(t, o, d);
+    }
+    free(in); free(o); free(o2); free(d); free(scratch); free(rows);
 }
 
 /* ------------------------------------------------------------------------ */

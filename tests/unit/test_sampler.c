@@ -162,7 +162,7 @@ UNIT_TEST(test_sampler_shared)
             sq_batcher_shuffle(&b, 1);
             const sq_packed *pa = sq_batcher_get(&a, 1, 0);
             CHECK(pa->B == 2 && pa->n > 3);
-            CHECK_EQ(pa->neg_shared, share == SQ_SHARE_BATCH);
+            CHECK_EQ(pa->neg_share, share);
             /* entries [0, n1) are the first sample's (rows in its segment) */
             int n1 = 0;
             while (n1 < pa->n && pa->rows[n1] < pa->off[1])
