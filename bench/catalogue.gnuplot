@@ -19,6 +19,8 @@ cpu = system(sprintf("awk -F, '$1 == \"catalogue\" && $2 == \"cpu\" { print $3 }
 users = system(sprintf("awk -F, '$1 == \"catalogue\" && $2 == \"users\" { print $3 }' %s", csv))
 # "sampled-softmax:128:seq+lazy" -> "sampled-softmax K=128 seq+lazy"
 lname(s) = (s[1:3] eq "ce:") ? "full CE" : system(sprintf("echo '%s' | awk -F: '{ printf \"%%s K=%%s%%s\", $1, $2, $3 == \"adam\" ? \"\" : \" \" $3 }'", s))
+# shared negatives with lazy Adam dashed
+dtof(s) = strstrt(s, "lazy") > 0 ? 2 : 1
 sel(s, c) = sprintf("< awk -F, '$1 == \"catalogue\" && NF == 9 && $3 \":\" $4 \":\" $6 == \"%s\" && $%d != \"\" { print $2, $%d }' %s", s, c, c, csv)
 
 # the y ranges from the data, a factor of 2 either side (taken before the
@@ -39,9 +41,9 @@ set multiplot layout 1,2 title sprintf("SASRec an epoch against the catalogue, %
 set yrange [s_lo / 2 : s_hi * 2]
 set title "seconds an epoch (least train_seconds)"
 set ylabel "seconds"
-plot for [i = 1:words(losses)] sel(word(losses, i), 7) using 1:2 lw 2 pt 7 title lname(word(losses, i))
+plot for [i = 1:words(losses)] sel(word(losses, i), 7) using 1:2 lw 2 pt 7 dt dtof(word(losses, i)) title lname(word(losses, i))
 set yrange [m_lo / 2 : m_hi * 2]
 set title "peak resident memory"
 set ylabel "MiB"
-plot for [i = 1:words(losses)] sel(word(losses, i), 8) using 1:2 lw 2 pt 7 title lname(word(losses, i))
+plot for [i = 1:words(losses)] sel(word(losses, i), 8) using 1:2 lw 2 pt 7 dt dtof(word(losses, i)) title lname(word(losses, i))
 unset multiplot
