@@ -61,9 +61,7 @@ static double R(shared_loss)(const sq_ctx *cx, sq_loss_spec l, const sq_packed *
                              const real *h, const real *E, const real *bias, int C, int V1,
                              int chunk, real dloss, int *count)
 {
-    int cnt = 0, seg = 0;
-    for (int i = 0; i < b->n; i++)
-        cnt += b->targets[i] != 0;
+    int cnt = sq_count_targets(b->targets, b->n), seg = 0;
     int sc = R(shared_chunk)(b, scratch, b->neg_share == SQ_SHARE_BATCH ? b->n : 1, C, V1,
                              chunk);
     *count = sc ? cnt : -1;
@@ -75,9 +73,7 @@ static double R(shared_loss)(const sq_ctx *cx, sq_loss_spec l, const sq_packed *
     double total = 0;
     for (int e0 = 0, e1; e0 < b->n; e0 = e1) {
         e1 = seq_end(b, e0, &seg);
-        int cg = 0, c;
-        for (int e = e0; e < e1; e++)
-            cg += b->targets[e] != 0;
+        int c, cg = sq_count_targets(b->targets + e0, e1 - e0);
         if (!cg)
             continue;
         real w = (real)cg / (real)cnt;

@@ -106,6 +106,14 @@ int sq_ce_chunk(int n, int V1)
     return n < 1 ? 1 : rows < n ? rows : n;
 }
 
+int sq_count_targets(const int *pos, int n)
+{
+    int cnt = 0;
+    for (int i = 0; i < n; i++)
+        cnt += pos[i] != 0;
+    return cnt;
+}
+
 size_t sq_ce_scratch_size(int chunk, int V1, int C)
 {
     /* logits/dlogits [chunk, V1], gathered h [chunk, C], dh [chunk, C],
@@ -1067,9 +1075,7 @@ static double R(sampled_loss)(real *dh, real *dE, const real *h, const real *E,
                               const int *rows, const int *pos, const int *neg, int n, int K,
                               int C, real dloss, int *count, const R(samp_kind) *sk)
 {
-    int cnt = 0;
-    for (int i = 0; i < n; i++)
-        cnt += pos[i] != 0;
+    int cnt = sq_count_targets(pos, n);
     *count = cnt;
     if (cnt == 0)
         return 0;
@@ -1368,9 +1374,7 @@ static double R(sampled_shared)(const sq_ctx *cx, real *dh, real *dE, const real
                                 int n, int K, int C, real dloss, int *count,
                                 const R(samp_kind) *sk, real *scratch, int chunk)
 {
-    int cnt = 0;
-    for (int i = 0; i < n; i++)
-        cnt += pos[i] != 0;
+    int cnt = sq_count_targets(pos, n);
     *count = cnt;
     if (cnt == 0)
         return 0;

@@ -80,6 +80,8 @@ size_t sq_sampled_shared_scratch_size(int chunk, int K, int C);
  * scratch are there: the logits about 2^20 reals, as sq_ce_chunk, or what
  * fits; 0 when not even one entry fits (the caller takes 10c or 10d). */
 int sq_sampled_shared_chunk(size_t have, int n, int K, int C);
+/* The entries of n with a target (pos[i] != 0): a loss's mean divides by it. */
+int sq_count_targets(const int *pos, int n);
 
 /* The declarations, expanded once for float and once for double. */
 #define SQ_TWICE "ops.h"

@@ -15,6 +15,16 @@ setup() {
 
 key() { seqrec-cat --header "$2" | sed -n "s/^config\t$1=//p"; }
 
+# refuse MESSAGE ARGS...: seqrec-train ARGS is a usage error (64) saying
+# MESSAGE, and writes no model file
+refuse() {
+  local msg=$1
+  shift
+  run -64 seqrec-train "${TINY[@]}" --epochs 1 "$@" -o "$T/m.sqm" "$T/s.sqr"
+  [[ "$output" == *"$msg"* ]] || { echo "$*: $output"; false; }
+  [ ! -e "$T/m.sqm" ]
+}
+
 @test "loss: each sampler of sampled-softmax gives the same model for a seed, another for another seed" {
   for s in uniform pop pop:0.5 in-batch mixed; do
     same_seed_same_model "${TINY[@]}" --loss sampled-softmax --neg 16 --neg-sampler "$s" \
@@ -107,13 +117,6 @@ key() { seqrec-cat --header "$2" | sed -n "s/^config\t$1=//p"; }
 }
 
 @test "loss: --neg-share and --lazy-adam refusals (64), no model file" {
-  refuse() { # MESSAGE ARGS...
-    local msg=$1
-    shift
-    run -64 seqrec-train "${TINY[@]}" --epochs 1 "$@" -o "$T/m.sqm" "$T/s.sqr"
-    [[ "$output" == *"$msg"* ]] || { echo "$*: $output"; false; }
-    [ ! -e "$T/m.sqm" ]
-  }
   refuse "--neg-share is for --loss sampled-softmax and gbce" --neg-share batch
   refuse "--neg-share is for --loss sampled-softmax and gbce" --loss bce --neg-share sequence
   refuse "bad value 'user' for --neg-share" --loss gbce --neg-share user
@@ -133,13 +136,6 @@ key() { seqrec-cat --header "$2" | sed -n "s/^config\t$1=//p"; }
 }
 
 @test "loss: bad K, alpha, t and sampler combinations are usage errors (64), no model file" {
-  refuse() { # MESSAGE ARGS...
-    local msg=$1
-    shift
-    run -64 seqrec-train "${TINY[@]}" --epochs 1 "$@" -o "$T/m.sqm" "$T/s.sqr"
-    [[ "$output" == *"$msg"* ]] || { echo "$*: $output"; false; }
-    [ ! -e "$T/m.sqm" ]
-  }
   refuse "--neg 100: a sampled loss takes 1 to n_items - 1 = 99" --loss sampled-softmax --neg 100
   refuse "--neg 500" --loss gbce --neg 500
   refuse "bad value '0' for --neg" --loss sampled-softmax --neg 0
