@@ -64,8 +64,10 @@ refuse() {
 }
 
 @test "loss: every model whose loss is next-item CE trains and scores with both losses" {
+  # (negatives for each position, each sequence, the batch: ops.h 10c/10d and 10e)
   for m in sasrec bert4rec cl4srec core elastic gru4rec caser fpmc hstu; do
-    for l in "sampled-softmax --neg-sampler mixed" "gbce"; do
+    for l in "sampled-softmax --neg-sampler mixed" "gbce --neg-share sequence" \
+             "sampled-softmax --neg-share batch"; do
       extra=()
       case $m in core|elastic) extra=(--target last) ;; esac
       seqrec-train --model "$m" --dim 16 --max-len 10 --batch 32 --threads 2 --epochs 1 \
