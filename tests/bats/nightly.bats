@@ -139,9 +139,11 @@ clean_job() {
 }
 
 # nightly_make ARGS...: `make nightly` of the checkout (the job of
-# build/bin; NIGHTLY_BIN still names the programs), SIGINT not ignored
+# build/bin; NIGHTLY_BIN still names the programs), SIGINT, SIGHUP and
+# SIGTERM not ignored even where the caller ignores them (nohup, a
+# background job)
 nightly_make() {
-  env --default-signal=INT make -s --no-print-directory -C "$SEQREC_ROOT" nightly "$@"
+  env --default-signal=INT,HUP,TERM make -s --no-print-directory -C "$SEQREC_ROOT" nightly "$@"
 }
 
 # no seqrec-score (or the wrappers' sleep $NAP) left running
@@ -169,7 +171,7 @@ last_failed() {
   for s in TERM INT HUP; do
     wrap_score "case \"\$*\" in *--shard*) sleep $NAP;; esac"
     # make itself is the background job: $! is make's pid
-    NIGHTLY_LOG="$T/day2.tsv" NIGHTLY_DATE=20260102 env --default-signal=INT \
+    NIGHTLY_LOG="$T/day2.tsv" NIGHTLY_DATE=20260102 env --default-signal=INT,HUP,TERM \
       make -s --no-print-directory -C "$SEQREC_ROOT" nightly 2>"$T/err.$s" &
     mk=$!
     for i in $(seq 100); do
