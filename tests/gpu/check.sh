@@ -266,6 +266,56 @@ if want bench; then
   pass "bench ran"
 fi
 
+# 5b. Every model's epoch on its paper's data (issue 37's bench-gpu: GPU
+# against this machine's CPU threads): the least train_seconds of
+# MODELS_EPOCHS (2) epochs on the GPU, and of one epoch on the CPU with
+# every thread, each under MODELS_TIMEOUT (90) seconds ("timeout" in the
+# CSV when cut). Data: MODELS_BEAUTY and MODELS_ML (the pack's Beauty and
+# ml-1m-part splits). Reported, not judged: a FAIL only when a run fails.
+models_one() { # NAME DATA OPTS...
+  local name=$1 data=$2; shift 2
+  [ -f "$data" ] || { echo "$name,,,no data" >> "$mcsv"; return; }
+  local d s g="" c=""
+  for d in cuda cpu; do
+    local ep=${MODELS_EPOCHS:-2}
+    [ $d = cpu ] && ep=1
+    if timeout "${MODELS_TIMEOUT:-90}" seqrec-train "$@" --epochs "$ep" --eval-every 1000 --seed 1 \
+         --device $d -o "$out/models-$name-$d.sqm" --log "$out/models-$name-$d.log" "$data" \
+         > "$out/models-$name-$d.out" 2>&1; then
+      s=$(grep -o '"train_seconds":[0-9.eE+-]*' "$out/models-$name-$d.log" | cut -d: -f2 | sort -g | head -1)
+    elif [ $? = 124 ]; then
+      s=timeout
+    else
+      s=fail
+      fail "models $name on $d: $(tail -1 "$out/models-$name-$d.out")"
+    fi
+    if [ $d = cuda ]; then g=$s; else c=$s; fi
+  done
+  echo "$name,$g,$c,$(awk -v g="$g" -v c="$c" 'BEGIN { if (g > 0 && c > 0) printf "%.1f", c / g }')" >> "$mcsv"
+}
+if want models; then
+  mcsv="$out/bench-models.csv"
+  mb=${MODELS_BEAUTY:-$here/data/beauty.split} mm=${MODELS_ML:-$here/data/ml1m.split}
+  echo "model,gpu_seconds_per_epoch,cpu_seconds_per_epoch,cpu_over_gpu" > "$mcsv"
+  models_one sasrec-beauty "$mb" --model sasrec --dim 64 --max-len 50 --dropout 0.5
+  models_one sasrec-linrec-ml "$mm" --model sasrec --attn linrec --block recbole --dim 128 --ffn 256 \
+    --heads 8 --max-len 200 --batch 16 --target windows
+  models_one bert4rec-hydra-ml "$mm" --model bert4rec --attn hydra --dim 64 --ffn 256 --max-len 100 \
+    --batch 16 --mask-prob 0.1
+  models_one sasrec-fpositional-beauty "$mb" --model sasrec --attn fpositional --dim 64 --max-len 50
+  models_one blin-beauty "$mb" --model blin --dim 64 --max-len 100 --batch 256 --dropout 0.5
+  models_one elastic-ml "$mm" --model elastic --max-len 200 --target last
+  models_one core-beauty "$mb" --model core --max-len 50 --target random
+  models_one cl4srec-beauty "$mb" --model cl4srec --max-len 50 --target random
+  models_one hstu-beauty "$mb" --model hstu --max-len 50
+  models_one gru4rec-beauty "$mb" --model gru4rec --max-len 50
+  models_one caser-beauty "$mb" --model caser
+  models_one fpmc-beauty "$mb" --model fpmc
+  say "     models (least train_seconds an epoch; cpu: $(nproc) threads, one epoch):"
+  sed 's/^/     /' "$mcsv" | tee -a "$sum"
+  pass "models ran"
+fi
+
 # 6. --precision bf16 against tf32 on Beauty (issue 37): SASRec at the
 # README's settings for BF16_EPOCHS epochs (default 20) each, the best
 # validation epoch's model scored on the test targets (full ranking);

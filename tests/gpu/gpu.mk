@@ -7,11 +7,13 @@
 #   make gpu-check    the pack, then the check: on this machine when it has
 #                     a GPU, else the one command to run on the GPU machine
 #                     (carrying .gpu): it writes $OUT/summary.txt
-#   make bench-gpu    gpu-check's bench and attn parts alone (doc/bench.md,
+#   make bench-gpu    gpu-check's bench, attn and models parts (doc/bench.md,
 #                     "GPU"): seqrec against PyTorch by epoch, and every
 #                     attention kind against PyTorch's fused attention at
 #                     N = 256 ... 16384 (bench-attn-gpu.csv)
 #   GPU_PARTS=...     the parts to (re)run: parity sanitize train nccl score bench bf16 attn
+#                     (the default), models (every model's epoch on its paper's data,
+#                     GPU against the CPU: only when named)
 GPU_PARTS ?=
 .PHONY: gpu-pack gpu-check bench-gpu
 gpu-pack:
@@ -26,7 +28,9 @@ gpu-check: gpu-pack
 	fi
 # bench-gpu: the bench part (seqrec on the GPU, the PyTorch twin on the
 # same GPU in the same run, seqrec on the CPU for (a)): bench.csv in the
-# logs; and the attn part (attn_bench on the GPU for every kind, attn_torch.py's
-# scaled_dot_product_attention): bench-attn-gpu.csv
+# logs; the attn part (attn_bench on the GPU for every kind, attn_torch.py's
+# scaled_dot_product_attention): bench-attn-gpu.csv; and the models part
+# (every model's epoch on its paper's data, GPU against the CPU):
+# bench-models.csv
 bench-gpu:
-	$(MAKE) gpu-check GPU_PARTS="bench attn"
+	$(MAKE) gpu-check GPU_PARTS="bench attn models"
