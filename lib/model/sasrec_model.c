@@ -808,7 +808,9 @@ static int grad_rows(const sq_net *n, const sq_packed *b, const sq_step_opts *o,
         mark[b->ids[i]] = stamp;
     for (int i = 0; i < b->n; i++)
         mark[b->targets[i]] = stamp;
-    for (size_t i = 0; b->neg && i < (size_t)b->n * (size_t)b->K; i++)
+    /* --neg-share batch: every entry's row is entry 0's */
+    size_t nk = (b->neg_share == SQ_SHARE_BATCH ? 1 : (size_t)b->n) * (size_t)b->K;
+    for (size_t i = 0; b->neg && i < nk; i++)
         mark[b->neg[i]] = stamp;
     return 1;
 }
