@@ -386,6 +386,23 @@ static int read_trailer(sq_reader *r, sq_err *e)
     return 0;
 }
 
+int sq_reader_each(sq_reader *r, const char *name,
+                   int (*fn)(void *ctx, const sq_record *rec, sq_err *e), void *ctx,
+                   sq_err *e)
+{
+    for (;;) {
+        uint64_t off = r->buf_off + r->buf_pos; /* where this record starts */
+        sq_record rec;
+        int got = sq_reader_next(r, &rec, e);
+        if (got <= 0)
+            return got < 0 ? e->code : SQ_OK;
+        sq_err tmp = {0};
+        if (fn(ctx, &rec, &tmp))
+            return sq_fail(e, tmp.code, "%s: byte %llu: %s", name, (unsigned long long)off,
+                           tmp.msg);
+    }
+}
+
 int sq_reader_next(sq_reader *r, sq_record *rec, sq_err *e)
 {
     if (r->done)

@@ -120,6 +120,12 @@ int sq_reader_open(sq_reader *r, FILE *f, const char *name, sq_err *e);
 /* Reads the next record into rec (arrays stay valid until the next call).
  * Returns 1 for a record, 0 at the verified trailer, -1 on error (e set). */
 int sq_reader_next(sq_reader *r, sq_record *rec, sq_err *e);
+/* fn(ctx, rec, e) on each record to the trailer, stopping at the first
+ * error: the stream's, or fn's (nonzero), which becomes "NAME: byte OFF:
+ * its message", OFF where the record starts. SQ_OK or the error's code. */
+int sq_reader_each(sq_reader *r, const char *name,
+                   int (*fn)(void *ctx, const sq_record *rec, sq_err *e), void *ctx,
+                   sq_err *e);
 void sq_reader_free(sq_reader *r);
 
 /* ---- writing ---- */

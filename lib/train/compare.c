@@ -11,6 +11,21 @@
 
 /* ---- special functions ---- */
 
+/* One step of the modified Lentz method with coefficient aa: c and d
+ * updated (kept off zero), the factor d c of the fraction returned */
+static double lentz_step(double aa, double *c, double *d)
+{
+    const double tiny = 1e-300;
+    *d = 1.0 + aa * *d;
+    if (fabs(*d) < tiny)
+        *d = tiny;
+    *c = 1.0 + aa / *c;
+    if (fabs(*c) < tiny)
+        *c = tiny;
+    *d = 1.0 / *d;
+    return *d * *c;
+}
+
 /* The continued fraction of I_x(a, b) by the modified Lentz method
  * (Numerical Recipes' betacf): converges fast for x < (a + 1)/(a + b + 2). */
 static double betacf(double a, double b, double x)
@@ -24,24 +39,8 @@ static double betacf(double a, double b, double x)
     double h = d;
     for (int m = 1; m <= 10000; m++) {
         double m2 = 2.0 * m;
-        double aa = m * (b - m) * x / ((qam + m2) * (a + m2));
-        d = 1.0 + aa * d;
-        if (fabs(d) < tiny)
-            d = tiny;
-        c = 1.0 + aa / c;
-        if (fabs(c) < tiny)
-            c = tiny;
-        d = 1.0 / d;
-        h *= d * c;
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
-        d = 1.0 + aa * d;
-        if (fabs(d) < tiny)
-            d = tiny;
-        c = 1.0 + aa / c;
-        if (fabs(c) < tiny)
-            c = tiny;
-        d = 1.0 / d;
-        double del = d * c;
+        h *= lentz_step(m * (b - m) * x / ((qam + m2) * (a + m2)), &c, &d);
+        double del = lentz_step(-(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)), &c, &d);
         h *= del;
         if (fabs(del - 1.0) < eps)
             break;

@@ -280,6 +280,12 @@ static int read_topk_text(sq_exposure *x, FILE *f, const char *name, sq_err *e)
     return rc;
 }
 
+/* One record of a top-K stream: its list */
+static int add_list(void *ctx, const sq_record *rec, sq_err *e)
+{
+    return sq_exposure_add(ctx, rec->user, rec->items, rec->len, 1, e);
+}
+
 static int read_topk_stream(sq_exposure *x, FILE *f, const char *name, sq_err *e)
 {
     sq_reader r;
@@ -290,19 +296,8 @@ static int read_topk_stream(sq_exposure *x, FILE *f, const char *name, sq_err *e
                             "seqrec-score --topk --format stream", e);
     if (rc == SQ_OK && !x->count)
         rc = sq_exposure_set_items(x, r.hdr.n_items, e);
-    while (rc == SQ_OK) {
-        uint64_t off = r.buf_off + r.buf_pos;
-        sq_record rec;
-        int got = sq_reader_next(&r, &rec, e);
-        if (got < 0)
-            rc = e->code;
-        if (got <= 0)
-            break;
-        sq_err tmp = {0};
-        if (sq_exposure_add(x, rec.user, rec.items, rec.len, 1, &tmp))
-            rc = sq_fail(e, tmp.code, "%s: byte %llu: %s", name, (unsigned long long)off,
-                         tmp.msg);
-    }
+    if (rc == SQ_OK)
+        rc = sq_reader_each(&r, name, add_list, x, e);
     sq_reader_free(&r);
     return rc;
 }

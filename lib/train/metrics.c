@@ -479,6 +479,17 @@ static int read_text(sq_metrics *m, FILE *f, const char *name, sq_err *e)
     return rc;
 }
 
+/* One record of a ranks stream, a failure naming its number */
+static int add_record(void *ctx, const sq_record *rec, sq_err *e)
+{
+    sq_metrics *m = ctx;
+    sq_err tmp = {0};
+    if (sq_metrics_add_item(m, rec->user, rec->rank, rec->n_cand, rec->item, &tmp))
+        return sq_fail(e, tmp.code, "record %llu: %s", (unsigned long long)m->records + 1,
+                       tmp.msg);
+    return 0;
+}
+
 static int read_stream(sq_metrics *m, FILE *f, const char *name, sq_err *e)
 {
     sq_reader r;
@@ -490,20 +501,8 @@ static int read_stream(sq_metrics *m, FILE *f, const char *name, sq_err *e)
         rc = sq_fail(e, SQ_EX_DATA, "%s: byte 6: a %s stream, expected ranks", name,
                      kind ? kind : "unknown");
     }
-    while (rc == SQ_OK) {
-        uint64_t off = r.buf_off + r.buf_pos; /* where this record starts */
-        sq_record rec;
-        int got = sq_reader_next(&r, &rec, e);
-        if (got < 0)
-            rc = e->code;
-        if (got <= 0)
-            break;
-        sq_err tmp = {0};
-        if (sq_metrics_add_item(m, rec.user, rec.rank, rec.n_cand, rec.item, &tmp))
-            rc = sq_fail(e, tmp.code, "%s: byte %llu: record %llu: %s", name,
-                         (unsigned long long)off, (unsigned long long)m->records + 1,
-                         tmp.msg);
-    }
+    if (rc == SQ_OK)
+        rc = sq_reader_each(&r, name, add_record, m, e);
     sq_reader_free(&r);
     return rc;
 }
