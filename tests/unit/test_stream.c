@@ -313,3 +313,45 @@ UNIT_TEST(test_stream_expect_kind_message)
     CHECK_STR(e.msg, "x: byte 6: expected a sequences stream, got topk");
     sq_header_free(&h);
 }
+
+/* sq_reader_each's callback: counts records, fails on user 2 */
+static int fail_on_two(void *ctx, const sq_record *rec, sq_err *e)
+{
+    ++*(int *)ctx;
+    return rec->user == 2 ? sq_fail(e, SQ_EX_DATA, "user %u refused", rec->user) : 0;
+}
+
+static int count_all(void *ctx, const sq_record *rec, sq_err *e)
+{
+    (void)rec, (void)e;
+    ++*(int *)ctx;
+    return 0;
+}
+
+/* sq_reader_each: every record to the trailer; a callback's failure stops
+ * it, the message naming the stream and the byte of its record. */
+UNIT_TEST(test_stream_each)
+{
+    size_t n = 0;
+    unsigned char *buf = make_stream(SQ_RANKS, 0, &n);
+    CHECK(buf != NULL);
+    if (!buf)
+        return;
+    for (int failing = 0; failing < 2; failing++) {
+        FILE *f = fmemopen(buf, n, "rb");
+        sq_reader r;
+        sq_err e = {0};
+        int seen = 0;
+        CHECK_EQ(sq_reader_open(&r, f, "mem", &e), 0);
+        int rc = sq_reader_each(&r, "mem", failing ? fail_on_two : count_all, &seen, &e);
+        CHECK_EQ(rc, failing ? SQ_EX_DATA : SQ_OK);
+        CHECK_EQ(seen, failing ? 2 : 3);
+        if (failing) {
+            CHECK(strncmp(e.msg, "mem: byte ", 10) == 0);
+            CHECK(strstr(e.msg, ": user 2 refused") != NULL);
+        }
+        sq_reader_free(&r);
+        fclose(f);
+    }
+    free(buf);
+}
