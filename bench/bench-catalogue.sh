@@ -15,7 +15,8 @@
 #            epoch_seconds the least train_seconds of the log (the batches
 #            only), max_rss_mib the process's peak resident memory (the
 #            log's getrusage), vs_base the epoch time over the same loss's
-#            at the base N. Full CE above CAT_CE_MAX items (default
+#            at the base N (empty where that one reads 0: under the log's
+#            microsecond, there is no ratio to give). Full CE above CAT_CE_MAX items (default
 #            1000000) is not run (its row says so): a 10M-column GEMM a
 #            position.
 #   quality  for N in CAT_QUALITY_ITEMS (default "10000 100000"; empty:

@@ -339,7 +339,7 @@ static int epoch_line(void *p, const sq_epoch_stats *s, sq_err *e)
         fprintf(c->log, ",\"warning\":\"the loss rose to %.3gx its first value %.6g\"",
                 s->loss / s->first_loss, s->first_loss);
     /* "seconds" first: tools cut the line there to drop the wall times */
-    fprintf(c->log, ",\"seconds\":%.3f,\"train_seconds\":%.3f,\"eval_seconds\":%.3f"
+    fprintf(c->log, ",\"seconds\":%.6f,\"train_seconds\":%.6f,\"eval_seconds\":%.6f"
             ",\"seq_per_s\":%.1f,\"max_rss_mib\":%.1f}\n", s->seconds, s->train_seconds,
             s->eval_seconds, s->seq_per_s, s->max_rss_mib);
     if (fflush(c->log) || ferror(c->log))
