@@ -284,10 +284,6 @@ static int stage_room(sq_gpu_be *b, size_t need)
         if (b->stage_dev) {
             be_note(b, cudaStreamSynchronize(b->stream), "stage");
             cudaFree(b->stage_dev);
-    cudaFree(b->op_dev);
-    cudaFreeHost(b->op_pinned);
-    if (b->op_done)
-        cudaEventDestroy(b->op_done);
             b->stage_dev = NULL;
         }
         if (be_note(b, cudaMalloc((void **)&b->stage_dev, cap), "staging mirror"))

@@ -8,6 +8,7 @@
 
 #include "cuda_check.h"
 #include "gpu.h"
+#include "ops.h"
 #include "ref_ops.h"
 #include "rng.h"
 #include "unit.h"
@@ -252,4 +253,48 @@ UNIT_TEST(test_gpu_load_finds_backend)
         CHECK(strstr(e.msg, "CUDA") != NULL);
     }
     env_restore(old);
+}
+
+/* The staging buffers grow with the batch: a step's integer arrays over
+ * the 64 KiB the mirror starts with, then a model's own array added after
+ * them (sq_ctx_stage_add, through the op uploads), read by an op. Growing
+ * the mirror once freed the op uploads' buffers and event too (a pasted
+ * cleanup), so the next upload wrote into freed pinned memory. */
+UNIT_TEST(test_gpu_stage_grows)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    enum { C = 3, ROWS = 50, BIG = 40000 };
+    float in[ROWS * C], out[ROWS * C];
+    for (int i = 0; i < ROWS * C; i++)
+        in[i] = (float)i;
+    float *d_in = cuda_up(&g, in, ROWS * C), *d_out = cuda_zeros(&g, ROWS * C);
+    int *big = malloc(sizeof(int) * BIG), rows[ROWS];
+    CHECK(big && d_in && d_out);
+    if (!big || !d_in || !d_out) {
+        free(big);
+        cuda_close(&g);
+        return;
+    }
+    for (int i = 0; i < BIG; i++)
+        big[i] = i;
+    for (int step = 0; step < 3; step++) {
+        /* 8 ints, then BIG (the mirror grows), then BIG again */
+        const void *host[1] = {big};
+        size_t bytes[1] = {sizeof(int) * (step ? BIG : 8)};
+        CHECK_EQ(sq_gpu_stage(g.gpu, host, bytes, 1, &g.e), 0);
+        for (int i = 0; i < ROWS; i++)
+            rows[i] = (i * 7 + step) % ROWS;
+        sq_gpu_stage_add(g.gpu, rows, sizeof rows);
+        sq_gather_rows(&g.cx, d_out, d_in, rows, ROWS, C);
+        CHECK_EQ(cuda_down(&g, out, d_out, ROWS * C), 0);
+        int bad = 0;
+        for (int i = 0; i < ROWS; i++)
+            for (int c = 0; c < C; c++)
+                bad += out[i * C + c] != in[rows[i] * C + c];
+        CHECK_EQ(bad, 0);
+    }
+    free(big);
+    cuda_close(&g);
 }
