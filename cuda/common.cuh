@@ -15,6 +15,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <type_traits>
 
 #ifdef SQ_SIM
 #include "sim_cuda.h" // tests/sim: cuda_runtime, cuBLAS and the launch, on the CPU
@@ -66,6 +68,15 @@ struct sq_gpu_be {
     double *red_host;     // pinned, the same size
     // data-parallel ranks (k_nccl.cu): NCCL, its communicator and stream
     struct be_nccl *nccl;
+    // CUDA graphs (graph.cu): the step's mode (BE_G_*), the graphs by key,
+    // the one in use and where its signature log is read
+    int gmode;
+    struct be_graph *graphs;
+    int n_graphs, cap_graphs;
+    struct be_graph *gcur;
+    int gslot;
+    size_t gsig_at;
+    size_t gused; // bytes of the slot's upload region taken this step
 };
 // Ends the NCCL communicator, if any (be_close).
 void be_nccl_close(sq_gpu_be *b);
@@ -127,18 +138,91 @@ static inline unsigned be_ew_blocks(const sq_gpu_be *be, size_t n, unsigned thre
     return (unsigned)(g < 1 ? 1 : g > cap ? cap : g);
 }
 
-// Every launch: queued on the context's stream, its launch error kept.
+// ---- CUDA graphs (graph.cu) ----
+// A step's work is captured once per shape key and replayed (HACKING.md,
+// "CUDA graphs"). The modes of a step:
+//   BE_G_EAGER    no graph: queued and run as always;
+//   BE_G_RECORD   run eagerly, and every launch, GEMM and copy written to the
+//                 key's signature log (its kernel, shape and arguments);
+//   BE_G_CAPTURE  queued into a stream capture (nothing runs), each node
+//                 compared with the log;
+//   BE_G_PLAN     a replay's host pass: nothing is queued, the host work
+//                 (planning, uploads into the slot's pinned region) is done
+//                 and each node compared with the log, then the graph runs.
+// A node that differs from the log (an argument that depends on the batch,
+// not on the key's shapes) is the sticky error: the op is not graph-safe.
+enum { BE_G_EAGER = 0, BE_G_RECORD, BE_G_CAPTURE, BE_G_PLAN };
+#define BE_SIG_MAX 512 // bytes of one node's signature
+
+// One node's signature against the log (RECORD appends, CAPTURE and PLAN
+// compare); 1 when the node must not be queued (PLAN), else 0.
+int be_sig_node(sq_gpu_be *b, const char *name, const unsigned char *sig, size_t n);
+// p as a signature records it: an address inside the slot's upload region
+// as its offset there (each slot has its own region), else itself.
+uintptr_t be_sig_ptr(const sq_gpu_be *b, const void *p);
+
+// A kernel argument into the signature: by value, as the kernel receives
+// it; pointers through be_sig_ptr. Its bytes are compared, so a struct
+// argument must have no padding (padding could differ alone).
+template <class P> static inline void be_sig_arg(const sq_gpu_be *b, unsigned char *buf,
+                                                 size_t *at, P v)
+{
+    if constexpr (std::is_pointer<P>::value) {
+        uintptr_t u = be_sig_ptr(b, (const void *)v);
+        memcpy(buf + *at, &u, sizeof u);
+        *at += sizeof u;
+    } else {
+        static_assert(std::is_trivially_copyable<P>::value, "a kernel argument is copied");
+        memcpy(buf + *at, &v, sizeof v);
+        *at += sizeof v;
+    }
+}
+
+// Every launch: its signature in a graph's step, then queued on the
+// context's stream (not in a replay's host pass), its launch error kept.
+template <class... P, class... A>
+static inline void be_launch(sq_gpu_be *b, const char *name, void (*kern)(P...), dim3 grid,
+                             dim3 block, size_t shmem, A... args)
+{
+    static_assert(sizeof...(P) == sizeof...(A), "kernel argument count");
+    if (b->gmode != BE_G_EAGER) {
+        static_assert(6 * sizeof(unsigned) + sizeof(size_t) +
+                              (0 + ... + (sizeof(uintptr_t) + sizeof(P))) <= BE_SIG_MAX,
+                      "a kernel's signature is over BE_SIG_MAX");
+        unsigned char buf[BE_SIG_MAX];
+        unsigned dims[6] = {grid.x, grid.y, grid.z, block.x, block.y, block.z};
+        size_t at = 0;
+        memcpy(buf, dims, sizeof dims);
+        memcpy(buf + sizeof dims, &shmem, sizeof shmem);
+        at = sizeof dims + sizeof shmem;
+        (be_sig_arg<P>(b, buf, &at, static_cast<P>(args)), ...);
+        if (be_sig_node(b, name, buf, at))
+            return;
+    }
 #ifdef SQ_SIM
-#define SQ_LAUNCH(b, kern, grid, block, shmem, ...)                                     \
-    be_note((b), sim_launch(#kern, kern, dim3(grid), dim3(block), (shmem), (b)->stream, \
-                            __VA_ARGS__), #kern)
+    be_note(b, sim_launch(name, kern, grid, block, shmem, b->stream, args...), name);
 #else
-#define SQ_LAUNCH(b, kern, grid, block, shmem, ...)                   \
-    do {                                                              \
-        kern<<<(grid), (block), (shmem), (b)->stream>>>(__VA_ARGS__); \
-        be_note((b), cudaGetLastError(), #kern);                      \
-    } while (0)
+    kern<<<grid, block, shmem, b->stream>>>(static_cast<P>(args)...);
+    be_note(b, cudaGetLastError(), name);
 #endif
+}
+#define SQ_LAUNCH(b, kern, grid, block, shmem, ...) \
+    be_launch((b), #kern, kern, dim3(grid), dim3(block), (shmem), __VA_ARGS__)
+
+// cudaMemsetAsync / cudaMemcpyAsync of an op on the context's stream, as
+// be_launch does a kernel (signature; not queued in a replay's host pass).
+void be_memset_async(sq_gpu_be *b, void *p, int v, size_t bytes, const char *what);
+void be_memcpy_async(sq_gpu_be *b, void *dst, const void *src, size_t bytes,
+                     cudaMemcpyKind kind, const char *what);
+// 1, and the sticky error, when a graph's step would read a value back to
+// the host (`what`): its value would be the capture's or a stale one.
+int be_graph_no_read(sq_gpu_be *b, const char *what);
+// The graphs' memory (be_close).
+void be_graph_close(sq_gpu_be *b);
+// In a graph's step (CAPTURE, PLAN): `bytes` of the slot's upload region,
+// host (pinned) and device halves; 0 and the sticky error when the step
+// asks for more than its first did. RECORD grows the region as needed.
+int be_graph_take(sq_gpu_be *b, size_t bytes, char **host, char **dev);
 
 // The ops of the list, defined across the k_*.cu files and gpu.cu.
 #define SQ_BE_DECL_X(ret, name, params, args) ret be_##name(sq_gpu_be *be, SQ_GPU_STRIP params);

@@ -77,6 +77,14 @@ const int *be_host_ints(const sq_gpu_be *b, const int *p)
 // in the first steps.
 void *be_op_upload(sq_gpu_be *b, const void *host, size_t bytes)
 {
+    if (b->gmode != BE_G_EAGER) { // a graph's step: the slot's region (graph.cu)
+        char *h, *d;
+        if (be_graph_take(b, bytes, &h, &d))
+            return NULL;
+        memcpy(h, host, bytes);
+        be_memcpy_async(b, d, h, bytes, cudaMemcpyHostToDevice, "op upload");
+        return d;
+    }
     size_t at = b->op_used, need = at + ((bytes + 255) & ~(size_t)255);
     if (need > b->op_bytes) {
         if (be_note(b, cudaStreamSynchronize(b->stream), "op upload"))
@@ -141,6 +149,7 @@ static void be_close(sq_gpu_be *b)
     if (b->stream)
         cudaStreamSynchronize(b->stream);
     be_nccl_close(b);
+    be_graph_close(b);
     if (b->blas)
         cublasDestroy(b->blas);
     cudaFree(b->blas_ws);
@@ -240,7 +249,7 @@ static void be_free(sq_gpu_be *b, void *ptr)
 int be_memset0(sq_gpu_be *b, void *p, size_t bytes, sq_err *e)
 {
     if (bytes)
-        be_note(b, cudaMemsetAsync(p, 0, bytes, b->stream), "cudaMemsetAsync");
+        be_memset_async(b, p, 0, bytes, "cudaMemsetAsync");
     return sticky(b, e);
 }
 
@@ -293,6 +302,23 @@ static int stage_room(sq_gpu_be *b, size_t need)
     return 0;
 }
 
+// A graph's step stages through the slot's region (graph.cu): the same
+// offsets every step of a key, so the captured copies and kernels find
+// them.
+static int stage_graph(sq_gpu_be *b, const void *const *host, const size_t *bytes, int n,
+                       sq_err *e)
+{
+    for (int i = 0; i < n; i++) {
+        if (!host[i] || !bytes[i])
+            continue;
+        char *dev = (char *)be_op_upload(b, host[i], bytes[i]);
+        if (!dev)
+            break;
+        b->range[b->n_range++] = {(const char *)host[i], bytes[i], dev};
+    }
+    return sticky(b, e);
+}
+
 // The step's integer arrays up in one copy: packed into the next pinned
 // buffer (waiting only for that buffer's previous copy), then one
 // asynchronous copy on the stream; ops find the mirror through be_ints.
@@ -303,11 +329,13 @@ int be_stage(sq_gpu_be *b, const void *const *host, const size_t *bytes, int n, 
     if (n > BE_STAGE_MAX)
         return sq_fail(e, SQ_EX_SOFTWARE, "CUDA: %d arrays staged at once (at most %d)", n,
                        BE_STAGE_MAX);
+    b->n_range = 0;
+    b->op_used = 0;
+    if (b->gmode != BE_G_EAGER) // a graph's step: each array an op upload
+        return stage_graph(b, host, bytes, n, e);
     size_t need = 0;
     for (int i = 0; i < n; i++)
         need += (bytes[i] + 255) & ~(size_t)255;
-    b->n_range = 0;
-    b->op_used = 0;
     if (stage_room(b, need))
         return sticky(b, e);
     int k = b->pinned_next;
@@ -360,7 +388,8 @@ int be_staged_rows(sq_gpu_be *b, const int *off, int B, const char *what)
 // (NAN, and the sticky error, when the copy fails).
 double be_download_red(sq_gpu_be *b, int slot)
 {
-    if (be_note(b, cudaMemcpyAsync(b->red_host + slot, b->red + slot, sizeof(double),
+    if (be_graph_no_read(b, "an op's value read back to the host") ||
+        be_note(b, cudaMemcpyAsync(b->red_host + slot, b->red + slot, sizeof(double),
                                    cudaMemcpyDeviceToHost, b->stream), "download") ||
         be_note(b, cudaStreamSynchronize(b->stream), "download"))
         return NAN;
@@ -370,6 +399,8 @@ double be_download_red(sq_gpu_be *b, int slot)
 // Once a step: waits for the stream and reports the sticky error.
 int be_sync(sq_gpu_be *b, sq_err *e)
 {
+    if (be_graph_no_read(b, "sq_ctx_sync"))
+        return sticky(b, e);
     be_note(b, cudaStreamSynchronize(b->stream), "the step's kernels");
     return sticky(b, e);
 }
@@ -406,6 +437,17 @@ void be_gemm(sq_gpu_be *b, int ta, int tb, int M, int N, int K, float alpha, con
 {
     if (M <= 0 || N <= 0)
         return;
+    if (b->gmode != BE_G_EAGER) {
+        int dims[9] = {ta, tb, M, N, K, lda, ldb, ldc, b->prec};
+        float ab[2] = {alpha, beta};
+        uintptr_t ptr[3] = {be_sig_ptr(b, A), be_sig_ptr(b, B), be_sig_ptr(b, C)};
+        unsigned char sig[sizeof dims + sizeof ab + sizeof ptr];
+        memcpy(sig, dims, sizeof dims);
+        memcpy(sig + sizeof dims, ab, sizeof ab);
+        memcpy(sig + sizeof dims + sizeof ab, ptr, sizeof ptr);
+        if (be_sig_node(b, "gemm", sig, sizeof sig))
+            return;
+    }
     if (b->prec == 2) { // fp32 in and out, bf16 products, fp32 sums
         be_note_blas(b, cublasGemmEx(b->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                      ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B,

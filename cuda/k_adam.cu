@@ -40,8 +40,9 @@ struct adam_k {
 static __global__ __launch_bounds__(ADAM_THREADS) void adam_kernel(float *param,
                                                                    const float *grad, float *m,
                                                                    float *v, size_t n,
-                                                                   adam_k k)
+                                                                   const adam_k *kp)
 {
+    const adam_k k = *kp;
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         float p = param[i];
@@ -76,7 +77,11 @@ void be_adam_update(sq_gpu_be *be, float *param, const float *grad, float *m, fl
     unsigned grid = be_blocks(n, ADAM_THREADS);
     if (grid > 65535u * 16u) // grid-stride beyond: a million blocks fill any device
         grid = 65535u * 16u;
-    SQ_LAUNCH(be, adam_kernel, grid, ADAM_THREADS, 0, param, grad, m, v, n, k);
+    // the constants change with t: read on the device, so that a CUDA
+    // graph's replay takes the step's own (graph.cu)
+    const adam_k *dk = (const adam_k *)be_op_upload(be, &k, sizeof k);
+    if (dk)
+        SQ_LAUNCH(be, adam_kernel, grid, ADAM_THREADS, 0, param, grad, m, v, n, dk);
 }
 
 
@@ -125,22 +130,12 @@ static void queue_sumsq(sq_gpu_be *be, const float *g, size_t n)
     SQ_LAUNCH(be, sumsq_final_kernel, 1, NORM_THREADS, 0, be->red, be->red + 1, (int)blocks);
 }
 
-// be->red[0] to the host: the one wait of an op that returns a value.
-static double download_red0(sq_gpu_be *be)
-{
-    if (be_note(be, cudaMemcpyAsync(be->red_host, be->red, sizeof(double),
-                                    cudaMemcpyDeviceToHost, be->stream), "download") ||
-        be_note(be, cudaStreamSynchronize(be->stream), "download"))
-        return NAN;
-    return be->red_host[0];
-}
-
 double be_grad_norm(sq_gpu_be *be, const float *g, size_t n)
 {
     if (n == 0)
         return 0;
     queue_sumsq(be, g, n);
-    return sqrt(download_red0(be));
+    return sqrt(be_download_red(be, 0));
 }
 
 static __global__ __launch_bounds__(ADAM_THREADS) void scale_kernel(float *g, size_t n,

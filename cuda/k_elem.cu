@@ -21,7 +21,7 @@ static unsigned ew_blocks(sq_gpu_be *be, size_t n)
 void be_zero(sq_gpu_be *be, float *x, size_t n)
 {
     if (n)
-        be_note(be, cudaMemsetAsync(x, 0, n * sizeof *x, be->stream), "zero");
+        be_memset_async(be, x, 0, n * sizeof *x, "zero");
 }
 
 static __global__ __launch_bounds__(EW_THREADS) void k_scale(float *x, size_t n, float a)
@@ -39,8 +39,7 @@ void be_scale(sq_gpu_be *be, float *x, size_t n, float a)
 void be_copy(sq_gpu_be *be, float *dst, const float *src, size_t n)
 {
     if (n && dst != src)
-        be_note(be, cudaMemcpyAsync(dst, src, n * sizeof *dst, cudaMemcpyDeviceToDevice,
-                                    be->stream), "copy");
+        be_memcpy_async(be, dst, src, n * sizeof *dst, cudaMemcpyDeviceToDevice, "copy");
 }
 
 // 2-D views: rows x cols of a row-major array with leading dimension ld.
@@ -182,10 +181,10 @@ static __device__ __forceinline__ float counter_uniform(uint64_t key, uint32_t i
 static __global__ __launch_bounds__(EW_THREADS) void k_dropout(float *out, uint8_t *mask,
                                                                const float *inp, size_t n,
                                                                float p, float keep,
-                                                               uint64_t key)
+                                                               const uint64_t *key)
 {
     EW_LOOP(i, n) {
-        uint64_t k = key + (uint64_t)(i >> 32) * 0xd6e8feb86659fd93ull;
+        uint64_t k = *key + (uint64_t)(i >> 32) * 0xd6e8feb86659fd93ull;
         float u = counter_uniform(k, (uint32_t)i);
         float m = u >= p ? keep : 0.0f;
         mask[i] = (uint8_t)(u >= p);
@@ -208,13 +207,18 @@ void be_dropout_forward(sq_gpu_be *be, float *out, uint8_t *mask, const float *i
     if (!n)
         return;
     if (p == 0) { // scoring, or no dropout: nothing to draw
-        be_note(be, cudaMemsetAsync(mask, 1, n, be->stream), "dropout");
+        be_memset_async(be, mask, 1, n, "dropout");
         be_copy(be, out, inp, n);
         return;
     }
     float keep = 1.0f / (1.0f - p);
-    SQ_LAUNCH(be, k_dropout, ew_blocks(be, n), EW_THREADS, 0, out, mask, inp, n, p, keep,
-              drop_key(seed, step, site));
+    // the key changes every step: read on the device, so that a CUDA
+    // graph's replay draws the step's own mask (graph.cu)
+    uint64_t key = drop_key(seed, step, site);
+    const uint64_t *dkey = (const uint64_t *)be_op_upload(be, &key, sizeof key);
+    if (dkey)
+        SQ_LAUNCH(be, k_dropout, ew_blocks(be, n), EW_THREADS, 0, out, mask, inp, n, p, keep,
+                  dkey);
 }
 
 void be_dropout_backward(sq_gpu_be *be, float *dinp, const float *dout, const uint8_t *mask,

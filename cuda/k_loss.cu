@@ -427,6 +427,8 @@ static const int *host_ids(sq_gpu_be *be, const int *p, size_t n, int **own)
     const int *h = be_host_ints(be, p);
     if (h)
         return h;
+    if (be_graph_no_read(be, "a device array of ids read back to the host"))
+        return NULL;
     *own = (int *)malloc(n * sizeof(int) + 1);
     if (!*own || be_note(be, cudaMemcpyAsync(*own, p, n * sizeof(int), cudaMemcpyDeviceToHost,
                                              be->stream), "download") ||

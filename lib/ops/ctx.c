@@ -80,6 +80,16 @@ void sq_ctx_stage_add(const sq_ctx *cx, const void *host, size_t bytes)
         sq_gpu_stage_add(cx->gpu, host, bytes);
 }
 
+int sq_ctx_graph_begin(const sq_ctx *cx, uint64_t key, sq_err *e)
+{
+    return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_graph_begin(cx->gpu, key, e) : 0;
+}
+
+int sq_ctx_graph_end(const sq_ctx *cx, sq_err *e)
+{
+    return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_graph_end(cx->gpu, e) : 0;
+}
+
 int sq_ctx_sync(const sq_ctx *cx, sq_err *e)
 {
     return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_sync(cx->gpu, e) : 0;

@@ -18,6 +18,7 @@
 #define SQ_CTX_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "err.h"
 
@@ -60,6 +61,15 @@ int sq_ctx_stage(const sq_ctx *cx, const void *const *host, const size_t *bytes,
  * A no-op on the CPU. */
 void sq_ctx_stage_add(const sq_ctx *cx, const void *host, size_t bytes);
 int sq_ctx_sync(const sq_ctx *cx, sq_err *e);
+/* CUDA: a step's work as a CUDA graph (cuda/graph.cu; HACKING.md "CUDA
+ * graphs"): what is queued between begin and end is recorded on a key's
+ * first step, captured on its next two and replayed from then on. The key
+ * names every shape the step's launches depend on (a packed-size bucket);
+ * the ops inside must be graph-safe, and a launch that differs from the
+ * key's first step is the error (SQ_EX_SOFTWARE), its step not run. The
+ * step's staging (sq_ctx_stage) belongs inside. No-ops on the CPU. */
+int sq_ctx_graph_begin(const sq_ctx *cx, uint64_t key, sq_err *e);
+int sq_ctx_graph_end(const sq_ctx *cx, sq_err *e);
 /* Data-parallel ranks on a GPU (CUDA: NCCL, cuda/k_nccl.cu; the CPU sums
  * over MPI instead and answers SQ_EX_SOFTWARE): rank 0's new id (n >= 128
  * bytes), joining the communicator of `ranks` with it (every rank at

@@ -61,6 +61,10 @@ extern "C" {
     X(int, sync, (sq_err *e), (e))                                                           \
     X(int, set_precision, (int mode, sq_err *e), (mode, e))                                  \
     X(int, mem_used, (size_t *bytes, sq_err *e), (bytes, e))                                 \
+    /* CUDA graphs (graph.cu): a step bracketed, captured once a key, replayed */           \
+    X(int, graph_begin, (uint64_t key, sq_err *e), (key, e))                                 \
+    X(int, graph_end, (sq_err *e), (e))                                                      \
+    X(int, graph_stats, (int *keys, long *replays, sq_err *e), (keys, replays, e))           \
     /* GEMM (cuBLAS, row-major cblas contract) */                                            \
     X(void, gemm, (int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, \
                    int lda, const float *B, int ldb, float beta, float *Cm, int ldc),        \

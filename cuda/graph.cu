@@ -1,0 +1,331 @@
+// graph.cu - CUDA graphs: a step's work captured once per shape key and
+// replayed (HACKING.md, "CUDA graphs").
+//
+// The caller brackets a step with graph_begin(key) and graph_end; the key
+// names the shapes the step's launches depend on (a packed-size bucket).
+// A key's steps go:
+//   step 0     RECORD: run eagerly; every node's signature (kernel, grid,
+//              block, shared memory, arguments; GEMM shapes; copies) into
+//              the key's log, and the step's uploads into slot 0's region;
+//   step 1, 2  CAPTURE slot 1, then slot 0: the step's host code runs, its
+//              work is captured (nothing runs), each node compared with the
+//              log; the graph instantiated, then launched;
+//   later      PLAN: the host code runs without queuing anything (the
+//              uploads land in the slot's pinned region), each node
+//              compared with the log, then the slot's graph is launched.
+// Two slots, used in turn, so that the host fills one slot's pinned region
+// while the other's graph may still be copying out of its own. A node that
+// differs from the log (an argument that depends on the batch rather than
+// on the key) is the sticky error, and its step is not launched: an op in a
+// graph's step must be graph-safe (its launches a function of the shapes;
+// what depends on the batch goes up through be_op_upload and is read on
+// the device; nothing read back to the host).
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "common.cuh"
+
+struct be_slot {
+    cudaGraphExec_t exec; // NULL until captured
+    char *pinned, *dev;   // the upload region, host (pinned) and device
+    size_t bytes;
+    cudaEvent_t done;     // after the slot's last work: its region is free
+};
+
+struct be_graph {
+    uint64_t key;
+    unsigned char *log; // entries: name pointer, length (size_t), signature
+    size_t log_n, log_cap;
+    size_t nodes;       // entries in the log
+    size_t used;        // region bytes the first step took
+    long steps;         // steps of this key so far
+    struct be_slot slot[2];
+};
+
+#define BE_ALIGN(n) (((n) + 255) & ~(size_t)255)
+
+__attribute__((format(printf, 2, 3))) static int gfail(sq_gpu_be *b, const char *fmt, ...)
+{
+    if (!b->failed) {
+        b->failed = 1;
+        char msg[384];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        sq_fail(&b->err, SQ_EX_SOFTWARE, "CUDA graph: %s", msg);
+    }
+    return 1;
+}
+
+uintptr_t be_sig_ptr(const sq_gpu_be *b, const void *p)
+{
+    const char *c = (const char *)p;
+    if (b->gcur) {
+        const struct be_slot *s = &b->gcur->slot[b->gslot];
+        if (s->dev && c >= s->dev && c < s->dev + s->bytes)
+            return ((uintptr_t)1 << 62) | (uintptr_t)(c - s->dev);
+        if (s->pinned && c >= s->pinned && c < s->pinned + s->bytes)
+            return ((uintptr_t)2 << 62) | (uintptr_t)(c - s->pinned);
+    }
+    return (uintptr_t)p;
+}
+
+static int log_put(struct be_graph *g, const char *name, const unsigned char *sig, size_t n)
+{
+    size_t need = g->log_n + sizeof name + sizeof n + n;
+    if (need > g->log_cap) {
+        size_t cap = need < 65536 ? 65536 : 2 * need;
+        unsigned char *p = (unsigned char *)realloc(g->log, cap);
+        if (!p)
+            return -1;
+        g->log = p;
+        g->log_cap = cap;
+    }
+    memcpy(g->log + g->log_n, &name, sizeof name);
+    memcpy(g->log + g->log_n + sizeof name, &n, sizeof n);
+    memcpy(g->log + g->log_n + sizeof name + sizeof n, sig, n);
+    g->log_n = need;
+    g->nodes++;
+    return 0;
+}
+
+int be_sig_node(sq_gpu_be *b, const char *name, const unsigned char *sig, size_t n)
+{
+    struct be_graph *g = b->gcur;
+    if (b->gmode == BE_G_EAGER || !g)
+        return 0;
+    if (b->gmode == BE_G_RECORD) {
+        if (log_put(g, name, sig, n))
+            gfail(b, "out of memory for the signature of %s", name);
+        return 0;
+    }
+    const char *was = NULL;
+    size_t wn = 0, at = b->gsig_at;
+    if (at + sizeof was + sizeof wn <= g->log_n) {
+        memcpy(&was, g->log + at, sizeof was);
+        memcpy(&wn, g->log + at + sizeof was, sizeof wn);
+        b->gsig_at = at + sizeof was + sizeof wn + wn;
+    }
+    if (!was)
+        gfail(b, "%s is one node more than the key's first step had (%zu)", name, g->nodes);
+    else if (strcmp(was, name))
+        gfail(b, "%s where the key's first step had another node (%zu nodes): the ops depend "
+                 "on the batch", name, g->nodes);
+    else if (wn != n || memcmp(g->log + at + sizeof was + sizeof wn, sig, n))
+        gfail(b, "%s's launch differs from the key's first step (%zu nodes): an argument "
+                 "depends on the batch, not on the key's shapes", name, g->nodes);
+    return b->gmode == BE_G_PLAN;
+}
+
+void be_memset_async(sq_gpu_be *b, void *p, int v, size_t bytes, const char *what)
+{
+    if (b->gmode != BE_G_EAGER) {
+        unsigned char sig[sizeof(uintptr_t) + sizeof v + sizeof bytes];
+        uintptr_t u = be_sig_ptr(b, p);
+        memcpy(sig, &u, sizeof u);
+        memcpy(sig + sizeof u, &v, sizeof v);
+        memcpy(sig + sizeof u + sizeof v, &bytes, sizeof bytes);
+        if (be_sig_node(b, what, sig, sizeof sig))
+            return;
+    }
+    be_note(b, cudaMemsetAsync(p, v, bytes, b->stream), what);
+}
+
+void be_memcpy_async(sq_gpu_be *b, void *dst, const void *src, size_t bytes,
+                     cudaMemcpyKind kind, const char *what)
+{
+    if (b->gmode != BE_G_EAGER) {
+        uintptr_t u[2] = {be_sig_ptr(b, dst), be_sig_ptr(b, src)};
+        int k = (int)kind;
+        unsigned char sig[sizeof u + sizeof bytes + sizeof k];
+        memcpy(sig, u, sizeof u);
+        memcpy(sig + sizeof u, &bytes, sizeof bytes);
+        memcpy(sig + sizeof u + sizeof bytes, &k, sizeof k);
+        if (be_sig_node(b, what, sig, sizeof sig))
+            return;
+    }
+    be_note(b, cudaMemcpyAsync(dst, src, bytes, kind, b->stream), what);
+}
+
+int be_graph_no_read(sq_gpu_be *b, const char *what)
+{
+    if (b->gmode == BE_G_EAGER)
+        return 0;
+    return gfail(b, "%s inside a graph's step: the step must keep its values on the device",
+                 what);
+}
+
+static void slot_free(struct be_slot *s)
+{
+    if (s->exec)
+        cudaGraphExecDestroy(s->exec);
+    cudaFreeHost(s->pinned);
+    cudaFree(s->dev);
+    if (s->done)
+        cudaEventDestroy(s->done);
+    memset(s, 0, sizeof *s);
+}
+
+// s's region to at least `bytes`, its old contents dropped (the stream is
+// waited for: only in a key's first steps, outside a capture).
+static int slot_room(sq_gpu_be *b, struct be_slot *s, size_t bytes)
+{
+    if (!s->done && be_note(b, cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming),
+                            "graph event"))
+        return -1;
+    if (bytes <= s->bytes)
+        return 0;
+    if (be_note(b, cudaStreamSynchronize(b->stream), "graph region"))
+        return -1;
+    cudaFreeHost(s->pinned);
+    cudaFree(s->dev);
+    s->pinned = s->dev = NULL;
+    s->bytes = 0;
+    if (be_note(b, cudaHostAlloc((void **)&s->pinned, bytes, cudaHostAllocDefault),
+                "graph region") ||
+        be_note(b, cudaMalloc((void **)&s->dev, bytes), "graph region")) {
+        cudaFreeHost(s->pinned);
+        s->pinned = NULL;
+        return -1;
+    }
+    s->bytes = bytes;
+    return 0;
+}
+
+int be_graph_take(sq_gpu_be *b, size_t bytes, char **host, char **dev)
+{
+    *host = *dev = NULL;
+    struct be_slot *s = &b->gcur->slot[b->gslot];
+    size_t at = b->gused, need = at + BE_ALIGN(bytes);
+    if (need > s->bytes) {
+        if (b->gmode != BE_G_RECORD)
+            return gfail(b, "the step's uploads (%zu bytes) outgrow its key's first step's",
+                         need);
+        // the first step grows the region without moving later offsets:
+        // the uploads already queued from the old one are done (synced)
+        if (slot_room(b, s, need < 65536 ? 65536 : 2 * need))
+            return 1;
+    }
+    *host = s->pinned + at;
+    *dev = s->dev + at;
+    b->gused = need;
+    return 0;
+}
+
+static struct be_graph *graph_of(sq_gpu_be *b, uint64_t key)
+{
+    for (int i = 0; i < b->n_graphs; i++)
+        if (b->graphs[i].key == key)
+            return &b->graphs[i];
+    if (b->n_graphs == b->cap_graphs) {
+        int cap = b->cap_graphs ? 2 * b->cap_graphs : 8;
+        struct be_graph *p = (struct be_graph *)realloc(b->graphs, (size_t)cap * sizeof *p);
+        if (!p)
+            return NULL;
+        b->graphs = p;
+        b->cap_graphs = cap;
+    }
+    struct be_graph *g = &b->graphs[b->n_graphs++];
+    memset(g, 0, sizeof *g);
+    g->key = key;
+    return g;
+}
+
+// Begins a step of key: RECORD, CAPTURE or PLAN (above).
+int be_graph_begin(sq_gpu_be *b, uint64_t key, sq_err *e)
+{
+    if (b->gmode != BE_G_EAGER)
+        return sq_fail(e, SQ_EX_SOFTWARE, "CUDA graph: a step begun inside another");
+    if (b->failed)
+        return sq_fail(e, b->err.code, "%s", b->err.msg);
+    struct be_graph *g = graph_of(b, key);
+    if (!g)
+        return sq_fail(e, SQ_EX_OSERR, "out of memory for a CUDA graph");
+    int k = g->steps == 0 ? 0 : (int)(g->steps % 2);
+    struct be_slot *s = &g->slot[k];
+    b->gcur = g;
+    b->gslot = k;
+    b->gsig_at = 0;
+    b->gused = 0;
+    b->n_range = 0;
+    if (slot_room(b, s, g->steps > 0 && g->used ? g->used : 256)) {
+        b->gcur = NULL;
+        return sq_fail(e, b->err.code, "%s", b->err.msg);
+    }
+    // the slot's previous work is done with its region before the host
+    // rewrites it
+    if (s->done && be_note(b, cudaEventSynchronize(s->done), "graph slot")) {
+        b->gcur = NULL;
+        return sq_fail(e, b->err.code, "%s", b->err.msg);
+    }
+    if (g->steps == 0)
+        b->gmode = BE_G_RECORD;
+    else if (!s->exec) {
+        if (be_note(b, cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal),
+                    "cudaStreamBeginCapture")) {
+            b->gcur = NULL;
+            return sq_fail(e, b->err.code, "%s", b->err.msg);
+        }
+        b->gmode = BE_G_CAPTURE;
+    } else
+        b->gmode = BE_G_PLAN;
+    return 0;
+}
+
+// Ends the step: the log kept (RECORD), the capture instantiated and
+// launched (CAPTURE), the slot's graph launched (PLAN); the sticky error
+// (a node that differed) launches nothing.
+int be_graph_end(sq_gpu_be *b, sq_err *e)
+{
+    struct be_graph *g = b->gcur;
+    int mode = b->gmode;
+    if (!g || mode == BE_G_EAGER)
+        return sq_fail(e, SQ_EX_SOFTWARE, "CUDA graph: a step ended that was not begun");
+    struct be_slot *s = &g->slot[b->gslot];
+    b->gmode = BE_G_EAGER;
+    b->gcur = NULL;
+    if (mode == BE_G_RECORD)
+        g->used = b->gused;
+    if (mode == BE_G_CAPTURE) {
+        cudaGraph_t graph = NULL;
+        be_note(b, cudaStreamEndCapture(b->stream, &graph), "cudaStreamEndCapture");
+        if (!b->failed && b->gsig_at != g->log_n)
+            gfail(b, "the step ended short of its key's first step's %zu nodes", g->nodes);
+        if (!b->failed)
+            be_note(b, cudaGraphInstantiate(&s->exec, graph, 0), "cudaGraphInstantiate");
+        if (graph)
+            cudaGraphDestroy(graph);
+    } else if (mode == BE_G_PLAN && !b->failed && b->gsig_at != g->log_n)
+        gfail(b, "the step ended short of its key's first step's %zu nodes", g->nodes);
+    if (!b->failed && mode != BE_G_RECORD)
+        be_note(b, cudaGraphLaunch(s->exec, b->stream), "cudaGraphLaunch");
+    be_note(b, cudaEventRecord(s->done, b->stream), "graph slot");
+    g->steps++;
+    return b->failed ? sq_fail(e, b->err.code, "%s", b->err.msg) : 0;
+}
+
+// The graphs kept (for the tests): keys, and the steps launched as replays.
+int be_graph_stats(sq_gpu_be *b, int *keys, long *replays, sq_err *e)
+{
+    (void)e;
+    *keys = b->n_graphs;
+    *replays = 0;
+    for (int i = 0; i < b->n_graphs; i++)
+        *replays += b->graphs[i].steps > 3 ? b->graphs[i].steps - 3 : 0;
+    return 0;
+}
+
+void be_graph_close(sq_gpu_be *b)
+{
+    for (int i = 0; i < b->n_graphs; i++) {
+        free(b->graphs[i].log);
+        slot_free(&b->graphs[i].slot[0]);
+        slot_free(&b->graphs[i].slot[1]);
+    }
+    free(b->graphs);
+    b->graphs = NULL;
+    b->n_graphs = b->cap_graphs = 0;
+}

@@ -1,0 +1,157 @@
+/* CUDA graphs (cuda/graph.cu): a step bracketed by sq_ctx_graph_begin/end
+ * is recorded on its key's first step, captured on the next two and
+ * replayed after; every step gives the eager step's bits on its own data.
+ * A step whose launches depend on the batch (a scalar, an upload's size, an
+ * extra op) or that reads a value back is refused, naming the node. */
+#include <string.h>
+
+#include "adam.h"
+#include "cuda_check.h"
+#include "ops.h"
+
+enum { GR_C = 8, GR_ROWS = 20 };
+
+typedef struct {
+    float *in, *w, *g, *h, *out;
+} gr_bufs;
+
+static int gr_alloc(cuda_env *g, gr_bufs *b, int n)
+{
+    b->in = cuda_zeros(g, GR_ROWS * GR_C);
+    b->w = cuda_zeros(g, GR_C * GR_C);
+    b->g = cuda_zeros(g, (size_t)n * GR_C);
+    b->h = cuda_zeros(g, (size_t)n * GR_C);
+    b->out = cuda_zeros(g, (size_t)n * GR_C);
+    return b->in && b->w && b->g && b->h && b->out ? 0 : -1;
+}
+
+/* The step: rows staged, a gather, a GEMM, GELU, a scale by s. */
+static void gr_step(cuda_env *g, const gr_bufs *b, const int *rows, int n, float s)
+{
+    const void *host[1] = {rows};
+    size_t bytes[1] = {(size_t)n * sizeof *rows};
+    if (sq_gpu_stage(g->gpu, host, bytes, 1, &g->e))
+        g->bad = 1;
+    sq_gather_rows(&g->cx, b->g, b->in, rows, n, GR_C);
+    sq_gemm(&g->cx, 0, 0, n, GR_C, GR_C, 1.0f, b->g, GR_C, b->w, GR_C, 0.0f, b->h, GR_C);
+    sq_gelu_forward(&g->cx, b->out, b->h, (size_t)n * GR_C);
+    sq_scale(&g->cx, b->out, (size_t)n * GR_C, s);
+}
+
+/* New inputs for step k: the table, the weights and the rows. */
+static void gr_data(cuda_env *g, const gr_bufs *b, int k, int *rows, int n)
+{
+    float in[GR_ROWS * GR_C], w[GR_C * GR_C];
+    sq_rng r;
+    sq_rng_seed(&r, 7, (uint64_t)k);
+    for (int i = 0; i < GR_ROWS * GR_C; i++)
+        in[i] = (float)sq_rng_normal(&r);
+    for (int i = 0; i < GR_C * GR_C; i++)
+        w[i] = (float)sq_rng_normal(&r) * 0.3f;
+    for (int i = 0; i < n; i++)
+        rows[i] = (int)sq_rng_below(&r, GR_ROWS);
+    if (sq_gpu_upload(g->gpu, b->in, in, sizeof in, &g->e) ||
+        sq_gpu_upload(g->gpu, b->w, w, sizeof w, &g->e))
+        g->bad = 1;
+}
+
+UNIT_TEST(test_cuda_graph_replays_eager_bits)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    enum { N1 = 12, N2 = 5, STEPS = 7 };
+    gr_bufs b1, b2;
+    CHECK_EQ(gr_alloc(&g, &b1, N1), 0);
+    CHECK_EQ(gr_alloc(&g, &b2, N2), 0);
+    float got[N1 * GR_C], want[N1 * GR_C];
+    int rows[N1];
+    for (int k = 0; k < STEPS && !g.bad; k++) {
+        /* two keys in turn: each its own graph */
+        int n = k % 3 == 2 ? N2 : N1;
+        const gr_bufs *b = n == N1 ? &b1 : &b2;
+        gr_data(&g, b, k, rows, n);
+        CHECK_EQ(sq_ctx_graph_begin(&g.cx, (uint64_t)n, &g.e), 0);
+        gr_step(&g, b, rows, n, 0.5f);
+        CHECK_EQ(sq_ctx_graph_end(&g.cx, &g.e), 0);
+        CHECK_EQ(cuda_down(&g, got, b->out, (size_t)n * GR_C), 0);
+        gr_step(&g, b, rows, n, 0.5f); /* the same step, eagerly */
+        CHECK_EQ(cuda_down(&g, want, b->out, (size_t)n * GR_C), 0);
+        CHECK(memcmp(got, want, (size_t)n * GR_C * sizeof *got) == 0);
+    }
+    int keys = 0;
+    long replays = 0;
+    CHECK_EQ(sq_gpu_graph_stats(g.gpu, &keys, &replays, &g.e), 0);
+    CHECK_EQ(keys, 2);
+    CHECK_EQ(replays, 2); /* N1's steps 0 1 3 4 6: record, capture x2, 2 replays */
+    cuda_close(&g);
+}
+
+/* Runs gr_step as key 1's steps 0..2 with the scale of each step, then
+ * `extra` (0 none, 1 a zero, 2 a norm read back) in the last; the end's
+ * exit code, its message into msg. */
+static int gr_bad(unit_ctx *t, const float *s, int steps, int extra, int repeat_rows,
+                  char *msg, size_t n_msg)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return -1;
+    gr_bufs b;
+    int rows[GR_ROWS], rc = 0;
+    if (gr_alloc(&g, &b, GR_ROWS)) {
+        cuda_close(&g);
+        return -1;
+    }
+    for (int k = 0; k < steps && !rc; k++) {
+        gr_data(&g, &b, 0, rows, GR_ROWS);
+        for (int i = 0; repeat_rows && i < GR_ROWS; i++)
+            rows[i] = k ? 3 : i; /* one row repeated, then every row once */
+        rc = sq_ctx_graph_begin(&g.cx, 1, &g.e);
+        gr_step(&g, &b, rows, GR_ROWS, s[k]);
+        if (repeat_rows)
+            sq_scatter_add_rows(&g.cx, b.in, b.out, rows, GR_ROWS, GR_C);
+        if (k == steps - 1 && extra == 1)
+            sq_zero(&g.cx, b.h, GR_C);
+        if (k == steps - 1 && extra == 2)
+            sq_grad_norm(&g.cx, b.h, GR_C);
+        rc = rc ? rc : sq_ctx_graph_end(&g.cx, &g.e);
+    }
+    snprintf(msg, n_msg, "%s", rc ? g.e.msg : "");
+    g.bad = 0; /* the error was the point */
+    cuda_close(&g);
+    return rc;
+}
+
+UNIT_TEST(test_cuda_graph_refuses_batch_dependence)
+{
+    char msg[sizeof(((sq_err *)0)->msg)];
+    float same[3] = {1, 1, 1}, varied[3] = {1, 2, 2};
+    int rc = gr_bad(t, same, 3, 0, 0, msg, sizeof msg);
+    if (rc < 0)
+        return;
+    CHECK_EQ(rc, 0);
+    /* a scalar argument that changes: the capture of step 1 names it */
+    CHECK_EQ(gr_bad(t, varied, 2, 0, 0, msg, sizeof msg), SQ_EX_SOFTWARE);
+    CHECK(strstr(msg, "k_scale's launch differs from the key's first step") != NULL);
+    /* one node more than the first step */
+    CHECK_EQ(gr_bad(t, same, 2, 1, 0, msg, sizeof msg), SQ_EX_SOFTWARE);
+    CHECK(strstr(msg, "one node more") != NULL);
+    /* a value read back inside the step */
+    CHECK_EQ(gr_bad(t, same, 1, 2, 0, msg, sizeof msg), SQ_EX_SOFTWARE);
+    CHECK(strstr(msg, "read back to the host inside a graph's step") != NULL);
+    /* the scatter-add buckets its rows on the host: its uploads follow the
+     * batch (20 rows into 1, then into 20), so it is not graph-safe */
+    CHECK_EQ(gr_bad(t, same, 2, 0, 1, msg, sizeof msg), SQ_EX_SOFTWARE);
+    CHECK(strstr(msg, "differs from the key's first step") != NULL ||
+          strstr(msg, "outgrow") != NULL);
+    fprintf(stderr, "    last: %s\n", msg);
+}
+
+/* On the CPU the bracket is a no-op. */
+UNIT_TEST(test_cuda_graph_cpu_noop)
+{
+    sq_ctx cx = sq_ctx_cpu();
+    sq_err e = {0};
+    CHECK_EQ(sq_ctx_graph_begin(&cx, 42, &e), 0);
+    CHECK_EQ(sq_ctx_graph_end(&cx, &e), 0);
+}
