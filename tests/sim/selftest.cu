@@ -2,7 +2,8 @@
 // order, warp shuffles, dynamic shared memory, several blocks, and that
 // the harness aborts on a divergent __syncthreads, on a host pointer
 // passed to a kernel and (under ASan) on a device pointer read by the host
-// and on a kernel writing past its buffer.
+// and on a kernel writing past its buffer; stream capture and graph replay,
+// and the calls a capture refuses.
 #include "sim_cuda.h"
 
 #include <sys/wait.h>
@@ -71,6 +72,19 @@ static __global__ void k_divergent(float *out)
 
 static __global__ void k_touch(float *out) { out[threadIdx.x] = 0.0f; }
 
+static __global__ void k_axpb(float *y, const float *x, float a, float b, int n)
+{
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n)
+        y[i] = a * x[i] + b;
+}
+static __global__ void k_add(float *y, const float *x, int n)
+{
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n)
+        y[i] += x[i];
+}
+
 static int child_aborts(void (*fn)(void))
 {
     fflush(stdout);
@@ -113,6 +127,225 @@ static void host_deref(void)
     float *d = dev(64);
     volatile float x = d[3]; // the host reading device memory
     (void)x;
+}
+
+// ---- stream capture and graphs
+enum { GM = 40, GK = 3, GN = 2 }; // Y is GM x GK, Bm GK x GN, C GM x GN (column-major)
+struct gbufs {
+    float *x, *y, *bm, *c;
+    float *pin; // pinned: the input, read by the copy when it runs
+    float alpha, beta;
+};
+
+// The step: C = 0; x = pin; y = 2x + 1; y += x; C = alpha Y Bm + beta C
+static int step(const gbufs &g, cudaStream_t s, cublasHandle_t h)
+{
+    const int n = GM * GK;
+    int bad = cudaMemsetAsync(g.c, 0, GM * GN * sizeof(float), s) != cudaSuccess;
+    bad += cudaMemcpyAsync(g.x, g.pin, n * sizeof(float), cudaMemcpyHostToDevice, s) != cudaSuccess;
+    bad += sim_launch("k_axpb", k_axpb, dim3(2), dim3(64), 0, s, g.y, (const float *)g.x, 2.0f, 1.0f,
+                      n) != cudaSuccess;
+    bad += sim_launch("k_add", k_add, dim3(2), dim3(64), 0, s, g.y, (const float *)g.x, n) !=
+           cudaSuccess;
+    bad += cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, GM, GN, GK, &g.alpha, g.y, GM, g.bm, GK, &g.beta,
+                       g.c, GM) != CUBLAS_STATUS_SUCCESS;
+    return bad;
+}
+
+// C of the step for input pin (alpha 0.5, beta 1 on a zeroed C), on the host
+static void step_ref(const float *pin, const float *bm, float *c)
+{
+    for (int j = 0; j < GN; j++)
+        for (int i = 0; i < GM; i++) {
+            float s = 0.0f;
+            for (int l = 0; l < GK; l++)
+                s += (3.0f * pin[l * GM + i] + 1.0f) * bm[j * GK + l];
+            c[j * GM + i] = 0.5f * s;
+        }
+}
+
+static void fill(float *p, int n, float v)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = v;
+}
+
+static int same(const float *a, const float *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return 0;
+    return 1;
+}
+
+// capture the step, check nothing ran, replay it twice on new inputs
+static void graph_replay(void)
+{
+    const int n = GM * GK;
+    cudaStream_t s;
+    cublasHandle_t h;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+    CHECK(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS && cublasSetStream(h, s) == CUBLAS_STATUS_SUCCESS);
+    gbufs g = {dev(n), dev(n), dev(GK * GN), dev(GM * GN), nullptr, 0.5f, 1.0f};
+    CHECK(cudaHostAlloc((void **)&g.pin, n * sizeof(float), cudaHostAllocDefault) == cudaSuccess);
+    float hb[GK * GN], ref[GM * GN], hc[GM * GN], ey[n], hy[n], seven[n];
+    for (int i = 0; i < GK * GN; i++)
+        hb[i] = (float)(i - 2);
+    CHECK(cudaMemcpy(g.bm, hb, sizeof hb, cudaMemcpyHostToDevice) == cudaSuccess);
+    for (int i = 0; i < n; i++)
+        g.pin[i] = (float)(i % 5);
+    // eager
+    CHECK(step(g, s, h) == 0 && cudaStreamSynchronize(s) == cudaSuccess);
+    CHECK(cudaMemcpy(hc, g.c, sizeof hc, cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(cudaMemcpy(ey, g.y, sizeof ey, cudaMemcpyDeviceToHost) == cudaSuccess);
+    step_ref(g.pin, hb, ref);
+    CHECK(same(hc, ref, GM * GN));
+    // captured: nothing runs
+    fill(seven, n, 7.0f);
+    cudaMemcpy(g.x, seven, sizeof seven, cudaMemcpyHostToDevice);
+    cudaMemcpy(g.y, seven, sizeof seven, cudaMemcpyHostToDevice);
+    cudaMemcpy(g.c, seven, GM * GN * sizeof(float), cudaMemcpyHostToDevice);
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    CHECK(cudaStreamIsCapturing(s, &st) == cudaSuccess && st == cudaStreamCaptureStatusNone);
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    CHECK(cudaStreamIsCapturing(s, &st) == cudaSuccess && st == cudaStreamCaptureStatusActive);
+    CHECK(step(g, s, h) == 0);
+    cudaGraph_t gr = nullptr;
+    CHECK(cudaStreamEndCapture(s, &gr) == cudaSuccess && gr);
+    size_t nn = 0;
+    cudaGraphNode_t nodes[8];
+    CHECK(cudaGraphGetNodes(gr, nullptr, &nn) == cudaSuccess && nn == 5);
+    nn = 8;
+    CHECK(cudaGraphGetNodes(gr, nodes, &nn) == cudaSuccess && nn == 5 && nodes[4] && !nodes[5]);
+    float hx[n];
+    cudaMemcpy(hx, g.x, sizeof hx, cudaMemcpyDeviceToHost);
+    cudaMemcpy(hy, g.y, sizeof hy, cudaMemcpyDeviceToHost);
+    cudaMemcpy(hc, g.c, sizeof hc, cudaMemcpyDeviceToHost);
+    CHECK(same(hx, seven, n) && same(hy, seven, n) && same(hc, seven, GM * GN));
+    // replayed: the exec outlives its graph; alpha was read at capture
+    cudaGraphExec_t ex = nullptr;
+    CHECK(cudaGraphInstantiate(&ex, gr, 0) == cudaSuccess && ex);
+    CHECK(cudaGraphDestroy(gr) == cudaSuccess);
+    g.alpha = 99.0f;
+    CHECK(cudaGraphLaunch(ex, s) == cudaSuccess && cudaStreamSynchronize(s) == cudaSuccess);
+    cudaMemcpy(hc, g.c, sizeof hc, cudaMemcpyDeviceToHost);
+    cudaMemcpy(hy, g.y, sizeof hy, cudaMemcpyDeviceToHost);
+    CHECK(same(hc, ref, GM * GN) && same(hy, ey, n));
+    for (int i = 0; i < n; i++)
+        g.pin[i] = (float)((i * 3) % 7) - 2.0f; // the copy reads the new input
+    step_ref(g.pin, hb, ref);
+    CHECK(cudaGraphLaunch(ex, s) == cudaSuccess && cudaStreamSynchronize(s) == cudaSuccess);
+    cudaMemcpy(hc, g.c, sizeof hc, cudaMemcpyDeviceToHost);
+    CHECK(same(hc, ref, GM * GN));
+    CHECK(cudaGraphExecDestroy(ex) == cudaSuccess);
+    CHECK(cudaFreeHost(g.pin) == cudaSuccess);
+    cublasDestroy(h);
+    cudaStreamDestroy(s);
+}
+
+// Begins a capture on s, makes the call refused, and checks that the
+// capture ends invalidated with no graph
+#define REFUSED(s, mode, call, err)                                                     \
+    do {                                                                                \
+        cudaGraph_t g_ = (cudaGraph_t)&g_;                                              \
+        cudaStreamCaptureStatus st_ = cudaStreamCaptureStatusNone;                      \
+        CHECK(cudaStreamBeginCapture(s, mode) == cudaSuccess);                          \
+        CHECK((call) == (err));                                                         \
+        CHECK(cudaStreamIsCapturing(s, &st_) == cudaSuccess &&                          \
+              st_ == cudaStreamCaptureStatusInvalidated);                               \
+        CHECK(cudaMemsetAsync(d, 0, 4, s) == cudaErrorStreamCaptureInvalidated);        \
+        CHECK(cudaStreamEndCapture(s, &g_) == cudaErrorStreamCaptureInvalidated && !g_); \
+    } while (0)
+
+// what a capture refuses, and the misuses of the capture calls
+static void graph_refusals(void)
+{
+    cudaStream_t s, sb;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+    CHECK(cudaStreamCreate(&sb) == cudaSuccess); // blocking: the legacy stream waits for it
+    float *d = dev(64), page[64] = {0}, *pin = nullptr;
+    void *p = (void *)page;
+    cudaEvent_t ev;
+    cudaEventCreate(&ev);
+    CHECK(cudaHostAlloc((void **)&pin, sizeof page, 0) == cudaSuccess);
+    REFUSED(s, cudaStreamCaptureModeGlobal, cudaStreamSynchronize(s), cudaErrorStreamCaptureUnsupported);
+    REFUSED(s, cudaStreamCaptureModeGlobal, cudaMalloc(&p, 64), cudaErrorStreamCaptureUnsupported);
+    CHECK(p == nullptr);
+    REFUSED(s, cudaStreamCaptureModeGlobal, cudaFree(d), cudaErrorStreamCaptureUnsupported);
+    REFUSED(s, cudaStreamCaptureModeThreadLocal, cudaDeviceSynchronize(), cudaErrorStreamCaptureUnsupported);
+    REFUSED(s, cudaStreamCaptureModeGlobal, cudaMemcpy(d, page, 16, cudaMemcpyHostToDevice),
+            cudaErrorStreamCaptureUnsupported);
+    REFUSED(s, cudaStreamCaptureModeGlobal, cudaMemset(d, 0, 16), cudaErrorStreamCaptureUnsupported);
+    REFUSED(s, cudaStreamCaptureModeGlobal, cudaHostAlloc(&p, 16, 0), cudaErrorStreamCaptureUnsupported);
+    REFUSED(s, cudaStreamCaptureModeGlobal, cudaFreeHost(pin), cudaErrorStreamCaptureUnsupported);
+    REFUSED(s, cudaStreamCaptureModeRelaxed, // pageable memory, in any mode
+            cudaMemcpyAsync(d, page, 16, cudaMemcpyHostToDevice, s), cudaErrorStreamCaptureUnsupported);
+    REFUSED(s, cudaStreamCaptureModeGlobal, (cudaEventRecord(ev, s), cudaEventSynchronize(ev)),
+            cudaErrorCapturedEvent);
+    REFUSED(sb, cudaStreamCaptureModeGlobal, // the legacy stream would wait for the capture
+            sim_launch("k_touch", k_touch, dim3(1), dim3(16), 0, nullptr, d),
+            cudaErrorStreamCaptureImplicit);
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess); // not capturing any more
+    // Relaxed tolerates an allocation; the graph has the one node
+    cudaGraph_t g = nullptr;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+    CHECK(cudaMalloc(&p, 64) == cudaSuccess && p);
+    CHECK(cudaMemcpyAsync(d, pin, 16, cudaMemcpyHostToDevice, s) == cudaSuccess);
+    CHECK(cudaEventRecord(ev, s) == cudaSuccess); // marks the capture, adds no node
+    CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess && g);
+    size_t nn = 0;
+    CHECK(cudaGraphGetNodes(g, nullptr, &nn) == cudaSuccess && nn == 1);
+    // misuse
+    cudaGraphExec_t ex = nullptr;
+    CHECK(cudaGraphInstantiate(&ex, g, 0) == cudaSuccess);
+    cudaGraph_t g2 = nullptr;
+    CHECK(cudaStreamEndCapture(s, &g2) == cudaErrorIllegalState && !g2); // not capturing
+    CHECK(cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeGlobal) ==
+          cudaErrorStreamCaptureUnsupported);
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaErrorIllegalState);
+    CHECK(cudaGraphLaunch(ex, s) == cudaErrorStreamCaptureUnsupported);
+    CHECK(cudaStreamEndCapture(s, &g2) == cudaErrorStreamCaptureInvalidated && !g2);
+    CHECK(strcmp(cudaGetErrorString(cudaErrorStreamCaptureInvalidated), "unknown error") != 0);
+    CHECK(strcmp(cudaGetErrorString(cudaErrorStreamCaptureUnsupported), "unknown error") != 0);
+    cudaGetLastError();
+    CHECK(cudaGraphExecDestroy(ex) == cudaSuccess && cudaGraphDestroy(g) == cudaSuccess);
+    CHECK(cudaFree(p) == cudaSuccess && cudaFreeHost(pin) == cudaSuccess);
+    cudaEventDestroy(ev);
+    cudaStreamDestroy(s);
+    cudaStreamDestroy(sb);
+}
+
+// A kernel recorded in a graph: captured(1) only records it, captured(0)
+// replays it too (the checks run on replay)
+static void captured(void (*kern)(float *), const char *name, float *d, int replay)
+{
+    cudaStream_t s;
+    cudaGraph_t g;
+    cudaGraphExec_t ex;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+    sim_launch(name, kern, dim3(1), dim3(64), 0, s, d);
+    if (cudaStreamEndCapture(s, &g) != cudaSuccess || cudaGraphInstantiate(&ex, g, 0) != cudaSuccess)
+        _exit(2);
+    if (replay)
+        cudaGraphLaunch(ex, s);
+}
+static void divergent_recorded(void) { captured(k_divergent, "k_divergent", dev(64), 0); }
+static void divergent_replayed(void) { captured(k_divergent, "k_divergent", dev(64), 1); }
+static void freed_replayed(void) // a graph replayed on a freed buffer (ASan)
+{
+    float *d = dev(64);
+    cudaStream_t s;
+    cudaGraph_t g;
+    cudaGraphExec_t ex;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+    sim_launch("k_touch", k_touch, dim3(1), dim3(64), 0, s, d);
+    cudaStreamEndCapture(s, &g);
+    cudaGraphInstantiate(&ex, g, 0);
+    cudaFree(d);
+    cudaGraphLaunch(ex, s);
 }
 
 int main(void)
@@ -171,16 +404,22 @@ int main(void)
           cudaErrorInvalidConfiguration);
     CHECK(sim_launch("k_touch", k_touch, dim3(1), dim3(32), 64 * 1024, nullptr, dd) ==
           cudaErrorInvalidValue);
+    graph_replay();
+    graph_refusals();
     // what must abort
     fprintf(stderr, "selftest: aborts follow, on purpose:\n");
     CHECK(child_aborts(divergent));
     CHECK(child_aborts(host_ptr));
+    CHECK(!child_aborts(divergent_recorded));
+    CHECK(child_aborts(divergent_replayed));
 #if defined(__SANITIZE_ADDRESS__)
     CHECK(child_aborts(host_deref));
     CHECK(child_aborts(kernel_oob));
+    CHECK(child_aborts(freed_replayed));
 #else
     (void)host_deref;
     (void)kernel_oob;
+    (void)freed_replayed;
 #endif
     printf("sim selftest: %s\n", fails ? "FAILED" : "ok");
     return fails != 0;

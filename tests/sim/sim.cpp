@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -214,9 +215,66 @@ std::map<char *, size_t> live_;            // start -> bytes asked
 std::multimap<size_t, char *> free_;       // span -> start
 std::map<char *, size_t> span_;            // start -> span (bytes + red, rounded)
 size_t used_ = 0;                          // the live allocations' spans
+std::map<char *, size_t> pinned_;          // cudaHostAlloc'd: start -> bytes
 int in_kernel_ = 0;
 cudaError_t last_ = cudaSuccess;
 } // namespace
+
+// ---------------------------------------------------------------- capture
+// A graph is its nodes in capture order; a node is a closure that does the
+// work on replay (on the memory as it is then) and returns its error.
+struct sim_graph_node {
+    const char *what; // the kernel's name, "memcpy", "memset", "cublasSgemm"...
+    std::function<cudaError_t()> run;
+};
+struct sim_graph {
+    std::vector<std::unique_ptr<sim_graph_node>> nodes;
+};
+struct sim_graph_exec {
+    std::vector<sim_graph_node> nodes; // a copy: the graph may be destroyed
+};
+struct sim_stream {
+    int flags;
+    sim_graph *g;                // non-null while capturing
+    int invalid;                 // a refused call invalidated the capture
+    cudaStreamCaptureMode mode;
+};
+struct sim_event {
+    int flags;
+    int captured; // last recorded in a capture
+};
+namespace {
+// The capturing stream. Only one stream captures at a time (the backend has
+// one stream); a second BeginCapture elsewhere is refused.
+sim_stream *capture_ = nullptr;
+} // namespace
+
+static int capturing(cudaStream_t s) { return s && s == capture_; }
+// A call the real runtime refuses during capture: it fails and the capture
+// is invalidated (EndCapture then returns no graph).
+static cudaError_t refuse(cudaError_t e = cudaErrorStreamCaptureUnsupported)
+{
+    if (capture_)
+        capture_->invalid = 1;
+    return last_ = e;
+}
+// An unsafe call (allocating, synchronizing) under a capture that is not
+// Relaxed
+static int strict(void) { return capture_ && capture_->mode != cudaStreamCaptureModeRelaxed; }
+// Work on the legacy stream (0) while a blocking stream captures would
+// depend on the capture: refused, and the capture invalidated.
+static int implicit(cudaStream_t s)
+{
+    return !s && capture_ && !(capture_->flags & cudaStreamNonBlocking);
+}
+// Appends a node to the capture on s
+static cudaError_t record(cudaStream_t s, const char *what, std::function<cudaError_t()> run)
+{
+    if (s->invalid)
+        return last_ = cudaErrorStreamCaptureInvalidated;
+    s->g->nodes.push_back(std::make_unique<sim_graph_node>(sim_graph_node{what, std::move(run)}));
+    return cudaSuccess;
+}
 
 static int enabled(void)
 {
@@ -276,6 +334,8 @@ cudaError_t cudaMalloc(void **p, size_t n)
     *p = nullptr;
     if (!enabled())
         return last_ = cudaErrorNoDevice;
+    if (strict())
+        return refuse();
     arena_init();
     size_t span = ((n ? n : 1) + RED + 255) & ~(size_t)255;
     char *at;
@@ -302,6 +362,8 @@ cudaError_t cudaMalloc(void **p, size_t n)
 
 cudaError_t cudaFree(void *p)
 {
+    if (strict())
+        return refuse();
     if (!p)
         return cudaSuccess;
     auto it = live_.find((char *)p);
@@ -327,22 +389,41 @@ cudaError_t cudaMemGetInfo(size_t *avail, size_t *total)
 
 cudaError_t cudaHostAlloc(void **p, size_t n, unsigned)
 {
+    *p = nullptr;
+    if (strict())
+        return refuse();
     *p = malloc(n ? n : 1);
-    return *p ? cudaSuccess : (last_ = cudaErrorMemoryAllocation);
+    if (!*p)
+        return last_ = cudaErrorMemoryAllocation;
+    pinned_[(char *)*p] = n;
+    return cudaSuccess;
 }
 cudaError_t cudaMallocHost(void **p, size_t n) { return cudaHostAlloc(p, n, 0); }
 cudaError_t cudaFreeHost(void *p)
 {
+    if (strict())
+        return refuse();
     if (sim_is_device(p))
         return last_ = cudaErrorInvalidValue;
+    pinned_.erase((char *)p);
     free(p);
     return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k)
+// [p, p+n) lies in one cudaHostAlloc block
+static int pinned_of(const void *p, size_t n)
 {
-    if (!n)
-        return cudaSuccess;
+    auto it = pinned_.upper_bound((char *)p);
+    if (it == pinned_.begin())
+        return 0;
+    --it;
+    return (const char *)p + n <= it->first + it->second;
+}
+
+// Which ends of a copy of kind k are device memory (bit 0 dst, bit 1 src),
+// or the error of a bad direction or range
+static cudaError_t copy_ends(void *dst, const void *src, size_t n, cudaMemcpyKind k, int *ends)
+{
     int dd = k == cudaMemcpyHostToDevice || k == cudaMemcpyDeviceToDevice;
     int sd = k == cudaMemcpyDeviceToHost || k == cudaMemcpyDeviceToDevice;
     if (k == cudaMemcpyDefault) {
@@ -353,6 +434,19 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k)
         return last_ = cudaErrorInvalidMemcpyDirection;
     if ((dd && !alloc_of(dst, n)) || (sd && !alloc_of(src, n)))
         return last_ = cudaErrorInvalidValue; // past the end of an allocation
+    *ends = dd | sd << 1;
+    return cudaSuccess;
+}
+
+static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind k)
+{
+    int ends = 0;
+    if (!n)
+        return cudaSuccess;
+    cudaError_t e = copy_ends(dst, src, n, k, &ends);
+    if (e != cudaSuccess)
+        return e;
+    int dd = ends & 1, sd = ends >> 1;
     if (dd)
         SIM_UNPOISON(dst, n);
     if (sd)
@@ -364,11 +458,31 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k)
         SIM_POISON((void *)src, n);
     return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t)
+// A synchronous copy or memset is unsafe during capture (it runs on the
+// legacy stream and waits)
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k)
 {
-    return cudaMemcpy(dst, src, n, k);
+    if (strict() || implicit(nullptr))
+        return refuse(strict() ? cudaErrorStreamCaptureUnsupported : cudaErrorStreamCaptureImplicit);
+    return copy(dst, src, n, k);
 }
-cudaError_t cudaMemset(void *p, int v, size_t n)
+// Captured, a copy reads its source on replay. Pageable host memory cannot
+// be captured (its copy is staged at the call): only cudaHostAlloc'd.
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t s)
+{
+    if (implicit(s))
+        return refuse(cudaErrorStreamCaptureImplicit);
+    if (!capturing(s))
+        return copy(dst, src, n, k);
+    int ends = 0;
+    cudaError_t e = n ? copy_ends(dst, src, n, k, &ends) : cudaSuccess;
+    if (e != cudaSuccess)
+        return e;
+    if (n && ((!(ends & 1) && !pinned_of(dst, n)) || (!(ends & 2) && !pinned_of(src, n))))
+        return refuse();
+    return record(s, "memcpy", [=]() { return copy(dst, src, n, k); });
+}
+static cudaError_t fill(void *p, int v, size_t n)
 {
     if (!n)
         return cudaSuccess;
@@ -379,7 +493,22 @@ cudaError_t cudaMemset(void *p, int v, size_t n)
     SIM_POISON(p, n);
     return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { return cudaMemset(p, v, n); }
+cudaError_t cudaMemset(void *p, int v, size_t n)
+{
+    if (strict() || implicit(nullptr))
+        return refuse(strict() ? cudaErrorStreamCaptureUnsupported : cudaErrorStreamCaptureImplicit);
+    return fill(p, v, n);
+}
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
+{
+    if (implicit(s))
+        return refuse(cudaErrorStreamCaptureImplicit);
+    if (!capturing(s))
+        return fill(p, v, n);
+    if (n && !alloc_of(p, n))
+        return last_ = cudaErrorInvalidValue;
+    return record(s, "memset", [=]() { return fill(p, v, n); });
+}
 
 // ---------------------------------------------------------------- launch
 // getcontext returns twice: kept out of sim_run's frame
@@ -392,7 +521,12 @@ __attribute__((noinline)) static void init_fiber(fiber *f, unsigned i)
     makecontext(&f->ctx, fiber_main, 0);
 }
 
-cudaError_t sim_run(const char *kern, dim3 grid, dim3 block, size_t shmem, cudaStream_t,
+static cudaError_t run_grid(const char *kern, dim3 grid, dim3 block, size_t shmem,
+                           const std::function<void()> &body);
+
+// A launch: checked when queued; run now, or recorded (a copy of the body,
+// which holds the arguments by value) while its stream captures
+cudaError_t sim_run(const char *kern, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
                     const std::function<void()> &body)
 {
     size_t n = (size_t)block.x * block.y * block.z;
@@ -403,6 +537,19 @@ cudaError_t sim_run(const char *kern, dim3 grid, dim3 block, size_t shmem, cudaS
         return last_ = cudaErrorInvalidValue;
     if (run_)
         die("kernel %s launched from inside a kernel", kern);
+    if (implicit(s))
+        return refuse(cudaErrorStreamCaptureImplicit);
+    if (capturing(s)) {
+        std::function<void()> b = body;
+        return record(s, kern, [=]() { return run_grid(kern, grid, block, shmem, b); });
+    }
+    return run_grid(kern, grid, block, shmem, body);
+}
+
+static cudaError_t run_grid(const char *kern, dim3 grid, dim3 block, size_t shmem,
+                           const std::function<void()> &body)
+{
+    size_t n = (size_t)block.x * block.y * block.z;
     if (!stacks_) {
         page_ = 4096;
         size_t bytes = 1024 * (SIM_STACK + page_);
@@ -491,7 +638,15 @@ const char *cudaGetErrorString(cudaError_t e)
                "SEQREC_SIMULATED_DEVICE=1";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
     case cudaErrorNotSupported: return "operation not supported";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+        return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureImplicit:
+        return "operation would make the legacy stream depend on a capturing blocking stream";
+    case cudaErrorCapturedEvent:
+        return "operation not permitted on an event last recorded in a capturing stream";
     default: return "unknown error";
     }
 }
@@ -529,33 +684,72 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d)
     return cudaSuccess;
 }
 
-struct sim_stream { int flags; };
-struct sim_event { int flags; };
 cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, 0); }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
 {
-    *s = new sim_stream{(int)flags};
+    *s = new sim_stream{(int)flags, nullptr, 0, cudaStreamCaptureModeGlobal};
     return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+// waiting for a capturing stream (or, for the legacy stream, one it
+// implicitly waits for) is refused
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+    if (capturing(s))
+        return refuse();
+    if (implicit(s))
+        return refuse(cudaErrorStreamCaptureImplicit);
+    return cudaSuccess;
+}
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
+    if (capturing(s)) { // the capture ends with it
+        delete s->g;
+        capture_ = nullptr;
+    }
     delete s;
     return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
 {
-    *e = new sim_event{(int)flags};
+    *e = new sim_event{(int)flags, 0};
     return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) { return e ? cudaSuccess : cudaErrorInvalidResourceHandle; }
-// Streams run in order, one at a time: an event is always already reached.
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned)
+// Recorded in a capture, an event adds no node (as cudaEventRecord without
+// cudaEventRecordExternal): it marks a point of the capture, which only
+// cudaStreamWaitEvent can use.
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
-    return e ? cudaSuccess : cudaErrorInvalidResourceHandle;
+    if (!e)
+        return cudaErrorInvalidResourceHandle;
+    if (implicit(s))
+        return refuse(cudaErrorStreamCaptureImplicit);
+    if (capturing(s) && s->invalid)
+        return last_ = cudaErrorStreamCaptureInvalidated;
+    e->captured = capturing(s);
+    return cudaSuccess;
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t e) { return e ? cudaSuccess : cudaErrorInvalidResourceHandle; }
+// Streams run in order, one at a time: an event is always already reached.
+// A captured event waited for by another stream would fork the capture
+// into it: not modelled (one capturing stream), refused.
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned)
+{
+    if (!e)
+        return cudaErrorInvalidResourceHandle;
+    if (e->captured && capture_ && !capturing(s))
+        return refuse(cudaErrorNotSupported);
+    if (implicit(s))
+        return refuse(cudaErrorStreamCaptureImplicit);
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+    if (!e)
+        return cudaErrorInvalidResourceHandle;
+    if (e->captured && capture_)
+        return refuse(cudaErrorCapturedEvent);
+    return cudaSuccess;
+}
 cudaError_t cudaEventDestroy(cudaEvent_t e)
 {
     delete e;
@@ -568,13 +762,118 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
     *ms = 0.0f;
     return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { return capture_ ? refuse() : cudaSuccess; }
+
+// ---------------------------------------------------------------- graphs
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode)
+{
+    if (!s) // the legacy stream cannot capture
+        return last_ = cudaErrorStreamCaptureUnsupported;
+    if ((unsigned)mode > cudaStreamCaptureModeRelaxed)
+        return last_ = cudaErrorInvalidValue;
+    if (s == capture_)
+        return last_ = cudaErrorIllegalState;
+    if (capture_) // a second capturing stream: not modelled
+        return last_ = cudaErrorNotSupported;
+    s->g = new sim_graph;
+    s->invalid = 0;
+    s->mode = mode;
+    capture_ = s;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
+{
+    if (!g)
+        return last_ = cudaErrorInvalidValue;
+    *g = nullptr;
+    if (!capturing(s))
+        return last_ = cudaErrorIllegalState;
+    capture_ = nullptr;
+    sim_graph *got = s->g;
+    s->g = nullptr;
+    if (s->invalid) {
+        delete got;
+        return last_ = cudaErrorStreamCaptureInvalidated;
+    }
+    *g = got;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *st)
+{
+    if (!st)
+        return last_ = cudaErrorInvalidValue;
+    if (implicit(s)) // the capture is not invalidated
+        return last_ = cudaErrorStreamCaptureImplicit;
+    *st = !capturing(s) ? cudaStreamCaptureStatusNone
+          : s->invalid  ? cudaStreamCaptureStatusInvalidated
+                        : cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long)
+{
+    if (!e || !g)
+        return last_ = cudaErrorInvalidValue;
+    *e = new sim_graph_exec;
+    for (auto &n : g->nodes)
+        (*e)->nodes.push_back(*n);
+    return cudaSuccess;
+}
+// Replay: the nodes one after the other, in capture order (a real graph
+// may run independent nodes concurrently). A graph launch is not captured
+// here (newer CUDA can capture it as a child graph): refused.
+cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s)
+{
+    if (!e)
+        return last_ = cudaErrorInvalidResourceHandle;
+    if (capturing(s))
+        return refuse();
+    if (implicit(s))
+        return refuse(cudaErrorStreamCaptureImplicit);
+    for (auto &n : e->nodes) {
+        cudaError_t r = n.run();
+        if (r != cudaSuccess)
+            return last_ = r;
+    }
+    return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e)
+{
+    if (!e)
+        return last_ = cudaErrorInvalidValue;
+    delete e;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t g)
+{
+    if (!g)
+        return last_ = cudaErrorInvalidValue;
+    delete g;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n)
+{
+    if (!g || !n)
+        return last_ = cudaErrorInvalidValue;
+    size_t have = g->nodes.size();
+    if (nodes) {
+        for (size_t i = 0; i < *n; i++)
+            nodes[i] = i < have ? g->nodes[i].get() : nullptr;
+        if (have < *n)
+            *n = have;
+    } else {
+        *n = have;
+    }
+    return cudaSuccess;
+}
 
 // ---------------------------------------------------------------- cuBLAS
-struct sim_blas { int math; };
+struct sim_blas {
+    int math;
+    cudaStream_t stream; // where its calls queue (0: the legacy stream)
+};
 cublasStatus_t cublasCreate(cublasHandle_t *h)
 {
-    *h = new sim_blas{0};
+    *h = new sim_blas{0, nullptr};
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasDestroy(cublasHandle_t h)
@@ -582,7 +881,13 @@ cublasStatus_t cublasDestroy(cublasHandle_t h)
     delete h;
     return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t) { return h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED; }
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
+{
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    h->stream = s;
+    return CUBLAS_STATUS_SUCCESS;
+}
 cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *ws, size_t bytes)
 {
     if (!h)
@@ -618,6 +923,70 @@ static std::vector<float> bf16_copy(const float *M, int rows, int cols, int ld)
     return out;
 }
 
+// Dies unless A, B and C (as op(A), op(B) read them) lie wholly in device
+// memory; m, n > 0
+static void gemm_check(const char *who, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                       int k, const void *A, int lda, const void *B, int ldb, const void *C,
+                       int ldc)
+{
+    size_t ar = ta == CUBLAS_OP_N ? (size_t)m : (size_t)k, ac = ta == CUBLAS_OP_N ? (size_t)k : (size_t)m;
+    size_t br = tb == CUBLAS_OP_N ? (size_t)k : (size_t)n, bc = tb == CUBLAS_OP_N ? (size_t)n : (size_t)k;
+    if ((k && (!alloc_of(A, 4 * ((ac - 1) * (size_t)lda + ar)) ||
+               !alloc_of(B, 4 * ((bc - 1) * (size_t)ldb + br)))) ||
+        !alloc_of(C, 4 * ((size_t)(n - 1) * (size_t)ldc + (size_t)m)))
+        die("%s: a matrix is not (wholly) in device memory", who);
+}
+
+// C = alpha op(A) op(B) + beta C, with A and B first rounded to bf16 if
+// bf16 (k > 0 then)
+static cudaError_t gemm_now(int bf16, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                            int k, float alpha, const float *A, int lda, const float *B, int ldb,
+                            float beta, float *C, int ldc)
+{
+    gemm_check(bf16 ? "cublasGemmEx" : "cublasSgemm", ta, tb, m, n, k, A, lda, B, ldb, C, ldc);
+    CBLAS_TRANSPOSE oa = ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
+    CBLAS_TRANSPOSE ob = tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
+    unpoison_all();
+    if (bf16) {
+        int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
+        int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
+        std::vector<float> a16 = bf16_copy(A, ar, ac, lda);
+        std::vector<float> b16 = bf16_copy(B, br, bc, ldb);
+        cblas_sgemm(CblasColMajor, oa, ob, m, n, k, alpha, a16.data(), ar, b16.data(), br, beta,
+                    C, ldc);
+    } else {
+        cblas_sgemm(CblasColMajor, oa, ob, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
+    poison_all();
+    return cudaSuccess;
+}
+
+// A GEMM on h's stream: run now, or recorded while that stream captures,
+// with alpha and beta read now (host-pointer mode: cuBLAS reads them when
+// called, a graph keeps the values); m, n > 0
+static cublasStatus_t gemm_queue(cublasHandle_t h, int bf16, cublasOperation_t ta,
+                                 cublasOperation_t tb, int m, int n, int k, const float *alpha,
+                                 const float *A, int lda, const float *B, int ldb,
+                                 const float *beta, float *C, int ldc)
+{
+    const char *who = bf16 ? "cublasGemmEx" : "cublasSgemm";
+    gemm_check(who, ta, tb, m, n, k, A, lda, B, ldb, C, ldc);
+    float a = *alpha, b = *beta;
+    cudaStream_t s = h->stream;
+    if (implicit(s)) {
+        refuse(cudaErrorStreamCaptureImplicit);
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    if (!capturing(s)) {
+        gemm_now(bf16, ta, tb, m, n, k, a, A, lda, B, ldb, b, C, ldc);
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    cudaError_t e = record(s, who, [=]() {
+        return gemm_now(bf16, ta, tb, m, n, k, a, A, lda, B, ldb, b, C, ldc);
+    });
+    return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                             int n, int k, const void *alpha, const void *A, cudaDataType_t at,
                             int lda, const void *B, cudaDataType_t bt, int ldb, const void *beta,
@@ -634,20 +1003,8 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
         return CUBLAS_STATUS_NOT_INITIALIZED;
     if (m < 0 || n < 0 || k < 0)
         return CUBLAS_STATUS_INVALID_VALUE;
-    int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
-    int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
-    if (!alloc_of(A, 4 * ((size_t)(ac - 1) * (size_t)lda + (size_t)ar)) ||
-        !alloc_of(B, 4 * ((size_t)(bc - 1) * (size_t)ldb + (size_t)br)) ||
-        !alloc_of(C, 4 * ((size_t)(n - 1) * (size_t)ldc + (size_t)m)))
-        die("cublasGemmEx%s: a matrix is not (wholly) in device memory", "");
-    unpoison_all();
-    std::vector<float> a16 = bf16_copy((const float *)A, ar, ac, lda);
-    std::vector<float> b16 = bf16_copy((const float *)B, br, bc, ldb);
-    cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
-                tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, *(const float *)alpha,
-                a16.data(), ar, b16.data(), br, *(const float *)beta, (float *)C, ldc);
-    poison_all();
-    return CUBLAS_STATUS_SUCCESS;
+    return gemm_queue(h, 1, ta, tb, m, n, k, (const float *)alpha, (const float *)A, lda,
+                      (const float *)B, ldb, (const float *)beta, (float *)C, ldc);
 }
 
 cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
@@ -660,17 +1017,5 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
         return CUBLAS_STATUS_INVALID_VALUE;
     if (!m || !n)
         return CUBLAS_STATUS_SUCCESS;
-    // column-major extents of A (lda x cols), B, C
-    size_t ac = ta == CUBLAS_OP_N ? (size_t)k : (size_t)m;
-    size_t bc = tb == CUBLAS_OP_N ? (size_t)n : (size_t)k;
-    if ((k && (!alloc_of(A, 4 * ((ac - 1) * (size_t)lda + (ta == CUBLAS_OP_N ? m : k))) ||
-               !alloc_of(B, 4 * ((bc - 1) * (size_t)ldb + (tb == CUBLAS_OP_N ? k : n))))) ||
-        !alloc_of(C, 4 * ((size_t)(n - 1) * (size_t)ldc + (size_t)m)))
-        die("cublasSgemm%s: a matrix is not (wholly) in device memory", "");
-    unpoison_all();
-    cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
-                tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, *alpha, A, lda, B, ldb,
-                *beta, C, ldc);
-    poison_all();
-    return CUBLAS_STATUS_SUCCESS;
+    return gemm_queue(h, 0, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }

@@ -98,7 +98,12 @@ enum cudaError_t {
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
     cudaErrorInvalidResourceHandle = 400,
+    cudaErrorIllegalState = 401,
     cudaErrorNotSupported = 801,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureImplicit = 906,
+    cudaErrorCapturedEvent = 907,
     cudaErrorUnknown = 999,
 };
 enum cudaMemcpyKind {
@@ -157,6 +162,39 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
 cudaError_t cudaDeviceSynchronize(void);
+
+// Stream capture and graphs. One capturing stream at a time (the backend
+// has one stream). While a stream captures, the work queued on it (kernels,
+// cudaMemcpyAsync/cudaMemsetAsync, cuBLAS on a handle bound to it) is
+// recorded, not run; cudaGraphLaunch replays the nodes in capture order on
+// the memory as it is then. Calls the real runtime refuses during capture
+// (synchronizing, allocating, synchronous copies, pageable async copies)
+// return cudaErrorStreamCaptureUnsupported and invalidate the capture.
+enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2,
+};
+enum cudaStreamCaptureStatus {
+    cudaStreamCaptureStatusNone = 0,
+    cudaStreamCaptureStatusActive = 1,
+    cudaStreamCaptureStatusInvalidated = 2,
+};
+struct sim_graph;
+struct sim_graph_exec;
+struct sim_graph_node;
+typedef sim_graph *cudaGraph_t;
+typedef sim_graph_exec *cudaGraphExec_t;
+typedef sim_graph_node *cudaGraphNode_t;
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g);
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *st);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e);
+cudaError_t cudaGraphDestroy(cudaGraph_t g);
+// nodes NULL: *n = the count; else up to *n nodes, and *n = how many
+cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n);
 template <class F> static inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
 
 // ---- cuBLAS (column-major, as cuBLAS) ----
@@ -222,7 +260,8 @@ static inline cudaError_t sim_launch(const char *name, void (*kern)(P...), dim3 
     static_assert(sizeof...(P) == sizeof...(A), "kernel argument count");
     int i = 1;
     (sim_arg(name, i++, args), ...);
-    return sim_run(name, grid, block, shmem, s, [&]() { kern(static_cast<P>(args)...); });
+    // by value: a launch recorded in a graph outlives this call
+    return sim_run(name, grid, block, shmem, s, [=]() { kern(static_cast<P>(args)...); });
 }
 
 #endif
