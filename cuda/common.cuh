@@ -77,7 +77,10 @@ struct sq_gpu_be {
     int gslot;
     size_t gsig_at;
     size_t gused; // bytes of the slot's upload region taken this step
+    double *vals; // BE_VALS: the values of a graph's step (be_result)
+    int n_vals;   // kept this step (and left for graph_values after it)
 };
+#define BE_VALS 64
 // Ends the NCCL communicator, if any (be_close).
 void be_nccl_close(sq_gpu_be *b);
 #define BE_RED_SLOTS 4096
@@ -214,6 +217,11 @@ static inline void be_launch(sq_gpu_be *b, const char *name, void (*kern)(P...),
 void be_memset_async(sq_gpu_be *b, void *p, int v, size_t bytes, const char *what);
 void be_memcpy_async(sq_gpu_be *b, void *dst, const void *src, size_t bytes,
                      cudaMemcpyKind kind, const char *what);
+// An op's value: red[slot] / div. Eagerly, downloaded (the op's one wait);
+// in a graph's step, kept on the device as the step's next value (div
+// read there too, as it follows the batch), NAN returned: the caller reads
+// the step's values after it (graph_values).
+double be_result(sq_gpu_be *b, int slot, double div);
 // 1, and the sticky error, when a graph's step would read a value back to
 // the host (`what`): its value would be the capture's or a stale one.
 int be_graph_no_read(sq_gpu_be *b, const char *what);

@@ -159,6 +159,7 @@ static void be_close(sq_gpu_be *b)
     if (b->op_done)
         cudaEventDestroy(b->op_done);
     cudaFree(b->red);
+    cudaFree(b->vals);
     cudaFreeHost(b->red_host);
     for (int i = 0; i < BE_STAGE_BUFS; i++) {
         cudaFreeHost(b->pinned[i]);
@@ -204,6 +205,7 @@ static int be_open(sq_gpu_be **b, int device, sq_err *e)
     OPEN_TRY(cudaMalloc(&c->blas_ws, BE_BLAS_WS));
     c->blas_ws_bytes = BE_BLAS_WS;
     OPEN_TRY(cudaMalloc((void **)&c->red, BE_RED_SLOTS * sizeof(double)));
+    OPEN_TRY(cudaMalloc((void **)&c->vals, BE_VALS * sizeof(double)));
     OPEN_TRY(cudaHostAlloc((void **)&c->red_host, BE_RED_SLOTS * sizeof(double),
                            cudaHostAllocDefault));
     for (int i = 0; i < BE_STAGE_BUFS; i++)

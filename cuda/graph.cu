@@ -158,6 +158,45 @@ int be_graph_no_read(sq_gpu_be *b, const char *what)
                  what);
 }
 
+static __global__ __launch_bounds__(1) void k_value(double *out, const double *red,
+                                                    const double *div)
+{
+    out[0] = red[0] / div[0];
+}
+
+double be_result(sq_gpu_be *b, int slot, double div)
+{
+    if (b->gmode == BE_G_EAGER)
+        return be_download_red(b, slot) / div;
+    if (b->n_vals == BE_VALS) {
+        gfail(b, "more than %d values in one step", BE_VALS);
+        return NAN;
+    }
+    const double *ddiv = (const double *)be_op_upload(b, &div, sizeof div);
+    if (ddiv)
+        SQ_LAUNCH(b, k_value, 1, 1, 0, b->vals + b->n_vals, (const double *)(b->red + slot),
+                  ddiv);
+    b->n_vals++;
+    return NAN;
+}
+
+// The values the last graph's step kept (be_result), in order: waits for
+// the step.
+int be_graph_values(sq_gpu_be *b, double *out, int n, int *got, sq_err *e)
+{
+    *got = 0;
+    if (b->gmode != BE_G_EAGER)
+        return sq_fail(e, SQ_EX_SOFTWARE, "CUDA graph: the values read inside the step");
+    int k = b->n_vals < n ? b->n_vals : n;
+    if (k > 0 && !be_note(b, cudaMemcpyAsync(b->red_host, b->vals, (size_t)k * sizeof(double),
+                                             cudaMemcpyDeviceToHost, b->stream), "values") &&
+        !be_note(b, cudaStreamSynchronize(b->stream), "values")) {
+        memcpy(out, b->red_host, (size_t)k * sizeof(double));
+        *got = k;
+    }
+    return b->failed ? sq_fail(e, b->err.code, "%s", b->err.msg) : 0;
+}
+
 static void slot_free(struct be_slot *s)
 {
     if (s->exec)
@@ -251,6 +290,7 @@ int be_graph_begin(sq_gpu_be *b, uint64_t key, sq_err *e)
     b->gsig_at = 0;
     b->gused = 0;
     b->n_range = 0;
+    b->n_vals = 0;
     if (slot_room(b, s, g->steps > 0 && g->used ? g->used : 256)) {
         b->gcur = NULL;
         return sq_fail(e, b->err.code, "%s", b->err.msg);

@@ -118,9 +118,10 @@ static __global__ __launch_bounds__(LOSS_THREADS) void ce_row_kernel(float *logi
                                                                      float *rowloss,
                                                                      const float *bias,
                                                                      const int *targets, int V1,
-                                                                     float g, int grad)
+                                                                     const float *gp, int grad)
 {
     __shared__ float wm[32], ws[32];
+    float g = *gp;
     int r = blockIdx.x, y = targets[r];
     float *lr = logits + (size_t)r * V1;
     if (!y) {
@@ -238,10 +239,16 @@ static double ce_full(sq_gpu_be *be, float *dh, float *dE, float *dbias, float *
     // the count scales dlogits, so it is known before the first chunk
     int cnt = count_nonzero(be, targets, n);
     *count = cnt;
-    if (cnt == 0 || be->failed)
+    int graph = be->gmode != BE_G_EAGER;
+    if ((cnt == 0 && !graph) || be->failed)
         return 0;
     int grad = dh && dE;
-    float g = dloss / (float)cnt; // the CPU's float
+    // the CPU's float; read on the device, as it follows the batch's count
+    // (a CUDA graph's step: graph.cu); no target in a graph's batch: 0 / 1
+    float g = cnt ? dloss / (float)cnt : 0.0f;
+    const float *dg = (const float *)be_op_upload(be, &g, sizeof g);
+    if (!dg)
+        return 0;
     float *logits = scratch;                  // [chunk, V1]
     float *hc = logits + (size_t)chunk * V1;  // [chunk, C]
     float *dhc = hc + (size_t)chunk * C;      // [chunk, C]
@@ -255,7 +262,7 @@ static double ce_full(sq_gpu_be *be, float *dh, float *dE, float *dbias, float *
         SQ_LAUNCH(be, gather_kernel, be_blocks((size_t)m * C, LOSS_THREADS), LOSS_THREADS, 0,
                   hc, h, drows, dt, e0, m, C);
         be_gemm(be, 0, 1, m, V1, C, 1.0f, hc, C, E, C, 0.0f, logits, V1);
-        SQ_LAUNCH(be, ce_row_kernel, m, LOSS_THREADS, 0, logits, rowloss, bias, dt + e0, V1, g,
+        SQ_LAUNCH(be, ce_row_kernel, m, LOSS_THREADS, 0, logits, rowloss, bias, dt + e0, V1, dg,
                   grad);
         SQ_LAUNCH(be, sum_rows_kernel, 1, LOSS_THREADS, 0, be->red, rowloss, m, e0 == 0);
         if (!grad)
@@ -276,7 +283,7 @@ static double ce_full(sq_gpu_be *be, float *dh, float *dE, float *dbias, float *
         }
         be_gemm(be, 1, 0, V1, C, m, 1.0f, logits, V1, hc, C, 1.0f, dE, C);
     }
-    return be_download_red(be, 0) / cnt;
+    return be_result(be, 0, cnt ? cnt : 1);
 }
 
 double be_ce_full(sq_gpu_be *be, float *dh, float *dE, float *scratch, const float *h,
@@ -532,5 +539,5 @@ double be_bce_sampled(sq_gpu_be *be, float *dh, float *dE, const float *h, const
     free(own_rows);
     free(own_pos);
     free(own_neg);
-    return be_download_red(be, 0) / cnt;
+    return be_result(be, 0, cnt);
 }

@@ -85,15 +85,20 @@ void be_posemb_forward(sq_gpu_be *be, float *out, const float *inp, const float 
 
 // ---- scatter-adds ------------------------------------------------------
 
-// Block u: target row tgt[u] += scale * in[src[k]] for k in [start[u],
-// start[u+1]), in order; threads over columns.
+// Block u < *nU: target row tgt[u] += scale * in[src[k]] for k in
+// [start[u], start[u+1]), in order; threads over columns. The count is read
+// on the device: in a CUDA graph's step the grid is the bucket's n blocks
+// whatever the batch's U (graph.cu), the blocks past it return.
 static __global__ __launch_bounds__(ROW_THREADS) void k_scatter_csr(float *out, const float *in,
+                                                                    const int *nU,
                                                                     const int *tgt,
                                                                     const int *start,
                                                                     const int *src, int C,
                                                                     float scale, int scaled)
 {
     int u = blockIdx.x;
+    if (u >= *nU)
+        return;
     float *o = out + (size_t)tgt[u] * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float acc = o[c];
@@ -148,7 +153,7 @@ static void scatter(sq_gpu_be *be, float *out, const float *in, const int *idx, 
         return;
     }
     pair *p = (pair *)malloc((size_t)n * sizeof *p);
-    int *csr = (int *)malloc(((size_t)3 * n + 1) * sizeof *csr);
+    int *csr = (int *)calloc((size_t)3 * n + 2, sizeof *csr);
     if (!p || !csr) {
         free(p);
         free(csr);
@@ -165,9 +170,10 @@ static void scatter(sq_gpu_be *be, float *out, const float *in, const int *idx, 
     }
     if (host)
         qsort(p, (size_t)m, sizeof *p, pair_cmp);
-    // csr: tgt [U], start [U + 1], src [m]
+    // csr: U, tgt [U], start [U + 1], src [m], at fixed offsets in one
+    // upload of 3 n + 2 ints (the same copy for every batch of n rows)
     int U = 0;
-    int *tgt = csr, *start = csr + n, *src = csr + 2 * n + 1;
+    int *tgt = csr + 1, *start = tgt + n, *src = start + n + 1;
     for (int k = 0; k < m; k++) {
         if (k == 0 || p[k].idx != p[k - 1].idx) {
             tgt[U] = p[k].idx;
@@ -176,14 +182,14 @@ static void scatter(sq_gpu_be *be, float *out, const float *in, const int *idx, 
         src[k] = p[k].src;
     }
     start[U] = m;
+    csr[0] = U;
     free(p);
-    if (U) {
-        const int *d_tgt = (const int *)be_op_upload(be, tgt, (size_t)U * sizeof *tgt);
-        const int *d_start = (const int *)be_op_upload(be, start, (size_t)(U + 1) * sizeof *start);
-        const int *d_src = (const int *)be_op_upload(be, src, (size_t)m * sizeof *src);
-        if (d_tgt && d_start && d_src)
-            SQ_LAUNCH(be, k_scatter_csr, U, ROW_THREADS, 0, out, in, d_tgt, d_start, d_src, C,
-                      scale, scaled);
+    int graph = be->gmode != BE_G_EAGER;
+    if (U || graph) {
+        const int *d = (const int *)be_op_upload(be, csr, ((size_t)3 * n + 2) * sizeof *csr);
+        if (d)
+            SQ_LAUNCH(be, k_scatter_csr, graph ? n : U, ROW_THREADS, 0, out, in, d, d + 1,
+                      d + 1 + n, d + 2 + 2 * (size_t)n, C, scale, scaled);
     }
     free(csr);
 }

@@ -65,6 +65,7 @@ extern "C" {
     X(int, graph_begin, (uint64_t key, sq_err *e), (key, e))                                 \
     X(int, graph_end, (sq_err *e), (e))                                                      \
     X(int, graph_stats, (int *keys, long *replays, sq_err *e), (keys, replays, e))           \
+    X(int, graph_values, (double *out, int n, int *got, sq_err *e), (out, n, got, e))        \
     /* GEMM (cuBLAS, row-major cblas contract) */                                            \
     X(void, gemm, (int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, \
                    int lda, const float *B, int ldb, float beta, float *Cm, int ldc),        \
