@@ -219,12 +219,18 @@ void be_memcpy_async(sq_gpu_be *b, void *dst, const void *src, size_t bytes,
                      cudaMemcpyKind kind, const char *what);
 // An op's value: red[slot] / div. Eagerly, downloaded (the op's one wait);
 // in a graph's step, kept on the device as the step's next value (div
-// read there too, as it follows the batch), NAN returned: the caller reads
-// the step's values after it (graph_values).
+// read there too, as it follows the batch) and 0 returned, a placeholder
+// that keeps the model's step on its finite path (its backward runs; the
+// trainer reads the step's values after it, graph_values, and decides).
 double be_result(sq_gpu_be *b, int slot, double div);
 // 1, and the sticky error, when a graph's step would read a value back to
 // the host (`what`): its value would be the capture's or a stale one.
 int be_graph_no_read(sq_gpu_be *b, const char *what);
+// Grows a pinned buffer and its device twin to cap bytes (waiting for the
+// stream), keeping their first `keep` bytes and moving the staged ranges
+// inside them: what a step uploaded before is still read by its later ops.
+int be_grow_pair(sq_gpu_be *b, char **pinned, char **dev, size_t *bytes, size_t keep,
+                 size_t cap);
 // The graphs' memory (be_close).
 void be_graph_close(sq_gpu_be *b);
 // In a graph's step (CAPTURE, PLAN): `bytes` of the slot's upload region,

@@ -71,10 +71,39 @@ const int *be_host_ints(const sq_gpu_be *b, const int *p)
     return range_of(b, p) ? p : NULL;
 }
 
+int be_grow_pair(sq_gpu_be *b, char **pinned, char **dev, size_t *bytes, size_t keep,
+                 size_t cap)
+{
+    char *p = NULL, *d = NULL;
+    if (be_note(b, cudaStreamSynchronize(b->stream), "upload buffer") ||
+        be_note(b, cudaHostAlloc((void **)&p, cap, cudaHostAllocDefault), "upload buffer") ||
+        be_note(b, cudaMalloc((void **)&d, cap), "upload buffer")) {
+        cudaFreeHost(p);
+        return -1;
+    }
+    if (keep && (be_note(b, cudaMemcpy(d, *dev, keep, cudaMemcpyDeviceToDevice),
+                         "upload buffer"))) {
+        cudaFreeHost(p);
+        cudaFree(d);
+        return -1;
+    }
+    if (keep)
+        memcpy(p, *pinned, keep);
+    for (int i = 0; i < b->n_range; i++) // the arrays staged into it move too
+        if (*dev && b->range[i].dev >= *dev && b->range[i].dev < *dev + *bytes)
+            b->range[i].dev = d + (b->range[i].dev - *dev);
+    cudaFreeHost(*pinned);
+    cudaFree(*dev);
+    *pinned = p;
+    *dev = d;
+    *bytes = cap;
+    return 0;
+}
+
 // One pinned buffer and one device buffer, filled from the start after
 // each be_stage (the step's first upload), so a step's op uploads never
-// overwrite each other; growing waits for the stream, which only happens
-// in the first steps.
+// overwrite each other; growing (the first steps only) keeps what the step
+// uploaded so far, which later ops may still read (be_stage_add's arrays).
 void *be_op_upload(sq_gpu_be *b, const void *host, size_t bytes)
 {
     if (b->gmode != BE_G_EAGER) { // a graph's step: the slot's region (graph.cu)
@@ -87,24 +116,9 @@ void *be_op_upload(sq_gpu_be *b, const void *host, size_t bytes)
     }
     size_t at = b->op_used, need = at + ((bytes + 255) & ~(size_t)255);
     if (need > b->op_bytes) {
-        if (be_note(b, cudaStreamSynchronize(b->stream), "op upload"))
+        if (be_grow_pair(b, &b->op_pinned, &b->op_dev, &b->op_bytes, at,
+                         need < 65536 ? 65536 : 2 * need))
             return NULL;
-        size_t cap = need < 65536 ? 65536 : 2 * need;
-        char *p = NULL, *d = NULL;
-        if (be_note(b, cudaHostAlloc((void **)&p, cap, cudaHostAllocDefault), "op upload") ||
-            be_note(b, cudaMalloc((void **)&d, cap), "op upload")) {
-            cudaFreeHost(p);
-            return NULL;
-        }
-        // what earlier ops of this step uploaded was queued already and has
-        // been copied (the stream is idle): the old buffers can go
-        cudaFreeHost(b->op_pinned);
-        cudaFree(b->op_dev);
-        b->op_pinned = p;
-        b->op_dev = d;
-        b->op_bytes = cap;
-        at = 0;
-        need = (bytes + 255) & ~(size_t)255;
     } else if (at == 0) {
         // the first upload since be_stage: the previous step's copies out
         // of the pinned buffer must be done before it is rewritten

@@ -29,9 +29,8 @@
 
 struct be_slot {
     cudaGraphExec_t exec; // NULL until captured
-    char *pinned, *dev;   // the upload region, host (pinned) and device
-    size_t bytes;
-    cudaEvent_t done;     // after the slot's last work: its region is free
+    char *pinned;         // the upload region's host half
+    cudaEvent_t done;     // after the slot's last work: its pinned half is free
 };
 
 struct be_graph {
@@ -41,6 +40,13 @@ struct be_graph {
     size_t nodes;       // entries in the log
     size_t used;        // region bytes the first step took
     long steps;         // steps of this key so far
+    // the upload region: one device half for both slots (their graphs run
+    // in stream order, so one never overwrites what the other reads, and
+    // an address inside is the same in every step, in an argument struct
+    // too), a pinned half each (the host fills one while the other's graph
+    // may still copy out of its own)
+    char *dev;
+    size_t bytes;
     struct be_slot slot[2];
 };
 
@@ -65,10 +71,8 @@ uintptr_t be_sig_ptr(const sq_gpu_be *b, const void *p)
     const char *c = (const char *)p;
     if (b->gcur) {
         const struct be_slot *s = &b->gcur->slot[b->gslot];
-        if (s->dev && c >= s->dev && c < s->dev + s->bytes)
-            return ((uintptr_t)1 << 62) | (uintptr_t)(c - s->dev);
-        if (s->pinned && c >= s->pinned && c < s->pinned + s->bytes)
-            return ((uintptr_t)2 << 62) | (uintptr_t)(c - s->pinned);
+        if (s->pinned && c >= s->pinned && c < s->pinned + b->gcur->bytes)
+            return ((uintptr_t)1 << 62) | (uintptr_t)(c - s->pinned);
     }
     return (uintptr_t)p;
 }
@@ -177,7 +181,7 @@ double be_result(sq_gpu_be *b, int slot, double div)
         SQ_LAUNCH(b, k_value, 1, 1, 0, b->vals + b->n_vals, (const double *)(b->red + slot),
                   ddiv);
     b->n_vals++;
-    return NAN;
+    return 0; // a placeholder: a model's step runs its backward on a finite loss
 }
 
 // The values the last graph's step kept (be_result), in order: waits for
@@ -202,54 +206,43 @@ static void slot_free(struct be_slot *s)
     if (s->exec)
         cudaGraphExecDestroy(s->exec);
     cudaFreeHost(s->pinned);
-    cudaFree(s->dev);
     if (s->done)
         cudaEventDestroy(s->done);
     memset(s, 0, sizeof *s);
 }
 
-// s's region to at least `bytes`, its old contents dropped (the stream is
-// waited for: only in a key's first steps, outside a capture).
-static int slot_room(sq_gpu_be *b, struct be_slot *s, size_t bytes)
+// Slot s of g ready for a step: its event, the region (a key's first step:
+// 64 KiB to grow from) and its pinned half (outside a capture).
+static int slot_ready(sq_gpu_be *b, struct be_graph *g, struct be_slot *s)
 {
     if (!s->done && be_note(b, cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming),
                             "graph event"))
         return -1;
-    if (bytes <= s->bytes)
-        return 0;
-    if (be_note(b, cudaStreamSynchronize(b->stream), "graph region"))
+    if (!g->dev)
+        return be_grow_pair(b, &s->pinned, &g->dev, &g->bytes, 0, 65536);
+    if (!s->pinned && be_note(b, cudaHostAlloc((void **)&s->pinned, g->bytes,
+                                               cudaHostAllocDefault), "graph region"))
         return -1;
-    cudaFreeHost(s->pinned);
-    cudaFree(s->dev);
-    s->pinned = s->dev = NULL;
-    s->bytes = 0;
-    if (be_note(b, cudaHostAlloc((void **)&s->pinned, bytes, cudaHostAllocDefault),
-                "graph region") ||
-        be_note(b, cudaMalloc((void **)&s->dev, bytes), "graph region")) {
-        cudaFreeHost(s->pinned);
-        s->pinned = NULL;
-        return -1;
-    }
-    s->bytes = bytes;
     return 0;
 }
 
 int be_graph_take(sq_gpu_be *b, size_t bytes, char **host, char **dev)
 {
     *host = *dev = NULL;
-    struct be_slot *s = &b->gcur->slot[b->gslot];
+    struct be_graph *g = b->gcur;
+    struct be_slot *s = &g->slot[b->gslot];
     size_t at = b->gused, need = at + BE_ALIGN(bytes);
-    if (need > s->bytes) {
+    if (need > g->bytes) {
         if (b->gmode != BE_G_RECORD)
             return gfail(b, "the step's uploads (%zu bytes) outgrow its key's first step's",
                          need);
-        // the first step grows the region without moving later offsets:
-        // the uploads already queued from the old one are done (synced)
-        if (slot_room(b, s, need < 65536 ? 65536 : 2 * need))
+        // the first step (slot 0, the only pinned half yet) grows the region
+        // keeping what it uploaded so far, at the same offsets
+        if (be_grow_pair(b, &s->pinned, &g->dev, &g->bytes, at, 2 * need))
             return 1;
     }
     *host = s->pinned + at;
-    *dev = s->dev + at;
+    *dev = g->dev + at;
     b->gused = need;
     return 0;
 }
@@ -291,7 +284,7 @@ int be_graph_begin(sq_gpu_be *b, uint64_t key, sq_err *e)
     b->gused = 0;
     b->n_range = 0;
     b->n_vals = 0;
-    if (slot_room(b, s, g->steps > 0 && g->used ? g->used : 256)) {
+    if (slot_ready(b, g, s)) {
         b->gcur = NULL;
         return sq_fail(e, b->err.code, "%s", b->err.msg);
     }
@@ -364,6 +357,7 @@ void be_graph_close(sq_gpu_be *b)
         free(b->graphs[i].log);
         slot_free(&b->graphs[i].slot[0]);
         slot_free(&b->graphs[i].slot[1]);
+        cudaFree(b->graphs[i].dev);
     }
     free(b->graphs);
     b->graphs = NULL;

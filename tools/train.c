@@ -720,9 +720,17 @@ static int train(args *a, const sq_dataset *ds, sq_err *e)
         hooks = (sq_train_hooks){0};
     a->o.id_map = a->map_bytes;
     a->o.id_map_len = a->map_len;
+    /* a diagnostic: the padded steps without graphs (the same bytes) */
+    const char *g = getenv("SEQREC_CUDA_GRAPHS");
+    a->o.graphs_eager = a->o.graphs && g && strcmp(g, "eager") == 0;
     rc = sq_train(&a->o, ds, a->out_path, a->resume, &hooks, e);
     if (rc && oc.bar)
         fprintf(stderr, "\r\033[K");
+    int keys = 0;
+    long replays = 0;
+    if (!rc && rank0 && a->o.graphs && !a->o.graphs_eager && !sq_ctx_graph_stats(a->o.cx, &keys, &replays, e))
+        fprintf(stderr, "seqrec-train: --cuda-graphs: %d batch sizes captured, %ld steps "
+                "replayed\n", keys, replays);
     if (log != stderr && fclose(log) && !rc)
         rc = sq_fail(e, SQ_EX_IO, "%s: %s", a->log_path, strerror(errno));
     return rc;

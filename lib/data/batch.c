@@ -782,3 +782,103 @@ int sq_packed_split(const sq_packed *b, int P, sq_packed *parts, int *buf, size_
     }
     return np;
 }
+
+/* ---- padding to a CUDA graph's bucket ---- */
+
+static int round_up(int x, int q)
+{
+    return (x + q - 1) / q * q;
+}
+
+int sq_packed_pad_init(sq_packed_pad *pp, int cap_T, int cap_B, int q, int max_len, sq_err *e)
+{
+    memset(pp, 0, sizeof *pp);
+    if (q < 1 || cap_T < 0 || cap_B < 0 || max_len < 2)
+        return sq_fail(e, SQ_EX_SOFTWARE, "padding: bad capacity");
+    /* segs sequences of at most max_len hold the most padding, q + segs - 1
+     * rows (T + segs rounded up to q) */
+    pp->q = q;
+    pp->segs = (q - 1 + max_len - 2) / (max_len - 1);
+    if (pp->segs < 1)
+        pp->segs = 1;
+    pp->max_len = max_len;
+    pp->cap_T = round_up(cap_T + pp->segs, q);
+    pp->cap_n = round_up(cap_T, q);
+    pp->cap_B = cap_B + pp->segs;
+    size_t T = (size_t)pp->cap_T, n = (size_t)pp->cap_n, B = (size_t)pp->cap_B;
+    size_t ints = 2 * T + (B + 1) + 2 * n, u32 = 2 * B;
+    pp->mem = calloc(ints * sizeof(int) + u32 * sizeof(uint32_t), 1);
+    if (!pp->mem)
+        return sq_fail(e, SQ_EX_OSERR, "out of memory for padded batches");
+    int *p = pp->mem;
+    pp->pb.ids = p;
+    pp->pb.pos = p + T;
+    pp->pb.off = p + 2 * T;
+    pp->pb.rows = pp->pb.off + B + 1;
+    pp->pb.targets = pp->pb.rows + n;
+    pp->pb.user = (uint32_t *)(pp->pb.targets + n);
+    pp->pb.uid = pp->pb.user + B;
+    return 0;
+}
+
+void sq_packed_pad_free(sq_packed_pad *pp)
+{
+    free(pp->mem);
+    memset(pp, 0, sizeof *pp);
+}
+
+/* The padding rows [T0, T) as pp->segs sequences from sequence B0 on, as
+ * even as can be (each 1..max_len rows), positions right-aligned */
+static void pad_rows(sq_packed_pad *pp, sq_packed *o, int T0, int T, int B0, uint32_t user,
+                     uint32_t uid)
+{
+    int pad = T - T0, S = pp->segs, at = T0;
+    for (int j = 0; j < S; j++) {
+        int len = pad / S + (j < pad % S);
+        for (int t = 0; t < len; t++) {
+            o->ids[at + t] = 0;
+            o->pos[at + t] = pp->max_len - len + t;
+        }
+        o->user[B0 + j] = user;
+        o->uid[B0 + j] = uid;
+        at += len;
+        o->off[B0 + j + 1] = at;
+    }
+}
+
+const sq_packed *sq_packed_pad_to(sq_packed_pad *pp, const sq_packed *b, sq_err *e)
+{
+    int T = round_up(b->T + pp->segs, pp->q), n = round_up(b->n, pp->q), B = b->B + pp->segs;
+    if (b->K > 0 || b->views > 1 || !b->rows) {
+        sq_fail(e, SQ_EX_SOFTWARE, "padding: a batch of negatives, views or no rows");
+        return NULL;
+    }
+    if (T > pp->cap_T || n > pp->cap_n || B > pp->cap_B) {
+        sq_fail(e, SQ_EX_SOFTWARE, "padding: a batch of %d rows, %d entries and %d sequences "
+                "over the capacity", b->T, b->n, b->B);
+        return NULL;
+    }
+    sq_packed *o = &pp->pb;
+    memcpy(o->ids, b->ids, (size_t)b->T * sizeof *o->ids);
+    memcpy(o->pos, b->pos, (size_t)b->T * sizeof *o->pos);
+    memcpy(o->off, b->off, ((size_t)b->B + 1) * sizeof *o->off);
+    memcpy(o->rows, b->rows, (size_t)b->n * sizeof *o->rows);
+    memcpy(o->targets, b->targets, (size_t)b->n * sizeof *o->targets);
+    memcpy(o->user, b->user, (size_t)b->B * sizeof *o->user);
+    memcpy(o->uid, b->uid, (size_t)b->B * sizeof *o->uid);
+    pad_rows(pp, o, b->T, T, b->B, b->B ? b->user[0] : 0, b->B ? b->uid[0] : 0);
+    for (int i = b->n; i < n; i++) {
+        o->rows[i] = b->T; /* the first padding row */
+        o->targets[i] = 0;
+    }
+    o->B = B;
+    o->T = T;
+    o->n = n;
+    o->K = 0;
+    o->neg = NULL;
+    o->lq = NULL;
+    o->neg_share = b->neg_share;
+    o->views = b->views;
+    o->n_first = b->n_first;
+    return o;
+}

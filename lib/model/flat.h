@@ -187,7 +187,7 @@ size_t sq_flat_loss_scratch(const sq_flat_def *def, const void *cfg, int n);
         .cfg_size = sizeof(sq_##NAME##_config), .config = NAME##_flat_config,              \
         .config_check = sq_flat_config_check, .config_write = sq_flat_config_write,        \
         .config_read = NAME##_flat_read, .load = NAME##_flat_load,                         \
-        .check_step = sq_flat_check_step, .gpu_check = sq_flat_gpu_check,                 \
+        .check_step = sq_flat_check_step, .gpu_check = sq_flat_gpu_check, .graphs = 1,    \
         .net_alloc = sq_flat_net_alloc,                                                    \
         .net_free = sq_flat_net_free, .net_init = sq_flat_net_init,                        \
         .batcher = sq_flat_batcher, .work_alloc = sq_flat_work_alloc,                      \

@@ -211,6 +211,11 @@ struct sq_model_def {
      * (its ops all have CUDA twins), else SQ_EX_USAGE saying what does
      * not; NULL: the model runs on the CPU only. */
     int (*gpu_check)(const void *cfg, sq_err *e);
+    /* 1 when the step is graph-safe (seqrec-train --cuda-graphs: every
+     * launch of its forward and backward a function of the padded batch's
+     * shapes, one loss; HACKING.md "CUDA graphs"), as the simulated
+     * device's runs check; 0: --cuda-graphs is refused for the model. */
+    int graphs;
     int (*net_alloc)(sq_net *n, const void *cfg, const sq_ctx *cx, sq_err *e);
     void (*net_free)(sq_net *n);
     void (*net_init)(sq_net *n, uint64_t seed);

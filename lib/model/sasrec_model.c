@@ -994,7 +994,7 @@ int sq_backbone_init_from(sq_net *n, const sq_modelfile *mf, const char *path, s
         .work_alloc = work_alloc,                                                   \
         .work_free = work_free, .step = step, .view = view, .micro_batches = 1,     \
         .share_params = share_params, .grad_rows = grad_rows,                       \
-        .gpu_check = gpu_check,                                                     \
+        .gpu_check = gpu_check, .graphs = 1,                                        \
     };
 
 TRANSFORMER(sq_model_sasrec, "sasrec", "SASRec: causal, next item (the default)",

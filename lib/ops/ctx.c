@@ -90,6 +90,19 @@ int sq_ctx_graph_end(const sq_ctx *cx, sq_err *e)
     return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_graph_end(cx->gpu, e) : 0;
 }
 
+int sq_ctx_graph_values(const sq_ctx *cx, double *out, int n, int *got, sq_err *e)
+{
+    *got = 0;
+    return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_graph_values(cx->gpu, out, n, got, e) : 0;
+}
+
+int sq_ctx_graph_stats(const sq_ctx *cx, int *keys, long *replays, sq_err *e)
+{
+    *keys = 0;
+    *replays = 0;
+    return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_graph_stats(cx->gpu, keys, replays, e) : 0;
+}
+
 int sq_ctx_sync(const sq_ctx *cx, sq_err *e)
 {
     return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_sync(cx->gpu, e) : 0;

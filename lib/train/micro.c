@@ -509,7 +509,16 @@ int sq_micro_train(sq_micro *mb, const sq_model_def *def, sq_net *net, void *wor
         return ranks_train(mb, def, net, work, so, step, np, u, res, e);
     if (np >= 2 && mb->defer)
         return fused(mb, def, net, work, so, step, np, u, res, e);
-    res->loss = step_parts(mb, def, net, work, b, so, step, np, &res->count);
+    int count = 0;
+    double loss = step_parts(mb, def, net, work, b, so, step, np, &count);
+    return sq_micro_finish(mb, net, loss, count, u, res, e);
+}
+
+int sq_micro_finish(sq_micro *mb, sq_net *net, double loss, int count,
+                    const sq_micro_update *u, sq_micro_result *res, sq_err *e)
+{
+    res->loss = loss;
+    res->count = count;
     if (!passes(res->loss, u->max_loss))
         return 0;
     /* no clipping, no norm: a pass over every gradient saved (a diverging

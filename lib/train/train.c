@@ -158,6 +158,10 @@ const sq_opt sq_train_options[] = {
      .help = "with a sampled loss, update only the item rows\n"
              "a step touched (SparseAdam, LazyAdam): an\n"
              "epoch's cost no longer grows with the catalogue"},
+    {.name = "cuda-graphs", .key = "train.cuda_graphs", .type = SQ_OPT_FLAG,
+     .offset = OFF(graphs), .def = "0", .optional = 1,
+     .help = "with --device cuda, each step's forward and\n"
+             "backward one CUDA graph of its padded size"},
     {.name = "clip", .key = "train.clip", .type = SQ_OPT_REAL, .offset = OFF(clip),
      .def = "0", .lo = 0, .hi = BIG, .arg = "X",
      .help = "clip the gradient norm to X (default 0: off)"},
@@ -846,7 +850,45 @@ typedef struct {
     double first_loss;        /* of this process's first batch (0: none yet) */
     adam_runs runs;
     sq_micro mb;              /* the threads' micro-batches (micro.h) */
+    sq_packed_pad pad;        /* --cuda-graphs: the batch padded to its bucket */
 } loop;
+
+/* --cuda-graphs: the step's forward and backward (zeroed gradients, the
+ * staged batch, the model's step) as the CUDA graph of the batch's padded
+ * size (its bucket: rows, entries, sequences), its loss read after it,
+ * then the update as any step's. graphs_eager (SEQREC_CUDA_GRAPHS=eager, a
+ * diagnostic) runs the padded steps without graphs: the same bytes. */
+static int graph_step(run *r, loop *lp, const sq_packed *b, const sq_micro_update *u,
+                      sq_micro_result *res, sq_err *e)
+{
+    const sq_ctx *cx = r->net.cx;
+    const sq_model_def *def = r->o->model;
+    const sq_packed *p = sq_packed_pad_to(&lp->pad, b, e);
+    if (!p)
+        return e->code;
+    int count = 0, got = 0;
+    double loss = NAN;
+    if (r->o->graphs_eager) {
+        if (sq_packed_stage(cx, p, e))
+            return e->code;
+        loss = sq_micro_step(&lp->mb, def, &r->net, lp->work, p, &lp->so, r->st[ST_STEP], &count);
+        return sq_micro_finish(&lp->mb, &r->net, loss, count, u, res, e);
+    }
+    uint64_t key = (uint64_t)p->T << 40 ^ (uint64_t)p->n << 20 ^ (uint64_t)p->B;
+    if (sq_ctx_graph_begin(cx, key, e))
+        return e->code;
+    /* the graph ends (a capture must) whatever the staging did: its error
+     * is the sticky one that the end reports */
+    sq_err se = {0};
+    if (!sq_packed_stage(cx, p, &se))
+        sq_micro_step(&lp->mb, def, &r->net, lp->work, p, &lp->so, r->st[ST_STEP], &count);
+    if (sq_ctx_graph_end(cx, e) || sq_ctx_graph_values(cx, &loss, 1, &got, e))
+        return e->code;
+    if (got != 1)
+        return sq_fail(e, SQ_EX_SOFTWARE, "--cuda-graphs: --model %s keeps %d values a step, "
+                       "not its one loss", def->name, got);
+    return sq_micro_finish(&lp->mb, &r->net, loss, count, u, res, e);
+}
 
 /* One epoch of batches; *loss the mean over its trained entries. */
 static int one_epoch(run *r, loop *lp, uint64_t epoch, const sq_train_hooks *hooks,
@@ -868,9 +910,10 @@ static int one_epoch(run *r, loop *lp, uint64_t epoch, const sq_train_hooks *hoo
          * after the forward; the backward and the update still run while
          * the loop builds the next batch, and a failure among them is
          * reported by the next step's staging (or the wait below). */
-        if ((!sq_micro_stages(&lp->mb) && sq_packed_stage(r->net.cx, pb, e)) ||
-            sq_micro_train(&lp->mb, def, &r->net, lp->work, pb, &lp->so, r->st[ST_STEP], &upd,
-                           &res, e))
+        if (o->graphs ? graph_step(r, lp, pb, &upd, &res, e)
+                      : (!sq_micro_stages(&lp->mb) && sq_packed_stage(r->net.cx, pb, e)) ||
+                            sq_micro_train(&lp->mb, def, &r->net, lp->work, pb, &lp->so,
+                                           r->st[ST_STEP], &upd, &res, e))
             return e->code;
         if (!isfinite(res.loss))
             return diverged(r, epoch, res.loss, "loss", out_path, e);
@@ -992,6 +1035,34 @@ static int same_everywhere(const run *r, sq_err *e)
 }
 
 /* Everything a run needs before its first epoch. */
+/* --cuda-graphs: what it needs, and the padded batches' buffers; the
+ * batcher's bounds grow by the padding, so that the model's workspace
+ * (work_alloc, after this) holds a padded batch: rows to a multiple of an
+ * eighth of the most a batch has, the padding sequence at most that long */
+static int graphs_open(run *r, loop *lp, sq_err *e)
+{
+    const sq_train_opts *o = r->o;
+    if (r->net.cx->backend != SQ_BACKEND_CUDA)
+        return sq_fail(e, SQ_EX_USAGE, "--cuda-graphs needs --device cuda");
+    if (!o->model->graphs)
+        return sq_fail(e, SQ_EX_USAGE, "--cuda-graphs: --model %s's steps are not graph-safe "
+                       "yet (HACKING.md, \"CUDA graphs\"): train it without", o->model->name);
+    if (r->comm->size > 1)
+        return sq_fail(e, SQ_EX_USAGE, "--cuda-graphs: one process (not %d ranks)",
+                       r->comm->size);
+    if (lp->bt.K > 0 || lp->bt.views > 1)
+        return sq_fail(e, SQ_EX_USAGE, "--cuda-graphs: --model %s trains with %s; CUDA graphs "
+                       "take a loss without negatives (--loss ce) and one view",
+                       o->model->name, lp->bt.K > 0 ? "negatives" : "two views");
+    int q = (lp->bt.cap_T + 7) / 8;
+    if (sq_packed_pad_init(&lp->pad, lp->bt.cap_T, lp->bt.batch, q < 1 ? 1 : q,
+                           lp->bt.max_len, e))
+        return e->code;
+    lp->bt.cap_att += (size_t)(lp->pad.q + lp->pad.segs) * (size_t)lp->bt.max_len;
+    lp->bt.cap_T = lp->pad.cap_T > lp->pad.cap_n ? lp->pad.cap_T : lp->pad.cap_n;
+    return 0;
+}
+
 static int open_run(run *r, loop *lp, const char *out_path, const char *resume_path,
                     sq_err *e)
 {
@@ -1018,16 +1089,25 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
         return e->code;
     if (o->stride && lp->bt.stride != o->stride)
         return sq_fail(e, SQ_EX_USAGE, "--model %s does not take --window-stride", def->name);
-    if (def->net_alloc(&r->net, o->cfg, &cx, e))
+    if (def->net_alloc(&r->net, o->cfg, &cx, e) || (o->graphs && graphs_open(r, lp, e)))
         return e->code;
     size_t bytes = r->net.ts->total * sizeof(float);
     if (!(r->m = sq_ctx_alloc(r->net.cx, bytes, e)) ||
         !(r->v = sq_ctx_alloc(r->net.cx, bytes, e)) ||
-        !(r->best = sq_ctx_alloc(r->net.cx, bytes, e)) ||
-        def->work_alloc(&r->net, &lp->bt, &lp->work, e) ||
-        sq_micro_open(&lp->mb, def, o->cfg, &r->net, &lp->bt, o->threads, o->comm, e))
+        !(r->best = sq_ctx_alloc(r->net.cx, bytes, e)))
+        return e->code;
+    /* --cuda-graphs: the workspace holds the padding sequence too (the
+     * batcher's batch is its own again at once: it cuts the epoch) */
+    int extra = o->graphs ? lp->pad.segs : 0;
+    lp->bt.batch += extra;
+    int rc = def->work_alloc(&r->net, &lp->bt, &lp->work, e);
+    lp->bt.batch -= extra;
+    if (rc || sq_micro_open(&lp->mb, def, o->cfg, &r->net, &lp->bt, o->threads, o->comm, e))
         return e->code;
     r->parts = lp->mb.G;
+    if (o->graphs && lp->mb.G > 1)
+        return sq_fail(e, SQ_EX_USAGE, "--cuda-graphs: a step of one part only (micro-batches "
+                       "on a GPU?)");
     if (same_everywhere(r, e))
         return e->code;
     /* the fused update is CPU code (a GPU backend updates with its own Adam) */
@@ -1073,6 +1153,7 @@ static void close_run(run *r, loop *lp)
     if (r->net.impl)
         def->net_free(&r->net);
     sq_batcher_free(&lp->bt);
+    sq_packed_pad_free(&lp->pad);
     free(lp->start);
     free(lp->ntr);
     free(lp->uid);

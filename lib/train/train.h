@@ -108,6 +108,10 @@ typedef struct {
     const sq_comm *comm;    /* the job's processes (comm.h), made by main;
                                NULL: one process (RANKS) */
     double max_loss;        /* a batch loss above it stops the run (0: off) */
+    int graphs;             /* --cuda-graphs: each step's forward and backward
+                               a CUDA graph of its padded size (graph.cu) */
+    int graphs_eager;       /* with graphs: the padded steps without graphs
+                               (SEQREC_CUDA_GRAPHS=eager, a diagnostic) */
     const char *init;       /* a model file to start from (--init), or NULL */
     int valid_cand;         /* --valid-candidates: SQ_CAND_* (eval.h) + 4 N */
     uint64_t valid_seed;    /* --valid-seed: the seed of the uni:N/pop:N draws */
