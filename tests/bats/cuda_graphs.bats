@@ -1,0 +1,61 @@
+#!/usr/bin/env bats
+# seqrec-train --cuda-graphs on the simulated device (tests/sim): each step's
+# forward and backward one CUDA graph of its padded size, recorded, captured
+# and replayed (cuda/graph.cu). The replays give the bytes of the same padded
+# steps run without graphs (SEQREC_CUDA_GRAPHS=eager), the padding leaves the
+# loss of the unpadded run, and what is not graph-safe is refused up front.
+# The real GPU's timings are `make gpu-check`'s (its graphs part).
+
+load helper
+
+setup() {
+  common_setup
+  SIM="$SEQREC_BIN/../lib/libseqrec-cuda-sim.so"
+  [ -f "$SIM" ] || skip "no simulated device built"
+  export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
+  # histories of at least 10: the full batches fill one bucket, so the
+  # epoch's 5 steps record, capture twice and replay
+  seqrec-synth --users 60 --items 40 --min-len 10 --seed 1 --format stream |
+    seqrec-split 2>/dev/null > "$T/s.sqr"
+  SMALL=(--dim 8 --ffn 8 --max-len 8 --batch 12 --threads 2 --epochs 1)
+  TINY=("${SMALL[@]}" --loss ce --device cuda)
+}
+
+# the epoch's loss of a log
+loss_of() { sed -n 's/.*"loss":\([0-9.]*\).*/\1/p' "$1"; }
+
+@test "cuda_graphs: SASRec replays its steps with the bytes of the padded steps without graphs, the unpadded loss" {
+  run --separate-stderr seqrec-train "${TINY[@]}" --cuda-graphs --log "$T/g.log" -o "$T/g.sqm" "$T/s.sqr"
+  [ "$status" -eq 0 ]
+  [[ "$stderr" =~ --cuda-graphs:\ 2\ batch\ sizes\ captured,\ ([0-9]+)\ steps\ replayed ]]
+  [ "${BASH_REMATCH[1]}" -ge 1 ]
+  SEQREC_CUDA_GRAPHS=eager seqrec-train "${TINY[@]}" --cuda-graphs -o "$T/e.sqm" "$T/s.sqr" 2>/dev/null
+  cmp "$T/g.sqm" "$T/e.sqm"
+  # the padding sequences add nothing but zeros: the loss of the plain run
+  seqrec-train "${TINY[@]}" --log "$T/p.log" -o "$T/p.sqm" "$T/s.sqr" 2>/dev/null
+  awk -v a="$(loss_of "$T/g.log")" -v b="$(loss_of "$T/p.log")" \
+    'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-5 * b) }'
+  run -0 seqrec-score --device cuda -m "$T/g.sqm" --target test "$T/s.sqr"
+}
+
+@test "cuda_graphs: BERT4Rec with LinRec attention replays with the bytes of its padded steps" {
+  seqrec-train "${TINY[@]}" --model bert4rec --attn linrec --cuda-graphs -o "$T/g.sqm" \
+    "$T/s.sqr" 2> "$T/err"
+  grep -Eq 'captured, [1-9][0-9]* steps replayed' "$T/err"
+  SEQREC_CUDA_GRAPHS=eager seqrec-train "${TINY[@]}" --model bert4rec --attn linrec --cuda-graphs \
+    -o "$T/e.sqm" "$T/s.sqr" 2>/dev/null
+  cmp "$T/g.sqm" "$T/e.sqm"
+}
+
+@test "cuda_graphs: refused without a GPU, for models not graph-safe, with negatives or two views (64, no model)" {
+  run -64 seqrec-train "${SMALL[@]}" --loss ce --device cpu --cuda-graphs -o "$T/m.sqm" "$T/s.sqr"
+  [[ "$output" == *"--cuda-graphs needs --device cuda"* ]]
+  run -64 seqrec-train "${TINY[@]}" --model elastic --cuda-graphs -o "$T/m.sqm" "$T/s.sqr"
+  [[ "$output" == *"--model elastic's steps are not graph-safe yet"* ]]
+  run -64 seqrec-train "${SMALL[@]}" --loss bce --device cuda --cuda-graphs -o "$T/m.sqm" "$T/s.sqr"
+  [[ "$output" == *"trains with negatives; CUDA graphs take a loss without negatives"* ]]
+  run -64 seqrec-train --model blin --dim 8 --max-len 8 --epochs 1 --device cuda --cuda-graphs \
+    -o "$T/m.sqm" "$T/s.sqr"
+  [[ "$output" == *"--model blin's steps are not graph-safe yet"* ]]
+  [ ! -e "$T/m.sqm" ] && [ ! -e "$T/m.sqm.ckpt" ]
+}
