@@ -329,9 +329,10 @@ static __global__ __launch_bounds__(LOSS_THREADS) void pair_kernel(float *coef, 
                                                                    const int *rows,
                                                                    const int *pos,
                                                                    const int *neg, int n, int K,
-                                                                   int C, float g)
+                                                                   int C, const float *gp)
 {
     int lane = threadIdx.x % 32;
+    float g = *gp;
     long long p = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     if (p >= (long long)n * (K + 1))
         return; // the whole warp: p is the same on its lanes
@@ -353,18 +354,23 @@ static __global__ __launch_bounds__(LOSS_THREADS) void pair_kernel(float *coef, 
     }
 }
 
-// One block per bucket b (destination row dest[b]): dst[dest] += coef[q]
-// src[srcrow[q]] over the bucket's pairs q in order (the CPU's), one thread
-// a column: every destination row has one writer.
+// One block per bucket b < *nb (destination row dest[b]): dst[dest] +=
+// coef[q] src[srcrow[q]] over the bucket's pairs q in order (the CPU's),
+// one thread a column: every destination row has one writer. The count is
+// read on the device: a CUDA graph's grid is the batch's most buckets.
 static __global__ __launch_bounds__(LOSS_THREADS) void bucket_kernel(float *dst,
                                                                      const float *src,
                                                                      const float *coef,
                                                                      const int *start,
                                                                      const int *dest,
                                                                      const int *pair,
-                                                                     const int *srcrow, int C)
+                                                                     const int *srcrow,
+                                                                     const int *nb, int C)
 {
-    int b = blockIdx.x, q0 = start[b], q1 = start[b + 1];
+    int b = blockIdx.x;
+    if (b >= *nb)
+        return;
+    int q0 = start[b], q1 = start[b + 1];
     float *d = dst + (size_t)dest[b] * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float acc = d[c];
@@ -374,17 +380,19 @@ static __global__ __launch_bounds__(LOSS_THREADS) void bucket_kernel(float *dst,
     }
 }
 
-// A CSR of the live pairs by destination row, as laid out in the upload:
-// start [nb + 1], dest [nb], pair [L], src [L]. Counting sort on the key:
-// stable, so a bucket lists its pairs in (entry, k) order.
+// A CSR of the live pairs by destination row, as laid out in the upload
+// for at most M pairs (fixed offsets, whatever the batch's nb and L):
+// start [M + 1], dest [M], pair [M], src [M], then nb. Counting sort on
+// the key: stable, so a bucket lists its pairs in (entry, k) order.
 struct bucketing {
     int nb, L;
     int *start, *dest, *pair, *src;
 };
 
-// keys[q] / srcs[q] of the L live pairs q (ids lp[q]), keys in [0, nkey).
+// keys[q] / srcs[q] of the L <= M live pairs q (ids lp[q]), keys in
+// [0, nkey).
 static int bucket_pairs(bucketing *bk, const int *keys, const int *srcs, const int *lp, int L,
-                        int nkey, int *space)
+                        int M, int nkey, int *space)
 {
     int *cnt = (int *)calloc((size_t)nkey + 1, sizeof(int));
     if (!cnt)
@@ -397,9 +405,10 @@ static int bucket_pairs(bucketing *bk, const int *keys, const int *srcs, const i
     bk->nb = nb;
     bk->L = L;
     bk->start = space;
-    bk->dest = space + nb + 1;
-    bk->pair = bk->dest + nb;
-    bk->src = bk->pair + L;
+    bk->dest = space + M + 1;
+    bk->pair = bk->dest + M;
+    bk->src = bk->pair + M;
+    bk->src[M] = nb;
     for (int k = 0, b = 0; k < nkey; k++) { // cnt[k] = first slot of key k
         int c = cnt[k + 1];
         cnt[k + 1] = cnt[k] + c;
@@ -418,10 +427,10 @@ static int bucket_pairs(bucketing *bk, const int *keys, const int *srcs, const i
     return 0;
 }
 
-// Ints of a bucketing of L pairs into at most L buckets.
-static size_t bucket_ints(int L)
+// Ints of a bucketing of at most M pairs (bucket_pairs' layout).
+static size_t bucket_ints(int M)
 {
-    return (size_t)L * 4 + 1;
+    return (size_t)M * 4 + 2;
 }
 
 // The host copy of an integer array: the staged one itself, else
@@ -474,9 +483,9 @@ static int bce_bucket(bce_plan *pl, int *ints, const int *hrows, const int *hpos
             maxrow = ri > maxrow ? ri : maxrow;
         }
     }
-    int rc = bucket_pairs(&pl->e, item, row, lp, L, maxitem + 1, ints);
+    int rc = bucket_pairs(&pl->e, item, row, lp, L, P, maxitem + 1, ints);
     if (!rc)
-        rc = bucket_pairs(&pl->h, row, item, lp, L, maxrow + 1, ints + bucket_ints(L));
+        rc = bucket_pairs(&pl->h, row, item, lp, L, P, maxrow + 1, ints + bucket_ints(P));
     free(buf);
     return rc;
 }
@@ -487,14 +496,18 @@ double be_bce_sampled(sq_gpu_be *be, float *dh, float *dE, const float *h, const
 {
     int cnt = count_nonzero(be, pos, n);
     *count = cnt;
-    if (cnt == 0 || be->failed)
+    int graph = be->gmode != BE_G_EAGER;
+    if ((cnt == 0 && !graph) || be->failed)
         return 0;
     int grad = dh && dE;
-    float g = dloss / (float)cnt; // the CPU's float
+    // the CPU's float; no target in a graph's batch: 0 / 1
+    float g = cnt ? dloss / (float)cnt : 0.0f;
     int P = n * (K + 1);
-    // one upload: room for the pairs' coefficients and loss terms, then
-    // (grad) the two CSRs bucketed from the host ids
-    size_t words = 2 * (size_t)P + (grad ? 2 * bucket_ints(P) : 0);
+    // one upload, its layout fixed by n and K (a CUDA graph's step uploads
+    // the same bytes every batch): room for the pairs' coefficients and
+    // loss terms, the scale g, then (grad) the two CSRs bucketed from the
+    // host ids
+    size_t words = 2 * (size_t)P + 1 + (grad ? 2 * bucket_ints(P) : 0);
     int *hbuf = (int *)calloc(words, sizeof(int));
     int *own_rows = NULL, *own_pos = NULL, *own_neg = NULL;
     bce_plan pl;
@@ -505,10 +518,10 @@ double be_bce_sampled(sq_gpu_be *be, float *dh, float *dE, const float *h, const
         const int *hpos = host_ids(be, pos, (size_t)n, &own_pos);
         const int *hneg = host_ids(be, neg, (size_t)n * K, &own_neg);
         bad = (rows && !hrows) || !hpos || (K && !hneg) ||
-              bce_bucket(&pl, hbuf + 2 * (size_t)P, hrows, hpos, hneg, n, K) != 0;
-        if (!bad)
-            words = 2 * (size_t)P + 2 * bucket_ints(pl.e.L);
+              bce_bucket(&pl, hbuf + 2 * (size_t)P + 1, hrows, hpos, hneg, n, K) != 0;
     }
+    if (!bad)
+        memcpy(hbuf + 2 * (size_t)P, &g, sizeof g);
     char *dev = bad ? NULL : (char *)be_op_upload(be, hbuf, words * sizeof(int));
     if (!dev) {
         if (bad)
@@ -520,24 +533,29 @@ double be_bce_sampled(sq_gpu_be *be, float *dh, float *dE, const float *h, const
         return 0;
     }
     float *coef = (float *)dev, *term = coef + P;
+    const float *dg = term + P;
     const int *drows = rows ? be_ints(be, rows) : NULL;
     const int *dneg = K ? be_ints(be, neg) : NULL;
     SQ_LAUNCH(be, pair_kernel, be_blocks((size_t)P * 32, LOSS_THREADS), LOSS_THREADS, 0, coef,
-              term, h, E, drows, be_ints(be, pos), dneg, n, K, C, g);
+              term, h, E, drows, be_ints(be, pos), dneg, n, K, C, dg);
     SQ_LAUNCH(be, sum_rows_kernel, 1, LOSS_THREADS, 0, be->red, term, P, 1);
-    if (grad && pl.e.nb > 0) {
-        // host CSR pointers into hbuf -> the same offsets in the device copy
+    if (grad && (pl.e.nb > 0 || graph)) {
+        // host CSR pointers into hbuf -> the same offsets in the device
+        // copy; a graph's grid the most buckets, P (each bucket's count
+        // src[P] read on the device)
         const int *dints = (const int *)dev;
 #define DEV(p) (dints + ((p) - hbuf))
-        SQ_LAUNCH(be, bucket_kernel, pl.e.nb, LOSS_THREADS, 0, dE, h, coef, DEV(pl.e.start),
-                  DEV(pl.e.dest), DEV(pl.e.pair), DEV(pl.e.src), C);
-        SQ_LAUNCH(be, bucket_kernel, pl.h.nb, LOSS_THREADS, 0, dh, E, coef, DEV(pl.h.start),
-                  DEV(pl.h.dest), DEV(pl.h.pair), DEV(pl.h.src), C);
+        SQ_LAUNCH(be, bucket_kernel, graph ? P : pl.e.nb, LOSS_THREADS, 0, dE, h, coef,
+                  DEV(pl.e.start), DEV(pl.e.dest), DEV(pl.e.pair), DEV(pl.e.src),
+                  DEV(pl.e.src + P), C);
+        SQ_LAUNCH(be, bucket_kernel, graph ? P : pl.h.nb, LOSS_THREADS, 0, dh, E, coef,
+                  DEV(pl.h.start), DEV(pl.h.dest), DEV(pl.h.pair), DEV(pl.h.src),
+                  DEV(pl.h.src + P), C);
 #undef DEV
     }
     free(hbuf);
     free(own_rows);
     free(own_pos);
     free(own_neg);
-    return be_result(be, 0, cnt);
+    return be_result(be, 0, cnt ? cnt : 1);
 }

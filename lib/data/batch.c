@@ -790,10 +790,11 @@ static int round_up(int x, int q)
     return (x + q - 1) / q * q;
 }
 
-int sq_packed_pad_init(sq_packed_pad *pp, int cap_T, int cap_B, int q, int max_len, sq_err *e)
+int sq_packed_pad_init(sq_packed_pad *pp, int cap_T, int cap_B, int q, int max_len, int K,
+                       sq_err *e)
 {
     memset(pp, 0, sizeof *pp);
-    if (q < 1 || cap_T < 0 || cap_B < 0 || max_len < 2)
+    if (q < 1 || cap_T < 0 || cap_B < 0 || max_len < 2 || K < 0)
         return sq_fail(e, SQ_EX_SOFTWARE, "padding: bad capacity");
     /* segs sequences of at most max_len hold the most padding, q + segs - 1
      * rows (T + segs rounded up to q) */
@@ -805,8 +806,9 @@ int sq_packed_pad_init(sq_packed_pad *pp, int cap_T, int cap_B, int q, int max_l
     pp->cap_T = round_up(cap_T + pp->segs, q);
     pp->cap_n = round_up(cap_T, q);
     pp->cap_B = cap_B + pp->segs;
+    pp->K = K;
     size_t T = (size_t)pp->cap_T, n = (size_t)pp->cap_n, B = (size_t)pp->cap_B;
-    size_t ints = 2 * T + (B + 1) + 2 * n, u32 = 2 * B;
+    size_t ints = 2 * T + (B + 1) + 2 * n + n * (size_t)K, u32 = 2 * B;
     pp->mem = calloc(ints * sizeof(int) + u32 * sizeof(uint32_t), 1);
     if (!pp->mem)
         return sq_fail(e, SQ_EX_OSERR, "out of memory for padded batches");
@@ -816,7 +818,8 @@ int sq_packed_pad_init(sq_packed_pad *pp, int cap_T, int cap_B, int q, int max_l
     pp->pb.off = p + 2 * T;
     pp->pb.rows = pp->pb.off + B + 1;
     pp->pb.targets = pp->pb.rows + n;
-    pp->pb.user = (uint32_t *)(pp->pb.targets + n);
+    pp->pb.neg = K ? pp->pb.targets + n : NULL;
+    pp->pb.user = (uint32_t *)(pp->pb.targets + n + n * (size_t)K);
     pp->pb.uid = pp->pb.user + B;
     return 0;
 }
@@ -849,8 +852,10 @@ static void pad_rows(sq_packed_pad *pp, sq_packed *o, int T0, int T, int B0, uin
 const sq_packed *sq_packed_pad_to(sq_packed_pad *pp, const sq_packed *b, sq_err *e)
 {
     int T = round_up(b->T + pp->segs, pp->q), n = round_up(b->n, pp->q), B = b->B + pp->segs;
-    if (b->K > 0 || b->views > 1 || !b->rows) {
-        sq_fail(e, SQ_EX_SOFTWARE, "padding: a batch of negatives, views or no rows");
+    if (b->K != pp->K || (b->K && (b->lq || b->neg_share != SQ_SHARE_POSITION)) ||
+        b->views > 1 || !b->rows) {
+        sq_fail(e, SQ_EX_SOFTWARE, "padding: a batch of views, of shared or sampled-loss "
+                "negatives, of another K or no rows");
         return NULL;
     }
     if (T > pp->cap_T || n > pp->cap_n || B > pp->cap_B) {
@@ -871,11 +876,15 @@ const sq_packed *sq_packed_pad_to(sq_packed_pad *pp, const sq_packed *b, sq_err 
         o->rows[i] = b->T; /* the first padding row */
         o->targets[i] = 0;
     }
+    if (b->K) {
+        size_t K = (size_t)b->K;
+        memcpy(o->neg, b->neg, (size_t)b->n * K * sizeof *o->neg);
+        memset(o->neg + (size_t)b->n * K, 0, (size_t)(n - b->n) * K * sizeof *o->neg);
+    }
     o->B = B;
     o->T = T;
     o->n = n;
-    o->K = 0;
-    o->neg = NULL;
+    o->K = b->K;
     o->lq = NULL;
     o->neg_share = b->neg_share;
     o->views = b->views;

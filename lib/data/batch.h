@@ -272,24 +272,27 @@ int sq_packed_split(const sq_packed *b, int P, sq_packed *parts, int *buf, size_
  * `segs` more sequences of padding tokens (id 0, positions right-aligned
  * as a history's, each at least one token and at most max_len) bring the
  * rows to a multiple of q, and padding entries (target 0: no loss, on the
- * first padding row) bring the entries to a multiple of q at or above n.
+ * first padding row, no negatives) bring the entries to a multiple of q
+ * at or above n.
  * Nothing of the batch's own sequences changes, and no op's sum over them
  * sees a padding row but as a zero (the padding sequences have no target;
  * their rows attend only to their own). segs is fixed, so that a bucket's
  * batches have one shape: rows, entries and sequences. */
 typedef struct {
     sq_packed pb;
-    int q, segs, max_len, cap_T, cap_n, cap_B;
+    int q, segs, max_len, cap_T, cap_n, cap_B, K;
     void *mem;
 } sq_packed_pad;
 
 /* Buffers for batches of at most cap_T rows and entries and cap_B
- * sequences of at most max_len (>= 2) rows, padded in steps of q (>= 1).
- * SQ_EX_OSERR when out of memory. */
-int sq_packed_pad_init(sq_packed_pad *pp, int cap_T, int cap_B, int q, int max_len, sq_err *e);
+ * sequences of at most max_len (>= 2) rows, K negatives an entry, padded
+ * in steps of q (>= 1). SQ_EX_OSERR when out of memory. */
+int sq_packed_pad_init(sq_packed_pad *pp, int cap_T, int cap_B, int q, int max_len, int K,
+                       sq_err *e);
 void sq_packed_pad_free(sq_packed_pad *pp);
 /* b padded into pp->pb, which it returns; NULL (SQ_EX_SOFTWARE in e) for a
- * batch of negatives or views, or over the capacity. */
+ * batch of views, of a sampled loss's negatives (lq, or shared) or of
+ * another K, or over the capacity. */
 const sq_packed *sq_packed_pad_to(sq_packed_pad *pp, const sq_packed *b, sq_err *e);
 
 /* The scoring input of one history hist[0..n): its newest max_len items as a

@@ -1050,13 +1050,13 @@ static int graphs_open(run *r, loop *lp, sq_err *e)
     if (r->comm->size > 1)
         return sq_fail(e, SQ_EX_USAGE, "--cuda-graphs: one process (not %d ranks)",
                        r->comm->size);
-    if (lp->bt.K > 0 || lp->bt.views > 1)
+    if (sq_loss_sampled(o->loss) || lp->bt.views > 1)
         return sq_fail(e, SQ_EX_USAGE, "--cuda-graphs: --model %s trains with %s; CUDA graphs "
-                       "take a loss without negatives (--loss ce) and one view",
-                       o->model->name, lp->bt.K > 0 ? "negatives" : "two views");
+                       "take --loss ce or bce and one view", o->model->name,
+                       lp->bt.views > 1 ? "two views" : "a sampled loss");
     int q = (lp->bt.cap_T + 7) / 8;
     if (sq_packed_pad_init(&lp->pad, lp->bt.cap_T, lp->bt.batch, q < 1 ? 1 : q,
-                           lp->bt.max_len, e))
+                           lp->bt.max_len, lp->bt.K, e))
         return e->code;
     lp->bt.cap_att += (size_t)(lp->pad.q + lp->pad.segs) * (size_t)lp->bt.max_len;
     lp->bt.cap_T = lp->pad.cap_T > lp->pad.cap_n ? lp->pad.cap_T : lp->pad.cap_n;

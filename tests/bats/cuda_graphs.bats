@@ -17,7 +17,7 @@ setup() {
   # epoch's 5 steps record, capture twice and replay
   seqrec-synth --users 60 --items 40 --min-len 10 --seed 1 --format stream |
     seqrec-split 2>/dev/null > "$T/s.sqr"
-  SMALL=(--dim 8 --ffn 8 --max-len 8 --batch 12 --threads 2 --epochs 1)
+  SMALL=(--dim 8 --ffn 8 --max-len 8 --layers 1 --heads 1 --batch 12 --threads 2 --epochs 1)
   TINY=("${SMALL[@]}" --loss ce --device cuda)
 }
 
@@ -38,22 +38,25 @@ loss_of() { sed -n 's/.*"loss":\([0-9.]*\).*/\1/p' "$1"; }
   run -0 seqrec-score --device cuda -m "$T/g.sqm" --target test "$T/s.sqr"
 }
 
-@test "cuda_graphs: BERT4Rec with LinRec attention replays with the bytes of its padded steps" {
-  seqrec-train "${TINY[@]}" --model bert4rec --attn linrec --cuda-graphs -o "$T/g.sqm" \
-    "$T/s.sqr" 2> "$T/err"
-  grep -Eq 'captured, [1-9][0-9]* steps replayed' "$T/err"
-  SEQREC_CUDA_GRAPHS=eager seqrec-train "${TINY[@]}" --model bert4rec --attn linrec --cuda-graphs \
-    -o "$T/e.sqm" "$T/s.sqr" 2>/dev/null
-  cmp "$T/g.sqm" "$T/e.sqm"
+@test "cuda_graphs: BERT4Rec with LinRec attention, and SASRec's BCE with negatives, replay with the bytes of their padded steps" {
+  for opts in "--model bert4rec --attn linrec" "--loss bce"; do
+    # shellcheck disable=SC2086
+    seqrec-train "${TINY[@]}" $opts --cuda-graphs -o "$T/g.sqm" "$T/s.sqr" 2> "$T/err"
+    grep -Eq 'captured, [1-9][0-9]* steps replayed' "$T/err"
+    # shellcheck disable=SC2086
+    SEQREC_CUDA_GRAPHS=eager seqrec-train "${TINY[@]}" $opts --cuda-graphs -o "$T/e.sqm" \
+      "$T/s.sqr" 2>/dev/null
+    cmp "$T/g.sqm" "$T/e.sqm"
+  done
 }
 
-@test "cuda_graphs: refused without a GPU, for models not graph-safe, with negatives or two views (64, no model)" {
+@test "cuda_graphs: refused without a GPU, for models not graph-safe and for the sampled losses (64, no model)" {
   run -64 seqrec-train "${SMALL[@]}" --loss ce --device cpu --cuda-graphs -o "$T/m.sqm" "$T/s.sqr"
   [[ "$output" == *"--cuda-graphs needs --device cuda"* ]]
   run -64 seqrec-train "${TINY[@]}" --model elastic --cuda-graphs -o "$T/m.sqm" "$T/s.sqr"
   [[ "$output" == *"--model elastic's steps are not graph-safe yet"* ]]
-  run -64 seqrec-train "${SMALL[@]}" --loss bce --device cuda --cuda-graphs -o "$T/m.sqm" "$T/s.sqr"
-  [[ "$output" == *"trains with negatives; CUDA graphs take a loss without negatives"* ]]
+  run -64 seqrec-train "${SMALL[@]}" --loss gbce --neg 4 --device cuda --cuda-graphs -o "$T/m.sqm" "$T/s.sqr"
+  [[ "$output" == *"has no GPU kernels"* ]]
   run -64 seqrec-train --model blin --dim 8 --max-len 8 --epochs 1 --device cuda --cuda-graphs \
     -o "$T/m.sqm" "$T/s.sqr"
   [[ "$output" == *"--model blin's steps are not graph-safe yet"* ]]

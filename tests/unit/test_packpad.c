@@ -48,7 +48,7 @@ UNIT_TEST(test_packed_pad_bucket)
     sq_err e = {0};
     /* at most 3 sequences of max_len 4 (12 rows), rows in steps of 5: the
      * padding is 2..6 rows, in 2 sequences of at most 4 */
-    CHECK_EQ(sq_packed_pad_init(&pp, 12, 3, 5, 4, &e), 0);
+    CHECK_EQ(sq_packed_pad_init(&pp, 12, 3, 5, 4, 0, &e), 0);
     CHECK_EQ(pp.segs, 2);
     int ints[256];
     uint32_t u32[32];
@@ -84,7 +84,8 @@ UNIT_TEST(test_packed_pad_bucket)
             CHECK_EQ(p->rows[i], b.T);
         }
     }
-    /* negatives, or more sequences than the capacity: refused */
+    /* negatives of another K than the buffers', or more sequences than
+     * the capacity: refused */
     make_batch(&b, ints, u32, lens[0], 3);
     b.K = 2;
     CHECK(sq_packed_pad_to(&pp, &b, &e) == NULL);
@@ -94,5 +95,22 @@ UNIT_TEST(test_packed_pad_bucket)
     e = (sq_err){0};
     CHECK(sq_packed_pad_to(&pp, &b, &e) == NULL);
     CHECK(strstr(e.msg, "over the capacity") != NULL);
+    sq_packed_pad_free(&pp);
+    /* K = 2 negatives an entry: the batch's kept, the padding entries' 0 */
+    CHECK_EQ(sq_packed_pad_init(&pp, 12, 3, 5, 4, 2, &e), 0);
+    int neg[64];
+    make_batch(&b, ints, u32, lens[0], 3);
+    for (int i = 0; i < 2 * b.n; i++)
+        neg[i] = 1 + i % 5;
+    b.K = 2;
+    b.neg = neg;
+    const sq_packed *p = sq_packed_pad_to(&pp, &b, &e);
+    CHECK(p != NULL);
+    if (p) {
+        CHECK_EQ(p->K, 2);
+        CHECK(memcmp(p->neg, neg, (size_t)(2 * b.n) * sizeof *neg) == 0);
+        for (int i = 2 * b.n; i < 2 * p->n; i++)
+            CHECK_EQ(p->neg[i], 0);
+    }
     sq_packed_pad_free(&pp);
 }
