@@ -78,6 +78,7 @@ struct sq_gpu_be {
     size_t gsig_at;
     size_t gused; // bytes of the slot's upload region taken this step
     double *vals; // BE_VALS: the values of a graph's step (be_result)
+    int *gate;    // a graph's step: 1 when its update may run (graph_gate)
     int n_vals;   // kept this step (and left for graph_values after it)
 };
 #define BE_VALS 64

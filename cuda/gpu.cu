@@ -174,6 +174,7 @@ static void be_close(sq_gpu_be *b)
         cudaEventDestroy(b->op_done);
     cudaFree(b->red);
     cudaFree(b->vals);
+    cudaFree(b->gate);
     cudaFreeHost(b->red_host);
     for (int i = 0; i < BE_STAGE_BUFS; i++) {
         cudaFreeHost(b->pinned[i]);
@@ -220,6 +221,7 @@ static int be_open(sq_gpu_be **b, int device, sq_err *e)
     c->blas_ws_bytes = BE_BLAS_WS;
     OPEN_TRY(cudaMalloc((void **)&c->red, BE_RED_SLOTS * sizeof(double)));
     OPEN_TRY(cudaMalloc((void **)&c->vals, BE_VALS * sizeof(double)));
+    OPEN_TRY(cudaMalloc((void **)&c->gate, sizeof(int)));
     OPEN_TRY(cudaHostAlloc((void **)&c->red_host, BE_RED_SLOTS * sizeof(double),
                            cudaHostAllocDefault));
     for (int i = 0; i < BE_STAGE_BUFS; i++)

@@ -184,6 +184,30 @@ double be_result(sq_gpu_be *b, int slot, double div)
     return 0; // a placeholder: a model's step runs its backward on a finite loss
 }
 
+// gate = the step's first value (its loss) is finite and at most max_loss
+// (0: no bound): the trainer's test before an update, on the device.
+static __global__ __launch_bounds__(1) void k_gate(int *gate, const double *loss,
+                                                   const double *max_loss)
+{
+    double l = loss[0], mx = max_loss[0];
+    gate[0] = isfinite(l) && (mx <= 0 || l <= mx);
+}
+
+// In a graph's step, after its loss: the gate that its update (Adam, in
+// the same graph) reads; eagerly a no-op (the host tests the loss).
+void be_graph_gate(sq_gpu_be *b, double max_loss)
+{
+    if (b->gmode == BE_G_EAGER)
+        return;
+    if (b->n_vals < 1) {
+        gfail(b, "%s", "the update's gate before the step's loss");
+        return;
+    }
+    const double *dmax = (const double *)be_op_upload(b, &max_loss, sizeof max_loss);
+    if (dmax)
+        SQ_LAUNCH(b, k_gate, 1, 1, 0, b->gate, (const double *)b->vals, dmax);
+}
+
 // The values the last graph's step kept (be_result), in order: waits for
 // the step.
 int be_graph_values(sq_gpu_be *b, double *out, int n, int *got, sq_err *e)

@@ -40,8 +40,11 @@ struct adam_k {
 static __global__ __launch_bounds__(ADAM_THREADS) void adam_kernel(float *param,
                                                                    const float *grad, float *m,
                                                                    float *v, size_t n,
-                                                                   const adam_k *kp)
+                                                                   const adam_k *kp,
+                                                                   const int *gate)
 {
+    if (gate && !*gate) // a CUDA graph's step whose loss stops the run
+        return;
     const adam_k k = *kp;
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -81,7 +84,8 @@ void be_adam_update(sq_gpu_be *be, float *param, const float *grad, float *m, fl
     // graph's replay takes the step's own (graph.cu)
     const adam_k *dk = (const adam_k *)be_op_upload(be, &k, sizeof k);
     if (dk)
-        SQ_LAUNCH(be, adam_kernel, grid, ADAM_THREADS, 0, param, grad, m, v, n, dk);
+        SQ_LAUNCH(be, adam_kernel, grid, ADAM_THREADS, 0, param, grad, m, v, n, dk,
+                  be->gmode != BE_G_EAGER ? (const int *)be->gate : (const int *)NULL);
 }
 
 

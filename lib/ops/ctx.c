@@ -103,6 +103,12 @@ int sq_ctx_graph_stats(const sq_ctx *cx, int *keys, long *replays, sq_err *e)
     return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_graph_stats(cx->gpu, keys, replays, e) : 0;
 }
 
+void sq_ctx_graph_gate(const sq_ctx *cx, double max_loss)
+{
+    if (cx->backend == SQ_BACKEND_CUDA)
+        sq_gpu_graph_gate(cx->gpu, max_loss);
+}
+
 int sq_ctx_sync(const sq_ctx *cx, sq_err *e)
 {
     return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_sync(cx->gpu, e) : 0;

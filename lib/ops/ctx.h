@@ -77,6 +77,11 @@ int sq_ctx_graph_values(const sq_ctx *cx, double *out, int n, int *got, sq_err *
 /* CUDA: the graphs' keys so far and the steps that ran as replays (the
  * CPU: 0 and 0). */
 int sq_ctx_graph_stats(const sq_ctx *cx, int *keys, long *replays, sq_err *e);
+/* CUDA, in a graph's step after its loss (its first value): the updates
+ * queued after it in the step (Adam) run only when that loss is finite and
+ * at most max_loss (0: no bound), decided on the device. A no-op eagerly
+ * and on the CPU, where the host tests the loss. */
+void sq_ctx_graph_gate(const sq_ctx *cx, double max_loss);
 /* Data-parallel ranks on a GPU (CUDA: NCCL, cuda/k_nccl.cu; the CPU sums
  * over MPI instead and answers SQ_EX_SOFTWARE): rank 0's new id (n >= 128
  * bytes), joining the communicator of `ranks` with it (every rank at

@@ -66,6 +66,7 @@ extern "C" {
     X(int, graph_end, (sq_err *e), (e))                                                      \
     X(int, graph_stats, (int *keys, long *replays, sq_err *e), (keys, replays, e))           \
     X(int, graph_values, (double *out, int n, int *got, sq_err *e), (out, n, got, e))        \
+    X(void, graph_gate, (double max_loss), (max_loss))                                       \
     /* GEMM (cuBLAS, row-major cblas contract) */                                            \
     X(void, gemm, (int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, \
                    int lda, const float *B, int ldb, float beta, float *Cm, int ldc),        \

@@ -330,8 +330,7 @@ int sq_micro_adam(sq_micro *mb, sq_net *net, float *m, float *v, const sq_micro_
     return 0;
 }
 
-/* A step's loss that allows its update */
-static int passes(double loss, double max_loss)
+int sq_micro_passes(double loss, double max_loss)
 {
     return isfinite(loss) && (max_loss <= 0 || loss <= max_loss);
 }
@@ -360,13 +359,13 @@ static int fused(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
             run_part(mb, def, net, work, so, step, k, loss, cnt);
         float w[SQ_MICRO_MAX];
         int total;
-        if (passes(weigh(loss, cnt, np, w, &total), u->max_loss))
+        if (sq_micro_passes(weigh(loss, cnt, np, w, &total), u->max_loss))
             sq_adam_share_pieces(net->params, net->grads, parts, w, np, u->m, u->v,
                                  mb->pieces, mb->n_pieces, cfgs, n_cfgs, mb->mark, mb->stamp,
                                  u->t);
     }
     res->loss = weigh(loss, cnt, np, mb->w, &res->count);
-    if ((res->updated = passes(res->loss, u->max_loss)))
+    if ((res->updated = sq_micro_passes(res->loss, u->max_loss)))
         summed(mb);
     return 0;
 }
@@ -411,7 +410,7 @@ static int ranks_train(sq_micro *mb, const sq_model_def *def, sq_net *net, void 
         return e->code;
     mb->np = 0; /* nothing is left unsummed: the sum is over mb->all */
     res->loss = weigh(mb->loss, mb->cnt, np, mb->w, &res->count);
-    if (!passes(res->loss, u->max_loss))
+    if (!sq_micro_passes(res->loss, u->max_loss))
         return 0;
     float *parts[SQ_MICRO_MAX]; /* part 0 is the sum's start (adam.h) */
     for (int k = 0; k < np; k++)
@@ -478,7 +477,7 @@ static int gpu_ranks_train(sq_micro *mb, const sq_model_def *def, sq_net *net, v
     if (gpu_stats(mb, e))
         return e->code;
     res->loss = weigh(mb->loss, mb->cnt, np >= 2 ? np : 1, mb->w, &res->count);
-    if (!passes(res->loss, u->max_loss))
+    if (!sq_micro_passes(res->loss, u->max_loss))
         return 0;
     if (mine && np >= 2 && mb->w[k] != 1)
         sq_scale(net->cx, net->grads, n, mb->w[k]);
@@ -519,7 +518,7 @@ int sq_micro_finish(sq_micro *mb, sq_net *net, double loss, int count,
 {
     res->loss = loss;
     res->count = count;
-    if (!passes(res->loss, u->max_loss))
+    if (!sq_micro_passes(res->loss, u->max_loss))
         return 0;
     /* no clipping, no norm: a pass over every gradient saved (a diverging
      * step shows in the next loss) */

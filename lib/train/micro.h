@@ -138,6 +138,9 @@ typedef struct {
 int sq_micro_train(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
                    const sq_packed *b, const sq_step_opts *so, uint64_t step,
                    const sq_micro_update *u, sq_micro_result *res, sq_err *e);
+/* A step's loss that allows its update: finite, at most max_loss (0: no
+ * bound). */
+int sq_micro_passes(double loss, double max_loss);
 /* The update of a summed step whose loss and count are known (the tail of
  * sq_micro_train: a CUDA graph's step reads its loss after the graph). */
 int sq_micro_finish(sq_micro *mb, sq_net *net, double loss, int count,

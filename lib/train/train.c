@@ -160,8 +160,8 @@ const sq_opt sq_train_options[] = {
              "epoch's cost no longer grows with the catalogue"},
     {.name = "cuda-graphs", .key = "train.cuda_graphs", .type = SQ_OPT_FLAG,
      .offset = OFF(graphs), .def = "0", .optional = 1,
-     .help = "with --device cuda, each step's forward and\n"
-             "backward one CUDA graph of its padded size"},
+     .help = "with --device cuda, each step one CUDA graph\n"
+             "of its padded size (launches replayed)"},
     {.name = "clip", .key = "train.clip", .type = SQ_OPT_REAL, .offset = OFF(clip),
      .def = "0", .lo = 0, .hi = BIG, .arg = "X",
      .help = "clip the gradient norm to X (default 0: off)"},
@@ -853,10 +853,9 @@ typedef struct {
     sq_packed_pad pad;        /* --cuda-graphs: the batch padded to its bucket */
 } loop;
 
-/* --cuda-graphs: the step's forward and backward (zeroed gradients, the
- * staged batch, the model's step) as the CUDA graph of the batch's padded
- * size (its bucket: rows, entries, sequences), its loss read after it,
- * then the update as any step's. graphs_eager (SEQREC_CUDA_GRAPHS=eager, a
+/* --cuda-graphs: the step (zeroed gradients, the staged batch, the model's
+ * step, the update) as the CUDA graph of the batch's padded size (its
+ * bucket: rows, entries, sequences), its loss read after it. graphs_eager (SEQREC_CUDA_GRAPHS=eager, a
  * diagnostic) runs the padded steps without graphs: the same bytes. */
 static int graph_step(run *r, loop *lp, const sq_packed *b, const sq_micro_update *u,
                       sq_micro_result *res, sq_err *e)
@@ -878,16 +877,30 @@ static int graph_step(run *r, loop *lp, const sq_packed *b, const sq_micro_updat
     if (sq_ctx_graph_begin(cx, key, e))
         return e->code;
     /* the graph ends (a capture must) whatever the staging did: its error
-     * is the sticky one that the end reports */
+     * is the sticky one that the end reports. Without clipping (whose norm
+     * the host reads) the update is in the graph too, gated on the device
+     * by the loss as the host would test it */
     sq_err se = {0};
-    if (!sq_packed_stage(cx, p, &se))
+    int inside = u->clip <= 0;
+    if (!sq_packed_stage(cx, p, &se)) {
         sq_micro_step(&lp->mb, def, &r->net, lp->work, p, &lp->so, r->st[ST_STEP], &count);
+        if (inside) {
+            sq_ctx_graph_gate(cx, u->max_loss);
+            sq_micro_adam(&lp->mb, &r->net, u->m, u->v, u->runs, u->n_runs, u->t, &se);
+        }
+    }
     if (sq_ctx_graph_end(cx, e) || sq_ctx_graph_values(cx, &loss, 1, &got, e))
         return e->code;
+    if (se.code) /* the update's own (out of memory) */
+        return sq_fail(e, se.code, "%s", se.msg);
     if (got != 1)
         return sq_fail(e, SQ_EX_SOFTWARE, "--cuda-graphs: --model %s keeps %d values a step, "
                        "not its one loss", def->name, got);
-    return sq_micro_finish(&lp->mb, &r->net, loss, count, u, res, e);
+    if (!inside)
+        return sq_micro_finish(&lp->mb, &r->net, loss, count, u, res, e);
+    *res = (sq_micro_result){.loss = loss, .count = count,
+                             .updated = sq_micro_passes(loss, u->max_loss)};
+    return 0;
 }
 
 /* One epoch of batches; *loss the mean over its trained entries. */

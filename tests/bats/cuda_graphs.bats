@@ -50,7 +50,7 @@ loss_of() { sed -n 's/.*"loss":\([0-9.]*\).*/\1/p' "$1"; }
   done
 }
 
-@test "cuda_graphs: refused without a GPU, for models not graph-safe and for the sampled losses (64, no model)" {
+@test "cuda_graphs: refused without a GPU, for models not graph-safe and for the sampled losses (64, no model); --max-loss stops (70)" {
   run -64 seqrec-train "${SMALL[@]}" --loss ce --device cpu --cuda-graphs -o "$T/m.sqm" "$T/s.sqr"
   [[ "$output" == *"--cuda-graphs needs --device cuda"* ]]
   run -64 seqrec-train "${TINY[@]}" --model elastic --cuda-graphs -o "$T/m.sqm" "$T/s.sqr"
@@ -61,4 +61,8 @@ loss_of() { sed -n 's/.*"loss":\([0-9.]*\).*/\1/p' "$1"; }
     -o "$T/m.sqm" "$T/s.sqr"
   [[ "$output" == *"--model blin's steps are not graph-safe yet"* ]]
   [ ! -e "$T/m.sqm" ] && [ ! -e "$T/m.sqm.ckpt" ]
+  # the update in the graph is gated on the device; the host stops as ever
+  run -70 seqrec-train "${TINY[@]}" --cuda-graphs --max-loss 0.01 -o "$T/m.sqm" "$T/s.sqr"
+  [[ "$output" == *"loss above --max-loss"* ]]
+  [ ! -e "$T/m.sqm" ]
 }

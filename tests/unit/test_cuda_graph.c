@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "adam.h"
+#include "infonce.h"
 #include "cuda_check.h"
 #include "ops.h"
 
@@ -158,4 +159,54 @@ UNIT_TEST(test_cuda_graph_cpu_noop)
     sq_err e = {0};
     CHECK_EQ(sq_ctx_graph_begin(&cx, 42, &e), 0);
     CHECK_EQ(sq_ctx_graph_end(&cx, &e), 0);
+}
+
+/* The update's gate (sq_ctx_graph_gate): in a graph's step, an Adam update
+ * after a loss above max_loss leaves the parameters and moments as they
+ * were, on every kind of step (recorded, captured, replayed); under the
+ * bound it updates them with the eager update's bits (a twin set of
+ * parameters updated eagerly on those steps alone). */
+UNIT_TEST(test_cuda_graph_gate)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    enum { U = 3, M = 2 * U, N = 16, STEPS = 6 };
+    float S0[M * M], p0[N], grad[N], a[3][N], b[3][N];
+    sq_rng r;
+    sq_rng_seed(&r, 3, 0);
+    for (int i = 0; i < M * M; i++)
+        S0[i] = (float)sq_rng_normal(&r);
+    for (int i = 0; i < N; i++) {
+        p0[i] = (float)sq_rng_normal(&r);
+        grad[i] = (float)sq_rng_normal(&r);
+    }
+    float *S = cuda_zeros(&g, M * M), *gr = cuda_up(&g, grad, N);
+    float *x[3], *y[3]; /* param, m, v: the graph's and the eager twin's */
+    for (int j = 0; j < 3; j++) {
+        x[j] = j ? cuda_zeros(&g, N) : cuda_up(&g, p0, N);
+        y[j] = j ? cuda_zeros(&g, N) : cuda_up(&g, p0, N);
+    }
+    sq_adam_cfg cfg = {.lr = 0.1, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-8};
+    CHECK_EQ(sq_gpu_upload(g.gpu, S, S0, sizeof S0, &g.e), 0);
+    double loss = sq_nce_softmax(&g.cx, S, U, NULL); /* the same every step */
+    CHECK(loss > 0 && isfinite(loss));
+    for (int k = 0; k < STEPS && !g.bad; k++) {
+        int up = k % 3 != 1; /* steps 1 and 4 above the bound */
+        CHECK_EQ(sq_gpu_upload(g.gpu, S, S0, sizeof S0, &g.e), 0);
+        CHECK_EQ(sq_ctx_graph_begin(&g.cx, 9, &g.e), 0);
+        sq_nce_softmax(&g.cx, S, U, NULL);
+        sq_ctx_graph_gate(&g.cx, up ? 2 * loss : loss / 2);
+        sq_adam_update(&g.cx, x[0], gr, x[1], x[2], N, &cfg, k + 1);
+        CHECK_EQ(sq_ctx_graph_end(&g.cx, &g.e), 0);
+        if (up)
+            sq_adam_update(&g.cx, y[0], gr, y[1], y[2], N, &cfg, k + 1);
+        for (int j = 0; j < 3; j++) {
+            CHECK_EQ(cuda_down(&g, a[j], x[j], N), 0);
+            CHECK_EQ(cuda_down(&g, b[j], y[j], N), 0);
+            CHECK(memcmp(a[j], b[j], sizeof a[j]) == 0);
+        }
+    }
+    CHECK(memcmp(a[0], p0, sizeof p0) != 0); /* it did update */
+    cuda_close(&g);
 }
