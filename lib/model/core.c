@@ -550,7 +550,7 @@ const sq_model_def sq_model_core = {
     .config_read = config_read, .load = load, .check_step = check_step,
     .net_alloc = net_alloc, .net_free = sq_backbone_net_free, .net_init = sq_backbone_net_init,
     .init_from = sq_backbone_init_from, .batcher = batcher, .work_alloc = work_alloc,
-    .work_free = work_free, .step = step, .view = view, .gpu_check = gpu_check,
+    .work_free = work_free, .step = step, .view = view, .gpu_check = gpu_check, .graphs = 1,
     .train_defaults = "train.target=last\n",
 };
 

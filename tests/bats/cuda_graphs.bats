@@ -9,10 +9,7 @@
 load helper
 
 setup() {
-  common_setup
-  SIM="$SEQREC_BIN/../lib/libseqrec-cuda-sim.so"
-  [ -f "$SIM" ] || skip "no simulated device built"
-  export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
+  sim_setup
   # histories of at least 10: the full batches fill one bucket, so the
   # epoch's 5 steps record, capture twice and replay
   seqrec-synth --users 60 --items 40 --min-len 10 --seed 1 --format stream |

@@ -9,10 +9,7 @@
 load helper
 
 setup() {
-  common_setup
-  SIM="$SEQREC_BIN/../lib/libseqrec-cuda-sim.so"
-  [ -f "$SIM" ] || skip "no simulated device built"
-  export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
+  sim_setup
   # small: on the simulated device every thread is a fiber
   seqrec-synth --users 40 --items 30 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/t.sqr"
   # --threads 1: the GPU trains each batch whole, as the CPU does on one

@@ -15,6 +15,16 @@ common_setup() {
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 }
 
+# sim_setup: common_setup, then the simulated CUDA device (tests/sim) as
+# the GPU of every program the test runs; skips the test when it was not
+# built.
+sim_setup() {
+  common_setup
+  SIM="$SEQREC_BIN/../lib/libseqrec-cuda-sim.so"
+  [ -f "$SIM" ] || skip "no simulated device built"
+  export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
+}
+
 # need_mirror FILE...: sets MIRROR to the data mirror, $DATA_MIRROR (a
 # relative one is of the checkout, as for make) or, unset, ../shared/data
 # beside the checkout; skips the test, saying where it looked, unless it
