@@ -855,8 +855,9 @@ typedef struct {
 
 /* --cuda-graphs: the step (zeroed gradients, the staged batch, the model's
  * step, the update) as the CUDA graph of the batch's padded size (its
- * bucket: rows, entries, sequences), its loss read after it. graphs_eager (SEQREC_CUDA_GRAPHS=eager, a
- * diagnostic) runs the padded steps without graphs: the same bytes. */
+ * bucket: rows, entries, sequences), its loss read after it. graphs_eager
+ * (SEQREC_CUDA_GRAPHS=eager, a diagnostic) runs the padded steps without
+ * graphs: the same bytes. */
 static int graph_step(run *r, loop *lp, const sq_packed *b, const sq_micro_update *u,
                       sq_micro_result *res, sq_err *e)
 {
@@ -1047,11 +1048,10 @@ static int same_everywhere(const run *r, sq_err *e)
     return rc;
 }
 
-/* Everything a run needs before its first epoch. */
 /* --cuda-graphs: what it needs, and the padded batches' buffers; the
  * batcher's bounds grow by the padding, so that the model's workspace
  * (work_alloc, after this) holds a padded batch: rows to a multiple of an
- * eighth of the most a batch has, the padding sequence at most that long */
+ * eighth of the most a batch has, in padding sequences of at most max_len */
 static int graphs_open(run *r, loop *lp, sq_err *e)
 {
     const sq_train_opts *o = r->o;
@@ -1076,6 +1076,7 @@ static int graphs_open(run *r, loop *lp, sq_err *e)
     return 0;
 }
 
+/* Everything a run needs before its first epoch. */
 static int open_run(run *r, loop *lp, const char *out_path, const char *resume_path,
                     sq_err *e)
 {
