@@ -614,6 +614,10 @@ static int resume_opts(args *a, const sq_dataset *ds, sq_err *e)
     a->o.threads = threads;
     a->o.cx = cx;
     a->o.comm = comm;
+    /* --cuda-graphs is how a GPU runs the steps: a run checkpointed with it
+     * resumes on a CPU without */
+    if (!cx || cx->backend != SQ_BACKEND_CUDA)
+        a->o.graphs = 0;
     if (a->model_given && a->o.model != a->model)
         return sq_fail(e, SQ_EX_USAGE, "%s: a checkpoint of --model %s, not %s", a->resume,
                        a->o.model->name, a->model->name);

@@ -33,6 +33,8 @@ loss_of() { sed -n 's/.*"loss":\([0-9.]*\).*/\1/p' "$1"; }
   awk -v a="$(loss_of "$T/g.log")" -v b="$(loss_of "$T/p.log")" \
     'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-5 * b) }'
   run -0 seqrec-score --device cuda -m "$T/g.sqm" --target test "$T/s.sqr"
+  # its checkpoint resumes on the CPU (without graphs)
+  run -0 seqrec-train --resume "$T/g.sqm.ckpt" --epochs 2 --device cpu -o "$T/g.sqm" "$T/s.sqr"
 }
 
 @test "cuda_graphs: BERT4Rec with LinRec attention, and SASRec's BCE with negatives, replay with the bytes of their padded steps" {
