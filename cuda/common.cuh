@@ -79,6 +79,12 @@ struct sq_gpu_be {
     size_t gused; // bytes of the slot's upload region taken this step
     double *vals; // BE_VALS: the values of a graph's step (be_result)
     int *gate;    // a graph's step: 1 when its update may run (graph_gate)
+    // the values of the graph steps not yet read (graph_values), oldest
+    // first: two turns of BE_VALS pinned doubles, each copied after its
+    // step and waited for alone, so the host may run a step ahead
+    double *vals_pin;
+    cudaEvent_t vals_ev[2];
+    int vals_n[2], vals_head, vals_pending;
     int n_vals;   // kept this step (and left for graph_values after it)
 };
 #define BE_VALS 64

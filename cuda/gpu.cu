@@ -175,6 +175,10 @@ static void be_close(sq_gpu_be *b)
     cudaFree(b->red);
     cudaFree(b->vals);
     cudaFree(b->gate);
+    cudaFreeHost(b->vals_pin);
+    for (int i = 0; i < 2; i++)
+        if (b->vals_ev[i])
+            cudaEventDestroy(b->vals_ev[i]);
     cudaFreeHost(b->red_host);
     for (int i = 0; i < BE_STAGE_BUFS; i++) {
         cudaFreeHost(b->pinned[i]);
@@ -222,6 +226,10 @@ static int be_open(sq_gpu_be **b, int device, sq_err *e)
     OPEN_TRY(cudaMalloc((void **)&c->red, BE_RED_SLOTS * sizeof(double)));
     OPEN_TRY(cudaMalloc((void **)&c->vals, BE_VALS * sizeof(double)));
     OPEN_TRY(cudaMalloc((void **)&c->gate, sizeof(int)));
+    OPEN_TRY(cudaHostAlloc((void **)&c->vals_pin, 2 * BE_VALS * sizeof(double),
+                           cudaHostAllocDefault));
+    for (int i = 0; i < 2; i++)
+        OPEN_TRY(cudaEventCreateWithFlags(&c->vals_ev[i], cudaEventDisableTiming));
     OPEN_TRY(cudaHostAlloc((void **)&c->red_host, BE_RED_SLOTS * sizeof(double),
                            cudaHostAllocDefault));
     for (int i = 0; i < BE_STAGE_BUFS; i++)

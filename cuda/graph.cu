@@ -208,19 +208,40 @@ void be_graph_gate(sq_gpu_be *b, double max_loss)
         SQ_LAUNCH(b, k_gate, 1, 1, 0, b->gate, (const double *)b->vals, dmax);
 }
 
-// The values the last graph's step kept (be_result), in order: waits for
-// the step.
+// After a graph's step (be_graph_end): its values copied into the next
+// turn of pinned doubles, an event after them; a third step unread drops
+// the oldest (whose turn it takes: after that step in stream order).
+static void queue_values(sq_gpu_be *b)
+{
+    if (b->vals_pending == 2) {
+        b->vals_head = (b->vals_head + 1) % 2;
+        b->vals_pending--;
+    }
+    int k = (b->vals_head + b->vals_pending) % 2;
+    b->vals_n[k] = b->n_vals;
+    if (b->n_vals > 0)
+        be_note(b, cudaMemcpyAsync(b->vals_pin + (size_t)k * BE_VALS, b->vals,
+                                   (size_t)b->n_vals * sizeof(double), cudaMemcpyDeviceToHost,
+                                   b->stream), "values");
+    be_note(b, cudaEventRecord(b->vals_ev[k], b->stream), "values");
+    b->vals_pending++;
+}
+
+// The values of the oldest graph step not yet read (be_result's, in order):
+// waits for that step alone. *got 0 when none is pending.
 int be_graph_values(sq_gpu_be *b, double *out, int n, int *got, sq_err *e)
 {
     *got = 0;
     if (b->gmode != BE_G_EAGER)
         return sq_fail(e, SQ_EX_SOFTWARE, "CUDA graph: the values read inside the step");
-    int k = b->n_vals < n ? b->n_vals : n;
-    if (k > 0 && !be_note(b, cudaMemcpyAsync(b->red_host, b->vals, (size_t)k * sizeof(double),
-                                             cudaMemcpyDeviceToHost, b->stream), "values") &&
-        !be_note(b, cudaStreamSynchronize(b->stream), "values")) {
-        memcpy(out, b->red_host, (size_t)k * sizeof(double));
-        *got = k;
+    if (b->vals_pending == 0)
+        return b->failed ? sq_fail(e, b->err.code, "%s", b->err.msg) : 0;
+    int k = b->vals_head, m = b->vals_n[k] < n ? b->vals_n[k] : n;
+    b->vals_head = (k + 1) % 2;
+    b->vals_pending--;
+    if (!be_note(b, cudaEventSynchronize(b->vals_ev[k]), "values")) {
+        memcpy(out, b->vals_pin + (size_t)k * BE_VALS, (size_t)m * sizeof(double));
+        *got = m;
     }
     return b->failed ? sq_fail(e, b->err.code, "%s", b->err.msg) : 0;
 }
@@ -360,6 +381,8 @@ int be_graph_end(sq_gpu_be *b, sq_err *e)
     if (!b->failed && mode != BE_G_RECORD)
         be_note(b, cudaGraphLaunch(s->exec, b->stream), "cudaGraphLaunch");
     be_note(b, cudaEventRecord(s->done, b->stream), "graph slot");
+    if (!b->failed)
+        queue_values(b);
     g->steps++;
     return b->failed ? sq_fail(e, b->err.code, "%s", b->err.msg) : 0;
 }

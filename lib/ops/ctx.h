@@ -70,9 +70,11 @@ int sq_ctx_sync(const sq_ctx *cx, sq_err *e);
  * step's staging (sq_ctx_stage) belongs inside. No-ops on the CPU. */
 int sq_ctx_graph_begin(const sq_ctx *cx, uint64_t key, sq_err *e);
 int sq_ctx_graph_end(const sq_ctx *cx, sq_err *e);
-/* CUDA: the values the last graph's step kept on the device (its losses,
- * in the order the ops returned them), waited for: *got of them into out
- * (at most n). On the CPU *got = 0. */
+/* CUDA: the values the oldest graph step not yet read kept on the device
+ * (its losses, in the order the ops returned them), waited for (that step
+ * alone: two steps may be unread, so the host can queue a step before it
+ * reads the one before; a third drops the oldest): *got of them into out (at most n). On
+ * the CPU, or with none unread, *got = 0. */
 int sq_ctx_graph_values(const sq_ctx *cx, double *out, int n, int *got, sq_err *e);
 /* CUDA: the graphs' keys so far and the steps that ran as replays (the
  * CPU: 0 and 0). */

@@ -853,96 +853,146 @@ typedef struct {
     sq_packed_pad pad;        /* --cuda-graphs: the batch padded to its bucket */
 } loop;
 
-/* --cuda-graphs: the step (zeroed gradients, the staged batch, the model's
- * step, the update) as the CUDA graph of the batch's padded size (its
- * bucket: rows, entries, sequences), its loss read after it. graphs_eager
- * (SEQREC_CUDA_GRAPHS=eager, a diagnostic) runs the padded steps without
- * graphs: the same bytes. */
-static int graph_step(run *r, loop *lp, const sq_packed *b, const sq_micro_update *u,
-                      sq_micro_result *res, sq_err *e)
+/* --cuda-graphs: the step numbered `step` (zeroed gradients, the staged
+ * batch, the model's step, and without --clip the update behind its gate)
+ * queued as the CUDA graph of the batch's padded size (its bucket: rows,
+ * entries, sequences); *count its loss entries. Its loss is read later
+ * (graph_collect), so that the host may queue the next step first. */
+static int graph_launch(run *r, loop *lp, const sq_packed *b, const sq_micro_update *u,
+                        uint64_t step, int *count, sq_err *e)
 {
     const sq_ctx *cx = r->net.cx;
-    const sq_model_def *def = r->o->model;
     const sq_packed *p = sq_packed_pad_to(&lp->pad, b, e);
     if (!p)
         return e->code;
-    int count = 0, got = 0;
-    double loss = NAN;
-    if (r->o->graphs_eager) {
-        if (sq_packed_stage(cx, p, e))
-            return e->code;
-        loss = sq_micro_step(&lp->mb, def, &r->net, lp->work, p, &lp->so, r->st[ST_STEP], &count);
-        return sq_micro_finish(&lp->mb, &r->net, loss, count, u, res, e);
-    }
+    *count = 0;
     uint64_t key = (uint64_t)p->T << 40 ^ (uint64_t)p->n << 20 ^ (uint64_t)p->B;
     if (sq_ctx_graph_begin(cx, key, e))
         return e->code;
     /* the graph ends (a capture must) whatever the staging did: its error
-     * is the sticky one that the end reports. Without clipping (whose norm
-     * the host reads) the update is in the graph too, gated on the device
-     * by the loss as the host would test it */
+     * is the sticky one that the end reports */
     sq_err se = {0};
-    int inside = u->clip <= 0;
     if (!sq_packed_stage(cx, p, &se)) {
-        sq_micro_step(&lp->mb, def, &r->net, lp->work, p, &lp->so, r->st[ST_STEP], &count);
-        if (inside) {
+        sq_micro_step(&lp->mb, r->o->model, &r->net, lp->work, p, &lp->so, step, count);
+        if (u->clip <= 0) {
             sq_ctx_graph_gate(cx, u->max_loss);
             sq_micro_adam(&lp->mb, &r->net, u->m, u->v, u->runs, u->n_runs, u->t, &se);
         }
     }
-    if (sq_ctx_graph_end(cx, e) || sq_ctx_graph_values(cx, &loss, 1, &got, e))
+    if (sq_ctx_graph_end(cx, e))
         return e->code;
-    if (se.code) /* the update's own (out of memory) */
-        return sq_fail(e, se.code, "%s", se.msg);
+    return se.code ? sq_fail(e, se.code, "%s", se.msg) : 0; /* the update's own */
+}
+
+/* The oldest launched step's result: its loss (waited for), and with
+ * --clip its update, now */
+static int graph_collect(run *r, loop *lp, const sq_micro_update *u, int count,
+                         sq_micro_result *res, sq_err *e)
+{
+    double loss = NAN;
+    int got = 0;
+    if (sq_ctx_graph_values(r->net.cx, &loss, 1, &got, e))
+        return e->code;
     if (got != 1)
         return sq_fail(e, SQ_EX_SOFTWARE, "--cuda-graphs: --model %s keeps %d values a step, "
-                       "not its one loss", def->name, got);
-    if (!inside)
+                       "not its one loss", r->o->model->name, got);
+    if (u->clip > 0)
         return sq_micro_finish(&lp->mb, &r->net, loss, count, u, res, e);
     *res = (sq_micro_result){.loss = loss, .count = count,
                              .updated = sq_micro_passes(loss, u->max_loss)};
     return 0;
 }
 
-/* One epoch of batches; *loss the mean over its trained entries. */
+/* One step of batch b, numbered r->st[ST_STEP] + ahead (the steps queued
+ * and not yet taken into account): eagerly, or (--cuda-graphs) as a CUDA
+ * graph. *res is a step's result when *has says so: this step's, or with
+ * graphs and no --clip the step before's (ahead 1; the host queues a step
+ * before it waits for the one before). SEQREC_CUDA_GRAPHS=eager
+ * (graphs_eager) runs the padded steps without graphs: the same bytes. */
+static int step_of(run *r, loop *lp, const sq_packed *b, sq_micro_update *u, int ahead,
+                   int counts[2], sq_micro_result *res, int *has, sq_err *e)
+{
+    const sq_train_opts *o = r->o;
+    const sq_ctx *cx = r->net.cx;
+    uint64_t step = r->st[ST_STEP] + (uint64_t)ahead;
+    u->t = (long)step + 1;
+    *has = 1;
+    if (!o->graphs)
+        return (!sq_micro_stages(&lp->mb) && sq_packed_stage(cx, b, e)) ||
+                       sq_micro_train(&lp->mb, o->model, &r->net, lp->work, b, &lp->so,
+                                      step, u, res, e)
+                   ? e->code
+                   : 0;
+    if (o->graphs_eager) {
+        const sq_packed *p = sq_packed_pad_to(&lp->pad, b, e);
+        int count = 0;
+        if (!p || sq_packed_stage(cx, p, e))
+            return e->code;
+        double loss = sq_micro_step(&lp->mb, o->model, &r->net, lp->work, p, &lp->so, step,
+                                    &count);
+        return sq_micro_finish(&lp->mb, &r->net, loss, count, u, res, e);
+    }
+    if (graph_launch(r, lp, b, u, step, &counts[step % 2], e))
+        return e->code;
+    *has = ahead || o->clip > 0; /* with --clip, no step queued ahead */
+    return *has ? graph_collect(r, lp, u, counts[(step - (uint64_t)ahead) % 2], res, e) : 0;
+}
+
+/* A step's result taken into account: the tests that stop a run, then the
+ * step counted, its loss into the epoch's sums, the progress */
+static int took(run *r, loop *lp, uint64_t epoch, const sq_micro_result *res, uint64_t i,
+                uint64_t n_batches, const sq_train_hooks *hooks, const char *out_path,
+                double *loss_sum, uint64_t *loss_cnt, sq_err *e)
+{
+    if (!isfinite(res->loss))
+        return diverged(r, epoch, res->loss, "loss", out_path, e);
+    if (r->o->max_loss > 0 && res->loss > r->o->max_loss)
+        return diverged(r, epoch, res->loss, "loss above --max-loss", out_path, e);
+    if (!res->updated)
+        return diverged(r, epoch, res->norm, "gradient norm", out_path, e);
+    if (lp->first_loss == 0)
+        lp->first_loss = res->loss;
+    r->st[ST_STEP]++;
+    *loss_sum += res->loss * res->count;
+    *loss_cnt += (uint64_t)res->count;
+    if (hooks->progress)
+        hooks->progress(hooks->ctx, epoch + 1, i + 1, n_batches,
+                        *loss_cnt ? *loss_sum / (double)*loss_cnt : 0);
+    return 0;
+}
+
+/* One epoch of batches; *loss the mean over its trained entries. GPU: the
+ * batch's integers up in one copy (into the pinned buffer the step before
+ * last used), the step queued. Eagerly the loss comes down after the
+ * forward; the backward and the update still run while the loop builds the
+ * next batch, and a failure among them is reported by the next step's
+ * staging (or the wait below). With CUDA graphs (no --clip) the step's
+ * loss is read after the next step is queued. */
 static int one_epoch(run *r, loop *lp, uint64_t epoch, const sq_train_hooks *hooks,
                      const char *out_path, double *loss_mean, sq_err *e)
 {
     const sq_train_opts *o = r->o;
-    const sq_model_def *def = o->model;
     uint64_t n_batches = sq_batcher_n_batches(&lp->bt), loss_cnt = 0;
     double loss_sum = 0;
     sq_micro_update upd = {.m = r->m, .v = r->v, .runs = lp->runs.run, .n_runs = lp->runs.n,
                            .max_loss = o->max_loss, .clip = o->clip};
+    int ahead = 0, counts[2] = {0, 0}, has = 0;
     sq_batcher_shuffle(&lp->bt, epoch);
     for (uint64_t i = 0; i < n_batches; i++) {
-        const sq_packed *pb = sq_batcher_get(&lp->bt, epoch, i);
         sq_micro_result res;
-        upd.t = (long)r->st[ST_STEP] + 1;
-        /* GPU: the batch's integers up in one copy (into the pinned buffer
-         * the step before last used), the step queued. The loss comes down
-         * after the forward; the backward and the update still run while
-         * the loop builds the next batch, and a failure among them is
-         * reported by the next step's staging (or the wait below). */
-        if (o->graphs ? graph_step(r, lp, pb, &upd, &res, e)
-                      : (!sq_micro_stages(&lp->mb) && sq_packed_stage(r->net.cx, pb, e)) ||
-                            sq_micro_train(&lp->mb, def, &r->net, lp->work, pb, &lp->so,
-                                           r->st[ST_STEP], &upd, &res, e))
+        if (step_of(r, lp, sq_batcher_get(&lp->bt, epoch, i), &upd, ahead, counts, &res, &has,
+                    e) ||
+            (has && took(r, lp, epoch, &res, i - (uint64_t)ahead, n_batches, hooks, out_path,
+                         &loss_sum, &loss_cnt, e)))
             return e->code;
-        if (!isfinite(res.loss))
-            return diverged(r, epoch, res.loss, "loss", out_path, e);
-        if (o->max_loss > 0 && res.loss > o->max_loss)
-            return diverged(r, epoch, res.loss, "loss above --max-loss", out_path, e);
-        if (!res.updated)
-            return diverged(r, epoch, res.norm, "gradient norm", out_path, e);
-        if (lp->first_loss == 0)
-            lp->first_loss = res.loss;
-        r->st[ST_STEP]++;
-        loss_sum += res.loss * res.count;
-        loss_cnt += (uint64_t)res.count;
-        if (hooks->progress)
-            hooks->progress(hooks->ctx, epoch + 1, i + 1, n_batches,
-                            loss_cnt ? loss_sum / (double)loss_cnt : 0);
+        ahead = !has || ahead; /* a graph's step queued, its loss unread */
+    }
+    if (ahead) { /* the last graph step's loss */
+        sq_micro_result res;
+        if (graph_collect(r, lp, &upd, counts[r->st[ST_STEP] % 2], &res, e) ||
+            took(r, lp, epoch, &res, n_batches - 1, n_batches, hooks, out_path, &loss_sum,
+                 &loss_cnt, e))
+            return e->code;
     }
     *loss_mean = loss_cnt ? loss_sum / (double)loss_cnt : 0;
     return sq_ctx_sync(r->net.cx, e); /* the epoch's last update, and its errors */
