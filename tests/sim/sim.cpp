@@ -1,8 +1,12 @@
 // sim.cpp - the simulated device's runtime (see sim_cuda.h): the fibers of
 // a block, the barriers, the device arena, the runtime and cuBLAS subset.
+// _longjmp between stacks: the fortified one (__longjmp_chk) refuses a jump
+// down to another stack
+#undef _FORTIFY_SOURCE
 #include "sim_cuda.h"
 
 #include <cblas.h>
+#include <setjmp.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 
@@ -46,7 +50,6 @@
 // ---------------------------------------------------------------- fibers
 namespace {
 struct fiber {
-    ucontext_t ctx;
     sim_thread st;
     int done;
     void *fake_stack;
@@ -64,13 +67,23 @@ struct block_run {
     std::vector<uint64_t> slot; // one per thread: the lanes' deposits
     unsigned cur, finished;
     int progress;
-    ucontext_t sched;
+    jmp_buf sched_jb;      // the scheduler, in enter()
+    ucontext_t sched, start; // a stack's first entry only
     void *sched_fake;
     const void *sched_bottom;
     size_t sched_size;
 };
+// Thread i of every block runs on stack i: a fiber started there once (by
+// swapcontext) that runs a body per block, then parks in to_sched until the
+// next block; switches are _setjmp/_longjmp, which (unlike swapcontext)
+// leave the signal mask alone: no system call
+struct stack_slot {
+    jmp_buf jb; // where the fiber waits
+    int started;
+};
 block_run *run_ = nullptr;
 char *stacks_ = nullptr; // 1024 stacks, each after a guard page
+stack_slot *slots_ = nullptr;
 size_t page_;
 void *dyn_ = nullptr;
 size_t dyn_bytes_ = 0;
@@ -79,17 +92,20 @@ sim_thread host_thread_;
 
 static char *stack_of(unsigned i) { return stacks_ + (size_t)i * (SIM_STACK + page_) + page_; }
 
-static void to_sched(void)
+// The current fiber to the scheduler; it returns when enter() resumes it,
+// maybe in a later block (run_ re-read)
+__attribute__((noinline)) static void to_sched(void)
 {
-    block_run *r = run_;
-    fiber *f = &r->f[r->cur];
 #ifdef SIM_ASAN
-    __sanitizer_start_switch_fiber(f->done ? nullptr : &f->fake_stack, r->sched_bottom,
-                                   r->sched_size);
+    fiber *f = &run_->f[run_->cur];
+    __sanitizer_start_switch_fiber(f->done ? nullptr : &f->fake_stack, run_->sched_bottom,
+                                   run_->sched_size);
 #endif
-    swapcontext(&f->ctx, &r->sched);
+    if (!_setjmp(slots_[run_->cur].jb))
+        _longjmp(run_->sched_jb, 1);
 #ifdef SIM_ASAN
-    __sanitizer_finish_switch_fiber(f->fake_stack, nullptr, nullptr);
+    __sanitizer_finish_switch_fiber(run_->f[run_->cur].fake_stack, &run_->sched_bottom,
+                                    &run_->sched_size);
 #endif
 }
 
@@ -98,12 +114,13 @@ static void fiber_main(void)
 #ifdef SIM_ASAN
     __sanitizer_finish_switch_fiber(nullptr, &run_->sched_bottom, &run_->sched_size);
 #endif
-    (*run_->body)();
-    run_->f[run_->cur].done = 1;
-    run_->finished++;
-    run_->progress = 1;
-    to_sched();
-    abort(); // never resumed
+    for (;;) {
+        (*run_->body)();
+        run_->f[run_->cur].done = 1;
+        run_->finished++;
+        run_->progress = 1;
+        to_sched();
+    }
 }
 
 const sim_thread *sim_cur(void) { return run_ ? &run_->f[run_->cur].st : &host_thread_; }
@@ -512,13 +529,35 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 
 // ---------------------------------------------------------------- launch
 // getcontext returns twice: kept out of sim_run's frame
-__attribute__((noinline)) static void init_fiber(fiber *f, unsigned i)
+__attribute__((noinline)) static void init_fiber(ucontext_t *c, unsigned i)
 {
-    getcontext(&f->ctx);
-    f->ctx.uc_stack.ss_sp = stack_of(i);
-    f->ctx.uc_stack.ss_size = SIM_STACK;
-    f->ctx.uc_link = nullptr;
-    makecontext(&f->ctx, fiber_main, 0);
+    getcontext(c);
+    c->uc_stack.ss_sp = stack_of(i);
+    c->uc_stack.ss_size = SIM_STACK;
+    c->uc_link = nullptr;
+    makecontext(c, fiber_main, 0);
+}
+
+// Runs thread i until it waits or ends: the first time on its stack a fresh
+// fiber (swapcontext, never resumed: the fiber comes back by _longjmp),
+// then a _longjmp to where it waits
+__attribute__((noinline)) static void enter(block_run *r, unsigned i)
+{
+    r->cur = i;
+#ifdef SIM_ASAN
+    __sanitizer_start_switch_fiber(&r->sched_fake, stack_of(i), SIM_STACK);
+#endif
+    if (!_setjmp(r->sched_jb)) {
+        if (slots_[i].started)
+            _longjmp(slots_[i].jb, 1);
+        slots_[i].started = 1;
+        init_fiber(&r->start, i);
+        swapcontext(&r->sched, &r->start);
+        abort(); // never resumed
+    }
+#ifdef SIM_ASAN
+    __sanitizer_finish_switch_fiber(r->sched_fake, nullptr, nullptr);
+#endif
 }
 
 static cudaError_t run_grid(const char *kern, dim3 grid, dim3 block, size_t shmem,
@@ -558,6 +597,9 @@ static cudaError_t run_grid(const char *kern, dim3 grid, dim3 block, size_t shme
         if (p == MAP_FAILED)
             die("cannot map the fibers' stacks%s", "");
         stacks_ = (char *)p;
+        slots_ = (stack_slot *)calloc(1024, sizeof *slots_);
+        if (!slots_)
+            die("cannot allocate the fibers' slots%s", "");
         for (unsigned i = 0; i < 1024; i++)
             mprotect(stack_of(i) - page_, page_, PROT_NONE);
     }
@@ -591,7 +633,6 @@ static cudaError_t run_grid(const char *kern, dim3 grid, dim3 block, size_t shme
                     f->st.gdim = grid;
                     f->done = 0;
                     f->fake_stack = nullptr;
-                    init_fiber(f, i);
                 }
                 r.finished = 0;
                 run_ = &r;
@@ -600,14 +641,7 @@ static cudaError_t run_grid(const char *kern, dim3 grid, dim3 block, size_t shme
                     for (unsigned i = 0; i < r.n; i++) {
                         if (r.f[i].done)
                             continue;
-                        r.cur = i;
-#ifdef SIM_ASAN
-                        __sanitizer_start_switch_fiber(&r.sched_fake, stack_of(i), SIM_STACK);
-#endif
-                        swapcontext(&r.sched, &r.f[i].ctx);
-#ifdef SIM_ASAN
-                        __sanitizer_finish_switch_fiber(r.sched_fake, nullptr, nullptr);
-#endif
+                        enter(&r, i);
                     }
                     if (!r.progress && r.finished < r.n)
                         die(r.finished ? "divergent __syncthreads in kernel %s: a thread ended "
