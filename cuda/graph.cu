@@ -6,14 +6,15 @@
 // A key's steps go:
 //   step 0     RECORD: run eagerly; every node's signature (kernel, grid,
 //              block, shared memory, arguments; GEMM shapes; copies) into
-//              the key's log, and the step's uploads into slot 0's region;
+//              the key's log, and the step's uploads into the key's upload
+//              region (slot 0's pinned half, the one device half);
 //   step 1, 2  CAPTURE slot 1, then slot 0: the step's host code runs, its
 //              work is captured (nothing runs), each node compared with the
 //              log; the graph instantiated, then launched;
 //   later      PLAN: the host code runs without queuing anything (the
-//              uploads land in the slot's pinned region), each node
-//              compared with the log, then the slot's graph is launched.
-// Two slots, used in turn, so that the host fills one slot's pinned region
+//              uploads land in the slot's pinned half), each node compared
+//              with the log, then the slot's graph is launched.
+// Two slots, used in turn, so that the host fills one slot's pinned half
 // while the other's graph may still be copying out of its own. A node that
 // differs from the log (an argument that depends on the batch rather than
 // on the key) is the sticky error, and its step is not launched: an op in a
