@@ -1098,10 +1098,9 @@ static int same_everywhere(const run *r, sq_err *e)
     return rc;
 }
 
-/* --cuda-graphs: what it needs, and the padded batches' buffers; the
- * batcher's bounds grow by the padding, so that the model's workspace
- * (work_alloc, after this) holds a padded batch: rows to a multiple of an
- * eighth of the most a batch has, in padding sequences of at most max_len */
+/* --cuda-graphs: what it needs, and the padded batches' buffers: rows to a
+ * multiple of an eighth of the most a batch has, in padding sequences of
+ * at most max_len */
 static int graphs_open(run *r, loop *lp, sq_err *e)
 {
     const sq_train_opts *o = r->o;
@@ -1118,12 +1117,23 @@ static int graphs_open(run *r, loop *lp, sq_err *e)
                        "take --loss ce or bce and one view", o->model->name,
                        lp->bt.views > 1 ? "two views" : "a sampled loss");
     int q = (lp->bt.cap_T + 7) / 8;
-    if (sq_packed_pad_init(&lp->pad, lp->bt.cap_T, lp->bt.batch, q < 1 ? 1 : q,
-                           lp->bt.max_len, lp->bt.K, e))
-        return e->code;
-    lp->bt.cap_att += (size_t)(lp->pad.q + lp->pad.segs) * (size_t)lp->bt.max_len;
-    lp->bt.cap_T = lp->pad.cap_T > lp->pad.cap_n ? lp->pad.cap_T : lp->pad.cap_n;
-    return 0;
+    return sq_packed_pad_init(&lp->pad, lp->bt.cap_T, lp->bt.batch, q < 1 ? 1 : q,
+                              lp->bt.max_len, lp->bt.K, e);
+}
+
+/* The bounds the model's workspace is sized by: the batcher's, or with
+ * --cuda-graphs those of its padded batches (more rows, the padding
+ * sequences, their attention) */
+static sq_batcher work_bounds(const loop *lp, int graphs)
+{
+    sq_batcher b = lp->bt; /* read-only: work_alloc reads the bounds */
+    if (graphs) {
+        const sq_packed_pad *p = &lp->pad;
+        b.batch += p->segs;
+        b.cap_T = p->cap_T > p->cap_n ? p->cap_T : p->cap_n;
+        b.cap_att += (size_t)(p->q + p->segs) * (size_t)b.max_len;
+    }
+    return b;
 }
 
 /* Everything a run needs before its first epoch. */
@@ -1160,13 +1170,9 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
         !(r->v = sq_ctx_alloc(r->net.cx, bytes, e)) ||
         !(r->best = sq_ctx_alloc(r->net.cx, bytes, e)))
         return e->code;
-    /* --cuda-graphs: the workspace holds the padding sequence too (the
-     * batcher's batch is its own again at once: it cuts the epoch) */
-    int extra = o->graphs ? lp->pad.segs : 0;
-    lp->bt.batch += extra;
-    int rc = def->work_alloc(&r->net, &lp->bt, &lp->work, e);
-    lp->bt.batch -= extra;
-    if (rc || sq_micro_open(&lp->mb, def, o->cfg, &r->net, &lp->bt, o->threads, o->comm, e))
+    sq_batcher bounds = work_bounds(lp, o->graphs);
+    if (def->work_alloc(&r->net, &bounds, &lp->work, e) ||
+        sq_micro_open(&lp->mb, def, o->cfg, &r->net, &lp->bt, o->threads, o->comm, e))
         return e->code;
     r->parts = lp->mb.G;
     if (o->graphs && lp->mb.G > 1)

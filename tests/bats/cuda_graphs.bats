@@ -18,9 +18,6 @@ setup() {
   TINY=("${SMALL[@]}" --loss ce --device cuda)
 }
 
-# the epoch's loss of a log
-loss_of() { sed -n 's/.*"loss":\([0-9.]*\).*/\1/p' "$1"; }
-
 @test "cuda_graphs: SASRec replays its steps with the bytes of the padded steps without graphs, the unpadded loss" {
   run --separate-stderr seqrec-train "${TINY[@]}" --cuda-graphs --log "$T/g.log" -o "$T/g.sqm" "$T/s.sqr"
   [ "$status" -eq 0 ]
@@ -30,7 +27,7 @@ loss_of() { sed -n 's/.*"loss":\([0-9.]*\).*/\1/p' "$1"; }
   cmp "$T/g.sqm" "$T/e.sqm"
   # the padding sequences add nothing but zeros: the loss of the plain run
   seqrec-train "${TINY[@]}" --log "$T/p.log" -o "$T/p.sqm" "$T/s.sqr" 2>/dev/null
-  awk -v a="$(loss_of "$T/g.log")" -v b="$(loss_of "$T/p.log")" \
+  awk -v a="$(log_loss "$T/g.log")" -v b="$(log_loss "$T/p.log")" \
     'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-5 * b) }'
   run -0 seqrec-score --device cuda -m "$T/g.sqm" --target test "$T/s.sqr"
   # its checkpoint resumes on the CPU (without graphs)

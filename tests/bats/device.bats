@@ -101,8 +101,8 @@ setup() {
     [ "$p" = fp32 ] || { [ ! -e "$T/b1.sqm" ] || cmp "$T/b1.sqm" "$T/$p.sqm"; cp "$T/$p.sqm" "$T/b1.sqm"; }
   done
   ! cmp -s "$T/fp32.sqm" "$T/bf16.sqm" || { echo "bf16 trained fp32's bytes"; false; }
-  l32=$(sed -n 's/.*"loss":\([0-9.]*\).*/\1/p' "$T/fp32.log")
-  l16=$(sed -n 's/.*"loss":\([0-9.]*\).*/\1/p' "$T/bf16.log")
+  l32=$(log_loss "$T/fp32.log")
+  l16=$(log_loss "$T/bf16.log")
   echo "loss fp32 $l32 bf16 $l16"
   awk -v a="$l32" -v b="$l16" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d < 2e-2 * a) }'
   run -0 seqrec-score --device cuda --precision bf16 -m "$T/bf16.sqm" --target test "$T/t.sqr"

@@ -25,6 +25,9 @@ sim_setup() {
   export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
 }
 
+# log_loss LOG: the epochs' losses of a seqrec-train log, one a line.
+log_loss() { sed -n 's/.*"loss":\([0-9.]*\).*/\1/p' "$1"; }
+
 # need_mirror FILE...: sets MIRROR to the data mirror, $DATA_MIRROR (a
 # relative one is of the checkout, as for make) or, unset, ../shared/data
 # beside the checkout; skips the test, saying where it looked, unless it
@@ -182,8 +185,8 @@ device_like_cpu() {
     seqrec-train "$@" --device cuda --log "$T/gpu2.log" -o "$T/g2.sqm" "$data"
     cmp "$T/g.sqm" "$T/g2.sqm" # two GPU runs, the same bits
   fi
-  lc=$(grep -o '"loss":[0-9.]*' "$T/cpu.log" | cut -d: -f2)
-  lg=$(grep -o '"loss":[0-9.]*' "$T/gpu.log" | cut -d: -f2)
+  lc=$(log_loss "$T/cpu.log")
+  lg=$(log_loss "$T/gpu.log")
   [ -n "$lc" ] && [ -n "$lg" ]
   awk -v a="$lc" -v b="$lg" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-3 * a) }' \
     || { echo "$*: cpu loss $lc, gpu $lg"; false; }

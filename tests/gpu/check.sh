@@ -96,6 +96,8 @@ fi
 
 # The last epoch's training loss of a JSON log line.
 loss_of() { grep -o '"loss":[-0-9.eE+]*' "$1" | tail -1 | cut -d: -f2; }
+# The least train_seconds an epoch of a log.
+least_train() { grep -o '"train_seconds":[0-9.eE+-]*' "$1" | cut -d: -f2 | sort -g | head -1; }
 relerr() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b; print (m > 0 ? d / m : d) }'; }
 
 # 3. One epoch of every model on the GPU against the CPU: SASRec and
@@ -282,7 +284,7 @@ models_one() { # NAME DATA OPTS...
     if timeout "${MODELS_TIMEOUT:-90}" seqrec-train "$@" --epochs "$ep" --eval-every 1000 --seed 1 \
          --device $d -o "$out/models-$name-$d.sqm" --log "$out/models-$name-$d.log" "$data" \
          > "$out/models-$name-$d.out" 2>&1; then
-      s=$(grep -o '"train_seconds":[0-9.eE+-]*' "$out/models-$name-$d.log" | cut -d: -f2 | sort -g | head -1)
+      s=$(least_train "$out/models-$name-$d.log")
     elif [ $? = 124 ]; then
       s=timeout
     else
@@ -332,7 +334,7 @@ if want bf16; then
            -o "$out/bf16-$p.sqm" --log "$out/bf16-$p.log" "$data" > "$out/bf16-$p.out" 2>&1 &&
          seqrec-score --device cuda --precision $p -m "$out/bf16-$p.sqm" --target test "$data" \
            2>> "$out/bf16-$p.out" | seqrec-metrics -k 10 > "$out/bf16-$p.txt" 2>> "$out/bf16-$p.out"; then
-        s=$(grep -o '"train_seconds":[0-9.eE+-]*' "$out/bf16-$p.log" | cut -d: -f2 | sort -g | head -1)
+        s=$(least_train "$out/bf16-$p.log")
         pass "bf16: Beauty SASRec --precision $p: $(tr '\n' ' ' < "$out/bf16-$p.txt")(least $s s an epoch)"
       else
         fail "bf16: Beauty --precision $p: $(tail -2 "$out/bf16-$p.out" | tr '\n' ' ')"
@@ -440,7 +442,6 @@ graph_run() { # NAME BATCH [ENV...] -- OPTS...
     --seed 1 --device cuda "$@" -o "$out/graphs-$name.sqm" --log "$out/graphs-$name.log" \
     "$data" > "$out/graphs-$name.out" 2>&1
 }
-least_train() { grep -o '"train_seconds":[0-9.eE+-]*' "$1" | cut -d: -f2 | sort -g | head -1; }
 if want graphs; then
   data="$here/data/beauty.split"
   if [ ! -f "$data" ]; then
