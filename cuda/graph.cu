@@ -185,6 +185,38 @@ double be_result(sq_gpu_be *b, int slot, double div)
     return 0; // a placeholder: a model's step runs its backward on a finite loss
 }
 
+// v[0] = sum_i w[i] v[i], i in order, single roundings (ctx.c's host sum:
+// nvcc would fuse a product and a sum into one fma)
+static __global__ __launch_bounds__(1) void k_mix(double *v, const double *w, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++) {
+#ifdef SQ_SIM
+        s = s + w[i] * v[i];
+#else
+        s = __dadd_rn(s, __dmul_rn(w[i], v[i]));
+#endif
+    }
+    v[0] = s;
+}
+
+// A graph's step: its last n values replaced by their weighted sum (the
+// step's loss made of several ops' values, sq_ctx_loss_mix); eagerly a
+// no-op (the host summed the values it read).
+void be_graph_mix(sq_gpu_be *b, const double *w, int n)
+{
+    if (b->gmode == BE_G_EAGER || n <= 0)
+        return;
+    if (n > b->n_vals) {
+        gfail(b, "a loss of %d values after %d", n, b->n_vals);
+        return;
+    }
+    const double *dw = (const double *)be_op_upload(b, w, (size_t)n * sizeof *w);
+    if (dw)
+        SQ_LAUNCH(b, k_mix, 1, 1, 0, b->vals + b->n_vals - n, dw, n);
+    b->n_vals -= n - 1;
+}
+
 // gate = the step's first value (its loss) is finite and at most max_loss
 // (0: no bound): the trainer's test before an update, on the device.
 static __global__ __launch_bounds__(1) void k_gate(int *gate, const double *loss,

@@ -189,13 +189,13 @@ UNIT_TEST(test_cuda_graph_gate)
     }
     sq_adam_cfg cfg = {.lr = 0.1, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-8};
     CHECK_EQ(sq_gpu_upload(g.gpu, S, S0, sizeof S0, &g.e), 0);
-    double loss = sq_nce_softmax(&g.cx, S, U, NULL); /* the same every step */
+    double loss = sq_nce_softmax(&g.cx, S, U, NULL, 1.0); /* the same every step */
     CHECK(loss > 0 && isfinite(loss));
     for (int k = 0; k < STEPS && !g.bad; k++) {
         int up = k % 3 != 1; /* steps 1 and 4 above the bound */
         CHECK_EQ(sq_gpu_upload(g.gpu, S, S0, sizeof S0, &g.e), 0);
         CHECK_EQ(sq_ctx_graph_begin(&g.cx, 9, &g.e), 0);
-        sq_nce_softmax(&g.cx, S, U, NULL);
+        sq_nce_softmax(&g.cx, S, U, NULL, 1.0);
         sq_ctx_graph_gate(&g.cx, up ? 2 * loss : loss / 2);
         sq_adam_update(&g.cx, x[0], gr, x[1], x[2], N, &cfg, k + 1);
         CHECK_EQ(sq_ctx_graph_end(&g.cx, &g.e), 0);
@@ -208,5 +208,51 @@ UNIT_TEST(test_cuda_graph_gate)
         }
     }
     CHECK(memcmp(a[0], p0, sizeof p0) != 0); /* it did update */
+    cuda_close(&g);
+}
+
+/* A step's loss made of two values (sq_ctx_loss_mix: Blin's and CL4SRec's
+ * steps): in a graph the device sums them in the host's order, one value
+ * in their place, the host's bits; the gate reads that sum. */
+UNIT_TEST(test_cuda_graph_loss_mix)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    enum { U = 3, M = 2 * U, STEPS = 5 };
+    float S0[2][M * M];
+    sq_rng r;
+    sq_rng_seed(&r, 5, 0);
+    for (int j = 0; j < 2; j++)
+        for (int i = 0; i < M * M; i++)
+            S0[j][i] = (float)sq_rng_normal(&r);
+    float *S[2] = {cuda_zeros(&g, M * M), cuda_zeros(&g, M * M)};
+    double wt[2] = {0.5, 0.1}, v[2];
+    for (int j = 0; j < 2; j++) {
+        CHECK_EQ(sq_gpu_upload(g.gpu, S[j], S0[j], sizeof S0[j], &g.e), 0);
+        v[j] = sq_nce_softmax(&g.cx, S[j], U, NULL, 3.0);
+    }
+    double host = sq_ctx_loss_mix(&g.cx, wt, v, 2);
+    CHECK(host == 0.5 * v[0] + 0.1 * v[1]); /* eagerly: the values read */
+    for (int k = 0; k < STEPS && !g.bad; k++) {
+        for (int j = 0; j < 2; j++) /* the softmax works in place */
+            CHECK_EQ(sq_gpu_upload(g.gpu, S[j], S0[j], sizeof S0[j], &g.e), 0);
+        CHECK_EQ(sq_ctx_graph_begin(&g.cx, 4, &g.e), 0);
+        for (int j = 0; j < 2; j++)
+            CHECK(sq_nce_softmax(&g.cx, S[j], U, NULL, 3.0) == 0); /* a placeholder */
+        CHECK(sq_ctx_loss_mix(&g.cx, wt, (double[2]){0, 0}, 2) == 0);
+        sq_ctx_graph_gate(&g.cx, k % 2 ? host / 2 : 0);
+        CHECK_EQ(sq_ctx_graph_end(&g.cx, &g.e), 0);
+        double got_v[4];
+        int got = 0;
+        CHECK_EQ(sq_ctx_graph_values(&g.cx, got_v, 4, &got, &g.e), 0);
+        CHECK_EQ(got, 1);
+        CHECK(got_v[0] == host);
+    }
+    /* more values mixed than the step kept: the sticky error */
+    CHECK_EQ(sq_ctx_graph_begin(&g.cx, 5, &g.e), 0);
+    sq_ctx_loss_mix(&g.cx, wt, v, 2);
+    CHECK(sq_ctx_graph_end(&g.cx, &g.e) != 0);
+    CHECK(strstr(g.e.msg, "a loss of 2 values after 0") != NULL);
     cuda_close(&g);
 }
