@@ -50,9 +50,13 @@ export LD_LIBRARY_PATH="$here/lib$cudalib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export SEQREC_CUDA_LIB="$here/lib/libseqrec-cuda.so"
 export PATH="$here/bin:$PATH"
 export PYTHONPATH="$here/reference${PYTHONPATH:+:$PYTHONPATH}" # the twin imports sasrec_ref
-unset SEQREC_SIMULATED_DEVICE
-
 say "# seqrec gpu-check $(date -u +%FT%TZ)"
+if [ "${GPU_CHECK_DRY:-}" = 1 ]; then # tests/gpu/dry.sh: the check's own logic
+  export SEQREC_SIMULATED_DEVICE=1
+  say "# DRY RUN on the simulated device (make gpu-check-dry): no GPU's numbers"
+else
+  unset SEQREC_SIMULATED_DEVICE
+fi
 say "# device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
 say "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) threads"
 if ! ldd "$SEQREC_CUDA_LIB" > "$out/ldd.txt" 2>&1 || grep -q 'not found' "$out/ldd.txt"; then
