@@ -45,10 +45,11 @@ static int open_ranks(sq_micro *mb, const sq_model_def *def, const sq_net *net,
     mb->comm = comm;
     mb->G = comm->size * mb->P;
     mb->base = comm->rank * mb->P;
-    if (!(mb->all = malloc((size_t)mb->G * net->ts->total * sizeof *mb->all)) ||
+    size_t slice = net->ts->total < SQ_MICRO_SLICE ? net->ts->total : SQ_MICRO_SLICE;
+    if (!(mb->in = malloc((slice ? slice : 1) * sizeof *mb->in)) ||
         !(mb->loss = calloc((size_t)mb->G, sizeof *mb->loss)) ||
         !(mb->cnt = calloc((size_t)mb->G, sizeof *mb->cnt)))
-        return sq_fail(e, SQ_EX_OSERR, "out of memory (the %d parts' gradients)", mb->G);
+        return sq_fail(e, SQ_EX_OSERR, "out of memory");
     return 0;
 }
 
@@ -103,7 +104,7 @@ void sq_micro_close(sq_micro *mb, const sq_model_def *def)
         sq_ctx_free(mb->cx, mb->stats);
     free(mb->stats_host);
     free(mb->buf);
-    free(mb->all);
+    free(mb->in);
     free(mb->loss);
     free(mb->cnt);
     free(mb->mark);
@@ -370,33 +371,60 @@ static int fused(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
     return 0;
 }
 
-/* Every rank gets every part's loss, count and gradient (ACROSS
- * PROCESSES): this rank's nl parts go to their slots, all-gathered in
- * place. */
-static int gather_parts(sq_micro *mb, sq_net *net, int nl, sq_err *e)
+/* Elements [a, a + len) of this rank's share of the sum (ACROSS
+ * PROCESSES): its nl parts added in their order to in, the sum of the
+ * parts before them (NULL on rank 0: its first part weighed starts the
+ * sum), into net->grads, and the workers' elements zeroed. sq_grad_sum's
+ * arithmetic: in * 1 is in exactly, so the bits of one process's sum. */
+static void fold_slice(sq_micro *mb, sq_net *net, int nl, const float *in, size_t a,
+                       size_t len)
 {
-    size_t n = net->ts->total, P = (size_t)mb->P;
-    for (int j = 0; j < nl; j++)
-        memcpy(mb->all + (size_t)(mb->base + j) * n, j ? mb->net[j].grads : net->grads,
-               n * sizeof *mb->all);
-    if (sq_comm_allgather(mb->comm, mb->loss + mb->base, mb->loss, P * sizeof *mb->loss, e) ||
-        sq_comm_allgather(mb->comm, mb->cnt + mb->base, mb->cnt, P * sizeof *mb->cnt, e) ||
-        sq_comm_allgather(mb->comm, mb->all + (size_t)mb->base * n, mb->all,
-                          P * n * sizeof *mb->all, e))
-        return e->code;
-    return 0;
+    float *parts[SQ_MICRO_MAX + 1] = {mb->in}, w[SQ_MICRO_MAX + 1] = {1};
+    int k = in != NULL; /* in starts the sum, or this rank's first part */
+    for (int j = 0; j < nl; j++) {
+        parts[k] = (j ? mb->net[j].grads : net->grads) + a;
+        w[k++] = mb->w[mb->base + j];
+    }
+    sq_grad_sum(net->cx, parts[0], parts, w, k, len);
+    if (in)
+        memcpy(net->grads + a, mb->in, len * sizeof *mb->in);
+}
+
+/* The sum of the step's np parts into net->grads on every rank. The ranks
+ * that hold parts, 0 to last, are a chain: each adds its parts to the
+ * partial sum it receives from the rank before and sends the result on,
+ * slice by slice, so they work at once (rank r folds slice s at stage
+ * r + s, while it sends slice s - 1 on); the last rank's sum is then
+ * broadcast. Each element is summed in part order, as one process does;
+ * a rank holds one slice besides its own parts. */
+static int chain_sum(sq_micro *mb, sq_net *net, int np, int nl, sq_err *e)
+{
+    const size_t L = SQ_MICRO_SLICE, n = net->ts->total, S = (n + L - 1) / L;
+    int r = mb->comm->rank, last = (np - 1) / mb->P;
+    for (size_t s = 0; r <= last && s <= S; s++) {
+        /* slice s in, slice s - 1 out: elements [s L, s L + len) */
+        size_t len = s < S ? (n - s * L < L ? n - s * L : L) : 0;
+        size_t out = s ? (s - 1) * L : 0, nout = s ? (n - out < L ? n - out : L) : 0;
+        int to = nout && r < last ? r + 1 : -1, from = len && r > 0 ? r - 1 : -1;
+        if (sq_comm_sendrecv(mb->comm, net->grads + out, nout * sizeof *net->grads, to,
+                             mb->in, len * sizeof *mb->in, from, e))
+            return e->code;
+        if (len)
+            fold_slice(mb, net, nl, r > 0 ? mb->in : NULL, s * L, len);
+    }
+    return sq_comm_bcast(mb->comm, net->grads, n * sizeof *net->grads, last, e);
 }
 
 /* A step of np >= 2 parts across ranks: this rank's parts on its threads,
- * the all-gather, then the sum of all np parts in their order and the
- * update, as one process of G threads computes them (micro.h). The
- * workers' gradients are copies' sources only: zeroed again next step. */
+ * every part's loss and entries on every rank, the sum of all np parts in
+ * their order on every rank (chain_sum) and the update, as one process of
+ * G threads computes them (micro.h). */
 static int ranks_train(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
                        const sq_step_opts *so, uint64_t step, int np,
                        const sq_micro_update *u, sq_micro_result *res, sq_err *e)
 {
     int nl = np - mb->base < 0 ? 0 : np - mb->base < mb->P ? np - mb->base : mb->P;
-    size_t n = net->ts->total;
+    size_t n = net->ts->total, P = (size_t)mb->P;
     for (int k = 0; k < mb->G; k++) {
         mb->loss[k] = 0;
         mb->cnt[k] = 0;
@@ -404,31 +432,17 @@ static int ranks_train(sq_micro *mb, const sq_model_def *def, sq_net *net, void 
     #pragma omp parallel for schedule(static, 1) num_threads(nl > 1 ? nl : 1)
     for (int j = 0; j < nl; j++)
         run_part(mb, def, net, work, so, step, j, mb->loss, mb->cnt);
-    for (int j = 0; j < mb->P; j++)
-        mb->clean[j] = 0;
-    if (gather_parts(mb, net, nl, e))
+    if (sq_comm_allgather(mb->comm, mb->loss + mb->base, mb->loss, P * sizeof *mb->loss, e) ||
+        sq_comm_allgather(mb->comm, mb->cnt + mb->base, mb->cnt, P * sizeof *mb->cnt, e))
         return e->code;
-    mb->np = 0; /* nothing is left unsummed: the sum is over mb->all */
+    mb->np = 0; /* nothing is left unsummed: the sum is chain_sum's */
     res->loss = weigh(mb->loss, mb->cnt, np, mb->w, &res->count);
     if (!sq_micro_passes(res->loss, u->max_loss))
         return 0;
-    float *parts[SQ_MICRO_MAX]; /* part 0 is the sum's start (adam.h) */
-    for (int k = 0; k < np; k++)
-        parts[k] = mb->all + (size_t)k * n;
-    if (mb->defer) {
-        const sq_adam_cfg *cfgs[SQ_ADAM_CFGS];
-        int n_cfgs;
-        if (plan_or_fail(mb, net, u->runs, u->n_runs, cfgs, &n_cfgs, e))
-            return e->code;
-        sq_adam_update_pieces(net->cx, net->params, mb->all, parts, mb->w, np, u->m, u->v,
-                              mb->pieces, mb->n_pieces, cfgs, n_cfgs, mb->mark, mb->stamp,
-                              u->t);
-        res->updated = 1;
-        return 0;
-    }
-    memcpy(net->grads, mb->all, n * sizeof *net->grads); /* part 0: the sum's start */
-    parts[0] = net->grads;
-    sq_grad_sum(net->cx, net->grads, parts, mb->w, np, n);
+    if (chain_sum(mb, net, np, nl, e))
+        return e->code;
+    for (int j = 1; j < nl; j++)
+        mb->clean[j] = 1; /* the fold zeroed them */
     if (u->clip > 0 && !isfinite(res->norm = sq_grad_clip(net->cx, net->grads, n, u->clip)))
         return 0;
     if (sq_micro_adam(mb, net, u->m, u->v, u->runs, u->n_runs, u->t, e))

@@ -41,13 +41,18 @@
 
 /* parts of a step: threads, or ranks x threads */
 #define SQ_MICRO_MAX 256
+/* the elements a rank sums and sends on at once (ACROSS PROCESSES):
+ * 256 KiB, so a chain of ranks is busy after a few; the bits do not
+ * depend on it */
+#define SQ_MICRO_SLICE ((size_t)65536)
 
 typedef struct {
     int P;                       /* this process's parts (1: plain steps) */
     int G;                       /* the batch's parts: P, times the ranks */
     int base;                    /* this rank's first part (rank * P) */
     const sq_comm *comm;         /* the ranks (NULL: one process) */
-    float *all;                  /* ranks > 1: every part's gradient [G][total] */
+    float *in;                   /* ranks > 1: a slice of the partial sum from the
+                                    rank before [SQ_MICRO_SLICE] */
     double *loss;                /* ranks > 1: every part's loss [G] */
     int *cnt;                    /* and its entries [G] */
     int gpu;                     /* ranks on GPUs: NCCL sums the gradient */
