@@ -214,8 +214,9 @@ int sq_comm_sendrecv(const sq_comm *c, const void *send, size_t ns, int to, void
         return sq_fail(e, SQ_EX_UNAVAILABLE, "a send between %d processes started with RANK/"
                        "WORLD_SIZE needs MPI: start them with mpirun or srun", c->size);
     if ((to == c->rank) != (from == c->rank) || (to == c->rank && ns != nr))
-        return sq_fail(e, SQ_EX_SOFTWARE, "rank %d sends %zu bytes to itself but receives %zu",
-                       c->rank, to == c->rank ? ns : 0, from == c->rank ? nr : 0);
+        return sq_fail(e, SQ_EX_SOFTWARE, "rank %d sends %zu bytes to itself but receives %zu "
+                       "(a send to itself is a receive from itself of as many)", c->rank,
+                       to == c->rank ? ns : 0, from == c->rank ? nr : 0);
     if (to == c->rank) {
         if (send != recv && ns)
             memmove(recv, send, ns);
