@@ -41,10 +41,12 @@
 
 /* parts of a step: threads, or ranks x threads */
 #define SQ_MICRO_MAX 256
-/* the elements a rank sums and sends on at once (ACROSS PROCESSES):
- * 256 KiB, so a chain of ranks is busy after a few; the bits do not
- * depend on it */
-#define SQ_MICRO_SLICE ((size_t)65536)
+/* the elements a rank sums and sends on at once (ACROSS PROCESSES): 4 MiB.
+ * Each slice is a meeting of two ranks, which costs a scheduler's time
+ * slice on busy cores (256 KiB slices made Beauty's 2-rank epoch 1.5x
+ * slower on 2 shared cores); a million-item gradient (256 MB) is still
+ * 64 slices, a pipeline. The bits do not depend on it. */
+#define SQ_MICRO_SLICE ((size_t)1 << 20)
 
 typedef struct {
     int P;                       /* this process's parts (1: plain steps) */

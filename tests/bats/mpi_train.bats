@@ -48,12 +48,15 @@ untimed() { sed 's/,"seconds".*//' "$1"; }
 }
 
 @test "mpi_train: a gradient of several slices along 3 ranks, and a rank with no part, keep the bits" {
-  # 3000 items x 64: about 260K gradient elements, 4 slices of the ranks'
-  # chain (micro.h SQ_MICRO_SLICE): the middle rank receives, adds and
-  # sends on; --batch 5 in 3 x 2 parts leaves rank 2 without a part
-  seqrec-synth --users 200 --items 3000 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/big.sqr"
-  local big=(--dim 64 --ffn 64 --max-len 12 --batch 64 --seed 3 --epochs 1 --log /dev/null)
+  # 20000 items x 128: 2.6 M gradient elements, 3 slices of the ranks'
+  # chain (micro.h SQ_MICRO_SLICE, 1 M): the middle rank receives a slice
+  # while it sends the one before on; --batch 5 in 3 x 2 parts leaves
+  # rank 2 without a part
+  seqrec-synth --users 200 --items 20000 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/big.sqr"
+  local big=(--dim 128 --ffn 64 --max-len 12 --batch 64 --loss sampled-softmax --neg 8 --seed 3
+             --epochs 1 --log /dev/null)
   seqrec-train "${big[@]}" --threads 3 -o "$T/one.sqm" "$T/big.sqr"
+  [ "$(stat -c %s "$T/one.sqm")" -gt $((2 * 4 << 20)) ] # more than 2 slices of floats
   run -0 mpi 3 seqrec-train "${big[@]}" --threads 1 -o "$T/m.sqm" "$T/big.sqr"
   cmp "$T/one.sqm" "$T/m.sqm"
   seqrec-train "${TINY[@]}" --batch 5 --epochs 1 --clip 1 --threads 6 --log /dev/null \
