@@ -47,6 +47,7 @@ static int open_ranks(sq_micro *mb, const sq_model_def *def, const sq_net *net,
     mb->base = comm->rank * mb->P;
     size_t slice = net->ts->total < SQ_MICRO_SLICE ? net->ts->total : SQ_MICRO_SLICE;
     if (!(mb->in = malloc((slice ? slice : 1) * sizeof *mb->in)) ||
+        !(mb->out = malloc((slice ? slice : 1) * sizeof *mb->out)) ||
         !(mb->loss = calloc((size_t)mb->G, sizeof *mb->loss)) ||
         !(mb->cnt = calloc((size_t)mb->G, sizeof *mb->cnt)))
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
@@ -105,6 +106,8 @@ void sq_micro_close(sq_micro *mb, const sq_model_def *def)
     free(mb->stats_host);
     free(mb->buf);
     free(mb->in);
+    free(mb->out);
+    free(mb->segs);
     free(mb->loss);
     free(mb->cnt);
     free(mb->mark);
@@ -371,48 +374,204 @@ static int fused(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
     return 0;
 }
 
-/* Elements [a, a + len) of this rank's share of the sum (ACROSS
- * PROCESSES): its nl parts added in their order to in, the sum of the
- * parts before them (NULL on rank 0: its first part weighed starts the
- * sum), into net->grads, and the workers' elements zeroed. sq_grad_sum's
- * arithmetic: in * 1 is in exactly, so the bits of one process's sum. */
-static void fold_slice(sq_micro *mb, sq_net *net, int nl, const float *in, size_t a,
-                       size_t len)
+/* Elements [x, x + m) of this rank's share of the sum (ACROSS PROCESSES):
+ * its nl parts added in their order to in (the partial sum of the parts
+ * before them, in[0] element x's; NULL on rank 0: its first part weighed
+ * starts the sum), into net->grads, the workers' elements (and in's)
+ * zeroed. As sq_grad_sum adds: w g + 1 in is in + w g exactly, so the
+ * bits of one process's sum. */
+static void fold_range(sq_micro *mb, sq_net *net, int nl, float *in, size_t x, size_t m)
 {
-    float *parts[SQ_MICRO_MAX + 1] = {mb->in}, w[SQ_MICRO_MAX + 1] = {1};
-    int k = in != NULL; /* in starts the sum, or this rank's first part */
-    for (int j = 0; j < nl; j++) {
-        parts[k] = (j ? mb->net[j].grads : net->grads) + a;
+    float *parts[SQ_MICRO_MAX + 1], w[SQ_MICRO_MAX + 1];
+    int k = 0;
+    parts[k] = net->grads + x;
+    w[k++] = mb->w[mb->base];
+    if (in) {
+        parts[k] = in;
+        w[k++] = 1;
+    }
+    for (int j = 1; j < nl; j++) {
+        parts[k] = mb->net[j].grads + x;
         w[k++] = mb->w[mb->base + j];
     }
-    sq_grad_sum(net->cx, parts[0], parts, w, k, len);
-    if (in)
-        memcpy(net->grads + a, mb->in, len * sizeof *mb->in);
+    /* a short run (a row or few): no team */
+    sq_grad_sum(m < SQ_CHUNK ? &mb->cx1 : net->cx, parts[0], parts, w, k, m);
 }
 
-/* The sum of the step's np parts into net->grads on every rank. The ranks
- * that hold parts, 0 to last, are a chain: each adds its parts to the
- * partial sum it receives from the rank before and sends the result on,
- * slice by slice, so they work at once (rank r folds slice s at stage
- * r + s, while it sends slice s - 1 on); the last rank's sum is then
- * broadcast. Each element is summed in part order, as one process does;
- * a rank holds one slice besides its own parts. */
+static int add_seg(sq_micro *mb, size_t x, size_t m)
+{
+    if (!m)
+        return 0;
+    if (mb->n_segs == mb->cap_segs) {
+        int cap = mb->cap_segs ? 2 * mb->cap_segs : 64;
+        sq_micro_seg *g = realloc(mb->segs, (size_t)cap * sizeof *g);
+        if (!g)
+            return -1;
+        mb->segs = g;
+        mb->cap_segs = cap;
+    }
+    mb->segs[mb->n_segs++] = (sq_micro_seg){.x = x, .m = m, .p = mb->active};
+    mb->active += m;
+    return 0;
+}
+
+/* The step's elements that the ranks sum, into mb->segs: all of them, but
+ * of a row-sparse tensor (mb->rows_t) only the step's rows; the others
+ * are zero in every part and the update reads none of them (micro.h), so
+ * a large catalogue moves and adds its batch's rows only */
+static int plan_segs(sq_micro *mb, const sq_net *net, sq_err *e)
+{
+    const sq_tensor_set *ts = net->ts;
+    int rt = mb->rows_t, rc = 0;
+    mb->n_segs = 0;
+    mb->active = 0;
+    if (rt < 0) {
+        rc = add_seg(mb, 0, ts->total);
+    } else {
+        size_t t0 = ts->off[rt], rows = ts->shape[rt][0], width = ts->size[rt] / rows;
+        rc = add_seg(mb, 0, t0);
+        for (size_t r = 0, end; !rc && r < rows; r = end) {
+            for (end = r; end < rows && mb->mark[end] == mb->stamp; end++)
+                ;
+            if (end == r) /* not the step's row */
+                end++;
+            else
+                rc = add_seg(mb, t0 + r * width, (end - r) * width);
+        }
+        rc = rc || add_seg(mb, t0 + ts->size[rt], ts->total - t0 - ts->size[rt]);
+    }
+    return rc ? sq_fail(e, SQ_EX_OSERR, "out of memory") : 0;
+}
+
+/* The first segment that holds element p of the travel order */
+static int seg_at(const sq_micro *mb, size_t p)
+{
+    int lo = 0, hi = mb->n_segs - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (mb->segs[mid].p <= p)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+enum { SEG_PACK, SEG_UNPACK, SEG_FOLD };
+
+/* Elements [p, p + len) of the travel order, segment by segment, with buf
+ * (their packed values): copied from net->grads into buf, from buf into
+ * net->grads, or this rank's parts added to buf's partial sum (buf NULL:
+ * rank 0, fold_range) */
+static void seg_pass(sq_micro *mb, sq_net *net, int nl, int op, float *buf, size_t p,
+                     size_t len)
+{
+    for (int i = seg_at(mb, p); i < mb->n_segs && mb->segs[i].p < p + len; i++) {
+        const sq_micro_seg *g = &mb->segs[i];
+        size_t lo = g->p > p ? g->p : p, hi = g->p + g->m < p + len ? g->p + g->m : p + len;
+        size_t x = g->x + (lo - g->p), m = hi - lo;
+        float *b = buf ? buf + (lo - p) : NULL;
+        if (op == SEG_PACK)
+            memcpy(b, net->grads + x, m * sizeof *b);
+        else if (op == SEG_UNPACK)
+            memcpy(net->grads + x, b, m * sizeof *b);
+        else
+            fold_range(mb, net, nl, b, x, m);
+    }
+}
+
+/* Whether elements [p, p + len) of the travel order are one run of
+ * net->grads (then at *x): sent from it and received into it as they are */
+static int seg_whole(const sq_micro *mb, size_t p, size_t len, size_t *x)
+{
+    const sq_micro_seg *g = &mb->segs[seg_at(mb, p)];
+    *x = g->x + (p - g->p);
+    return p + len <= g->p + g->m;
+}
+
+/* The sum's ring (chain_sum): the stage at which slice s starts on rank 0.
+ * Slice s is at rank h mod q at stage start(s) + h, hop h in [0, 2q - 1):
+ * a partial sum at hops below q, the finished sum after. Two ranks: a new
+ * slice every stage (each link carries one hop of each slice); more:
+ * blocks of q slices every 2 q stages, so no link carries two slices in a
+ * stage (hops r and r + q cross the same link). -1: none starts then. */
+static long ring_slice(long t, int q, long S)
+{
+    long s = q <= 2 ? t : t % (2L * q) < q ? t / (2L * q) * q + t % (2L * q) : -1;
+    return t >= 0 && s < S ? s : -1;
+}
+
+/* Rank r's slices at stage t of the ring (of q ranks, S slices): the one
+ * it sends on (*out), the one it receives (*in, finished: *fin), and the
+ * one it adds its parts to (returned), each -1 for none */
+static long ring_stage(long t, int r, int q, long S, long *out, long *in, int *fin)
+{
+    long mine = -1;
+    *out = *in = -1;
+    *fin = 0;
+    for (long h = r; h < 2L * q - 1; h += q) { /* the hops at rank r */
+        long s = ring_slice(t - h, q, S);
+        if (s >= 0 && h < q)
+            mine = s;
+        if (s >= 0 && h > 0) {
+            *in = s;
+            *fin = h >= q;
+        }
+        if (h + 1 < 2L * q - 1 && (s = ring_slice(t - h - 1, q, S)) >= 0)
+            *out = s;
+    }
+    return mine;
+}
+
+/* Slice s's elements of the travel order (0 for none) */
+static size_t slice_len(const sq_micro *mb, long s)
+{
+    size_t a = (size_t)s * SQ_MICRO_SLICE;
+    return s < 0 ? 0 : mb->active - a < SQ_MICRO_SLICE ? mb->active - a : SQ_MICRO_SLICE;
+}
+
+/* The sum of the step's np parts into net->grads on every rank. The q
+ * ranks that hold parts, 0 to q - 1, are a ring: each slice of the
+ * elements to sum (plan_segs) starts on rank 0, goes round once
+ * collecting each rank's parts in their order (rank r adds its own to the
+ * sum of the parts before, received from r - 1), then goes round again,
+ * finished, to ranks 0 .. q - 2. Each rank sends to r + 1 and receives
+ * from r - 1 at once, a slice at a time, so every link works; ranks
+ * without a part (a batch of fewer than G parts) get the sum broadcast.
+ * Each element is summed in part order, as one process does; a rank holds
+ * two slices besides its own parts. */
 static int chain_sum(sq_micro *mb, sq_net *net, int np, int nl, sq_err *e)
 {
-    const size_t L = SQ_MICRO_SLICE, n = net->ts->total, S = (n + L - 1) / L;
-    int r = mb->comm->rank, last = (np - 1) / mb->P;
-    for (size_t s = 0; r <= last && s <= S; s++) {
-        /* slice s in, slice s - 1 out: elements [s L, s L + len) */
-        size_t len = s < S ? (n - s * L < L ? n - s * L : L) : 0;
-        size_t out = s ? (s - 1) * L : 0, nout = s ? (n - out < L ? n - out : L) : 0;
-        int to = nout && r < last ? r + 1 : -1, from = len && r > 0 ? r - 1 : -1;
-        if (sq_comm_sendrecv(mb->comm, net->grads + out, nout * sizeof *net->grads, to,
-                             mb->in, len * sizeof *mb->in, from, e))
+    const size_t L = SQ_MICRO_SLICE;
+    if (plan_segs(mb, net, e))
+        return e->code;
+    const long S = (long)((mb->active + L - 1) / L);
+    int r = mb->comm->rank, q = (np - 1) / mb->P + 1, to = (r + 1) % q, from = (r + q - 1) % q;
+    long end = q <= 2 ? S + 2L * q : (S + q - 1) / q * 2L * q + 2L * q;
+    for (long t = 0; r < q && t < end; t++) {
+        long out, in;
+        int fin;
+        long mine = ring_stage(t, r, q, S, &out, &in, &fin);
+        size_t no = slice_len(mb, out), ni = slice_len(mb, in), x;
+        float *sb = mb->out, *rb = mb->in; /* a run of net->grads travels as it is */
+        if (no && seg_whole(mb, (size_t)out * L, no, &x))
+            sb = net->grads + x;
+        else if (no)
+            seg_pass(mb, net, nl, SEG_PACK, mb->out, (size_t)out * L, no);
+        if (ni && fin && seg_whole(mb, (size_t)in * L, ni, &x))
+            rb = net->grads + x;
+        if ((no || ni) && sq_comm_sendrecv(mb->comm, sb, no * sizeof *sb, no ? to : -1, rb,
+                                           ni * sizeof *rb, ni ? from : -1, e))
             return e->code;
-        if (len)
-            fold_slice(mb, net, nl, r > 0 ? mb->in : NULL, s * L, len);
+        if (ni && fin && rb == mb->in)
+            seg_pass(mb, net, nl, SEG_UNPACK, mb->in, (size_t)in * L, ni);
+        if (mine >= 0)
+            seg_pass(mb, net, nl, SEG_FOLD, r ? mb->in : NULL, (size_t)mine * L,
+                     slice_len(mb, mine));
     }
-    return sq_comm_bcast(mb->comm, net->grads, n * sizeof *net->grads, last, e);
+    if (q < mb->comm->size)
+        return sq_comm_bcast(mb->comm, net->grads, net->ts->total * sizeof *net->grads, 0, e);
+    return 0;
 }
 
 /* A step of np >= 2 parts across ranks: this rank's parts on its threads,
