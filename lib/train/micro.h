@@ -21,14 +21,18 @@
  * each, the batch is cut into G = R P parts, the same cut on every rank
  * (each builds the same seeded batch); rank r runs parts [r P, r P + P)
  * on its threads and the ranks all-gather the parts' losses and counts
- * (the weights). The gradient is summed along the ranks: rank r receives
- * the sum of parts [0, r P) from rank r - 1, adds its own parts to it in
- * their order and sends it on to r + 1, in slices of SQ_MICRO_SLICE so
- * the ranks add at once (rank r adds slice s while rank r + 1 adds slice
- * s - 1); the last rank's sum is broadcast and every rank applies the same
- * update. Each element is the same left fold over parts 0 .. G - 1 as in
- * one process with --threads R P: the same bits. A rank holds its P parts
- * and one slice, not G gradients. Only the gradients move.
+ * (the weights). The gradient is summed around a ring of the ranks, in
+ * slices of SQ_MICRO_SLICE elements: a slice starts on rank 0, and rank r
+ * receives the sum of parts [0, r P) from rank r - 1, adds its own parts
+ * to it in their order and sends it on to r + 1; from the last rank the
+ * finished slice goes round once more to ranks 0 .. R - 2. Every rank
+ * sends and receives at once, each a different slice, so the ranks add
+ * at once. Each element is the same left fold over parts 0 .. G - 1 as in
+ * one process with --threads R P: the same bits, and every rank applies
+ * the same update. A rank holds its P parts and two slices, not G
+ * gradients. Only the elements to sum move: of a row-sparse tensor
+ * (def->grad_rows) the step's rows, packed (a million-item table's
+ * gradient is its batch's rows).
  *
  * On GPUs (P = 1) rank r runs part r alone; the parts' losses and entries
  * are summed over NCCL (each rank gives its own slot, exactly), each rank
@@ -47,10 +51,10 @@
 /* parts of a step: threads, or ranks x threads */
 #define SQ_MICRO_MAX 256
 /* the elements a rank sums and sends on at once (ACROSS PROCESSES): 4 MiB.
- * Each slice is a meeting of two ranks, which costs a scheduler's time
- * slice on busy cores (256 KiB slices made Beauty's 2-rank epoch 1.5x
- * slower on 2 shared cores); a million-item gradient (256 MB) is still
- * 64 slices, a pipeline. The bits do not depend on it. */
+ * Each slice is a meeting of two ranks, which can cost a scheduler's time
+ * slice on busy cores (in one trial on 2 shared cores, 256 KiB slices made
+ * Beauty's 2-rank epoch about 1.5x slower); a gradient of tens of millions
+ * is still tens of slices, a pipeline. The bits do not depend on it. */
 #define SQ_MICRO_SLICE ((size_t)1 << 20)
 
 /* A run of gradient elements that ranks sum (ACROSS PROCESSES): elements
