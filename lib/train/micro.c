@@ -394,7 +394,8 @@ static void fold_range(sq_micro *mb, sq_net *net, int nl, float *in, size_t x, s
         parts[k] = mb->net[j].grads + x;
         w[k++] = mb->w[mb->base + j];
     }
-    /* a short run (a row or few): no team */
+    /* a short run (a row or few): no team (so a row-sparse tensor's rows
+     * are added on one thread) */
     sq_grad_sum(m < SQ_CHUNK ? &mb->cx1 : net->cx, parts[0], parts, w, k, m);
 }
 
@@ -489,7 +490,7 @@ static int seg_whole(const sq_micro *mb, size_t p, size_t len, size_t *x)
     return p + len <= g->p + g->m;
 }
 
-/* The sum's ring (chain_sum): the stage at which slice s starts on rank 0.
+/* The sum's ring (ring_sum): the slice that starts on rank 0 at stage t.
  * Slice s is at rank h mod q at stage start(s) + h, hop h in [0, 2q - 1):
  * a partial sum at hops below q, the finished sum after. Two ranks: a new
  * slice every stage (each link carries one hop of each slice); more:
@@ -540,7 +541,7 @@ static size_t slice_len(const sq_micro *mb, long s)
  * without a part (a batch of fewer than G parts) get the sum broadcast.
  * Each element is summed in part order, as one process does; a rank holds
  * two slices besides its own parts. */
-static int chain_sum(sq_micro *mb, sq_net *net, int np, int nl, sq_err *e)
+static int ring_sum(sq_micro *mb, sq_net *net, int np, int nl, sq_err *e)
 {
     const size_t L = SQ_MICRO_SLICE;
     if (plan_segs(mb, net, e))
@@ -576,7 +577,7 @@ static int chain_sum(sq_micro *mb, sq_net *net, int np, int nl, sq_err *e)
 
 /* A step of np >= 2 parts across ranks: this rank's parts on its threads,
  * every part's loss and entries on every rank, the sum of all np parts in
- * their order on every rank (chain_sum) and the update, as one process of
+ * their order on every rank (ring_sum) and the update, as one process of
  * G threads computes them (micro.h). */
 static int ranks_train(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
                        const sq_step_opts *so, uint64_t step, int np,
@@ -594,11 +595,11 @@ static int ranks_train(sq_micro *mb, const sq_model_def *def, sq_net *net, void 
     if (sq_comm_allgather(mb->comm, mb->loss + mb->base, mb->loss, P * sizeof *mb->loss, e) ||
         sq_comm_allgather(mb->comm, mb->cnt + mb->base, mb->cnt, P * sizeof *mb->cnt, e))
         return e->code;
-    mb->np = 0; /* nothing is left unsummed: the sum is chain_sum's */
+    mb->np = 0; /* nothing is left unsummed: the sum is ring_sum's */
     res->loss = weigh(mb->loss, mb->cnt, np, mb->w, &res->count);
     if (!sq_micro_passes(res->loss, u->max_loss))
         return 0;
-    if (chain_sum(mb, net, np, nl, e))
+    if (ring_sum(mb, net, np, nl, e))
         return e->code;
     for (int j = 1; j < nl; j++)
         mb->clean[j] = 1; /* the fold zeroed them */

@@ -69,7 +69,7 @@ typedef struct {
     int base;                    /* this rank's first part (rank * P) */
     const sq_comm *comm;         /* the ranks (NULL: one process) */
     float *in, *out;             /* ranks > 1: a slice received, one sent
-                                    [SQ_MICRO_SLICE] (micro.c chain_sum) */
+                                    [SQ_MICRO_SLICE] (micro.c ring_sum) */
     sq_micro_seg *segs;          /* the elements a step's sum moves, in order */
     int n_segs, cap_segs;
     size_t active;               /* their count */
