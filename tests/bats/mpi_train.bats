@@ -50,11 +50,12 @@ untimed() { sed 's/,"seconds".*//' "$1"; }
 @test "mpi_train: a gradient of several slices along 3 ranks, and a rank with no part, keep the bits" {
   # The ranks' ring moves 1 M elements a slice (micro.h SQ_MICRO_SLICE).
   # 9000 items x 128, full CE: 1.3 M elements, all summed, 2 slices, each
-  # one run of the gradient. 20000 items x 128, sampled softmax with 64
+  # one run of the gradient. 40000 items x 128, sampled softmax with 64
   # negatives: the item table's gradient is row-sparse and only the
-  # step's rows travel, most of its 20000 in runs between the others,
-  # packed into 3 slices. The middle rank receives a slice while it sends
-  # the one before on. --batch 3 in 3 x 2 parts leaves rank 2 without a
+  # step's rows travel, about 26000 of its 40000 in runs between the
+  # others, packed into 4 slices (3 ranks start 3 slices in a block, then
+  # the next: micro.c ring_slice). The middle rank receives a slice while
+  # it sends the one before on. --batch 3 in 3 x 2 parts leaves rank 2 without a
   # part (at most 3 parts, on ranks 0 and 1).
   local net=(--dim 128 --ffn 64 --max-len 12 --batch 64 --seed 3 --epochs 1 --log /dev/null)
   seqrec-synth --users 100 --items 9000 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/d.sqr"
@@ -62,7 +63,7 @@ untimed() { sed 's/,"seconds".*//' "$1"; }
   [ "$(stat -c %s "$T/d1.sqm")" -gt $((4 << 20)) ] # more than a slice of floats
   run -0 mpi 3 seqrec-train "${net[@]}" --threads 1 -o "$T/d3.sqm" "$T/d.sqr"
   cmp "$T/d1.sqm" "$T/d3.sqm"
-  seqrec-synth --users 200 --items 20000 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/big.sqr"
+  seqrec-synth --users 200 --items 40000 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/big.sqr"
   net+=(--loss sampled-softmax --neg 64)
   seqrec-train "${net[@]}" --threads 3 -o "$T/one.sqm" "$T/big.sqr"
   run -0 mpi 3 seqrec-train "${net[@]}" --threads 1 -o "$T/m.sqm" "$T/big.sqr"
