@@ -75,12 +75,16 @@ untimed() { sed 's/,"seconds".*//' "$1"; }
   cmp "$T/t6.sqm" "$T/m6.sqm"
 }
 
-@test "mpi_train: --neg-share and --lazy-adam across 2 processes write the bytes of --threads 2" {
+@test "mpi_train: --neg-share and --lazy-adam across 2 processes write the bytes of --threads 2 and 4" {
   for s in sequence batch; do
     local o=(--loss sampled-softmax --neg 8 --neg-sampler mixed --neg-share $s --lazy-adam --epochs 1)
     seqrec-train "${TINY[@]}" "${o[@]}" --threads 2 --log /dev/null -o "$T/one.sqm" "$T/s.sqr"
     run -0 mpi 2 seqrec-train "${TINY[@]}" "${o[@]}" --threads 1 --log /dev/null -o "$T/m.sqm" "$T/s.sqr"
     cmp "$T/one.sqm" "$T/m.sqm"
+    # two threads a rank: each adds its workers' rows too
+    seqrec-train "${TINY[@]}" "${o[@]}" --threads 4 --log /dev/null -o "$T/four.sqm" "$T/s.sqr"
+    run -0 mpi 2 seqrec-train "${TINY[@]}" "${o[@]}" --threads 2 --log /dev/null -o "$T/m4.sqm" "$T/s.sqr"
+    cmp "$T/four.sqm" "$T/m4.sqm"
   done
 }
 
