@@ -17,9 +17,9 @@
  * ranks is done by the caller, in rank order: each rank adds its own
  * terms to the partial sum it receives from the rank before it and sends
  * it on (sq_comm_sendrecv), so it is the same bits as one process that
- * ran every rank's part itself (lib/train/micro.c). Failure: a collective that fails, or a rank that
- * fails and calls sq_comm_abort, ends every rank (MPI_Abort): no rank waits
- * forever on one that is gone. */
+ * ran every rank's part itself (lib/train/micro.c). Failure: a collective
+ * that fails, or a rank that fails and calls sq_comm_abort, ends every
+ * rank (MPI_Abort): no rank waits forever on one that is gone. */
 #ifndef SQ_COMM_H
 #define SQ_COMM_H
 
