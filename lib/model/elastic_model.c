@@ -495,5 +495,5 @@ const sq_model_def sq_model_elastic = {
     .load = load, .check_step = check_step, .net_alloc = net_alloc, .net_free = net_free,
     .net_init = net_init, .batcher = batcher, .work_alloc = work_alloc,
     .work_free = work_free, .step = step, .view = view, .gpu_check = gpu_check,
-    .train_defaults = "train.target=random\n",
+    .train_defaults = "train.target=random\n", .graphs = 1,
 };
