@@ -480,7 +480,8 @@ static void view(sq_model *out, const sq_net *n)
 
 /* --device cuda: every op of ELASTIC's step has a CUDA twin (its own in
  * cuda/k_elastic.cu), its per-batch plan is staged, and it scores packed
- * histories on the device (device_states). */
+ * histories on the device (device_states). Its launches follow the
+ * batch's shapes alone (elastic.h FIXED LEVELS): .graphs, --cuda-graphs. */
 static int gpu_check(const void *cfg, sq_err *e)
 {
     (void)cfg, (void)e;
