@@ -427,44 +427,50 @@ fi
 
 # 8. CUDA graphs (issue 37; seqrec-train --cuda-graphs): SASRec on Beauty
 # (--loss ce, the README's model) for GRAPH_EPOCHS epochs (default 2) at
-# batch 128 and 32, eager against graphs: the least train_seconds an epoch
-# of each and their ratio (reported). PASS when the graphs' model is the
-# same bytes twice and the same as the padded steps run without graphs
-# (SEQREC_CUDA_GRAPHS=eager), and the graphs' loss is the eager run's to
-# 1e-3. ~10 runs of ~10 s.
-graph_run() { # NAME BATCH [ENV...] -- OPTS...
+# batch 128 and 32, and ELASTIC (its query network on fixed levels,
+# elastic.h) for one epoch at batch 128, eager against graphs: the least
+# train_seconds an epoch of each and their ratio (reported). PASS when the
+# graphs' model is the same bytes twice and the same as the padded steps
+# run without graphs (SEQREC_CUDA_GRAPHS=eager), and the graphs' loss is
+# the eager run's to 1e-3. ~12 runs of ~10 s.
+graph_run() { # NAME BATCH [ENV...] -- OPTS...; the model and its epochs: gmodel
   local name=$1 batch=$2 env=()
   shift 2
   while [ "$1" != -- ]; do env+=("$1"); shift; done
   shift
-  env "${env[@]}" timeout 200 seqrec-train --model sasrec --dim 64 --ffn 64 --max-len 50 \
-    --dropout 0.5 --loss ce --batch "$batch" --epochs "${GRAPH_EPOCHS:-2}" --patience 0 \
-    --seed 1 --device cuda "$@" -o "$out/graphs-$name.sqm" --log "$out/graphs-$name.log" \
-    "$data" > "$out/graphs-$name.out" 2>&1
+  env "${env[@]}" timeout 200 seqrec-train "${gmodel[@]}" --loss ce --batch "$batch" \
+    --patience 0 --seed 1 --device cuda "$@" -o "$out/graphs-$name.sqm" \
+    --log "$out/graphs-$name.log" "$data" > "$out/graphs-$name.out" 2>&1
 }
 if want graphs; then
   data="$here/data/beauty.split"
   if [ ! -f "$data" ]; then
     fail "graphs: no Beauty split in the pack (DATA_MIRROR)"
   else
-    for b in 128 32; do
-      if graph_run eager-$b $b -- && graph_run graphs-$b $b -- --cuda-graphs &&
-         graph_run again-$b $b -- --cuda-graphs &&
-         graph_run padded-$b $b SEQREC_CUDA_GRAPHS=eager -- --cuda-graphs; then
-        e=$(least_train "$out/graphs-eager-$b.log") g=$(least_train "$out/graphs-graphs-$b.log")
-        say "     graphs: batch $b: eager $e s an epoch, graphs $g s ($(awk -v a="$e" -v b="$g" \
-          'BEGIN { printf "%.2fx", (b > 0 ? a / b : 0) }')); $(grep -h 'cuda-graphs:' \
-          "$out/graphs-graphs-$b.out" | tail -1)"
-        r=$(relerr "$(loss_of "$out/graphs-graphs-$b.log")" "$(loss_of "$out/graphs-eager-$b.log")")
-        if cmp -s "$out/graphs-graphs-$b.sqm" "$out/graphs-again-$b.sqm" &&
-           cmp -s "$out/graphs-graphs-$b.sqm" "$out/graphs-padded-$b.sqm" &&
+    for c in sasrec-128 sasrec-32 elastic-128; do
+      b=${c#*-}
+      case $c in
+        sasrec-*) gmodel=(--model sasrec --dim 64 --ffn 64 --max-len 50 --dropout 0.5
+                          --epochs "${GRAPH_EPOCHS:-2}") ;;
+        elastic-*) gmodel=(--model elastic --dim 64 --max-len 50 --epochs 1) ;;
+      esac
+      if graph_run eager-$c "$b" -- && graph_run graphs-$c "$b" -- --cuda-graphs &&
+         graph_run again-$c "$b" -- --cuda-graphs &&
+         graph_run padded-$c "$b" SEQREC_CUDA_GRAPHS=eager -- --cuda-graphs; then
+        e=$(least_train "$out/graphs-eager-$c.log") g=$(least_train "$out/graphs-graphs-$c.log")
+        say "     graphs: ${c%-*} batch $b: eager $e s an epoch, graphs $g s ($(awk -v a="$e" \
+          -v b="$g" 'BEGIN { printf "%.2fx", (b > 0 ? a / b : 0) }')); $(grep -h 'cuda-graphs:' \
+          "$out/graphs-graphs-$c.out" | tail -1)"
+        r=$(relerr "$(loss_of "$out/graphs-graphs-$c.log")" "$(loss_of "$out/graphs-eager-$c.log")")
+        if cmp -s "$out/graphs-graphs-$c.sqm" "$out/graphs-again-$c.sqm" &&
+           cmp -s "$out/graphs-graphs-$c.sqm" "$out/graphs-padded-$c.sqm" &&
            awk -v r="$r" 'BEGIN { exit !(r <= 1e-3) }'; then
-          pass "graphs: batch $b: the same bytes twice and as the padded eager steps; loss within $r of eager"
+          pass "graphs: ${c%-*} batch $b: the same bytes twice and as the padded eager steps; loss within $r of eager"
         else
-          fail "graphs: batch $b: bytes or loss (relative $r) differ"
+          fail "graphs: ${c%-*} batch $b: bytes or loss (relative $r) differ"
         fi
       else
-        fail "graphs: batch $b: $(tail -2 "$out"/graphs-*-$b.out | tr '\n' ' ')"
+        fail "graphs: ${c%-*} batch $b: $(tail -2 "$out"/graphs-*-$c.out | tr '\n' ' ')"
       fi
     done
   fi
