@@ -333,10 +333,14 @@ DATA_MAKE = $(MAKE) --no-print-directory -C data $(if $(DATA_MIRROR),DATA_MIRROR
 #   GPU_MINUTES=M    a budget for this make: the runs that fit in M minutes
 #                    from now, one after another; a run the budget stops
 #                    keeps its checkpoint, is scored "not run" in the tables
-#                    and resumes (bit for bit) at the next make.
+#                    and resumes (bit for bit) at the next make;
+#   CUDA_GRAPHS=0    train eagerly (default 1: on a GPU each fresh run
+#                    trains with --cuda-graphs).
 DEVICE ?=
 GPU_MINUTES ?=
+CUDA_GRAPHS ?= 1
 export REPRO_DEVICE := $(DEVICE)
+export REPRO_GRAPHS := $(CUDA_GRAPHS)
 ifneq ($(GPU_MINUTES),)
 ifeq ($(origin REPRO_DEADLINE),undefined)
 export REPRO_DEADLINE := $(shell echo $$(( $$(date +%s) + ($(GPU_MINUTES)) * 60 )))

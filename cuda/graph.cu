@@ -40,7 +40,8 @@ struct be_graph {
     size_t log_n, log_cap;
     size_t nodes;       // entries in the log
     size_t used;        // region bytes the first step took
-    long steps;         // steps of this key so far
+    long steps;         // steps of this key so far (a step recorded again not counted)
+    int regrown;        // the recording step moved the region: record again
     // the upload region: one device half for both slots (their graphs run
     // in stream order, so one never overwrites what the other reads, and
     // an address inside is the same in every step, in an argument struct
@@ -185,6 +186,38 @@ double be_result(sq_gpu_be *b, int slot, double div)
     return 0; // a placeholder: a model's step runs its backward on a finite loss
 }
 
+// v[0] = sum_i w[i] v[i], i in order, single roundings (ctx.c's host sum:
+// nvcc would fuse a product and a sum into one fma)
+static __global__ __launch_bounds__(1) void k_mix(double *v, const double *w, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++) {
+#ifdef SQ_SIM
+        s = s + w[i] * v[i];
+#else
+        s = __dadd_rn(s, __dmul_rn(w[i], v[i]));
+#endif
+    }
+    v[0] = s;
+}
+
+// A graph's step: its last n values replaced by their weighted sum (the
+// step's loss made of several ops' values, sq_ctx_loss_mix); eagerly a
+// no-op (the host summed the values it read).
+void be_graph_mix(sq_gpu_be *b, const double *w, int n)
+{
+    if (b->gmode == BE_G_EAGER || n <= 0)
+        return;
+    if (n > b->n_vals) {
+        gfail(b, "a loss of %d values after %d", n, b->n_vals);
+        return;
+    }
+    const double *dw = (const double *)be_op_upload(b, w, (size_t)n * sizeof *w);
+    if (dw)
+        SQ_LAUNCH(b, k_mix, 1, 1, 0, b->vals + b->n_vals - n, dw, n);
+    b->n_vals -= n - 1;
+}
+
 // gate = the step's first value (its loss) is finite and at most max_loss
 // (0: no bound): the trainer's test before an update, on the device.
 static __global__ __launch_bounds__(1) void k_gate(int *gate, const double *loss,
@@ -283,9 +316,12 @@ int be_graph_take(sq_gpu_be *b, size_t bytes, char **host, char **dev)
             return gfail(b, "the step's uploads (%zu bytes) outgrow its key's first step's",
                          need);
         // the first step (slot 0, the only pinned half yet) grows the region
-        // keeping what it uploaded so far, at the same offsets
+        // keeping what it uploaded so far, at the same offsets; its log
+        // holds the old region's addresses (a copy's, a kernel's argument),
+        // so the key's next step records again, in a region that fits
         if (be_grow_pair(b, &s->pinned, &g->dev, &g->bytes, at, 2 * need))
             return 1;
+        g->regrown = 1;
     }
     *host = s->pinned + at;
     *dev = g->dev + at;
@@ -368,6 +404,7 @@ int be_graph_end(sq_gpu_be *b, sq_err *e)
     b->gcur = NULL;
     if (mode == BE_G_RECORD)
         g->used = b->gused;
+    int again = mode == BE_G_RECORD && g->regrown;
     if (mode == BE_G_CAPTURE) {
         cudaGraph_t graph = NULL;
         be_note(b, cudaStreamEndCapture(b->stream, &graph), "cudaStreamEndCapture");
@@ -384,7 +421,12 @@ int be_graph_end(sq_gpu_be *b, sq_err *e)
     be_note(b, cudaEventRecord(s->done, b->stream), "graph slot");
     if (!b->failed)
         queue_values(b);
-    g->steps++;
+    if (again) { // a fresh log at the next step (the region fits it now)
+        g->log_n = 0;
+        g->nodes = 0;
+        g->regrown = 0;
+    } else
+        g->steps++;
     return b->failed ? sq_fail(e, b->err.code, "%s", b->err.msg) : 0;
 }
 

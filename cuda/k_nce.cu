@@ -77,13 +77,13 @@ static __global__ __launch_bounds__(NC_THREADS) void k_nce_grad(float *S, int U,
     S[(size_t)k * M + i] = sym;
 }
 
-double be_nce_softmax(sq_gpu_be *be, float *S, int U, const int *label)
+double be_nce_softmax(sq_gpu_be *be, float *S, int U, const int *label, double div)
 {
     if (U < 1)
         return 0;
     SQ_LAUNCH(be, k_nce_softmax, 1, NC_THREADS, 0, be->red, S, U,
               label ? be_ints(be, label) : (const int *)NULL);
-    return be_result(be, 0, 1.0);
+    return be_result(be, 0, div);
 }
 
 void be_nce_grad(sq_gpu_be *be, float *S, int U, float g)

@@ -6,6 +6,9 @@
 #   sh pipelines/repro_run.sh --score BIN/seqrec-score OPTION...
 #
 # REPRO_DEVICE (DEVICE=): added as --device to both programs.
+# REPRO_GRAPHS (CUDA_GRAPHS=, default 1): on a CUDA device a fresh training
+#   run adds --cuda-graphs (a resumed one keeps its checkpoint's choice);
+#   0 trains eagerly.
 # REPRO_DEADLINE (GPU_MINUTES=: the second, since the epoch, the budget of
 # this make invocation ends): a training run
 #   - that has a checkpoint MODEL.ckpt resumes it (--resume, with the -o,
@@ -32,9 +35,13 @@ prog=$1
 shift
 dev=
 [ -n "${REPRO_DEVICE:-}" ] && dev="--device $REPRO_DEVICE"
+graphs=
+case ${REPRO_DEVICE:-} in
+  cuda*) [ $score = 1 ] || [ "${REPRO_GRAPHS:-1}" = 0 ] || graphs=--cuda-graphs ;;
+esac
 if [ $score = 1 ] || [ -z "${REPRO_DEADLINE:-}" ]; then
   # shellcheck disable=SC2086 # dev is one option and its value, or nothing
-  exec "$prog" "$@" $dev
+  exec "$prog" "$@" $dev $graphs
 fi
 
 # the options a resume keeps, and the input (the last argument)
@@ -62,11 +69,12 @@ if [ -s "$model.ckpt" ]; then
   echo "repro_run.sh: $model resumes from its checkpoint (${left}s of budget left)" >&2
   set -- --resume "$model.ckpt" -o "$model" ${log:+--log "$log"} ${epochs:+--epochs "$epochs"} \
     ${threads:+--threads "$threads"} "$input"
+  graphs= # the checkpoint's own
 else
   rm -f "$model"
 fi
 # shellcheck disable=SC2086
-timeout -s TERM -k 60 "$left" "$prog" "$@" $dev
+timeout -s TERM -k 60 "$left" "$prog" "$@" $dev $graphs
 rc=$?
 if [ $rc = 124 ]; then
   echo "repro_run.sh: the GPU budget ran out during $model: its checkpoint is kept for the next make" >&2

@@ -804,7 +804,7 @@ int sq_packed_pad_init(sq_packed_pad *pp, int cap_T, int cap_B, int q, int max_l
         pp->segs = 1;
     pp->max_len = max_len;
     pp->cap_T = round_up(cap_T + pp->segs, q);
-    pp->cap_n = round_up(cap_T, q);
+    pp->cap_n = round_up(cap_T, q) + q; /* two views: each view's entries rounded */
     pp->cap_B = cap_B + pp->segs;
     pp->K = K;
     size_t T = (size_t)pp->cap_T, n = (size_t)pp->cap_n, B = (size_t)pp->cap_B;
@@ -849,13 +849,37 @@ static void pad_rows(sq_packed_pad *pp, sq_packed *o, int T0, int T, int B0, uin
     }
 }
 
+/* Entries [e0, e1) of b at o's entries from `at` on, then padding entries
+ * (target 0, no negatives, on padding row r) up to `to`; returns `to` */
+static int pad_entries(sq_packed *o, const sq_packed *b, int e0, int e1, int at, int to, int r)
+{
+    size_t K = (size_t)b->K, m = (size_t)(e1 - e0);
+    memcpy(o->rows + at, b->rows + e0, m * sizeof *o->rows);
+    memcpy(o->targets + at, b->targets + e0, m * sizeof *o->targets);
+    for (int i = at + (int)m; i < to; i++) {
+        o->rows[i] = r;
+        o->targets[i] = 0;
+    }
+    if (K) {
+        memcpy(o->neg + (size_t)at * K, b->neg + (size_t)e0 * K, m * K * sizeof *o->neg);
+        memset(o->neg + (at + m) * K, 0, ((size_t)to - at - m) * K * sizeof *o->neg);
+    }
+    return to;
+}
+
 const sq_packed *sq_packed_pad_to(sq_packed_pad *pp, const sq_packed *b, sq_err *e)
 {
-    int T = round_up(b->T + pp->segs, pp->q), n = round_up(b->n, pp->q), B = b->B + pp->segs;
-    if (b->K != pp->K || (b->K && (b->lq || b->neg_share != SQ_SHARE_POSITION)) ||
-        b->views > 1 || !b->rows) {
-        sq_fail(e, SQ_EX_SOFTWARE, "padding: a batch of views, of shared or sampled-loss "
-                "negatives, of another K or no rows");
+    /* two views: each view's entries padded on their own (its loss is
+     * computed on its own); one view or three (CONTRASTIVE VIEWS, whose
+     * entries are the samples'): the entries at once */
+    int two = b->views == 2, n1 = two ? round_up(b->n_first, pp->q) : 0;
+    int T = round_up(b->T + pp->segs, pp->q), n = n1 + round_up(b->n - (two ? b->n_first : 0),
+                                                                pp->q);
+    int B = b->B + pp->segs;
+    if (b->K != pp->K || (b->K && (b->lq || b->neg_share != SQ_SHARE_POSITION)) || !b->rows ||
+        b->pad_seqs) {
+        sq_fail(e, SQ_EX_SOFTWARE, "padding: a batch of shared or sampled-loss negatives, of "
+                "another K, no rows or padded already");
         return NULL;
     }
     if (T > pp->cap_T || n > pp->cap_n || B > pp->cap_B) {
@@ -867,20 +891,12 @@ const sq_packed *sq_packed_pad_to(sq_packed_pad *pp, const sq_packed *b, sq_err 
     memcpy(o->ids, b->ids, (size_t)b->T * sizeof *o->ids);
     memcpy(o->pos, b->pos, (size_t)b->T * sizeof *o->pos);
     memcpy(o->off, b->off, ((size_t)b->B + 1) * sizeof *o->off);
-    memcpy(o->rows, b->rows, (size_t)b->n * sizeof *o->rows);
-    memcpy(o->targets, b->targets, (size_t)b->n * sizeof *o->targets);
     memcpy(o->user, b->user, (size_t)b->B * sizeof *o->user);
     memcpy(o->uid, b->uid, (size_t)b->B * sizeof *o->uid);
     pad_rows(pp, o, b->T, T, b->B, b->B ? b->user[0] : 0, b->B ? b->uid[0] : 0);
-    for (int i = b->n; i < n; i++) {
-        o->rows[i] = b->T; /* the first padding row */
-        o->targets[i] = 0;
-    }
-    if (b->K) {
-        size_t K = (size_t)b->K;
-        memcpy(o->neg, b->neg, (size_t)b->n * K * sizeof *o->neg);
-        memset(o->neg + (size_t)b->n * K, 0, (size_t)(n - b->n) * K * sizeof *o->neg);
-    }
+    /* the padding entries on the first padding row */
+    int at = two ? pad_entries(o, b, 0, b->n_first, 0, n1, b->T) : 0;
+    pad_entries(o, b, two ? b->n_first : 0, b->n, at, n, b->T);
     o->B = B;
     o->T = T;
     o->n = n;
@@ -888,6 +904,7 @@ const sq_packed *sq_packed_pad_to(sq_packed_pad *pp, const sq_packed *b, sq_err 
     o->lq = NULL;
     o->neg_share = b->neg_share;
     o->views = b->views;
-    o->n_first = b->n_first;
+    o->n_first = two ? n1 : b->views == 3 ? n : b->n_first;
+    o->pad_seqs = pp->segs;
     return o;
 }

@@ -166,6 +166,8 @@ typedef struct {
     int views;       /* 1, or 2 (VIEWS: sequences [0, B/2) are first views),
                         or 3 (CONTRASTIVE VIEWS: [0, B/3) the samples) */
     int n_first;     /* VIEWS: entries [0, n_first) are the first views' */
+    int pad_seqs;    /* sequences of padding after the views' (sq_packed_pad_to;
+                        0 otherwise): a view holds (B - pad_seqs) / views */
 } sq_packed;
 
 enum sq_view_kind {
@@ -269,7 +271,7 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i);
 int sq_packed_split(const sq_packed *b, int P, sq_packed *parts, int *buf, size_t cap);
 
 /* A packed batch padded to a CUDA graph's bucket (train.c, --cuda-graphs):
- * `segs` more sequences of padding tokens (id 0, positions right-aligned
+ * `segs` more sequences (after every view's) of padding tokens (id 0, positions right-aligned
  * as a history's, each at least one token and at most max_len) bring the
  * rows to a multiple of q, and padding entries (target 0: no loss, on the
  * first padding row, no negatives) bring the entries to a multiple of q
@@ -291,8 +293,10 @@ int sq_packed_pad_init(sq_packed_pad *pp, int cap_T, int cap_B, int q, int max_l
                        sq_err *e);
 void sq_packed_pad_free(sq_packed_pad *pp);
 /* b padded into pp->pb, which it returns; NULL (SQ_EX_SOFTWARE in e) for a
- * batch of views, of a sampled loss's negatives (lq, or shared) or of
- * another K, or over the capacity. */
+ * batch of a sampled loss's negatives (lq, or shared) or of another K, or
+ * over the capacity. A batch of views keeps its views' sequences in place,
+ * the padding sequences after them (pad_seqs), and with two views each
+ * view's entries padded on their own (n_first a multiple of q too). */
 const sq_packed *sq_packed_pad_to(sq_packed_pad *pp, const sq_packed *b, sq_err *e);
 
 /* The scoring input of one history hist[0..n): its newest max_len items as a

@@ -334,7 +334,7 @@ static int work_alloc(const sq_net *n, const sq_batcher *bt, void **work, sq_err
  * its second view; sampled: the first view's newest target and negatives. */
 static int kl_pairs(blin_work *w, const sq_packed *b)
 {
-    int U = b->B / 2, K = b->K;
+    int U = (b->B - b->pad_seqs) / 2, K = b->K; /* the padding: no pair */
     for (int i = 0; i < U; i++) {
         w->ra[i] = b->off[i + 1] - 1;
         w->rb[i] = b->off[U + i + 1] - 1;
@@ -378,18 +378,20 @@ static double step(sq_net *n, void *work, const sq_packed *b, const sq_step_opts
     int C = m->cfg.dim, V1 = (int)m->cfg.n_items + 1, c1 = 0, c2 = 0;
     sq_sasrec_forward(m, w, b, 1, o->seed, t);
     sq_zero(cx, w->dout, (size_t)b->T * C);
-    double loss = 0.5 * (view_loss(m, w, g, b, 0, b->n_first, &c1) +
-                         view_loss(m, w, g, b, b->n_first, b->n, &c2));
     double lambda = ((const blin_config *)n->cfg)->bkl_lambda;
+    /* the loss of its values, as the device sums them in a CUDA graph */
+    double v[3] = {0, 0, 0}, wt[3] = {0.5, 0.5, lambda};
+    v[0] = view_loss(m, w, g, b, 0, b->n_first, &c1);
+    v[1] = view_loss(m, w, g, b, b->n_first, b->n, &c2);
     if (lambda > 0) {
         int U = kl_pairs(bw, b), S = b->K > 0 ? b->K + 1 : 0;
         /* on a GPU the op reads the pairs' device copy (a no-op on the CPU) */
         sq_ctx_stage_add(cx, bw->ra, (size_t)U * sizeof *bw->ra);
         sq_ctx_stage_add(cx, bw->rb, (size_t)U * sizeof *bw->rb);
-        loss += lambda * sq_bkl(cx, w->dout, g->p.item_emb, bw->bkl, w->out, m->p.item_emb,
-                                bw->ra, bw->rb, S ? bw->cand : NULL, S, U, C, V1, bw->chunk,
-                                (float)lambda);
+        v[2] = sq_bkl(cx, w->dout, g->p.item_emb, bw->bkl, w->out, m->p.item_emb, bw->ra,
+                      bw->rb, S ? bw->cand : NULL, S, U, C, V1, bw->chunk, (float)lambda);
     }
+    double loss = sq_ctx_loss_mix(cx, wt, v, lambda > 0 ? 3 : 2);
     *count = c1 + c2;
     if (loss == loss && loss - loss == 0) /* finite: the trainer stops otherwise */
         sq_sasrec_backward(m, w, b, g);
@@ -438,5 +440,5 @@ const sq_model_def sq_model_blin = {
     .config_read = config_read, .load = load, .check_step = check_step,
     .net_alloc = net_alloc, .net_free = sq_backbone_net_free, .net_init = sq_backbone_net_init,
     .init_from = sq_backbone_init_from, .batcher = batcher, .work_alloc = work_alloc,
-    .work_free = work_free, .step = step, .view = view, .gpu_check = gpu_check,
+    .work_free = work_free, .step = step, .view = view, .gpu_check = gpu_check, .graphs = 1,
 };

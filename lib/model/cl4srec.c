@@ -69,7 +69,7 @@ double R(sq_cl4srec_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_
                           R(sq_sasrec) *g, int *count)
 {
     double L = R(sq_sasrec_loss)(m, w, b, loss, g, count);
-    int U = b->B / 3, C = m->cfg.dim;
+    int U = (b->B - b->pad_seqs) / 3, C = m->cfg.dim; /* the padding: no pair */
     if (!(cl->lambda > 0) || U < 2)
         return L;
     /* the user representations: the newest row of each view */
@@ -87,7 +87,8 @@ double R(sq_cl4srec_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq_
     double nce = R(sq_infonce_forward)(&m->cx, scratch, w->out, ra, rb, U, C, &o);
     if (g)
         R(sq_infonce_backward)(&m->cx, w->dout, scratch, ra, rb, U, C, &o, (real)cl->lambda);
-    return L + cl->lambda * nce;
+    double v[2] = {L, nce}, wt[2] = {1, cl->lambda}; /* as a CUDA graph's step sums them */
+    return sq_ctx_loss_mix(&m->cx, wt, v, 2);
 }
 
 #if !SQ_REAL_IS_F64
@@ -302,7 +303,7 @@ const sq_model_def sq_model_cl4srec = {
     .config_read = config_read, .load = load,
     .net_alloc = net_alloc, .net_free = sq_backbone_net_free, .net_init = sq_backbone_net_init,
     .init_from = sq_backbone_init_from, .batcher = batcher, .work_alloc = work_alloc,
-    .work_free = work_free, .step = step, .view = view, .gpu_check = gpu_check,
+    .work_free = work_free, .step = step, .view = view, .gpu_check = gpu_check, .graphs = 1,
 };
 
 #endif

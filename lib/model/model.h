@@ -213,8 +213,9 @@ struct sq_model_def {
     int (*gpu_check)(const void *cfg, sq_err *e);
     /* 1 when the step is graph-safe (seqrec-train --cuda-graphs: every
      * launch of its forward and backward a function of the padded batch's
-     * shapes, one loss; HACKING.md "CUDA graphs"), as the simulated
-     * device's runs check; 0: --cuda-graphs is refused for the model. */
+     * shapes, one loss value (several: sq_ctx_loss_mix); HACKING.md "CUDA
+     * graphs"), as the simulated device's runs check; 0: --cuda-graphs is
+     * refused for the model. */
     int graphs;
     int (*net_alloc)(sq_net *n, const void *cfg, const sq_ctx *cx, sq_err *e);
     void (*net_free)(sq_net *n);

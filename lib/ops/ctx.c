@@ -109,6 +109,18 @@ void sq_ctx_graph_gate(const sq_ctx *cx, double max_loss)
         sq_gpu_graph_gate(cx->gpu, max_loss);
 }
 
+double sq_ctx_loss_mix(const sq_ctx *cx, const double *w, const double *v, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++) {
+        double t = w[i] * v[i]; /* one rounding each, as the device's */
+        s += t;
+    }
+    if (cx->backend == SQ_BACKEND_CUDA)
+        sq_gpu_graph_mix(cx->gpu, w, n);
+    return s;
+}
+
 int sq_ctx_sync(const sq_ctx *cx, sq_err *e)
 {
     return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_sync(cx->gpu, e) : 0;

@@ -84,6 +84,12 @@ int sq_ctx_graph_stats(const sq_ctx *cx, int *keys, long *replays, sq_err *e);
  * at most max_loss (0: no bound), decided on the device. A no-op eagerly
  * and on the CPU, where the host tests the loss. */
 void sq_ctx_graph_gate(const sq_ctx *cx, double max_loss);
+/* A step's loss made of its last n values v (the ops' results, in the
+ * order they returned them): sum_i w[i] v[i], i in order, in double. In a
+ * CUDA graph's step, where the ops' values are placeholders (kept on the
+ * device), the same sum is made there and takes their place: the step's
+ * one value, which its gate and sq_ctx_graph_values read. */
+double sq_ctx_loss_mix(const sq_ctx *cx, const double *w, const double *v, int n);
 /* Data-parallel ranks on a GPU (CUDA: NCCL, cuda/k_nccl.cu; the CPU sums
  * over MPI instead and answers SQ_EX_SOFTWARE): rank 0's new id (n >= 128
  * bytes), joining the communicator of `ranks` with it (every rank at

@@ -67,6 +67,7 @@ extern "C" {
     X(int, graph_stats, (int *keys, long *replays, sq_err *e), (keys, replays, e))           \
     X(int, graph_values, (double *out, int n, int *got, sq_err *e), (out, n, got, e))        \
     X(void, graph_gate, (double max_loss), (max_loss))                                       \
+    X(void, graph_mix, (const double *w, int n), (w, n))                                     \
     /* GEMM (cuBLAS, row-major cblas contract) */                                            \
     X(void, gemm, (int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, \
                    int lda, const float *B, int ldb, float beta, float *Cm, int ldc),        \
@@ -147,7 +148,7 @@ extern "C" {
                                 const float *alpha, const float *inp, const int *off, int B, \
                                 int C), (dinp, dscore, dout, alpha, inp, off, B, C))         \
     /* InfoNCE's softmax rows and gradient (k_nce.cu) */                                   \
-    X(double, nce_softmax, (float *S, int U, const int *label), (S, U, label))               \
+    X(double, nce_softmax, (float *S, int U, const int *label, double div), (S, U, label, div)) \
     X(void, nce_grad, (float *S, int U, float g), (S, U, g))                                 \
     /* Blin's bidirectional KL over every item (k_bkl.cu) */                              \
     X(double, bkl, (float *dh, float *dE, float *scratch, const float *h, const float *E,    \

@@ -55,9 +55,9 @@ static int R(excluded)(const sq_infonce_opt *o, int U, int i, int k)
     return o->label[k % U] == o->label[i % U];
 }
 
-double R(sq_nce_softmax)(const sq_ctx *cx, real *S, int U, const int *label)
+double R(sq_nce_softmax)(const sq_ctx *cx, real *S, int U, const int *label, double div)
 {
-    SQ_ON_GPU_RET(cx, nce_softmax, (S, U, label));
+    SQ_ON_GPU_RET(cx, nce_softmax, (S, U, label, div));
     (void)cx; /* the double build has no GPU twin */
     int M = 2 * U;
     sq_infonce_opt o = {.label = label};
@@ -77,7 +77,7 @@ double R(sq_nce_softmax)(const sq_ctx *cx, real *S, int U, const int *label)
         for (int k = 0; k < M; k++)
             s[k] = R(excluded)(&o, U, i, k) ? 0 : (real)exp((double)s[k] - lse);
     }
-    return loss;
+    return loss / div;
 }
 
 void R(sq_nce_grad)(const sq_ctx *cx, real *S, int U, real g)
@@ -113,7 +113,7 @@ double R(sq_infonce_forward)(const sq_ctx *cx, real *scratch, const real *h, con
         R(sq_l2norm_forward)(cx, z, sc.nrm, x, M, C, 1, (real)NCE_NORM_EPS);
     R(sq_gemm)(cx, 0, 1, M, M, C, (real)(1 / o->tau), z, C, z, C, 0, S, M);
     /* each row of S becomes P (the softmax over the kept k), the loss summed */
-    return R(sq_nce_softmax)(cx, S, U, o->label) / M;
+    return R(sq_nce_softmax)(cx, S, U, o->label, M);
 }
 
 void R(sq_infonce_backward)(const sq_ctx *cx, real *dh, real *scratch, const int *ra,

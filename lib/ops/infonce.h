@@ -51,9 +51,10 @@ typedef struct {
 /* The two pieces of the loss between its GEMMs, on S [M, M] (M = 2U) in
  * place. sq_nce_softmax: each row i becomes P_i (the softmax over the kept
  * k: not i, and with label[U] (or NULL) not a same-label view other than
- * the positive), returning sum_i (lse_i - S_i,p(i)), in double.
+ * the positive), returning sum_i (lse_i - S_i,p(i)) / div, in double (the division
+ * its own: a CUDA graph's step keeps the value on the device).
  * sq_nce_grad: S = (S - onehot(p)) g, then S + S^T. */
-double R(sq_nce_softmax)(const sq_ctx *cx, real *S, int U, const int *label);
+double R(sq_nce_softmax)(const sq_ctx *cx, real *S, int U, const int *label, double div);
 void R(sq_nce_grad)(const sq_ctx *cx, real *S, int U, real g);
 /* The views of pair i are rows ra[i] and rb[i] of h [*, C] (U >= 2: with
  * one pair there is no negative, and the loss is 0). Returns L and keeps z

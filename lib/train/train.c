@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <xxhash.h>
 
 #include "adam.h"
 #include "batch.h"
@@ -866,7 +867,9 @@ static int graph_launch(run *r, loop *lp, const sq_packed *b, const sq_micro_upd
     if (!p)
         return e->code;
     *count = 0;
-    uint64_t key = (uint64_t)p->T << 40 ^ (uint64_t)p->n << 20 ^ (uint64_t)p->B;
+    /* the shape: rows, entries, sequences and the first view's entries */
+    int shape[4] = {p->T, p->n, p->B, p->n_first};
+    uint64_t key = XXH3_64bits(shape, sizeof shape);
     if (sq_ctx_graph_begin(cx, key, e))
         return e->code;
     /* the graph ends (a capture must) whatever the staging did: its error
@@ -1112,12 +1115,11 @@ static int graphs_open(run *r, loop *lp, sq_err *e)
     if (r->comm->size > 1)
         return sq_fail(e, SQ_EX_USAGE, "--cuda-graphs: one process (not %d ranks)",
                        r->comm->size);
-    if (sq_loss_sampled(o->loss) || lp->bt.views > 1)
-        return sq_fail(e, SQ_EX_USAGE, "--cuda-graphs: --model %s trains with %s; CUDA graphs "
-                       "take --loss ce or bce and one view", o->model->name,
-                       lp->bt.views > 1 ? "two views" : "a sampled loss");
-    int q = (lp->bt.cap_T + 7) / 8;
-    return sq_packed_pad_init(&lp->pad, lp->bt.cap_T, lp->bt.batch, q < 1 ? 1 : q,
+    if (sq_loss_sampled(o->loss))
+        return sq_fail(e, SQ_EX_USAGE, "--cuda-graphs: --model %s trains with a sampled loss; "
+                       "CUDA graphs take --loss ce or bce", o->model->name);
+    int q = (lp->bt.cap_T + 7) / 8, views = lp->bt.views > 1 ? lp->bt.views : 1;
+    return sq_packed_pad_init(&lp->pad, lp->bt.cap_T, lp->bt.batch * views, q < 1 ? 1 : q,
                               lp->bt.max_len, lp->bt.K, e);
 }
 

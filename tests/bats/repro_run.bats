@@ -80,3 +80,30 @@ setup() {
   grep -q "repro_run.sh .*seqrec-train" <<< "$output"
   grep -q "repro_run.sh --score .*seqrec-score" <<< "$output"
 }
+
+@test "repro_run: on a CUDA device a fresh training run trains with --cuda-graphs, a resumed one keeps its checkpoint's; CUDA_GRAPHS=0 trains eagerly" {
+  sim_setup
+  S=(--model sasrec --dim 8 --ffn 8 --max-len 8 --layers 1 --heads 1 --batch 12 --loss ce --seed 2)
+  REPRO_DEVICE=cuda run --separate-stderr $RR "$SEQREC_BIN/seqrec-train" "${S[@]}" --epochs 2 \
+    --log /dev/null -o "$T/g.sqm" "$T/t.sqr"
+  [ "$status" -eq 0 ]
+  [[ "$stderr" == *"--cuda-graphs: "*" captured"* ]]
+  seqrec-train "${S[@]}" --epochs 2 --device cuda --cuda-graphs -o "$T/h.sqm" "$T/t.sqr" 2>/dev/null
+  cmp "$T/g.sqm" "$T/h.sqm"
+  REPRO_DEVICE=cuda REPRO_GRAPHS=0 run --separate-stderr $RR "$SEQREC_BIN/seqrec-train" \
+    "${S[@]}" --epochs 1 -o "$T/e.sqm" "$T/t.sqr"
+  [ "$status" -eq 0 ]
+  [[ "$stderr" != *"captured"* ]]
+  # a budget: the resume gives no --cuda-graphs (refused with --resume), the
+  # checkpoint's graphs go on
+  REPRO_DEVICE=cuda REPRO_DEADLINE=$(( $(date +%s) + 600 )) $RR "$SEQREC_BIN/seqrec-train" \
+    "${S[@]}" --epochs 1 --log /dev/null -o "$T/r.sqm" "$T/t.sqr" 2>/dev/null
+  rm "$T/r.sqm"
+  REPRO_DEVICE=cuda REPRO_DEADLINE=$(( $(date +%s) + 600 )) run --separate-stderr $RR \
+    "$SEQREC_BIN/seqrec-train" "${S[@]}" --epochs 2 --log /dev/null -o "$T/r.sqm" "$T/t.sqr"
+  [ "$status" -eq 0 ]
+  [[ "$stderr" == *"resumes from its checkpoint"* && "$stderr" == *"captured"* ]]
+  cmp "$T/r.sqm" "$T/g.sqm"
+  # scoring takes no --cuda-graphs
+  REPRO_DEVICE=cuda run -0 $RR --score "$SEQREC_BIN/seqrec-score" -m "$T/g.sqm" "$T/t.sqr"
+}

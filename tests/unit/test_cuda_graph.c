@@ -3,6 +3,7 @@
  * replayed after; every step gives the eager step's bits on its own data.
  * A step whose launches depend on the batch (a scalar, an upload's size, an
  * extra op) or that reads a value back is refused, naming the node. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "adam.h"
@@ -92,6 +93,44 @@ UNIT_TEST(test_cuda_graph_replays_eager_bits)
     CHECK_EQ(sq_gpu_graph_stats(g.gpu, &keys, &replays, &g.e), 0);
     CHECK_EQ(keys, 2);
     CHECK_EQ(replays, 2); /* N1's steps 0 1 3 4 6: record, capture x2, 2 replays */
+    cuda_close(&g);
+}
+
+/* A key whose first step outgrows the upload region (the scatter's CSR
+ * of 3 n + 2 ints, over 64 KiB): the region grows mid-step, so the step's
+ * log holds addresses of the old one; the key records again in a region
+ * that fits, then captures and replays with the eager bits (a real run
+ * once failed here, SASRec at batch 128: "op upload's launch differs"). */
+UNIT_TEST(test_cuda_graph_region_grows)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    enum { N = 6000, STEPS = 6 };
+    gr_bufs b;
+    CHECK_EQ(gr_alloc(&g, &b, N), 0);
+    float *got = malloc((size_t)N * GR_C * sizeof *got);
+    float *want = malloc((size_t)N * GR_C * sizeof *want);
+    int *rows = malloc(N * sizeof *rows);
+    CHECK(got && want && rows);
+    for (int k = 0; k < STEPS && !g.bad && got && want && rows; k++) {
+        gr_data(&g, &b, k, rows, N);
+        CHECK_EQ(sq_ctx_graph_begin(&g.cx, 3, &g.e), 0);
+        gr_step(&g, &b, rows, N, 0.5f);
+        CHECK_EQ(sq_ctx_graph_end(&g.cx, &g.e), 0);
+        CHECK_EQ(cuda_down(&g, got, b.out, (size_t)N * GR_C), 0);
+        gr_data(&g, &b, k, rows, N);
+        gr_step(&g, &b, rows, N, 0.5f);
+        CHECK_EQ(cuda_down(&g, want, b.out, (size_t)N * GR_C), 0);
+        CHECK(memcmp(got, want, (size_t)N * GR_C * sizeof *got) == 0);
+    }
+    int keys = 0;
+    long replays = 0;
+    CHECK_EQ(sq_gpu_graph_stats(g.gpu, &keys, &replays, &g.e), 0);
+    CHECK_EQ(replays, 2); /* recorded twice, captured twice, 2 replays */
+    free(got);
+    free(want);
+    free(rows);
     cuda_close(&g);
 }
 
@@ -189,13 +228,13 @@ UNIT_TEST(test_cuda_graph_gate)
     }
     sq_adam_cfg cfg = {.lr = 0.1, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-8};
     CHECK_EQ(sq_gpu_upload(g.gpu, S, S0, sizeof S0, &g.e), 0);
-    double loss = sq_nce_softmax(&g.cx, S, U, NULL); /* the same every step */
+    double loss = sq_nce_softmax(&g.cx, S, U, NULL, 1.0); /* the same every step */
     CHECK(loss > 0 && isfinite(loss));
     for (int k = 0; k < STEPS && !g.bad; k++) {
         int up = k % 3 != 1; /* steps 1 and 4 above the bound */
         CHECK_EQ(sq_gpu_upload(g.gpu, S, S0, sizeof S0, &g.e), 0);
         CHECK_EQ(sq_ctx_graph_begin(&g.cx, 9, &g.e), 0);
-        sq_nce_softmax(&g.cx, S, U, NULL);
+        sq_nce_softmax(&g.cx, S, U, NULL, 1.0);
         sq_ctx_graph_gate(&g.cx, up ? 2 * loss : loss / 2);
         sq_adam_update(&g.cx, x[0], gr, x[1], x[2], N, &cfg, k + 1);
         CHECK_EQ(sq_ctx_graph_end(&g.cx, &g.e), 0);
@@ -208,5 +247,51 @@ UNIT_TEST(test_cuda_graph_gate)
         }
     }
     CHECK(memcmp(a[0], p0, sizeof p0) != 0); /* it did update */
+    cuda_close(&g);
+}
+
+/* A step's loss made of two values (sq_ctx_loss_mix: Blin's and CL4SRec's
+ * steps): in a graph the device sums them in the host's order, one value
+ * in their place, the host's bits; the gate reads that sum. */
+UNIT_TEST(test_cuda_graph_loss_mix)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    enum { U = 3, M = 2 * U, STEPS = 5 };
+    float S0[2][M * M];
+    sq_rng r;
+    sq_rng_seed(&r, 5, 0);
+    for (int j = 0; j < 2; j++)
+        for (int i = 0; i < M * M; i++)
+            S0[j][i] = (float)sq_rng_normal(&r);
+    float *S[2] = {cuda_zeros(&g, M * M), cuda_zeros(&g, M * M)};
+    double wt[2] = {0.5, 0.1}, v[2];
+    for (int j = 0; j < 2; j++) {
+        CHECK_EQ(sq_gpu_upload(g.gpu, S[j], S0[j], sizeof S0[j], &g.e), 0);
+        v[j] = sq_nce_softmax(&g.cx, S[j], U, NULL, 3.0);
+    }
+    double host = sq_ctx_loss_mix(&g.cx, wt, v, 2);
+    CHECK(host == 0.5 * v[0] + 0.1 * v[1]); /* eagerly: the values read */
+    for (int k = 0; k < STEPS && !g.bad; k++) {
+        for (int j = 0; j < 2; j++) /* the softmax works in place */
+            CHECK_EQ(sq_gpu_upload(g.gpu, S[j], S0[j], sizeof S0[j], &g.e), 0);
+        CHECK_EQ(sq_ctx_graph_begin(&g.cx, 4, &g.e), 0);
+        for (int j = 0; j < 2; j++)
+            CHECK(sq_nce_softmax(&g.cx, S[j], U, NULL, 3.0) == 0); /* a placeholder */
+        CHECK(sq_ctx_loss_mix(&g.cx, wt, (double[2]){0, 0}, 2) == 0);
+        sq_ctx_graph_gate(&g.cx, k % 2 ? host / 2 : 0);
+        CHECK_EQ(sq_ctx_graph_end(&g.cx, &g.e), 0);
+        double got_v[4];
+        int got = 0;
+        CHECK_EQ(sq_ctx_graph_values(&g.cx, got_v, 4, &got, &g.e), 0);
+        CHECK_EQ(got, 1);
+        CHECK(got_v[0] == host);
+    }
+    /* more values mixed than the step kept: the sticky error */
+    CHECK_EQ(sq_ctx_graph_begin(&g.cx, 5, &g.e), 0);
+    sq_ctx_loss_mix(&g.cx, wt, v, 2);
+    CHECK(sq_ctx_graph_end(&g.cx, &g.e) != 0);
+    CHECK(strstr(g.e.msg, "a loss of 2 values after 0") != NULL);
     cuda_close(&g);
 }

@@ -114,3 +114,61 @@ UNIT_TEST(test_packed_pad_bucket)
     }
     sq_packed_pad_free(&pp);
 }
+
+/* Two views (sequences [0, 2) the first views, [2, 4) the second): the
+ * views' sequences and rows stay in place, the padding sequences follow
+ * them (pad_seqs), and each view's entries are padded on their own, so
+ * that n_first too depends on the bucket only. Three views (CONTRASTIVE
+ * VIEWS): the entries, all the samples', at once. */
+UNIT_TEST(test_packed_pad_views)
+{
+    sq_packed_pad pp;
+    sq_err e = {0};
+    CHECK_EQ(sq_packed_pad_init(&pp, 16, 4, 5, 4, 0, &e), 0);
+    int ints[256], lens[4] = {4, 3, 2, 4};
+    uint32_t u32[32];
+    sq_packed b;
+    make_batch(&b, ints, u32, lens, 4);
+    b.views = 2;
+    b.n_first = 5; /* 3 + 2 entries of the first views */
+    const sq_packed *p = sq_packed_pad_to(&pp, &b, &e);
+    CHECK(p != NULL);
+    if (p) {
+        CHECK_EQ(p->pad_seqs, pp.segs);
+        CHECK_EQ(p->B, 4 + pp.segs);
+        CHECK_EQ(p->T % 5, 0);
+        CHECK_EQ(p->n_first, 5);  /* 5 entries: a multiple of q already */
+        CHECK_EQ(p->n, 5 + 5);    /* the second view's 4 entries and 1 padding */
+        CHECK(memcmp(p->off, b.off, 5 * sizeof *p->off) == 0);
+        CHECK(memcmp(p->rows, b.rows, 5 * sizeof *p->rows) == 0);
+        CHECK(memcmp(p->rows + 5, b.rows + 5, 4 * sizeof *p->rows) == 0);
+        CHECK(memcmp(p->targets + 5, b.targets + 5, 4 * sizeof *p->targets) == 0);
+        CHECK_EQ(p->targets[9], 0);
+        CHECK_EQ(p->rows[9], b.T);
+    }
+    b.n_first = 3; /* the first view's entries padded to 5, the second's */
+    p = sq_packed_pad_to(&pp, &b, &e);
+    CHECK(p != NULL);
+    if (p) {
+        CHECK_EQ(p->n_first, 5);
+        CHECK_EQ(p->n, 5 + 10);
+        for (int i = 3; i < 5; i++)
+            CHECK(p->targets[i] == 0 && p->rows[i] == b.T);
+        CHECK(memcmp(p->targets + 5, b.targets + 3, 6 * sizeof *p->targets) == 0);
+        CHECK(memcmp(p->rows + 5, b.rows + 3, 6 * sizeof *p->rows) == 0);
+        for (int i = 11; i < 15; i++)
+            CHECK(p->targets[i] == 0 && p->rows[i] == b.T);
+        /* padded already: refused */
+        CHECK(sq_packed_pad_to(&pp, p, &e) == NULL);
+    }
+    b.views = 3;
+    b.n_first = b.n;
+    e = (sq_err){0};
+    p = sq_packed_pad_to(&pp, &b, &e);
+    CHECK(p != NULL);
+    if (p) {
+        CHECK_EQ(p->n, 10);
+        CHECK_EQ(p->n_first, 10);
+    }
+    sq_packed_pad_free(&pp);
+}
