@@ -215,7 +215,8 @@ static size_t R(carve)(R(sq_elastic_work) *w, const sq_elastic_config *c, char *
 
 /* Query-network level capacities: at most every row of the level below
  * (each group holds a real row), and at most rows / stride + one partial
- * group per sequence. */
+ * group per sequence (FIXED LEVELS, elastic.h); off: B + cap + 1
+ * segments, the dummies' included. */
 static int R(plan_caps)(R(sq_elastic_work) *w, const sq_elastic_config *c, sq_err *e)
 {
     int qnet = !c->no_imr && c->query == SQ_ELASTIC_QUERY_NET;
@@ -229,9 +230,9 @@ static int R(plan_caps)(R(sq_elastic_work) *w, const sq_elastic_config *c, sq_er
         int g = prev / c->stride + w->cap.B;
         w->lev[j].cap = g < prev ? g : prev;
         prev = w->lev[j].cap;
-        ints += (size_t)prev * c->stride + (size_t)w->cap.B + 1;
+        ints += (size_t)prev * c->stride + (size_t)w->cap.B + (size_t)prev + 1;
     }
-    int *h = malloc(ints * sizeof *h);
+    int *h = calloc(ints, sizeof *h);
     if (!h)
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
     w->host = h;
@@ -243,7 +244,7 @@ static int R(plan_caps)(R(sq_elastic_work) *w, const sq_elastic_config *c, sq_er
         w->lev[j].idx = h;
         h += (size_t)w->lev[j].cap * c->stride;
         w->lev[j].off = h;
-        h += w->cap.B + 1;
+        h += (size_t)w->cap.B + w->lev[j].cap + 1;
     }
     return 0;
 }
@@ -254,6 +255,7 @@ int R(sq_elastic_work_alloc)(R(sq_elastic_work) *w, const R(sq_elastic) *m,
     const sq_elastic_config *c = &m->cfg;
     memset(w, 0, sizeof *w);
     w->cap = *cap;
+    w->cap.fixed = cap->fixed || m->cx.backend != SQ_BACKEND_CPU; /* a launch's sizes */
     w->cx = m->cx;
     if (w->cap.T < 1)
         w->cap.T = 1;
@@ -281,6 +283,20 @@ void R(sq_elastic_work_free)(R(sq_elastic_work) *w)
         sq_ctx_free(&w->cx, w->pkm_idx);
     free(w->host);
     memset(w, 0, sizeof *w);
+}
+
+/* With cap.fixed, level v's dummy groups after its own (FIXED LEVELS,
+ * elastic.h): up to below / stride + B groups, each gathering the zero row
+ * of the level below (its row `below`) and a segment of its own. */
+static void R(plan_dummies)(R(sq_elastic_level) *v, int B, int S, int below)
+{
+    int G = v->rows, most = below / S + B < below ? below / S + B : below;
+    for (int t = G * S; t < most * S; t++)
+        v->idx[t] = below;
+    for (int i = 0; i < most; i++)
+        v->off[B + 1 + i] = G + i + 1 < most ? G + i + 1 : most;
+    v->rows = most;
+    v->segs = B + most;
 }
 
 /* The groups of every query level for batch b: level j's group g of
@@ -320,8 +336,11 @@ static void R(plan_batch)(R(sq_elastic_work) *w, const sq_elastic_config *c,
             v->off[s + 1] = G;
         }
         v->rows = G;
+        v->segs = b->B;
+        if (w->cap.fixed)
+            R(plan_dummies)(v, b->B, S, rows_prev);
         prev = v->off;
-        rows_prev = G;
+        rows_prev = v->rows;
     }
 }
 
@@ -436,7 +455,7 @@ static void R(level_forward)(const R(env) *v, const R(sq_elastic) *m, R(sq_elast
                             p->qn_ln_b + jc, G, C, v->eps);
     R(sq_linear_forward)(cx, lv->qkv, lv->ln, p->qn_qkv + 3 * jc * C, NULL, G, C, 3 * C);
     R(sq_attention_forward)(cx, lv->a, lv->att, lv->qkv, lv->qkv + C, lv->qkv + 2 * C, 3 * C,
-                            lv->off, v->B, v->H, C, 0);
+                            lv->off, lv->segs, v->H, C, 0);
     R(sq_linear_forward)(cx, lv->y, lv->a, p->qn_o + jc * C, p->qn_ob + jc, G, C, C);
     R(sq_residual_forward)(cx, lv->y, lv->y, lv->u, (size_t)G * C);
 }
@@ -458,7 +477,7 @@ static void R(level_backward)(const R(env) *v, const R(sq_elastic) *m, R(sq_elas
                           p->qn_o + jc * C, G, C, C);
     R(sq_zero)(cx, dqkv, 3 * gc);
     R(sq_attention_backward)(cx, dqkv, dqkv + C, dqkv + 2 * C, da, lv->a, lv->qkv,
-                             lv->qkv + C, lv->qkv + 2 * C, lv->att, 3 * C, lv->off, v->B,
+                             lv->qkv + C, lv->qkv + 2 * C, lv->att, 3 * C, lv->off, lv->segs,
                              v->H, C, 0);
     real *dln = da; /* da is spent */
     R(sq_zero)(cx, dln, gc);
@@ -534,6 +553,9 @@ static void R(retrieve_backward)(const R(env) *v, const R(sq_elastic) *m, R(sq_e
     /* levels from the top; dy ping-pongs between two halves */
     size_t half = (size_t)(w->lev[0].cap + 1) * C;
     real *dy = w->dy;
+    int top = w->lev[w->levels - 1].rows; /* B, and the dummies (FIXED LEVELS) */
+    if (top > B)
+        R(sq_zero)(cx, dy, (size_t)top * C);
     R(sq_copy)(cx, dy, w->dqraw, (size_t)B * C);
     for (int j = w->levels - 1; j >= 0; j--) {
         real *dbelow = j ? (dy == w->dy ? w->dy + half : w->dy) : w->dX;

@@ -161,10 +161,14 @@ int sq_elastic_config_check(const sq_elastic_config *c, sq_err *e);
 int sq_elastic_tensor_set(const sq_elastic_config *c, sq_tensor_set *s, sq_err *e);
 
 /* Capacity of a workspace: most sequences, token rows, loss entries, the
- * longest sequence, and whether it holds the backward buffers. */
+ * longest sequence, and whether it holds the backward buffers. fixed: the
+ * query network runs each level on the most groups a batch of its T rows
+ * and B sequences can have (FIXED LEVELS below); sq_elastic_work_alloc
+ * sets it on a GPU. */
 typedef struct {
     int B, T, n, N;
     int train;
+    int fixed;
 } sq_elastic_cap;
 
 #define SQ_TWICE "elastic.h"
@@ -207,12 +211,22 @@ typedef struct {
     uint8_t *m;
 } R(sq_elastic_ffn);
 
-/* One level of the query network. */
+/* One level of the query network.
+ *
+ * FIXED LEVELS (cap.fixed, on a GPU): a CUDA graph's launches may depend on
+ * the batch's shapes alone (HACKING.md "CUDA graphs"), but a level's group
+ * count follows the sequences' lengths. So level j runs on the most groups
+ * of any batch of the shapes, rows_j = min(rows_(j-1) / stride + B,
+ * rows_(j-1)) (rows_(-1) = T; sum ceil(n_s / stride) is at most that): the
+ * groups beyond the batch's own are dummies that gather the zero row, each
+ * a segment of its own after the B sequences' (segs = B + rows_j, the
+ * unused ones empty). Nothing reads a dummy's output, so its gradient is
+ * an exact zero, and so is all it adds to the parameters' gradients. */
 typedef struct {
     real *z, *u, *ln, *mean, *rstd, *qkv, *att, *a, *y; /* y: [rows + 1, C] */
     int *idx;    /* host: [rows * stride] the gathered input rows (pad: the zero row) */
-    int *off;    /* host: [B + 1] the groups of each sequence */
-    int rows, cap;
+    int *off;    /* host: [segs + 1] the groups of each sequence, then the dummies' */
+    int rows, segs, cap;
 } R(sq_elastic_level);
 
 /* The workspace of one batch (and, for training, its gradients). */

@@ -480,7 +480,8 @@ static void view(sq_model *out, const sq_net *n)
 
 /* --device cuda: every op of ELASTIC's step has a CUDA twin (its own in
  * cuda/k_elastic.cu), its per-batch plan is staged, and it scores packed
- * histories on the device (device_states). */
+ * histories on the device (device_states). Its launches follow the
+ * batch's shapes alone (elastic.h FIXED LEVELS): .graphs, --cuda-graphs. */
 static int gpu_check(const void *cfg, sq_err *e)
 {
     (void)cfg, (void)e;
@@ -495,5 +496,5 @@ const sq_model_def sq_model_elastic = {
     .load = load, .check_step = check_step, .net_alloc = net_alloc, .net_free = net_free,
     .net_init = net_init, .batcher = batcher, .work_alloc = work_alloc,
     .work_free = work_free, .step = step, .view = view, .gpu_check = gpu_check,
-    .train_defaults = "train.target=random\n",
+    .train_defaults = "train.target=random\n", .graphs = 1,
 };

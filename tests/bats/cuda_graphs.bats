@@ -3,7 +3,7 @@
 # forward and backward one CUDA graph of its padded size, recorded, captured
 # and replayed (cuda/graph.cu). The replays give the bytes of the same padded
 # steps run without graphs (SEQREC_CUDA_GRAPHS=eager), the padding leaves the
-# loss of the unpadded run, and what is not graph-safe is refused up front.
+# loss of the unpadded run, and what cannot run as graphs is refused up front.
 # The real GPU's timings are `make gpu-check`'s (its graphs part).
 
 load helper
@@ -67,11 +67,35 @@ setup() {
   done
 }
 
-@test "cuda_graphs: refused without a GPU, for models not graph-safe and for the sampled losses (64, no model); --max-loss stops (70)" {
+@test "cuda_graphs: ELASTIC (query network, mean query, no IMR) replays with the bytes of its padded steps, the unpadded loss" {
+  # its query network runs each level on the most groups of the bucket
+  # (elastic.h FIXED LEVELS); one random prefix a user, two epochs: the
+  # buckets repeat
+  for opts in "" "--query mean" "--no-imr"; do
+    # shellcheck disable=SC2086
+    seqrec-train "${TINY[@]}" --model elastic --epochs 2 $opts --cuda-graphs --log "$T/g.log" \
+      -o "$T/g.sqm" "$T/s.sqr" 2> "$T/err"
+    grep -Eq 'captured, [1-9][0-9]* steps replayed' "$T/err" || { cat "$T/err"; false; }
+    # shellcheck disable=SC2086
+    seqrec-train "${TINY[@]}" --model elastic --epochs 2 $opts --cuda-graphs -o "$T/a.sqm" \
+      "$T/s.sqr" 2>/dev/null
+    cmp "$T/g.sqm" "$T/a.sqm"
+    # shellcheck disable=SC2086
+    SEQREC_CUDA_GRAPHS=eager seqrec-train "${TINY[@]}" --model elastic --epochs 2 $opts \
+      --cuda-graphs -o "$T/e.sqm" "$T/s.sqr" 2>/dev/null
+    cmp "$T/g.sqm" "$T/e.sqm"
+    # shellcheck disable=SC2086
+    seqrec-train "${TINY[@]}" --model elastic --epochs 2 $opts --log "$T/p.log" -o "$T/p.sqm" \
+      "$T/s.sqr" 2>/dev/null
+    paste <(log_loss "$T/g.log") <(log_loss "$T/p.log") | awk -v o="$opts" '
+      { d = $1 - $2; if (d < 0) d = -d; if (!($1 > 0 && d <= 1e-3 * $2)) bad = 1; n++ }
+      END { if (bad || n != 2) { print "elastic " o ": losses differ"; exit 1 } }'
+  done
+}
+
+@test "cuda_graphs: refused without a GPU and for the sampled losses (64, no model); --max-loss stops (70)" {
   run -64 seqrec-train "${SMALL[@]}" --loss ce --device cpu --cuda-graphs -o "$T/m.sqm" "$T/s.sqr"
   [[ "$output" == *"--cuda-graphs needs --device cuda"* ]]
-  run -64 seqrec-train "${TINY[@]}" --model elastic --cuda-graphs -o "$T/m.sqm" "$T/s.sqr"
-  [[ "$output" == *"--model elastic's steps are not graph-safe yet"* ]]
   run -64 seqrec-train "${SMALL[@]}" --loss gbce --neg 4 --device cuda --cuda-graphs -o "$T/m.sqm" "$T/s.sqr"
   [[ "$output" == *"has no GPU kernels"* ]]
   [ ! -e "$T/m.sqm" ] && [ ! -e "$T/m.sqm.ckpt" ]

@@ -430,12 +430,13 @@ if want attn; then
 fi
 
 # 8. CUDA graphs (issue 37; seqrec-train --cuda-graphs): on Beauty, SASRec
-# (--loss ce, the README's model) at batch 128 and 32, and Blin's two views
-# and CL4SRec's three at batch 128, for GRAPH_EPOCHS epochs (default 2),
-# eager against graphs: the least train_seconds an epoch of each and their
-# ratio (reported). PASS when the graphs' model is the same bytes twice and
-# the same as the padded steps run without graphs (SEQREC_CUDA_GRAPHS=eager),
-# and the graphs' loss is the eager run's to 1e-3. 16 runs of ~10 s.
+# (--loss ce, the README's model) at batch 128 and 32, and Blin's two views,
+# CL4SRec's three and ELASTIC (its query network on fixed levels,
+# elastic.h) at batch 128, for GRAPH_EPOCHS epochs (default 2), eager
+# against graphs: the least train_seconds an epoch of each and their ratio
+# (reported). PASS when the graphs' model is the same bytes twice and the
+# same as the padded steps run without graphs (SEQREC_CUDA_GRAPHS=eager),
+# and the graphs' loss is the eager run's to 1e-3. 20 runs of ~10 s.
 graph_run() { # NAME BATCH [ENV...] -- OPTS... (the model's in gmodel)
   local name=$1 batch=$2 env=()
   shift 2
@@ -473,7 +474,7 @@ if want graphs; then
   if [ ! -f "$data" ]; then
     fail "graphs: no Beauty split in the pack (DATA_MIRROR)"
   else
-    for c in "sasrec 128" "sasrec 32" "blin 128" "cl4srec 128"; do
+    for c in "sasrec 128" "sasrec 32" "blin 128" "cl4srec 128" "elastic 128"; do
       # shellcheck disable=SC2086 # a model and a batch size
       graph_case $c
     done

@@ -431,3 +431,108 @@ UNIT_TEST(test_elastic_segments_and_leak)
     sq_elastic_work_free_f64(&w);
     sq_elastic_free_f64(&m);
 }
+
+/* FIXED LEVELS (elastic.h, what a GPU runs): the query network on the most
+ * groups a batch of the shapes can have, the dummies included, gives the
+ * loss and gradients of the batch's own groups (the dummies add exact
+ * zeros: 1e-12 in double, measured 0, as the GEMMs see other row counts);
+ * so does the batch padded to a CUDA graph's bucket (sq_packed_pad_to:
+ * padding sequences and entries without a target). */
+typedef struct {
+    sq_elastic_f64 g;
+    sq_elastic_work_f64 w;
+    double loss;
+    int count;
+} fixed_run;
+
+static int fixed_step(fixed_run *r, const sq_elastic_f64 *m, const sq_packed *b, int fixed,
+                      int B, int T, sq_err *e)
+{
+    sq_ctx cpu = sq_ctx_cpu();
+    sq_elastic_cap cap = {.B = B, .T = T, .n = T, .N = m->cfg.max_len, .train = 1,
+                          .fixed = fixed};
+    if (sq_elastic_alloc_on_f64(&r->g, &m->cfg, &cpu, e))
+        return e->code;
+    if (sq_elastic_work_alloc_f64(&r->w, m, &cap, e)) {
+        sq_elastic_free_f64(&r->g);
+        return e->code;
+    }
+    sq_elastic_forward_f64(m, &r->w, b, 1, 7, 3);
+    r->loss = sq_elastic_loss_f64(m, &r->w, b, sq_loss_of(SQ_LOSS_CE), &r->g, &r->count);
+    sq_elastic_backward_f64(m, &r->w, b, &r->g);
+    return 0;
+}
+
+static void fixed_case(unit_ctx *t, const sq_elastic_config *cfg, const int *rows,
+                       const char *what)
+{
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    sq_err e = {0};
+    sq_elastic_config c = *cfg;
+    c.dropout = 0.2;
+    tiny_batch tb;
+    tiny_batch_init(&tb, c.max_len);
+    sq_packed_pad pad;
+    sq_elastic_f64 m;
+    sq_ctx cpu = sq_ctx_cpu();
+    CHECK_EQ(sq_elastic_alloc_on_f64(&m, &c, &cpu, &e), 0);
+    CHECK_EQ(sq_packed_pad_init(&pad, tb.pb.T, 3, 5, c.max_len, 0, &e), 0);
+    sq_packed src = tb.pb;
+    src.uid = tb.user; /* the padding copies them */
+    const sq_packed *pb = e.code ? NULL : sq_packed_pad_to(&pad, &src, &e);
+    CHECK(pb && pb->B == 4 && pb->T == 15 && pb->n == 5);
+    if (!pb) {
+        fprintf(stderr, "  %s: %s\n", what, e.msg);
+        omp_set_num_threads(saved);
+        return;
+    }
+    sq_elastic_init_weights_f64(&m, 11);
+    perturb(&m);
+    fixed_run r[3];
+    CHECK_EQ(fixed_step(&r[0], &m, &tb.pb, 0, 3, tb.pb.T, &e), 0);
+    CHECK_EQ(fixed_step(&r[1], &m, &tb.pb, 1, 3, tb.pb.T, &e), 0);
+    CHECK_EQ(fixed_step(&r[2], &m, pb, 1, pb->B, pb->T, &e), 0);
+    if (e.code) {
+        fprintf(stderr, "  %s: %s\n", what, e.msg);
+        omp_set_num_threads(saved);
+        return;
+    }
+    for (int j = 0; j < r[0].w.levels; j++) { /* the dummies are there */
+        CHECK_EQ(r[1].w.lev[j].rows, rows[j]);
+        CHECK(r[1].w.lev[j].rows > r[0].w.lev[j].rows);
+        CHECK_EQ(r[1].w.lev[j].segs, 3 + rows[j]);
+    }
+    for (int i = 1; i < 3; i++) {
+        CHECK_EQ(r[i].count, 3);
+        CHECK(fabs(r[i].loss - r[0].loss) <= 1e-12 * r[0].loss);
+        double d = gc_rel_diff_f64(r[i].g.mem, r[0].g.mem, m.n);
+        gc_note(t->name, what, d);
+        CHECK(d < 1e-12);
+        if (!(d < 1e-12))
+            fprintf(stderr, "  %s, %s: gradients differ by %.3g\n", what,
+                    i == 1 ? "fixed levels" : "padded", d);
+    }
+    for (int i = 0; i < 3; i++) {
+        sq_elastic_work_free_f64(&r[i].w);
+        sq_elastic_free_f64(&r[i].g);
+    }
+    sq_packed_pad_free(&pad);
+    sq_elastic_free_f64(&m);
+    omp_set_num_threads(saved);
+}
+
+UNIT_TEST(test_elastic_fixed_levels)
+{
+    /* lengths 1, 4, 7 (T 12, B 3), stride 2: groups 1 + 2 + 4, 1 + 1 + 2,
+     * 3 of at most 9, 7, 6 */
+    static const int s2[3] = {9, 7, 6}, s3[2] = {7, 5};
+    sq_elastic_config c = tiny_config();
+    fixed_case(t, &c, s2, "fixed levels");
+    c.stride = 3; /* 1 + 2 + 3, then 3 of at most 7, 5 */
+    fixed_case(t, &c, s3, "fixed levels, --stride 3");
+    c = tiny_config();
+    c.weights = SQ_ELASTIC_W_NONE;
+    c.no_dispatcher = 1;
+    fixed_case(t, &c, s2, "fixed levels, --expert-weights none --no-dispatcher");
+}
