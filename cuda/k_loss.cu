@@ -14,19 +14,19 @@
 //   dh += dlogits E, dE += dlogits^T hc       (cuBLAS, beta 1)
 // BCE: scores and coefficients per (entry, item) pair on the device; the
 // scatter into rows of dE (and of dh) that pairs share is bucketed on the
-// host, one block per destination row summing its pairs in the CPU's order.
+// host, one block per destination row summing its pairs in the CPU's order
+// (loss.cuh, shared with k_sampled.cu's sampled softmax and gBCE).
 // Nothing uses float atomics: the same inputs give the same bits.
 //
 // Budgets (nvcc -Xptxas -v, sm_90; every kernel __launch_bounds__(256)):
-//   gather_kernel            18 registers
 //   ce_row_kernel            31 registers, 256 B static shared
 //   sum_rows_kernel          16 registers, 2 KiB static shared (256 doubles)
-//   count_kernel             16 registers, 2 KiB static shared
 //   colsum_kernel            32 registers
 //   scatter_kernel           30 registers (rows that may repeat)
 //   scatter_distinct_kernel  18 registers
 //   pair_kernel              31 registers
-//   bucket_kernel            32 registers
+//   (loss.cuh: gather_kernel 18, count_kernel 16 with 2 KiB static
+//   shared, bucket_kernel 40 with its dbias)
 // no spills, no local memory.
 #include <cfloat>
 #include <cmath>

@@ -25,6 +25,16 @@
 // atomics: the same inputs give the same bits.
 //
 // Budgets (nvcc -Xptxas -v, sm_90; every kernel __launch_bounds__(256)):
+//   spair_kernel         30 registers
+//   sentry_kernel        40 registers
+//   total_kernel         16 registers, 2 KiB static shared (256 doubles)
+//   prepare_kernel       18 registers
+//   srow_kernel          32 registers
+//   sdh_distinct_kernel  20 registers
+//   sdh_walk_kernel      29 registers
+//   dbk_kernel           32 registers
+//   set_kernel           32 registers
+//   (loss.cuh: gather 18, count 16, bucket 40 with dbias)
 // no spills, no local memory (cuda.mk's -warn-spills,-warn-lmem-usage).
 #include <cfloat>
 #include <cmath>
