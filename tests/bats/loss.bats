@@ -173,3 +173,22 @@ refuse() {
   [[ "$output" == *"--lazy-adam has no GPU kernel"* ]]
   [ ! -e "$T/m.sqm" ]
 }
+
+@test "loss: every other model with a next-item loss trains the sampled losses on the simulated GPU at the CPU's loss (1e-3)" {
+  [ -f "$SIM" ] || skip "no simulated device built"
+  export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
+  seqrec-synth --users 40 --items 30 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/t.sqr"
+  local o=(--threads 1 --epochs 1 --precision fp32 --neg 8 --batch 16)
+  local l=("--loss sampled-softmax" "--loss gbce --neg-share batch") i=0 m
+  # bert4rec: an output bias (its gradient through the kernels' dbias)
+  for m in "bert4rec --dim 16 --ffn 32 --max-len 10" "gru4rec --dim 16 --hidden 24 --max-len 10" \
+           "caser --dim 16 --nh 4 --nv 2" "fpmc --dim 16" "hstu --dim 16 --heads 2 --max-len 10" \
+           "core --dim 16 --ffn 32 --max-len 10 --target random" \
+           "cl4srec --dim 16 --ffn 32 --max-len 10" \
+           "elastic --dim 16 --ffn 32 --max-len 10 --pool 4x4 --topk-experts 2"; do
+    # shellcheck disable=SC2086
+    DEVICE_TWICE=0 device_like_cpu "$T/t.sqr" "${o[@]}" --model $m ${l[i % 2]} \
+      || { echo "--model $m ${l[i % 2]}"; false; }
+    i=$((i + 1))
+  done
+}
