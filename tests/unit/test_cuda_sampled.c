@@ -15,7 +15,9 @@
  * and its log1p series; the sums in double), the gradients to 1e-7
  * absolute + 1e-4 relative (they start at 0.01 scale); a missing or
  * misplaced term (a masked hit counted, a wrong row, the correction left
- * out) is orders of magnitude over. Every op runs twice: the same bits.
+ * out) is orders of magnitude over. Every op runs twice: the same bits;
+ * the loss alone (no gradients) is the same value. Also: inside a CUDA
+ * graph, and a batch without a target (nothing written).
  * SQ_TEST_VERBOSE=1 prints each op's largest differences. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -351,4 +353,43 @@ UNIT_TEST(test_cuda_sampled_graph)
         CHECK_EQ(replays, 2); /* record, capture twice, two replays */
         cuda_close(&g);
     }
+}
+
+/* No entry with a target: count 0, loss 0, the gradients untouched (the
+ * CPU's early return: no 1/0 scale reaches a kernel), for every op. */
+UNIT_TEST(test_cuda_sampled_none_counted)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    size_t nh = (size_t)SP_HROWS * SP_C, nE = (size_t)SP_V1 * SP_C;
+    float *hdh = malloc(nh * sizeof *hdh), *hdE = malloc(nE * sizeof *hdE), hdb[SP_V1];
+    CHECK(hdh && hdE);
+    for (int op = 0; op < 4 && hdh && hdE && !g.bad; op++) {
+        sp_case c = {op / 2, op % 2, 1, 1, 0};
+        sp_data d;
+        CHECK_EQ(sp_make(&d, &c, 3), 0);
+        memset(d.pos, 0, sizeof d.pos);
+        float *dh = cuda_up(&g, d.dh0, nh), *dE = cuda_up(&g, d.dE0, nE);
+        float *db = cuda_up(&g, d.db0, SP_V1), *h = cuda_up(&g, d.h, nh);
+        float *E = cuda_up(&g, d.E, nE), *bias = cuda_up(&g, d.bias, SP_V1);
+        float *sc = cuda_zeros(&g, sq_sampled_shared_scratch_size(SP_CHUNK, d.K, SP_C));
+        sp_stage(&g, &d, 0);
+        int cnt = -1;
+        if (!g.bad) {
+            CHECK(sp_op(&g.cx, &c, &d, dh, dE, db, sc, h, E, bias, d.rows, d.pos, d.neg, &cnt) ==
+                  0);
+            CHECK_EQ(cnt, 0);
+            cuda_down(&g, hdh, dh, nh);
+            cuda_down(&g, hdE, dE, nE);
+            cuda_down(&g, hdb, db, SP_V1);
+            CHECK(memcmp(hdh, d.dh0, nh * sizeof *hdh) == 0);
+            CHECK(memcmp(hdE, d.dE0, nE * sizeof *hdE) == 0);
+            CHECK(memcmp(hdb, d.db0, sizeof hdb) == 0);
+        }
+        sp_free(&d);
+    }
+    cuda_close(&g);
+    free(hdh);
+    free(hdE);
 }
