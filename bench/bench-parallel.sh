@@ -8,7 +8,7 @@
 #   mpi-np1   MPIRUN -np 1 --threads 1 (P = 1: the launcher's baseline; one
 #             process of one is a plain run, comm.h)
 #   mpi-np2   MPIRUN -np 2 --threads 1 (P = 2: the batch cut into 2 parts,
-#             one a process, the gradients all-gathered; micro.h)
+#             one a process, the gradients summed along the ranks; micro.h)
 # Each run trains EPOCHS epochs (default 2) of the same seeded SASRec
 # (bench-sasrec's: d 64, ffn 64, 2 layers, 1 head, dropout 0.5, batch 128,
 # full CE; MODEL_ARGS replaces all but the loss, the length and the seed) on

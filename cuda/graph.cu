@@ -40,7 +40,8 @@ struct be_graph {
     size_t log_n, log_cap;
     size_t nodes;       // entries in the log
     size_t used;        // region bytes the first step took
-    long steps;         // steps of this key so far
+    long steps;         // steps of this key so far (a step recorded again not counted)
+    int regrown;        // the recording step moved the region: record again
     // the upload region: one device half for both slots (their graphs run
     // in stream order, so one never overwrites what the other reads, and
     // an address inside is the same in every step, in an argument struct
@@ -315,9 +316,12 @@ int be_graph_take(sq_gpu_be *b, size_t bytes, char **host, char **dev)
             return gfail(b, "the step's uploads (%zu bytes) outgrow its key's first step's",
                          need);
         // the first step (slot 0, the only pinned half yet) grows the region
-        // keeping what it uploaded so far, at the same offsets
+        // keeping what it uploaded so far, at the same offsets; its log
+        // holds the old region's addresses (a copy's, a kernel's argument),
+        // so the key's next step records again, in a region that fits
         if (be_grow_pair(b, &s->pinned, &g->dev, &g->bytes, at, 2 * need))
             return 1;
+        g->regrown = 1;
     }
     *host = s->pinned + at;
     *dev = g->dev + at;
@@ -400,6 +404,7 @@ int be_graph_end(sq_gpu_be *b, sq_err *e)
     b->gcur = NULL;
     if (mode == BE_G_RECORD)
         g->used = b->gused;
+    int again = mode == BE_G_RECORD && g->regrown;
     if (mode == BE_G_CAPTURE) {
         cudaGraph_t graph = NULL;
         be_note(b, cudaStreamEndCapture(b->stream, &graph), "cudaStreamEndCapture");
@@ -416,7 +421,12 @@ int be_graph_end(sq_gpu_be *b, sq_err *e)
     be_note(b, cudaEventRecord(s->done, b->stream), "graph slot");
     if (!b->failed)
         queue_values(b);
-    g->steps++;
+    if (again) { // a fresh log at the next step (the region fits it now)
+        g->log_n = 0;
+        g->nodes = 0;
+        g->regrown = 0;
+    } else
+        g->steps++;
     return b->failed ? sq_fail(e, b->err.code, "%s", b->err.msg) : 0;
 }
 

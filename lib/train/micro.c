@@ -45,10 +45,12 @@ static int open_ranks(sq_micro *mb, const sq_model_def *def, const sq_net *net,
     mb->comm = comm;
     mb->G = comm->size * mb->P;
     mb->base = comm->rank * mb->P;
-    if (!(mb->all = malloc((size_t)mb->G * net->ts->total * sizeof *mb->all)) ||
+    size_t slice = net->ts->total < SQ_MICRO_SLICE ? net->ts->total : SQ_MICRO_SLICE;
+    if (!(mb->in = malloc((slice ? slice : 1) * sizeof *mb->in)) ||
+        !(mb->out = malloc((slice ? slice : 1) * sizeof *mb->out)) ||
         !(mb->loss = calloc((size_t)mb->G, sizeof *mb->loss)) ||
         !(mb->cnt = calloc((size_t)mb->G, sizeof *mb->cnt)))
-        return sq_fail(e, SQ_EX_OSERR, "out of memory (the %d parts' gradients)", mb->G);
+        return sq_fail(e, SQ_EX_OSERR, "out of memory");
     return 0;
 }
 
@@ -103,7 +105,9 @@ void sq_micro_close(sq_micro *mb, const sq_model_def *def)
         sq_ctx_free(mb->cx, mb->stats);
     free(mb->stats_host);
     free(mb->buf);
-    free(mb->all);
+    free(mb->in);
+    free(mb->out);
+    free(mb->segs);
     free(mb->loss);
     free(mb->cnt);
     free(mb->mark);
@@ -370,33 +374,217 @@ static int fused(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
     return 0;
 }
 
-/* Every rank gets every part's loss, count and gradient (ACROSS
- * PROCESSES): this rank's nl parts go to their slots, all-gathered in
- * place. */
-static int gather_parts(sq_micro *mb, sq_net *net, int nl, sq_err *e)
+/* Elements [x, x + m) of this rank's share of the sum (ACROSS PROCESSES):
+ * its nl parts added in their order to in (the partial sum of the parts
+ * before them, in[0] element x's; NULL on rank 0: its first part weighed
+ * starts the sum), into net->grads, the workers' elements (and in's)
+ * zeroed. As sq_grad_sum adds: w g + 1 in is in + w g exactly, so the
+ * bits of one process's sum. */
+static void fold_range(sq_micro *mb, sq_net *net, int nl, float *in, size_t x, size_t m)
 {
-    size_t n = net->ts->total, P = (size_t)mb->P;
-    for (int j = 0; j < nl; j++)
-        memcpy(mb->all + (size_t)(mb->base + j) * n, j ? mb->net[j].grads : net->grads,
-               n * sizeof *mb->all);
-    if (sq_comm_allgather(mb->comm, mb->loss + mb->base, mb->loss, P * sizeof *mb->loss, e) ||
-        sq_comm_allgather(mb->comm, mb->cnt + mb->base, mb->cnt, P * sizeof *mb->cnt, e) ||
-        sq_comm_allgather(mb->comm, mb->all + (size_t)mb->base * n, mb->all,
-                          P * n * sizeof *mb->all, e))
+    float *parts[SQ_MICRO_MAX + 1], w[SQ_MICRO_MAX + 1];
+    int k = 0;
+    parts[k] = net->grads + x;
+    w[k++] = mb->w[mb->base];
+    if (in) {
+        parts[k] = in;
+        w[k++] = 1;
+    }
+    for (int j = 1; j < nl; j++) {
+        parts[k] = mb->net[j].grads + x;
+        w[k++] = mb->w[mb->base + j];
+    }
+    /* a short run (a row or few): no team (so a row-sparse tensor's rows
+     * are added on one thread) */
+    sq_grad_sum(m < SQ_CHUNK ? &mb->cx1 : net->cx, parts[0], parts, w, k, m);
+}
+
+static int add_seg(sq_micro *mb, size_t x, size_t m)
+{
+    if (!m)
+        return 0;
+    if (mb->n_segs == mb->cap_segs) {
+        int cap = mb->cap_segs ? 2 * mb->cap_segs : 64;
+        sq_micro_seg *g = realloc(mb->segs, (size_t)cap * sizeof *g);
+        if (!g)
+            return -1;
+        mb->segs = g;
+        mb->cap_segs = cap;
+    }
+    mb->segs[mb->n_segs++] = (sq_micro_seg){.x = x, .m = m, .p = mb->active};
+    mb->active += m;
+    return 0;
+}
+
+/* The step's elements that the ranks sum, into mb->segs: all of them, but
+ * of a row-sparse tensor (mb->rows_t) only the step's rows; the others
+ * are zero in every part and the update reads none of them (micro.h), so
+ * a large catalogue moves and adds its batch's rows only */
+static int plan_segs(sq_micro *mb, const sq_net *net, sq_err *e)
+{
+    const sq_tensor_set *ts = net->ts;
+    int rt = mb->rows_t, rc = 0;
+    mb->n_segs = 0;
+    mb->active = 0;
+    if (rt < 0) {
+        rc = add_seg(mb, 0, ts->total);
+    } else {
+        size_t t0 = ts->off[rt], rows = ts->shape[rt][0], width = ts->size[rt] / rows;
+        rc = add_seg(mb, 0, t0);
+        for (size_t r = 0, end; !rc && r < rows; r = end) {
+            for (end = r; end < rows && mb->mark[end] == mb->stamp; end++)
+                ;
+            if (end == r) /* not the step's row */
+                end++;
+            else
+                rc = add_seg(mb, t0 + r * width, (end - r) * width);
+        }
+        rc = rc || add_seg(mb, t0 + ts->size[rt], ts->total - t0 - ts->size[rt]);
+    }
+    return rc ? sq_fail(e, SQ_EX_OSERR, "out of memory") : 0;
+}
+
+/* The first segment that holds element p of the travel order */
+static int seg_at(const sq_micro *mb, size_t p)
+{
+    int lo = 0, hi = mb->n_segs - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (mb->segs[mid].p <= p)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+enum { SEG_PACK, SEG_UNPACK, SEG_FOLD };
+
+/* Elements [p, p + len) of the travel order, segment by segment, with buf
+ * (their packed values): copied from net->grads into buf, from buf into
+ * net->grads, or this rank's parts added to buf's partial sum (buf NULL:
+ * rank 0, fold_range) */
+static void seg_pass(sq_micro *mb, sq_net *net, int nl, int op, float *buf, size_t p,
+                     size_t len)
+{
+    for (int i = seg_at(mb, p); i < mb->n_segs && mb->segs[i].p < p + len; i++) {
+        const sq_micro_seg *g = &mb->segs[i];
+        size_t lo = g->p > p ? g->p : p, hi = g->p + g->m < p + len ? g->p + g->m : p + len;
+        size_t x = g->x + (lo - g->p), m = hi - lo;
+        float *b = buf ? buf + (lo - p) : NULL;
+        if (op == SEG_PACK)
+            memcpy(b, net->grads + x, m * sizeof *b);
+        else if (op == SEG_UNPACK)
+            memcpy(net->grads + x, b, m * sizeof *b);
+        else
+            fold_range(mb, net, nl, b, x, m);
+    }
+}
+
+/* Whether elements [p, p + len) of the travel order are one run of
+ * net->grads (then at *x): sent from it and received into it as they are */
+static int seg_whole(const sq_micro *mb, size_t p, size_t len, size_t *x)
+{
+    const sq_micro_seg *g = &mb->segs[seg_at(mb, p)];
+    *x = g->x + (p - g->p);
+    return p + len <= g->p + g->m;
+}
+
+/* The sum's ring (ring_sum): the slice that starts on rank 0 at stage t.
+ * Slice s is at rank h mod q at stage start(s) + h, hop h in [0, 2q - 1):
+ * a partial sum at hops below q, the finished sum after. Two ranks: a new
+ * slice every stage (each link carries one hop of each slice); more:
+ * blocks of q slices every 2 q stages, so no link carries two slices in a
+ * stage (hops r and r + q cross the same link). -1: none starts then. */
+static long ring_slice(long t, int q, long S)
+{
+    long s = q <= 2 ? t : t % (2L * q) < q ? t / (2L * q) * q + t % (2L * q) : -1;
+    return t >= 0 && s < S ? s : -1;
+}
+
+/* Rank r's slices at stage t of the ring (of q ranks, S slices): the one
+ * it sends on (*out), the one it receives (*in, finished: *fin), and the
+ * one it adds its parts to (returned), each -1 for none */
+static long ring_stage(long t, int r, int q, long S, long *out, long *in, int *fin)
+{
+    long mine = -1;
+    *out = *in = -1;
+    *fin = 0;
+    for (long h = r; h < 2L * q - 1; h += q) { /* the hops at rank r */
+        long s = ring_slice(t - h, q, S);
+        if (s >= 0 && h < q)
+            mine = s;
+        if (s >= 0 && h > 0) {
+            *in = s;
+            *fin = h >= q;
+        }
+        if (h + 1 < 2L * q - 1 && (s = ring_slice(t - h - 1, q, S)) >= 0)
+            *out = s;
+    }
+    return mine;
+}
+
+/* Slice s's elements of the travel order (0 for none) */
+static size_t slice_len(const sq_micro *mb, long s)
+{
+    size_t a = (size_t)s * SQ_MICRO_SLICE;
+    return s < 0 ? 0 : mb->active - a < SQ_MICRO_SLICE ? mb->active - a : SQ_MICRO_SLICE;
+}
+
+/* The sum of the step's np parts into net->grads on every rank. The q
+ * ranks that hold parts, 0 to q - 1, are a ring: each slice of the
+ * elements to sum (plan_segs) starts on rank 0, goes round once
+ * collecting each rank's parts in their order (rank r adds its own to the
+ * sum of the parts before, received from r - 1), then goes round again,
+ * finished, to ranks 0 .. q - 2. Each rank sends to r + 1 and receives
+ * from r - 1 at once, a slice at a time, so every link works; ranks
+ * without a part (a batch of fewer than G parts) get the sum broadcast.
+ * Each element is summed in part order, as one process does; a rank holds
+ * two slices besides its own parts. */
+static int ring_sum(sq_micro *mb, sq_net *net, int np, int nl, sq_err *e)
+{
+    const size_t L = SQ_MICRO_SLICE;
+    if (plan_segs(mb, net, e))
         return e->code;
+    const long S = (long)((mb->active + L - 1) / L);
+    int r = mb->comm->rank, q = (np - 1) / mb->P + 1, to = (r + 1) % q, from = (r + q - 1) % q;
+    long end = q <= 2 ? S + 2L * q : (S + q - 1) / q * 2L * q + 2L * q;
+    for (long t = 0; r < q && t < end; t++) {
+        long out, in;
+        int fin;
+        long mine = ring_stage(t, r, q, S, &out, &in, &fin);
+        size_t no = slice_len(mb, out), ni = slice_len(mb, in), x;
+        float *sb = mb->out, *rb = mb->in; /* a run of net->grads travels as it is */
+        if (no && seg_whole(mb, (size_t)out * L, no, &x))
+            sb = net->grads + x;
+        else if (no)
+            seg_pass(mb, net, nl, SEG_PACK, mb->out, (size_t)out * L, no);
+        if (ni && fin && seg_whole(mb, (size_t)in * L, ni, &x))
+            rb = net->grads + x;
+        if ((no || ni) && sq_comm_sendrecv(mb->comm, sb, no * sizeof *sb, no ? to : -1, rb,
+                                           ni * sizeof *rb, ni ? from : -1, e))
+            return e->code;
+        if (ni && fin && rb == mb->in)
+            seg_pass(mb, net, nl, SEG_UNPACK, mb->in, (size_t)in * L, ni);
+        if (mine >= 0)
+            seg_pass(mb, net, nl, SEG_FOLD, r ? mb->in : NULL, (size_t)mine * L,
+                     slice_len(mb, mine));
+    }
+    if (q < mb->comm->size)
+        return sq_comm_bcast(mb->comm, net->grads, net->ts->total * sizeof *net->grads, 0, e);
     return 0;
 }
 
 /* A step of np >= 2 parts across ranks: this rank's parts on its threads,
- * the all-gather, then the sum of all np parts in their order and the
- * update, as one process of G threads computes them (micro.h). The
- * workers' gradients are copies' sources only: zeroed again next step. */
+ * every part's loss and entries on every rank, the sum of all np parts in
+ * their order on every rank (ring_sum) and the update, as one process of
+ * G threads computes them (micro.h). */
 static int ranks_train(sq_micro *mb, const sq_model_def *def, sq_net *net, void *work,
                        const sq_step_opts *so, uint64_t step, int np,
                        const sq_micro_update *u, sq_micro_result *res, sq_err *e)
 {
     int nl = np - mb->base < 0 ? 0 : np - mb->base < mb->P ? np - mb->base : mb->P;
-    size_t n = net->ts->total;
+    size_t n = net->ts->total, P = (size_t)mb->P;
     for (int k = 0; k < mb->G; k++) {
         mb->loss[k] = 0;
         mb->cnt[k] = 0;
@@ -404,31 +592,17 @@ static int ranks_train(sq_micro *mb, const sq_model_def *def, sq_net *net, void 
     #pragma omp parallel for schedule(static, 1) num_threads(nl > 1 ? nl : 1)
     for (int j = 0; j < nl; j++)
         run_part(mb, def, net, work, so, step, j, mb->loss, mb->cnt);
-    for (int j = 0; j < mb->P; j++)
-        mb->clean[j] = 0;
-    if (gather_parts(mb, net, nl, e))
+    if (sq_comm_allgather(mb->comm, mb->loss + mb->base, mb->loss, P * sizeof *mb->loss, e) ||
+        sq_comm_allgather(mb->comm, mb->cnt + mb->base, mb->cnt, P * sizeof *mb->cnt, e))
         return e->code;
-    mb->np = 0; /* nothing is left unsummed: the sum is over mb->all */
+    mb->np = 0; /* nothing is left unsummed: the sum is ring_sum's */
     res->loss = weigh(mb->loss, mb->cnt, np, mb->w, &res->count);
     if (!sq_micro_passes(res->loss, u->max_loss))
         return 0;
-    float *parts[SQ_MICRO_MAX]; /* part 0 is the sum's start (adam.h) */
-    for (int k = 0; k < np; k++)
-        parts[k] = mb->all + (size_t)k * n;
-    if (mb->defer) {
-        const sq_adam_cfg *cfgs[SQ_ADAM_CFGS];
-        int n_cfgs;
-        if (plan_or_fail(mb, net, u->runs, u->n_runs, cfgs, &n_cfgs, e))
-            return e->code;
-        sq_adam_update_pieces(net->cx, net->params, mb->all, parts, mb->w, np, u->m, u->v,
-                              mb->pieces, mb->n_pieces, cfgs, n_cfgs, mb->mark, mb->stamp,
-                              u->t);
-        res->updated = 1;
-        return 0;
-    }
-    memcpy(net->grads, mb->all, n * sizeof *net->grads); /* part 0: the sum's start */
-    parts[0] = net->grads;
-    sq_grad_sum(net->cx, net->grads, parts, mb->w, np, n);
+    if (ring_sum(mb, net, np, nl, e))
+        return e->code;
+    for (int j = 1; j < nl; j++)
+        mb->clean[j] = 1; /* the fold zeroed them */
     if (u->clip > 0 && !isfinite(res->norm = sq_grad_clip(net->cx, net->grads, n, u->clip)))
         return 0;
     if (sq_micro_adam(mb, net, u->m, u->v, u->runs, u->n_runs, u->t, e))

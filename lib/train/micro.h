@@ -20,10 +20,19 @@
  * ACROSS PROCESSES. Under a launcher (comm.h) with R ranks of P threads
  * each, the batch is cut into G = R P parts, the same cut on every rank
  * (each builds the same seeded batch); rank r runs parts [r P, r P + P)
- * on its threads, the ranks all-gather the parts' gradients, losses and
- * counts, and every rank sums all G parts in their order and applies the
- * same update. That is the arithmetic of one process with --threads R P:
- * the same bits. Only the gradients move.
+ * on its threads and the ranks all-gather the parts' losses and counts
+ * (the weights). The gradient is summed around a ring of the ranks, in
+ * slices of SQ_MICRO_SLICE elements: a slice starts on rank 0, and rank r
+ * receives the sum of parts [0, r P) from rank r - 1, adds its own parts
+ * to it in their order and sends it on to r + 1; from the last rank the
+ * finished slice goes round once more to ranks 0 .. R - 2. Every rank
+ * sends and receives at once, each a different slice, so the ranks add
+ * at once. Each element is the same left fold over parts 0 .. G - 1 as in
+ * one process with --threads R P: the same bits, and every rank applies
+ * the same update. A rank holds its P parts and two slices, not G
+ * gradients. Only the elements to sum move: of a row-sparse tensor
+ * (def->grad_rows) the step's rows, packed (a million-item table's
+ * gradient is its batch's rows).
  *
  * On GPUs (P = 1) rank r runs part r alone; the parts' losses and entries
  * are summed over NCCL (each rank gives its own slot, exactly), each rank
@@ -41,13 +50,29 @@
 
 /* parts of a step: threads, or ranks x threads */
 #define SQ_MICRO_MAX 256
+/* the elements a rank sums and sends on at once (ACROSS PROCESSES): 4 MiB.
+ * Each slice is a meeting of two ranks, which can cost a scheduler's time
+ * slice on busy cores (in one trial on 2 shared cores, 256 KiB slices made
+ * Beauty's 2-rank epoch about 1.5x slower); a gradient of tens of millions
+ * is still tens of slices, a pipeline. The bits do not depend on it. */
+#define SQ_MICRO_SLICE ((size_t)1 << 20)
+
+/* A run of gradient elements that ranks sum (ACROSS PROCESSES): elements
+ * [x, x + m), at p in the order they travel in */
+typedef struct {
+    size_t x, m, p;
+} sq_micro_seg;
 
 typedef struct {
     int P;                       /* this process's parts (1: plain steps) */
     int G;                       /* the batch's parts: P, times the ranks */
     int base;                    /* this rank's first part (rank * P) */
     const sq_comm *comm;         /* the ranks (NULL: one process) */
-    float *all;                  /* ranks > 1: every part's gradient [G][total] */
+    float *in, *out;             /* ranks > 1: a slice received, one sent
+                                    [SQ_MICRO_SLICE] (micro.c ring_sum) */
+    sq_micro_seg *segs;          /* the elements a step's sum moves, in order */
+    int n_segs, cap_segs;
+    size_t active;               /* their count */
     double *loss;                /* ranks > 1: every part's loss [G] */
     int *cnt;                    /* and its entries [G] */
     int gpu;                     /* ranks on GPUs: NCCL sums the gradient */

@@ -203,3 +203,26 @@ int sq_comm_barrier(const sq_comm *c, sq_err *e)
     }
     return sq_comm_mpi_barrier(e);
 }
+
+int sq_comm_sendrecv(const sq_comm *c, const void *send, size_t ns, int to, void *recv,
+                     size_t nr, int from, sq_err *e)
+{
+    if (to < -1 || to >= c->size || from < -1 || from >= c->size)
+        return sq_fail(e, SQ_EX_SOFTWARE, "send to %d, receive from %d: not ranks of %d", to,
+                       from, c->size);
+    if (c->kind == SQ_COMM_ENV)
+        return sq_fail(e, SQ_EX_UNAVAILABLE, "a send between %d processes started with RANK/"
+                       "WORLD_SIZE needs MPI: start them with mpirun or srun", c->size);
+    if ((to == c->rank) != (from == c->rank) || (to == c->rank && ns != nr))
+        return sq_fail(e, SQ_EX_SOFTWARE, "rank %d sends %zu bytes to itself but receives %zu "
+                       "(a send to itself is a receive from itself of as many)", c->rank,
+                       to == c->rank ? ns : 0, from == c->rank ? nr : 0);
+    if (to == c->rank) {
+        if (send != recv && ns)
+            memmove(recv, send, ns);
+        return 0;
+    }
+    if (to < 0 && from < 0)
+        return 0;
+    return sq_comm_mpi_sendrecv(send, ns, to, recv, nr, from, e);
+}

@@ -13,12 +13,13 @@
  *           with SEQREC_NCCL_ID set is a job of one rank: the NCCL path
  *           checked on one GPU.
  *
- * Every collective is exact: bytes are moved, never added. A sum across
- * ranks is done by the caller after an all-gather, in rank order, so it is
- * the same bits as one process that ran every rank's part itself
- * (lib/train/micro.c). Failure: a collective that fails, or a rank that
- * fails and calls sq_comm_abort, ends every rank (MPI_Abort): no rank waits
- * forever on one that is gone. */
+ * Every operation is exact: bytes are moved, never added. A sum across
+ * ranks is done by the caller, in rank order: each rank adds its own
+ * terms to the partial sum it receives from the rank before it and sends
+ * it on (sq_comm_sendrecv), so it is the same bits as one process that
+ * ran every rank's part itself (lib/train/micro.c). Failure: a collective
+ * that fails, or a rank that fails and calls sq_comm_abort, ends every
+ * rank (MPI_Abort): no rank waits forever on one that is gone. */
 #ifndef SQ_COMM_H
 #define SQ_COMM_H
 
@@ -75,6 +76,14 @@ int sq_comm_allgatherv(const sq_comm *c, const void *send, size_t n, void **recv
 int sq_comm_bcast(const sq_comm *c, void *buf, size_t n, int root, sq_err *e);
 /* Waits for every rank. */
 int sq_comm_barrier(const sq_comm *c, sq_err *e);
+/* Point to point, at once both ways (no deadlock in a chain of ranks):
+ * send's ns bytes to rank `to` and nr bytes from rank `from` into recv,
+ * either rank -1 for none (send or recv then not read). The rank at the
+ * other end calls it with the same sizes. To and from this rank itself
+ * (both, ns == nr): a copy. Not in an env job (SQ_EX_UNAVAILABLE: its
+ * host operations are sums over all ranks). */
+int sq_comm_sendrecv(const sq_comm *c, const void *send, size_t ns, int to, void *recv,
+                     size_t nr, int from, sq_err *e);
 
 /* The MPI implementation (comm_mpi.c): the same contracts, for
  * c->kind == SQ_COMM_MPI. Without MPI in the build, open answers
@@ -87,6 +96,8 @@ int sq_comm_mpi_allgatherv(const void *send, size_t n, void *recv, const size_t 
                            const size_t *displ, int size, sq_err *e);
 int sq_comm_mpi_bcast(void *buf, size_t n, int root, sq_err *e);
 int sq_comm_mpi_barrier(sq_err *e);
+int sq_comm_mpi_sendrecv(const void *send, size_t ns, int to, void *recv, size_t nr, int from,
+                         sq_err *e);
 /* Whether this build has MPI (1) or not (0). */
 int sq_comm_mpi_built(void);
 

@@ -104,6 +104,18 @@ int sq_comm_mpi_barrier(sq_err *e)
     return rc == MPI_SUCCESS ? 0 : mpi_fail(e, rc, "barrier");
 }
 
+int sq_comm_mpi_sendrecv(const void *send, size_t ns, int to, void *recv, size_t nr, int from,
+                         sq_err *e)
+{
+    if (too_large(ns, e) || too_large(nr, e))
+        return e->code;
+    /* one tag: between two ranks, messages arrive in the order sent */
+    int rc = MPI_Sendrecv(send, (int)ns, MPI_BYTE, to < 0 ? MPI_PROC_NULL : to, 0, recv,
+                          (int)nr, MPI_BYTE, from < 0 ? MPI_PROC_NULL : from, 0,
+                          MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(e, rc, "send/receive");
+}
+
 #else /* no MPI in this build */
 
 int sq_comm_mpi_built(void) { return 0; }
@@ -142,5 +154,12 @@ int sq_comm_mpi_bcast(void *buf, size_t n, int root, sq_err *e)
 }
 
 int sq_comm_mpi_barrier(sq_err *e) { return none(e); }
+
+int sq_comm_mpi_sendrecv(const void *send, size_t ns, int to, void *recv, size_t nr, int from,
+                         sq_err *e)
+{
+    (void)send, (void)ns, (void)to, (void)recv, (void)nr, (void)from;
+    return none(e);
+}
 
 #endif

@@ -47,12 +47,44 @@ untimed() { sed 's/,"seconds".*//' "$1"; }
   cmp "$T/b3.sqm" "$T/mb3.sqm"
 }
 
-@test "mpi_train: --neg-share and --lazy-adam across 2 processes write the bytes of --threads 2" {
+@test "mpi_train: a gradient of several slices along 3 ranks, and a rank with no part, keep the bits" {
+  # The ranks' ring moves 1 M elements a slice (micro.h SQ_MICRO_SLICE).
+  # 9000 items x 128, full CE: 1.3 M elements, all summed, 2 slices, each
+  # one run of the gradient. 40000 items x 128, sampled softmax with 64
+  # negatives: the item table's gradient is row-sparse and only the
+  # step's rows travel, about 26000 of its 40000 in runs between the
+  # others, packed into 4 slices (3 ranks start 3 slices in a block, then
+  # the next: micro.c ring_slice). The middle rank receives a slice while
+  # it sends the one before on. --batch 3 in 3 x 2 parts leaves rank 2 without a
+  # part (at most 3 parts, on ranks 0 and 1).
+  local net=(--dim 128 --ffn 64 --max-len 12 --batch 64 --seed 3 --epochs 1 --log /dev/null)
+  seqrec-synth --users 100 --items 9000 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/d.sqr"
+  seqrec-train "${net[@]}" --threads 3 -o "$T/d1.sqm" "$T/d.sqr"
+  [ "$(stat -c %s "$T/d1.sqm")" -gt $((4 << 20)) ] # more than a slice of floats
+  run -0 mpi 3 seqrec-train "${net[@]}" --threads 1 -o "$T/d3.sqm" "$T/d.sqr"
+  cmp "$T/d1.sqm" "$T/d3.sqm"
+  seqrec-synth --users 200 --items 40000 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/big.sqr"
+  net+=(--loss sampled-softmax --neg 64 --clip 1) # the norm over the summed rows and zeros
+  seqrec-train "${net[@]}" --threads 3 -o "$T/one.sqm" "$T/big.sqr"
+  run -0 mpi 3 seqrec-train "${net[@]}" --threads 1 -o "$T/m.sqm" "$T/big.sqr"
+  cmp "$T/one.sqm" "$T/m.sqm"
+  seqrec-train "${TINY[@]}" --batch 3 --epochs 1 --clip 1 --threads 6 --log /dev/null \
+    -o "$T/t6.sqm" "$T/s.sqr"
+  run -0 mpi 3 seqrec-train "${TINY[@]}" --batch 3 --epochs 1 --clip 1 --threads 2 \
+    --log /dev/null -o "$T/m6.sqm" "$T/s.sqr"
+  cmp "$T/t6.sqm" "$T/m6.sqm"
+}
+
+@test "mpi_train: --neg-share and --lazy-adam across 2 processes write the bytes of --threads 2 and 4" {
   for s in sequence batch; do
     local o=(--loss sampled-softmax --neg 8 --neg-sampler mixed --neg-share $s --lazy-adam --epochs 1)
     seqrec-train "${TINY[@]}" "${o[@]}" --threads 2 --log /dev/null -o "$T/one.sqm" "$T/s.sqr"
     run -0 mpi 2 seqrec-train "${TINY[@]}" "${o[@]}" --threads 1 --log /dev/null -o "$T/m.sqm" "$T/s.sqr"
     cmp "$T/one.sqm" "$T/m.sqm"
+    # two threads a rank: each adds its workers' rows too
+    seqrec-train "${TINY[@]}" "${o[@]}" --threads 4 --log /dev/null -o "$T/four.sqm" "$T/s.sqr"
+    run -0 mpi 2 seqrec-train "${TINY[@]}" "${o[@]}" --threads 2 --log /dev/null -o "$T/m4.sqm" "$T/s.sqr"
+    cmp "$T/four.sqm" "$T/m4.sqm"
   done
 }
 

@@ -50,9 +50,13 @@ export LD_LIBRARY_PATH="$here/lib$cudalib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export SEQREC_CUDA_LIB="$here/lib/libseqrec-cuda.so"
 export PATH="$here/bin:$PATH"
 export PYTHONPATH="$here/reference${PYTHONPATH:+:$PYTHONPATH}" # the twin imports sasrec_ref
-unset SEQREC_SIMULATED_DEVICE
-
 say "# seqrec gpu-check $(date -u +%FT%TZ)"
+if [ "${GPU_CHECK_DRY:-}" = 1 ]; then # tests/gpu/dry.sh: the check's own logic
+  export SEQREC_SIMULATED_DEVICE=1
+  say "# DRY RUN on the simulated device (make gpu-check-dry): no GPU's numbers"
+else
+  unset SEQREC_SIMULATED_DEVICE
+fi
 say "# device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
 say "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) threads"
 if ! ldd "$SEQREC_CUDA_LIB" > "$out/ldd.txt" 2>&1 || grep -q 'not found' "$out/ldd.txt"; then
@@ -64,9 +68,9 @@ fi
 if want parity; then
   for f in gpu cuda; do
     if "$here/unit_tests" "$f" > "$out/parity-$f.log" 2>&1; then
-      pass "parity ($f): $(tail -1 "$out/parity-$f.log")"
+      pass "parity ($f): $(tail -qn 1 "$out/parity-$f.log")"
     else
-      fail "parity ($f): $(tail -1 "$out/parity-$f.log"); $(grep -c '^FAIL' "$out/parity-$f.log") failing:"
+      fail "parity ($f): $(tail -qn 1 "$out/parity-$f.log"); $(grep -c '^FAIL' "$out/parity-$f.log") failing:"
       grep '^FAIL' "$out/parity-$f.log" | head -20 | tee -a "$sum"
     fi
     if grep -q '^SKIP' "$out/parity-$f.log"; then
@@ -95,7 +99,7 @@ if want sanitize; then
 fi
 
 # The last epoch's training loss of a JSON log line.
-loss_of() { grep -o '"loss":[-0-9.eE+]*' "$1" | tail -1 | cut -d: -f2; }
+loss_of() { grep -o '"loss":[-0-9.eE+]*' "$1" | tail -qn 1 | cut -d: -f2; }
 # The least train_seconds an epoch of a log.
 least_train() { grep -o '"train_seconds":[0-9.eE+-]*' "$1" | cut -d: -f2 | sort -g | head -1; }
 relerr() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b; print (m > 0 ? d / m : d) }'; }
@@ -132,12 +136,12 @@ if want train; then
     # the CPU on one thread: the GPU trains each batch whole, as it does (on
     # more threads the CPU trains micro-batches with their own dropout draws)
     seqrec-train $opts --device cpu --threads 1 -o "$out/$name.cpu.sqm" --log "$out/$name.cpu.log" "$data" \
-      > "$out/$name.cpu.out" 2>&1 || { fail "train $name cpu: $(tail -2 "$out/$name.cpu.out")"; continue; }
+      > "$out/$name.cpu.out" 2>&1 || { fail "train $name cpu: $(tail -qn 2 "$out/$name.cpu.out")"; continue; }
     ok=1
     for r in 1 2; do
       if ! seqrec-train $opts --device cuda -o "$out/$name.gpu$r.sqm" --log "$out/$name.gpu$r.log" \
            "$data" > "$out/$name.gpu$r.out" 2>&1; then
-        fail "train $name gpu run $r: $(tail -2 "$out/$name.gpu$r.out")"; ok=0; break
+        fail "train $name gpu run $r: $(tail -qn 2 "$out/$name.gpu$r.out")"; ok=0; break
       fi
     done
     [ $ok = 1 ] || continue
@@ -183,11 +187,11 @@ if want nccl; then
           fail "nccl: one rank through NCCL, run $r: not the plain GPU run's bytes"
         fi
       else
-        fail "nccl run $r: $(tail -2 "$out/nccl$r.out" | tr '\n' ' ')"
+        fail "nccl run $r: $(tail -qn 2 "$out/nccl$r.out" | tr '\n' ' ')"
       fi
     done
   else
-    fail "nccl: the plain GPU run: $(tail -2 "$out/nccl-plain.out" | tr '\n' ' ')"
+    fail "nccl: the plain GPU run: $(tail -qn 2 "$out/nccl-plain.out" | tr '\n' ' ')"
   fi
 fi
 
@@ -201,7 +205,7 @@ if want score; then
     for d in cpu cuda; do
       seqrec-score --device $d -m "$m" --target test "$data" 2> "$out/score-$name-$d.err" \
         | seqrec-metrics -k 10 > "$out/score-$name-$d.txt" 2>> "$out/score-$name-$d.err" \
-        || fail "score $name on $d: $(tail -1 "$out/score-$name-$d.err")"
+        || fail "score $name on $d: $(tail -qn 1 "$out/score-$name-$d.err")"
     done
     if [ -s "$out/score-$name-cpu.txt" ] && [ -s "$out/score-$name-cuda.txt" ]; then
       say "     $name cpu: $(tr '\n' ' ' < "$out/score-$name-cpu.txt")"
@@ -234,11 +238,11 @@ bench_one() { # NAME DATA OPTS...: seqrec cuda, torch cuda, seqrec cpu
          --seed 1 "${opts[@]}" --device $d -o "$out/bench-$name-$d.sqm" --log "$out/bench-$name-$d.log" \
          "$data" > "$out/bench-$name-$d.out" 2>&1; then
       local s q
-      s=$(grep -o '"train_seconds":[0-9.eE+-]*' "$out/bench-$name-$d.log" | tail -1 | cut -d: -f2)
-      q=$(grep -o '"seq_per_s":[0-9.eE+-]*' "$out/bench-$name-$d.log" | tail -1 | cut -d: -f2)
+      s=$(grep -o '"train_seconds":[0-9.eE+-]*' "$out/bench-$name-$d.log" | tail -qn 1 | cut -d: -f2)
+      q=$(grep -o '"seq_per_s":[0-9.eE+-]*' "$out/bench-$name-$d.log" | tail -qn 1 | cut -d: -f2)
       echo "seqrec,$name,$d,$s,$q," >> "$bench"
     else
-      echo "seqrec,$name,$d,fail,,$(tail -1 "$out/bench-$name-$d.out" | tr , ' ')" >> "$bench"
+      echo "seqrec,$name,$d,fail,,$(tail -qn 1 "$out/bench-$name-$d.out" | tr , ' ')" >> "$bench"
     fi
   done
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
@@ -252,12 +256,12 @@ bench_one() { # NAME DATA OPTS...: seqrec cuda, torch cuda, seqrec cpu
     if seqrec-cat "$data" | timeout 90 python3 "$here/sasrec_torch.py" --device cuda --loss ce \
          --epochs 2 --n-items "$v" "${t[@]}" > "$out/bench-$name-torch.out" 2>&1; then
       local s q pk
-      s=$(grep '^torch,epoch_seconds' "$out/bench-$name-torch.out" | tail -1 | cut -d, -f3)
-      q=$(grep '^torch,seq_per_s' "$out/bench-$name-torch.out" | tail -1 | cut -d, -f3)
-      pk=$(grep '^torch,peak_mib' "$out/bench-$name-torch.out" | tail -1 | cut -d, -f3)
+      s=$(grep '^torch,epoch_seconds' "$out/bench-$name-torch.out" | tail -qn 1 | cut -d, -f3)
+      q=$(grep '^torch,seq_per_s' "$out/bench-$name-torch.out" | tail -qn 1 | cut -d, -f3)
+      pk=$(grep '^torch,peak_mib' "$out/bench-$name-torch.out" | tail -qn 1 | cut -d, -f3)
       echo "torch,$name,cuda,$s,$q,peak $pk MiB" >> "$bench"
     else
-      echo "torch,$name,cuda,fail,,$(tail -1 "$out/bench-$name-torch.out" | tr , ' ')" >> "$bench"
+      echo "torch,$name,cuda,fail,,$(tail -qn 1 "$out/bench-$name-torch.out" | tr , ' ')" >> "$bench"
     fi
   fi
 }
@@ -296,7 +300,7 @@ models_one() { # NAME DATA OPTS...
       s=timeout
     else
       s=fail
-      fail "models $name on $d: $(tail -1 "$out/models-$name-$d.out")"
+      fail "models $name on $d: $(tail -qn 1 "$out/models-$name-$d.out")"
     fi
     if [ $d = cuda ]; then g=$s; else c=$s; fi
   done
@@ -344,7 +348,7 @@ if want bf16; then
         s=$(least_train "$out/bf16-$p.log")
         pass "bf16: Beauty SASRec --precision $p: $(tr '\n' ' ' < "$out/bf16-$p.txt")(least $s s an epoch)"
       else
-        fail "bf16: Beauty --precision $p: $(tail -2 "$out/bf16-$p.out" | tr '\n' ' ')"
+        fail "bf16: Beauty --precision $p: $(tail -qn 2 "$out/bf16-$p.out" | tr '\n' ' ')"
       fi
     done
   fi
@@ -413,7 +417,7 @@ attn_part() {
       elif [ $rc != 0 ] || [ "$(echo "$line" | cut -d, -f9)" != ok ]; then
         bad=$((bad + 1)); skip[$kind]=skipped-failed
         echo "$kind,64,$N,$B,2,,,,failed-rc$rc,2,0,,cuda,,$prec" >> "$csv"
-        fail "attn $kind N=$N B=$B: rc $rc $(echo "$line" | cut -d, -f9) $(tail -1 "$out/attn-$kind-$N.err")"
+        fail "attn $kind N=$N B=$B: rc $rc $(echo "$line" | cut -d, -f9) $(tail -qn 1 "$out/attn-$kind-$N.err")"
       else
         ran=$((ran + 1)); lastt[$kind]=$(echo "$line" | cut -d, -f6)
         echo "$line" >> "$csv"
@@ -432,47 +436,53 @@ if want attn; then
   attn_part
 fi
 
-# 8. CUDA graphs (issue 37; seqrec-train --cuda-graphs): SASRec on Beauty
-# (--loss ce, the README's model) for GRAPH_EPOCHS epochs (default 2) at
-# batch 128 and 32, eager against graphs: the least train_seconds an epoch
-# of each and their ratio (reported). PASS when the graphs' model is the
-# same bytes twice and the same as the padded steps run without graphs
-# (SEQREC_CUDA_GRAPHS=eager), and the graphs' loss is the eager run's to
-# 1e-3. ~10 runs of ~10 s.
-graph_run() { # NAME BATCH [ENV...] -- OPTS...
+# 8. CUDA graphs (issue 37; seqrec-train --cuda-graphs): on Beauty, SASRec
+# (--loss ce, the README's model) at batch 128 and 32, and Blin's two views
+# and CL4SRec's three at batch 128, for GRAPH_EPOCHS epochs (default 2),
+# eager against graphs: the least train_seconds an epoch of each and their
+# ratio (reported). PASS when the graphs' model is the same bytes twice and
+# the same as the padded steps run without graphs (SEQREC_CUDA_GRAPHS=eager),
+# and the graphs' loss is the eager run's to 1e-3. 16 runs of ~10 s.
+graph_run() { # NAME BATCH [ENV...] -- OPTS... (the model's in gmodel)
   local name=$1 batch=$2 env=()
   shift 2
   while [ "$1" != -- ]; do env+=("$1"); shift; done
   shift
-  env "${env[@]}" timeout 200 seqrec-train --model sasrec --dim 64 --ffn 64 --max-len 50 \
+  env "${env[@]}" timeout 200 seqrec-train "${gmodel[@]}" --dim 64 --ffn 64 --max-len 50 \
     --dropout 0.5 --loss ce --batch "$batch" --epochs "${GRAPH_EPOCHS:-2}" --patience 0 \
     --seed 1 --device cuda "$@" -o "$out/graphs-$name.sqm" --log "$out/graphs-$name.log" \
     "$data" > "$out/graphs-$name.out" 2>&1
+}
+graph_case() { # MODEL BATCH
+  local m=$1 b=$2 c=$1-$2
+  gmodel=(--model "$m")
+  if graph_run eager-$c $b -- && graph_run graphs-$c $b -- --cuda-graphs &&
+     graph_run again-$c $b -- --cuda-graphs &&
+     graph_run padded-$c $b SEQREC_CUDA_GRAPHS=eager -- --cuda-graphs; then
+    e=$(least_train "$out/graphs-eager-$c.log") g=$(least_train "$out/graphs-graphs-$c.log")
+    say "     graphs: $m, batch $b: eager $e s an epoch, graphs $g s ($(awk -v a="$e" -v b="$g" \
+      'BEGIN { printf "%.2fx", (b > 0 ? a / b : 0) }')); $(grep -h 'cuda-graphs:' \
+      "$out/graphs-graphs-$c.out" | tail -1)"
+    r=$(relerr "$(loss_of "$out/graphs-graphs-$c.log")" "$(loss_of "$out/graphs-eager-$c.log")")
+    if cmp -s "$out/graphs-graphs-$c.sqm" "$out/graphs-again-$c.sqm" &&
+       cmp -s "$out/graphs-graphs-$c.sqm" "$out/graphs-padded-$c.sqm" &&
+       awk -v r="$r" 'BEGIN { exit !(r <= 1e-3) }'; then
+      pass "graphs: $m, batch $b: the same bytes twice and as the padded eager steps; loss within $r of eager"
+    else
+      fail "graphs: $m, batch $b: bytes or loss (relative $r) differ"
+    fi
+  else
+    fail "graphs: $m, batch $b: $(tail -qn 2 "$out"/graphs-*-$c.out | tr '\n' ' ')"
+  fi
 }
 if want graphs; then
   data="$here/data/beauty.split"
   if [ ! -f "$data" ]; then
     fail "graphs: no Beauty split in the pack (DATA_MIRROR)"
   else
-    for b in 128 32; do
-      if graph_run eager-$b $b -- && graph_run graphs-$b $b -- --cuda-graphs &&
-         graph_run again-$b $b -- --cuda-graphs &&
-         graph_run padded-$b $b SEQREC_CUDA_GRAPHS=eager -- --cuda-graphs; then
-        e=$(least_train "$out/graphs-eager-$b.log") g=$(least_train "$out/graphs-graphs-$b.log")
-        say "     graphs: batch $b: eager $e s an epoch, graphs $g s ($(awk -v a="$e" -v b="$g" \
-          'BEGIN { printf "%.2fx", (b > 0 ? a / b : 0) }')); $(grep -h 'cuda-graphs:' \
-          "$out/graphs-graphs-$b.out" | tail -1)"
-        r=$(relerr "$(loss_of "$out/graphs-graphs-$b.log")" "$(loss_of "$out/graphs-eager-$b.log")")
-        if cmp -s "$out/graphs-graphs-$b.sqm" "$out/graphs-again-$b.sqm" &&
-           cmp -s "$out/graphs-graphs-$b.sqm" "$out/graphs-padded-$b.sqm" &&
-           awk -v r="$r" 'BEGIN { exit !(r <= 1e-3) }'; then
-          pass "graphs: batch $b: the same bytes twice and as the padded eager steps; loss within $r of eager"
-        else
-          fail "graphs: batch $b: bytes or loss (relative $r) differ"
-        fi
-      else
-        fail "graphs: batch $b: $(tail -2 "$out"/graphs-*-$b.out | tr '\n' ' ')"
-      fi
+    for c in "sasrec 128" "sasrec 32" "blin 128" "cl4srec 128"; do
+      # shellcheck disable=SC2086 # a model and a batch size
+      graph_case $c
     done
   fi
 fi

@@ -11,11 +11,14 @@
 #                     "GPU"): seqrec against PyTorch by epoch, and every
 #                     attention kind against PyTorch's fused attention at
 #                     N = 256 ... 16384 (bench-attn-gpu.csv)
+#   make gpu-check-dry  the check's command here on the simulated device
+#                     (tests/gpu/dry.sh), tiny data: a part that would fail
+#                     for a reason of its own fails here first
 #   GPU_PARTS=...     the parts to (re)run: parity sanitize train nccl score bench bf16 attn
 #                     (the default), models (every model's epoch on its paper's data,
 #                     GPU against the CPU: only when named)
 GPU_PARTS ?=
-.PHONY: gpu-pack gpu-check bench-gpu
+.PHONY: gpu-pack gpu-check gpu-check-dry bench-gpu
 gpu-pack:
 	tests/gpu/pack.sh $(DATA_MIRROR)
 gpu-check: gpu-pack
@@ -26,6 +29,8 @@ gpu-check: gpu-pack
 	  echo "no GPU here: on the GPU machine (carry .gpu) run"; \
 	  echo "  mkdir -p /tmp/g && tar -xJf .gpu/pack.tar.xz -C /tmp/g && /tmp/g/pack/check.sh $(GPU_PARTS)"; \
 	fi
+gpu-check-dry: gpu-pack $(SIM_SO)
+	tests/gpu/dry.sh $(SIM_SO) $(GPU_PARTS)
 # bench-gpu: the bench part (seqrec on the GPU, the PyTorch twin on the
 # same GPU in the same run, seqrec on the CPU for (a)): bench.csv in the
 # logs; the attn part (attn_bench on the GPU for every kind, attn_torch.py's

@@ -39,6 +39,13 @@ static void env_restore(char **saved)
     }
 }
 
+/* An env job's sum of bytes that must not be called */
+static int env_sum_never(void *arg, void *buf, size_t n, sq_err *e)
+{
+    (void)arg, (void)buf, (void)n;
+    return sq_fail(e, SQ_EX_SOFTWARE, "called");
+}
+
 UNIT_TEST(test_comm_launchers)
 {
     char *saved[N_VARS], who[32];
@@ -96,6 +103,45 @@ UNIT_TEST(test_comm_env_and_single)
     setenv("RANK", "2", 1); /* not a rank of 2 */
     CHECK_EQ(sq_comm_open(&c, &e), SQ_EX_USAGE);
     CHECK(strstr(e.msg, "RANK=2 is not a rank of WORLD_SIZE=2") != NULL);
+    env_restore(saved);
+}
+
+/* sq_comm_sendrecv in one process: to and from itself a copy (in place
+ * too), to and from nobody nothing, other ranks or unequal sizes refused;
+ * an env job refuses it even with a sum of bytes (its host operations
+ * involve every rank) */
+UNIT_TEST(test_comm_sendrecv_single)
+{
+    char *saved[N_VARS];
+    env_save(saved);
+    sq_comm c;
+    sq_err e = {0};
+    CHECK_EQ(sq_comm_open(&c, &e), 0);
+    float a[5] = {1, 2, 3, 4, 5}, b[5] = {0};
+    CHECK_EQ(sq_comm_sendrecv(&c, a, sizeof a, 0, b, sizeof b, 0, &e), 0);
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    CHECK_EQ(sq_comm_sendrecv(&c, a, sizeof a, 0, a, sizeof a, 0, &e), 0);
+    CHECK(a[0] == 1 && a[4] == 5);
+    float z[2] = {7, 8};
+    CHECK_EQ(sq_comm_sendrecv(&c, NULL, 0, -1, z, sizeof z, -1, &e), 0);
+    CHECK(z[0] == 7 && z[1] == 8); /* nobody: untouched */
+    CHECK_EQ(sq_comm_sendrecv(&c, a, sizeof a, 0, b, 2 * sizeof *b, 0, &e), SQ_EX_SOFTWARE);
+    CHECK(strstr(e.msg, "sends 20 bytes to itself but receives 8") != NULL);
+    e = (sq_err){0};
+    CHECK_EQ(sq_comm_sendrecv(&c, a, sizeof a, 0, b, sizeof b, -1, &e), SQ_EX_SOFTWARE);
+    e = (sq_err){0};
+    CHECK_EQ(sq_comm_sendrecv(&c, a, sizeof a, 1, b, sizeof b, -1, &e), SQ_EX_SOFTWARE);
+    CHECK(strstr(e.msg, "send to 1, receive from -1: not ranks of 1") != NULL);
+    sq_comm_close(&c);
+
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("RANK", "0", 1);
+    e = (sq_err){0};
+    CHECK_EQ(sq_comm_open(&c, &e), 0);
+    c.sum_bytes = env_sum_never;
+    CHECK_EQ(sq_comm_sendrecv(&c, a, sizeof a, 1, b, sizeof b, 1, &e), SQ_EX_UNAVAILABLE);
+    CHECK(strstr(e.msg, "needs MPI: start them with mpirun or srun") != NULL);
+    sq_comm_close(&c);
     env_restore(saved);
 }
 

@@ -3,6 +3,7 @@
  * replayed after; every step gives the eager step's bits on its own data.
  * A step whose launches depend on the batch (a scalar, an upload's size, an
  * extra op) or that reads a value back is refused, naming the node. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "adam.h"
@@ -92,6 +93,44 @@ UNIT_TEST(test_cuda_graph_replays_eager_bits)
     CHECK_EQ(sq_gpu_graph_stats(g.gpu, &keys, &replays, &g.e), 0);
     CHECK_EQ(keys, 2);
     CHECK_EQ(replays, 2); /* N1's steps 0 1 3 4 6: record, capture x2, 2 replays */
+    cuda_close(&g);
+}
+
+/* A key whose first step outgrows the upload region (the scatter's CSR
+ * of 3 n + 2 ints, over 64 KiB): the region grows mid-step, so the step's
+ * log holds addresses of the old one; the key records again in a region
+ * that fits, then captures and replays with the eager bits (a real run
+ * once failed here, SASRec at batch 128: "op upload's launch differs"). */
+UNIT_TEST(test_cuda_graph_region_grows)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    enum { N = 6000, STEPS = 6 };
+    gr_bufs b;
+    CHECK_EQ(gr_alloc(&g, &b, N), 0);
+    float *got = malloc((size_t)N * GR_C * sizeof *got);
+    float *want = malloc((size_t)N * GR_C * sizeof *want);
+    int *rows = malloc(N * sizeof *rows);
+    CHECK(got && want && rows);
+    for (int k = 0; k < STEPS && !g.bad && got && want && rows; k++) {
+        gr_data(&g, &b, k, rows, N);
+        CHECK_EQ(sq_ctx_graph_begin(&g.cx, 3, &g.e), 0);
+        gr_step(&g, &b, rows, N, 0.5f);
+        CHECK_EQ(sq_ctx_graph_end(&g.cx, &g.e), 0);
+        CHECK_EQ(cuda_down(&g, got, b.out, (size_t)N * GR_C), 0);
+        gr_data(&g, &b, k, rows, N);
+        gr_step(&g, &b, rows, N, 0.5f);
+        CHECK_EQ(cuda_down(&g, want, b.out, (size_t)N * GR_C), 0);
+        CHECK(memcmp(got, want, (size_t)N * GR_C * sizeof *got) == 0);
+    }
+    int keys = 0;
+    long replays = 0;
+    CHECK_EQ(sq_gpu_graph_stats(g.gpu, &keys, &replays, &g.e), 0);
+    CHECK_EQ(replays, 2); /* recorded twice, captured twice, 2 replays */
+    free(got);
+    free(want);
+    free(rows);
     cuda_close(&g);
 }
 
