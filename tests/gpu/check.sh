@@ -121,8 +121,8 @@ if want train; then
     set -- $cfg
     name="$1${2:+-$2}${3:+-$3}"
     case ${3:-} in
-      ssm) loss="--loss sampled-softmax --neg 128" ;;
-      gbce-batch) loss="--loss gbce --neg 128 --neg-share batch" ;;
+      ssm) loss="--loss sampled-softmax --neg 64" ;;
+      gbce-batch) loss="--loss gbce --neg 64 --neg-share batch" ;;
       *) loss="--loss ce" ;;
     esac
     case $1 in
