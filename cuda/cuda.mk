@@ -22,7 +22,7 @@ CUDA_SO := $(BUILD)/lib/libseqrec-cuda.so
 # from the program that loads it.
 CUDA_SO_LDFLAGS := -shared -cudart shared -Xlinker -z,defs \
   -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64
-$(BUILD)/cuda/%.o: cuda/%.cu cuda/common.cuh lib/ops/gpu_ops.h lib/util/err.h
+$(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.cuh) lib/ops/gpu_ops.h lib/util/err.h
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 --fmad=false $(CUDA_ARCH) -Werror all-warnings -Xptxas -warn-spills,-warn-lmem-usage -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror \
 	  -Ilib/ops -Ilib/util -c $< -o $@
@@ -56,7 +56,7 @@ SIM_OBJ :=
 endif
 SIM_CXXFLAGS := -std=c++17 -DSQ_SIM -Itests/sim -Ilib/ops -Ilib/util -fPIC -fvisibility=hidden \
   -O1 -g -Wall -Wextra -Werror $(SANFLAGS)
-$(BUILD)/sim/%.o: cuda/%.cu cuda/common.cuh tests/sim/sim_cuda.h lib/ops/gpu_ops.h lib/util/err.h
+$(BUILD)/sim/%.o: cuda/%.cu $(wildcard cuda/*.cuh) tests/sim/sim_cuda.h lib/ops/gpu_ops.h lib/util/err.h
 	@mkdir -p $(dir $@)
 	$(CXX) -x c++ $(SIM_CXXFLAGS) -c $< -o $@
 $(BUILD)/sim/sim.o: tests/sim/sim.cpp tests/sim/sim_cuda.h

@@ -14,32 +14,29 @@
 //   dh += dlogits E, dE += dlogits^T hc       (cuBLAS, beta 1)
 // BCE: scores and coefficients per (entry, item) pair on the device; the
 // scatter into rows of dE (and of dh) that pairs share is bucketed on the
-// host, one block per destination row summing its pairs in the CPU's order.
+// host, one block per destination row summing its pairs in the CPU's order
+// (loss.cuh, shared with k_sampled.cu's sampled softmax and gBCE).
 // Nothing uses float atomics: the same inputs give the same bits.
 //
 // Budgets (nvcc -Xptxas -v, sm_90; every kernel __launch_bounds__(256)):
-//   gather_kernel            18 registers
 //   ce_row_kernel            31 registers, 256 B static shared
 //   sum_rows_kernel          16 registers, 2 KiB static shared (256 doubles)
-//   count_kernel             16 registers, 2 KiB static shared
 //   colsum_kernel            32 registers
 //   scatter_kernel           30 registers (rows that may repeat)
 //   scatter_distinct_kernel  18 registers
 //   pair_kernel              31 registers
-//   bucket_kernel            32 registers
+//   (loss.cuh: gather_kernel 18, count_kernel 16 with 2 KiB static
+//   shared, bucket_kernel 40 with its dbias)
 // no spills, no local memory.
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
-#include "common.cuh"
-
-#define LOSS_THREADS 256
+#include "loss.cuh"
 
 // ---------------------------------------------------------------------------
-// Shared pieces
-
+// Full-softmax cross-entropy (the shared pieces: loss.cuh)
 
 // acc[0] (+)= sum of x[0, n) as doubles: one block, fixed order, so the
 // loss has the same bits every run. first: acc[0] starts at 0.
@@ -54,52 +51,6 @@ static __global__ __launch_bounds__(LOSS_THREADS) void sum_rows_kernel(double *a
     s = be_block_sum_d(s, sh);
     if (threadIdx.x == 0)
         acc[0] = (first ? 0.0 : acc[0]) + s;
-}
-
-// Entries with a non-zero id, for ids that live on the device only.
-static __global__ __launch_bounds__(LOSS_THREADS) void count_kernel(double *out,
-                                                                    const int *ids, int n)
-{
-    __shared__ double sh[LOSS_THREADS];
-    double s = 0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
-        s += ids[i] != 0;
-    s = be_block_sum_d(s, sh);
-    if (threadIdx.x == 0)
-        out[0] = s;
-}
-
-// The entries with a non-zero id: counted on the host from the staged
-// array, else on the device (one wait).
-static int count_nonzero(sq_gpu_be *be, const int *ids, int n)
-{
-    const int *hids = be_host_ints(be, ids);
-    if (hids) {
-        int c = 0;
-        for (int i = 0; i < n; i++)
-            c += hids[i] != 0;
-        return c;
-    }
-    SQ_LAUNCH(be, count_kernel, 1, LOSS_THREADS, 0, be->red, be_ints(be, ids), n);
-    double c = be_download_red(be, 0);
-    return std::isfinite(c) ? (int)c : 0;
-}
-
-// ---------------------------------------------------------------------------
-// Full-softmax cross-entropy
-
-// hc[r] = h[rows[e0 + r]] (rows NULL: h[e0 + r]) for the m entries of the
-// chunk; zero for ignored entries, whose rows are never read (the CPU's).
-static __global__ __launch_bounds__(LOSS_THREADS) void gather_kernel(float *hc, const float *h,
-                                                                     const int *rows,
-                                                                     const int *targets,
-                                                                     int e0, int m, int C)
-{
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)m * C)
-        return;
-    int r = (int)(i / C), c = (int)(i % C), e = e0 + r;
-    hc[i] = targets[e] ? h[(size_t)(rows ? rows[e] : e) * C + c] : 0.0f;
 }
 
 // Combines two online (max, sum of exp(l - max)) pairs.
@@ -214,22 +165,6 @@ static __global__ __launch_bounds__(LOSS_THREADS) void scatter_distinct_kernel(
         dh[(size_t)rows[e] * C + c] += dhc[i];
 }
 
-// 1 when the host rows of the entries with a target are strictly
-// increasing (so distinct): the usual batch, whose rows list the positions
-// with a target in order. Ignored entries' rows are never read.
-static int rows_increasing(const int *hrows, const int *htargets, int n)
-{
-    int last = -1;
-    for (int i = 0; i < n; i++) {
-        if (!htargets[i])
-            continue;
-        if (hrows[i] <= last)
-            return 0;
-        last = hrows[i];
-    }
-    return 1;
-}
-
 // Both full-CE ops: bias and dbias NULL for sq_ce_full.
 static double ce_full(sq_gpu_be *be, float *dh, float *dE, float *dbias, float *scratch,
                       const float *h, const float *E, const float *bias, const int *rows,
@@ -304,20 +239,7 @@ double be_ce_full_bias(sq_gpu_be *be, float *dh, float *dE, float *dbias, float 
 }
 
 // ---------------------------------------------------------------------------
-// BCE with sampled negatives
-
-// real.h's softplus and sigmoid (real.h itself is C, not C++).
-static __device__ inline float softplus_f(float x)
-{
-    return (x > 0 ? x : 0.0f) + log1pf(expf(-fabsf(x)));
-}
-static __device__ inline float sigmoid_f(float x)
-{
-    if (x >= 0)
-        return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
+// BCE with sampled negatives (softplus_f, sigmoid_f, the plan: loss.cuh)
 
 // One warp per pair p = i (K+1) + k+1 (k = -1: the positive pos[i], else
 // the negative neg[i K + k]): s = h_row . E_item, the loss term and the
@@ -354,142 +276,6 @@ static __global__ __launch_bounds__(LOSS_THREADS) void pair_kernel(float *coef, 
     }
 }
 
-// One block per bucket b < *nb (destination row dest[b]): dst[dest] +=
-// coef[q] src[srcrow[q]] over the bucket's pairs q in order (the CPU's),
-// one thread a column: every destination row has one writer. The count is
-// read on the device: a CUDA graph's grid is the batch's most buckets.
-static __global__ __launch_bounds__(LOSS_THREADS) void bucket_kernel(float *dst,
-                                                                     const float *src,
-                                                                     const float *coef,
-                                                                     const int *start,
-                                                                     const int *dest,
-                                                                     const int *pair,
-                                                                     const int *srcrow,
-                                                                     const int *nb, int C)
-{
-    int b = blockIdx.x;
-    if (b >= *nb)
-        return;
-    int q0 = start[b], q1 = start[b + 1];
-    float *d = dst + (size_t)dest[b] * C;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float acc = d[c];
-        for (int q = q0; q < q1; q++)
-            acc += coef[pair[q]] * src[(size_t)srcrow[q] * C + c];
-        d[c] = acc;
-    }
-}
-
-// A CSR of the live pairs by destination row, as laid out in the upload
-// for at most M pairs (fixed offsets, whatever the batch's nb and L):
-// start [M + 1], dest [M], pair [M], src [M], then nb. Counting sort on
-// the key: stable, so a bucket lists its pairs in (entry, k) order.
-struct bucketing {
-    int nb, L;
-    int *start, *dest, *pair, *src;
-};
-
-// keys[q] / srcs[q] of the L <= M live pairs q (ids lp[q]), keys in
-// [0, nkey).
-static int bucket_pairs(bucketing *bk, const int *keys, const int *srcs, const int *lp, int L,
-                        int M, int nkey, int *space)
-{
-    int *cnt = (int *)calloc((size_t)nkey + 1, sizeof(int));
-    if (!cnt)
-        return -1;
-    for (int q = 0; q < L; q++)
-        cnt[keys[q] + 1]++;
-    int nb = 0;
-    for (int k = 0; k < nkey; k++)
-        nb += cnt[k + 1] != 0;
-    bk->nb = nb;
-    bk->L = L;
-    bk->start = space;
-    bk->dest = space + M + 1;
-    bk->pair = bk->dest + M;
-    bk->src = bk->pair + M;
-    bk->src[M] = nb;
-    for (int k = 0, b = 0; k < nkey; k++) { // cnt[k] = first slot of key k
-        int c = cnt[k + 1];
-        cnt[k + 1] = cnt[k] + c;
-        if (c) {
-            bk->start[b] = cnt[k];
-            bk->dest[b++] = k;
-        }
-    }
-    bk->start[nb] = L;
-    for (int q = 0; q < L; q++) {
-        int at = cnt[keys[q]]++;
-        bk->pair[at] = lp[q];
-        bk->src[at] = srcs[q];
-    }
-    free(cnt);
-    return 0;
-}
-
-// Ints of a bucketing of at most M pairs (bucket_pairs' layout).
-static size_t bucket_ints(int M)
-{
-    return (size_t)M * 4 + 2;
-}
-
-// The host copy of an integer array: the staged one itself, else
-// downloaded into *own (freed by the caller).
-static const int *host_ids(sq_gpu_be *be, const int *p, size_t n, int **own)
-{
-    *own = NULL;
-    if (!p)
-        return NULL;
-    const int *h = be_host_ints(be, p);
-    if (h)
-        return h;
-    if (be_graph_no_read(be, "a device array of ids read back to the host"))
-        return NULL;
-    *own = (int *)malloc(n * sizeof(int) + 1);
-    if (!*own || be_note(be, cudaMemcpyAsync(*own, p, n * sizeof(int), cudaMemcpyDeviceToHost,
-                                             be->stream), "download") ||
-        be_note(be, cudaStreamSynchronize(be->stream), "download"))
-        return NULL;
-    return *own;
-}
-
-// Queues the scatter of both gradients: the pairs' keys and sources
-// bucketed on the host, the CSRs in `ints` (uploaded by the caller's one
-// be_op_upload, at device offset dev - ints).
-struct bce_plan {
-    bucketing e, h; // dE by item (source: the entry's row of h), dh by row
-};
-
-static int bce_bucket(bce_plan *pl, int *ints, const int *hrows, const int *hpos,
-                      const int *hneg, int n, int K)
-{
-    int P = n * (K + 1), L = 0, maxitem = 0, maxrow = 0;
-    int *buf = (int *)malloc(sizeof(int) * ((size_t)P * 3 + 1));
-    if (!buf)
-        return -1;
-    int *lp = buf, *item = buf + P, *row = buf + 2 * (size_t)P;
-    for (int i = 0; i < n; i++) {
-        if (!hpos[i])
-            continue;
-        int ri = hrows ? hrows[i] : i;
-        for (int k = -1; k < K; k++) {
-            int it = k < 0 ? hpos[i] : hneg[(size_t)i * K + k];
-            if (!it)
-                continue;
-            lp[L] = i * (K + 1) + k + 1;
-            item[L] = it;
-            row[L++] = ri;
-            maxitem = it > maxitem ? it : maxitem;
-            maxrow = ri > maxrow ? ri : maxrow;
-        }
-    }
-    int rc = bucket_pairs(&pl->e, item, row, lp, L, P, maxitem + 1, ints);
-    if (!rc)
-        rc = bucket_pairs(&pl->h, row, item, lp, L, P, maxrow + 1, ints + bucket_ints(P));
-    free(buf);
-    return rc;
-}
-
 double be_bce_sampled(sq_gpu_be *be, float *dh, float *dE, const float *h, const float *E,
                       const int *rows, const int *pos, const int *neg, int n, int K, int C,
                       float dloss, int *count)
@@ -507,10 +293,10 @@ double be_bce_sampled(sq_gpu_be *be, float *dh, float *dE, const float *h, const
     // the same bytes every batch): room for the pairs' coefficients and
     // loss terms, the scale g, then (grad) the two CSRs bucketed from the
     // host ids
-    size_t words = 2 * (size_t)P + 1 + (grad ? 2 * bucket_ints(P) : 0);
+    size_t words = 2 * (size_t)P + 1 + (grad ? pair_plan_ints(n, K) : 0);
     int *hbuf = (int *)calloc(words, sizeof(int));
     int *own_rows = NULL, *own_pos = NULL, *own_neg = NULL;
-    bce_plan pl;
+    pair_plan pl;
     memset(&pl, 0, sizeof pl);
     int bad = !hbuf;
     if (!bad && grad) {
@@ -518,7 +304,7 @@ double be_bce_sampled(sq_gpu_be *be, float *dh, float *dE, const float *h, const
         const int *hpos = host_ids(be, pos, (size_t)n, &own_pos);
         const int *hneg = host_ids(be, neg, (size_t)n * K, &own_neg);
         bad = (rows && !hrows) || !hpos || (K && !hneg) ||
-              bce_bucket(&pl, hbuf + 2 * (size_t)P + 1, hrows, hpos, hneg, n, K) != 0;
+              pair_plan_make(&pl, hbuf + 2 * (size_t)P + 1, hrows, hpos, hneg, n, K, 0) != 0;
     }
     if (!bad)
         memcpy(hbuf + 2 * (size_t)P, &g, sizeof g);
@@ -539,20 +325,8 @@ double be_bce_sampled(sq_gpu_be *be, float *dh, float *dE, const float *h, const
     SQ_LAUNCH(be, pair_kernel, be_blocks((size_t)P * 32, LOSS_THREADS), LOSS_THREADS, 0, coef,
               term, h, E, drows, be_ints(be, pos), dneg, n, K, C, dg);
     SQ_LAUNCH(be, sum_rows_kernel, 1, LOSS_THREADS, 0, be->red, term, P, 1);
-    if (grad && (pl.e.nb > 0 || graph)) {
-        // host CSR pointers into hbuf -> the same offsets in the device
-        // copy; a graph's grid the most buckets, P (each bucket's count
-        // src[P] read on the device)
-        const int *dints = (const int *)dev;
-#define DEV(p) (dints + ((p) - hbuf))
-        SQ_LAUNCH(be, bucket_kernel, graph ? P : pl.e.nb, LOSS_THREADS, 0, dE, h, coef,
-                  DEV(pl.e.start), DEV(pl.e.dest), DEV(pl.e.pair), DEV(pl.e.src),
-                  DEV(pl.e.src + P), C);
-        SQ_LAUNCH(be, bucket_kernel, graph ? P : pl.h.nb, LOSS_THREADS, 0, dh, E, coef,
-                  DEV(pl.h.start), DEV(pl.h.dest), DEV(pl.h.pair), DEV(pl.h.src),
-                  DEV(pl.h.src + P), C);
-#undef DEV
-    }
+    if (grad)
+        pair_plan_scatter(be, &pl, hbuf, (const int *)dev, P, dh, dE, NULL, h, E, coef, C);
     free(hbuf);
     free(own_rows);
     free(own_pos);

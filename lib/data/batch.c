@@ -809,7 +809,8 @@ int sq_packed_pad_init(sq_packed_pad *pp, int cap_T, int cap_B, int q, int max_l
     pp->K = K;
     size_t T = (size_t)pp->cap_T, n = (size_t)pp->cap_n, B = (size_t)pp->cap_B;
     size_t ints = 2 * T + (B + 1) + 2 * n + n * (size_t)K, u32 = 2 * B;
-    pp->mem = calloc(ints * sizeof(int) + u32 * sizeof(uint32_t), 1);
+    pp->mem = calloc(ints * sizeof(int) + u32 * sizeof(uint32_t) + n * (size_t)K * sizeof(float),
+                     1);
     if (!pp->mem)
         return sq_fail(e, SQ_EX_OSERR, "out of memory for padded batches");
     int *p = pp->mem;
@@ -821,6 +822,7 @@ int sq_packed_pad_init(sq_packed_pad *pp, int cap_T, int cap_B, int q, int max_l
     pp->pb.neg = K ? pp->pb.targets + n : NULL;
     pp->pb.user = (uint32_t *)(pp->pb.targets + n + n * (size_t)K);
     pp->pb.uid = pp->pb.user + B;
+    pp->pb.lq = K ? (float *)(pp->pb.uid + B) : NULL; /* a sampled loss's corrections */
     return 0;
 }
 
@@ -864,6 +866,10 @@ static int pad_entries(sq_packed *o, const sq_packed *b, int e0, int e1, int at,
         memcpy(o->neg + (size_t)at * K, b->neg + (size_t)e0 * K, m * K * sizeof *o->neg);
         memset(o->neg + (at + m) * K, 0, ((size_t)to - at - m) * K * sizeof *o->neg);
     }
+    if (K && b->lq && o->lq) { /* the padding entries' corrections 0 (no target: never read) */
+        memcpy(o->lq + (size_t)at * K, b->lq + (size_t)e0 * K, m * K * sizeof *o->lq);
+        memset(o->lq + (at + m) * K, 0, ((size_t)to - at - m) * K * sizeof *o->lq);
+    }
     return to;
 }
 
@@ -876,9 +882,9 @@ const sq_packed *sq_packed_pad_to(sq_packed_pad *pp, const sq_packed *b, sq_err 
     int T = round_up(b->T + pp->segs, pp->q), n = n1 + round_up(b->n - (two ? b->n_first : 0),
                                                                 pp->q);
     int B = b->B + pp->segs;
-    if (b->K != pp->K || (b->K && (b->lq || b->neg_share != SQ_SHARE_POSITION)) || !b->rows ||
+    if (b->K != pp->K || (b->K && b->neg_share == SQ_SHARE_SEQUENCE) || !b->rows ||
         b->pad_seqs) {
-        sq_fail(e, SQ_EX_SOFTWARE, "padding: a batch of shared or sampled-loss negatives, of "
+        sq_fail(e, SQ_EX_SOFTWARE, "padding: a batch of negatives shared by sequence, of "
                 "another K, no rows or padded already");
         return NULL;
     }
@@ -888,6 +894,7 @@ const sq_packed *sq_packed_pad_to(sq_packed_pad *pp, const sq_packed *b, sq_err 
         return NULL;
     }
     sq_packed *o = &pp->pb;
+    o->lq = b->lq && pp->K ? (float *)(o->uid + pp->cap_B) : NULL; /* pad_entries fills it */
     memcpy(o->ids, b->ids, (size_t)b->T * sizeof *o->ids);
     memcpy(o->pos, b->pos, (size_t)b->T * sizeof *o->pos);
     memcpy(o->off, b->off, ((size_t)b->B + 1) * sizeof *o->off);
@@ -901,7 +908,6 @@ const sq_packed *sq_packed_pad_to(sq_packed_pad *pp, const sq_packed *b, sq_err 
     o->T = T;
     o->n = n;
     o->K = b->K;
-    o->lq = NULL;
     o->neg_share = b->neg_share;
     o->views = b->views;
     o->n_first = two ? n1 : b->views == 3 ? n : b->n_first;

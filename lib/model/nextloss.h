@@ -16,7 +16,9 @@
  * pb.neg_share (--neg-share sequence or batch) SQ_LOSS_SAMPLED_SOFTMAX and
  * SQ_LOSS_GBCE take ops.h 10e, one GEMM against each set (a sequence's or
  * the batch's), in the full CE's scratch, each set's mean weighted by its
- * entries. They have no GPU kernels: the trainer refuses them on a GPU. */
+ * entries. On a GPU each op is its kernel (cuda/k_sampled.cu); the
+ * loops over groups here run on the host (--neg-share sequence calls the op
+ * once a sequence with a target: not graph-safe). */
 #ifndef SQ_NEXTLOSS_H
 #define SQ_NEXTLOSS_H
 

@@ -280,6 +280,30 @@ extern "C" {
                             const int *rows, const int *pos, const int *neg, int n, int K,   \
                             int C, float dloss, int *count),                                 \
       (dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count))                                 \
+    /* the sampled softmax with log-Q and gBCE (k_sampled.cu): each entry its own negatives, \
+       or one set shared by the n entries (scratch and chunk as the CPU's); lq a host array */ \
+    X(double, ce_sampled_logq, (float *dh, float *dE, float *dbias, const float *h,          \
+                                const float *E, const float *bias, const int *rows,          \
+                                const int *pos, const int *neg, const float *lq, int n,      \
+                                int K, int C, float dloss, int *count),                      \
+      (dh, dE, dbias, h, E, bias, rows, pos, neg, lq, n, K, C, dloss, count))                \
+    X(double, gbce_sampled, (float *dh, float *dE, float *dbias, const float *h,             \
+                             const float *E, const float *bias, const int *rows,             \
+                             const int *pos, const int *neg, int n, int K, int C, float beta, \
+                             float dloss, int *count),                                       \
+      (dh, dE, dbias, h, E, bias, rows, pos, neg, n, K, C, beta, dloss, count))              \
+    X(double, ce_sampled_shared, (float *dh, float *dE, float *dbias, float *scratch,        \
+                                  const float *h, const float *E, const float *bias,         \
+                                  const int *rows, const int *pos, const int *neg,           \
+                                  const float *lq, int n, int K, int C, int chunk,           \
+                                  float dloss, int *count),                                  \
+      (dh, dE, dbias, scratch, h, E, bias, rows, pos, neg, lq, n, K, C, chunk, dloss, count)) \
+    X(double, gbce_sampled_shared, (float *dh, float *dE, float *dbias, float *scratch,      \
+                                    const float *h, const float *E, const float *bias,       \
+                                    const int *rows, const int *pos, const int *neg, int n,  \
+                                    int K, int C, int chunk, float beta, float dloss,        \
+                                    int *count),                                             \
+      (dh, dE, dbias, scratch, h, E, bias, rows, pos, neg, n, K, C, chunk, beta, dloss, count)) \
     /* the optimiser (k_adam.cu) */                                                          \
     X(void, adam_update, (float *param, const float *grad, float *m, float *v, size_t n,     \
                           double lr, double beta1, double beta2, double eps,                 \

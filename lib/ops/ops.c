@@ -1153,7 +1153,9 @@ double R(sq_ce_sampled_logq)(const sq_ctx *cx, real *dh, real *dE, real *dbias, 
                              const int *neg, const float *lq, int n, int K, int C, real dloss,
                              int *count)
 {
-    (void)cx; /* CPU only: the trainer refuses these losses on a GPU */
+    SQ_ON_GPU_RET(cx, ce_sampled_logq,
+                  (dh, dE, dbias, h, E, bias, rows, pos, neg, lq, n, K, C, dloss, count));
+    (void)cx; /* sequential, see sampled_loss */
     R(samp_kind) sk = {.softmax = 1, .mask_hits = 1, .bias = bias, .dbias = dbias, .lq = lq,
                        .beta = 1, .scale = 1};
     return R(sampled_loss)(dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count, &sk);
@@ -1164,6 +1166,8 @@ double R(sq_gbce_sampled)(const sq_ctx *cx, real *dh, real *dE, real *dbias, con
                           const int *neg, int n, int K, int C, real beta, real dloss,
                           int *count)
 {
+    SQ_ON_GPU_RET(cx, gbce_sampled,
+                  (dh, dE, dbias, h, E, bias, rows, pos, neg, n, K, C, beta, dloss, count));
     (void)cx;
     R(samp_kind) sk = {.mask_hits = 1, .bias = bias, .dbias = dbias, .beta = beta,
                        .scale = (real)1 / (real)(K + 1)};
@@ -1406,6 +1410,8 @@ double R(sq_ce_sampled_shared)(const sq_ctx *cx, real *dh, real *dE, real *dbias
                                const float *lq, int n, int K, int C, int chunk, real dloss,
                                int *count)
 {
+    SQ_ON_GPU_RET(cx, ce_sampled_shared, (dh, dE, dbias, scratch, h, E, bias, rows, pos, neg,
+                                          lq, n, K, C, chunk, dloss, count));
     R(samp_kind) sk = {.softmax = 1, .mask_hits = 1, .bias = bias, .dbias = dbias, .lq = lq,
                        .beta = 1, .scale = 1};
     return R(sampled_shared)(cx, dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count, &sk,
@@ -1417,6 +1423,8 @@ double R(sq_gbce_sampled_shared)(const sq_ctx *cx, real *dh, real *dE, real *dbi
                                  const int *rows, const int *pos, const int *neg, int n, int K,
                                  int C, int chunk, real beta, real dloss, int *count)
 {
+    SQ_ON_GPU_RET(cx, gbce_sampled_shared, (dh, dE, dbias, scratch, h, E, bias, rows, pos, neg,
+                                            n, K, C, chunk, beta, dloss, count));
     R(samp_kind) sk = {.mask_hits = 1, .bias = bias, .dbias = dbias, .beta = beta,
                        .scale = (real)1 / (real)(K + 1)};
     return R(sampled_shared)(cx, dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count, &sk,

@@ -224,7 +224,8 @@ double R(sq_ce_sampled)(const sq_ctx *cx, real *dh, real *dE, const real *h, con
  * negatives that are neither 0 nor p (accidental hits are masked); the
  * mean over the *count entries with pos != 0. Adds the gradients of dloss *
  * mean to dh, dE (and dbias when bias) when dh and dE are not NULL.
- * Sequential, deterministic; CPU only. */
+ * Sequential, deterministic. lq is a host array (the batch's): the GPU
+ * twin (cuda/k_sampled.cu, as 10d and 10e's) uploads it. */
 double R(sq_ce_sampled_logq)(const sq_ctx *cx, real *dh, real *dE, real *dbias, const real *h,
                              const real *E, const real *bias, const int *rows, const int *pos,
                              const int *neg, const float *lq, int n, int K, int C, real dloss,
@@ -235,7 +236,7 @@ double R(sq_ce_sampled_logq)(const sq_ctx *cx, real *dh, real *dE, real *dbias, 
  * sigmoid(s_p)^beta + sum_k log(1 - sigmoid(s_k))) / (K + 1), over the
  * negatives that are neither 0 nor p, s = h.E + b as in 10c (no
  * correction); the mean over the entries with pos != 0. beta comes from
- * the calibration t (sq_gbce_beta). CPU only, as 10c. */
+ * the calibration t (sq_gbce_beta). */
 double R(sq_gbce_sampled)(const sq_ctx *cx, real *dh, real *dE, real *dbias, const real *h,
                           const real *E, const real *bias, const int *rows, const int *pos,
                           const int *neg, int n, int K, int C, real beta, real dloss,
@@ -248,7 +249,7 @@ double R(sq_gbce_sampled)(const sq_ctx *cx, real *dh, real *dE, real *dbias, con
  * the logits against the set are one GEMM a chunk of `chunk` entries,
  * scratch holding sq_sampled_shared_scratch_size(chunk, K, C) reals. Sums
  * in a fixed order (rows, then slots in order): deterministic for a
- * thread count. CPU only. */
+ * thread count. */
 double R(sq_ce_sampled_shared)(const sq_ctx *cx, real *dh, real *dE, real *dbias,
                                real *scratch, const real *h, const real *E, const real *bias,
                                const int *rows, const int *pos, const int *neg,

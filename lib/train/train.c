@@ -275,9 +275,9 @@ static int check_loss(const sq_train_opts *o, sq_err *e)
     if (o->lazy_adam && o->model && !o->model->grad_rows)
         return sq_fail(e, SQ_EX_USAGE, "--lazy-adam: --model %s's steps have no row-sparse "
                        "gradient to skip rows of", o->model->name);
-    if (sq_loss_sampled(o->loss) && o->cx && o->cx->backend != SQ_BACKEND_CPU)
-        return sq_fail(e, SQ_EX_USAGE, "--loss %s has no GPU kernels: train it with "
-                       "--device cpu", o->loss == SQ_LOSS_GBCE ? "gbce" : "sampled-softmax");
+    if (o->lazy_adam && o->cx && o->cx->backend != SQ_BACKEND_CPU)
+        return sq_fail(e, SQ_EX_USAGE, "--lazy-adam has no GPU kernel (a GPU's Adam updates "
+                       "every row): train it with --device cpu");
     return 0;
 }
 
@@ -1115,9 +1115,9 @@ static int graphs_open(run *r, loop *lp, sq_err *e)
     if (r->comm->size > 1)
         return sq_fail(e, SQ_EX_USAGE, "--cuda-graphs: one process (not %d ranks)",
                        r->comm->size);
-    if (sq_loss_sampled(o->loss))
-        return sq_fail(e, SQ_EX_USAGE, "--cuda-graphs: --model %s trains with a sampled loss; "
-                       "CUDA graphs take --loss ce or bce", o->model->name);
+    if (sq_loss_sampled(o->loss) && o->neg_share == SQ_SHARE_SEQUENCE)
+        return sq_fail(e, SQ_EX_USAGE, "--cuda-graphs: --neg-share sequence is not graph-safe "
+                       "(one loss call a sequence): take position or batch");
     int q = (lp->bt.cap_T + 7) / 8, views = lp->bt.views > 1 ? lp->bt.views : 1;
     return sq_packed_pad_init(&lp->pad, lp->bt.cap_T, lp->bt.batch * views, q < 1 ? 1 : q,
                               lp->bt.max_len, lp->bt.K, e);

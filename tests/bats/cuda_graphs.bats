@@ -93,11 +93,31 @@ setup() {
   done
 }
 
-@test "cuda_graphs: refused without a GPU and for the sampled losses (64, no model); --max-loss stops (70)" {
+@test "cuda_graphs: the sampled softmax and gBCE (one set a position, and one a batch) replay with the bytes of their padded steps, the unpadded loss" {
+  for opts in "--loss sampled-softmax --neg 6 --neg-sampler mixed" "--loss gbce --neg 6 --neg-share batch"; do
+    # shellcheck disable=SC2086
+    seqrec-train "${SMALL[@]}" --device cuda $opts --epochs 2 --cuda-graphs --log "$T/g.log" \
+      -o "$T/g.sqm" "$T/s.sqr" 2> "$T/err"
+    grep -Eq 'captured, [1-9][0-9]* steps replayed' "$T/err"
+    # shellcheck disable=SC2086
+    SEQREC_CUDA_GRAPHS=eager seqrec-train "${SMALL[@]}" --device cuda $opts --epochs 2 \
+      --cuda-graphs -o "$T/e.sqm" "$T/s.sqr" 2>/dev/null
+    cmp "$T/g.sqm" "$T/e.sqm"
+    # shellcheck disable=SC2086
+    seqrec-train "${SMALL[@]}" --device cuda $opts --epochs 2 --log "$T/p.log" -o "$T/p.sqm" \
+      "$T/s.sqr" 2>/dev/null
+    paste <(log_loss "$T/g.log") <(log_loss "$T/p.log") |
+      awk '{ d = $1 - $2; if (d < 0) d = -d; if (!($1 > 0 && d <= 1e-5 * $2)) bad = 1 }
+           END { exit bad || NR != 2 }'
+  done
+}
+
+@test "cuda_graphs: refused without a GPU and for --neg-share sequence (64, no model); --max-loss stops (70)" {
   run -64 seqrec-train "${SMALL[@]}" --loss ce --device cpu --cuda-graphs -o "$T/m.sqm" "$T/s.sqr"
   [[ "$output" == *"--cuda-graphs needs --device cuda"* ]]
-  run -64 seqrec-train "${SMALL[@]}" --loss gbce --neg 4 --device cuda --cuda-graphs -o "$T/m.sqm" "$T/s.sqr"
-  [[ "$output" == *"has no GPU kernels"* ]]
+  run -64 seqrec-train "${SMALL[@]}" --loss gbce --neg 4 --neg-share sequence --device cuda \
+    --cuda-graphs -o "$T/m.sqm" "$T/s.sqr"
+  [[ "$output" == *"--neg-share sequence is not graph-safe"* ]]
   [ ! -e "$T/m.sqm" ] && [ ! -e "$T/m.sqm.ckpt" ]
   # the update in the graph is gated on the device; the host stops as ever
   run -70 seqrec-train "${TINY[@]}" --cuda-graphs --max-loss 0.01 -o "$T/m.sqm" "$T/s.sqr"

@@ -108,16 +108,23 @@ relerr() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b 
 # BERT4Rec (softmax and linrec; SASRec on efficient-dwc, the convolution's
 # kernels), HSTU (k_silu.cu, k_hstu.cu, flat.c), Blin (k_bkl.cu), ELASTIC
 # (k_elastic.cu), CL4SRec (k_nce.cu), CORE (k_core.cu), GRU4Rec (k_gru.cu),
-# Caser (k_conv.cu) and FPMC: the loss within 1e-3 relative; two GPU runs
-# the same bits (the model files compared byte for byte).
+# Caser (k_conv.cu) and FPMC, and SASRec on the sampled losses
+# (k_sampled.cu: sampled softmax a set a position, gBCE one set a batch):
+# the loss within 1e-3 relative; two GPU runs the same bits (the model
+# files compared byte for byte).
 if want train; then
   data="$here/data/synth.split"
   base="--epochs 1 --dim 64 --batch 128 --seed 3 --eval-every 1"
   for cfg in "sasrec softmax" "sasrec linrec" "bert4rec softmax" "bert4rec linrec" \
              "sasrec efficient-dwc" "hstu" "blin" "elastic" "cl4srec" "core" "gru4rec" "caser" \
-             "fpmc"; do
+             "fpmc" "sasrec softmax ssm" "sasrec softmax gbce-batch"; do
     set -- $cfg
-    name="$1${2:+-$2}"
+    name="$1${2:+-$2}${3:+-$3}"
+    case ${3:-} in
+      ssm) loss="--loss sampled-softmax --neg 64" ;;
+      gbce-batch) loss="--loss gbce --neg 64 --neg-share batch" ;;
+      *) loss="--loss ce" ;;
+    esac
     case $1 in
       caser|fpmc) common="$base" ;; # their own windows (5, 1)
       # one prefix a user (their default, last, trains every prefix: minutes
@@ -125,7 +132,7 @@ if want train; then
       core|cl4srec) common="$base --max-len 50 --layers 2 --target random" ;;
       *) common="$base --max-len 50 --layers 2" ;;
     esac
-    opts="--model $1 ${2:+--attn $2} --loss ce $common"
+    opts="--model $1 ${2:+--attn $2} $loss $common"
     # the CPU on one thread: the GPU trains each batch whole, as it does (on
     # more threads the CPU trains micro-batches with their own dropout draws)
     seqrec-train $opts --device cpu --threads 1 -o "$out/$name.cpu.sqm" --log "$out/$name.cpu.log" "$data" \

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "batch.h"
+#include "sampler.h"
 #include "unit.h"
 
 /* A batch of B sequences of the given lengths, an entry on every row but
@@ -111,7 +112,23 @@ UNIT_TEST(test_packed_pad_bucket)
         CHECK(memcmp(p->neg, neg, (size_t)(2 * b.n) * sizeof *neg) == 0);
         for (int i = 2 * b.n; i < 2 * p->n; i++)
             CHECK_EQ(p->neg[i], 0);
+        CHECK(p->lq == NULL);
     }
+    /* a sampled loss's log-Q corrections: padded with the negatives */
+    float lq[64];
+    for (int i = 0; i < 2 * b.n; i++)
+        lq[i] = 0.25f * (float)(i + 1);
+    b.lq = lq;
+    p = sq_packed_pad_to(&pp, &b, &e);
+    CHECK(p != NULL && p->lq != NULL);
+    if (p && p->lq) {
+        CHECK(memcmp(p->lq, lq, (size_t)(2 * b.n) * sizeof *lq) == 0);
+        for (int i = 2 * b.n; i < 2 * p->n; i++)
+            CHECK(p->lq[i] == 0);
+    }
+    /* negatives shared by sequence: refused (their loss is a call a sequence) */
+    b.neg_share = SQ_SHARE_SEQUENCE;
+    CHECK(sq_packed_pad_to(&pp, &b, &e) == NULL);
     sq_packed_pad_free(&pp);
 }
 
