@@ -266,10 +266,7 @@ static __global__ __launch_bounds__(LOSS_THREADS) void pair_kernel(float *coef, 
         return;
     }
     const float *hi = h + (size_t)(rows ? rows[i] : i) * C, *e = E + (size_t)item * C;
-    float s = 0.0f;
-    for (int c = lane; c < C; c += 32)
-        s += hi[c] * e[c];
-    s = be_warp_sum(s);
+    float s = warp_dot(hi, e, C, lane);
     if (lane == 0) {
         term[p] = k < 0 ? softplus_f(-s) : softplus_f(s);
         coef[p] = g * (sigmoid_f(s) - (k < 0 ? 1.0f : 0.0f));
@@ -295,17 +292,11 @@ double be_bce_sampled(sq_gpu_be *be, float *dh, float *dE, const float *h, const
     // host ids
     size_t words = 2 * (size_t)P + 1 + (grad ? pair_plan_ints(n, K) : 0);
     int *hbuf = (int *)calloc(words, sizeof(int));
-    int *own_rows = NULL, *own_pos = NULL, *own_neg = NULL;
+    int *own[3] = {NULL, NULL, NULL};
     pair_plan pl;
     memset(&pl, 0, sizeof pl);
-    int bad = !hbuf;
-    if (!bad && grad) {
-        const int *hrows = host_ids(be, rows, (size_t)n, &own_rows);
-        const int *hpos = host_ids(be, pos, (size_t)n, &own_pos);
-        const int *hneg = host_ids(be, neg, (size_t)n * K, &own_neg);
-        bad = (rows && !hrows) || !hpos || (K && !hneg) ||
-              pair_plan_make(&pl, hbuf + 2 * (size_t)P + 1, hrows, hpos, hneg, n, K, 0) != 0;
-    }
+    int bad = !hbuf || (grad && pair_plan_ids(be, &pl, hbuf + 2 * (size_t)P + 1, rows, pos,
+                                              neg, n, K, 0, own));
     if (!bad)
         memcpy(hbuf + 2 * (size_t)P, &g, sizeof g);
     char *dev = bad ? NULL : (char *)be_op_upload(be, hbuf, words * sizeof(int));
@@ -313,9 +304,7 @@ double be_bce_sampled(sq_gpu_be *be, float *dh, float *dE, const float *h, const
         if (bad)
             be_note(be, cudaErrorMemoryAllocation, "bce_sampled: host buffers");
         free(hbuf);
-        free(own_rows);
-        free(own_pos);
-        free(own_neg);
+        free_ids(own);
         return 0;
     }
     float *coef = (float *)dev, *term = coef + P;
@@ -328,8 +317,6 @@ double be_bce_sampled(sq_gpu_be *be, float *dh, float *dE, const float *h, const
     if (grad)
         pair_plan_scatter(be, &pl, hbuf, (const int *)dev, P, dh, dE, NULL, h, E, coef, C);
     free(hbuf);
-    free(own_rows);
-    free(own_pos);
-    free(own_neg);
+    free_ids(own);
     return be_result(be, 0, cnt ? cnt : 1);
 }

@@ -111,10 +111,7 @@ static __global__ __launch_bounds__(LOSS_THREADS) void spair_kernel(
         return;
     }
     const float *hi = h + (size_t)(rows ? rows[i] : i) * C, *e = E + (size_t)item * C;
-    float s = 0.0f;
-    for (int c = lane; c < C; c += 32)
-        s += hi[c] * e[c];
-    s = be_warp_sum(s);
+    float s = warp_dot(hi, e, C, lane);
     if (lane != 0)
         return;
     if (bias)
@@ -174,6 +171,22 @@ static __global__ __launch_bounds__(LOSS_THREADS) void sentry_kernel(
     }
 }
 
+// The op's one upload: hbuf's words with g at at_g and the nlq
+// corrections at at_lq; NULL (the sticky error) when bad (host buffers
+// that could not be made) or the upload fails.
+static int *upload_words(sq_gpu_be *be, int *hbuf, size_t words, int bad, size_t at_g, float g,
+                         size_t at_lq, const float *lq, size_t nlq)
+{
+    if (bad) {
+        be_note(be, cudaErrorMemoryAllocation, "sampled loss: host buffers");
+        return NULL;
+    }
+    memcpy(hbuf + at_g, &g, sizeof g);
+    if (nlq)
+        memcpy(hbuf + at_lq, lq, nlq * sizeof(float));
+    return (int *)be_op_upload(be, hbuf, words * sizeof(int));
+}
+
 // 10c and 10d per entry.
 static double sampled_entries(sq_gpu_be *be, float *dh, float *dE, const float *h,
                               const float *E, const int *rows, const int *pos, const int *neg,
@@ -195,25 +208,12 @@ static double sampled_entries(sq_gpu_be *be, float *dh, float *dE, const float *
     size_t at_lq = at_g + 1, at_plan = at_lq + nlq;
     size_t words = at_plan + (grad ? pair_plan_ints(n, K) : 0);
     int *hbuf = (int *)calloc(words, sizeof(int));
-    int *own_rows = NULL, *own_pos = NULL, *own_neg = NULL;
+    int *own[3] = {NULL, NULL, NULL};
     pair_plan pl;
     memset(&pl, 0, sizeof pl);
-    int bad = !hbuf;
-    if (!bad && grad) {
-        const int *hrows = host_ids(be, rows, (size_t)n, &own_rows);
-        const int *hpos = host_ids(be, pos, (size_t)n, &own_pos);
-        const int *hneg = host_ids(be, neg, (size_t)n * K, &own_neg);
-        bad = (rows && !hrows) || !hpos || (K && !hneg) ||
-              pair_plan_make(&pl, hbuf + at_plan, hrows, hpos, hneg, n, K, 1) != 0;
-    }
-    if (!bad) {
-        memcpy(hbuf + at_g, &g, sizeof g);
-        if (nlq)
-            memcpy(hbuf + at_lq, sk->lq, nlq * sizeof(float));
-    }
-    int *dev = bad ? NULL : (int *)be_op_upload(be, hbuf, words * sizeof(int));
-    if (!dev && bad)
-        be_note(be, cudaErrorMemoryAllocation, "sampled loss: host buffers");
+    int bad = !hbuf || (grad && pair_plan_ids(be, &pl, hbuf + at_plan, rows, pos, neg, n, K, 1,
+                                              own));
+    int *dev = upload_words(be, hbuf, words, bad, at_g, g, at_lq, sk->lq, nlq);
     if (dev) {
         float *coef = (float *)(dev + at_coef), *term = (float *)dev;
         const float *dg = (const float *)(dev + at_g);
@@ -238,9 +238,7 @@ static double sampled_entries(sq_gpu_be *be, float *dh, float *dE, const float *
                               h, E, coef, C);
     }
     free(hbuf);
-    free(own_rows);
-    free(own_pos);
-    free(own_neg);
+    free_ids(own);
     return dev ? be_result(be, 0, cnt ? cnt : 1) : 0;
 }
 
@@ -551,14 +549,7 @@ static double sampled_shared(sq_gpu_be *be, float *dh, float *dE, float *scratch
         bad = (rows && !hrows) || !hpos || !hneg ||
               shared_plan_make(&pl, hbuf + at_plan, hrows, hpos, hneg, n, K) != 0;
     }
-    if (!bad) {
-        memcpy(hbuf + at_g, &g, sizeof g);
-        if (nlq)
-            memcpy(hbuf + at_lq, sk->lq, nlq * sizeof(float));
-    }
-    int *dev = bad ? NULL : (int *)be_op_upload(be, hbuf, words * sizeof(int));
-    if (!dev && bad)
-        be_note(be, cudaErrorMemoryAllocation, "sampled loss: host buffers");
+    int *dev = upload_words(be, hbuf, words, bad, at_g, g, at_lq, sk->lq, nlq);
     if (dev) {
         shared_work w = shared_carve(scratch, chunk, K, C);
         shared_call sc = {dh, h, E, rows ? be_ints(be, rows) : NULL, be_ints(be, pos),

@@ -171,6 +171,16 @@ static inline size_t bucket_ints(int M)
     return (size_t)M * 4 + 2;
 }
 
+// a . b over C floats on one warp: lane's columns lane, lane + 32, ...,
+// then the warp's sum (every lane has it)
+static __device__ __forceinline__ float warp_dot(const float *a, const float *b, int C, int lane)
+{
+    float s = 0.0f;
+    for (int c = lane; c < C; c += 32)
+        s += a[c] * b[c];
+    return be_warp_sum(s);
+}
+
 // The host copy of an integer array: the staged one itself, else
 // downloaded into *own (freed by the caller).
 static inline const int *host_ids(sq_gpu_be *be, const int *p, size_t n, int **own)
@@ -236,6 +246,26 @@ static inline int pair_plan_make(pair_plan *pl, int *ints, const int *hrows, con
         rc = bucket_pairs(&pl->h, row, item, lp, L, P, maxrow + 1, ints + bucket_ints(P));
     free(buf);
     return rc;
+}
+
+// pair_plan_make on the host twins of a step's ids (host_ids): 0, or 1
+// when an array cannot be read or the plan fails. own[3] holds what was
+// downloaded (free_ids).
+static inline int pair_plan_ids(sq_gpu_be *be, pair_plan *pl, int *ints, const int *rows,
+                                const int *pos, const int *neg, int n, int K, int mask_hits,
+                                int *own[3])
+{
+    const int *hrows = host_ids(be, rows, (size_t)n, &own[0]);
+    const int *hpos = host_ids(be, pos, (size_t)n, &own[1]);
+    const int *hneg = host_ids(be, neg, (size_t)n * K, &own[2]);
+    return (rows && !hrows) || !hpos || (K && !hneg) ||
+           pair_plan_make(pl, ints, hrows, hpos, hneg, n, K, mask_hits) != 0;
+}
+
+static inline void free_ids(int *own[3])
+{
+    for (int i = 0; i < 3; i++)
+        free(own[i]);
 }
 
 // Queues both scatters (dE and dbias by item, dh by row) of a plan whose
