@@ -187,15 +187,22 @@ static int *upload_words(sq_gpu_be *be, int *hbuf, size_t words, int bad, size_t
     return (int *)be_op_upload(be, hbuf, words * sizeof(int));
 }
 
+// The entries with a target (*count, *cnt); 0 when the op has nothing to
+// queue: none, eagerly (a graph's step queues its launches whatever the
+// batch), or the sticky error.
+static int sampled_begin(sq_gpu_be *be, const int *pos, int n, int *count, int *cnt)
+{
+    *count = *cnt = count_nonzero(be, pos, n);
+    return !be->failed && (*cnt > 0 || be->gmode != BE_G_EAGER);
+}
+
 // 10c and 10d per entry.
 static double sampled_entries(sq_gpu_be *be, float *dh, float *dE, const float *h,
                               const float *E, const int *rows, const int *pos, const int *neg,
                               int n, int K, int C, float dloss, int *count, const samp_kind *sk)
 {
-    int cnt = count_nonzero(be, pos, n);
-    *count = cnt;
-    int graph = be->gmode != BE_G_EAGER;
-    if ((cnt == 0 && !graph) || be->failed)
+    int cnt = 0;
+    if (!sampled_begin(be, pos, n, count, &cnt))
         return 0;
     int grad = dh && dE;
     // the CPU's float; no target in a graph's batch: 0 / 1
@@ -524,10 +531,8 @@ static double sampled_shared(sq_gpu_be *be, float *dh, float *dE, float *scratch
                              const int *neg, int n, int K, int C, int chunk, float dloss,
                              int *count, const samp_kind *sk)
 {
-    int cnt = count_nonzero(be, pos, n);
-    *count = cnt;
-    int graph = be->gmode != BE_G_EAGER;
-    if ((cnt == 0 && !graph) || be->failed)
+    int cnt = 0, graph = be->gmode != BE_G_EAGER;
+    if (!sampled_begin(be, pos, n, count, &cnt))
         return 0;
     int grad = dh && dE;
     float g = cnt ? dloss * sk->scale / (float)cnt : 0.0f;
