@@ -449,10 +449,14 @@ graph_run() { # NAME BATCH [ENV...] -- OPTS... (the model's in gmodel)
   shift 2
   while [ "$1" != -- ]; do env+=("$1"); shift; done
   shift
-  env "${env[@]}" timeout 200 seqrec-train "${gmodel[@]}" --dim 64 --ffn 64 --max-len 50 \
+  local rc=0 limit=${GRAPH_TIMEOUT:-200}
+  env "${env[@]}" timeout "$limit" seqrec-train "${gmodel[@]}" --dim 64 --ffn 64 --max-len 50 \
     --dropout 0.5 --loss ce --batch "$batch" --epochs "${GRAPH_EPOCHS:-2}" --patience 0 \
     --seed 1 --device cuda "$@" -o "$out/graphs-$name.sqm" --log "$out/graphs-$name.log" \
-    "$data" > "$out/graphs-$name.out" 2>&1
+    "$data" > "$out/graphs-$name.out" 2>&1 || rc=$?
+  # the failure line quotes the .out's tail: say what a timeout left unsaid
+  [ $rc = 124 ] && echo "$name: timed out after $limit s" >> "$out/graphs-$name.out"
+  return $rc
 }
 graph_case() { # MODEL BATCH
   local m=$1 b=$2 c=$1-$2
