@@ -48,7 +48,9 @@ setup() {
   printf '#!/bin/sh\necho "curl: (6) Could not resolve host" >&2\nexit 6\n' > "$T/bin/curl"
   chmod +x "$T/bin/curl"
   for target in ml-100k beauty; do
-    run -2 env -u DATA_MIRROR PATH="$T/bin:$PATH" make -s -C "$SEQREC_ROOT/data" $target RAW="$T/raw"
+    # (make check DATA_MIRROR=... hands it down in MAKEFLAGS too)
+    run -2 env -u DATA_MIRROR -u MAKEFLAGS -u MFLAGS PATH="$T/bin:$PATH" make -s -C "$SEQREC_ROOT/data" \
+      $target RAW="$T/raw"
     [[ "$output" == *"data/fetch: $target: cannot download https://"*" (offline?): set DATA_MIRROR=DIR to copy from a local mirror"* ]]
     no_leftovers "$T/raw"
   done
