@@ -186,18 +186,13 @@ double be_result(sq_gpu_be *b, int slot, double div)
     return 0; // a placeholder: a model's step runs its backward on a finite loss
 }
 
-// v[0] = sum_i w[i] v[i], i in order, single roundings (ctx.c's host sum:
-// nvcc would fuse a product and a sum into one fma)
+// v[0] = sum_i w[i] v[i], i in order, single roundings (ctx.c's host sum;
+// the backend is built with --fmad=false, so nothing is fused into an fma)
 static __global__ __launch_bounds__(1) void k_mix(double *v, const double *w, int n)
 {
     double s = 0;
-    for (int i = 0; i < n; i++) {
-#ifdef SQ_SIM
-        s = s + w[i] * v[i];
-#else
-        s = __dadd_rn(s, __dmul_rn(w[i], v[i]));
-#endif
-    }
+    for (int i = 0; i < n; i++)
+        s += w[i] * v[i];
     v[0] = s;
 }
 

@@ -238,20 +238,29 @@ double sq_micro_step(sq_micro *mb, const sq_model_def *def, sq_net *net, void *w
     return step_parts(mb, def, net, work, b, so, step, np, count);
 }
 
+/* A growing array *p of *cap elements of `size` bytes with room for one
+ * more after its n: doubled (from 64) when full; -1 out of memory. */
+static int room_for(int n, void **p, int *cap, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    int c = *cap ? 2 * *cap : 64;
+    void *q = realloc(*p, (size_t)c * size);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
 /* Appends the pieces of segment [off, off + n) of run cfg: chunks of
  * SQ_CHUNK elements, or of rows when width > 0 (n then counts rows) */
 static int add_pieces(sq_micro *mb, size_t off, size_t n, size_t width, int cfg)
 {
     size_t per = !width ? SQ_CHUNK : width < SQ_CHUNK ? SQ_CHUNK / width : 1;
     for (size_t a = 0; a < n; a += per) {
-        if (mb->n_pieces == mb->cap_pieces) {
-            int cap = mb->cap_pieces ? 2 * mb->cap_pieces : 64;
-            sq_adam_piece *p = realloc(mb->pieces, (size_t)cap * sizeof *p);
-            if (!p)
-                return -1;
-            mb->pieces = p;
-            mb->cap_pieces = cap;
-        }
+        if (room_for(mb->n_pieces, (void **)&mb->pieces, &mb->cap_pieces, sizeof *mb->pieces))
+            return -1;
         mb->pieces[mb->n_pieces++] = (sq_adam_piece){
             .off = off, .a = a, .b = a + per < n ? a + per : n, .width = width, .cfg = cfg};
     }
@@ -403,14 +412,8 @@ static int add_seg(sq_micro *mb, size_t x, size_t m)
 {
     if (!m)
         return 0;
-    if (mb->n_segs == mb->cap_segs) {
-        int cap = mb->cap_segs ? 2 * mb->cap_segs : 64;
-        sq_micro_seg *g = realloc(mb->segs, (size_t)cap * sizeof *g);
-        if (!g)
-            return -1;
-        mb->segs = g;
-        mb->cap_segs = cap;
-    }
+    if (room_for(mb->n_segs, (void **)&mb->segs, &mb->cap_segs, sizeof *mb->segs))
+        return -1;
     mb->segs[mb->n_segs++] = (sq_micro_seg){.x = x, .m = m, .p = mb->active};
     mb->active += m;
     return 0;
