@@ -115,7 +115,7 @@ include tests/gpu/gpu.mk
 tags: $(LIB_SRC) $(TOOL_SRC)
 	ctags -R lib tools tests/unit tests/ref
 
-.PHONY: all tags check unit unit-sim dup-check bats demo bench bench-data deps install clean clang-check arm64-check arm64-test isa-test man-check man-config-keys fnlen-check
+.PHONY: all tags check unit unit-sim unit-sim-order dup-check bats demo bench bench-data deps install clean clang-check arm64-check arm64-test isa-test man-check man-config-keys fnlen-check
 all: $(PROGS) $(SCRIPTS) $(CUDA_SO) $(SIM_SO)
 
 # seqrec-nightly is pipelines/nightly.sh with the version filled in.
@@ -191,6 +191,19 @@ unit-sim: $(BUILD)/unit_tests $(SIM_SO) $(BUILD)/sim/selftest
 	$(BUILD)/sim/selftest
 	SEQREC_CUDA_LIB=$(CURDIR)/$(SIM_SO) SEQREC_SIMULATED_DEVICE=1 $(BUILD)/unit_tests gpu cuda | tee $(BUILD)/unit-sim.txt
 	@grep -q ' 0 failed' $(BUILD)/unit-sim.txt
+
+# The GPU tests again with the blocks, and a block's threads between
+# barriers, run backwards and shuffled (SEQREC_SIM_ORDER, tests/sim): a
+# kernel whose result follows the order would differ from its CPU twin.
+SIM_ORDERS ?= reverse shuffle:1
+unit-sim-order: $(BUILD)/unit_tests $(SIM_SO)
+	@for o in $(SIM_ORDERS); do \
+	  echo "unit-sim-order: SEQREC_SIM_ORDER=$$o"; \
+	  SEQREC_SIM_ORDER=$$o SEQREC_CUDA_LIB=$(CURDIR)/$(SIM_SO) SEQREC_SIMULATED_DEVICE=1 \
+	    $(BUILD)/unit_tests gpu cuda > $(BUILD)/unit-sim-order.txt 2>&1; \
+	  tail -n 1 $(BUILD)/unit-sim-order.txt; \
+	  grep -q ' 0 failed' $(BUILD)/unit-sim-order.txt || { grep -v '^ok ' $(BUILD)/unit-sim-order.txt; exit 1; }; \
+	done
 
 # TAP, ended by the line "bats: N passed, N failed, N skipped"
 # (tests/bats/run.sh); BATS_FILES=tests/bats/x.bats runs fewer suites.
@@ -321,7 +334,7 @@ check: deps $(BUILD)/tests/unit/list.h
 	$(MAKE) --no-print-directory clang-check arm64-check man-check fnlen-check
 	$(MAKE) --no-print-directory bats
 	$(MAKE) --no-print-directory unit
-	$(MAKE) --no-print-directory unit-sim dup-check
+	$(MAKE) --no-print-directory unit-sim unit-sim-order dup-check
 
 # The dataset recipes (data/Makefile) run in data/: a relative DATA_MIRROR
 # given here (e.g. ../shared/data) is made absolute for them.

@@ -1,9 +1,11 @@
 // selftest.cu - the simulated device's own checks (make unit-sim): barrier
-// order, warp shuffles, dynamic shared memory, several blocks, and that
-// the harness aborts on a divergent __syncthreads, on a host pointer
-// passed to a kernel and (under ASan) on a device pointer read by the host
-// and on a kernel writing past its buffer; stream capture and graph replay,
-// and the calls a capture refuses.
+// order, warp shuffles, dynamic shared memory, several blocks, the block
+// and thread orders (SEQREC_SIM_ORDER), garbage in what nothing wrote
+// (static shared memory, new device memory), and that the harness aborts on a
+// divergent __syncthreads, on a host pointer passed to a kernel and (under
+// ASan) on a device pointer read by the host and on a kernel writing past
+// its buffer; stream capture and graph replay, and the calls a capture
+// refuses.
 #include "sim_cuda.h"
 
 #include <sys/wait.h>
@@ -83,6 +85,82 @@ static __global__ void k_add(float *y, const float *x, int n)
     int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (i < n)
         y[i] += x[i];
+}
+
+// Reads, with no barrier between, what another block (the one before) and
+// another thread (t ^ 1) of this launch write: racy on a GPU, so its
+// result shows the order the simulated device ran them in
+enum { OB = 8, OT = 64 };
+static __global__ void k_order(float *g, float *prev, float *pair)
+{
+    unsigned b = blockIdx.x, t = threadIdx.x;
+    g[b * OT + t] = (float)(1 + b * OT + t);
+    prev[b * OT + t] = b ? g[(b - 1) * OT + t] : -1.0f;
+    pair[b * OT + t] = g[b * OT + (t ^ 1)];
+}
+
+// How many of k_order's racy reads saw the other's write: blocks, threads
+static void order_seen(const char *spec, int *blocks, int *threads)
+{
+    float *g = nullptr, *prev = nullptr, *pair = nullptr;
+    static float zero[OB * OT], hp[OB * OT], hq[OB * OT];
+    size_t bytes = sizeof zero;
+    if (cudaMalloc((void **)&g, bytes) || cudaMalloc((void **)&prev, bytes) ||
+        cudaMalloc((void **)&pair, bytes) ||
+        cudaMemcpy(g, zero, bytes, cudaMemcpyHostToDevice))
+        abort();
+    sim_order(spec);
+    CHECK(sim_launch("k_order", k_order, dim3(OB), dim3(OT), 0, nullptr, g, prev, pair) ==
+          cudaSuccess);
+    sim_order(nullptr);
+    cudaMemcpy(hp, prev, bytes, cudaMemcpyDeviceToHost);
+    cudaMemcpy(hq, pair, bytes, cudaMemcpyDeviceToHost);
+    *blocks = *threads = 0;
+    for (int b = 1; b < OB; b++)
+        *blocks += hp[b * OT] != 0.0f;
+    for (int t = 0; t < OT; t++)
+        *threads += hq[t] != 0.0f;
+    cudaFree(g);
+    cudaFree(prev);
+    cudaFree(pair);
+}
+
+// forward: every block sees the one before, odd threads their pair;
+// reverse: no block, even threads; a shuffle: some of each
+static void orders(void)
+{
+    int b, t;
+    order_seen("forward", &b, &t);
+    CHECK(b == OB - 1 && t == OT / 2);
+    order_seen("reverse", &b, &t);
+    CHECK(b == 0 && t == OT / 2);
+    order_seen("shuffle:3", &b, &t);
+    CHECK(b < OB - 1 && t > 0 && t < OT);
+}
+
+// Reads its static shared memory before writing it: a GPU's holds garbage
+static __global__ void k_unwritten(unsigned *out)
+{
+    __shared__ unsigned s[32];
+    out[blockIdx.x * 32 + threadIdx.x] = s[threadIdx.x];
+    __syncthreads();
+    s[threadIdx.x] = 0; // zeros the next block would read, were they kept
+}
+
+// What nothing wrote reads as garbage: static shared memory in every block
+// (0xcd bytes), new device memory (0xff bytes: NaN floats)
+static void garbage(void)
+{
+    unsigned *d = nullptr, h[2 * 32];
+    CHECK(cudaMalloc((void **)&d, sizeof h) == cudaSuccess);
+    CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(h[0] == 0xffffffffu && h[63] == 0xffffffffu);
+    CHECK(sim_launch("k_unwritten", k_unwritten, dim3(2), dim3(32), 0, nullptr, d) ==
+          cudaSuccess);
+    CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
+    for (int i = 0; i < 64; i++)
+        CHECK(h[i] == 0xcdcdcdcdu);
+    cudaFree(d);
 }
 
 static int child_aborts(void (*fn)(void))
@@ -406,6 +484,8 @@ int main(void)
           cudaErrorInvalidValue);
     graph_replay();
     graph_refusals();
+    orders();
+    garbage();
     // what must abort
     fprintf(stderr, "selftest: aborts follow, on purpose:\n");
     CHECK(child_aborts(divergent));

@@ -370,6 +370,10 @@ cudaError_t cudaMalloc(void **p, size_t n)
     live_[at] = n;
     span_[at] = span;
     used_ += span;
+    // a GPU's new memory holds whatever was there: NaN bytes (0xff), so a
+    // kernel that reads what nothing wrote differs from its CPU twin
+    SIM_UNPOISON(at, n ? n : 1);
+    memset(at, 0xff, n);
     SIM_POISON(at, span);
     if (in_kernel_)
         SIM_UNPOISON(at, n);
@@ -563,6 +567,104 @@ __attribute__((noinline)) static void enter(block_run *r, unsigned i)
 static cudaError_t run_grid(const char *kern, dim3 grid, dim3 block, size_t shmem,
                            const std::function<void()> &body);
 
+// ---------------------------------------------------------------- order
+// The order a launch's blocks, and a block's threads between barriers, run
+// in (SEQREC_SIM_ORDER): "forward" (the default), "reverse", or
+// "shuffle[:SEED]", a fresh permutation of the blocks and of each block's
+// threads at every launch. A real GPU runs blocks in any order and a
+// block's warps interleaved: a kernel whose result changes with the order
+// (one block reading what another writes in the same launch, a thread
+// reading shared or global memory another wrote without a barrier between)
+// is wrong there, and these orders make it differ here (make unit-sim-order).
+namespace {
+enum { ORDER_FORWARD, ORDER_REVERSE, ORDER_SHUFFLE };
+struct order_state {
+    int mode = -1;         // -1: SEQREC_SIM_ORDER not read yet
+    uint64_t rng = 0;      // the shuffle's generator (splitmix64)
+    std::vector<unsigned> perm;
+};
+order_state order_;
+} // namespace
+
+static uint64_t order_next(void)
+{
+    uint64_t z = (order_.rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void sim_order(const char *v)
+{
+    order_.mode = ORDER_FORWARD;
+    if (!v || !*v || !strcmp(v, "forward"))
+        return;
+    if (!strcmp(v, "reverse")) {
+        order_.mode = ORDER_REVERSE;
+        return;
+    }
+    if (strncmp(v, "shuffle", 7) || (v[7] && v[7] != ':'))
+        die("SEQREC_SIM_ORDER=%s: give forward, reverse or shuffle[:SEED]", v);
+    order_.mode = ORDER_SHUFFLE;
+    order_.rng = v[7] ? strtoull(v + 8, nullptr, 10) : 1;
+}
+
+static void order_init(void)
+{
+    if (order_.mode < 0)
+        sim_order(getenv("SEQREC_SIM_ORDER"));
+}
+
+static uint64_t gcd64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+// A launch's block order as i -> (a i + c) mod n: a bijection when a is
+// prime to n, and no table of a grid's (up to 2^31) blocks
+struct block_order {
+    uint64_t n, a, c;
+    uint64_t at(uint64_t i) const { return (uint64_t)(((unsigned __int128)a * i + c) % n); }
+};
+
+static block_order order_blocks(uint64_t n)
+{
+    block_order o = {n, 1, 0};
+    if (order_.mode == ORDER_REVERSE) {
+        o.a = n - 1; // -1 mod n
+        o.c = n - 1;
+        if (n == 1)
+            o.a = 1, o.c = 0;
+    } else if (order_.mode == ORDER_SHUFFLE && n > 1) {
+        o.a = order_next() % n | 1;
+        while (gcd64(o.a, n) != 1)
+            o.a = (o.a + 2) % n;
+        o.c = order_next() % n;
+    }
+    return o;
+}
+
+// The order of a block's n threads (order_.perm)
+static void order_threads(unsigned n)
+{
+    order_.perm.resize(n);
+    for (unsigned i = 0; i < n; i++)
+        order_.perm[i] = order_.mode == ORDER_REVERSE ? n - 1 - i : i;
+    if (order_.mode != ORDER_SHUFFLE)
+        return;
+    for (unsigned i = n; i > 1; i--) { // Fisher-Yates
+        unsigned j = (unsigned)(order_next() % i);
+        unsigned t = order_.perm[i - 1];
+        order_.perm[i - 1] = order_.perm[j];
+        order_.perm[j] = t;
+    }
+}
+
 // A launch: checked when queued; run now, or recorded (a copy of the body,
 // which holds the arguments by value) while its stream captures
 cudaError_t sim_run(const char *kern, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
@@ -583,6 +685,18 @@ cudaError_t sim_run(const char *kern, dim3 grid, dim3 block, size_t shmem, cudaS
         return record(s, kern, [=]() { return run_grid(kern, grid, block, shmem, b); });
     }
     return run_grid(kern, grid, block, shmem, body);
+}
+
+// The linker's bounds of the sim_shared section (sim_cuda.h, __shared__),
+// weak: a program with no static shared memory has no such section
+extern "C" char __start_sim_shared[] __attribute__((weak, visibility("hidden")));
+extern "C" char __stop_sim_shared[] __attribute__((weak, visibility("hidden")));
+
+static void shared_garbage(void)
+{
+    char *a = __start_sim_shared, *b = __stop_sim_shared;
+    if (a && b > a)
+        memset(a, 0xcd, (size_t)(b - a));
 }
 
 static cudaError_t run_grid(const char *kern, dim3 grid, dim3 block, size_t shmem,
@@ -618,40 +732,47 @@ static cudaError_t run_grid(const char *kern, dim3 grid, dim3 block, size_t shme
     r.f.resize(n);
     r.wbar.resize(r.nwarps);
     r.slot.assign((size_t)r.nwarps * 32, 0);
-    for (unsigned bz = 0; bz < grid.z; bz++)
-        for (unsigned by = 0; by < grid.y; by++)
-            for (unsigned bx = 0; bx < grid.x; bx++) {
-                memset(dyn_, 0xcd, dyn_bytes_);
-                r.bar = barrier();
-                for (auto &w : r.wbar)
-                    w = barrier();
-                for (unsigned i = 0; i < r.n; i++) {
-                    fiber *f = &r.f[i];
-                    f->st.tid = dim3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
-                    f->st.bid = dim3(bx, by, bz);
-                    f->st.bdim = block;
-                    f->st.gdim = grid;
-                    f->done = 0;
-                    f->fake_stack = nullptr;
-                }
-                r.finished = 0;
-                run_ = &r;
-                while (r.finished < r.n) {
-                    r.progress = 0;
-                    for (unsigned i = 0; i < r.n; i++) {
-                        if (r.f[i].done)
-                            continue;
-                        enter(&r, i);
-                    }
-                    if (!r.progress && r.finished < r.n)
-                        die(r.finished ? "divergent __syncthreads in kernel %s: a thread ended "
-                                         "while others wait at a barrier"
-                                       : "divergent __syncthreads in kernel %s: the threads "
-                                         "wait at different barriers",
-                            kern);
-                }
-                run_ = nullptr;
+    order_init();
+    uint64_t nb = (uint64_t)grid.x * grid.y * grid.z;
+    block_order bo = order_blocks(nb);
+    for (uint64_t ib = 0; ib < nb; ib++) {
+        uint64_t lb = bo.at(ib);
+        unsigned bx = (unsigned)(lb % grid.x), by = (unsigned)(lb / grid.x % grid.y),
+                 bz = (unsigned)(lb / ((uint64_t)grid.x * grid.y));
+        memset(dyn_, 0xcd, dyn_bytes_);
+        shared_garbage();
+        order_threads(r.n);
+        r.bar = barrier();
+        for (auto &w : r.wbar)
+            w = barrier();
+        for (unsigned i = 0; i < r.n; i++) {
+            fiber *f = &r.f[i];
+            f->st.tid = dim3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
+            f->st.bid = dim3(bx, by, bz);
+            f->st.bdim = block;
+            f->st.gdim = grid;
+            f->done = 0;
+            f->fake_stack = nullptr;
+        }
+        r.finished = 0;
+        run_ = &r;
+        while (r.finished < r.n) {
+            r.progress = 0;
+            for (unsigned k = 0; k < r.n; k++) {
+                unsigned i = order_.perm[k];
+                if (r.f[i].done)
+                    continue;
+                enter(&r, i);
             }
+            if (!r.progress && r.finished < r.n)
+                die(r.finished ? "divergent __syncthreads in kernel %s: a thread ended "
+                                 "while others wait at a barrier"
+                               : "divergent __syncthreads in kernel %s: the threads "
+                                 "wait at different barriers",
+                    kern);
+        }
+        run_ = nullptr;
+    }
     poison_all();
     in_kernel_ = 0;
     return cudaSuccess;

@@ -1,7 +1,8 @@
 // sim_cuda.h - the simulated CUDA device (tests only): the subset of
 // cuda_runtime.h, cublas_v2.h and the device language that cuda/*.cu use,
 // run on the CPU. Compiled by the host C++ compiler with -DSQ_SIM
-// (common.cuh includes this). A launch runs its blocks one at a time; a
+// (common.cuh includes this). A launch runs its blocks one at a time (in
+// the order SEQREC_SIM_ORDER says: forward, reverse or shuffled); a
 // block's threads are fibers (ucontext), switched only at __syncthreads
 // and at the warp intrinsics, which are real barriers: a barrier that not
 // every thread reaches aborts ("divergent ..."). Device memory is a
@@ -23,7 +24,11 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-#define __shared__ static
+// A block's static shared memory: statics in one section (sim_shared), which
+// the runtime fills with garbage (0xcd) before every block, as a GPU's is
+// uninitialised: a kernel that reads it before writing differs from its CPU
+// twin here
+#define __shared__ static __attribute__((section("sim_shared")))
 #define __align__(n) __attribute__((aligned(n)))
 #ifndef __restrict__
 #define __restrict__ __restrict
@@ -241,6 +246,10 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
 // ---- the launch ----
 int sim_is_device(const void *p); // inside the arena
 void *sim_dyn_shared(void);
+// The order of blocks and threads from now on: "forward", "reverse" or
+// "shuffle[:SEED]" (NULL: forward); SEQREC_SIM_ORDER sets it at the first
+// launch (sim.cpp, "order")
+void sim_order(const char *spec);
 void sim_check_arg(const char *kern, int index, const void *p); // aborts on a host pointer
 cudaError_t sim_run(const char *kern, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
                     const std::function<void()> &body);
