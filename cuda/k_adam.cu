@@ -2,7 +2,8 @@
 // gradient's L2 norm and global-norm clipping, with the CPU's arithmetic.
 //
 // Budgets (nvcc -Xptxas -v, sm_90): every kernel __launch_bounds__(256);
-//   adam_kernel        24 registers, no shared memory
+//   adam_kernel        30 registers, no shared memory
+//   adam_rows_kernel   30 registers, no shared memory
 //   sumsq_kernel       16 registers, 2 KiB static shared (256 doubles)
 //   sumsq_final_kernel 14 registers, 2 KiB static shared
 //   scale_kernel       10 registers, no shared memory
@@ -36,7 +37,22 @@ struct adam_k {
     float b1, b2, lr, eps, bc1, bc2_sqrt, decay, l2;
 };
 
-// adam.c's adam_one, operation for operation (IEEE division and sqrt).
+// adam.c's adam_one, operation for operation (IEEE division and sqrt):
+// element i updated with its gradient
+static __device__ inline void adam_one(float *param, const float *grad, float *m, float *v,
+                                       size_t i, const adam_k &k)
+{
+    float p = param[i];
+    float g = ADD_RN(grad[i], MUL_RN(k.l2, p));
+    float mi = ADD_RN(MUL_RN(k.b1, m[i]), MUL_RN(1.0f - k.b1, g));
+    float vi = ADD_RN(MUL_RN(k.b2, v[i]), MUL_RN(MUL_RN(1.0f - k.b2, g), g));
+    m[i] = mi;
+    v[i] = vi;
+    float mhat = mi / k.bc1;
+    float denom = ADD_RN(sqrtf(vi) / k.bc2_sqrt, k.eps);
+    param[i] = SUB_RN(MUL_RN(p, k.decay), MUL_RN(k.lr, mhat) / denom);
+}
+
 static __global__ __launch_bounds__(ADAM_THREADS) void adam_kernel(float *param,
                                                                    const float *grad, float *m,
                                                                    float *v, size_t n,
@@ -47,26 +63,31 @@ static __global__ __launch_bounds__(ADAM_THREADS) void adam_kernel(float *param,
         return;
     const adam_k k = *kp;
     size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float p = param[i];
-        float g = ADD_RN(grad[i], MUL_RN(k.l2, p));
-        float mi = ADD_RN(MUL_RN(k.b1, m[i]), MUL_RN(1.0f - k.b1, g));
-        float vi = ADD_RN(MUL_RN(k.b2, v[i]), MUL_RN(MUL_RN(1.0f - k.b2, g), g));
-        m[i] = mi;
-        v[i] = vi;
-        float mhat = mi / k.bc1;
-        float denom = ADD_RN(sqrtf(vi) / k.bc2_sqrt, k.eps);
-        param[i] = SUB_RN(MUL_RN(p, k.decay), MUL_RN(k.lr, mhat) / denom);
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        adam_one(param, grad, m, v, i, k);
+}
+
+// Lazy Adam (adam.c's sq_adam_update_rows): element j of listed row
+// rows[i] for the flat index i width + j; SQ_ADAM_NO_ROW entries skipped
+static __global__ __launch_bounds__(ADAM_THREADS) void adam_rows_kernel(
+    float *param, const float *grad, float *m, float *v, size_t width, const uint32_t *rows,
+    size_t n, const adam_k *kp, const int *gate)
+{
+    if (gate && !*gate)
+        return;
+    const adam_k k = *kp;
+    size_t stride = (size_t)gridDim.x * blockDim.x, total = n * width;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        uint32_t r = rows[i / width];
+        if (r != UINT32_MAX)
+            adam_one(param, grad, m, v, (size_t)r * width + i % width, k);
     }
 }
 
-void be_adam_update(sq_gpu_be *be, float *param, const float *grad, float *m, float *v,
-                    size_t n, double lr, double beta1, double beta2, double eps,
-                    double weight_decay, int decoupled, long t)
+// adam.c's adam_consts: in double on the host, rounded to float once
+static adam_k adam_consts(double lr, double beta1, double beta2, double eps,
+                          double weight_decay, int decoupled, long t)
 {
-    if (n == 0)
-        return;
-    // adam_consts: in double on the host, rounded to float once
     adam_k k;
     float flr = (float)lr, wd = (float)weight_decay;
     k.b1 = (float)beta1;
@@ -77,17 +98,52 @@ void be_adam_update(sq_gpu_be *be, float *param, const float *grad, float *m, fl
     k.bc2_sqrt = (float)sqrt(1.0 - pow(beta2, (double)t));
     k.decay = decoupled ? 1.0f - flr * wd : 1.0f;
     k.l2 = decoupled ? 0.0f : wd;
+    return k;
+}
+
+// Blocks for a grid-stride loop over n elements: beyond a million blocks
+// the stride covers the rest (any device is full)
+static unsigned adam_grid(size_t n)
+{
     unsigned grid = be_blocks(n, ADAM_THREADS);
-    if (grid > 65535u * 16u) // grid-stride beyond: a million blocks fill any device
-        grid = 65535u * 16u;
+    return grid > 65535u * 16u ? 65535u * 16u : grid;
+}
+
+// The gate of a CUDA graph's step (graph.cu), NULL eagerly
+static const int *adam_gate(const sq_gpu_be *be)
+{
+    return be->gmode != BE_G_EAGER ? (const int *)be->gate : (const int *)NULL;
+}
+
+void be_adam_update(sq_gpu_be *be, float *param, const float *grad, float *m, float *v,
+                    size_t n, double lr, double beta1, double beta2, double eps,
+                    double weight_decay, int decoupled, long t)
+{
+    if (n == 0)
+        return;
+    adam_k k = adam_consts(lr, beta1, beta2, eps, weight_decay, decoupled, t);
     // the constants change with t: read on the device, so that a CUDA
     // graph's replay takes the step's own (graph.cu)
     const adam_k *dk = (const adam_k *)be_op_upload(be, &k, sizeof k);
     if (dk)
-        SQ_LAUNCH(be, adam_kernel, grid, ADAM_THREADS, 0, param, grad, m, v, n, dk,
-                  be->gmode != BE_G_EAGER ? (const int *)be->gate : (const int *)NULL);
+        SQ_LAUNCH(be, adam_kernel, adam_grid(n), ADAM_THREADS, 0, param, grad, m, v, n, dk,
+                  adam_gate(be));
 }
 
+void be_adam_rows(sq_gpu_be *be, float *param, const float *grad, float *m, float *v,
+                  size_t width, const uint32_t *rows, size_t n, double lr, double beta1,
+                  double beta2, double eps, double weight_decay, int decoupled, long t)
+{
+    if (n == 0 || width == 0)
+        return;
+    adam_k k = adam_consts(lr, beta1, beta2, eps, weight_decay, decoupled, t);
+    // the list follows the batch: uploaded (a graph's step fixes its length)
+    const adam_k *dk = (const adam_k *)be_op_upload(be, &k, sizeof k);
+    const uint32_t *drows = (const uint32_t *)be_op_upload(be, rows, n * sizeof *rows);
+    if (dk && drows)
+        SQ_LAUNCH(be, adam_rows_kernel, adam_grid(n * width), ADAM_THREADS, 0, param, grad, m,
+                  v, width, drows, n, dk, adam_gate(be));
+}
 
 // Pass 1: block b sums g^2 over its contiguous slice, in double, each
 // thread a strided part, then a fixed tree.
@@ -157,9 +213,6 @@ double be_grad_clip(sq_gpu_be *be, float *g, size_t n, double max_norm)
     if (!std::isfinite(norm) || max_norm <= 0 || norm <= max_norm)
         return norm;
     float s = (float)(max_norm / (norm + 1e-6));
-    unsigned grid = be_blocks(n, ADAM_THREADS);
-    if (grid > 65535u * 16u)
-        grid = 65535u * 16u;
-    SQ_LAUNCH(be, scale_kernel, grid, ADAM_THREADS, 0, g, n, s);
+    SQ_LAUNCH(be, scale_kernel, adam_grid(n), ADAM_THREADS, 0, g, n, s);
     return norm;
 }

@@ -251,14 +251,18 @@ struct sq_model_def {
     void (*share_params)(sq_net *n, float *params);
     /* Row-sparse gradients (sampled losses): sets mark[r] = stamp for every
      * row r of tensor *tensor (rows: its first dimension) that step(n, b)
-     * may write, when it writes no other row of that tensor, and returns 1;
-     * the trainer then updates the other rows with a zero gradient without
-     * reading, adding or zeroing theirs (lib/train/micro.h). Returns 0 when
-     * the step's gradient may be dense (a full softmax). NULL: always
-     * dense. A row left unmarked that the step writes is a wrong update:
-     * tests/unit/test_micro.c compares against the dense update. */
-    int (*grad_rows)(const sq_net *n, const sq_packed *b, const sq_step_opts *o,
-                     uint32_t *mark, uint32_t stamp, int *tensor);
+     * may write, when it writes no other row of that tensor, and returns
+     * how many marks it set, repeats counted (> 0): a bound on the rows
+     * that depends on the batch's shape alone (rows, entries, negatives),
+     * at which a GPU's lazy update fixes its list (a CUDA graph's step has
+     * one length). The trainer then updates the other rows with a zero
+     * gradient without reading, adding or zeroing theirs (lazy Adam: not
+     * at all; lib/train/micro.h). Returns 0 when the step's gradient may
+     * be dense (a full softmax). NULL: always dense. A row left unmarked
+     * that the step writes is a wrong update: tests/unit/test_micro.c
+     * compares against the dense update. */
+    size_t (*grad_rows)(const sq_net *n, const sq_packed *b, const sq_step_opts *o,
+                        uint32_t *mark, uint32_t stamp, int *tensor);
     /* An sq_model scoring with the net's current parameters (borrowed). */
     void (*view)(sq_model *out, const sq_net *n);
     /* The trainer options whose default differs for this model, as kv text

@@ -797,8 +797,8 @@ static void share_params(sq_net *n, float *params)
 /* A sampled loss writes the item table's gradient at the inputs (the
  * embedding; BERT4Rec's mask token among them), the targets and their
  * negatives (the tied output) only. (BERT4Rec's output bias stays dense.) */
-static int grad_rows(const sq_net *n, const sq_packed *b, const sq_step_opts *o,
-                     uint32_t *mark, uint32_t stamp, int *tensor)
+static size_t grad_rows(const sq_net *n, const sq_packed *b, const sq_step_opts *o,
+                        uint32_t *mark, uint32_t stamp, int *tensor)
 {
     (void)n;
     if (o->loss == SQ_LOSS_CE)
@@ -812,7 +812,7 @@ static int grad_rows(const sq_net *n, const sq_packed *b, const sq_step_opts *o,
     size_t nk = (b->neg_share == SQ_SHARE_BATCH ? 1 : (size_t)b->n) * (size_t)b->K;
     for (size_t i = 0; b->neg && i < nk; i++)
         mark[b->neg[i]] = stamp;
-    return 1;
+    return (size_t)b->T + (size_t)b->n + (b->neg ? nk : 0);
 }
 
 /* One tensor of a model file into the net's tensor i: rows [0, keep) in

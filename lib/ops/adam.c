@@ -98,6 +98,23 @@ void R(sq_adam_update)(const sq_ctx *cx, real *param, const real *grad, real *m,
     SQ_FOR_CHUNKS(n, R(adam_chunk)(param + i0, grad + i0, m + i0, v + i0, len, k));
 }
 
+void R(sq_adam_update_rows)(const sq_ctx *cx, real *param, const real *grad, real *m,
+                            real *v, size_t width, const uint32_t *rows, size_t n,
+                            const sq_adam_cfg *cfg, long t)
+{
+    SQ_ON_GPU(cx, adam_rows,
+              (param, grad, m, v, width, rows, n, cfg->lr, cfg->beta1, cfg->beta2, cfg->eps,
+               cfg->weight_decay, cfg->decoupled, t));
+    real k[8];
+    R(adam_consts)(k, cfg, t);
+    SQ_PAR_FOR(size_t, i, n, 1, {
+        if (rows[i] != SQ_ADAM_NO_ROW) {
+            size_t o = (size_t)rows[i] * width;
+            R(adam_chunk)(param + o, grad + o, m + o, v + o, width, k);
+        }
+    });
+}
+
 /* g = w g + wk gk over one chunk (gk NULL: g = w g); element-wise, so the
  * same bits at every width */
 SQ_VEC static void R(scale_add)(real *restrict g, real w, const real *restrict gk, real wk,

@@ -42,6 +42,10 @@ typedef struct {
 
 enum { SQ_ADAM_CFGS = 4 }; /* configs of one fused update at most */
 
+/* sq_adam_update_rows: a list entry that names no row (padding a list to
+ * the length a CUDA graph's step fixed) */
+#define SQ_ADAM_NO_ROW UINT32_MAX
+
 #define SQ_TWICE "adam.h"
 #include "twice.h"
 
@@ -53,6 +57,16 @@ enum { SQ_ADAM_CFGS = 4 }; /* configs of one fused update at most */
  *   param -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) */
 void R(sq_adam_update)(const sq_ctx *cx, real *param, const real *grad, real *m,
                        real *v, size_t n, const sq_adam_cfg *cfg, long t);
+
+/* The update of sq_adam_update on rows rows[0 .. n) of `width` elements
+ * (row r: elements [r width, (r + 1) width) of param, grad, m and v) and
+ * on nothing else: lazy Adam's step on a row-sparse tensor, the rows
+ * the step touched. The rows are distinct, a host array; SQ_ADAM_NO_ROW
+ * entries are skipped. The same bits as sq_adam_update_pieces's marked
+ * rows. */
+void R(sq_adam_update_rows)(const sq_ctx *cx, real *param, const real *grad, real *m,
+                            real *v, size_t width, const uint32_t *rows, size_t n,
+                            const sq_adam_cfg *cfg, long t);
 
 /* grad = w[0] grad + w[1] parts[1] + ... + w[np-1] parts[np-1], added in
  * that order (parts[0] is not read: grad is part 0); every part k >= 1 is

@@ -309,6 +309,10 @@ extern "C" {
                           double lr, double beta1, double beta2, double eps,                 \
                           double weight_decay, int decoupled, long t),                       \
       (param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, decoupled, t))             \
+    X(void, adam_rows, (float *param, const float *grad, float *m, float *v, size_t width,   \
+                        const uint32_t *rows, size_t n, double lr, double beta1, double beta2, \
+                        double eps, double weight_decay, int decoupled, long t),             \
+      (param, grad, m, v, width, rows, n, lr, beta1, beta2, eps, weight_decay, decoupled, t)) \
     X(double, grad_norm, (const float *g, size_t n), (g, n))                                 \
     X(double, grad_clip, (float *g, size_t n, double max_norm), (g, n, max_norm))            \
     /* data-parallel ranks (k_nccl.cu): NCCL's id, communicator, in-place sum */            \

@@ -63,7 +63,9 @@ int sq_micro_open(sq_micro *mb, const sq_model_def *def, const void *cfg, const 
         for (int i = 0; i < net->ts->n; i++)
             if (net->ts->nd[i] && net->ts->shape[i][0] > mb->mark_n)
                 mb->mark_n = net->ts->shape[i][0];
-        if (!(mb->mark = calloc(mb->mark_n ? mb->mark_n : 1, sizeof *mb->mark)))
+        if (!(mb->mark = calloc(mb->mark_n ? mb->mark_n : 1, sizeof *mb->mark)) ||
+            (net->cx->backend != SQ_BACKEND_CPU &&
+             !(mb->list = malloc((mb->mark_n ? mb->mark_n : 1) * sizeof *mb->list))))
             return sq_fail(e, SQ_EX_OSERR, "out of memory");
     }
     if (threads <= 0)
@@ -111,6 +113,7 @@ void sq_micro_close(sq_micro *mb, const sq_model_def *def)
     free(mb->loss);
     free(mb->cnt);
     free(mb->mark);
+    free(mb->list);
     free(mb->pieces);
     memset(mb, 0, sizeof *mb);
 }
@@ -141,16 +144,18 @@ static void mark_rows(sq_micro *mb, const sq_model_def *def, const sq_net *net,
                       const sq_packed *b, const sq_step_opts *so)
 {
     mb->rows_t = -1;
-    if (!mb->mark || net->cx->backend != SQ_BACKEND_CPU) /* a GPU updates densely */
+    if (!mb->mark)
         return;
     if (++mb->stamp == 0) { /* wrapped: old stamps would match again */
         memset(mb->mark, 0, mb->mark_n * sizeof *mb->mark);
         mb->stamp = 1;
     }
     int t = -1;
-    if (def->grad_rows(net, b, so, mb->mark, mb->stamp, &t) && t >= 0 && t < net->ts->n &&
-        net->ts->shape[t][0] <= mb->mark_n)
+    size_t most = def->grad_rows(net, b, so, mb->mark, mb->stamp, &t);
+    if (most && t >= 0 && t < net->ts->n && net->ts->shape[t][0] <= mb->mark_n) {
         mb->rows_t = t;
+        mb->rows_most = most;
+    }
 }
 
 /* Cuts b into the step's parts (mb->part) and marks its rows; the parts
@@ -312,11 +317,63 @@ static int plan_or_fail(sq_micro *mb, const sq_net *net, const sq_micro_run *run
     return 0;
 }
 
+/* The marked rows of tensor rows_t into mb->list in increasing order,
+ * then SQ_ADAM_NO_ROW up to the most the step's shape marks (at most
+ * every row); the list's length */
+static size_t list_rows(sq_micro *mb, size_t rows)
+{
+    size_t n = 0, len = mb->rows_most < rows ? mb->rows_most : rows;
+    for (size_t r = 0; r < rows && n < len; r++)
+        if (mb->mark[r] == mb->stamp)
+            mb->list[n++] = (uint32_t)r;
+    while (n < len)
+        mb->list[n++] = SQ_ADAM_NO_ROW;
+    return len;
+}
+
+/* Elements [a, b) of the block, densely */
+static void dense(sq_net *net, float *m, float *v, size_t a, size_t b, const sq_adam_cfg *c,
+                  long t)
+{
+    if (b > a)
+        sq_adam_update(net->cx, net->params + a, net->grads + a, m + a, v + a, b - a, c, t);
+}
+
+/* A GPU's update of a row-sparse step: each run densely (an exact Adam's
+ * untouched rows have zero gradients there), but a lazy run's row-sparse
+ * tensor by its marked rows alone, in one launch whose length is the
+ * step's shape's (a CUDA graph's step) */
+static void gpu_rows_adam(sq_micro *mb, sq_net *net, float *m, float *v,
+                          const sq_micro_run *runs, int n_runs, long t)
+{
+    const sq_tensor_set *ts = net->ts;
+    int rt = mb->rows_t;
+    size_t t0 = ts->off[rt], t1 = t0 + ts->size[rt], rows = ts->shape[rt][0];
+    for (int i = 0; i < n_runs; i++) {
+        size_t off = runs[i].off, end = off + runs[i].len;
+        const sq_adam_cfg *c = runs[i].cfg;
+        if (!c->lazy || t0 < off || t1 > end) {
+            dense(net, m, v, off, end, c, t);
+            continue;
+        }
+        dense(net, m, v, off, t0, c, t);
+        size_t n = list_rows(mb, rows);
+        sq_adam_update_rows(net->cx, net->params + t0, net->grads + t0, m + t0, v + t0,
+                            ts->size[rt] / rows, mb->list, n, c, t);
+        dense(net, m, v, t1, end, c, t);
+    }
+}
+
 int sq_micro_adam(sq_micro *mb, sq_net *net, float *m, float *v, const sq_micro_run *runs,
                   int n_runs, long t, sq_err *e)
 {
     const sq_adam_cfg *cfgs[SQ_ADAM_CFGS];
     int n_cfgs;
+    if (mb->rows_t >= 0 && net->cx->backend != SQ_BACKEND_CPU) { /* summed: a GPU's */
+        gpu_rows_adam(mb, net, m, v, runs, n_runs, t);
+        summed(mb);
+        return 0;
+    }
     if ((!mb->defer || !mb->np) && mb->rows_t >= 0) { /* summed, row-sparse */
         if (plan_or_fail(mb, net, runs, n_runs, cfgs, &n_cfgs, e))
             return e->code;

@@ -96,6 +96,10 @@ typedef struct {
                                     (def->grad_rows): mark[r] == stamp */
     uint64_t mark_n;
     int rows_t;                  /* -1: the step's gradient is dense */
+    size_t rows_most;            /* the most rows the step's shape marks
+                                    (def->grad_rows's value) */
+    uint32_t *list;              /* a GPU's lazy update: the marked rows
+                                    [mark_n], padded to rows_most */
     sq_adam_piece *pieces;       /* the update's pieces (sq_micro_adam) */
     int n_pieces, cap_pieces;
 } sq_micro;

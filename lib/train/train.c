@@ -275,9 +275,6 @@ static int check_loss(const sq_train_opts *o, sq_err *e)
     if (o->lazy_adam && o->model && !o->model->grad_rows)
         return sq_fail(e, SQ_EX_USAGE, "--lazy-adam: --model %s's steps have no row-sparse "
                        "gradient to skip rows of", o->model->name);
-    if (o->lazy_adam && o->cx && o->cx->backend != SQ_BACKEND_CPU)
-        return sq_fail(e, SQ_EX_USAGE, "--lazy-adam has no GPU kernel (a GPU's Adam updates "
-                       "every row): train it with --device cpu");
     return 0;
 }
 

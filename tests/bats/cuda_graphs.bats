@@ -93,8 +93,9 @@ setup() {
   done
 }
 
-@test "cuda_graphs: the sampled softmax and gBCE (one set a position, and one a batch) replay with the bytes of their padded steps, the unpadded loss" {
-  for opts in "--loss sampled-softmax --neg 6 --neg-sampler mixed" "--loss gbce --neg 6 --neg-share batch"; do
+@test "cuda_graphs: the sampled softmax and gBCE (one set a position, and one a batch), and --lazy-adam, replay with the bytes of their padded steps, the unpadded loss" {
+  for opts in "--loss sampled-softmax --neg 6 --neg-sampler mixed" "--loss gbce --neg 6 --neg-share batch" \
+              "--loss sampled-softmax --neg 6 --lazy-adam"; do
     # shellcheck disable=SC2086
     seqrec-train "${SMALL[@]}" --device cuda $opts --epochs 2 --cuda-graphs --log "$T/g.log" \
       -o "$T/g.sqm" "$T/s.sqr" 2> "$T/err"

@@ -419,6 +419,67 @@ UNIT_TEST(test_cuda_adam)
     cuda_close(&g);
 }
 
+/* Lazy Adam's rows (sq_adam_update_rows) against the CPU op: the listed
+ * rows as test_cuda_adam's elements, every other row bit-equal to its
+ * start, a list out of order with SQ_ADAM_NO_ROW entries; twice, the
+ * same bits */
+#define AR_ROWS 301
+#define AR_W 33
+UNIT_TEST(test_cuda_adam_rows)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    enum { N = AR_ROWS * AR_W };
+    static float p[N], m[N], v[N], gr[N], gp[2][N], gm[N], gv[N];
+    uint32_t list[AR_ROWS];
+    size_t nl = 0;
+    sq_rng r;
+    sq_rng_seed(&r, 11, 0);
+    fill_normal(p, N, 1.0, &r);
+    fill_normal(gr, N, 1.0, &r);
+    for (int i = 0; i < N; i++) {
+        m[i] = 1e-3f * (float)(1 + i % 7);
+        v[i] = 1e-4f * (float)(1 + i % 3);
+    }
+    for (int k = AR_ROWS - 1; k >= 0; k--)
+        if (k % 4 == 1 || k % 9 == 0)
+            list[nl++] = (uint32_t)k;
+        else if (k % 50 == 0)
+            list[nl++] = SQ_ADAM_NO_ROW;
+    const sq_ctx cpu = sq_ctx_cpu();
+    sq_adam_cfg cfg = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-8,
+                       .weight_decay = 0.05, .decoupled = 1, .lazy = 1};
+    for (int run = 0; run < 2 && !g.bad; run++) {
+        float *dp = cuda_up(&g, p, N), *dm = cuda_up(&g, m, N), *dv = cuda_up(&g, v, N);
+        float *dg = cuda_up(&g, gr, N);
+        sq_adam_update_rows(&g.cx, dp, dg, dm, dv, AR_W, list, nl, &cfg, 5);
+        cuda_down(&g, gp[run], dp, N);
+        cuda_down(&g, gm, dm, N);
+        cuda_down(&g, gv, dv, N);
+    }
+    float cp[N], cm[N], cv[N];
+    memcpy(cp, p, sizeof cp);
+    memcpy(cm, m, sizeof cm);
+    memcpy(cv, v, sizeof cv);
+    sq_adam_update_rows(&cpu, cp, gr, cm, cv, AR_W, list, nl, &cfg, 5);
+    CHECK(cuda_close_to(gp[0], cp, N, 1e-30, 2.4e-7, "adam rows param"));
+    CHECK(cuda_close_to(gm, cm, N, 1e-30, 2.4e-7, "adam rows m"));
+    CHECK(cuda_close_to(gv, cv, N, 1e-30, 2.4e-7, "adam rows v"));
+    CHECK(memcmp(gp[0], gp[1], sizeof gp[0]) == 0);
+    int still = 1, moved = 0;
+    for (int i = 0; i < N; i++) {
+        int k = i / AR_W, on = k % 4 == 1 || k % 9 == 0;
+        if (on)
+            moved += gp[0][i] != p[i];
+        else
+            still &= memcmp(&gp[0][i], &p[i], sizeof p[i]) == 0;
+    }
+    CHECK(still);
+    CHECK(moved > 0);
+    cuda_close(&g);
+}
+
 #define NORM_N 100003 /* several blocks of the first pass, a partial last */
 
 UNIT_TEST(test_cuda_grad_norm)

@@ -1826,6 +1826,62 @@ UNIT_TEST(test_ops_adam)
     CHECK_NEAR(p[1], 0.001, 1e-7);
 }
 
+/* Lazy Adam by a list of rows (sq_adam_update_rows) against the lazy
+ * pieces' marked rows (sq_adam_update_pieces, the trainer's CPU path):
+ * the same bits in every element, the unlisted rows untouched, for a
+ * list in any order with SQ_ADAM_NO_ROW entries among its rows. */
+#define AR_ROWS 37
+#define AR_W 5
+UNIT_TEST(test_ops_adam_rows)
+{
+    const sq_ctx cx = sq_ctx_cpu();
+    enum { N = AR_ROWS * AR_W };
+    float p0[N], g[N], m0[N], v0[N], pa[N], ga[N], ma[N], va[N], pb[N], mb[N], vb[N];
+    uint32_t mark[AR_ROWS] = {0}, list[AR_ROWS + 4];
+    size_t nl = 0;
+    for (int i = 0; i < N; i++) {
+        p0[i] = (float)sin(0.7 * i);
+        m0[i] = (float)(1e-3 * (1 + i % 5));
+        v0[i] = (float)(1e-4 * (1 + i % 3));
+    }
+    for (int r = AR_ROWS - 1; r >= 0; r--) { /* decreasing: any order */
+        int on = r % 3 == 0 || r == 7;
+        mark[r] = on ? 9 : 0;
+        for (int j = 0; j < AR_W; j++)
+            g[r * AR_W + j] = on ? (float)cos(1.3 * (r * AR_W + j)) : 0.0f;
+        if (on)
+            list[nl++] = (uint32_t)r;
+        if (r == 20 || r == 0)
+            list[nl++] = SQ_ADAM_NO_ROW;
+    }
+    for (int decoupled = 0; decoupled < 2; decoupled++) {
+        sq_adam_cfg cfg = {1e-2, 0.9, 0.98, 1e-8, 0.1, decoupled, 1};
+        const sq_adam_cfg *cfgs[1] = {&cfg};
+        sq_adam_piece pc = {.off = 0, .a = 0, .b = AR_ROWS, .width = AR_W, .cfg = 0};
+        memcpy(pa, p0, sizeof pa);
+        memcpy(ga, g, sizeof ga);
+        memcpy(ma, m0, sizeof ma);
+        memcpy(va, v0, sizeof va);
+        float *parts[1] = {ga};
+        sq_adam_update_pieces(&cx, pa, ga, parts, NULL, 1, ma, va, &pc, 1, cfgs, 1, mark, 9, 4);
+        memcpy(pb, p0, sizeof pb);
+        memcpy(mb, m0, sizeof mb);
+        memcpy(vb, v0, sizeof vb);
+        sq_adam_update_rows(&cx, pb, g, mb, vb, AR_W, list, nl, &cfg, 4);
+        CHECK(memcmp(pa, pb, sizeof pa) == 0 && memcmp(ma, mb, sizeof ma) == 0 &&
+              memcmp(va, vb, sizeof va) == 0);
+        int moved = 0, still = 1;
+        for (int i = 0; i < N; i++) {
+            if (mark[i / AR_W])
+                moved += pb[i] != p0[i];
+            else
+                still &= pb[i] == p0[i] && mb[i] == m0[i] && vb[i] == v0[i];
+        }
+        CHECK(still);
+        CHECK(moved > 0);
+    }
+}
+
 UNIT_TEST(test_ops_grad_clip)
 {
     const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
