@@ -882,10 +882,9 @@ const sq_packed *sq_packed_pad_to(sq_packed_pad *pp, const sq_packed *b, sq_err 
     int T = round_up(b->T + pp->segs, pp->q), n = n1 + round_up(b->n - (two ? b->n_first : 0),
                                                                 pp->q);
     int B = b->B + pp->segs;
-    if (b->K != pp->K || (b->K && b->neg_share == SQ_SHARE_SEQUENCE) || !b->rows ||
-        b->pad_seqs) {
-        sq_fail(e, SQ_EX_SOFTWARE, "padding: a batch of negatives shared by sequence, of "
-                "another K, no rows or padded already");
+    if (b->K != pp->K || !b->rows || b->pad_seqs) {
+        sq_fail(e, SQ_EX_SOFTWARE, "padding: a batch of negatives of another K, no rows or "
+                "padded already");
         return NULL;
     }
     if (T > pp->cap_T || n > pp->cap_n || B > pp->cap_B) {
@@ -908,7 +907,9 @@ const sq_packed *sq_packed_pad_to(sq_packed_pad *pp, const sq_packed *b, sq_err 
     o->T = T;
     o->n = n;
     o->K = b->K;
-    o->neg_share = b->neg_share;
+    /* a sequence's entries carry copies of its set (sampler_finish): as
+     * their own, the loss is one op call, not one a sequence */
+    o->neg_share = b->neg_share == SQ_SHARE_SEQUENCE ? SQ_SHARE_POSITION : b->neg_share;
     o->views = b->views;
     o->n_first = two ? n1 : b->views == 3 ? n : b->n_first;
     o->pad_seqs = pp->segs;

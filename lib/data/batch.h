@@ -293,9 +293,11 @@ int sq_packed_pad_init(sq_packed_pad *pp, int cap_T, int cap_B, int q, int max_l
                        sq_err *e);
 void sq_packed_pad_free(sq_packed_pad *pp);
 /* b padded into pp->pb, which it returns; NULL (SQ_EX_SOFTWARE in e) for a
- * batch of negatives shared by sequence or of another K, or over the
- * capacity. A sampled loss's log-Q corrections (lq) are padded with the
- * negatives (0 for the padding entries, which have no target). A batch of views keeps its views' sequences in place,
+ * batch of negatives of another K, or over the capacity. A sampled loss's
+ * log-Q corrections (lq) are padded with the negatives (0 for the padding
+ * entries, which have no target); negatives shared by sequence become the
+ * entries' own (their copies), so that the loss is one op call, whatever
+ * the batch's sequences (the same loss, other roundings). A batch of views keeps its views' sequences in place,
  * the padding sequences after them (pad_seqs), and with two views each
  * view's entries padded on their own (n_first a multiple of q too). */
 const sq_packed *sq_packed_pad_to(sq_packed_pad *pp, const sq_packed *b, sq_err *e);

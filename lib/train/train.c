@@ -1112,9 +1112,6 @@ static int graphs_open(run *r, loop *lp, sq_err *e)
     if (r->comm->size > 1)
         return sq_fail(e, SQ_EX_USAGE, "--cuda-graphs: one process (not %d ranks)",
                        r->comm->size);
-    if (sq_loss_sampled(o->loss) && o->neg_share == SQ_SHARE_SEQUENCE)
-        return sq_fail(e, SQ_EX_USAGE, "--cuda-graphs: --neg-share sequence is not graph-safe "
-                       "(one loss call a sequence): take position or batch");
     int q = (lp->bt.cap_T + 7) / 8, views = lp->bt.views > 1 ? lp->bt.views : 1;
     return sq_packed_pad_init(&lp->pad, lp->bt.cap_T, lp->bt.batch * views, q < 1 ? 1 : q,
                               lp->bt.max_len, lp->bt.K, e);

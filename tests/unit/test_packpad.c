@@ -126,9 +126,15 @@ UNIT_TEST(test_packed_pad_bucket)
         for (int i = 2 * b.n; i < 2 * p->n; i++)
             CHECK(p->lq[i] == 0);
     }
-    /* negatives shared by sequence: refused (their loss is a call a sequence) */
+    /* negatives shared by sequence: the entries' own copies, as per-position
+     * negatives (one loss call); by batch: kept */
     b.neg_share = SQ_SHARE_SEQUENCE;
-    CHECK(sq_packed_pad_to(&pp, &b, &e) == NULL);
+    p = sq_packed_pad_to(&pp, &b, &e);
+    CHECK(p != NULL && p->neg_share == SQ_SHARE_POSITION);
+    CHECK(p != NULL && memcmp(p->neg, b.neg, (size_t)(2 * b.n) * sizeof *b.neg) == 0);
+    b.neg_share = SQ_SHARE_BATCH;
+    p = sq_packed_pad_to(&pp, &b, &e);
+    CHECK(p != NULL && p->neg_share == SQ_SHARE_BATCH);
     sq_packed_pad_free(&pp);
 }
 
