@@ -1,5 +1,6 @@
-// k_sampled.cu - the sampled softmax with the log-Q correction and gBCE
-// (ops.h 10c, 10d: each entry its own K negatives) and the same losses
+// k_sampled.cu - the sampled softmax (ops.h 10b: Blin's, no correction, hits
+// kept), with the log-Q correction and gBCE (10c, 10d: each entry its own K
+// negatives) and the same losses
 // over one set of K negatives shared by a group of entries (10e).
 //
 // Per entry (10c, 10d), as the BCE of k_loss.cu: one warp a pair (entry,
@@ -43,9 +44,10 @@
 
 #include "loss.cuh"
 
-// What varies between the four ops.
+// What varies between the five ops.
 struct samp_kind {
-    int softmax;       // 1: 10c's softmax; 0: gBCE
+    int softmax;       // 1: 10b's and 10c's softmax; 0: gBCE
+    int keep_hits;     // 10b: a negative equal to the positive is a term of its own
     const float *bias; // per-item logit bias (device), or NULL; dbias its gradient
     float *dbias;
     const float *lq;   // softmax: the host's corrections, or NULL
@@ -53,10 +55,11 @@ struct samp_kind {
     float scale;       // each entry's loss times this (gBCE: 1 / (K + 1))
 };
 
-// Whether slot k (-1: the positive) of an entry with positive p takes part.
-static __device__ __forceinline__ int slot_used(int p, int item, int k)
+// Whether slot k (-1: the positive) of an entry with positive p takes part
+// (keep: 10b, accidental hits are not masked).
+static __device__ __forceinline__ int slot_used(int p, int item, int k, int keep)
 {
-    return p && item && (k < 0 || item != p);
+    return p && item && (k < 0 || keep || item != p);
 }
 
 // Warp sum of doubles, a fixed tree (every lane gets the same bits).
@@ -94,7 +97,7 @@ static __global__ __launch_bounds__(LOSS_THREADS) void total_kernel(double *acc,
 static __global__ __launch_bounds__(LOSS_THREADS) void spair_kernel(
     float *coef, float *term, const float *h, const float *E, const float *bias,
     const int *rows, const int *pos, const int *neg, const float *lq, int n, int K, int C,
-    int softmax, float beta, const float *gp)
+    int softmax, int keep, float beta, const float *gp)
 {
     int lane = threadIdx.x % 32;
     long long q = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
@@ -102,7 +105,7 @@ static __global__ __launch_bounds__(LOSS_THREADS) void spair_kernel(
         return; // the whole warp: q is the same on its lanes
     int i = (int)(q / (K + 1)), k = (int)(q % (K + 1)) - 1, p = pos[i];
     int item = k < 0 ? p : neg[(size_t)i * K + k];
-    if (!slot_used(p, item, k)) {
+    if (!slot_used(p, item, k, keep)) {
         if (lane == 0) {
             coef[q] = 0.0f;
             if (!softmax)
@@ -133,7 +136,7 @@ static __global__ __launch_bounds__(LOSS_THREADS) void spair_kernel(
 // grad, coef = g (exp(s - lse) - [positive]) in place (0 where unused).
 static __global__ __launch_bounds__(LOSS_THREADS) void sentry_kernel(
     float *coef, double *loss, const int *pos, const int *neg, int n, int K, const float *gp,
-    int grad)
+    int grad, int keep)
 {
     int lane = threadIdx.x % 32;
     long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
@@ -149,12 +152,12 @@ static __global__ __launch_bounds__(LOSS_THREADS) void sentry_kernel(
     const int *ni = neg + (size_t)i * K;
     float sp = ci[0], mx = sp;
     for (int k = lane; k < K; k += 32)
-        if (slot_used(p, ni[k], k))
+        if (slot_used(p, ni[k], k, keep))
             mx = fmaxf(mx, ci[k + 1]);
     mx = be_warp_max(mx);
     double sum = lane == 0 ? exp((double)sp - (double)mx) : 0.0;
     for (int k = lane; k < K; k += 32)
-        if (slot_used(p, ni[k], k))
+        if (slot_used(p, ni[k], k, keep))
             sum += exp((double)ci[k + 1] - (double)mx);
     sum = warp_sum_d(sum); // every lane has read its logits
     double lse = (double)mx + log(sum);
@@ -164,7 +167,7 @@ static __global__ __launch_bounds__(LOSS_THREADS) void sentry_kernel(
         return;
     float g = *gp;
     for (int j = lane; j <= K; j += 32) { // slot j - 1
-        if (j && !slot_used(p, ni[j - 1], j - 1))
+        if (j && !slot_used(p, ni[j - 1], j - 1, keep))
             continue;
         float pr = (float)exp((double)ci[j] - lse);
         ci[j] = g * (pr - (j ? 0.0f : 1.0f));
@@ -218,8 +221,8 @@ static double sampled_entries(sq_gpu_be *be, float *dh, float *dE, const float *
     int *own[3] = {NULL, NULL, NULL};
     pair_plan pl;
     memset(&pl, 0, sizeof pl);
-    int bad = !hbuf || (grad && pair_plan_ids(be, &pl, hbuf + at_plan, rows, pos, neg, n, K, 1,
-                                              own));
+    int bad = !hbuf || (grad && pair_plan_ids(be, &pl, hbuf + at_plan, rows, pos, neg, n, K,
+                                              !sk->keep_hits, own));
     int *dev = upload_words(be, hbuf, words, bad, at_g, g, at_lq, sk->lq, nlq);
     if (dev) {
         float *coef = (float *)(dev + at_coef), *term = (float *)dev;
@@ -229,11 +232,11 @@ static double sampled_entries(sq_gpu_be *be, float *dh, float *dE, const float *
         const int *dneg = K ? be_ints(be, neg) : NULL;
         SQ_LAUNCH(be, spair_kernel, be_blocks(P * 32, LOSS_THREADS), LOSS_THREADS, 0, coef,
                   sk->softmax ? (float *)NULL : term, h, E, sk->bias, drows, dpos, dneg, dlq, n,
-                  K, C, sk->softmax, sk->beta, dg);
+                  K, C, sk->softmax, sk->keep_hits, sk->beta, dg);
         if (sk->softmax) {
             double *loss = (double *)dev;
             SQ_LAUNCH(be, sentry_kernel, be_blocks((size_t)n * 32, LOSS_THREADS), LOSS_THREADS,
-                      0, coef, loss, dpos, dneg, n, K, dg, grad);
+                      0, coef, loss, dpos, dneg, n, K, dg, grad, sk->keep_hits);
             SQ_LAUNCH(be, total_kernel, 1, LOSS_THREADS, 0, be->red, (const float *)NULL,
                       (const double *)loss, n, 1, sk->scale);
         } else {
@@ -249,12 +252,20 @@ static double sampled_entries(sq_gpu_be *be, float *dh, float *dE, const float *
     return dev ? be_result(be, 0, cnt ? cnt : 1) : 0;
 }
 
+double be_ce_sampled(sq_gpu_be *be, float *dh, float *dE, const float *h, const float *E,
+                     const int *rows, const int *pos, const int *neg, int n, int K, int C,
+                     float dloss, int *count)
+{
+    samp_kind sk = {1, 1, NULL, NULL, NULL, 1.0f, 1.0f};
+    return sampled_entries(be, dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count, &sk);
+}
+
 double be_ce_sampled_logq(sq_gpu_be *be, float *dh, float *dE, float *dbias, const float *h,
                           const float *E, const float *bias, const int *rows, const int *pos,
                           const int *neg, const float *lq, int n, int K, int C, float dloss,
                           int *count)
 {
-    samp_kind sk = {1, bias, dbias, lq, 1.0f, 1.0f};
+    samp_kind sk = {1, 0, bias, dbias, lq, 1.0f, 1.0f};
     return sampled_entries(be, dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count, &sk);
 }
 
@@ -262,7 +273,7 @@ double be_gbce_sampled(sq_gpu_be *be, float *dh, float *dE, float *dbias, const 
                        const float *E, const float *bias, const int *rows, const int *pos,
                        const int *neg, int n, int K, int C, float beta, float dloss, int *count)
 {
-    samp_kind sk = {0, bias, dbias, NULL, beta, 1.0f / (float)(K + 1)};
+    samp_kind sk = {0, 0, bias, dbias, NULL, beta, 1.0f / (float)(K + 1)};
     return sampled_entries(be, dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count, &sk);
 }
 
@@ -594,7 +605,7 @@ double be_ce_sampled_shared(sq_gpu_be *be, float *dh, float *dE, float *dbias, f
                             const int *pos, const int *neg, const float *lq, int n, int K,
                             int C, int chunk, float dloss, int *count)
 {
-    samp_kind sk = {1, bias, dbias, lq, 1.0f, 1.0f};
+    samp_kind sk = {1, 0, bias, dbias, lq, 1.0f, 1.0f};
     return sampled_shared(be, dh, dE, scratch, h, E, rows, pos, neg, n, K, C, chunk, dloss,
                           count, &sk);
 }
@@ -604,7 +615,7 @@ double be_gbce_sampled_shared(sq_gpu_be *be, float *dh, float *dE, float *dbias,
                               const int *rows, const int *pos, const int *neg, int n, int K,
                               int C, int chunk, float beta, float dloss, int *count)
 {
-    samp_kind sk = {0, bias, dbias, NULL, beta, 1.0f / (float)(K + 1)};
+    samp_kind sk = {0, 0, bias, dbias, NULL, beta, 1.0f / (float)(K + 1)};
     return sampled_shared(be, dh, dE, scratch, h, E, rows, pos, neg, n, K, C, chunk, dloss,
                           count, &sk);
 }

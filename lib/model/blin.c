@@ -420,15 +420,12 @@ static const sq_opt *more_opts(int i)
     return i == 0 ? backbone()->opts : backbone()->more_opts(i - 1);
 }
 
-/* --device cuda: the KL term over every item has its kernel (k_bkl.cu);
- * the sampled softmax's (sq_ce_sampled, the KL over a support) have none.
- * The backbone's attention kind must have its kernels. */
+/* --device cuda: the KL term has its kernels in both modes (k_bkl.cu) and
+ * the sampled softmax its (k_sampled.cu); the backbone's attention kind
+ * must have its kernels. */
 static int gpu_check(const void *cfg, sq_err *e)
 {
     const blin_config *c = cfg;
-    if (c->softmax == SOFTMAX_SAMPLED)
-        return sq_fail(e, SQ_EX_USAGE, "--device cuda: --model blin --softmax sampled runs on "
-                       "the CPU only (--softmax full runs on the GPU)");
     return backbone()->gpu_check(&c->base, e);
 }
 

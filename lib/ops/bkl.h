@@ -42,8 +42,10 @@ size_t sq_bkl_scratch_size(int chunk, int V1, int C);
  *   sq_ce_full, memory O(chunk * V1): scratch holds sq_bkl_scratch_size
  *   reals); cand != NULL: the support of pair i is the entries of
  *   cand[i*S .. i*S+S-1] (item ids, 0 = not in the support; at least one
- *   non-zero; an item listed twice is two entries), logits h . E[item],
- *   sequential, O(n S C); scratch is not used (may be NULL).
+ *   non-zero; an item listed twice is two entries; a host array),
+ *   logits h . E[item], sequential, O(n S C); scratch is not used on the
+ *   CPU (may be NULL), its GPU twin needs the full mode's for `chunk`
+ *   pairs (S <= V1 + C).
  * Returns the mean over the n pairs of 1/2 (KL(P||Q) + KL(Q||P)) (0 when
  * n = 0); when dh and dE are not NULL ADDS the gradients of dloss * that
  * mean to dh (rows ra[i], rb[i]) and dE. */

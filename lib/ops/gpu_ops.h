@@ -281,7 +281,12 @@ extern "C" {
                             int C, float dloss, int *count),                                 \
       (dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count))                                 \
     /* the sampled softmax with log-Q and gBCE (k_sampled.cu): each entry its own negatives, \
-       or one set shared by the n entries (scratch and chunk as the CPU's); lq a host array */ \
+       or one set shared by the n entries (scratch and chunk as the CPU's); lq a host array; \
+       ce_sampled: Blin's (10b), no correction, hits kept */                                 \
+    X(double, ce_sampled, (float *dh, float *dE, const float *h, const float *E,             \
+                           const int *rows, const int *pos, const int *neg, int n, int K,    \
+                           int C, float dloss, int *count),                                  \
+      (dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count))                                 \
     X(double, ce_sampled_logq, (float *dh, float *dE, float *dbias, const float *h,          \
                                 const float *E, const float *bias, const int *rows,          \
                                 const int *pos, const int *neg, const float *lq, int n,      \

@@ -1143,7 +1143,8 @@ double R(sq_ce_sampled)(const sq_ctx *cx, real *dh, real *dE, const real *h, con
                         const int *rows, const int *pos, const int *neg, int n, int K, int C,
                         real dloss, int *count)
 {
-    (void)cx;
+    SQ_ON_GPU_RET(cx, ce_sampled, (dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count));
+    (void)cx; /* sequential, see sampled_loss */
     R(samp_kind) sk = {.softmax = 1, .beta = 1, .scale = 1};
     return R(sampled_loss)(dh, dE, h, E, rows, pos, neg, n, K, C, dloss, count, &sk);
 }

@@ -46,11 +46,11 @@ setup() {
   done
 }
 
-@test "cuda_graphs: Blin's two views and CL4SRec's three replay with the bytes of their padded steps, the unpadded losses" {
+@test "cuda_graphs: Blin's two views (full and sampled softmax) and CL4SRec's three replay with the bytes of their padded steps, the unpadded losses" {
   # each view's sequences stay in place, the padding after them; a step's
   # loss is its values' weighted sum, made on the device (sq_ctx_loss_mix)
-  for opts in "--model blin" "--model blin --bkl-lambda 0" "--model cl4srec" \
-    "--model cl4srec --cl-negatives distinct --cl-sim dot"; do
+  for opts in "--model blin" "--model blin --bkl-lambda 0" "--model blin --softmax sampled --neg 4" \
+    "--model cl4srec" "--model cl4srec --cl-negatives distinct --cl-sim dot"; do
     # shellcheck disable=SC2086
     seqrec-train "${TINY[@]}" $opts --epochs 3 --cuda-graphs --log "$T/g.log" -o "$T/g.sqm" \
       "$T/s.sqr" 2> "$T/err"

@@ -109,7 +109,9 @@ relerr() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b 
 # kernels), HSTU (k_silu.cu, k_hstu.cu, flat.c), Blin (k_bkl.cu), ELASTIC
 # (k_elastic.cu), CL4SRec (k_nce.cu), CORE (k_core.cu), GRU4Rec (k_gru.cu),
 # Caser (k_conv.cu) and FPMC, and SASRec on the sampled losses
-# (k_sampled.cu: sampled softmax a set a position, gBCE one set a batch):
+# (k_sampled.cu: sampled softmax a set a position, gBCE one set a batch,
+# sampled softmax a set a sequence with lazy Adam, k_adam.cu's rows), Blin
+# on its sampled softmax (k_bkl.cu's sampled mode):
 # the loss within 1e-3 relative; two GPU runs the same bits (the model
 # files compared byte for byte).
 if want train; then
@@ -117,12 +119,15 @@ if want train; then
   base="--epochs 1 --dim 64 --batch 128 --seed 3 --eval-every 1"
   for cfg in "sasrec softmax" "sasrec linrec" "bert4rec softmax" "bert4rec linrec" \
              "sasrec efficient-dwc" "hstu" "blin" "elastic" "cl4srec" "core" "gru4rec" "caser" \
-             "fpmc" "sasrec softmax ssm" "sasrec softmax gbce-batch"; do
+             "fpmc" "sasrec softmax ssm" "sasrec softmax gbce-batch" "sasrec softmax lazy" \
+             "blin efficient-dwc bsm"; do
     set -- $cfg
     name="$1${2:+-$2}${3:+-$3}"
     case ${3:-} in
       ssm) loss="--loss sampled-softmax --neg 64" ;;
       gbce-batch) loss="--loss gbce --neg 64 --neg-share batch" ;;
+      lazy) loss="--loss sampled-softmax --neg 64 --neg-share sequence --lazy-adam" ;;
+      bsm) loss="--loss ce --softmax sampled --neg 64" ;;
       *) loss="--loss ce" ;;
     esac
     case $1 in

@@ -29,7 +29,9 @@
  *
  * bkl: U = 5 pairs over rows of h [T = 12, C = 33] (one row in two pairs:
  * the scatter's order), V1 = 300 items (chunks of 2 pairs: three chunks),
- * with and without gradients. The loss, dh and dE against the CPU: 1e-6
+ * with and without gradients; over every item and over supports of S = 6
+ * (shared items, one listed twice, empty slots: the sampled mode's
+ * buckets). The loss, dh and dE against the CPU: 1e-6
  * absolute + 1e-4 relative (the sums' order and cuBLAS; measured 2e-8 on
  * the loss); the loss against tests/ref (long double) 1e-4 relative. */
 #include <stdint.h>
@@ -206,10 +208,16 @@ static void nce_case(unit_ctx *t, cuda_env *g, int cosine, int labelled, double 
     free(hd); free(h); free(gh0); free(scr); free(gh); free(hg); free(pg);
 }
 
-static void bkl_case(unit_ctx *t, cuda_env *g, int grad, double *worst)
+static void bkl_case(unit_ctx *t, cuda_env *g, int grad, int sampled, double *worst)
 {
-    enum { U = 5, T = 12, V1 = 300, CHUNK = 2 };
+    enum { U = 5, T = 12, V1 = 300, CHUNK = 2, S = 6 };
     int C = CC_C, ra[U] = {0, 3, 5, 7, 3}, rb[U] = {1, 4, 6, 8, 10};
+    /* supports: items shared between pairs (the buckets' order), one
+     * listed twice, slots of no item */
+    static const int sup[U * S] = {5, 17, 0, 250, 9, 17, 17, 5, 33, 0, 0, 299,
+                                   1, 2, 3, 4, 5, 6, 250, 0, 0, 0, 9, 100,
+                                   17, 18, 19, 5, 0, 7};
+    const int *cand = sampled ? sup : NULL, ns_ = sampled ? S : 0;
     size_t nh = (size_t)T * C, ne = (size_t)V1 * C, ns = sq_bkl_scratch_size(CHUNK, V1, C);
     sq_rng r;
     sq_rng_seed(&r, 31, (uint64_t)grad);
@@ -217,20 +225,20 @@ static void bkl_case(unit_ctx *t, cuda_env *g, int grad, double *worst)
     float *gh0 = cuda_randn(nh, 0.1, &r), *gE0 = cuda_randn(ne, 0.1, &r);
     sq_ctx c = sq_ctx_cpu();
     float *scr = malloc(ns * sizeof *scr), *gh = cuda_host_dup(gh0, nh), *gE = cuda_host_dup(gE0, ne);
-    double loss = sq_bkl(&c, grad ? gh : NULL, grad ? gE : NULL, scr, h, E, ra, rb, NULL, 0, U,
-                         C, V1, CHUNK, 0.7f);
+    double loss = sq_bkl(&c, grad ? gh : NULL, grad ? gE : NULL, scr, h, E, ra, rb, cand, ns_,
+                         U, C, V1, CHUNK, 0.7f);
     const void *host[2] = {ra, rb};
     size_t bytes[2] = {sizeof ra, sizeof rb};
     float *dh = cuda_up(g, h, nh), *dE = cuda_up(g, E, ne), *dscr = cuda_zeros(g, ns);
     float *hgh = malloc(nh * sizeof *hgh), *hgE = malloc(ne * sizeof *hgE);
     double prev = 0;
     char what[64];
-    snprintf(what, sizeof what, "bkl grad %d", grad);
+    snprintf(what, sizeof what, "bkl grad %d sampled %d", grad, sampled);
     for (int rep = 0; rep < 2; rep++) {
         CHECK_EQ(sq_gpu_stage(g->gpu, host, bytes, 2, &g->e), 0);
         float *dgh = cuda_up(g, gh0, nh), *dgE = cuda_up(g, gE0, ne);
         double gl = sq_bkl(&g->cx, grad ? dgh : NULL, grad ? dgE : NULL, dscr, dh, dE, ra, rb,
-                           NULL, 0, U, C, V1, CHUNK, 0.7f);
+                           cand, ns_, U, C, V1, CHUNK, 0.7f);
         CHECK(cuda_down(g, hgh, dgh, nh) == 0 && cuda_down(g, hgE, dgE, ne) == 0);
         CHECK(fabs(gl - loss) <= 1e-6 + 1e-4 * fabs(loss));
         CHECK(cuda_close_to(hgh, gh, nh, 1e-6, 1e-4, what)); /* untouched without grad */
@@ -242,7 +250,7 @@ static void bkl_case(unit_ctx *t, cuda_env *g, int grad, double *worst)
     double *hd = cuda_to_double(h, nh), *Ed = cuda_to_double(E, ne);
     CHECK(hd && Ed);
     if (hd && Ed) {
-        double ref = ref_bkl(hd, Ed, ra, rb, NULL, 0, U, C, V1);
+        double ref = ref_bkl(hd, Ed, ra, rb, cand, ns_, U, C, V1);
         CHECK(fabs(prev - ref) <= 1e-4 * fabs(ref));
         double d = fabs(prev - ref);
         *worst = d > *worst ? d : *worst;
@@ -257,8 +265,10 @@ UNIT_TEST(cuda_bkl)
     if (cuda_open(t, &g))
         return;
     double w = 0;
-    bkl_case(t, &g, 1, &w);
-    bkl_case(t, &g, 0, &w);
+    for (int sampled = 0; sampled < 2; sampled++) {
+        bkl_case(t, &g, 1, sampled, &w);
+        bkl_case(t, &g, 0, sampled, &w);
+    }
     gc_note("cuda_bkl", "loss vs tests/ref", w);
     cuda_close(&g);
 }

@@ -1,5 +1,6 @@
-/* The sampled softmax with log-Q and gBCE on the GPU (cuda/k_sampled.cu)
- * against their CPU twins (ops.h 10c, 10d, 10e) and tests/ref, through the
+/* The sampled softmaxes (Blin's plain one, and with log-Q) and gBCE on the
+ * GPU (cuda/k_sampled.cu) against their CPU twins (ops.h 10b, 10c, 10d,
+ * 10e) and tests/ref, through the
  * CPU API on a CUDA context (cuda_check.h); skipped without a backend.
  *
  * Shapes are odd: 37 entries (in chunks of 16 for the shared ops: two full
@@ -33,6 +34,7 @@ enum { SP_N = 37, SP_C = 24, SP_V1 = 41, SP_KE = 5, SP_KS = 13, SP_CHUNK = 16, S
 /* Which op and how it is called. */
 typedef struct {
     int shared, softmax, bias, rows_kind, dev_ids;
+    int plain; /* 10b (Blin's --softmax sampled): no bias, no correction, hits kept */
 } sp_case;
 
 /* The inputs of a case (host), drawn from seed. */
@@ -107,6 +109,9 @@ static double sp_op(const sq_ctx *cx, const sp_case *c, const sp_data *d, float 
 {
     const float *b = c->bias ? bias : NULL;
     float *gb = c->bias && dh ? db : NULL;
+    if (c->plain)
+        return sq_ce_sampled(cx, dh, dE, h, E, rows, pos, neg, SP_N, d->K, SP_C, d->dloss,
+                             count);
     if (c->shared && c->softmax)
         return sq_ce_sampled_shared(cx, dh, dE, gb, scratch, h, E, b, rows, pos, neg, d->lq,
                                     SP_N, d->K, SP_C, SP_CHUNK, d->dloss, count);
@@ -134,7 +139,8 @@ static double sp_ref(const sp_case *c, const sp_data *d, int *count)
             neg[j] = d->neg[c->shared ? j % (size_t)d->K : j];
             lq[j] = d->lq[c->shared ? j % (size_t)d->K : j];
         }
-        l = c->softmax ? ref_ce_sampled_logq(h, E, b, d->rows, d->pos, neg, lq, SP_N, d->K,
+        l = c->plain     ? ref_ce_sampled(h, E, d->rows, d->pos, neg, SP_N, d->K, SP_C, count)
+            : c->softmax ? ref_ce_sampled_logq(h, E, b, d->rows, d->pos, neg, lq, SP_N, d->K,
                                              SP_C, count)
                        : ref_gbce_sampled(h, E, b, d->rows, d->pos, neg, SP_N, d->K, SP_C,
                                           d->beta, count);
@@ -194,7 +200,7 @@ static const char *sp_name(const sp_case *c)
 {
     static const char *names[4] = {"gbce_sampled", "ce_sampled_logq", "gbce_sampled_shared",
                                    "ce_sampled_shared"};
-    return names[c->shared * 2 + c->softmax];
+    return c->plain ? "ce_sampled" : names[c->shared * 2 + c->softmax];
 }
 
 /* The largest absolute and relative (over |cpu| + 1e-3) differences. */
@@ -271,8 +277,17 @@ static void sp_all(unit_ctx *t, int shared, int softmax)
 {
     for (int rk = 0; rk < 3; rk++)
         for (int b = 0; b < 2; b++)
-            sp_case_run(t, (sp_case){shared, softmax, b, rk, 0}, 11 + (uint64_t)rk);
-    sp_case_run(t, (sp_case){shared, softmax, 1, 2, 1}, 5);
+            sp_case_run(t, (sp_case){shared, softmax, b, rk, 0, 0}, 11 + (uint64_t)rk);
+    sp_case_run(t, (sp_case){shared, softmax, 1, 2, 1, 0}, 5);
+}
+
+/* 10b: every rows kind, ids staged; once on the device (a negative equal
+ * to its positive is a term: the data's hits count here) */
+UNIT_TEST(test_cuda_ce_sampled)
+{
+    for (int rk = 0; rk < 3; rk++)
+        sp_case_run(t, (sp_case){0, 1, 0, rk, 0, 1}, 21 + (uint64_t)rk);
+    sp_case_run(t, (sp_case){0, 1, 0, 2, 1, 1}, 7);
 }
 
 UNIT_TEST(test_cuda_ce_sampled_logq)
@@ -306,7 +321,7 @@ UNIT_TEST(test_cuda_sampled_graph)
             return;
         /* rows increasing: the trainer's batches (a shared op's scatter of
          * dh takes its kernel by whether the rows repeat, as sq_ce_full's) */
-        sp_case c = {op / 2, op % 2, 1, 1, 0};
+        sp_case c = {op / 2, op % 2, 1, 1, 0, 0};
         size_t nh = (size_t)SP_HROWS * SP_C, nE = (size_t)SP_V1 * SP_C;
         float *dh = cuda_zeros(&g, nh), *dE = cuda_zeros(&g, nE), *db = cuda_zeros(&g, SP_V1);
         float *h = cuda_zeros(&g, nh), *E = cuda_zeros(&g, nE), *bias = cuda_zeros(&g, SP_V1);
@@ -366,7 +381,7 @@ UNIT_TEST(test_cuda_sampled_none_counted)
     float *hdh = malloc(nh * sizeof *hdh), *hdE = malloc(nE * sizeof *hdE), hdb[SP_V1];
     CHECK(hdh && hdE);
     for (int op = 0; op < 4 && hdh && hdE && !g.bad; op++) {
-        sp_case c = {op / 2, op % 2, 1, 1, 0};
+        sp_case c = {op / 2, op % 2, 1, 1, 0, 0};
         sp_data d;
         CHECK_EQ(sp_make(&d, &c, 3), 0);
         memset(d.pos, 0, sizeof d.pos);
