@@ -39,6 +39,57 @@ static __global__ __launch_bounds__(BK_THREADS) void k_bkl_gather(float *hc, con
     hc[id] = h[(size_t)src * C + c];
 }
 
+// The block's maxima of its threads' ma and mb (fm: two rows of
+// blockDim floats), on every thread
+static __device__ void bkl_block_max(float *ma, float *mb, float (*fm)[BK_THREADS])
+{
+    int tid = threadIdx.x;
+    fm[0][tid] = *ma;
+    fm[1][tid] = *mb;
+    __syncthreads();
+    for (unsigned h = blockDim.x / 2; h > 0; h >>= 1) {
+        if (tid < (int)h) {
+            fm[0][tid] = fm[0][tid + h] > fm[0][tid] ? fm[0][tid + h] : fm[0][tid];
+            fm[1][tid] = fm[1][tid + h] > fm[1][tid] ? fm[1][tid + h] : fm[1][tid];
+        }
+        __syncthreads();
+    }
+    *ma = fm[0][0];
+    *mb = fm[1][0];
+}
+
+// bkl.c's bkl_finish from the threads' sums (their block sums, a fixed
+// tree): st = lza, lzb, kpq, kqp, d for every thread past the barrier,
+// *loss = d
+static __device__ void bkl_block_stats(double ma, double mb, double za, double zb, double wa,
+                                       double wb, double *sh, double *st, float *loss)
+{
+    za = be_block_sum_d(za, sh);
+    zb = be_block_sum_d(zb, sh);
+    wa = be_block_sum_d(wa, sh);
+    wb = be_block_sum_d(wb, sh);
+    if (threadIdx.x == 0) {
+        double lza = ma + log(za), lzb = mb + log(zb), epa = wa / za, eqb = wb / zb;
+        st[0] = lza;
+        st[1] = lzb;
+        st[2] = epa - (lza - lzb);
+        st[3] = eqb + (lza - lzb);
+        st[4] = epa + eqb;
+        *loss = (float)st[4];
+    }
+    __syncthreads();
+}
+
+// bkl.c's bkl_dlogit: g times the gradients at logits x (view a), y (b)
+static __device__ inline void bkl_dlogit(float x, float y, const double *st, float g, float *da,
+                                         float *db)
+{
+    double lp = (double)x - st[0], lq = (double)y - st[1];
+    float p = expf((float)lp), q = expf((float)lq), d = (float)(lp - lq);
+    *da = g * (p * (d - (float)st[2]) + (p - q));
+    *db = g * (q * (-d - (float)st[3]) + (q - p));
+}
+
 // Block r: the pair of logit rows a = logits[r], b = logits[m + r] over
 // items 1..V1-1: rowloss[r] = KL(P||Q) + KL(Q||P) and, when grad, the rows
 // overwritten by g times their gradient (bkl.c's bkl_rows; item 0: 0)
@@ -55,18 +106,7 @@ static __global__ __launch_bounds__(BK_THREADS) void k_bkl_pair(float *logits, f
         ma = a[j] > ma ? a[j] : ma;
         mb = b[j] > mb ? b[j] : mb;
     }
-    fm[0][tid] = ma;
-    fm[1][tid] = mb;
-    __syncthreads();
-    for (unsigned h = blockDim.x / 2; h > 0; h >>= 1) {
-        if (tid < (int)h) {
-            fm[0][tid] = fm[0][tid + h] > fm[0][tid] ? fm[0][tid + h] : fm[0][tid];
-            fm[1][tid] = fm[1][tid + h] > fm[1][tid] ? fm[1][tid + h] : fm[1][tid];
-        }
-        __syncthreads();
-    }
-    ma = fm[0][0];
-    mb = fm[1][0];
+    bkl_block_max(&ma, &mb, fm);
     double za = 0, zb = 0, wa = 0, wb = 0;
     for (int j = 1 + tid; j < V1; j += blockDim.x) {
         double ea = expf(a[j] - ma), eb = expf(b[j] - mb), delta = (double)a[j] - b[j];
@@ -75,32 +115,13 @@ static __global__ __launch_bounds__(BK_THREADS) void k_bkl_pair(float *logits, f
         wa += ea * delta;
         wb -= eb * delta;
     }
-    za = be_block_sum_d(za, sh);
-    zb = be_block_sum_d(zb, sh);
-    wa = be_block_sum_d(wa, sh);
-    wb = be_block_sum_d(wb, sh);
-    if (tid == 0) { // bkl.c's bkl_finish
-        double lza = ma + log(za), lzb = mb + log(zb), epa = wa / za, eqb = wb / zb;
-        st[0] = lza;
-        st[1] = lzb;
-        st[2] = epa - (lza - lzb);
-        st[3] = eqb + (lza - lzb);
-        st[4] = epa + eqb;
-        rowloss[blockIdx.x] = (float)st[4];
-    }
-    __syncthreads();
+    bkl_block_stats(ma, mb, za, zb, wa, wb, sh, st, &rowloss[blockIdx.x]);
     if (!grad)
         return;
     if (tid == 0)
         a[0] = b[0] = 0;
-    for (int j = 1 + tid; j < V1; j += blockDim.x) { // bkl.c's bkl_dlogit
-        double lp = (double)a[j] - st[0], lq = (double)b[j] - st[1];
-        float p = expf((float)lp), q = expf((float)lq), d = (float)(lp - lq);
-        float da = g * (p * (d - (float)st[2]) + (p - q));
-        float db = g * (q * (-d - (float)st[3]) + (q - p));
-        a[j] = da;
-        b[j] = db;
-    }
+    for (int j = 1 + tid; j < V1; j += blockDim.x)
+        bkl_dlogit(a[j], b[j], st, g, &a[j], &b[j]);
 }
 
 // red[0] (+)= rowloss[0..m) in pair order (one thread: m is a chunk)
@@ -166,55 +187,29 @@ static __global__ __launch_bounds__(BK_THREADS) void k_bkl_spair(
     float ma = -INFINITY, mb = -INFINITY;
     for (int k = tid; k < S; k += blockDim.x)
         if (ci[k]) {
-            ma = fmaxf(ma, a[k]);
-            mb = fmaxf(mb, b[k]);
+            ma = a[k] > ma ? a[k] : ma;
+            mb = b[k] > mb ? b[k] : mb;
         }
-    fm[0][tid] = ma;
-    fm[1][tid] = mb;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (tid < (int)s) {
-            fm[0][tid] = fmaxf(fm[0][tid], fm[0][tid + s]);
-            fm[1][tid] = fmaxf(fm[1][tid], fm[1][tid + s]);
-        }
-        __syncthreads();
-    }
-    double dma = fm[0][0], dmb = fm[1][0], za = 0, zb = 0, wa = 0, wb = 0;
+    bkl_block_max(&ma, &mb, fm);
+    double za = 0, zb = 0, wa = 0, wb = 0;
     for (int k = tid; k < S; k += blockDim.x) {
         if (!ci[k])
             continue;
-        double ea = exp((double)a[k] - dma), eb = exp((double)b[k] - dmb);
+        double ea = exp((double)a[k] - ma), eb = exp((double)b[k] - mb);
         double delta = (double)a[k] - (double)b[k];
         za += ea;
         zb += eb;
         wa += ea * delta;
         wb -= eb * delta;
     }
-    za = be_block_sum_d(za, sh);
-    zb = be_block_sum_d(zb, sh);
-    wa = be_block_sum_d(wa, sh);
-    wb = be_block_sum_d(wb, sh);
-    if (tid == 0) { // bkl.c's bkl_finish
-        double lza = dma + log(za), lzb = dmb + log(zb), epa = wa / za, eqb = wb / zb;
-        st[0] = lza;
-        st[1] = lzb;
-        st[2] = epa - (lza - lzb);
-        st[3] = eqb + (lza - lzb);
-        st[4] = epa + eqb;
-        rowloss[r] = (float)st[4];
-    }
-    __syncthreads();
+    bkl_block_stats(ma, mb, za, zb, wa, wb, sh, st, &rowloss[r]);
     if (!grad)
         return;
-    for (int k = tid; k < S; k += blockDim.x) { // bkl.c's bkl_dlogit
-        if (!ci[k]) {
+    for (int k = tid; k < S; k += blockDim.x) {
+        if (ci[k])
+            bkl_dlogit(a[k], b[k], st, g, &a[k], &b[k]);
+        else
             a[k] = b[k] = 0.0f;
-            continue;
-        }
-        double lp = (double)a[k] - st[0], lq = (double)b[k] - st[1];
-        float p = expf((float)lp), q = expf((float)lq), d = (float)(lp - lq);
-        a[k] = g * (p * (d - (float)st[2]) + (p - q));
-        b[k] = g * (q * (-d - (float)st[3]) + (q - p));
     }
     __syncthreads();
     for (int c = tid; c < C; c += blockDim.x) {
