@@ -158,8 +158,10 @@ static void garbage(void)
     CHECK(sim_launch("k_unwritten", k_unwritten, dim3(2), dim3(32), 0, nullptr, d) ==
           cudaSuccess);
     CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
+#ifndef SIM_SHARED_ASAN // (under ASan red zones guard the arrays instead)
     for (int i = 0; i < 64; i++)
         CHECK(h[i] == 0xcdcdcdcdu);
+#endif
     cudaFree(d);
 }
 

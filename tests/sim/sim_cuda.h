@@ -30,8 +30,21 @@
 // A block's static shared memory: statics in one section (sim_shared), which
 // the runtime fills with garbage (0xcd) before every block, as a GPU's is
 // uninitialised: a kernel that reads it before writing differs from its CPU
-// twin here
+// twin here. Under ASan plain statics instead: ASan guards a global with
+// red zones only outside a named section (an index past a shared array
+// fails there), and the fill is left to the plain build.
+#if defined(__SANITIZE_ADDRESS__)
+#define SIM_SHARED_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SIM_SHARED_ASAN 1
+#endif
+#endif
+#ifdef SIM_SHARED_ASAN
+#define __shared__ static
+#else
 #define __shared__ static __attribute__((section("sim_shared")))
+#endif
 #define __align__(n) __attribute__((aligned(n)))
 #ifndef __restrict__
 #define __restrict__ __restrict
