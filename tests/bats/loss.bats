@@ -165,16 +165,15 @@ refuse() {
            --precision fp32 --neg 8)
   for l in "--loss sampled-softmax" "--loss gbce --gbce-t 0.5" \
            "--loss sampled-softmax --neg-sampler mixed --neg-share batch" \
-           "--loss gbce --neg-share sequence" "--loss gbce --lazy-adam" \
-           "--loss sampled-softmax --neg-share batch --lazy-adam --weight-decay 0.1"; do
+           "--loss gbce --neg-share sequence" \
+           "--loss sampled-softmax --neg-share batch --weight-decay 0.1 --lazy-adam"; do
     # shellcheck disable=SC2086
     DEVICE_TWICE=1 device_like_cpu "$T/t.sqr" "${o[@]}" $l || { echo "$l"; false; }
   done
-  # lazy is not exact on the GPU either: another model
-  seqrec-train "${o[@]}" --loss gbce --device cuda --log /dev/null -o "$T/x.sqm" "$T/t.sqr"
-  seqrec-train "${o[@]}" --loss gbce --lazy-adam --device cuda --log /dev/null -o "$T/l.sqm" \
-    "$T/t.sqr"
-  ! cmp -s "$T/x.sqm" "$T/l.sqm"
+  # the last, lazy, is not exact Adam on the GPU either: another model
+  seqrec-train "${o[@]}" --loss sampled-softmax --neg-share batch --weight-decay 0.1 \
+    --device cuda --log /dev/null -o "$T/x.sqm" "$T/t.sqr"
+  ! cmp -s "$T/x.sqm" "$T/g.sqm"
 }
 
 @test "loss: every other model with a next-item loss trains the sampled losses on the simulated GPU at the CPU's loss (1e-3)" {
