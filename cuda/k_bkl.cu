@@ -308,8 +308,8 @@ static double bkl_sampled(sq_gpu_be *be, float *dh, float *dE, float *scratch, c
         const int *d = dev + (size_t)m * S, *hb0 = hbuf + (size_t)m * S;
 #define DEV(p) (d + ((p) - hb0))
         SQ_LAUNCH(be, bucket_kernel, graph ? 2 * m * S : bk.nb, LOSS_THREADS, 0, dE,
-                  (float *)NULL, h, (const float *)la, DEV(bk.start), DEV(bk.dest),
-                  DEV(bk.pair), DEV(bk.src), DEV(bk.src + 2 * m * S), C);
+                  (float *)NULL, h, (const float *)la, (const float *)NULL, DEV(bk.start),
+                  DEV(bk.dest), DEV(bk.pair), DEV(bk.src), DEV(bk.src + 2 * m * S), C);
 #undef DEV
     }
     free(hbuf);

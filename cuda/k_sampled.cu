@@ -34,7 +34,6 @@
 //   sdh_distinct_kernel  20 registers
 //   sdh_walk_kernel      29 registers
 //   dbk_kernel           32 registers
-//   set_kernel           32 registers
 //   (loss.cuh: gather 18, count 16, bucket 40 with dbias)
 // no spills, no local memory (cuda.mk's -warn-spills,-warn-lmem-usage).
 #include <cfloat>
@@ -416,31 +415,6 @@ static __global__ __launch_bounds__(LOSS_THREADS) void dbk_kernel(float *dbk, co
     dbk[k] = acc;
 }
 
-// One block per bucket b < *nb of the set's slots by item (dest[b]): dE
-// row += the slots' dE_neg rows, dbias += their dbk, slots in order.
-static __global__ __launch_bounds__(LOSS_THREADS) void set_kernel(
-    float *dE, float *dbias, const float *dEn, const float *dbk, const int *start,
-    const int *dest, const int *slot, const int *nb, int C)
-{
-    int b = blockIdx.x;
-    if (b >= *nb)
-        return;
-    int q0 = start[b], q1 = start[b + 1];
-    float *d = dE + (size_t)dest[b] * C;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float acc = d[c];
-        for (int q = q0; q < q1; q++)
-            acc += dEn[(size_t)slot[q] * C + c];
-        d[c] = acc;
-    }
-    if (dbias && threadIdx.x == 0) {
-        float acc = dbias[dest[b]];
-        for (int q = q0; q < q1; q++)
-            acc += dbk[slot[q]];
-        dbias[dest[b]] = acc;
-    }
-}
-
 // The scratch of a shared op, carved as the CPU's (ops.c shared_carve).
 struct shared_work {
     float *En, *dEn, *add, *dbk, *S, *hc, *dhc, *rowloss;
@@ -585,11 +559,15 @@ static double sampled_shared(sq_gpu_be *be, float *dh, float *dE, float *scratch
             const int *d = dev + at_plan;
 #define DEV(p) (d + ((p) - (hbuf + at_plan)))
             SQ_LAUNCH(be, bucket_kernel, graph ? n : pl.pos.nb, LOSS_THREADS, 0, dE, sk->dbias,
-                      h, (const float *)sc.dsp, DEV(pl.pos.start), DEV(pl.pos.dest),
-                      DEV(pl.pos.pair), DEV(pl.pos.src), DEV(pl.pos.src + n), C);
-            SQ_LAUNCH(be, set_kernel, graph ? K : pl.set.nb, LOSS_THREADS, 0, dE, sk->dbias,
-                      (const float *)w.dEn, (const float *)w.dbk, DEV(pl.set.start),
-                      DEV(pl.set.dest), DEV(pl.set.src), DEV(pl.set.src + K), C);
+                      h, (const float *)sc.dsp, (const float *)sc.dsp, DEV(pl.pos.start),
+                      DEV(pl.pos.dest), DEV(pl.pos.pair), DEV(pl.pos.src), DEV(pl.pos.src + n),
+                      C);
+            // the set's slots by item: dE row += their dE_neg rows (weight
+            // 1), dbias += their dbk, slots in order (pair = src = slot)
+            SQ_LAUNCH(be, bucket_kernel, graph ? K : pl.set.nb, LOSS_THREADS, 0, dE, sk->dbias,
+                      (const float *)w.dEn, (const float *)NULL, (const float *)w.dbk,
+                      DEV(pl.set.start), DEV(pl.set.dest), DEV(pl.set.pair), DEV(pl.set.src),
+                      DEV(pl.set.src + K), C);
 #undef DEV
         }
     }

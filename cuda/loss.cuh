@@ -86,13 +86,15 @@ static __device__ inline float sigmoid_f(float x)
 }
 
 // One block per bucket b < *nb (destination row dest[b]): dst[dest] +=
-// coef[q] src[srcrow[q]] over the bucket's pairs q in order (the CPU's),
-// one thread a column: every destination row has one writer; with dbias,
-// dbias[dest] += coef[q] likewise (thread 0). The count is read on the
-// device: a CUDA graph's grid is the batch's most buckets.
+// coef[q] src[srcrow[q]] (coef NULL: src alone) over the bucket's pairs q
+// in order (the CPU's), one thread a column: every destination row has one
+// writer; with dbias, dbias[dest] += bcoef[q] likewise (thread 0). The
+// count is read on the device: a CUDA graph's grid is the batch's most
+// buckets.
 static __global__ __launch_bounds__(LOSS_THREADS) void bucket_kernel(float *dst, float *dbias,
                                                                      const float *src,
                                                                      const float *coef,
+                                                                     const float *bcoef,
                                                                      const int *start,
                                                                      const int *dest,
                                                                      const int *pair,
@@ -106,14 +108,16 @@ static __global__ __launch_bounds__(LOSS_THREADS) void bucket_kernel(float *dst,
     float *d = dst + (size_t)dest[b] * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float acc = d[c];
-        for (int q = q0; q < q1; q++)
-            acc += coef[pair[q]] * src[(size_t)srcrow[q] * C + c];
+        for (int q = q0; q < q1; q++) {
+            float x = src[(size_t)srcrow[q] * C + c];
+            acc += coef ? coef[pair[q]] * x : x;
+        }
         d[c] = acc;
     }
     if (dbias && threadIdx.x == 0) {
         float acc = dbias[dest[b]];
         for (int q = q0; q < q1; q++)
-            acc += coef[pair[q]];
+            acc += bcoef[pair[q]];
         dbias[dest[b]] = acc;
     }
 }
@@ -280,10 +284,10 @@ static inline void pair_plan_scatter(sq_gpu_be *be, const pair_plan *pl, const i
         return;
 #define DEV(p) (dev + ((p) - hints))
     SQ_LAUNCH(be, bucket_kernel, graph ? P : pl->e.nb, LOSS_THREADS, 0, dE, dbias, h, coef,
-              DEV(pl->e.start), DEV(pl->e.dest), DEV(pl->e.pair), DEV(pl->e.src),
+              coef, DEV(pl->e.start), DEV(pl->e.dest), DEV(pl->e.pair), DEV(pl->e.src),
               DEV(pl->e.src + P), C);
     SQ_LAUNCH(be, bucket_kernel, graph ? P : pl->h.nb, LOSS_THREADS, 0, dh, (float *)NULL, E,
-              coef, DEV(pl->h.start), DEV(pl->h.dest), DEV(pl->h.pair), DEV(pl->h.src),
+              coef, (const float *)NULL, DEV(pl->h.start), DEV(pl->h.dest), DEV(pl->h.pair), DEV(pl->h.src),
               DEV(pl->h.src + P), C);
 #undef DEV
 }
