@@ -144,7 +144,8 @@ static void mark_rows(sq_micro *mb, const sq_model_def *def, const sq_net *net,
                       const sq_packed *b, const sq_step_opts *so)
 {
     mb->rows_t = -1;
-    if (!mb->mark)
+    /* a GPU's exact Adam is dense: no marks to make */
+    if (!mb->mark || (net->cx->backend != SQ_BACKEND_CPU && !mb->lazy))
         return;
     if (++mb->stamp == 0) { /* wrapped: old stamps would match again */
         memset(mb->mark, 0, mb->mark_n * sizeof *mb->mark);
@@ -339,10 +340,9 @@ static void dense(sq_net *net, float *m, float *v, size_t a, size_t b, const sq_
         sq_adam_update(net->cx, net->params + a, net->grads + a, m + a, v + a, b - a, c, t);
 }
 
-/* A GPU's update of a row-sparse step: each run densely (an exact Adam's
- * untouched rows have zero gradients there), but a lazy run's row-sparse
- * tensor by its marked rows alone, in one launch whose length is the
- * step's shape's (a CUDA graph's step) */
+/* A GPU's update of a lazy step (mb->lazy): each run densely, but a lazy
+ * run's row-sparse tensor by its marked rows alone, in one launch whose
+ * length is the step's shape's (a CUDA graph's step) */
 static void gpu_rows_adam(sq_micro *mb, sq_net *net, float *m, float *v,
                           const sq_micro_run *runs, int n_runs, long t)
 {

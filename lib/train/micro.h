@@ -90,6 +90,9 @@ typedef struct {
     int defer;                   /* leave the sum to sq_micro_adam (set by the
                                     caller when nothing reads the whole
                                     gradient first: no clipping) */
+    int lazy;                    /* the update is lazy Adam (set by the caller):
+                                    on a GPU the step's rows are marked and
+                                    listed for it, else not at all */
     int np;                      /* parts of the last step not yet summed */
     float w[SQ_MICRO_MAX];       /* their weights n_k / n */
     uint32_t *mark, stamp;       /* the step's rows of tensor rows_t

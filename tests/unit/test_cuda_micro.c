@@ -76,6 +76,7 @@ static int lz_step(const sq_ctx *cx, int lazy, lz_out *o)
         def->work_alloc(&net, &bt, &work, &e) ||
         sq_micro_open(&mb, def, mc, &net, &bt, 1, NULL, &e))
         goto out;
+    mb.lazy = lazy;
     def->net_init(&net, 5);
     size_t n = o->n = net.ts->total;
     o->p0 = malloc(4 * n * sizeof *o->p0);
@@ -97,18 +98,22 @@ static int lz_step(const sq_ctx *cx, int lazy, lz_out *o)
         sq_ctx_upload(cx, v, mv0 + n, n * sizeof *v, &e) || sq_packed_stage(cx, pb, &e))
         goto out;
     sq_micro_step(&mb, def, &net, work, pb, &so, 1, &cnt);
-    if (mb.rows_t < 0 || sq_micro_adam(&mb, &net, m, v, &run, 1, 3, &e) ||
+    if ((lazy || cx->backend == SQ_BACKEND_CPU) && mb.rows_t < 0)
+        goto out; /* a lazy step, or the CPU's, marks its rows */
+    if (sq_micro_adam(&mb, &net, m, v, &run, 1, 3, &e) ||
         sq_ctx_download(cx, o->p, net.params, n * sizeof *m, &e) ||
         sq_ctx_download(cx, o->m, m, n * sizeof *m, &e) ||
         sq_ctx_download(cx, o->v, v, n * sizeof *v, &e) || sq_ctx_sync(cx, &e))
         goto out;
-    o->t0 = net.ts->off[mb.rows_t];
-    o->rows = net.ts->shape[mb.rows_t][0];
-    o->width = net.ts->size[mb.rows_t] / o->rows;
-    o->stamp = mb.stamp;
-    if (!(o->mark = malloc(o->rows * sizeof *o->mark)))
-        goto out;
-    memcpy(o->mark, mb.mark, o->rows * sizeof *o->mark);
+    if (mb.rows_t >= 0) {
+        o->t0 = net.ts->off[mb.rows_t];
+        o->rows = net.ts->shape[mb.rows_t][0];
+        o->width = net.ts->size[mb.rows_t] / o->rows;
+        o->stamp = mb.stamp;
+        if (!(o->mark = malloc(o->rows * sizeof *o->mark)))
+            goto out;
+        memcpy(o->mark, mb.mark, o->rows * sizeof *o->mark);
+    }
     rc = cnt > 0 ? 0 : -1;
 out:
     if (rc && e.msg[0])
