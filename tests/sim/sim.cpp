@@ -1,12 +1,8 @@
 // sim.cpp - the simulated device's runtime (see sim_cuda.h): the fibers of
 // a block, the barriers, the device arena, the runtime and cuBLAS subset.
-// _longjmp between stacks: the fortified one (__longjmp_chk) refuses a jump
-// down to another stack
-#undef _FORTIFY_SOURCE
 #include "sim_cuda.h"
 
 #include <cblas.h>
-#include <setjmp.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 
@@ -49,14 +45,20 @@
 
 // ---------------------------------------------------------------- fibers
 namespace {
+struct barrier {
+    unsigned count = 0, gen = 0;
+};
 struct fiber {
     sim_thread st;
     int done;
     void *fake_stack;
+    const barrier *wait; // the barrier it waits at (gen wait_gen), or null
+    unsigned wait_gen;
 };
-struct barrier {
-    unsigned count = 0, gen = 0;
-};
+// A switch point: __builtin_setjmp's buffer (frame, resume address,
+// stack). Unlike _setjmp/_longjmp it saves no signal mask and walks no
+// cleanup handlers: a switch is a few stores and a jump
+typedef void *jump_buf[5];
 struct block_run {
     const char *kern;
     const std::function<void()> *body;
@@ -64,10 +66,10 @@ struct block_run {
     std::vector<fiber> f;
     barrier bar;
     std::vector<barrier> wbar;
-    std::vector<uint64_t> slot; // one per thread: the lanes' deposits
+    std::vector<uint64_t> slot; // two per thread: the lanes' deposits (deposit())
     unsigned cur, finished;
     int progress;
-    jmp_buf sched_jb;      // the scheduler, in enter()
+    jump_buf sched_jb;     // the scheduler, in enter()
     ucontext_t sched, start; // a stack's first entry only
     void *sched_fake;
     const void *sched_bottom;
@@ -75,10 +77,10 @@ struct block_run {
 };
 // Thread i of every block runs on stack i: a fiber started there once (by
 // swapcontext) that runs a body per block, then parks in to_sched until the
-// next block; switches are _setjmp/_longjmp, which (unlike swapcontext)
-// leave the signal mask alone: no system call
+// next block; switches are __builtin_setjmp/__builtin_longjmp, which
+// (unlike swapcontext) leave the signal mask alone: no system call
 struct stack_slot {
-    jmp_buf jb; // where the fiber waits
+    jump_buf jb; // where the fiber waits
     int started;
 };
 block_run *run_ = nullptr;
@@ -92,6 +94,10 @@ sim_thread host_thread_;
 
 static char *stack_of(unsigned i) { return stacks_ + (size_t)i * (SIM_STACK + page_) + page_; }
 
+// To a switch point saved by __builtin_setjmp; never in the function that
+// saved it (GCC's rule for the builtin pair)
+[[noreturn]] __attribute__((noinline)) static void jump(void **jb) { __builtin_longjmp(jb, 1); }
+
 // The current fiber to the scheduler; it returns when enter() resumes it,
 // maybe in a later block (run_ re-read)
 __attribute__((noinline)) static void to_sched(void)
@@ -101,8 +107,8 @@ __attribute__((noinline)) static void to_sched(void)
     __sanitizer_start_switch_fiber(f->done ? nullptr : &f->fake_stack, run_->sched_bottom,
                                    run_->sched_size);
 #endif
-    if (!_setjmp(slots_[run_->cur].jb))
-        _longjmp(run_->sched_jb, 1);
+    if (!__builtin_setjmp(slots_[run_->cur].jb))
+        jump(run_->sched_jb);
 #ifdef SIM_ASAN
     __sanitizer_finish_switch_fiber(run_->f[run_->cur].fake_stack, &run_->sched_bottom,
                                     &run_->sched_size);
@@ -136,9 +142,15 @@ static void wait_at(barrier *b, unsigned expected)
         b->gen++;
         return;
     }
-    unsigned g = b->gen;
-    while (b->gen == g)
+    // the scheduler passes over it until the barrier opens (no switch in
+    // and straight out again)
+    fiber *f = &r->f[r->cur];
+    f->wait = b;
+    f->wait_gen = b->gen;
+    while (b->gen == f->wait_gen)
         to_sched();
+    r = run_;
+    r->f[r->cur].wait = nullptr;
 }
 
 void __syncthreads(void) { wait_at(&run_->bar, run_->n); }
@@ -170,15 +182,28 @@ void __syncwarp(unsigned mask)
     wait_at(&run_->wbar[w], lanes_of(w));
 }
 
+// A warp's exchange: each lane deposits in half gen & 1 of the slots (gen:
+// its warp barrier's generation), one barrier, then reads. No second
+// barrier before the next exchange: that one writes the other half, and
+// the one after (this half again) is past the next barrier, which every
+// lane reaches only after its read here
+static uint64_t *deposit(block_run *r, unsigned me, uint64_t v)
+{
+    unsigned w = me / 32;
+    uint64_t *half = &r->slot[(size_t)(r->wbar[w].gen & 1) * r->nwarps * 32 + w * 32];
+    half[me % 32] = v;
+    wait_at(&r->wbar[w], lanes_of(w));
+    return half;
+}
+
 uint64_t sim_shfl_raw(unsigned mask, uint64_t v, int mode, int arg, int width)
 {
     check_mask(mask, "__shfl_*_sync");
     block_run *r = run_;
-    unsigned me = r->cur, w = me / 32, lane = me % 32, nl = lanes_of(w);
+    unsigned me = r->cur, lane = me % 32, nl = lanes_of(me / 32);
     if (width <= 0 || width > 32 || (width & (width - 1)))
         die("shuffle width in kernel %s is not a power of two <= 32", r->kern);
-    r->slot[me] = v;
-    wait_at(&r->wbar[w], nl);
+    const uint64_t *half = deposit(r, me, v);
     int base = (int)lane & ~(width - 1), src;
     switch (mode) {
     case 0: src = (int)lane ^ arg; if (src >= base + width) src = (int)lane; break;
@@ -188,22 +213,18 @@ uint64_t sim_shfl_raw(unsigned mask, uint64_t v, int mode, int arg, int width)
     }
     if ((unsigned)src >= nl)
         die("shuffle in kernel %s reads a lane past the end of the block", r->kern);
-    uint64_t out = r->slot[w * 32 + (unsigned)src];
-    wait_at(&r->wbar[w], nl);
-    return out;
+    return half[src];
 }
 
 unsigned __ballot_sync(unsigned mask, int pred)
 {
     check_mask(mask, "__ballot_sync");
     block_run *r = run_;
-    unsigned me = r->cur, w = me / 32, nl = lanes_of(w);
-    r->slot[me] = pred != 0;
-    wait_at(&r->wbar[w], nl);
+    unsigned nl = lanes_of(r->cur / 32);
+    const uint64_t *half = deposit(r, r->cur, pred != 0);
     unsigned b = 0;
     for (unsigned l = 0; l < nl; l++)
-        b |= (unsigned)(r->slot[w * 32 + l] != 0) << l;
-    wait_at(&r->wbar[w], nl);
+        b |= (unsigned)(half[l] != 0) << l;
     return b;
 }
 
@@ -543,17 +564,17 @@ __attribute__((noinline)) static void init_fiber(ucontext_t *c, unsigned i)
 }
 
 // Runs thread i until it waits or ends: the first time on its stack a fresh
-// fiber (swapcontext, never resumed: the fiber comes back by _longjmp),
-// then a _longjmp to where it waits
+// fiber (swapcontext, never resumed: the fiber comes back by jump()),
+// then a jump() to where it waits
 __attribute__((noinline)) static void enter(block_run *r, unsigned i)
 {
     r->cur = i;
 #ifdef SIM_ASAN
     __sanitizer_start_switch_fiber(&r->sched_fake, stack_of(i), SIM_STACK);
 #endif
-    if (!_setjmp(r->sched_jb)) {
+    if (!__builtin_setjmp(r->sched_jb)) {
         if (slots_[i].started)
-            _longjmp(slots_[i].jb, 1);
+            jump(slots_[i].jb);
         slots_[i].started = 1;
         init_fiber(&r->start, i);
         swapcontext(&r->sched, &r->start);
@@ -731,7 +752,7 @@ static cudaError_t run_grid(const char *kern, dim3 grid, dim3 block, size_t shme
     r.nwarps = (r.n + 31) / 32;
     r.f.resize(n);
     r.wbar.resize(r.nwarps);
-    r.slot.assign((size_t)r.nwarps * 32, 0);
+    r.slot.assign((size_t)r.nwarps * 64, 0);
     order_init();
     uint64_t nb = (uint64_t)grid.x * grid.y * grid.z;
     block_order bo = order_blocks(nb);
@@ -753,6 +774,7 @@ static cudaError_t run_grid(const char *kern, dim3 grid, dim3 block, size_t shme
             f->st.gdim = grid;
             f->done = 0;
             f->fake_stack = nullptr;
+            f->wait = nullptr;
         }
         r.finished = 0;
         run_ = &r;
@@ -760,7 +782,8 @@ static cudaError_t run_grid(const char *kern, dim3 grid, dim3 block, size_t shme
             r.progress = 0;
             for (unsigned k = 0; k < r.n; k++) {
                 unsigned i = order_.perm[k];
-                if (r.f[i].done)
+                const fiber *f = &r.f[i];
+                if (f->done || (f->wait && f->wait->gen == f->wait_gen))
                     continue;
                 enter(&r, i);
             }
