@@ -215,14 +215,13 @@ bats: $(PROGS) $(SCRIPTS) $(CUDA_SO) $(BUILD)/bench/attn_bench $(BUILD)/bench/sg
 # Every source must also compile warning-free with clang (when present).
 clang-check:
 	@if command -v clang >/dev/null 2>&1; then \
-	  for f in $(LIB_SRC) $(TOOL_SRC) $(UNIT_SRC) $(REF_SRC); do \
+	  printf '%s\n' $(LIB_SRC) $(TOOL_SRC) $(UNIT_SRC) $(REF_SRC) | xargs -P $(NPROC) -n 8 \
 	    clang -std=c11 -fsyntax-only -fopenmp -Wall -Wextra -Werror -Wshadow -Wvla -D_DEFAULT_SOURCE \
 	      -D_FILE_OFFSET_BITS=64 -DSEQREC_VERSION='"$(VERSION)"' $(LIB_INC) -Itests/unit -Itests/ref \
-	      -I$(BUILD)/tests/unit $$f || exit 1; \
-	  done; \
-	  for f in $(CUDA_SRC) tests/sim/sim.cpp tests/sim/selftest.cu; do \
-	    clang++ -x c++ -fsyntax-only $(filter-out $(SANFLAGS),$(SIM_CXXFLAGS)) $$f || exit 1; \
-	  done; echo "clang: all sources clean (the simulated device's C++ too)"; \
+	      -I$(BUILD)/tests/unit || exit 1; \
+	  printf '%s\n' $(CUDA_SRC) tests/sim/sim.cpp tests/sim/selftest.cu | xargs -P $(NPROC) -n 8 \
+	    clang++ -x c++ -fsyntax-only $(filter-out $(SANFLAGS),$(SIM_CXXFLAGS)) || exit 1; \
+	  echo "clang: all sources clean (the simulated device's C++ too)"; \
 	else echo "clang not found: skipping the clang warning check"; fi
 
 # arm64 (the SQ_VEC kernels' one-function branch, vec.h): every library
@@ -329,9 +328,12 @@ man-config-keys: $(BUILD)/bin/seqrec-train
 fnlen-check:
 	@sh .ci/fnlen && echo "fnlen: no function over 150 lines"
 
+# The build and the compile-only checks run a job a core (NPROC); the test
+# suites after them run one at a time (their programs use the cores).
+NPROC ?= $(shell nproc 2>/dev/null || echo 1)
 check: deps $(BUILD)/tests/unit/list.h
-	$(MAKE) --no-print-directory all $(BUILD)/unit_tests
-	$(MAKE) --no-print-directory clang-check arm64-check man-check fnlen-check
+	$(MAKE) --no-print-directory -j$(NPROC) all $(BUILD)/unit_tests
+	$(MAKE) --no-print-directory -j$(NPROC) clang-check arm64-check man-check fnlen-check
 	$(MAKE) --no-print-directory bats
 	$(MAKE) --no-print-directory unit
 	$(MAKE) --no-print-directory unit-sim unit-sim-order dup-check

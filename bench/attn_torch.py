@@ -49,10 +49,6 @@ import math
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-
 HEADER = ("kind,d,N,B,threads,sec_per_step,peak_rss_mib,buffers_mib,status,heads,reps,"
           "kernel_sec,device,device_mib,precision")
 
@@ -85,28 +81,34 @@ def median(v):
     return v[h] if len(v) % 2 else 0.5 * (v[h - 1] + v[h])
 
 
-def causal_math(q, k, v):
-    """The plain masked softmax attention (torch before 2.0)."""
-    n = q.shape[-2]
-    s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-    mask = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
-    return torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1) @ v
+def make_layer(torch, d, heads):
+    """The timed sublayer; torch is imported by main once the options are
+    good, so a usage error costs no import (seconds)."""
+    F, nn = torch.nn.functional, torch.nn
 
+    def causal_math(q, k, v):
+        """The plain masked softmax attention (torch before 2.0)."""
+        n = q.shape[-2]
+        s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        mask = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
+        return torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1) @ v
 
-class Layer(nn.Module):
-    def __init__(self, d, heads):
-        super().__init__()
-        self.h = heads
-        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
-        sdpa = getattr(F, "scaled_dot_product_attention", None)
-        self.kind = "torch-sdpa" if sdpa else "torch-math"
-        self.attn = (lambda q, k, v: sdpa(q, k, v, is_causal=True)) if sdpa else causal_math
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.h = heads
+            self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+            sdpa = getattr(F, "scaled_dot_product_attention", None)
+            self.kind = "torch-sdpa" if sdpa else "torch-math"
+            self.attn = (lambda q, k, v: sdpa(q, k, v, is_causal=True)) if sdpa else causal_math
 
-    def forward(self, x):
-        b, n, d = x.shape
-        split = lambda t: t.view(b, n, self.h, d // self.h).transpose(1, 2)  # noqa: E731
-        o = self.attn(split(self.q(x)), split(self.k(x)), split(self.v(x)))
-        return self.o(o.transpose(1, 2).reshape(b, n, d))
+        def forward(self, x):
+            b, n, _ = x.shape
+            split = lambda t: t.view(b, n, self.h, d // self.h).transpose(1, 2)  # noqa: E731
+            o = self.attn(split(self.q(x)), split(self.k(x)), split(self.v(x)))
+            return self.o(o.transpose(1, 2).reshape(b, n, d))
+
+    return Layer()
 
 
 def usage_error(ap, msg):
@@ -146,6 +148,7 @@ def parse(argv):
 
 def main(argv):
     o = parse(argv)
+    import torch
     dev = torch.device(o.device)
     gpu = dev.type == "cuda"
     if gpu and not torch.cuda.is_available():
@@ -166,7 +169,7 @@ def main(argv):
         sync()
         torch.cuda.reset_peak_memory_stats()
         mem0 = torch.cuda.memory_allocated()
-    layer = Layer(o.D, o.heads).to(dev)
+    layer = make_layer(torch, o.D, o.heads).to(dev)
     g = torch.Generator().manual_seed(1)
     x = (2 * torch.rand(o.batch, o.N, o.D, generator=g) - 1).to(dev).requires_grad_()
     dy = (2 * torch.rand(o.batch, o.N, o.D, generator=g) - 1).to(dev)

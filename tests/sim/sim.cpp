@@ -760,7 +760,7 @@ static cudaError_t run_grid(const char *kern, dim3 grid, dim3 block, size_t shme
         uint64_t lb = bo.at(ib);
         unsigned bx = (unsigned)(lb % grid.x), by = (unsigned)(lb / grid.x % grid.y),
                  bz = (unsigned)(lb / ((uint64_t)grid.x * grid.y));
-        memset(dyn_, 0xcd, dyn_bytes_);
+        memset(dyn_, 0xcd, shmem); // the launch's bytes: the rest it cannot read
         shared_garbage();
         order_threads(r.n);
         r.bar = barrier();
