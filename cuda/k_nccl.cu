@@ -60,12 +60,29 @@ static ncclResult_t sim_init(ncclComm_t *c, int ranks, ncclUniqueId, int rank)
     *c = &sim_token;
     return ranks == 1 && rank == 0 ? ncclSuccess : ncclInvalidUsage;
 }
+// SEQREC_SIM_NCCL_MIRROR=R (tests): a float sum adds R copies of the
+// buffer, as R ranks that hold this rank's values would, so that a sum
+// that skips or misplaces values shows with one process; the statistics'
+// doubles and the host collectives' bytes stay one rank's
 static ncclResult_t sim_allreduce(const void *in, void *out, size_t n, ncclDataType_t t,
                                   ncclRedOp_t, ncclComm_t, cudaStream_t s)
 {
     size_t bytes = n * (t == ncclFloat64 ? 8 : t == ncclUint8 ? 1 : 4);
     if (in != out && cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, s))
         return ncclInvalidUsage;
+    const char *m = getenv("SEQREC_SIM_NCCL_MIRROR");
+    int R = m ? atoi(m) : 1;
+    if (t != ncclFloat32 || R < 2)
+        return ncclSuccess;
+    if (cudaStreamSynchronize(s))
+        return ncclInvalidUsage;
+    float *o = (float *)out; // the simulated device's memory is the host's
+    for (size_t i = 0; i < n; i++) {
+        float x = o[i], acc = x;
+        for (int k = 1; k < R; k++)
+            acc += x;
+        o[i] = acc;
+    }
     return ncclSuccess;
 }
 static ncclResult_t sim_destroy(ncclComm_t) { return ncclSuccess; }

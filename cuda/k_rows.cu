@@ -1,4 +1,4 @@
-// k_rows.cu - row ops: embeddings, positional embeddings, row gather and
+// k_rows.cu - row ops: embeddings, positional embeddings, row gather, scatter and
 // scatter-add, LayerNorm and linear layers (ops.c's sections 1-4 and its
 // row helpers).
 //
@@ -62,6 +62,25 @@ void be_gather_rows(sq_gpu_be *be, float *out, const float *in, const int *rows,
     if (m)
         SQ_LAUNCH(be, k_gather, row_blocks(be, m), ROW_THREADS, 0, out, in,
                   rows ? be_ints(be, rows) : (const int *)NULL, n, C, 1.0f, 0, 0);
+}
+
+// out[rows[i]] = in[i]: the rows distinct, one writer an element
+static __global__ __launch_bounds__(ROW_THREADS) void k_scatter_rows(float *out, const float *in,
+                                                                     const int *rows, int n,
+                                                                     int C)
+{
+    size_t total = (size_t)n * C;
+    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < total;
+         k += (size_t)gridDim.x * blockDim.x)
+        out[(size_t)rows[k / C] * C + k % C] = in[k];
+}
+
+void be_scatter_rows(sq_gpu_be *be, float *out, const float *in, const int *rows, int n, int C)
+{
+    size_t m = (size_t)n * C;
+    if (m)
+        SQ_LAUNCH(be, k_scatter_rows, row_blocks(be, m), ROW_THREADS, 0, out, in,
+                  be_ints(be, rows), n, C);
 }
 
 static __global__ __launch_bounds__(ROW_THREADS) void k_posemb(float *out, const float *inp,

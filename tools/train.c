@@ -727,6 +727,9 @@ static int train(args *a, const sq_dataset *ds, sq_err *e)
     /* a diagnostic: the padded steps without graphs (the same bytes) */
     const char *g = getenv("SEQREC_CUDA_GRAPHS");
     a->o.graphs_eager = a->o.graphs && g && strcmp(g, "eager") == 0;
+    /* a diagnostic: ranks on GPUs sum the whole gradient (the same bytes) */
+    const char *ns = getenv("SEQREC_NCCL_SUM");
+    a->o.nccl_dense = ns && strcmp(ns, "dense") == 0;
     rc = sq_train(&a->o, ds, a->out_path, a->resume, &hooks, e);
     if (rc && oc.bar)
         fprintf(stderr, "\r\033[K");

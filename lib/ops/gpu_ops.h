@@ -85,6 +85,8 @@ extern "C" {
       (out, in, rows, n, C))                                                                 \
     X(void, scatter_add_rows, (float *out, const float *in, const int *rows, int n, int C),  \
       (out, in, rows, n, C))                                                                 \
+    X(void, scatter_rows, (float *out, const float *in, const int *rows, int n, int C),      \
+      (out, in, rows, n, C))                                                                 \
     /* element-wise (k_elem.cu) */                                                           \
     X(void, gelu_forward, (float *out, const float *inp, size_t n), (out, inp, n))           \
     X(void, gelu_backward, (float *dinp, const float *dout, const float *inp, size_t n),     \

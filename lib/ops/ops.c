@@ -1523,6 +1523,17 @@ void R(sq_scatter_add_rows)(const sq_ctx *cx, real *out, const real *in,
     });
 }
 
+void R(sq_scatter_rows)(const sq_ctx *cx, real *out, const real *in,
+                        const int *rows, int n, int C)
+{
+    SQ_ON_GPU(cx, scatter_rows, (out, in, rows, n, C));
+    if (C <= 0)
+        return;
+    SQ_PAR_FOR(int, i, n, 1, {
+        memcpy(out + (size_t)rows[i] * C, in + (size_t)i * C, (size_t)C * sizeof *out);
+    });
+}
+
 /* ------------------------------------------------------------------------ */
 /* 12. GEMM                                                                 */
 

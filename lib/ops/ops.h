@@ -290,6 +290,10 @@ void R(sq_gather_rows)(const sq_ctx *cx, real *out, const real *in,
                        const int *rows, int n, int C);
 void R(sq_scatter_add_rows)(const sq_ctx *cx, real *out, const real *in,
                             const int *rows, int n, int C);
+/* Row scatter, the gather undone: out row rows[i] = in row i, i < n, the
+ * rows distinct (a GPU writes them at once). Unlisted rows keep theirs. */
+void R(sq_scatter_rows)(const sq_ctx *cx, real *out, const real *in,
+                        const int *rows, int n, int C);
 
 /* 12. GEMM, row-major, the semantics of cblas_?gemm(CblasRowMajor, ...):
  * Cm[M, N] = alpha op(A) op(B) + beta Cm, op(X) = X^T when trans_X != 0;

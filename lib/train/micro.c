@@ -1,6 +1,7 @@
 /* micro.c - data-parallel micro-batches (see micro.h). */
 #include "micro.h"
 
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -105,6 +106,10 @@ void sq_micro_close(sq_micro *mb, const sq_model_def *def)
     }
     if (mb->stats)
         sq_ctx_free(mb->cx, mb->stats);
+    if (mb->cx) {
+        sq_ctx_free(mb->cx, mb->packed);
+        sq_ctx_free(mb->cx, mb->dlist);
+    }
     free(mb->stats_host);
     free(mb->buf);
     free(mb->in);
@@ -144,8 +149,9 @@ static void mark_rows(sq_micro *mb, const sq_model_def *def, const sq_net *net,
                       const sq_packed *b, const sq_step_opts *so)
 {
     mb->rows_t = -1;
-    /* a GPU's exact Adam is dense: no marks to make */
-    if (!mb->mark || (net->cx->backend != SQ_BACKEND_CPU && !mb->lazy))
+    /* a GPU's exact Adam is dense: no marks to make, but for its ranks'
+     * sum (gpu_sum) */
+    if (!mb->mark || (net->cx->backend != SQ_BACKEND_CPU && !mb->lazy && !mb->gpu))
         return;
     if (++mb->stamp == 0) { /* wrapped: old stamps would match again */
         memset(mb->mark, 0, mb->mark_n * sizeof *mb->mark);
@@ -320,13 +326,14 @@ static int plan_or_fail(sq_micro *mb, const sq_net *net, const sq_micro_run *run
 
 /* The marked rows of tensor rows_t into mb->list in increasing order,
  * then SQ_ADAM_NO_ROW up to the most the step's shape marks (at most
- * every row); the list's length */
-static size_t list_rows(sq_micro *mb, size_t rows)
+ * every row); the list's length, and the marked rows' in *marked */
+static size_t list_rows(sq_micro *mb, size_t rows, size_t *marked)
 {
     size_t n = 0, len = mb->rows_most < rows ? mb->rows_most : rows;
     for (size_t r = 0; r < rows && n < len; r++)
         if (mb->mark[r] == mb->stamp)
             mb->list[n++] = (uint32_t)r;
+    *marked = n;
     while (n < len)
         mb->list[n++] = SQ_ADAM_NO_ROW;
     return len;
@@ -357,7 +364,7 @@ static void gpu_rows_adam(sq_micro *mb, sq_net *net, float *m, float *v,
             continue;
         }
         dense(net, m, v, off, t0, c, t);
-        size_t n = list_rows(mb, rows);
+        size_t marked, n = list_rows(mb, rows, &marked);
         sq_adam_update_rows(net->cx, net->params + t0, net->grads + t0, m + t0, v + t0,
                             ts->size[rt] / rows, mb->list, n, c, t);
         dense(net, m, v, t1, end, c, t);
@@ -687,6 +694,51 @@ static int gpu_stats(sq_micro *mb, sq_err *e)
     return 0;
 }
 
+/* Room on the device for k packed rows of width floats and their list */
+static int packed_room(sq_micro *mb, size_t k, size_t width, sq_err *e)
+{
+    if (k * width <= mb->cap_packed)
+        return 0;
+    sq_ctx_free(mb->cx, mb->packed);
+    sq_ctx_free(mb->cx, mb->dlist);
+    mb->cap_packed = 0;
+    if (!(mb->packed = sq_ctx_alloc(mb->cx, k * width * sizeof(float), e)) ||
+        !(mb->dlist = sq_ctx_alloc(mb->cx, k * sizeof(int), e)))
+        return e->code;
+    mb->cap_packed = k * width;
+    return 0;
+}
+
+/* The step's gradient summed over NCCL: all of it, but of a row-sparse
+ * tensor (mb->rows_t) the step's rows alone, packed (gathered, summed,
+ * put back). The others are zero on every rank (micro.h), so a large
+ * catalogue's step moves its batch's rows, not its table. */
+static int gpu_sum(sq_micro *mb, sq_net *net, sq_err *e)
+{
+    const sq_tensor_set *ts = net->ts;
+    size_t n = ts->total;
+    int rt = mb->rows_t;
+    size_t rows = rt >= 0 ? ts->shape[rt][0] : 0, width = rt >= 0 ? ts->size[rt] / rows : 0;
+    if (rt < 0 || mb->dense_sum || rows > INT_MAX || width > INT_MAX)
+        return sq_ctx_nccl_sum(net->cx, net->grads, n, SQ_NCCL_F32, e);
+    size_t t0 = ts->off[rt], t1 = t0 + ts->size[rt], k;
+    list_rows(mb, rows, &k);
+    float *g = net->grads + t0;
+    /* the list is uint32_t: the same bits as the ints the row ops take */
+    if (k && (packed_room(mb, k, width, e) ||
+              sq_ctx_upload(mb->cx, mb->dlist, mb->list, k * sizeof(int), e)))
+        return e->code;
+    if (k)
+        sq_gather_rows(net->cx, mb->packed, g, mb->dlist, (int)k, (int)width);
+    if ((t0 && sq_ctx_nccl_sum(net->cx, net->grads, t0, SQ_NCCL_F32, e)) ||
+        (k && sq_ctx_nccl_sum(net->cx, mb->packed, k * width, SQ_NCCL_F32, e)) ||
+        (n > t1 && sq_ctx_nccl_sum(net->cx, net->grads + t1, n - t1, SQ_NCCL_F32, e)))
+        return e->code;
+    if (k)
+        sq_scatter_rows(net->cx, g, mb->packed, mb->dlist, (int)k, (int)width);
+    return 0;
+}
+
 /* A step of ranks on GPUs (micro.h): this rank's part, the statistics,
  * its weighted gradient summed over NCCL, then the update every rank
  * applies alike */
@@ -715,7 +767,7 @@ static int gpu_ranks_train(sq_micro *mb, const sq_model_def *def, sq_net *net, v
         return 0;
     if (mine && np >= 2 && mb->w[k] != 1)
         sq_scale(net->cx, net->grads, n, mb->w[k]);
-    if (sq_ctx_nccl_sum(net->cx, net->grads, n, SQ_NCCL_F32, e))
+    if (gpu_sum(mb, net, e))
         return e->code;
     if (u->clip > 0 && !isfinite(res->norm = sq_grad_clip(net->cx, net->grads, n, u->clip)))
         return 0;

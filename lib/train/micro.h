@@ -38,7 +38,8 @@
  * are summed over NCCL (each rank gives its own slot, exactly), each rank
  * scales its gradient by its weight n_r / n and NCCL sums the gradients
  * in place (ctx.h: its order pinned, so the same ranks give the same bits
- * every run, though not one GPU's bits). A batch that cannot be cut is
+ * every run, though not one GPU's bits); of a row-sparse tensor the
+ * step's rows alone, gathered into one packed buffer and put back. A batch that cannot be cut is
  * rank 0's step, the others adding zeros. The step stages its own part
  * (sq_micro_stages). */
 #ifndef SQ_MICRO_H
@@ -101,8 +102,14 @@ typedef struct {
     int rows_t;                  /* -1: the step's gradient is dense */
     size_t rows_most;            /* the most rows the step's shape marks
                                     (def->grad_rows's value) */
-    uint32_t *list;              /* a GPU's lazy update: the marked rows
-                                    [mark_n], padded to rows_most */
+    uint32_t *list;              /* a GPU's lazy update and ranks' sum: the
+                                    marked rows [mark_n], padded to rows_most */
+    float *packed;               /* gpu: the step's rows of tensor rows_t,
+                                    packed for NCCL [cap_packed] */
+    int *dlist;                  /* gpu: their rows, on the device */
+    size_t cap_packed;
+    int dense_sum;               /* gpu: sum every value (a diagnostic, set by
+                                    the caller: the same bytes) */
     sq_adam_piece *pieces;       /* the update's pieces (sq_micro_adam) */
     int n_pieces, cap_pieces;
 } sq_micro;

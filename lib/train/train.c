@@ -1179,6 +1179,7 @@ static int open_run(run *r, loop *lp, const char *out_path, const char *resume_p
     /* the fused update is CPU code (a GPU backend updates with its own Adam) */
     lp->mb.defer = o->clip <= 0 && r->net.cx->backend == SQ_BACKEND_CPU;
     lp->mb.lazy = o->lazy_adam;
+    lp->mb.dense_sum = o->nccl_dense;
     if (resume_path) {
         if (load_ckpt(r, resume_path, e))
             return e->code;

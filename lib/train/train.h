@@ -112,6 +112,9 @@ typedef struct {
                                a CUDA graph of its padded size (graph.cu) */
     int graphs_eager;       /* with graphs: the padded steps without graphs
                                (SEQREC_CUDA_GRAPHS=eager, a diagnostic) */
+    int nccl_dense;         /* ranks on GPUs: NCCL sums every gradient value,
+                               not a row-sparse tensor's step rows alone
+                               (SEQREC_NCCL_SUM=dense, a diagnostic) */
     const char *init;       /* a model file to start from (--init), or NULL */
     int valid_cand;         /* --valid-candidates: SQ_CAND_* (eval.h) + 4 N */
     uint64_t valid_seed;    /* --valid-seed: the seed of the uni:N/pop:N draws */

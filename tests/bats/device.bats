@@ -106,7 +106,7 @@ setup() {
   run -0 seqrec-score --device cuda --precision bf16 -m "$T/bf16.sqm" --target test "$T/t.sqr"
 }
 
-@test "device: a job of one rank through NCCL writes the plain GPU run's bytes (simulated)" {
+@test "device: a job of one rank through NCCL writes the plain GPU run's bytes, a row-sparse sum too (simulated)" {
   [ -f "$SIM" ] || skip "no simulated device built"
   export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
   seqrec-synth --users 40 --items 30 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/t.sqr"
@@ -117,6 +117,26 @@ setup() {
     -o "$T/rank.sqm" "$T/t.sqr"
   cmp "$T/plain.sqm" "$T/rank.sqm"
   [ ! -e "$T/id" ] # rank 0 removes the id once every rank joined
+  # a sampled loss's gradient is row-sparse: NCCL sums the batch's rows of
+  # the item table, packed and put back (micro.c gpu_sum), exact and lazy
+  # Adam; 300 items, most of them in no step. One rank's sum is its own
+  # values: SEQREC_SIM_NCCL_MIRROR=2 makes it two ranks' of the same (each
+  # value doubled), so a row the packed sum loses or misplaces differs
+  # from the whole gradient's sum (SEQREC_NCCL_SUM=dense)
+  seqrec-synth --users 40 --items 300 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/w.sqr"
+  local w=("${o[@]}" --loss bce --neg 2)
+  for a in "" --lazy-adam; do
+    seqrec-train "${w[@]}" $a -o "$T/plain.sqm" "$T/w.sqr"
+    export WORLD_SIZE=1 RANK=0 LOCAL_RANK=0 SEQREC_NCCL_ID="$T/id"
+    seqrec-train "${w[@]}" $a -o "$T/rank.sqm" "$T/w.sqr"
+    cmp "$T/plain.sqm" "$T/rank.sqm"
+    SEQREC_SIM_NCCL_MIRROR=2 seqrec-train "${w[@]}" $a -o "$T/two.sqm" "$T/w.sqr"
+    ! cmp -s "$T/two.sqm" "$T/rank.sqm" # the mirror doubled something
+    SEQREC_SIM_NCCL_MIRROR=2 SEQREC_NCCL_SUM=dense seqrec-train "${w[@]}" $a -o "$T/dense.sqm" \
+      "$T/w.sqr"
+    cmp "$T/two.sqm" "$T/dense.sqm"
+    unset WORLD_SIZE RANK LOCAL_RANK SEQREC_NCCL_ID
+  done
   # a stale id file would join another job's ranks: refused
   echo stale > "$T/id"
   WORLD_SIZE=1 RANK=0 SEQREC_NCCL_ID="$T/id" run -64 seqrec-train "${o[@]}" -o "$T/x.sqm" "$T/t.sqr"

@@ -295,6 +295,47 @@ static void rows_case(unit_ctx *t, int staged)
 UNIT_TEST(cuda_rows_staged) { rows_case(t, 1); }
 UNIT_TEST(cuda_rows_device_ids) { rows_case(t, 0); }
 
+/* sq_scatter_rows (the ranks' row-sparse sum puts its packed rows back):
+ * the listed rows overwritten, the others kept, the GPU's bits the CPU's,
+ * and a gather then a scatter of the same list the identity */
+UNIT_TEST(cuda_scatter_rows)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    enum { NS = 6 };
+    const int list[NS] = {7, 2, 22, 0, 15, 9}; /* distinct, unordered */
+    sq_rng r;
+    sq_rng_seed(&r, 17, 0);
+    size_t vc = (size_t)RV * RC, pc = (size_t)NS * RC;
+    float *table = cuda_randn(vc, 1, &r), *in = cuda_randn(pc, 1, &r);
+    float *cpu = malloc(vc * sizeof *cpu), *gpu = malloc(vc * sizeof *gpu);
+    float *back = malloc(vc * sizeof *back), *pk = malloc(pc * sizeof *pk);
+    sq_ctx c = sq_ctx_cpu();
+    memcpy(cpu, table, vc * sizeof *cpu);
+    sq_scatter_rows(&c, cpu, in, list, NS, RC);
+    int listed[RV] = {0};
+    for (int i = 0; i < NS; i++)
+        listed[list[i]] = i + 1;
+    int naive = 1;
+    for (int v = 0; v < RV; v++)
+        for (int k = 0; k < RC; k++)
+            naive &= cpu[(size_t)v * RC + k] ==
+                     (listed[v] ? in[(size_t)(listed[v] - 1) * RC + k] : table[(size_t)v * RC + k]);
+    CHECK(naive);
+    float *dt = cuda_up(&g, table, vc), *di = cuda_up(&g, in, pc);
+    const int *dl = cuda_up_bytes(&g, list, sizeof list);
+    sq_scatter_rows(&g.cx, dt, di, dl, NS, RC);
+    CHECK(cuda_down(&g, gpu, dt, vc) == 0 && cuda_same_bits(gpu, cpu, vc, "scatter_rows"));
+    /* the round trip: gather the listed rows, scatter them back */
+    memcpy(back, table, vc * sizeof *back);
+    sq_gather_rows(&c, pk, table, list, NS, RC);
+    sq_scatter_rows(&c, back, pk, list, NS, RC);
+    CHECK(memcmp(back, table, vc * sizeof *back) == 0);
+    free(table); free(in); free(cpu); free(gpu); free(back); free(pk);
+    cuda_close(&g);
+}
+
 UNIT_TEST(cuda_layernorm_linear)
 {
     cuda_env g;
