@@ -328,8 +328,9 @@ man-config-keys: $(BUILD)/bin/seqrec-train
 fnlen-check:
 	@sh .ci/fnlen && echo "fnlen: no function over 150 lines"
 
-# The build and the compile-only checks run a job a core (NPROC); the test
-# suites after them run one at a time (their programs use the cores).
+# The build and the compile-only checks run a job a core (NPROC), and so
+# do the bats files (tests/bats/run.sh, with GNU parallel); the unit
+# runners one at a time (the last line of each is the one CI reads).
 NPROC ?= $(shell nproc 2>/dev/null || echo 1)
 check: deps $(BUILD)/tests/unit/list.h
 	$(MAKE) --no-print-directory -j$(NPROC) all $(BUILD)/unit_tests
