@@ -91,6 +91,26 @@ struct sq_model {
 
 void sq_model_free(sq_model *m);
 
+/* The rows a step writes of its row-sparse tensor (grad_rows): row r is
+ * marked when mark[r] == stamp (a new stamp a step: nothing is cleared);
+ * list, when not NULL, gets each row once, in the order first marked (n
+ * of them): a GPU's update and its ranks' sum take the list, not a pass
+ * over a million rows. */
+typedef struct {
+    uint32_t *mark, stamp;
+    uint32_t *list;
+    size_t n;
+} sq_row_marks;
+
+static inline void sq_row_mark(sq_row_marks *m, uint32_t r)
+{
+    if (m->mark[r] == m->stamp)
+        return;
+    m->mark[r] = m->stamp;
+    if (m->list)
+        m->list[m->n++] = r;
+}
+
 typedef struct sq_model_def sq_model_def;
 
 /* CUDA: the integer arrays of packed batch b up to the device in one copy
@@ -249,7 +269,7 @@ struct sq_model_def {
      * params (the trainer's block, the same layout), its own freed. NULL:
      * the trainer copies its parameters to every worker before each step. */
     void (*share_params)(sq_net *n, float *params);
-    /* Row-sparse gradients (sampled losses): sets mark[r] = stamp for every
+    /* Row-sparse gradients (sampled losses): marks (sq_row_mark) every
      * row r of tensor *tensor (rows: its first dimension) that step(n, b)
      * may write, when it writes no other row of that tensor, and returns
      * how many marks it set, repeats counted (> 0): a bound on the rows
@@ -262,7 +282,7 @@ struct sq_model_def {
      * that the step writes is a wrong update: tests/unit/test_micro.c
      * compares against the dense update. */
     size_t (*grad_rows)(const sq_net *n, const sq_packed *b, const sq_step_opts *o,
-                        uint32_t *mark, uint32_t stamp, int *tensor);
+                        sq_row_marks *m, int *tensor);
     /* An sq_model scoring with the net's current parameters (borrowed). */
     void (*view)(sq_model *out, const sq_net *n);
     /* The trainer options whose default differs for this model, as kv text

@@ -798,20 +798,20 @@ static void share_params(sq_net *n, float *params)
  * embedding; BERT4Rec's mask token among them), the targets and their
  * negatives (the tied output) only. (BERT4Rec's output bias stays dense.) */
 static size_t grad_rows(const sq_net *n, const sq_packed *b, const sq_step_opts *o,
-                        uint32_t *mark, uint32_t stamp, int *tensor)
+                        sq_row_marks *m, int *tensor)
 {
     (void)n;
     if (o->loss == SQ_LOSS_CE)
         return 0;
     *tensor = SQ_T_item_emb;
     for (int i = 0; i < b->T; i++)
-        mark[b->ids[i]] = stamp;
+        sq_row_mark(m, (uint32_t)b->ids[i]);
     for (int i = 0; i < b->n; i++)
-        mark[b->targets[i]] = stamp;
+        sq_row_mark(m, (uint32_t)b->targets[i]);
     /* --neg-share batch: every entry's row is entry 0's */
     size_t nk = (b->neg_share == SQ_SHARE_BATCH ? 1 : (size_t)b->n) * (size_t)b->K;
     for (size_t i = 0; b->neg && i < nk; i++)
-        mark[b->neg[i]] = stamp;
+        sq_row_mark(m, (uint32_t)b->neg[i]);
     return (size_t)b->T + (size_t)b->n + (b->neg ? nk : 0);
 }
 

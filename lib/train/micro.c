@@ -158,7 +158,10 @@ static void mark_rows(sq_micro *mb, const sq_model_def *def, const sq_net *net,
         mb->stamp = 1;
     }
     int t = -1;
-    size_t most = def->grad_rows(net, b, so, mb->mark, mb->stamp, &t);
+    /* a GPU's rows are listed as they are marked (list_rows) */
+    sq_row_marks rm = {.mark = mb->mark, .stamp = mb->stamp, .list = mb->list};
+    size_t most = def->grad_rows(net, b, so, &rm, &t);
+    mb->listed = rm.n;
     if (most && t >= 0 && t < net->ts->n && net->ts->shape[t][0] <= mb->mark_n) {
         mb->rows_t = t;
         mb->rows_most = most;
@@ -324,15 +327,14 @@ static int plan_or_fail(sq_micro *mb, const sq_net *net, const sq_micro_run *run
     return 0;
 }
 
-/* The marked rows of tensor rows_t into mb->list in increasing order,
- * then SQ_ADAM_NO_ROW up to the most the step's shape marks (at most
- * every row); the list's length, and the marked rows' in *marked */
+/* mb->list, the step's rows of tensor rows_t in the order marked
+ * (mark_rows), padded with SQ_ADAM_NO_ROW to the most the step's shape
+ * marks (at most every row); the list's length, and the marked rows' in
+ * *marked. O(marked), not O(rows): a million-item table's step lists its
+ * batch's rows. */
 static size_t list_rows(sq_micro *mb, size_t rows, size_t *marked)
 {
-    size_t n = 0, len = mb->rows_most < rows ? mb->rows_most : rows;
-    for (size_t r = 0; r < rows && n < len; r++)
-        if (mb->mark[r] == mb->stamp)
-            mb->list[n++] = (uint32_t)r;
+    size_t n = mb->listed, len = mb->rows_most < rows ? mb->rows_most : rows;
     *marked = n;
     while (n < len)
         mb->list[n++] = SQ_ADAM_NO_ROW;

@@ -103,13 +103,16 @@ typedef struct {
     size_t rows_most;            /* the most rows the step's shape marks
                                     (def->grad_rows's value) */
     uint32_t *list;              /* a GPU's lazy update and ranks' sum: the
-                                    marked rows [mark_n], padded to rows_most */
+                                    marked rows [mark_n] in the order marked
+                                    (listed of them), padded to rows_most */
+    size_t listed;
     float *packed;               /* gpu: the step's rows of tensor rows_t,
                                     packed for NCCL [cap_packed] */
     int *dlist;                  /* gpu: their rows, on the device */
     size_t cap_packed;
     int dense_sum;               /* gpu: sum every value (a diagnostic, set by
-                                    the caller: the same bytes) */
+                                    the caller: the same sums; several ranks'
+                                    NCCL may add them in another order) */
     sq_adam_piece *pieces;       /* the update's pieces (sq_micro_adam) */
     int n_pieces, cap_pieces;
 } sq_micro;
