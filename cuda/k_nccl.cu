@@ -64,6 +64,17 @@ static ncclResult_t sim_init(ncclComm_t *c, int ranks, ncclUniqueId, int rank)
 // buffer, as R ranks that hold this rank's values would, so that a sum
 // that skips or misplaces values shows with one process; the statistics'
 // doubles and the host collectives' bytes stay one rank's
+static __global__ void k_mirror(float *o, size_t n, int R)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float x = o[i], acc = x;
+        for (int k = 1; k < R; k++)
+            acc += x;
+        o[i] = acc;
+    }
+}
+
 static ncclResult_t sim_allreduce(const void *in, void *out, size_t n, ncclDataType_t t,
                                   ncclRedOp_t, ncclComm_t, cudaStream_t s)
 {
@@ -72,18 +83,13 @@ static ncclResult_t sim_allreduce(const void *in, void *out, size_t n, ncclDataT
         return ncclInvalidUsage;
     const char *m = getenv("SEQREC_SIM_NCCL_MIRROR");
     int R = m ? atoi(m) : 1;
-    if (t != ncclFloat32 || R < 2)
+    if (t != ncclFloat32 || R < 2 || !n)
         return ncclSuccess;
-    if (cudaStreamSynchronize(s))
-        return ncclInvalidUsage;
-    float *o = (float *)out; // the simulated device's memory is the host's
-    for (size_t i = 0; i < n; i++) {
-        float x = o[i], acc = x;
-        for (int k = 1; k < R; k++)
-            acc += x;
-        o[i] = acc;
-    }
-    return ncclSuccess;
+    size_t blocks = (n + 255) / 256;
+    return sim_launch("k_mirror", k_mirror, dim3((unsigned)(blocks < 1024 ? blocks : 1024)),
+                      dim3(256), 0, s, (float *)out, n, R)
+               ? ncclInvalidUsage
+               : ncclSuccess;
 }
 static ncclResult_t sim_destroy(ncclComm_t) { return ncclSuccess; }
 static const char *sim_error(ncclResult_t r) { return r ? "invalid usage (one rank)" : "ok"; }
