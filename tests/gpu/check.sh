@@ -168,7 +168,33 @@ fi
 # 3b. Ranks on GPUs (issue 36): a job of one rank (WORLD_SIZE=1 with
 # SEQREC_NCCL_ID: two ranks cannot share one GPU) trains through NCCL's
 # id, communicator and all-reduce, and must write the plain GPU run's
-# bytes, twice. NCCL from this machine's CUDA or PyTorch (SEQREC_NCCL_LIB).
+# bytes, twice: the full softmax's dense sum, and BCE's row-sparse one
+# (micro.c gpu_sum: the step's rows of the item table packed, summed, put
+# back). NCCL from this machine's CUDA or PyTorch (SEQREC_NCCL_LIB).
+nccl_case() { # NAME OPTS
+  local name=$1 opts=$2 data="$here/data/synth.split" r
+  # shellcheck disable=SC2086
+  if ! seqrec-train $opts --device cuda -o "$out/nccl-$name.sqm" --log /dev/null "$data" \
+       > "$out/nccl-$name.out" 2>&1; then
+    fail "nccl $name: the plain GPU run: $(tail -qn 2 "$out/nccl-$name.out" | tr '\n' ' ')"
+    return
+  fi
+  for r in 1 2; do
+    rm -f "$out/nccl.id"
+    # shellcheck disable=SC2086
+    if env WORLD_SIZE=1 RANK=0 LOCAL_RANK=0 SEQREC_NCCL_ID="$out/nccl.id" \
+         seqrec-train $opts --device cuda -o "$out/nccl-$name$r.sqm" --log /dev/null "$data" \
+         > "$out/nccl-$name$r.out" 2>&1; then
+      if cmp -s "$out/nccl-$name.sqm" "$out/nccl-$name$r.sqm"; then
+        pass "nccl $name: one rank through NCCL, run $r: the plain GPU run's bytes"
+      else
+        fail "nccl $name: one rank through NCCL, run $r: not the plain GPU run's bytes"
+      fi
+    else
+      fail "nccl $name run $r: $(tail -qn 2 "$out/nccl-$name$r.out" | tr '\n' ' ')"
+    fi
+  done
+}
 if want nccl; then
   if [ -z "${SEQREC_NCCL_LIB:-}" ]; then
     for d in ${cudalib//:/ } /usr/local/cuda*/lib /usr/local/cuda*/lib64 /usr/lib/x86_64-linux-gnu \
@@ -177,27 +203,10 @@ if want nccl; then
     done
   fi
   say "     nccl: ${SEQREC_NCCL_LIB:-libnccl.so.2 (not found in the usual places)}"
-  data="$here/data/synth.split"
-  opts="--model sasrec --attn softmax --loss ce --epochs 1 --max-len 50 --dim 64 --batch 128 --seed 3"
-  if seqrec-train $opts --device cuda -o "$out/nccl-plain.sqm" --log /dev/null "$data" \
-       > "$out/nccl-plain.out" 2>&1; then
-    for r in 1 2; do
-      rm -f "$out/nccl.id"
-      if env WORLD_SIZE=1 RANK=0 LOCAL_RANK=0 SEQREC_NCCL_ID="$out/nccl.id" \
-           seqrec-train $opts --device cuda -o "$out/nccl$r.sqm" --log /dev/null "$data" \
-           > "$out/nccl$r.out" 2>&1; then
-        if cmp -s "$out/nccl-plain.sqm" "$out/nccl$r.sqm"; then
-          pass "nccl: one rank through NCCL, run $r: the plain GPU run's bytes"
-        else
-          fail "nccl: one rank through NCCL, run $r: not the plain GPU run's bytes"
-        fi
-      else
-        fail "nccl run $r: $(tail -qn 2 "$out/nccl$r.out" | tr '\n' ' ')"
-      fi
-    done
-  else
-    fail "nccl: the plain GPU run: $(tail -qn 2 "$out/nccl-plain.out" | tr '\n' ' ')"
-  fi
+  base="--model sasrec --attn softmax --epochs 1 --max-len 50 --dim 64 --batch 128 --seed 3"
+  nccl_case dense "$base --loss ce"
+  nccl_case rows "$base --loss bce --neg 4"
+  nccl_case rows-lazy "$base --loss bce --neg 4 --lazy-adam"
 fi
 
 # 4. A model trained on the GPU scores on the CPU and back: the metrics of
