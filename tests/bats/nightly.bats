@@ -80,7 +80,9 @@ clean_job() {
   wrap_score 'sleep 3'
   NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_DATE=20260101 sh "$NS" 2>/dev/null &
   first=$!
-  sleep 1
+  # the first run holds the lock once it scores (not a fixed sleep: the
+  # suites share the cores, make check runs files at once)
+  for i in $(seq 100); do pgrep -f "$T/bin/seqrec-score" >/dev/null && break; sleep 0.1; done
   NIGHTLY_LOG="$T/day1.tsv" NIGHTLY_DATE=20260109 run -75 sh "$NS"
   [[ "$output" == *"another run holds"* ]]
   wait "$first"
