@@ -287,8 +287,8 @@ static inline void pair_plan_scatter(sq_gpu_be *be, const pair_plan *pl, const i
               coef, DEV(pl->e.start), DEV(pl->e.dest), DEV(pl->e.pair), DEV(pl->e.src),
               DEV(pl->e.src + P), C);
     SQ_LAUNCH(be, bucket_kernel, graph ? P : pl->h.nb, LOSS_THREADS, 0, dh, (float *)NULL, E,
-              coef, (const float *)NULL, DEV(pl->h.start), DEV(pl->h.dest), DEV(pl->h.pair), DEV(pl->h.src),
-              DEV(pl->h.src + P), C);
+              coef, (const float *)NULL, DEV(pl->h.start), DEV(pl->h.dest), DEV(pl->h.pair),
+              DEV(pl->h.src), DEV(pl->h.src + P), C);
 #undef DEV
 }
 

@@ -104,9 +104,8 @@ void sq_micro_close(sq_micro *mb, const sq_model_def *def)
         if (mb->net[k].impl)
             def->net_free(&mb->net[k]);
     }
-    if (mb->stats)
+    if (mb->cx) { /* ranks on GPUs: their device buffers */
         sq_ctx_free(mb->cx, mb->stats);
-    if (mb->cx) {
         sq_ctx_free(mb->cx, mb->packed);
         sq_ctx_free(mb->cx, mb->dlist);
     }
