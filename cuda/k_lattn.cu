@@ -2,49 +2,78 @@
 // ablations, linear, efficient, hydra), causal and bidirectional, on the
 // GPU: attn_linear.c's per-(segment, head) sweeps, statement for statement.
 //
-// FIRST FORM. One thread runs one work item (g, h) of the CPU's: head h of
-// segments g, g + G, g + 2G, ... in order (G = min(B, 32)), with its state
-// slot in the caller's scratch, so the cache, the scratch and every sum are
-// the CPU's (results equal to float rounding: expf here, vec.h's exp
-// there). It is correct and deterministic, and slow: G H threads, each
-// O(L hs^2) sequential work. The sweeps are below as device copies of the
-// CPU's; the next step is one shared source for both (SQ_HD) and a block
-// per work item with the hs x hs state in shared memory.
+// One block runs one work item, head h of one segment: the sweep over the
+// segment's positions is sequential, and each of its statements (a row map,
+// an axpy, a product with the hs x hs state) is spread over the block's
+// threads, thread e owning entries e, e + nt, ... of a row or column. Every
+// sum runs over its index in the CPU's order (a state product's thread
+// sums its column over a; a row reduction, |f(q_t)|^2 or a dot, is summed
+// by every thread in the same order, the value then shared), so results
+// equal the CPU's to float rounding (expf here, vec.h's exp there). Each
+// block statement ends at a barrier: a row a statement writes is read
+// whole by the next.
 //
-// Budget: __launch_bounds__(64); the state lives in the caller's scratch,
-// no shared memory.
+// The state lives in shared memory with its rows padded to hs + 1 floats
+// (a column walk and a row walk then touch 32 banks), when it fits the
+// default 48 KiB (hs <= 75); else in the caller's scratch slots, as the
+// CPU's, one block a slot looping over segments g, g + G, ... (G =
+// min(B, 32)). (The first form, stop 19 to 26, ran one thread a work item
+// over min(B, 32) H items: an H200 took 13 s for an epoch of SASRec-linrec
+// that softmax ran in 0.16 s.)
+//
+// Budget: __launch_bounds__(128, 1), 111 registers (sm_90), no spills;
+// dynamic shared memory 4 (2 hs (hs + 1) + 6 hs) bytes, at most 48 KiB.
 #include "common.cuh"
 
 enum { K_LINREC = 0, K_LINREC_PAPER, K_LINEAR, K_EFFICIENT, K_HYDRA, K_NO_L2, K_NO_L2_PAPER,
        K_NO_ELU, K_NO_ELU_PAPER };
 
-static __device__ __forceinline__ void dev_zero(float *x, size_t n)
+// this thread's entries of an n-entry row
+#define FOR_MINE(a, n) for (int a = (int)threadIdx.x; a < (n); a += (int)blockDim.x)
+
+// The block's end of a statement: what it wrote is visible to all.
+static __device__ __forceinline__ void done(void)
 {
-    for (size_t i = 0; i < n; i++)
+    __syncthreads();
+}
+
+static __device__ __forceinline__ void b_zero(float *x, int n)
+{
+    FOR_MINE(i, n)
         x[i] = 0;
+    done();
 }
 
-static __device__ __forceinline__ void dev_axpy(float *__restrict__ y, float a,
-                                                const float *__restrict__ x, int n)
+// the n x n state M (rows sl apart) to zero
+static __device__ __forceinline__ void b_zero_m(float *M, int n, int sl)
 {
-    for (int i = 0; i < n; i++)
-        y[i] += a * x[i];
+    FOR_MINE(e, n)
+        for (int a = 0; a < n; a++)
+            M[(size_t)a * sl + e] = 0;
+    done();
 }
 
-static __device__ __forceinline__ float dev_dot(const float *a, const float *b, int n)
+static __device__ __forceinline__ void b_axpy(float *__restrict__ y, float a,
+                                              const float *__restrict__ x, int n)
+{
+    FOR_MINE(i, n)
+        y[i] += a * x[i];
+    done();
+}
+
+// a . b, summed in order by every thread (the same value in each)
+static __device__ __forceinline__ float b_dot(const float *a, const float *b, int n)
 {
     float s = 0;
     for (int i = 0; i < n; i++)
         s += a[i] * b[i];
+    done(); /* read by all before any statement writes a or b */
     return s;
 }
 
 /* elu(x) = x (x > 0), e^x - 1 (x <= 0), and d elu / dx = 1 (x > 0), e^x
- * (x <= 0). The float build computes e^x with vec.h's exp, so that a row's
- * hs maps vectorise (libm's expm1f was a call per element, four to six
- * times per element of a step); e^x - 1 is within 2e-7 of expm1 (absolute:
- * elu's outputs are O(1) sums). The double build, which the gradient
- * checks use, keeps libm's. */
+ * (x <= 0): the CPU's float build computes e^x with vec.h's exp, e^x - 1
+ * within 2e-7 of expm1. */
 static __device__ __forceinline__ float elu_v(float x)
 {
     return x > 0 ? x : expf(x) - 1.0f;
@@ -55,31 +84,43 @@ static __device__ __forceinline__ float elu_grad_v(float x)
     return x > 0 ? 1.0f : expf(x);
 }
 
-/* M += x y^T, M [n, n] row-major. */
-static __device__ __forceinline__ void outer_add(float *M, const float *x, const float *y, int n)
+/* M += x y^T, M [n, n]: thread e adds column e, one product an entry. */
+static __device__ __forceinline__ void outer_add(float *M, const float *x, const float *y, int n,
+                                                 int sl)
 {
-    for (int a = 0; a < n; a++)
-        dev_axpy(M + (size_t)a * n, x[a], y, n);
+    FOR_MINE(e, n) {
+        float ye = y[e];
+        for (int a = 0; a < n; a++)
+            M[(size_t)a * sl + e] += x[a] * ye;
+    }
+    done();
 }
 
-/* y = M^T x: y[e] = sum_a x[a] M[a][e], over a in order (the CPU's
- * order; its register blocking does not change the sums). */
+/* y = M^T x: y[e] = sum_a x[a] M[a][e], over a in order (the CPU's). */
 static __device__ __forceinline__ void mt_vec(float *__restrict__ y, const float *M,
-                                              const float *x, int n)
+                                              const float *x, int n, int sl)
 {
-    for (int e = 0; e < n; e++) {
+    FOR_MINE(e, n) {
         float acc = 0;
         for (int a = 0; a < n; a++)
-            acc += x[a] * M[(size_t)a * n + e];
+            acc += x[a] * M[(size_t)a * sl + e];
         y[e] = acc;
     }
+    done();
 }
 
-/* y[a] = sum_e M[a][e] x[e] */
-static __device__ __forceinline__ void m_vec(float *y, const float *M, const float *x, int n)
+/* y[a] = sum_e M[a][e] x[e], over e in order */
+static __device__ __forceinline__ void m_vec(float *y, const float *M, const float *x, int n,
+                                             int sl)
 {
-    for (int a = 0; a < n; a++)
-        y[a] = dev_dot(M + (size_t)a * n, x, n);
+    FOR_MINE(a, n) {
+        const float *Ma = M + (size_t)a * sl;
+        float s = 0;
+        for (int e = 0; e < n; e++)
+            s += Ma[e] * x[e];
+        y[a] = s;
+    }
+    done();
 }
 
 /* The running state of query t holds the keys it sees. Before query t the
@@ -108,8 +149,16 @@ static __device__ __forceinline__ int queries_to(int j, int L, int causal)
     return causal ? j + 1 : L;
 }
 
-#define ROW(p, t) ((p) + (size_t)(o + (t)) * ld + (size_t)h * hs)
-#define OROW(p, t) ((p) + (size_t)(o + (t)) * C + (size_t)h * hs)
+/* Where a sweep works: its segment (rows o .. o + L - 1), head h, the
+ * state slot st with its matrices' row stride sl. */
+struct lat_item {
+    int ld, C, H, o, L, h, causal, sl;
+    float *st;
+};
+
+#define ROW(p, t) ((p) + (size_t)(w.o + (t)) * w.ld + (size_t)w.h * hs)
+#define OROW(p, t) ((p) + (size_t)(w.o + (t)) * w.C + (size_t)w.h * hs)
+#define HROW(p, t) ((p)[(size_t)(w.o + (t)) * w.H + w.h])
 
 /* ------------------------------------------------------------------------ */
 /* 1. LinRec                                                                 */
@@ -131,274 +180,267 @@ static __device__ linrec_mode linrec_mode_of(int causal, int paper, int variant)
 /* The feature map f (elu, or the identity without it) of a row's hs
  * entries, y = f(x), or with `grad` its derivative y = f'(x). */
 static __device__ __forceinline__ void lr_f_row(const linrec_mode *m, float *__restrict__ y,
-                            const float *__restrict__ x, int hs, int grad)
+                                                const float *__restrict__ x, int hs, int grad)
 {
-    if (!m->elu) {
-        for (int a = 0; a < hs; a++)
-            y[a] = grad ? (float)1 : x[a];
-    } else if (grad) {
-        for (int a = 0; a < hs; a++)
-            y[a] = elu_grad_v(x[a]);
-    } else {
-        for (int a = 0; a < hs; a++)
-            y[a] = elu_v(x[a]);
-    }
+    FOR_MINE(a, hs)
+        y[a] = !m->elu ? (grad ? 1.0f : x[a]) : grad ? elu_grad_v(x[a]) : elu_v(x[a]);
+    done();
 }
 
 /* Key-column factor c_k(t): 1/sqrt(N(t)) (paper scaling), else 1. */
 static __device__ __forceinline__ float linrec_ck(const linrec_mode *m, int t, int L)
 {
-    return m->paper ? (float)1 / sqrtf((float)(m->causal ? t + 1 : L))
-                    : (float)1;
+    return m->paper ? 1.0f / sqrtf((float)(m->causal ? t + 1 : L)) : 1.0f;
 }
 
 /* Without L2 normalisation the row and column factors nq_t and rk_t are 1
- * (and the cache holds ones), so forward and backward share every line.
- * Every loop over a row's hs entries is element-wise (vectorised in the
- * SQ_VEC clones) or, for the two reductions over a row (|f(q_t)|^2 and
- * ah . d ah), sequential in a fixed order: the same bits on every target. */
+ * (and the cache holds ones), so forward and backward share every line. */
 static __device__ __forceinline__ void linrec_fwd(float *out, float *rk, float *rq, const float *q,
-                              const float *k, const float *v, int ld, int C, int H,
-                              int o, int L, int h, const linrec_mode *md, float *st)
+                                                  const float *k, const float *v,
+                                                  const linrec_mode *md, const lat_item &w)
 {
-    int hs = C / H, causal = md->causal;
-    float *S = st, *z = S + (size_t)hs * hs, *u = z + hs, *kb = u + hs;
-    float cq = (float)1 / sqrtf((float)hs), eps = 1e-12f;
-    dev_zero(S, (size_t)hs * hs);
-    dev_zero(z, (size_t)hs);
+    int hs = w.C / w.H, L = w.L, causal = md->causal, sl = w.sl;
+    float *S = w.st, *z = S + (size_t)hs * sl, *u = z + hs, *kb = u + hs;
+    float cq = 1.0f / sqrtf((float)hs), eps = 1e-12f;
+    b_zero_m(S, hs, sl);
+    b_zero(z, hs);
     for (int t = 0; t < L; t++) {
         /* bidirectional: all keys before the first query */
         for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
             lr_f_row(md, kb, ROW(k, j), hs, 0);
-            for (int a = 0; a < hs; a++)
+            FOR_MINE(a, hs)
                 z[a] += kb[a] * kb[a];
-            outer_add(S, kb, ROW(v, j), hs);
+            outer_add(S, kb, ROW(v, j), hs, sl); /* its barrier ends z's too */
         }
         float ck = linrec_ck(md, t, L);
         lr_f_row(md, u, ROW(q, t), hs, 0);
-        float n2 = 0;
-        for (int a = 0; a < hs; a++)
-            n2 += u[a] * u[a];
-        float nq = md->l2 ? (float)1 / sqrtf(n2 + eps) : (float)1;
-        rq[(size_t)(o + t) * H + h] = nq;
+        float n2 = b_dot(u, u, hs);
+        float nq = md->l2 ? 1.0f / sqrtf(n2 + eps) : 1.0f;
+        if (threadIdx.x == 0)
+            HROW(rq, t) = nq;
         float *rkt = OROW(rk, t);
-        for (int a = 0; a < hs; a++) {
-            rkt[a] = md->l2 ? (float)1 / sqrtf(z[a] + eps) : (float)1;
+        FOR_MINE(a, hs) {
+            rkt[a] = md->l2 ? 1.0f / sqrtf(z[a] + eps) : 1.0f;
             u[a] *= cq * ck * nq * rkt[a];
         }
-        mt_vec(OROW(out, t), S, u, hs);
+        done();
+        mt_vec(OROW(out, t), S, u, hs, sl);
     }
 }
 
 /* u_t = c_q c_k f(q_t) nq_t rk_t (also returns f(q_t) in ah, scaled by
  * nq_t: the unit row qh_t / c_q when normalised). */
-static __device__ __forceinline__ void linrec_u(float *__restrict__ u, float *__restrict__ ah, const float *qt,
-                            const float *rkt, float nq, float c, int hs,
-                            const linrec_mode *md)
+static __device__ __forceinline__ void linrec_u(float *__restrict__ u, float *__restrict__ ah,
+                                                const float *qt, const float *rkt, float nq,
+                                                float c, int hs, const linrec_mode *md)
 {
     lr_f_row(md, ah, qt, hs, 0);
-    for (int a = 0; a < hs; a++) {
+    FOR_MINE(a, hs) {
         ah[a] *= nq;
         u[a] = c * ah[a] * rkt[a];
     }
+    done();
 }
 
-/* The products with the hs x hs states are all row-wise axpys (mt_vec,
- * outer_add): the forward sweep keeps S^T = sum v_j f(k_j)^T, so that
- * du = S dout_t is one, and the reverse sweep keeps G = sum u_t dout_t^T
- * and G^T side by side, for dv_j = G^T f(k_j) and G v_j (hs dot products
- * a row cost several times the second outer product). */
+/* The forward sweep keeps S^T = sum v_j f(k_j)^T, the reverse sweep G =
+ * sum u_t dout_t^T and G^T side by side, as the CPU (whose products are
+ * then all row-wise axpys): the same sums in the same order. */
 static __device__ __forceinline__ void linrec_bwd(float *dq, float *dk, float *dv, float *dz,
-                              const float *dout, const float *q, const float *k,
-                              const float *v, const float *rk, const float *rq, int ld,
-                              int C, int H, int o, int L, int h,
-                              const linrec_mode *md, float *st)
+                                                  const float *dout, const float *q,
+                                                  const float *k, const float *v,
+                                                  const float *rk, const float *rq,
+                                                  const linrec_mode *md, const lat_item &w)
 {
-    int hs = C / H, causal = md->causal;
-    float *M1 = st, *M2 = M1 + (size_t)hs * hs, *g = M2 + (size_t)hs * hs;
+    int hs = w.C / w.H, L = w.L, causal = md->causal, sl = w.sl;
+    float *M1 = w.st, *M2 = M1 + (size_t)hs * sl, *g = M2 + (size_t)hs * sl;
     float *u = g + hs, *ah = u + hs, *du = ah + hs, *kb = du + hs, *fg = kb + hs;
-    float cq = (float)1 / sqrtf((float)hs);
+    float cq = 1.0f / sqrtf((float)hs);
     /* Forward sweep (M1 = S^T): dq, and dz_t[a] = d loss / d z_t[a] to the
      * row buffer */
-    dev_zero(M1, (size_t)hs * hs);
+    b_zero_m(M1, hs, sl);
     for (int t = 0; t < L; t++) {
         for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
             lr_f_row(md, kb, ROW(k, j), hs, 0);
-            outer_add(M1, ROW(v, j), kb, hs);
+            outer_add(M1, ROW(v, j), kb, hs, sl);
         }
         float ck = linrec_ck(md, t, L), c = cq * ck;
         const float *qt = ROW(q, t), *rkt = OROW(rk, t);
-        float nq = rq[(size_t)(o + t) * H + h];
+        float nq = HROW(rq, t);
         linrec_u(u, ah, qt, rkt, nq, c, hs, md);
-        mt_vec(du, M1, OROW(dout, t), hs);
+        mt_vec(du, M1, OROW(dout, t), hs, sl);
         /* u = c ah rk: d ah = c rk du; ah = x nq with x = f(q) and
          * nq = (|x|^2 + eps)^-1/2: dx = (d ah - ah (ah . d ah)) nq
          * (without L2: nq = 1 constant, dx = d ah) */
-        for (int a = 0; a < hs; a++)
+        FOR_MINE(a, hs)
             kb[a] = c * rkt[a] * du[a]; /* d ah */
-        float s = 0;
-        if (md->l2)
-            for (int a = 0; a < hs; a++)
-                s += ah[a] * kb[a];
+        done();
+        float s = md->l2 ? b_dot(ah, kb, hs) : 0.0f;
         lr_f_row(md, fg, qt, hs, 1);
         float *dqt = ROW(dq, t), *dzt = OROW(dz, t);
-        for (int a = 0; a < hs; a++) {
+        FOR_MINE(a, hs) {
             dqt[a] += fg[a] * (kb[a] - ah[a] * s) * nq;
             /* u = c ah (z + eps)^-1/2: du/dz = -u rk^2 / 2 (no L2: 0) */
-            dzt[a] = md->l2 ? -(float)0.5 * u[a] * du[a] * rkt[a] * rkt[a]
-                            : (float)0;
+            dzt[a] = md->l2 ? -0.5f * u[a] * du[a] * rkt[a] * rkt[a] : 0.0f;
         }
+        done();
     }
     /* Reverse sweep: M2 = G = sum u_t dout_t^T, M1 = G^T, g = sum dz_t over
      * the queries that see key j (t >= j causal, all t bidirectional). */
-    dev_zero(M1, (size_t)hs * hs);
-    dev_zero(M2, (size_t)hs * hs);
-    dev_zero(g, (size_t)hs);
+    b_zero_m(M1, hs, sl);
+    b_zero_m(M2, hs, sl);
+    b_zero(g, hs);
     for (int j = L - 1; j >= 0; j--) {
         for (int t = queries_from(j, L, causal); t < queries_to(j, L, causal); t++) {
-            linrec_u(u, ah, ROW(q, t), OROW(rk, t), rq[(size_t)(o + t) * H + h],
-                     cq * linrec_ck(md, t, L), hs, md);
-            outer_add(M2, u, OROW(dout, t), hs);
-            outer_add(M1, OROW(dout, t), u, hs);
-            dev_axpy(g, 1, OROW(dz, t), hs);
+            linrec_u(u, ah, ROW(q, t), OROW(rk, t), HROW(rq, t), cq * linrec_ck(md, t, L), hs,
+                     md);
+            outer_add(M2, u, OROW(dout, t), hs, sl);
+            outer_add(M1, OROW(dout, t), u, hs, sl);
+            b_axpy(g, 1, OROW(dz, t), hs);
         }
         const float *kj = ROW(k, j);
         lr_f_row(md, kb, kj, hs, 0);
-        mt_vec(du, M2, kb, hs);        /* G^T f(k_j) */
-        dev_axpy(ROW(dv, j), 1, du, hs);
-        mt_vec(ah, M1, ROW(v, j), hs); /* G v_j */
+        mt_vec(du, M2, kb, hs, sl);        /* G^T f(k_j) */
+        b_axpy(ROW(dv, j), 1, du, hs);
+        mt_vec(ah, M1, ROW(v, j), hs, sl); /* G v_j */
         lr_f_row(md, fg, kj, hs, 1);
         float *dkj = ROW(dk, j);
-        for (int a = 0; a < hs; a++)
+        FOR_MINE(a, hs)
             dkj[a] += fg[a] * (ah[a] + 2 * kb[a] * g[a]);
+        done();
     }
 }
-
-
 
 /* ------------------------------------------------------------------------ */
 /* 2. Linear attention, phi = elu + 1                                        */
 
-static __device__ __forceinline__ void phi1(float *__restrict__ y, const float *__restrict__ x, int n)
+static __device__ __forceinline__ void phi1(float *__restrict__ y, const float *__restrict__ x,
+                                            int n)
 {
-    for (int a = 0; a < n; a++)
+    FOR_MINE(a, n)
         y[a] = elu_v(x[a]) + 1;
+    done();
 }
 
-/* As linrec's sweeps: element-wise row loops, S^T and G^T kept beside S
- * and G so that every state product is an axpy (mt_vec). */
-static __device__ __forceinline__ void linear_fwd(float *out, float *rden, const float *q, const float *k,
-                       const float *v, int ld, int C, int H, int o, int L,
-                       int h, int causal, float *st)
+static __device__ __forceinline__ void linear_fwd(float *out, float *rden, const float *q,
+                                                  const float *k, const float *v,
+                                                  const lat_item &w)
 {
-    int hs = C / H;
-    float *S = st, *z = S + (size_t)hs * hs, *pq = z + hs, *pk = pq + hs;
-    dev_zero(S, (size_t)hs * hs);
-    dev_zero(z, (size_t)hs);
+    int hs = w.C / w.H, L = w.L, causal = w.causal, sl = w.sl;
+    float *S = w.st, *z = S + (size_t)hs * sl, *pq = z + hs, *pk = pq + hs;
+    b_zero_m(S, hs, sl);
+    b_zero(z, hs);
     for (int t = 0; t < L; t++) {
         for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
             phi1(pk, ROW(k, j), hs);
-            dev_axpy(z, 1, pk, hs);
-            outer_add(S, pk, ROW(v, j), hs);
+            b_axpy(z, 1, pk, hs);
+            outer_add(S, pk, ROW(v, j), hs, sl);
         }
         phi1(pq, ROW(q, t), hs);
-        float inv = (float)1 / (dev_dot(pq, z, hs) + 1e-6f);
-        rden[(size_t)(o + t) * H + h] = inv;
-        for (int a = 0; a < hs; a++)
+        float inv = 1.0f / (b_dot(pq, z, hs) + 1e-6f);
+        if (threadIdx.x == 0)
+            HROW(rden, t) = inv;
+        FOR_MINE(a, hs)
             pq[a] *= inv;
-        mt_vec(OROW(out, t), S, pq, hs);
+        done();
+        mt_vec(OROW(out, t), S, pq, hs, sl);
     }
 }
 
 static __device__ __forceinline__ void linear_bwd(float *dq, float *dk, float *dv, float *dden,
-                              const float *dout, const float *q, const float *k,
-                              const float *v, const float *rden, int ld, int C, int H,
-                              int o, int L, int h, int causal, float *st)
+                                                  const float *dout, const float *q,
+                                                  const float *k, const float *v,
+                                                  const float *rden, const lat_item &w)
 {
-    int hs = C / H;
-    float *M1 = st, *M2 = M1 + (size_t)hs * hs, *z = M2 + (size_t)hs * hs;
+    int hs = w.C / w.H, L = w.L, causal = w.causal, sl = w.sl;
+    float *M1 = w.st, *M2 = M1 + (size_t)hs * sl, *z = M2 + (size_t)hs * sl;
     float *g = z + hs, *pq = g + hs, *pk = pq + hs, *num = pk + hs;
     float *tmp = num + hs;
     /* M1 = S, M2 = S^T. out = num / den: dnum = dout / den,
      * dden = -(dout . num) / den^2; dphi(q_t) = S_t dnum + z_t dden */
-    dev_zero(M1, (size_t)hs * hs);
-    dev_zero(M2, (size_t)hs * hs);
-    dev_zero(z, (size_t)hs);
+    b_zero_m(M1, hs, sl);
+    b_zero_m(M2, hs, sl);
+    b_zero(z, hs);
     for (int t = 0; t < L; t++) {
         for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
             phi1(pk, ROW(k, j), hs);
-            dev_axpy(z, 1, pk, hs);
-            outer_add(M1, pk, ROW(v, j), hs);
-            outer_add(M2, ROW(v, j), pk, hs);
+            b_axpy(z, 1, pk, hs);
+            outer_add(M1, pk, ROW(v, j), hs, sl);
+            outer_add(M2, ROW(v, j), pk, hs, sl);
         }
         const float *qt = ROW(q, t), *dt = OROW(dout, t);
-        float inv = rden[(size_t)(o + t) * H + h];
+        float inv = HROW(rden, t);
         phi1(pq, qt, hs);
-        mt_vec(num, M1, pq, hs);
-        float dd = -dev_dot(dt, num, hs) * inv * inv;
-        mt_vec(tmp, M2, dt, hs);
+        mt_vec(num, M1, pq, hs, sl);
+        float dd = -b_dot(dt, num, hs) * inv * inv;
+        mt_vec(tmp, M2, dt, hs, sl);
         float *dqt = ROW(dq, t);
-        for (int a = 0; a < hs; a++)
+        FOR_MINE(a, hs)
             dqt[a] += elu_grad_v(qt[a]) * (tmp[a] * inv + z[a] * dd);
-        dden[(size_t)(o + t) * C + (size_t)h * hs] = dd;
+        if (threadIdx.x == 0)
+            dden[(size_t)(w.o + t) * w.C + (size_t)w.h * hs] = dd;
+        done();
     }
     /* M2 = G = sum phi(q_t) dnum_t^T, M1 = G^T, g = sum phi(q_t) dden_t
      * over t seeing j: dphi(k_j) = G v_j + g, dv_j = G^T phi(k_j). */
-    dev_zero(M1, (size_t)hs * hs);
-    dev_zero(M2, (size_t)hs * hs);
-    dev_zero(g, (size_t)hs);
+    b_zero_m(M1, hs, sl);
+    b_zero_m(M2, hs, sl);
+    b_zero(g, hs);
     for (int j = L - 1; j >= 0; j--) {
         for (int t = queries_from(j, L, causal); t < queries_to(j, L, causal); t++) {
-            float inv = rden[(size_t)(o + t) * H + h];
-            float dd = dden[(size_t)(o + t) * C + (size_t)h * hs];
+            float inv = HROW(rden, t);
+            float dd = dden[(size_t)(w.o + t) * w.C + (size_t)w.h * hs];
             phi1(pq, ROW(q, t), hs);
-            dev_axpy(g, dd, pq, hs);
-            for (int a = 0; a < hs; a++)
+            b_axpy(g, dd, pq, hs);
+            FOR_MINE(a, hs)
                 pq[a] *= inv;
-            outer_add(M2, pq, OROW(dout, t), hs);
-            outer_add(M1, OROW(dout, t), pq, hs);
+            done();
+            outer_add(M2, pq, OROW(dout, t), hs, sl);
+            outer_add(M1, OROW(dout, t), pq, hs, sl);
         }
         const float *kj = ROW(k, j);
         phi1(pk, kj, hs);
-        mt_vec(tmp, M2, pk, hs);
-        dev_axpy(ROW(dv, j), 1, tmp, hs);
-        mt_vec(num, M1, ROW(v, j), hs); /* G v_j */
+        mt_vec(tmp, M2, pk, hs, sl);
+        b_axpy(ROW(dv, j), 1, tmp, hs);
+        mt_vec(num, M1, ROW(v, j), hs, sl); /* G v_j */
         float *dkj = ROW(dk, j);
-        for (int a = 0; a < hs; a++)
+        FOR_MINE(a, hs)
             dkj[a] += elu_grad_v(kj[a]) * (num[a] + g[a]);
+        done();
     }
 }
-
-
 
 /* ------------------------------------------------------------------------ */
 /* 3. Efficient attention: softmax of q over features, of k over positions  */
 
-/* p = softmax(x) over n entries. */
+/* p = softmax(x) over n entries: the max and the sum by every thread, in
+ * order. */
 static __device__ __forceinline__ void softmax_row(float *p, const float *x, int n)
 {
     float mx = x[0];
     for (int a = 1; a < n; a++)
         if (x[a] > mx)
             mx = x[a];
-    float sum = 0;
-    for (int a = 0; a < n; a++) {
+    FOR_MINE(a, n)
         p[a] = expf(x[a] - mx);
-        sum += p[a];
-    }
-    float inv = (float)1 / sum;
+    done();
+    float sum = 0;
     for (int a = 0; a < n; a++)
+        sum += p[a];
+    done(); /* read by all before they scale */
+    float inv = 1.0f / sum;
+    FOR_MINE(a, n)
         p[a] *= inv;
+    done();
 }
 
 /* Online column softmax: add key row kj (value vj) to the running max m,
  * sum Z = sum exp(k - m) and S = sum exp(k - m) v^T; first != 0 starts the
- * columns. Every exp has an argument <= 0. */
+ * columns. Every exp has an argument <= 0. Thread a owns row a of S. */
 static __device__ __forceinline__ void eff_add(float *S, float *m, float *Z, const float *kj,
-                           const float *vj, int hs, int first)
+                                               const float *vj, int hs, int sl, int first)
 {
-    for (int a = 0; a < hs; a++) {
-        float x = kj[a], *Sa = S + (size_t)a * hs;
+    FOR_MINE(a, hs) {
+        float x = kj[a], *Sa = S + (size_t)a * sl;
         if (first) {
             m[a] = x;
             Z[a] = 0;
@@ -411,38 +453,40 @@ static __device__ __forceinline__ void eff_add(float *S, float *m, float *Z, con
                 Sa[e] *= f;
             m[a] = x;
         }
-        float w = expf(x - m[a]);
-        Z[a] += w;
-        dev_axpy(Sa, w, vj, hs);
+        float wt = expf(x - m[a]);
+        Z[a] += wt;
+        for (int e = 0; e < hs; e++)
+            Sa[e] += wt * vj[e];
     }
+    done();
 }
 
-static __device__ __forceinline__ void eff_fwd(float *out, float *lse, const float *q, const float *k,
-                    const float *v, int ld, int C, int H, int o, int L, int h,
-                    int causal, float *st)
+static __device__ __forceinline__ void eff_fwd(float *out, float *lse, const float *q,
+                                               const float *k, const float *v, const lat_item &w)
 {
-    int hs = C / H;
-    float *S = st, *m = S + (size_t)hs * hs, *Z = m + hs, *p = Z + hs;
+    int hs = w.C / w.H, L = w.L, causal = w.causal, sl = w.sl;
+    float *S = w.st, *m = S + (size_t)hs * sl, *Z = m + hs, *p = Z + hs;
     for (int t = 0; t < L; t++) {
         for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++)
-            eff_add(S, m, Z, ROW(k, j), ROW(v, j), hs, j == 0);
+            eff_add(S, m, Z, ROW(k, j), ROW(v, j), hs, sl, j == 0);
         softmax_row(p, ROW(q, t), hs);
         float *lt = OROW(lse, t);
-        for (int a = 0; a < hs; a++) {
+        FOR_MINE(a, hs) {
             lt[a] = m[a] + logf(Z[a]);
             p[a] /= Z[a];
         }
-        mt_vec(OROW(out, t), S, p, hs);
+        done();
+        mt_vec(OROW(out, t), S, p, hs, sl);
     }
 }
 
-static __device__ __forceinline__ void eff_bwd(float *dq, float *dk, float *dv, float *c, const float *dout,
-                    const float *q, const float *k, const float *v,
-                    const float *lse, int ld, int C, int H, int o, int L,
-                    int h, int causal, float *st)
+static __device__ __forceinline__ void eff_bwd(float *dq, float *dk, float *dv, float *c,
+                                               const float *dout, const float *q,
+                                               const float *k, const float *v,
+                                               const float *lse, const lat_item &w)
 {
-    int hs = C / H;
-    float *S = st, *Gm = S + (size_t)hs * hs, *m = Gm + (size_t)hs * hs;
+    int hs = w.C / w.H, L = w.L, causal = w.causal, sl = w.sl;
+    float *S = w.st, *Gm = S + (size_t)hs * sl, *m = Gm + (size_t)hs * sl;
     float *Z = m + hs, *g = Z + hs, *p = g + hs, *dp = p + hs;
     float *sg = dp + hs;
     /* Forward sweep: W_t = S / Z (the normalised key-weighted values),
@@ -450,185 +494,210 @@ static __device__ __forceinline__ void eff_bwd(float *dq, float *dk, float *dv, 
      * buffer. */
     for (int t = 0; t < L; t++) {
         for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++)
-            eff_add(S, m, Z, ROW(k, j), ROW(v, j), hs, j == 0);
+            eff_add(S, m, Z, ROW(k, j), ROW(v, j), hs, sl, j == 0);
         softmax_row(p, ROW(q, t), hs);
-        m_vec(dp, S, OROW(dout, t), hs);
-        float s = 0;
-        for (int a = 0; a < hs; a++) {
+        m_vec(dp, S, OROW(dout, t), hs, sl);
+        FOR_MINE(a, hs)
             dp[a] /= Z[a];
-            s += p[a] * dp[a];
-        }
+        done();
+        float s = b_dot(p, dp, hs);
         float *dqt = ROW(dq, t), *ct = OROW(c, t);
-        for (int a = 0; a < hs; a++) {
+        FOR_MINE(a, hs) {
             dqt[a] += p[a] * (dp[a] - s);
             ct[a] = p[a] * dp[a];
         }
+        done();
     }
     /* Reverse sweep with G_j = sum_{t sees j} exp(lse_j - lse_t) p_t dout_t^T
      * and g_j likewise over c_t (every factor <= 1 since lse_t grows with t):
      * with s_j = exp(k_j - lse_j),
      *   dv_j = G_j^T s_j,  dk_j[a] = s_j[a] (G_j[a] . v_j - g_j[a]). */
-    dev_zero(Gm, (size_t)hs * hs);
-    dev_zero(g, (size_t)hs);
+    b_zero_m(Gm, hs, sl);
+    b_zero(g, hs);
     for (int j = L - 1; j >= 0; j--) {
         const float *lj = OROW(lse, j);
         if (causal && j < L - 1) {
             const float *lj1 = OROW(lse, j + 1);
-            for (int a = 0; a < hs; a++) {
+            FOR_MINE(a, hs) {
                 float f = expf(lj[a] - lj1[a]);
                 g[a] *= f;
-                float *Ga = Gm + (size_t)a * hs;
+                float *Ga = Gm + (size_t)a * sl;
                 for (int e = 0; e < hs; e++)
                     Ga[e] *= f;
             }
+            done();
         }
         for (int t = queries_from(j, L, causal); t < queries_to(j, L, causal); t++) {
             softmax_row(p, ROW(q, t), hs);
-            outer_add(Gm, p, OROW(dout, t), hs);
-            dev_axpy(g, 1, OROW(c, t), hs);
+            outer_add(Gm, p, OROW(dout, t), hs, sl);
+            b_axpy(g, 1, OROW(c, t), hs);
         }
         const float *kj = ROW(k, j), *vj = ROW(v, j);
-        for (int a = 0; a < hs; a++)
+        FOR_MINE(a, hs)
             sg[a] = expf(kj[a] - lj[a]);
-        mt_vec(dp, Gm, sg, hs);
-        dev_axpy(ROW(dv, j), 1, dp, hs);
+        done();
+        mt_vec(dp, Gm, sg, hs, sl);
+        b_axpy(ROW(dv, j), 1, dp, hs);
         float *dkj = ROW(dk, j);
-        for (int a = 0; a < hs; a++)
-            dkj[a] += sg[a] * (dev_dot(Gm + (size_t)a * hs, vj, hs) - g[a]);
+        FOR_MINE(a, hs) {
+            const float *Ga = Gm + (size_t)a * sl;
+            float s = 0;
+            for (int e = 0; e < hs; e++)
+                s += Ga[e] * vj[e];
+            dkj[a] += sg[a] * (s - g[a]);
+        }
+        done();
     }
 }
-
-
 
 /* ------------------------------------------------------------------------ */
 /* x = n * row: phi of a hydra row from the row and its saved 1/norm. */
 static __device__ __forceinline__ void scale_row(float *x, const float *row, float n, int hs)
 {
-    for (int a = 0; a < hs; a++)
+    FOR_MINE(a, hs)
         x[a] = row[a] * n;
+    done();
 }
 
 /* 4. Hydra: cosine kernel over the whole token vector, per-head products   */
 
 static __device__ __forceinline__ void hydra_fwd(float *out, const float *nq, const float *nk,
-                      const float *q, const float *k, const float *v, int ld,
-                      int C, int H, int o, int L, int h, int causal, float *st)
+                                                 const float *q, const float *k, const float *v,
+                                                 const lat_item &w)
 {
-    int hs = C / H;
-    float *S = st, *x = S + (size_t)hs * hs;
-    dev_zero(S, (size_t)hs * hs);
+    int hs = w.C / w.H, L = w.L, causal = w.causal, sl = w.sl;
+    float *S = w.st, *x = S + (size_t)hs * sl;
+    b_zero_m(S, hs, sl);
     for (int t = 0; t < L; t++) {
         for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
-            scale_row(x, ROW(k, j), nk[o + j], hs);
-            outer_add(S, x, ROW(v, j), hs);
+            scale_row(x, ROW(k, j), nk[w.o + j], hs);
+            outer_add(S, x, ROW(v, j), hs, sl);
         }
-        scale_row(x, ROW(q, t), nq[o + t], hs);
-        mt_vec(OROW(out, t), S, x, hs);
+        scale_row(x, ROW(q, t), nq[w.o + t], hs);
+        mt_vec(OROW(out, t), S, x, hs, sl);
     }
 }
 
 /* Writes dphi(q) and dphi(k) of the head's columns into the row buffers
  * (assigned, not added) and adds dv. */
-static __device__ __forceinline__ void hydra_bwd(float *dv, float *dpq, float *dpk, const float *dout,
-                      const float *nq, const float *nk, const float *q,
-                      const float *k, const float *v, int ld, int C, int H,
-                      int o, int L, int h, int causal, float *st)
+static __device__ __forceinline__ void hydra_bwd(float *dv, float *dpq, float *dpk,
+                                                 const float *dout, const float *nq,
+                                                 const float *nk, const float *q, const float *k,
+                                                 const float *v, const lat_item &w)
 {
-    int hs = C / H;
-    float *S = st, *Gm = S + (size_t)hs * hs, *x = Gm + (size_t)hs * hs;
+    int hs = w.C / w.H, L = w.L, causal = w.causal, sl = w.sl;
+    float *S = w.st, *Gm = S + (size_t)hs * sl, *x = Gm + (size_t)hs * sl;
     float *y = x + hs;
-    dev_zero(S, (size_t)hs * hs);
+    b_zero_m(S, hs, sl);
     for (int t = 0; t < L; t++) {
         for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
-            scale_row(x, ROW(k, j), nk[o + j], hs);
-            outer_add(S, x, ROW(v, j), hs);
+            scale_row(x, ROW(k, j), nk[w.o + j], hs);
+            outer_add(S, x, ROW(v, j), hs, sl);
         }
-        m_vec(OROW(dpq, t), S, OROW(dout, t), hs);
+        m_vec(OROW(dpq, t), S, OROW(dout, t), hs, sl);
     }
-    dev_zero(Gm, (size_t)hs * hs);
+    b_zero_m(Gm, hs, sl);
     for (int j = L - 1; j >= 0; j--) {
         for (int t = queries_from(j, L, causal); t < queries_to(j, L, causal); t++) {
-            scale_row(x, ROW(q, t), nq[o + t], hs);
-            outer_add(Gm, x, OROW(dout, t), hs);
+            scale_row(x, ROW(q, t), nq[w.o + t], hs);
+            outer_add(Gm, x, OROW(dout, t), hs, sl);
         }
-        scale_row(x, ROW(k, j), nk[o + j], hs);
-        mt_vec(y, Gm, x, hs);
-        dev_axpy(ROW(dv, j), 1, y, hs);
-        m_vec(OROW(dpk, j), Gm, ROW(v, j), hs);
+        scale_row(x, ROW(k, j), nk[w.o + j], hs);
+        mt_vec(y, Gm, x, hs, sl);
+        b_axpy(ROW(dv, j), 1, y, hs);
+        m_vec(OROW(dpk, j), Gm, ROW(v, j), hs, sl);
     }
 }
 
-
 #undef ROW
 #undef OROW
+#undef HROW
 
 // ---- the work items ----------------------------------------------------
 
 struct lat_args {
-    int kind, fwd, ld, B, H, C, causal, T;
+    int kind, fwd, ld, B, H, C, causal, T, shared;
     float *out, *cache, *scratch, *dq, *dk, *dv;
     const float *q, *k, *v, *dout;
     const int *off;
 };
 
-static __device__ __forceinline__ size_t slot_of(int hs)
+// A slot's floats: two hs x hs states, rows sl apart, and six rows.
+static __host__ __device__ __forceinline__ size_t slot_of(int hs, int sl)
 {
-    return 2 * (size_t)hs * hs + 6 * (size_t)hs;
+    return 2 * (size_t)hs * sl + 6 * (size_t)hs;
 }
 
-static __device__ __forceinline__ void linrec_item(const lat_args &a, int o, int L, int h,
-                                                   float *st)
+static __device__ __forceinline__ void linrec_item(const lat_args &a, const lat_item &w)
 {
     int va = a.kind >= K_NO_ELU ? 2 : a.kind >= K_NO_L2 ? 1 : 0;
     int paper = a.kind == K_LINREC_PAPER || a.kind == K_NO_L2_PAPER || a.kind == K_NO_ELU_PAPER;
     linrec_mode md = linrec_mode_of(a.causal, paper, va);
     float *rk = a.cache, *rq = a.cache + (size_t)a.T * a.C;
     if (a.fwd)
-        linrec_fwd(a.out, rk, rq, a.q, a.k, a.v, a.ld, a.C, a.H, o, L, h, &md, st);
+        linrec_fwd(a.out, rk, rq, a.q, a.k, a.v, &md, w);
     else
-        linrec_bwd(a.dq, a.dk, a.dv, a.scratch, a.dout, a.q, a.k, a.v, rk, rq, a.ld, a.C, a.H,
-                   o, L, h, &md, st);
+        linrec_bwd(a.dq, a.dk, a.dv, a.scratch, a.dout, a.q, a.k, a.v, rk, rq, &md, w);
 }
 
-static __global__ __launch_bounds__(64, 1) void k_lattn(lat_args a)
+static __device__ __forceinline__ void lat_item_run(const lat_args &a, const lat_item &w)
 {
-    int G = a.B < 32 ? a.B : 32, hs = a.C / a.H;
-    int gh = blockIdx.x * blockDim.x + threadIdx.x;
-    if (gh >= G * a.H)
-        return;
-    int h = gh % a.H;
-    size_t rowbufs = a.fwd ? 0 : a.kind == K_HYDRA ? 2 : 1;
     size_t TC = (size_t)a.T * a.C;
-    float *st = a.scratch + rowbufs * TC + (size_t)gh * slot_of(hs);
-    for (int b = gh / a.H; b < a.B; b += G) {
-        int o = a.off[b], L = a.off[b + 1] - a.off[b];
-        switch (a.kind) {
-        case K_LINEAR:
-            if (a.fwd)
-                linear_fwd(a.out, a.cache, a.q, a.k, a.v, a.ld, a.C, a.H, o, L, h, a.causal, st);
-            else
-                linear_bwd(a.dq, a.dk, a.dv, a.scratch, a.dout, a.q, a.k, a.v, a.cache, a.ld,
-                           a.C, a.H, o, L, h, a.causal, st);
-            break;
-        case K_EFFICIENT:
-            if (a.fwd)
-                eff_fwd(a.out, a.cache, a.q, a.k, a.v, a.ld, a.C, a.H, o, L, h, a.causal, st);
-            else
-                eff_bwd(a.dq, a.dk, a.dv, a.scratch, a.dout, a.q, a.k, a.v, a.cache, a.ld, a.C,
-                        a.H, o, L, h, a.causal, st);
-            break;
-        case K_HYDRA:
-            if (a.fwd)
-                hydra_fwd(a.out, a.cache, a.cache + a.T, a.q, a.k, a.v, a.ld, a.C, a.H, o, L,
-                          h, a.causal, st);
-            else
-                hydra_bwd(a.dv, a.scratch, a.scratch + TC, a.dout, a.cache, a.cache + a.T, a.q,
-                          a.k, a.v, a.ld, a.C, a.H, o, L, h, a.causal, st);
-            break;
-        default:
-            linrec_item(a, o, L, h, st);
-        }
+    switch (a.kind) {
+    case K_LINEAR:
+        if (a.fwd)
+            linear_fwd(a.out, a.cache, a.q, a.k, a.v, w);
+        else
+            linear_bwd(a.dq, a.dk, a.dv, a.scratch, a.dout, a.q, a.k, a.v, a.cache, w);
+        break;
+    case K_EFFICIENT:
+        if (a.fwd)
+            eff_fwd(a.out, a.cache, a.q, a.k, a.v, w);
+        else
+            eff_bwd(a.dq, a.dk, a.dv, a.scratch, a.dout, a.q, a.k, a.v, a.cache, w);
+        break;
+    case K_HYDRA:
+        if (a.fwd)
+            hydra_fwd(a.out, a.cache, a.cache + a.T, a.q, a.k, a.v, w);
+        else
+            hydra_bwd(a.dv, a.scratch, a.scratch + TC, a.dout, a.cache, a.cache + a.T, a.q,
+                      a.k, a.v, w);
+        break;
+    default:
+        linrec_item(a, w);
     }
+}
+
+// A block a work item. In shared memory: block (b, h) sweeps segment b.
+// In the scratch: block gh owns slot gh and sweeps segments gh / H, + G...
+static __global__ __launch_bounds__(128, 1) void k_lattn(lat_args a)
+{
+    BE_DYN_SHARED(float, sh);
+    int hs = a.C / a.H, gh = (int)blockIdx.x;
+    lat_item w = {a.ld, a.C, a.H, 0, 0, gh % a.H, a.causal, hs, nullptr};
+    int G = a.B;
+    if (a.shared) {
+        w.sl = hs + 1;
+        w.st = sh;
+    } else {
+        G = a.B < 32 ? a.B : 32;
+        size_t rowbufs = a.fwd ? 0 : a.kind == K_HYDRA ? 2 : 1;
+        w.st = a.scratch + rowbufs * (size_t)a.T * a.C + (size_t)gh * slot_of(hs, hs);
+    }
+    for (int b = gh / a.H; b < a.B; b += G) {
+        w.o = a.off[b];
+        w.L = a.off[b + 1] - a.off[b];
+        lat_item_run(a, w);
+    }
+}
+
+// a . b over n entries, by one thread
+static __device__ __forceinline__ float dot_one(const float *a, const float *b, int n)
+{
+    float s = 0;
+    for (int i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
 }
 
 // Hydra's whole-row norms: n[t] = 1 / sqrt(|x_t|^2 + eps) over C columns
@@ -638,7 +707,7 @@ static __global__ __launch_bounds__(256) void k_rnorms(float *n, const float *x,
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t < T) {
         const float *xt = x + (size_t)t * ld;
-        n[t] = 1.0f / sqrtf(dev_dot(xt, xt, C) + 1e-12f);
+        n[t] = 1.0f / sqrtf(dot_one(xt, xt, C) + 1e-12f);
     }
 }
 
@@ -651,7 +720,7 @@ static __global__ __launch_bounds__(256) void k_rnorms_back(float *dx, const flo
     if (t >= T)
         return;
     const float *xt = x + (size_t)t * ld, *dp = dphi + (size_t)t * C;
-    float nt = n[t], s = dev_dot(xt, dp, C) * nt * nt;
+    float nt = n[t], s = dot_one(xt, dp, C) * nt * nt;
     float *d = dx + (size_t)t * ld;
     for (int c = 0; c < C; c++)
         d[c] += nt * (dp[c] - xt[c] * s);
@@ -674,10 +743,19 @@ static int lat_setup(sq_gpu_be *be, lat_args *a, int kind, const int *off, int B
     return a->T > 0 ? 0 : -1;
 }
 
-static unsigned lat_blocks(const lat_args *a)
+enum { LAT_THREADS_MAX = 128, LAT_SHARED_MAX = 48 * 1024 };
+
+// The launch of k_lattn: its blocks, threads and dynamic shared bytes; the
+// state in shared memory when it fits (a->shared).
+static void lat_launch(sq_gpu_be *be, lat_args *a)
 {
-    int G = a->B < 32 ? a->B : 32;
-    return be_blocks((size_t)G * a->H, 64);
+    int hs = a->C / a->H;
+    size_t sh = slot_of(hs, hs + 1) * sizeof(float);
+    a->shared = sh <= LAT_SHARED_MAX;
+    int G = a->shared ? a->B : a->B < 32 ? a->B : 32;
+    int nt = (hs + 31) / 32 * 32;
+    nt = nt < LAT_THREADS_MAX ? nt : LAT_THREADS_MAX;
+    SQ_LAUNCH(be, k_lattn, (unsigned)G * (unsigned)a->H, (unsigned)nt, a->shared ? sh : 0, *a);
 }
 
 void be_lattn_forward(sq_gpu_be *be, int kind, float *out, float *cache, float *scratch,
@@ -700,7 +778,7 @@ void be_lattn_forward(sq_gpu_be *be, int kind, float *out, float *cache, float *
         SQ_LAUNCH(be, k_rnorms, be_blocks(a.T, 256), 256, 0, cache, q, ld, a.T, C);
         SQ_LAUNCH(be, k_rnorms, be_blocks(a.T, 256), 256, 0, cache + a.T, k, ld, a.T, C);
     }
-    SQ_LAUNCH(be, k_lattn, lat_blocks(&a), 64, 0, a);
+    lat_launch(be, &a);
 }
 
 void be_lattn_backward(sq_gpu_be *be, int kind, float *dq, float *dk, float *dv, float *scratch,
@@ -723,7 +801,7 @@ void be_lattn_backward(sq_gpu_be *be, int kind, float *dq, float *dk, float *dv,
     a.k = k;
     a.v = v;
     a.dout = dout;
-    SQ_LAUNCH(be, k_lattn, lat_blocks(&a), 64, 0, a);
+    lat_launch(be, &a);
     if (kind == K_HYDRA) {
         size_t TC = (size_t)a.T * C;
         SQ_LAUNCH(be, k_rnorms_back, be_blocks(a.T, 256), 256, 0, dq, scratch, q,

@@ -416,7 +416,7 @@ void ref_lattn(sq_lattn_kind kind, double *out, const double *q, const double *k
     const ldbl eps = SQ_LATTN_EPS;
     for (int b = 0; b < B; b++) {
         int o = off[b], L = off[b + 1] - off[b];
-        if (L > REF_LATTN_MAXL)
+        if (L > REF_LATTN_MAXL || hs > REF_LATTN_MAXHS)
             abort();
         for (int h = 0; h < H; h++)
             for (int t = 0; t < L; t++) {
@@ -455,7 +455,7 @@ void ref_lattn(sq_lattn_kind kind, double *out, const double *q, const double *k
                     for (int j = 0; j < n; j++)
                         A[j] /= den;
                 } else if (kind == SQ_LATTN_EFFICIENT) {
-                    ldbl p[REF_LATTN_MAXL], mx = qt[0], sum = 0;
+                    ldbl p[REF_LATTN_MAXHS], mx = qt[0], sum = 0;
                     for (int a = 1; a < hs; a++)
                         mx = fmaxl(mx, qt[a]);
                     for (int a = 0; a < hs; a++)

@@ -1079,25 +1079,35 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m)
     h->math = (int)m;
     return CUBLAS_STATUS_SUCCESS;
 }
-// x rounded to the nearest bf16 (ties to even), as a float; NaN kept
-static float bf16_round(float x)
+// How a GEMM rounds its inputs before the fp32 products and sums: as
+// cublasSgemm under CUBLAS_PEDANTIC_MATH (not at all), under
+// CUBLAS_TF32_TENSOR_OP_MATH (10 mantissa bits), or as cublasGemmEx's
+// CUBLAS_COMPUTE_32F_FAST_16BF (7). A test that compares a GEMM's result
+// with the fp32 CPU at 1e-4 without asking for fp32 then fails here, as it
+// would on a GPU, instead of passing on exact products.
+enum { RND_FP32, RND_TF32, RND_BF16 };
+
+// x rounded to the nearest float of `drop` fewer mantissa bits (ties to
+// even), as a float; NaN and infinities kept
+static float mant_round(float x, int drop)
 {
-    uint32_t u;
+    uint32_t u, half = (1u << (drop - 1)) - 1u;
     memcpy(&u, &x, 4);
     if ((u & 0x7f800000u) != 0x7f800000u)
-        u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        u = (u + half + ((u >> drop) & 1u)) & ~((1u << drop) - 1u);
     memcpy(&x, &u, 4);
     return x;
 }
 
 // A host copy of the rows x cols column-major matrix at M (leading
-// dimension ld) rounded to bf16, packed (leading dimension rows)
-static std::vector<float> bf16_copy(const float *M, int rows, int cols, int ld)
+// dimension ld) rounded as rnd says, packed (leading dimension rows)
+static std::vector<float> rounded_copy(const float *M, int rows, int cols, int ld, int rnd)
 {
+    int drop = rnd == RND_BF16 ? 16 : 13;
     std::vector<float> out((size_t)rows * (size_t)cols);
     for (int c = 0; c < cols; c++)
         for (int r = 0; r < rows; r++)
-            out[(size_t)c * rows + r] = bf16_round(M[(size_t)c * ld + r]);
+            out[(size_t)c * rows + r] = mant_round(M[(size_t)c * ld + r], drop);
     return out;
 }
 
@@ -1115,22 +1125,23 @@ static void gemm_check(const char *who, cublasOperation_t ta, cublasOperation_t 
         die("%s: a matrix is not (wholly) in device memory", who);
 }
 
-// C = alpha op(A) op(B) + beta C, with A and B first rounded to bf16 if
-// bf16 (k > 0 then)
-static cudaError_t gemm_now(int bf16, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+// C = alpha op(A) op(B) + beta C, with A and B first rounded as rnd says
+// (k > 0 then)
+static cudaError_t gemm_now(int rnd, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                             int k, float alpha, const float *A, int lda, const float *B, int ldb,
                             float beta, float *C, int ldc)
 {
-    gemm_check(bf16 ? "cublasGemmEx" : "cublasSgemm", ta, tb, m, n, k, A, lda, B, ldb, C, ldc);
+    gemm_check(rnd == RND_BF16 ? "cublasGemmEx" : "cublasSgemm", ta, tb, m, n, k, A, lda, B, ldb,
+               C, ldc);
     CBLAS_TRANSPOSE oa = ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
     CBLAS_TRANSPOSE ob = tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
     unpoison_all();
-    if (bf16) {
+    if (rnd != RND_FP32) {
         int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
         int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
-        std::vector<float> a16 = bf16_copy(A, ar, ac, lda);
-        std::vector<float> b16 = bf16_copy(B, br, bc, ldb);
-        cblas_sgemm(CblasColMajor, oa, ob, m, n, k, alpha, a16.data(), ar, b16.data(), br, beta,
+        std::vector<float> ra = rounded_copy(A, ar, ac, lda, rnd);
+        std::vector<float> rb = rounded_copy(B, br, bc, ldb, rnd);
+        cblas_sgemm(CblasColMajor, oa, ob, m, n, k, alpha, ra.data(), ar, rb.data(), br, beta,
                     C, ldc);
     } else {
         cblas_sgemm(CblasColMajor, oa, ob, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -1142,12 +1153,12 @@ static cudaError_t gemm_now(int bf16, cublasOperation_t ta, cublasOperation_t tb
 // A GEMM on h's stream: run now, or recorded while that stream captures,
 // with alpha and beta read now (host-pointer mode: cuBLAS reads them when
 // called, a graph keeps the values); m, n > 0
-static cublasStatus_t gemm_queue(cublasHandle_t h, int bf16, cublasOperation_t ta,
+static cublasStatus_t gemm_queue(cublasHandle_t h, int rnd, cublasOperation_t ta,
                                  cublasOperation_t tb, int m, int n, int k, const float *alpha,
                                  const float *A, int lda, const float *B, int ldb,
                                  const float *beta, float *C, int ldc)
 {
-    const char *who = bf16 ? "cublasGemmEx" : "cublasSgemm";
+    const char *who = rnd == RND_BF16 ? "cublasGemmEx" : "cublasSgemm";
     gemm_check(who, ta, tb, m, n, k, A, lda, B, ldb, C, ldc);
     float a = *alpha, b = *beta;
     cudaStream_t s = h->stream;
@@ -1156,11 +1167,11 @@ static cublasStatus_t gemm_queue(cublasHandle_t h, int bf16, cublasOperation_t t
         return CUBLAS_STATUS_EXECUTION_FAILED;
     }
     if (!capturing(s)) {
-        gemm_now(bf16, ta, tb, m, n, k, a, A, lda, B, ldb, b, C, ldc);
+        gemm_now(rnd, ta, tb, m, n, k, a, A, lda, B, ldb, b, C, ldc);
         return CUBLAS_STATUS_SUCCESS;
     }
     cudaError_t e = record(s, who, [=]() {
-        return gemm_now(bf16, ta, tb, m, n, k, a, A, lda, B, ldb, b, C, ldc);
+        return gemm_now(rnd, ta, tb, m, n, k, a, A, lda, B, ldb, b, C, ldc);
     });
     return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
@@ -1181,7 +1192,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
         return CUBLAS_STATUS_NOT_INITIALIZED;
     if (m < 0 || n < 0 || k < 0)
         return CUBLAS_STATUS_INVALID_VALUE;
-    return gemm_queue(h, 1, ta, tb, m, n, k, (const float *)alpha, (const float *)A, lda,
+    return gemm_queue(h, RND_BF16, ta, tb, m, n, k, (const float *)alpha, (const float *)A, lda,
                       (const float *)B, ldb, (const float *)beta, (float *)C, ldc);
 }
 
@@ -1195,5 +1206,6 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
         return CUBLAS_STATUS_INVALID_VALUE;
     if (!m || !n)
         return CUBLAS_STATUS_SUCCESS;
-    return gemm_queue(h, 0, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    int rnd = h->math == CUBLAS_TF32_TENSOR_OP_MATH ? RND_TF32 : RND_FP32;
+    return gemm_queue(h, rnd, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }

@@ -55,6 +55,14 @@ static inline int cuda_open_(unit_ctx *t, cuda_env *g)
         return 1;
     }
     g->cx = (sq_ctx){SQ_BACKEND_CUDA, 0, g->gpu, 0};
+    /* fp32 GEMMs: the twin is fp32, and a real GPU's default, tf32, misses
+     * 1e-4 (the simulated device rounds tf32 as a GPU does); a test of
+     * tf32 or bf16 sets it after this */
+    if (sq_gpu_set_precision(g->gpu, 0, &g->e) != 0) {
+        fprintf(stderr, "  %s: sq_gpu_set_precision: %s\n", t->name, g->e.msg);
+        t->failed = 1;
+        return 1;
+    }
     return 0;
 }
 #define cuda_open(t, g) cuda_open_((t), (g))

@@ -111,7 +111,9 @@ UNIT_TEST(cuda_attention_softmax)
 static void lattn_case(unit_ctx *t, cuda_env *g, int kind, const int *len, int B, int H, int C,
                        int causal)
 {
-    int off[16];
+    int off[40];
+    if (B >= 40)
+        abort(); /* a test's own slip */
     int T = sq_pack_offsets(off, len, B), ld = 3 * C;
     size_t n3 = (size_t)T * ld, tc = (size_t)T * C;
     sq_rng r;
@@ -163,6 +165,28 @@ UNIT_TEST(cuda_lattn_kinds)
         for (int causal = 0; causal < 2; causal++) {
             int hydra = kind == SQ_LATTN_HYDRA;
             lattn_case(t, &g, kind, lens, 4, hydra ? 16 : 2, 16, causal);
+        }
+    cuda_close(&g);
+}
+
+/* k_lattn's two homes for the state: shared memory for a head of 40
+ * (two warps, the second partly idle), the scratch for a head of 136
+ * (over 48 KiB: more columns than the block's 128 threads), with 35
+ * segments, so that a slot sweeps segments b and b + 32. */
+UNIT_TEST(cuda_lattn_shapes)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    static const int few[] = {5, 1, 3};
+    int many[35];
+    for (int b = 0; b < 35; b++)
+        many[b] = 1 + b % 3;
+    for (int kind = SQ_LATTN_LINREC; kind <= SQ_LATTN_HYDRA; kind++)
+        for (int causal = 0; causal < 2; causal++) {
+            lattn_case(t, &g, kind, few, 3, 1, 40, causal);
+            lattn_case(t, &g, kind, kind == SQ_LATTN_LINREC ? many : few,
+                       kind == SQ_LATTN_LINREC ? 35 : 3, 1, 136, causal);
         }
     cuda_close(&g);
 }

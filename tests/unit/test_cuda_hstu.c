@@ -289,7 +289,6 @@ UNIT_TEST(cuda_hstu_step)
     cuda_env g;
     if (cuda_open(t, &g))
         return;
-    CHECK_EQ(sq_gpu_set_precision(g.gpu, 0, &g.e), 0); /* fp32: tf32 would miss 1e-3 */
     hs_cfg c;
     hs_data d;
     hs_data_make(&d);
@@ -356,7 +355,6 @@ UNIT_TEST(cuda_hstu_scores)
     cuda_env g;
     if (cuda_open(t, &g))
         return;
-    CHECK_EQ(sq_gpu_set_precision(g.gpu, 0, &g.e), 0);
     hs_cfg c;
     hs_data d;
     hs_data_make(&d);

@@ -115,7 +115,6 @@ static void ce_case(unit_ctx *t, int with_bias, int rows_kind, int dev_ids)
     cuda_env g;
     if (cuda_open(t, &g))
         return;
-    sq_gpu_set_precision(g.gpu, 0, &g.e); /* FP32 GEMMs on a real GPU: parity */
     sq_rng r;
     sq_rng_seed(&r, 42 + (uint64_t)rows_kind, (uint64_t)with_bias);
     size_t nh = (size_t)CE_HROWS * CE_C, nE = (size_t)CE_V1 * CE_C;
@@ -268,7 +267,6 @@ static void bce_case(unit_ctx *t, int rows_kind, int dev_ids)
     cuda_env g;
     if (cuda_open(t, &g))
         return;
-    sq_gpu_set_precision(g.gpu, 0, &g.e);
     sq_rng r;
     sq_rng_seed(&r, 7 + (uint64_t)rows_kind, (uint64_t)dev_ids);
     size_t nh = (size_t)CE_HROWS * CE_C, nE = (size_t)BCE_V1 * CE_C;

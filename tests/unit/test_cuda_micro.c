@@ -144,7 +144,6 @@ UNIT_TEST(test_cuda_micro_lazy)
     cuda_env g;
     if (cuda_open(t, &g))
         return;
-    CHECK_EQ(sq_gpu_set_precision(g.gpu, 0, &g.e), 0); /* fp32 GEMMs: parity */
     sq_ctx cpu = sq_ctx_cpu();
     cpu.threads = 1;
     lz_out c = {0}, gl = {0}, ge = {0};

@@ -266,7 +266,6 @@ UNIT_TEST(cuda_pos_fpositional)
     cuda_env g;
     if (cuda_open(t, &g))
         return;
-    sq_gpu_set_precision(g.gpu, 0, &g.e); /* FP32 GEMMs on a real GPU: parity */
     each_case(t, &g, pa_case, 1, 1);
     cuda_close(&g);
 }

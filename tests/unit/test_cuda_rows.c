@@ -341,7 +341,6 @@ UNIT_TEST(cuda_layernorm_linear)
     cuda_env g;
     if (cuda_open(t, &g))
         return;
-    CHECK_EQ(sq_gpu_set_precision(g.gpu, 0, &g.e), 0);
     sq_rng r;
     sq_rng_seed(&r, 14, 0);
     size_t tc = (size_t)RT * RC, tf = (size_t)RT * RF, fc = (size_t)RF * RC;

@@ -218,7 +218,6 @@ static void sp_case_run(unit_ctx *t, sp_case c, uint64_t seed)
     cuda_env g;
     if (cuda_open(t, &g))
         return;
-    sq_gpu_set_precision(g.gpu, 0, &g.e); /* FP32 GEMMs on a real GPU: parity */
     sp_data d;
     CHECK_EQ(sp_make(&d, &c, seed), 0);
     size_t nh = (size_t)SP_HROWS * SP_C, nE = (size_t)SP_V1 * SP_C;

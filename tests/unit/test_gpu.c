@@ -96,9 +96,13 @@ static double worst_rel(const float *a, const float *b, int n)
     return w;
 }
 
-/* --precision bf16: the GEMM multiplies the inputs rounded to bf16 (exact
- * products in fp32) and sums in fp32, so it matches cblas on the rounded
- * inputs to summation order, and is measurably off the fp32 GEMM. */
+/* --precision bf16: the GEMM rounds its inputs to bf16 and sums in fp32,
+ * so each entry lies within bf16's bound of the fp32 GEMM, 2^-7 sum |a b|
+ * (an input's rounding is off by at most 2^-8, truncated or rounded), and
+ * is measurably off it. The simulated device rounds to nearest, ties to
+ * even, so there it also matches cblas on the rounded inputs to summation
+ * order; an H200's cuBLAS did not (gpu-check of stop 27: beyond 1e-4), so
+ * that is the simulator's rule, not a GPU's. */
 UNIT_TEST(test_gpu_gemm_bf16)
 {
     char name[256];
@@ -130,12 +134,25 @@ UNIT_TEST(test_gpu_gemm_bf16)
     sq_gpu_gemm(g, 0, 1, M, N, K, 1.0f, dA, K, dB, K, 0.0f, dC, N);
     CHECK_EQ(sq_gpu_sync(g, &e), 0);
     CHECK_EQ(sq_gpu_download(g, G, dC, sizeof G, &e), 0);
-    double to16 = worst_rel(G, C16, M * N), to32 = worst_rel(G, C32, M * N);
-    if (getenv("SQ_TEST_VERBOSE"))
-        fprintf(stderr, "  bf16 GEMM: %.3g from cblas on bf16 inputs, %.3g from fp32\n", to16,
-                to32);
-    CHECK(to16 < 1e-4);
+    double to16 = worst_rel(G, C16, M * N), to32 = worst_rel(G, C32, M * N), over = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int k = 0; k < K; k++)
+                s += fabs((double)A[i * K + k] * B[j * K + k]);
+            double bound = (0x1p-7 + K * 0x1p-24) * s;
+            double d = fabs((double)G[i * N + j] - C32[i * N + j]);
+            if (d / bound > over)
+                over = d / bound;
+        }
+    /* said on every run: what a GPU's cuBLAS does is worth a gpu-check's log */
+    fprintf(stderr,
+            "  bf16 GEMM: %.3g from cblas on bf16 inputs, %.3g from fp32, %.3g of the bound\n",
+            to16, to32, over);
+    CHECK(over <= 1);
     CHECK(to32 > 1e-3); /* a 64-term sum of products off by ~2^-9 each */
+    if (getenv("SEQREC_SIMULATED_DEVICE"))
+        CHECK(to16 < 1e-4);
     sq_gpu_free(g, dA);
     sq_gpu_free(g, dB);
     sq_gpu_free(g, dC);
