@@ -90,6 +90,16 @@ struct sq_gpu_be {
 #define BE_VALS 64
 // Ends the NCCL communicator, if any (be_close).
 void be_nccl_close(sq_gpu_be *b);
+// Whether the context has a live NCCL communicator (a job of ranks).
+int be_nccl_active(const sq_gpu_be *b);
+// A wait that has made no progress for `waited` seconds: 0 to go on; else
+// 1, the communicator aborted and the sticky error set (NCCL's asynchronous
+// error, or SEQREC_NCCL_TIMEOUT passed).
+int be_nccl_watch(sq_gpu_be *b, double waited, const char *what);
+// Waits for the context's stream (ev NULL) or for ev: a plain synchronize,
+// or in a job of ranks a poll under be_nccl_watch, so that a dead rank
+// cannot hang this one. 1 and the sticky error on failure.
+int be_wait(sq_gpu_be *b, cudaEvent_t ev, const char *what);
 #define BE_RED_SLOTS 4096
 
 // Records a failure unless one is already kept; code is SQ_EX_OSERR for

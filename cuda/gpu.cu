@@ -13,6 +13,8 @@
 
 #include "common.cuh"
 
+#include <time.h>
+
 #define BE_BLAS_WS (32u << 20) // cuBLAS's workspace: 32 MiB, fixed for the run
 
 static int fail_code(cudaError_t st)
@@ -41,6 +43,24 @@ int be_note_blas(sq_gpu_be *b, cublasStatus_t st, const char *what)
                 "cuBLAS: %s failed (status %d)", what, (int)st);
     }
     return 1;
+}
+
+int be_wait(sq_gpu_be *b, cudaEvent_t ev, const char *what)
+{
+    if (!be_nccl_active(b))
+        return be_note(b, ev ? cudaEventSynchronize(ev) : cudaStreamSynchronize(b->stream), what);
+    struct timespec t0, now, nap = {0, 50000}; // polled every 50 us
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        cudaError_t st = ev ? cudaEventQuery(ev) : cudaStreamQuery(b->stream);
+        if (st != cudaErrorNotReady)
+            return be_note(b, st, what);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (be_nccl_watch(b, (double)(now.tv_sec - t0.tv_sec) + 1e-9 * (now.tv_nsec - t0.tv_nsec),
+                          what))
+            return 1;
+        nanosleep(&nap, NULL);
+    }
 }
 
 // The sticky error into e (once), or 0.
@@ -75,7 +95,7 @@ int be_grow_pair(sq_gpu_be *b, char **pinned, char **dev, size_t *bytes, size_t 
                  size_t cap)
 {
     char *p = NULL, *d = NULL;
-    if (be_note(b, cudaStreamSynchronize(b->stream), "upload buffer") ||
+    if (be_wait(b, NULL, "upload buffer") ||
         be_note(b, cudaHostAlloc((void **)&p, cap, cudaHostAllocDefault), "upload buffer") ||
         be_note(b, cudaMalloc((void **)&d, cap), "upload buffer")) {
         cudaFreeHost(p);
@@ -122,7 +142,7 @@ void *be_op_upload(sq_gpu_be *b, const void *host, size_t bytes)
     } else if (at == 0) {
         // the first upload since be_stage: the previous step's copies out
         // of the pinned buffer must be done before it is rewritten
-        if (be_note(b, cudaEventSynchronize(b->op_done), "op upload"))
+        if (be_wait(b, b->op_done, "op upload"))
             return NULL;
     }
     memcpy(b->op_pinned + at, host, bytes);
@@ -160,8 +180,8 @@ static void be_close(sq_gpu_be *b)
 {
     if (!b)
         return;
-    if (b->stream)
-        cudaStreamSynchronize(b->stream);
+    if (b->stream) // a dead rank's peers' stream never drains: watched
+        be_wait(b, NULL, "the last kernels");
     be_nccl_close(b);
     be_graph_close(b);
     if (b->blas)
@@ -285,7 +305,7 @@ int be_upload(sq_gpu_be *b, void *dst, const void *src, size_t bytes, sq_err *e)
 {
     if (bytes && !be_note(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
                                              b->stream), "upload"))
-        be_note(b, cudaStreamSynchronize(b->stream), "upload");
+        be_wait(b, NULL, "upload");
     return sticky(b, e);
 }
 
@@ -293,7 +313,7 @@ int be_download(sq_gpu_be *b, void *dst, const void *src, size_t bytes, sq_err *
 {
     if (bytes && !be_note(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
                                              b->stream), "download"))
-        be_note(b, cudaStreamSynchronize(b->stream), "download");
+        be_wait(b, NULL, "download");
     return sticky(b, e);
 }
 
@@ -304,7 +324,7 @@ static int stage_room(sq_gpu_be *b, size_t need)
         size_t cap = need < 65536 ? 65536 : need + need / 2;
         for (int i = 0; i < BE_STAGE_BUFS; i++) {
             if (b->pinned[i]) {
-                be_note(b, cudaEventSynchronize(b->pinned_done[i]), "stage");
+                be_wait(b, b->pinned_done[i], "stage");
                 cudaFreeHost(b->pinned[i]);
                 b->pinned[i] = NULL;
             }
@@ -317,7 +337,7 @@ static int stage_room(sq_gpu_be *b, size_t need)
     if (need > b->stage_dev_bytes) {
         size_t cap = need < 65536 ? 65536 : need + need / 2;
         if (b->stage_dev) {
-            be_note(b, cudaStreamSynchronize(b->stream), "stage");
+            be_wait(b, NULL, "stage");
             cudaFree(b->stage_dev);
             b->stage_dev = NULL;
         }
@@ -366,7 +386,7 @@ int be_stage(sq_gpu_be *b, const void *const *host, const size_t *bytes, int n, 
         return sticky(b, e);
     int k = b->pinned_next;
     b->pinned_next = (k + 1) % BE_STAGE_BUFS;
-    be_note(b, cudaEventSynchronize(b->pinned_done[k]), "stage");
+    be_wait(b, b->pinned_done[k], "stage");
     size_t at = 0;
     for (int i = 0; i < n; i++) {
         if (!host[i] || !bytes[i])
@@ -417,7 +437,7 @@ double be_download_red(sq_gpu_be *b, int slot)
     if (be_graph_no_read(b, "an op's value read back to the host") ||
         be_note(b, cudaMemcpyAsync(b->red_host + slot, b->red + slot, sizeof(double),
                                    cudaMemcpyDeviceToHost, b->stream), "download") ||
-        be_note(b, cudaStreamSynchronize(b->stream), "download"))
+        be_wait(b, NULL, "download"))
         return NAN;
     return b->red_host[slot];
 }
@@ -427,7 +447,7 @@ int be_sync(sq_gpu_be *b, sq_err *e)
 {
     if (be_graph_no_read(b, "sq_ctx_sync"))
         return sticky(b, e);
-    be_note(b, cudaStreamSynchronize(b->stream), "the step's kernels");
+    be_wait(b, NULL, "the step's kernels");
     return sticky(b, e);
 }
 

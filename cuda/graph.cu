@@ -268,7 +268,7 @@ int be_graph_values(sq_gpu_be *b, double *out, int n, int *got, sq_err *e)
     int k = b->vals_head, m = b->vals_n[k] < n ? b->vals_n[k] : n;
     b->vals_head = (k + 1) % 2;
     b->vals_pending--;
-    if (!be_note(b, cudaEventSynchronize(b->vals_ev[k]), "values")) {
+    if (!be_wait(b, b->vals_ev[k], "values")) {
         memcpy(out, b->vals_pin + (size_t)k * BE_VALS, (size_t)m * sizeof(double));
         *got = m;
     }
@@ -367,7 +367,7 @@ int be_graph_begin(sq_gpu_be *b, uint64_t key, sq_err *e)
     }
     // the slot's previous work is done with its region before the host
     // rewrites it
-    if (s->done && be_note(b, cudaEventSynchronize(s->done), "graph slot")) {
+    if (s->done && be_wait(b, s->done, "graph slot")) {
         b->gcur = NULL;
         return sq_fail(e, b->err.code, "%s", b->err.msg);
     }

@@ -12,13 +12,23 @@
 // queued so far and before the work queued after (events), so the compute
 // stream's later kernels wait on it and nothing waits on the host.
 //
+// A rank that died (or hangs) leaves the others' all-reduce unfinished,
+// and every kernel queued after it: the backend's waits (be_wait) then
+// poll, and be_nccl_watch ends the job, NCCL's asynchronous error or
+// SEQREC_NCCL_TIMEOUT seconds (default 600) without progress aborting the
+// communicator (ncclCommAbort: its kernels end, the streams drain) and
+// failing with 69, so no rank hangs and none writes its output.
+//
 // The simulated device (SQ_SIM) has one process and no NCCL: one rank,
-// whose sum is its own buffer, so the wiring runs in `make unit-sim`.
+// whose sum is its own buffer, so the wiring runs in `make unit-sim`;
+// SEQREC_SIM_NCCL_HANG=1 makes its all-reduce never finish, as a dead
+// rank's peers' does (the watchdog's test).
 #include "common.cuh"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #ifdef SQ_SIM
 typedef struct { char internal[128]; } ncclUniqueId;
@@ -26,8 +36,8 @@ typedef void *ncclComm_t;
 typedef int ncclResult_t;
 typedef int ncclDataType_t;
 typedef int ncclRedOp_t;
-enum { ncclSuccess = 0, ncclInvalidUsage = 5, ncclUint8 = 1, ncclFloat32 = 7, ncclFloat64 = 8,
-       ncclSum = 0 };
+enum { ncclSuccess = 0, ncclInvalidUsage = 5, ncclInProgress = 7, ncclUint8 = 1,
+       ncclFloat32 = 7, ncclFloat64 = 8, ncclSum = 0 };
 #define NCCL_UNIQUE_ID_BYTES 128
 #else
 #include <dlfcn.h>
@@ -44,7 +54,10 @@ struct be_nccl {
     ncclResult_t (*allreduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
                               ncclComm_t, cudaStream_t);
     ncclResult_t (*destroy)(ncclComm_t);
+    ncclResult_t (*abort)(ncclComm_t);
+    ncclResult_t (*async)(ncclComm_t, ncclResult_t *);
     const char *(*error)(ncclResult_t);
+    double timeout; // seconds a wait may make no progress (SEQREC_NCCL_TIMEOUT)
 };
 
 #ifdef SQ_SIM
@@ -81,6 +94,8 @@ static ncclResult_t sim_allreduce(const void *in, void *out, size_t n, ncclDataT
     size_t bytes = n * (t == ncclFloat64 ? 8 : t == ncclUint8 ? 1 : 4);
     if (in != out && cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, s))
         return ncclInvalidUsage;
+    if (getenv("SEQREC_SIM_NCCL_HANG"))
+        sim_stream_stick(s); // a peer never joins: nothing after this finishes
     const char *m = getenv("SEQREC_SIM_NCCL_MIRROR");
     int R = m ? atoi(m) : 1;
     if (t != ncclFloat32 || R < 2 || !n)
@@ -92,6 +107,16 @@ static ncclResult_t sim_allreduce(const void *in, void *out, size_t n, ncclDataT
                : ncclSuccess;
 }
 static ncclResult_t sim_destroy(ncclComm_t) { return ncclSuccess; }
+static ncclResult_t sim_abort(ncclComm_t)
+{
+    sim_unstick_all();
+    return ncclSuccess;
+}
+static ncclResult_t sim_async(ncclComm_t, ncclResult_t *r)
+{
+    *r = ncclSuccess;
+    return ncclSuccess;
+}
 static const char *sim_error(ncclResult_t r) { return r ? "invalid usage (one rank)" : "ok"; }
 
 static int nccl_load(struct be_nccl *n, sq_err *e)
@@ -101,6 +126,8 @@ static int nccl_load(struct be_nccl *n, sq_err *e)
     n->init = sim_init;
     n->allreduce = sim_allreduce;
     n->destroy = sim_destroy;
+    n->abort = sim_abort;
+    n->async = sim_async;
     n->error = sim_error;
     return 0;
 }
@@ -117,8 +144,11 @@ static int nccl_load(struct be_nccl *n, sq_err *e)
     *(void **)&n->init = dlsym(n->lib, "ncclCommInitRank");
     *(void **)&n->allreduce = dlsym(n->lib, "ncclAllReduce");
     *(void **)&n->destroy = dlsym(n->lib, "ncclCommDestroy");
+    *(void **)&n->abort = dlsym(n->lib, "ncclCommAbort");
+    *(void **)&n->async = dlsym(n->lib, "ncclCommGetAsyncError");
     *(void **)&n->error = dlsym(n->lib, "ncclGetErrorString");
-    if (!n->get_id || !n->init || !n->allreduce || !n->destroy || !n->error)
+    if (!n->get_id || !n->init || !n->allreduce || !n->destroy || !n->abort || !n->async ||
+        !n->error)
         return sq_fail(e, SQ_EX_UNAVAILABLE, "NCCL: %s lacks the calls seqrec needs", path);
     return 0;
 }
@@ -162,6 +192,11 @@ int be_nccl_open(sq_gpu_be *be, const void *id, size_t n, int ranks, int rank, s
         return sq_fail(e, SQ_EX_SOFTWARE, "NCCL: the context already has a communicator");
     if (n < sizeof(ncclUniqueId))
         return sq_fail(e, SQ_EX_SOFTWARE, "NCCL: an id needs %zu bytes", sizeof(ncclUniqueId));
+    const char *to = getenv("SEQREC_NCCL_TIMEOUT");
+    char *end = NULL;
+    c->timeout = to ? strtod(to, &end) : 600;
+    if (to && (end == to || *end || !(c->timeout > 0) || c->timeout > 1e9))
+        return sq_fail(e, SQ_EX_USAGE, "SEQREC_NCCL_TIMEOUT '%s': expected seconds > 0", to);
     // the same order of additions every run (the header above)
     setenv("NCCL_ALGO", "Ring", 0);
     setenv("NCCL_PROTO", "Simple", 0);
@@ -203,6 +238,45 @@ int be_nccl_sum(sq_gpu_be *be, void *buf, size_t count, int dtype, sq_err *e)
     if (be_note(be, cudaEventRecord(c->done, c->stream), "NCCL: event") ||
         be_note(be, cudaStreamWaitEvent(be->stream, c->done, 0), "NCCL: wait"))
         return sq_fail(e, be->err.code, "%s", be->err.msg);
+    return 0;
+}
+
+int be_nccl_active(const sq_gpu_be *b)
+{
+    return b->nccl && b->nccl->comm;
+}
+
+// Ends the job's NCCL for good: the communicator aborted (its kernels end,
+// the streams drain); 1 when the sticky error is still free for the reason.
+static int nccl_give_up(sq_gpu_be *b)
+{
+    struct be_nccl *c = b->nccl;
+    c->abort(c->comm);
+    c->comm = NULL;
+    if (b->failed)
+        return 0;
+    b->failed = 1;
+    return 1;
+}
+
+int be_nccl_watch(sq_gpu_be *b, double waited, const char *what)
+{
+    struct be_nccl *c = b->nccl;
+    ncclResult_t r = ncclSuccess;
+    if (c->async(c->comm, &r) == ncclSuccess && r != ncclSuccess && r != ncclInProgress) {
+        const char *why = c->error(r);
+        if (nccl_give_up(b))
+            sq_fail(&b->err, SQ_EX_UNAVAILABLE,
+                    "NCCL: waiting for %s: %s: another rank failed; the job stops", what, why);
+        return 1;
+    }
+    if (waited > c->timeout) {
+        if (nccl_give_up(b))
+            sq_fail(&b->err, SQ_EX_UNAVAILABLE,
+                    "NCCL: waiting for %s, no progress in %.0f s (SEQREC_NCCL_TIMEOUT): another "
+                    "rank died or hangs; the job stops", what, c->timeout);
+        return 1;
+    }
     return 0;
 }
 

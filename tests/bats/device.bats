@@ -147,6 +147,31 @@ setup() {
   [ ! -e "$T/x.sqm" ]
 }
 
+@test "device: a rank whose all-reduce never finishes (a peer died) stops at SEQREC_NCCL_TIMEOUT, 69, no model (simulated)" {
+  [ -f "$SIM" ] || skip "no simulated device built"
+  export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
+  seqrec-synth --users 40 --items 30 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/t.sqr"
+  local o=(--dim 16 --ffn 32 --max-len 10 --batch 16 --threads 1 --epochs 1 --device cuda
+           --log /dev/null)
+  export WORLD_SIZE=1 RANK=0 LOCAL_RANK=0 SEQREC_NCCL_ID="$T/id"
+  # SEQREC_SIM_NCCL_HANG: the all-reduce, and all queued after it, never
+  # finish, as when another rank is gone; a wait that is not watched ends
+  # the simulated device with "a GPU would hang here"
+  local t0=$SECONDS
+  SEQREC_SIM_NCCL_HANG=1 SEQREC_NCCL_TIMEOUT=1 run -69 seqrec-train "${o[@]}" -o "$T/m.sqm" \
+    "$T/t.sqr"
+  [[ "$output" == *"no progress in 1 s (SEQREC_NCCL_TIMEOUT): another rank died or hangs"* ]]
+  [[ "$output" != *"would hang"* ]]
+  [ ! -e "$T/m.sqm" ]
+  [ $((SECONDS - t0)) -lt 20 ]
+  for bad in 0 -3 x 1e99; do
+    rm -f "$T/id"
+    SEQREC_NCCL_TIMEOUT=$bad run -64 seqrec-train "${o[@]}" -o "$T/m.sqm" "$T/t.sqr"
+    [[ "$output" == *"SEQREC_NCCL_TIMEOUT '$bad': expected seconds > 0"* ]]
+  done
+  [ ! -e "$T/m.sqm" ]
+}
+
 @test "device: item filters hold on the GPU's scoring path (simulated): no excluded item, the CPU's candidates" {
   [ -f "$SIM" ] || skip "no simulated device built"
   export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1

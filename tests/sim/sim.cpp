@@ -276,12 +276,16 @@ struct sim_stream {
     sim_graph *g;                // non-null while capturing
     int invalid;                 // a refused call invalidated the capture
     cudaStreamCaptureMode mode;
+    unsigned stuck;              // never finishes while == hang_gen_ (sim_stream_stick)
 };
 struct sim_event {
     int flags;
     int captured; // last recorded in a capture
+    unsigned stuck;
 };
 namespace {
+// The generation of stuck streams and events: sim_unstick_all moves on.
+unsigned hang_gen_ = 1;
 // The capturing stream. Only one stream captures at a time (the backend has
 // one stream); a second BeginCapture elsewhere is refused.
 sim_stream *capture_ = nullptr;
@@ -865,18 +869,34 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d)
 cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, 0); }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
 {
-    *s = new sim_stream{(int)flags, nullptr, 0, cudaStreamCaptureModeGlobal};
+    *s = new sim_stream{(int)flags, nullptr, 0, cudaStreamCaptureModeGlobal, 0};
     return cudaSuccess;
 }
 // waiting for a capturing stream (or, for the legacy stream, one it
 // implicitly waits for) is refused
+static int stuck(unsigned gen) { return gen && gen == hang_gen_; }
+void sim_stream_stick(cudaStream_t s)
+{
+    if (s)
+        s->stuck = hang_gen_;
+}
+void sim_unstick_all(void) { hang_gen_++; }
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
     if (capturing(s))
         return refuse();
     if (implicit(s))
         return refuse(cudaErrorStreamCaptureImplicit);
+    if (s && stuck(s->stuck))
+        die("%s on a stream that never finishes (SEQREC_SIM_NCCL_HANG): a GPU would hang here",
+            "cudaStreamSynchronize");
     return cudaSuccess;
+}
+cudaError_t cudaStreamQuery(cudaStream_t s)
+{
+    if (capturing(s))
+        return refuse();
+    return s && stuck(s->stuck) ? cudaErrorNotReady : cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
@@ -890,7 +910,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
 {
-    *e = new sim_event{(int)flags, 0};
+    *e = new sim_event{(int)flags, 0, 0};
     return cudaSuccess;
 }
 // Recorded in a capture, an event adds no node (as cudaEventRecord without
@@ -905,6 +925,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
     if (capturing(s) && s->invalid)
         return last_ = cudaErrorStreamCaptureInvalidated;
     e->captured = capturing(s);
+    e->stuck = s && stuck(s->stuck) ? s->stuck : 0;
     return cudaSuccess;
 }
 // Streams run in order, one at a time: an event is always already reached.
@@ -918,6 +939,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned)
         return refuse(cudaErrorNotSupported);
     if (implicit(s))
         return refuse(cudaErrorStreamCaptureImplicit);
+    if (s && stuck(e->stuck))
+        s->stuck = e->stuck;
     return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
@@ -926,7 +949,18 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
         return cudaErrorInvalidResourceHandle;
     if (e->captured && capture_)
         return refuse(cudaErrorCapturedEvent);
+    if (stuck(e->stuck))
+        die("%s on an event that never comes (SEQREC_SIM_NCCL_HANG): a GPU would hang here",
+            "cudaEventSynchronize");
     return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+    if (!e)
+        return cudaErrorInvalidResourceHandle;
+    if (e->captured && capture_)
+        return refuse(cudaErrorCapturedEvent);
+    return stuck(e->stuck) ? cudaErrorNotReady : cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e)
 {

@@ -120,6 +120,7 @@ enum cudaError_t {
     cudaErrorInvalidDevice = 101,
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorIllegalState = 401,
+    cudaErrorNotReady = 600,
     cudaErrorNotSupported = 801,
     cudaErrorStreamCaptureUnsupported = 900,
     cudaErrorStreamCaptureInvalidated = 901,
@@ -174,13 +175,23 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s = 0);
 cudaError_t cudaStreamCreate(cudaStream_t *s);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaStreamQuery(cudaStream_t s);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaEventCreate(cudaEvent_t *e);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags = 0);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventQuery(cudaEvent_t e);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
+// A stream that never finishes, as one whose all-reduce waits for a rank
+// that died (k_nccl.cu's SEQREC_SIM_NCCL_HANG): its queries answer
+// cudaErrorNotReady, an event recorded on it and a stream waiting for that
+// event are stuck too, and a synchronizing call on any of them ends the
+// process (it would hang on a GPU). sim_unstick_all, as ncclCommAbort
+// does, lets them all finish.
+void sim_stream_stick(cudaStream_t s);
+void sim_unstick_all(void);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
 cudaError_t cudaDeviceSynchronize(void);
 
