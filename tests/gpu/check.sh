@@ -67,7 +67,7 @@ fi
 # runs for determinism): the unit runner's GPU tests, on the real device.
 if want parity; then
   for f in gpu cuda; do
-    if "$here/unit_tests" "$f" > "$out/parity-$f.log" 2>&1; then
+    if timeout 120 "$here/unit_tests" "$f" > "$out/parity-$f.log" 2>&1; then
       pass "parity ($f): $(tail -qn 1 "$out/parity-$f.log")"
     else
       fail "parity ($f): $(tail -qn 1 "$out/parity-$f.log"); $(grep -c '^FAIL' "$out/parity-$f.log") failing:"
@@ -101,6 +101,11 @@ if want sanitize; then
     done
   fi
 fi
+
+# One program's run in the train, nccl and score parts: a hang costs this
+# many seconds, not the borrowed GPU's call (RUN_TIMEOUT; the dry run's
+# simulated device is slower).
+run_limit=${RUN_TIMEOUT:-120}
 
 # The last epoch's training loss of a JSON log line.
 loss_of() { grep -o '"loss":[-0-9.eE+]*' "$1" | tail -qn 1 | cut -d: -f2; }
@@ -151,7 +156,7 @@ if want train; then
   # trains micro-batches with their own dropout draws).
   for cfg in "${cfgs[@]}"; do
     train_cfg "$cfg"
-    { seqrec-train $opts --device cpu --threads 1 -o "$out/$name.cpu.sqm" --log "$out/$name.cpu.log" \
+    { timeout "$((2 * run_limit))" seqrec-train $opts --device cpu --threads 1 -o "$out/$name.cpu.sqm" --log "$out/$name.cpu.log" \
         "$data" > "$out/$name.cpu.out" 2>&1; echo $? > "$out/$name.cpu.rc"; } &
   done
   wait
@@ -160,7 +165,7 @@ if want train; then
     [ "$(cat "$out/$name.cpu.rc")" = 0 ] || { fail "train $name cpu: $(tail -qn 2 "$out/$name.cpu.out")"; continue; }
     ok=1
     for r in 1 2; do
-      if ! seqrec-train $opts --device cuda -o "$out/$name.gpu$r.sqm" --log "$out/$name.gpu$r.log" \
+      if ! timeout "$run_limit" seqrec-train $opts --device cuda -o "$out/$name.gpu$r.sqm" --log "$out/$name.gpu$r.log" \
            "$data" > "$out/$name.gpu$r.out" 2>&1; then
         fail "train $name gpu run $r: $(tail -qn 2 "$out/$name.gpu$r.out")"; ok=0; break
       fi
@@ -190,7 +195,7 @@ fi
 nccl_case() { # NAME OPTS
   local name=$1 opts=$2 data="$here/data/synth.split" r
   # shellcheck disable=SC2086
-  if ! seqrec-train $opts --device cuda -o "$out/nccl-$name.sqm" --log /dev/null "$data" \
+  if ! timeout "$run_limit" seqrec-train $opts --device cuda -o "$out/nccl-$name.sqm" --log /dev/null "$data" \
        > "$out/nccl-$name.out" 2>&1; then
     fail "nccl $name: the plain GPU run: $(tail -qn 2 "$out/nccl-$name.out" | tr '\n' ' ')"
     return
@@ -199,7 +204,7 @@ nccl_case() { # NAME OPTS
     rm -f "$out/nccl.id"
     # shellcheck disable=SC2086
     if env WORLD_SIZE=1 RANK=0 LOCAL_RANK=0 SEQREC_NCCL_ID="$out/nccl.id" \
-         seqrec-train $opts --device cuda -o "$out/nccl-$name$r.sqm" --log /dev/null "$data" \
+         timeout "$run_limit" seqrec-train $opts --device cuda -o "$out/nccl-$name$r.sqm" --log /dev/null "$data" \
          > "$out/nccl-$name$r.out" 2>&1; then
       if cmp -s "$out/nccl-$name.sqm" "$out/nccl-$name$r.sqm"; then
         pass "nccl $name: one rank through NCCL, run $r: the plain GPU run's bytes"
@@ -233,7 +238,7 @@ if want score; then
     m="$out/$name.gpu1.sqm"
     [ -f "$m" ] || { fail "score $name: no GPU model (train part)"; continue; }
     for d in cpu cuda; do
-      seqrec-score --device $d -m "$m" --target test "$data" 2> "$out/score-$name-$d.err" \
+      timeout "$run_limit" seqrec-score --device $d -m "$m" --target test "$data" 2> "$out/score-$name-$d.err" \
         | seqrec-metrics -k 10 > "$out/score-$name-$d.txt" 2>> "$out/score-$name-$d.err" \
         || fail "score $name on $d: $(tail -qn 1 "$out/score-$name-$d.err")"
     done
