@@ -15,14 +15,14 @@
 //
 // The state lives in shared memory with its rows padded to hs + 1 floats
 // (a column walk and a row walk then touch 32 banks), when it fits the
-// default 48 KiB (hs <= 75); else in the caller's scratch slots, as the
+// default 48 KiB (hs <= 107); else in the caller's scratch slots, as the
 // CPU's, one block a slot looping over segments g, g + G, ... (G =
 // min(B, 32)). (The first form, stop 19 to 26, ran one thread a work item
 // over min(B, 32) H items: an H200 took 13 s for an epoch of SASRec-linrec
 // that softmax ran in 0.16 s.)
 //
-// Budget: __launch_bounds__(128, 1), 111 registers (sm_90), no spills;
-// dynamic shared memory 4 (2 hs (hs + 1) + 6 hs) bytes, at most 48 KiB.
+// Budget: __launch_bounds__(128, 1), 106 registers (sm_90), no spills;
+// dynamic shared memory 4 (hs (hs + 1) + 6 hs) bytes, at most 48 KiB.
 #include "common.cuh"
 
 enum { K_LINREC = 0, K_LINREC_PAPER, K_LINEAR, K_EFFICIENT, K_HYDRA, K_NO_L2, K_NO_L2_PAPER,
@@ -243,8 +243,9 @@ static __device__ __forceinline__ void linrec_u(float *__restrict__ u, float *__
 }
 
 /* The forward sweep keeps S^T = sum v_j f(k_j)^T, the reverse sweep G =
- * sum u_t dout_t^T and G^T side by side, as the CPU (whose products are
- * then all row-wise axpys): the same sums in the same order. */
+ * sum u_t dout_t^T. The CPU keeps G^T beside G, so that its products are
+ * all row-wise axpys; here G v_j is m_vec's row walk over G, the same
+ * products summed in the same order, so one state a sweep suffices. */
 static __device__ __forceinline__ void linrec_bwd(float *dq, float *dk, float *dv, float *dz,
                                                   const float *dout, const float *q,
                                                   const float *k, const float *v,
@@ -252,7 +253,7 @@ static __device__ __forceinline__ void linrec_bwd(float *dq, float *dk, float *d
                                                   const linrec_mode *md, const lat_item &w)
 {
     int hs = w.C / w.H, L = w.L, causal = md->causal, sl = w.sl;
-    float *M1 = w.st, *M2 = M1 + (size_t)hs * sl, *g = M2 + (size_t)hs * sl;
+    float *M1 = w.st, *g = M1 + (size_t)hs * sl;
     float *u = g + hs, *ah = u + hs, *du = ah + hs, *kb = du + hs, *fg = kb + hs;
     float cq = 1.0f / sqrtf((float)hs);
     /* Forward sweep (M1 = S^T): dq, and dz_t[a] = d loss / d z_t[a] to the
@@ -284,24 +285,22 @@ static __device__ __forceinline__ void linrec_bwd(float *dq, float *dk, float *d
         }
         done();
     }
-    /* Reverse sweep: M2 = G = sum u_t dout_t^T, M1 = G^T, g = sum dz_t over
-     * the queries that see key j (t >= j causal, all t bidirectional). */
+    /* Reverse sweep: M1 = G = sum u_t dout_t^T, g = sum dz_t over the
+     * queries that see key j (t >= j causal, all t bidirectional). */
     b_zero_m(M1, hs, sl);
-    b_zero_m(M2, hs, sl);
     b_zero(g, hs);
     for (int j = L - 1; j >= 0; j--) {
         for (int t = queries_from(j, L, causal); t < queries_to(j, L, causal); t++) {
             linrec_u(u, ah, ROW(q, t), OROW(rk, t), HROW(rq, t), cq * linrec_ck(md, t, L), hs,
                      md);
-            outer_add(M2, u, OROW(dout, t), hs, sl);
-            outer_add(M1, OROW(dout, t), u, hs, sl);
+            outer_add(M1, u, OROW(dout, t), hs, sl);
             b_axpy(g, 1, OROW(dz, t), hs);
         }
         const float *kj = ROW(k, j);
         lr_f_row(md, kb, kj, hs, 0);
-        mt_vec(du, M2, kb, hs, sl);        /* G^T f(k_j) */
+        mt_vec(du, M1, kb, hs, sl);       /* G^T f(k_j) */
         b_axpy(ROW(dv, j), 1, du, hs);
-        mt_vec(ah, M1, ROW(v, j), hs, sl); /* G v_j */
+        m_vec(ah, M1, ROW(v, j), hs, sl); /* G v_j */
         lr_f_row(md, fg, kj, hs, 1);
         float *dkj = ROW(dk, j);
         FOR_MINE(a, hs)
@@ -352,27 +351,26 @@ static __device__ __forceinline__ void linear_bwd(float *dq, float *dk, float *d
                                                   const float *rden, const lat_item &w)
 {
     int hs = w.C / w.H, L = w.L, causal = w.causal, sl = w.sl;
-    float *M1 = w.st, *M2 = M1 + (size_t)hs * sl, *z = M2 + (size_t)hs * sl;
+    float *M1 = w.st, *z = M1 + (size_t)hs * sl;
     float *g = z + hs, *pq = g + hs, *pk = pq + hs, *num = pk + hs;
     float *tmp = num + hs;
-    /* M1 = S, M2 = S^T. out = num / den: dnum = dout / den,
+    /* M1 = S (the CPU keeps S^T beside it; m_vec's row walk gives its
+     * products in the same order). out = num / den: dnum = dout / den,
      * dden = -(dout . num) / den^2; dphi(q_t) = S_t dnum + z_t dden */
     b_zero_m(M1, hs, sl);
-    b_zero_m(M2, hs, sl);
     b_zero(z, hs);
     for (int t = 0; t < L; t++) {
         for (int j = keys_from(t, causal); j < keys_to(t, L, causal); j++) {
             phi1(pk, ROW(k, j), hs);
             b_axpy(z, 1, pk, hs);
             outer_add(M1, pk, ROW(v, j), hs, sl);
-            outer_add(M2, ROW(v, j), pk, hs, sl);
         }
         const float *qt = ROW(q, t), *dt = OROW(dout, t);
         float inv = HROW(rden, t);
         phi1(pq, qt, hs);
         mt_vec(num, M1, pq, hs, sl);
         float dd = -b_dot(dt, num, hs) * inv * inv;
-        mt_vec(tmp, M2, dt, hs, sl);
+        m_vec(tmp, M1, dt, hs, sl);
         float *dqt = ROW(dq, t);
         FOR_MINE(a, hs)
             dqt[a] += elu_grad_v(qt[a]) * (tmp[a] * inv + z[a] * dd);
@@ -380,10 +378,9 @@ static __device__ __forceinline__ void linear_bwd(float *dq, float *dk, float *d
             dden[(size_t)(w.o + t) * w.C + (size_t)w.h * hs] = dd;
         done();
     }
-    /* M2 = G = sum phi(q_t) dnum_t^T, M1 = G^T, g = sum phi(q_t) dden_t
-     * over t seeing j: dphi(k_j) = G v_j + g, dv_j = G^T phi(k_j). */
+    /* M1 = G = sum phi(q_t) dnum_t^T, g = sum phi(q_t) dden_t over t
+     * seeing j: dphi(k_j) = G v_j + g, dv_j = G^T phi(k_j). */
     b_zero_m(M1, hs, sl);
-    b_zero_m(M2, hs, sl);
     b_zero(g, hs);
     for (int j = L - 1; j >= 0; j--) {
         for (int t = queries_from(j, L, causal); t < queries_to(j, L, causal); t++) {
@@ -394,14 +391,13 @@ static __device__ __forceinline__ void linear_bwd(float *dq, float *dk, float *d
             FOR_MINE(a, hs)
                 pq[a] *= inv;
             done();
-            outer_add(M2, pq, OROW(dout, t), hs, sl);
-            outer_add(M1, OROW(dout, t), pq, hs, sl);
+            outer_add(M1, pq, OROW(dout, t), hs, sl);
         }
         const float *kj = ROW(k, j);
         phi1(pk, kj, hs);
-        mt_vec(tmp, M2, pk, hs, sl);
+        mt_vec(tmp, M1, pk, hs, sl);
         b_axpy(ROW(dv, j), 1, tmp, hs);
-        mt_vec(num, M1, ROW(v, j), hs, sl); /* G v_j */
+        m_vec(num, M1, ROW(v, j), hs, sl); /* G v_j */
         float *dkj = ROW(dk, j);
         FOR_MINE(a, hs)
             dkj[a] += elu_grad_v(kj[a]) * (num[a] + g[a]);
@@ -486,7 +482,7 @@ static __device__ __forceinline__ void eff_bwd(float *dq, float *dk, float *dv, 
                                                const float *lse, const lat_item &w)
 {
     int hs = w.C / w.H, L = w.L, causal = w.causal, sl = w.sl;
-    float *S = w.st, *Gm = S + (size_t)hs * sl, *m = Gm + (size_t)hs * sl;
+    float *S = w.st, *Gm = S, *m = S + (size_t)hs * sl; /* S, then Gm */
     float *Z = m + hs, *g = Z + hs, *p = g + hs, *dp = p + hs;
     float *sg = dp + hs;
     /* Forward sweep: W_t = S / Z (the normalised key-weighted values),
@@ -586,7 +582,7 @@ static __device__ __forceinline__ void hydra_bwd(float *dv, float *dpq, float *d
                                                  const float *v, const lat_item &w)
 {
     int hs = w.C / w.H, L = w.L, causal = w.causal, sl = w.sl;
-    float *S = w.st, *Gm = S + (size_t)hs * sl, *x = Gm + (size_t)hs * sl;
+    float *S = w.st, *Gm = S, *x = S + (size_t)hs * sl; /* S, then Gm */
     float *y = x + hs;
     b_zero_m(S, hs, sl);
     for (int t = 0; t < L; t++) {
@@ -622,10 +618,12 @@ struct lat_args {
     const int *off;
 };
 
-// A slot's floats: two hs x hs states, rows sl apart, and six rows.
-static __host__ __device__ __forceinline__ size_t slot_of(int hs, int sl)
+// A scratch slot's floats, the CPU's (attn_linear.c slot_size): two hs x hs
+// states and six rows; a sweep here uses one state, so shared memory holds
+// hs (hs + 1) + 6 hs.
+static __host__ __device__ __forceinline__ size_t slot_of(int hs)
 {
-    return 2 * (size_t)hs * sl + 6 * (size_t)hs;
+    return 2 * (size_t)hs * hs + 6 * (size_t)hs;
 }
 
 static __device__ __forceinline__ void linrec_item(const lat_args &a, const lat_item &w)
@@ -682,7 +680,7 @@ static __global__ __launch_bounds__(128, 1) void k_lattn(lat_args a)
     } else {
         G = a.B < 32 ? a.B : 32;
         size_t rowbufs = a.fwd ? 0 : a.kind == K_HYDRA ? 2 : 1;
-        w.st = a.scratch + rowbufs * (size_t)a.T * a.C + (size_t)gh * slot_of(hs, hs);
+        w.st = a.scratch + rowbufs * (size_t)a.T * a.C + (size_t)gh * slot_of(hs);
     }
     for (int b = gh / a.H; b < a.B; b += G) {
         w.o = a.off[b];
@@ -750,7 +748,7 @@ enum { LAT_THREADS_MAX = 128, LAT_SHARED_MAX = 48 * 1024 };
 static void lat_launch(sq_gpu_be *be, lat_args *a)
 {
     int hs = a->C / a->H;
-    size_t sh = slot_of(hs, hs + 1) * sizeof(float);
+    size_t sh = ((size_t)hs * (hs + 1) + 6 * (size_t)hs) * sizeof(float);
     a->shared = sh <= LAT_SHARED_MAX;
     int G = a->shared ? a->B : a->B < 32 ? a->B : 32;
     int nt = (hs + 31) / 32 * 32;
