@@ -274,7 +274,6 @@ static double bkl_sampled(sq_gpu_be *be, float *dh, float *dE, float *scratch, c
     int *own[2] = {NULL, NULL};
     const int *hra = host_ids(be, ra, (size_t)n, &own[0]);
     const int *hrb = host_ids(be, rb, (size_t)n, &own[1]);
-    const int *dra = be_ints(be, ra), *drb = be_ints(be, rb);
     int *hbuf = (int *)malloc(bkl_upload_ints(chunk < n ? chunk : n, S) * sizeof(int));
     int bad = !hra || !hrb || !hbuf;
     for (int e0 = 0; e0 < n && !bad; e0 += chunk) {
@@ -294,6 +293,9 @@ static double bkl_sampled(sq_gpu_be *be, float *dh, float *dE, float *scratch, c
             bad = 1;
             break;
         }
+        // after the upload: growing its buffer moves the arrays staged in it
+        // (sq_ctx_stage_add's, as the pairs' rows may be)
+        const int *dra = be_ints(be, ra), *drb = be_ints(be, rb);
         // the kernel reads the chunk's supports at dev: e0 0 for it
         SQ_LAUNCH(be, k_bkl_spair, (unsigned)m, BK_THREADS, 0, la, lb, dhc, rowloss, h, E,
                   dra + e0, drb + e0, (const int *)dev, 0, m, S, C, g, grad);

@@ -200,7 +200,7 @@ static inline const int *host_ids(sq_gpu_be *be, const int *p, size_t n, int **o
     *own = (int *)malloc(n * sizeof(int) + 1);
     if (!*own || be_note(be, cudaMemcpyAsync(*own, p, n * sizeof(int), cudaMemcpyDeviceToHost,
                                              be->stream), "download") ||
-        be_note(be, cudaStreamSynchronize(be->stream), "download"))
+        be_wait(be, NULL, "download"))
         return NULL;
     return *own;
 }

@@ -416,6 +416,10 @@ cudaError_t cudaFree(void *p)
     if (it == live_.end())
         return last_ = cudaErrorInvalidDevicePointer;
     size_t span = span_[(char *)p];
+    // what a kernel still reads through a stale pointer is garbage (NaN
+    // floats, -1 ints), as a GPU's reused memory would be, not the old
+    // values (ASan builds say so outright: the span is poisoned)
+    memset(p, 0xff, span);
     SIM_POISON(p, span);
     live_.erase(it);
     span_.erase((char *)p);
