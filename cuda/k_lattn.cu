@@ -61,12 +61,19 @@ static __device__ __forceinline__ void b_axpy(float *__restrict__ y, float a,
     done();
 }
 
-// a . b, summed in order by every thread (the same value in each)
-static __device__ __forceinline__ float b_dot(const float *a, const float *b, int n)
+// a . b over n entries, in order, by one thread
+static __device__ __forceinline__ float dot_one(const float *a, const float *b, int n)
 {
     float s = 0;
     for (int i = 0; i < n; i++)
         s += a[i] * b[i];
+    return s;
+}
+
+// a . b, summed in order by every thread (the same value in each)
+static __device__ __forceinline__ float b_dot(const float *a, const float *b, int n)
+{
+    float s = dot_one(a, b, n);
     done(); /* read by all before any statement writes a or b */
     return s;
 }
@@ -687,15 +694,6 @@ static __global__ __launch_bounds__(128, 1) void k_lattn(lat_args a)
         w.L = a.off[b + 1] - a.off[b];
         lat_item_run(a, w);
     }
-}
-
-// a . b over n entries, by one thread
-static __device__ __forceinline__ float dot_one(const float *a, const float *b, int n)
-{
-    float s = 0;
-    for (int i = 0; i < n; i++)
-        s += a[i] * b[i];
-    return s;
 }
 
 // Hydra's whole-row norms: n[t] = 1 / sqrt(|x_t|^2 + eps) over C columns
