@@ -86,6 +86,7 @@ struct sq_gpu_be {
     cudaEvent_t vals_ev[2];
     int vals_n[2], vals_head, vals_pending;
     int n_vals;   // kept this step (and left for graph_values after it)
+    struct be_prof *prof; // SEQREC_GPU_PROFILE (prof.cu), or NULL
 };
 #define BE_VALS 64
 // Ends the NCCL communicator, if any (be_close).
@@ -101,6 +102,21 @@ int be_nccl_watch(sq_gpu_be *b, double waited, const char *what);
 // cannot hang this one. 1 and the sticky error on failure.
 int be_wait(sq_gpu_be *b, cudaEvent_t ev, const char *what);
 #define BE_RED_SLOTS 4096
+
+// ---- SEQREC_GPU_PROFILE (prof.cu) ----
+// The profile, when the variable names a file: 0, or the failure (the file
+// cannot be created: SQ_EX_CANTCREAT).
+int be_prof_open(sq_gpu_be *b, sq_err *e);
+// Times the ops harvested so far into the file and frees the profile.
+void be_prof_close(sq_gpu_be *b);
+// Around a call of the table's op `name` (the profiling table's entries):
+// begin returns the handle end takes (-1: not timed).
+int be_prof_begin(sq_gpu_be *b, const char *name);
+void be_prof_end(sq_gpu_be *b, int handle);
+// A finer label for the op being timed when it is `op` (a GEMM's shape),
+// printf-style; nothing when another op (one that calls it) is timed.
+__attribute__((format(printf, 3, 4))) void be_prof_label(sq_gpu_be *b, const char *op,
+                                                         const char *fmt, ...);
 
 // Records a failure unless one is already kept; code is SQ_EX_OSERR for
 // device memory, else SQ_EX_SOFTWARE. Returns 1 when st is a failure.

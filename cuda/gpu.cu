@@ -182,6 +182,7 @@ static void be_close(sq_gpu_be *b)
         return;
     if (b->stream) // a dead rank's peers' stream never drains: watched
         be_wait(b, NULL, "the last kernels");
+    be_prof_close(b);
     be_nccl_close(b);
     be_graph_close(b);
     if (b->blas)
@@ -268,6 +269,11 @@ static int be_open(sq_gpu_be **b, int device, sq_err *e)
         be_close(c);
         return sq_fail(e, SQ_EX_SOFTWARE, "cuBLAS: cannot set the stream, workspace or "
                        "math mode");
+    }
+    int rc = be_prof_open(c, e);
+    if (rc) {
+        be_close(c);
+        return rc;
     }
     *b = c;
     return 0;
@@ -494,6 +500,8 @@ void be_gemm(sq_gpu_be *b, int ta, int tb, int M, int N, int K, float alpha, con
         if (be_sig_node(b, "gemm", sig, sizeof sig))
             return;
     }
+    if (b->prof)
+        be_prof_label(b, "gemm", "gemm %dx%dx%d %c%c", M, N, K, ta ? 't' : 'n', tb ? 't' : 'n');
     if (b->prec == 2) { // fp32 in and out, bf16 products, fp32 sums
         be_note_blas(b, cublasGemmEx(b->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                      ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B,
@@ -514,9 +522,38 @@ static const sq_gpu_ops be_ops = {
 #undef SQ_BE_TABLE_X
 };
 
+// SEQREC_GPU_PROFILE's table (prof.cu): each op of the list bracketed by
+// be_prof_begin and be_prof_end, whatever it returns (the context is pb_: the
+// ops' own parameters include a b).
+#define BE_PROF_CALL_void(name, args) be_##name(pb_, SQ_GPU_STRIP args)
+#define BE_PROF_CALL_int(name, args) int r_ = be_##name(pb_, SQ_GPU_STRIP args)
+#define BE_PROF_CALL_double(name, args) double r_ = be_##name(pb_, SQ_GPU_STRIP args)
+#define BE_PROF_RET_void
+#define BE_PROF_RET_int return r_;
+#define BE_PROF_RET_double return r_;
+#define SQ_BE_PROF_X(ret, name, params, args)                   \
+    static ret prof_##name(sq_gpu_be *pb_, SQ_GPU_STRIP params)   \
+    {                                                           \
+        int h_ = be_prof_begin(pb_, #name);                       \
+        BE_PROF_CALL_##ret(name, args);                         \
+        be_prof_end(pb_, h_);                                     \
+        BE_PROF_RET_##ret                                       \
+    }
+SQ_GPU_OP_LIST(SQ_BE_PROF_X)
+#undef SQ_BE_PROF_X
+
+static const sq_gpu_ops be_ops_prof = {
+    sq_gpu_ops_hash(), sizeof(sq_err), be_probe, be_open, be_close, be_alloc, be_free,
+#define SQ_BE_TABLE_X(ret, name, params, args) prof_##name,
+    SQ_GPU_OP_LIST(SQ_BE_TABLE_X)
+#undef SQ_BE_TABLE_X
+};
+
 // The object's one export (SQ_GPU_OPS_SYMBOL); it is built with
-// -fvisibility=hidden, so this is the only default-visibility symbol.
+// -fvisibility=hidden, so this is the only default-visibility symbol. With
+// SEQREC_GPU_PROFILE set, the profiling table (be_open makes the profile).
 extern "C" __attribute__((visibility("default"))) const sq_gpu_ops *sq_cuda_backend(void)
 {
-    return &be_ops;
+    const char *prof = getenv("SEQREC_GPU_PROFILE");
+    return prof && *prof ? &be_ops_prof : &be_ops;
 }

@@ -5,7 +5,7 @@
 #   tar -xJf .gpu/pack.tar.xz -C /tmp && /tmp/pack/check.sh [PART...]
 #
 # PART (default: all) picks what runs: parity, sanitize, train, nccl,
-# score, bench, bf16, attn, graphs. Each part writes PASS/FAIL lines into summary.txt; it and the logs
+# score, bench, bf16, attn, graphs, profile. Each part writes PASS/FAIL lines into summary.txt; it and the logs
 # (logs.tar.gz) go to $OUT when that is set (the device tool brings $OUT
 # back), else stay in the pack's out/. The exit status is 1 when a part
 # failed.
@@ -22,7 +22,7 @@ finish() {
 }
 trap finish EXIT
 : > "$sum"
-parts=${*:-parity sanitize train nccl score bench bf16 attn graphs}
+parts=${*:-parity sanitize train nccl score bench bf16 attn graphs profile}
 fails=0
 say() { echo "$*" | tee -a "$sum"; }
 pass() { say "PASS $*"; }
@@ -525,6 +525,39 @@ if want graphs; then
       graph_case $c
     done
   fi
+fi
+
+# 9. Where the device time goes (SEQREC_GPU_PROFILE, cuda/prof.cu): one
+# epoch of bench's configs (a), (b) and (b2048), of (a) with CUDA graphs,
+# and of LinRec's SASRec (N 200, d 128, 8 heads, batch 16) on ml-1m-part,
+# each op's device and host time; the busiest PROFILE_TOP (12) ops of each
+# into the summary, the whole CSVs in the logs. ~5 runs of ~5 s. PASS when
+# every run wrote its profile.
+prof_case() { # NAME DATA OPTS...
+  local name=$1 data="$here/data/$2.split" csv="$out/profile-$1.csv"
+  shift 2
+  [ -f "$data" ] || { say "     profile $name: no data"; return; }
+  if SEQREC_GPU_PROFILE="$csv" timeout "$run_limit" seqrec-train --model sasrec --epochs 1 \
+       --eval-every 100 --seed 1 --device cuda "$@" -o "$out/profile-$name.sqm" \
+       --log "$out/profile-$name.log" "$data" > "$out/profile-$name.out" 2>&1 && [ -s "$csv" ]; then
+    say "     profile $name ($(least_train "$out/profile-$name.log") s an epoch): $(head -1 "$csv")"
+    sed -n "2,$((${PROFILE_TOP:-12} + 2))p" "$csv" | sed 's/^/       /' | tee -a "$sum" > /dev/null
+    pass "profile $name"
+  else
+    fail "profile $name: $(tail -qn 2 "$out/profile-$name.out" | tr '\n' ' ')"
+  fi
+}
+if want profile; then
+  prof_case a beauty --attn softmax --loss ce --max-len 50 --dim 64 --ffn 64 --layers 2 --heads 1 \
+    --batch 128 --dropout 0.5
+  prof_case a-graphs beauty --attn softmax --loss ce --max-len 50 --dim 64 --ffn 64 --layers 2 \
+    --heads 1 --batch 128 --dropout 0.5 --cuda-graphs
+  prof_case b ml1m --attn softmax --loss ce --max-len 200 --dim 128 --ffn 256 --layers 2 --heads 2 \
+    --batch 128 --dropout 0.2
+  prof_case b2048 ml1m --attn softmax --loss ce --max-len 200 --dim 128 --ffn 256 --layers 2 \
+    --heads 2 --batch 2048 --dropout 0.2
+  prof_case linrec-ml ml1m --attn linrec --block recbole --dim 128 --ffn 256 --heads 8 \
+    --max-len 200 --batch 16 --target windows
 fi
 
 say "# +${SECONDS}s: $fails failed"

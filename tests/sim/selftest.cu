@@ -373,6 +373,23 @@ static void graph_refusals(void)
     CHECK(cudaMemcpyAsync(d, pin, 16, cudaMemcpyHostToDevice, s) == cudaSuccess);
     CHECK(cudaEventRecord(ev, s) == cudaSuccess); // marks the capture, adds no node
     CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess && g);
+    // timing (SEQREC_GPU_PROFILE): a capture's point, an event never
+    // recorded and an untimed one are refused; two recorded ones span the
+    // work between them (the simulation's host time)
+    cudaEvent_t t0 = nullptr, t1 = nullptr, nt = nullptr;
+    float ms = -1;
+    CHECK(cudaEventCreate(&t0) == cudaSuccess && cudaEventCreate(&t1) == cudaSuccess);
+    CHECK(cudaEventCreateWithFlags(&nt, cudaEventDisableTiming) == cudaSuccess);
+    CHECK(cudaEventElapsedTime(&ms, t0, t1) == cudaErrorInvalidResourceHandle);
+    CHECK(cudaEventRecord(t0, s) == cudaSuccess);
+    CHECK(cudaEventElapsedTime(&ms, ev, t0) == cudaErrorInvalidResourceHandle);
+    CHECK(sim_launch("k_touch", k_touch, dim3(4), dim3(64), 0, s, d) == cudaSuccess);
+    CHECK(cudaEventRecord(t1, s) == cudaSuccess && cudaEventRecord(nt, s) == cudaSuccess);
+    CHECK(cudaEventElapsedTime(&ms, t0, nt) == cudaErrorInvalidResourceHandle);
+    CHECK(cudaEventElapsedTime(&ms, t0, t1) == cudaSuccess && ms >= 0);
+    cudaEventDestroy(t0);
+    cudaEventDestroy(t1);
+    cudaEventDestroy(nt);
     size_t nn = 0;
     CHECK(cudaGraphGetNodes(g, nullptr, &nn) == cudaSuccess && nn == 1);
     // misuse

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <vector>
@@ -282,6 +283,8 @@ struct sim_event {
     int flags;
     int captured; // last recorded in a capture
     unsigned stuck;
+    int recorded; // outside a capture, at `at` (ms of the host's monotonic clock)
+    double at;
 };
 namespace {
 // The generation of stuck streams and events: sim_unstick_all moves on.
@@ -914,7 +917,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
 {
-    *e = new sim_event{(int)flags, 0, 0};
+    *e = new sim_event{(int)flags, 0, 0, 0, 0.0};
     return cudaSuccess;
 }
 // Recorded in a capture, an event adds no node (as cudaEventRecord without
@@ -930,6 +933,12 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
         return last_ = cudaErrorStreamCaptureInvalidated;
     e->captured = capturing(s);
     e->stuck = s && stuck(s->stuck) ? s->stuck : 0;
+    if (!e->captured) { // the stream's work so far has run: now is when it is reached
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        e->at = 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
+        e->recorded = 1;
+    }
     return cudaSuccess;
 }
 // Streams run in order, one at a time: an event is always already reached.
@@ -975,7 +984,9 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
     if (!a || !b || (a->flags & cudaEventDisableTiming) || (b->flags & cudaEventDisableTiming))
         return cudaErrorInvalidResourceHandle;
-    *ms = 0.0f;
+    if (!a->recorded || !b->recorded || a->captured || b->captured)
+        return cudaErrorInvalidResourceHandle; // never recorded, or a capture's point
+    *ms = (float)(b->at - a->at); // the host's time between them: the simulation's cost
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) { return capture_ ? refuse() : cudaSuccess; }
