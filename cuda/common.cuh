@@ -87,6 +87,7 @@ struct sq_gpu_be {
     int vals_n[2], vals_head, vals_pending;
     int n_vals;   // kept this step (and left for graph_values after it)
     struct be_prof *prof; // SEQREC_GPU_PROFILE (prof.cu), or NULL
+    int invariant;        // be_gemm runs k_gemm.cu's batch-invariant kernel (scoring)
 };
 #define BE_VALS 64
 // Ends the NCCL communicator, if any (be_close).
@@ -102,6 +103,13 @@ int be_nccl_watch(sq_gpu_be *b, double waited, const char *what);
 // cannot hang this one. 1 and the sticky error on failure.
 int be_wait(sq_gpu_be *b, cudaEvent_t ev, const char *what);
 #define BE_RED_SLOTS 4096
+
+// The batch-invariant GEMM (k_gemm.cu): be_gemm's contract, fp32, each
+// output's sum in k order whatever the shape; be_gemm's path while the
+// context's `invariant` mode is on.
+void be_gemm_invariant(sq_gpu_be *b, int ta, int tb, int M, int N, int K, float alpha,
+                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                       int ldc);
 
 // ---- SEQREC_GPU_PROFILE (prof.cu) ----
 // The profile, when the variable names a file: 0, or the failure (the file

@@ -489,6 +489,13 @@ void be_gemm(sq_gpu_be *b, int ta, int tb, int M, int N, int K, float alpha, con
 {
     if (M <= 0 || N <= 0)
         return;
+    if (b->prof)
+        be_prof_label(b, "gemm", "gemm %dx%dx%d %c%c%s", M, N, K, ta ? 't' : 'n', tb ? 't' : 'n',
+                      b->invariant ? " invariant" : "");
+    if (b->invariant) { // scoring: the same bits for a row in any batch (k_gemm.cu)
+        be_gemm_invariant(b, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
     if (b->gmode != BE_G_EAGER) {
         int dims[9] = {ta, tb, M, N, K, lda, ldb, ldc, b->prec};
         float ab[2] = {alpha, beta};
@@ -500,8 +507,6 @@ void be_gemm(sq_gpu_be *b, int ta, int tb, int M, int N, int K, float alpha, con
         if (be_sig_node(b, "gemm", sig, sizeof sig))
             return;
     }
-    if (b->prof)
-        be_prof_label(b, "gemm", "gemm %dx%dx%d %c%c", M, N, K, ta ? 't' : 'n', tb ? 't' : 'n');
     if (b->prec == 2) { // fp32 in and out, bf16 products, fp32 sums
         be_note_blas(b, cublasGemmEx(b->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                      ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B,

@@ -343,8 +343,9 @@ static float *items_normalised(const sq_sasrec *m, size_t extra, sq_err *e)
 }
 
 /* On a GPU: the histories as one packed batch (the backbone's scoring
- * input), one encoding on the device, the scores down once (no batch
- * invariance to keep there, as sasrec_model.c's device_scores). */
+ * input), one encoding on the device with the GEMMs batch-invariant (set
+ * by the caller, as sasrec_model.c's device_scores), the scores down
+ * once. */
 static int device_scores(const core_scorer *s, const sq_batch *hist, float *out, sq_err *e)
 {
     const sq_sasrec *m = s->m;
@@ -390,8 +391,12 @@ static int scores(sq_model *mm, const sq_batch *hist, float *out, sq_err *e)
     int B = hist->B, C = m->cfg.dim, V1 = (int)m->cfg.n_items + 1;
     if (B <= 0)
         return 0;
-    if (cx->backend != SQ_BACKEND_CPU)
-        return device_scores(s, hist, out, e);
+    if (cx->backend != SQ_BACKEND_CPU) {
+        sq_ctx_invariant(cx, 1); /* a user's scores whatever the batch (ctx.h) */
+        int rc = device_scores(s, hist, out, e);
+        sq_ctx_invariant(cx, 0);
+        return rc;
+    }
     core_scorer one = *s;
     one.one = *m;
     one.one.cx.threads = 1;

@@ -275,6 +275,7 @@ static int elastic_scores(const sq_elastic *m, const sq_batch *hist, float *scor
         float *dsc = hs ? sq_ctx_alloc(cx, (size_t)B * (m->cfg.n_items + 1) * sizeof *dsc, e)
                         : NULL;
         int rc = !hs || !dsc ? e->code : 0;
+        sq_ctx_invariant(cx, 1); /* a user's scores whatever the batch (ctx.h) */
         if (!rc)
             rc = device_states(m, hist, hs, NULL, e) ||
                  sq_score_states(cx, hs, B, m->p.item_emb, NULL, C, (int)m->cfg.n_items + 1, dsc,
@@ -282,6 +283,7 @@ static int elastic_scores(const sq_elastic *m, const sq_batch *hist, float *scor
                  sq_ctx_download(cx, scores, dsc,
                                  (size_t)B * (m->cfg.n_items + 1) * sizeof *scores, e)
                  ? e->code : 0;
+        sq_ctx_invariant(cx, 0);
         sq_ctx_free(cx, dsc);
         sq_ctx_free(cx, hs);
         return rc;

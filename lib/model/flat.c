@@ -375,8 +375,12 @@ static int flat_scores(const sq_flat *m, const sq_batch *hist, float *scores, sq
     int B = hist->B, V1 = (int)m->ts.shape[oi][0], D = (int)m->ts.shape[oi][1];
     if (B <= 0)
         return 0;
-    if (cx->backend != SQ_BACKEND_CPU)
-        return device_scores(m, hist, scores, e);
+    if (cx->backend != SQ_BACKEND_CPU) {
+        sq_ctx_invariant(cx, 1); /* a user's scores whatever the batch (ctx.h) */
+        int rc = device_scores(m, hist, scores, e);
+        sq_ctx_invariant(cx, 0);
+        return rc;
+    }
     /* the CPU: each history alone on one thread, the scores rowwise, so
      * that a user's scores are the same bits whatever the batch */
     sq_flat one = *m;

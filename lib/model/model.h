@@ -157,7 +157,8 @@ int sq_model_check_stream(const sq_model *m, const sq_header *h, const char *nam
 /* scores[B, V1] = h[B, C] E[V1, C]^T (+ ob[V1] when not NULL), column 0
  * (padding) 0. On the CPU every score is the same sum in the same order
  * whatever B (batch-invariant: a user's scores do not depend on whom it is
- * scored with); another backend uses its GEMM. */
+ * scored with); on a GPU its GEMM, batch-invariant while the model's
+ * scoring has sq_ctx_invariant on (ctx.h). */
 int sq_score_states(const sq_ctx *cx, const float *h, int B, const float *E, const float *ob,
                     int C, int V1, float *scores, sq_err *e);
 /* The states of histories b0, b0 + step, ... of hist into rows of hs. */

@@ -350,7 +350,9 @@ int sq_sasrec_scoring_input(const sq_sasrec_config *c, const sq_batch *hist, sq_
  * sq_rowwise_linear (rowwise.h), whose every output is the same sum in the
  * same order whatever the rows beside it; the other ops work on a row or
  * on one sequence at a time (attention, convolutions), and the positional
- * tables of FPARec are computed whole (attn_pos.c). */
+ * tables of FPARec are computed whole (attn_pos.c). On a GPU the
+ * context's GEMMs turn batch-invariant for the forward
+ * (sq_ctx_invariant, cuda/k_gemm.cu): the same guarantee, other bits. */
 
 int sq_score_states(const sq_ctx *cx, const float *h, int B, const float *E, const float *ob,
                     int C, int V1, float *scores, sq_err *e)
@@ -486,8 +488,10 @@ static int rowwise_share(const void *model, const sq_batch *hist, int t, int n, 
 }
 
 /* On a GPU: the histories as one packed batch, one forward on the device
- * (no batch invariance to keep there: the CPU's rowwise ops are what give
- * it), the states and scores on the device, the scores down once. */
+ * with the context's GEMMs batch-invariant (sq_ctx_invariant, set by the
+ * caller: cuBLAS's kernels follow the shape, k_gemm.cu's do not; the other
+ * ops work on a row or a sequence), the states and scores on the device,
+ * the scores down once. */
 static int device_scores(const sq_sasrec *m, const sq_batch *hist, float *scores, sq_err *e)
 {
     const sq_ctx *cx = &m->cx;
@@ -530,8 +534,12 @@ int sq_sasrec_scores(const sq_sasrec *m, const sq_batch *hist, float *scores, sq
     int B = hist->B, C = m->cfg.dim;
     if (B <= 0)
         return 0;
-    if (cx->backend != SQ_BACKEND_CPU)
-        return device_scores(m, hist, scores, e);
+    if (cx->backend != SQ_BACKEND_CPU) {
+        sq_ctx_invariant(cx, 1); /* BATCH INVARIANCE on the device too */
+        int rc = device_scores(m, hist, scores, e);
+        sq_ctx_invariant(cx, 0);
+        return rc;
+    }
     float *hs = sq_ctx_alloc(cx, (size_t)B * C * sizeof *hs, e);
     if (!hs)
         return e->code;

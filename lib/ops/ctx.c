@@ -126,6 +126,12 @@ int sq_ctx_sync(const sq_ctx *cx, sq_err *e)
     return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_sync(cx->gpu, e) : 0;
 }
 
+void sq_ctx_invariant(const sq_ctx *cx, int on)
+{
+    if (cx->backend == SQ_BACKEND_CUDA)
+        sq_gpu_invariant(cx->gpu, on);
+}
+
 static int no_nccl(sq_err *e)
 {
     return sq_fail(e, SQ_EX_SOFTWARE, "NCCL is the GPU's: the CPU's ranks sum over MPI");

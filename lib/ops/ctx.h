@@ -61,6 +61,13 @@ int sq_ctx_stage(const sq_ctx *cx, const void *const *host, const size_t *bytes,
  * A no-op on the CPU. */
 void sq_ctx_stage_add(const sq_ctx *cx, const void *host, size_t bytes);
 int sq_ctx_sync(const sq_ctx *cx, sq_err *e);
+/* CUDA: while on, every GEMM of the context is batch-invariant
+ * (cuda/k_gemm.cu: each output the same fp32 sum in k order whatever the
+ * shape, instead of cuBLAS's shape-picked kernels): a model's device
+ * scoring turns it on around its forward, so that a user's scores do not
+ * depend on the batch or shard, as the CPU's rowwise ops give. A no-op on
+ * the CPU (there cx.rowwise is the switch). */
+void sq_ctx_invariant(const sq_ctx *cx, int on);
 /* CUDA: a step's work as a CUDA graph (cuda/graph.cu; HACKING.md "CUDA
  * graphs"): what is queued between begin and end is recorded on a key's
  * first step, captured on its next two and replayed from then on. The key

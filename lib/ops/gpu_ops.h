@@ -60,6 +60,8 @@ extern "C" {
     X(void, stage_add, (const void *host, size_t bytes), (host, bytes))                      \
     X(int, sync, (sq_err *e), (e))                                                           \
     X(int, set_precision, (int mode, sq_err *e), (mode, e))                                  \
+    /* on: every GEMM batch-invariant (k_gemm.cu) until off: scoring's forwards */            \
+    X(void, invariant, (int on), (on))                                                       \
     X(int, mem_used, (size_t *bytes, sq_err *e), (bytes, e))                                 \
     /* CUDA graphs (graph.cu): a step bracketed, captured once a key, replayed */           \
     X(int, graph_begin, (uint64_t key, sq_err *e), (key, e))                                 \

@@ -231,7 +231,8 @@ if want nccl; then
 fi
 
 # 4. A model trained on the GPU scores on the CPU and back: the metrics of
-# both within float rounding.
+# both within float rounding; and on the GPU a user's scores do not depend
+# on the batch (the top 10 with scores, batches of 1 and 256: the same).
 if want score; then
   data="$here/data/synth.split"
   for name in sasrec-softmax bert4rec-linrec hstu core gru4rec caser; do
@@ -253,6 +254,19 @@ if want score; then
       else
         fail "score $name: CPU and GPU metrics differ by more than 0.002"
       fi
+    fi
+    # batch invariance on the GPU (k_gemm.cu): the top 10 and their scores
+    # of every user, 1 and 256 histories a batch, the same text
+    for b in 1 256; do
+      timeout "$run_limit" seqrec-score --device cuda -b $b -m "$m" --topk 10 "$data" \
+        > "$out/score-$name-top-$b.txt" 2> "$out/score-$name-top-$b.err" ||
+        fail "score $name --topk -b $b: $(tail -qn 1 "$out/score-$name-top-$b.err")"
+    done
+    if [ -s "$out/score-$name-top-1.txt" ] &&
+       cmp -s "$out/score-$name-top-1.txt" "$out/score-$name-top-256.txt"; then
+      pass "score $name: a user's GPU scores are the same bits in batches of 1 and 256"
+    else
+      fail "score $name: GPU scores differ between batches of 1 and 256"
     fi
   done
 fi

@@ -96,6 +96,107 @@ static double worst_rel(const float *a, const float *b, int n)
     return w;
 }
 
+/* The batch-invariant GEMM of scoring (cuda/k_gemm.cu, sq_ctx_invariant):
+ * its contract is exact, so it is checked bit for bit: every output is
+ * alpha * (the fp32 sum of a(i,k) b(k,j) in k order, each product and sum
+ * rounded alone) (+ beta c), which this loop computes on the host
+ * (-ffp-contract=off); and a row's outputs are the same bits computed
+ * alone (M = 1), among 3 rows, or among all M, with any --precision. Shapes
+ * off the 64 x 64 tiles and the 16-deep K slices. */
+static float inv_entry(int ta, int tb, const float *A, int lda, const float *B, int ldb, int K,
+                       int i, int j, float alpha, float beta, float c)
+{
+    float acc = 0;
+    for (int k = 0; k < K; k++) {
+        float p = (ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
+                  (tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+        acc = acc + p;
+    }
+    float v = alpha * acc;
+    return beta != 0.0f ? v + beta * c : v;
+}
+
+static void inv_case(unit_ctx *t, sq_gpu *g, int ta, int tb, int M, int N, int K, float beta)
+{
+    sq_err e = {0};
+    sq_rng r;
+    sq_rng_seed(&r, 7, (uint64_t)(ta * 2 + tb));
+    int lda = ta ? M : K, ldb = tb ? K : N;
+    size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+    float *A = malloc(na * sizeof *A), *B = malloc(nb * sizeof *B), *C0 = malloc(nc * sizeof *C0);
+    float *G = malloc(nc * sizeof *G), *W = malloc(nc * sizeof *W);
+    void *dA = NULL, *dB = NULL, *dC = NULL;
+    CHECK(A && B && C0 && G && W);
+    if (!A || !B || !C0 || !G || !W)
+        goto out;
+    for (size_t i = 0; i < na; i++) A[i] = (float)sq_rng_normal(&r);
+    for (size_t i = 0; i < nb; i++) B[i] = (float)sq_rng_normal(&r);
+    for (size_t i = 0; i < nc; i++) C0[i] = (float)sq_rng_normal(&r);
+    CHECK_EQ(sq_gpu_alloc(g, &dA, na * sizeof *A, &e), 0);
+    CHECK_EQ(sq_gpu_alloc(g, &dB, nb * sizeof *B, &e), 0);
+    CHECK_EQ(sq_gpu_alloc(g, &dC, nc * sizeof *G, &e), 0);
+    CHECK_EQ(sq_gpu_upload(g, dA, A, na * sizeof *A, &e), 0);
+    CHECK_EQ(sq_gpu_upload(g, dB, B, nb * sizeof *B, &e), 0);
+    CHECK_EQ(sq_gpu_upload(g, dC, C0, nc * sizeof *G, &e), 0);
+    sq_gpu_invariant(g, 1);
+    sq_gpu_gemm(g, ta, tb, M, N, K, 0.5f, dA, lda, dB, ldb, beta, dC, N);
+    CHECK_EQ(sq_gpu_download(g, G, dC, nc * sizeof *G, &e), 0);
+    int bad = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++)
+            bad += memcmp(&G[(size_t)i * N + j], &(float){inv_entry(ta, tb, A, lda, B, ldb, K,
+                          i, j, 0.5f, beta, C0[(size_t)i * N + j])}, sizeof(float)) != 0;
+    CHECK_EQ(bad, 0);
+    /* rows alone and three at a time (A's rows at an offset: its columns
+     * when transposed), into a fresh C: the full run's bits */
+    const int starts[3] = {0, M / 2, M - 1}, counts[3] = {1, 3, 1};
+    for (int s = 0; s < 3; s++) {
+        int i0 = starts[s], m = counts[s] < M - i0 ? counts[s] : M - i0;
+        const float *a = (const float *)dA + (ta ? (size_t)i0 : (size_t)i0 * lda);
+        CHECK_EQ(sq_gpu_upload(g, dC, C0 + (size_t)i0 * N, (size_t)m * N * sizeof *G, &e), 0);
+        sq_gpu_gemm(g, ta, tb, m, N, K, 0.5f, a, lda, dB, ldb, beta, dC, N);
+        CHECK_EQ(sq_gpu_download(g, W, dC, (size_t)m * N * sizeof *W, &e), 0);
+        CHECK(memcmp(W, G + (size_t)i0 * N, (size_t)m * N * sizeof *W) == 0);
+    }
+    /* --precision does not reach it; off, cuBLAS again (within fp32's rounding) */
+    CHECK_EQ(sq_gpu_set_precision(g, 2, &e), 0);
+    CHECK_EQ(sq_gpu_upload(g, dC, C0, (size_t)N * sizeof *G, &e), 0);
+    sq_gpu_gemm(g, ta, tb, 1, N, K, 0.5f, dA, lda, dB, ldb, beta, dC, N);
+    CHECK_EQ(sq_gpu_download(g, W, dC, (size_t)N * sizeof *W, &e), 0);
+    CHECK(memcmp(W, G, (size_t)N * sizeof *W) == 0);
+    CHECK_EQ(sq_gpu_set_precision(g, 0, &e), 0);
+    sq_gpu_invariant(g, 0);
+    CHECK_EQ(sq_gpu_upload(g, dC, C0, nc * sizeof *G, &e), 0);
+    sq_gpu_gemm(g, ta, tb, M, N, K, 0.5f, dA, lda, dB, ldb, beta, dC, N);
+    CHECK_EQ(sq_gpu_download(g, W, dC, nc * sizeof *W, &e), 0);
+    CHECK(worst_rel(W, G, (int)nc) < 1e-5);
+    CHECK_EQ(sq_gpu_sync(g, &e), 0);
+out:
+    sq_gpu_free(g, dA);
+    sq_gpu_free(g, dB);
+    sq_gpu_free(g, dC);
+    free(A); free(B); free(C0); free(G); free(W);
+}
+
+UNIT_TEST(test_gpu_gemm_invariant)
+{
+    char name[256];
+    if (!sq_gpu_probe(name, sizeof name))
+        SKIP(name);
+    sq_err e = {0};
+    sq_gpu *g = NULL;
+    CHECK_EQ(sq_gpu_open(&g, 0, &e), 0);
+    if (!g)
+        return;
+    CHECK_EQ(sq_gpu_set_precision(g, 0, &e), 0);
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            inv_case(t, g, ta, tb, 70, 131, 37, ta == tb ? 0.0f : 1.0f);
+    inv_case(t, g, 0, 1, 5, 64, 16, 1.0f); /* K one slice, N one tile */
+    inv_case(t, g, 0, 1, 2, 3, 1, 0.0f);
+    sq_gpu_close(g);
+}
+
 /* --precision bf16: the GEMM rounds its inputs to bf16 and sums in fp32,
  * so each entry lies within bf16's bound of the fp32 GEMM, 2^-7 sum |a b|
  * (an input's rounding is off by at most 2^-8, truncated or rounded), and
