@@ -484,6 +484,9 @@ static int parse_args(int argc, char **argv, score_args *a)
     /* top-K leaves the history out unless --include-history; ranks keep
      * it unless -x (-x with --topk: the default, accepted) */
     a->eo.exclude_history = a->topk ? !a->include_given : a->exclude_given;
+    /* a diagnostic: a GPU model's top-K selected on the host (the same lists) */
+    const char *tk = getenv("SEQREC_GPU_TOPK");
+    a->eo.topk_host = tk && strcmp(tk, "host") == 0;
     return 0;
 }
 

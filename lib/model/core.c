@@ -372,7 +372,7 @@ static int device_scores(const core_scorer *s, const sq_batch *hist, float *out,
         float *dsc = En + (size_t)V1 * C + (size_t)V1;
         sq_core_encode(m, &bw, &w, &pb, &s->o, 0, 0, 0);
         rc = sq_score_states(cx, w.q, B, En, NULL, C, V1, dsc, e) ||
-             sq_ctx_download(cx, out, dsc, (size_t)B * V1 * sizeof *out, e) ? e->code : 0;
+             sq_scores_out(cx, dsc, hist, V1, out, e) ? e->code : 0;
     }
     sq_ctx_free(cx, En);
     if (have_w)

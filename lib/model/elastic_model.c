@@ -280,8 +280,7 @@ static int elastic_scores(const sq_elastic *m, const sq_batch *hist, float *scor
             rc = device_states(m, hist, hs, NULL, e) ||
                  sq_score_states(cx, hs, B, m->p.item_emb, NULL, C, (int)m->cfg.n_items + 1, dsc,
                                  e) ||
-                 sq_ctx_download(cx, scores, dsc,
-                                 (size_t)B * (m->cfg.n_items + 1) * sizeof *scores, e)
+                 sq_scores_out(cx, dsc, hist, (int)m->cfg.n_items + 1, scores, e)
                  ? e->code : 0;
         sq_ctx_invariant(cx, 0);
         sq_ctx_free(cx, dsc);

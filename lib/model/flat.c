@@ -358,7 +358,7 @@ static int device_scores(const sq_flat *m, const sq_batch *hist, float *scores, 
     if (!rc)
         rc = sq_score_states(cx, hs, B, m->t[oi], bi >= 0 ? m->t[bi] : NULL, D, V1, dsc, e);
     if (!rc)
-        rc = sq_ctx_download(cx, scores, dsc, (size_t)B * V1 * sizeof *scores, e);
+        rc = sq_scores_out(cx, dsc, hist, V1, scores, e);
     sq_ctx_free(cx, dsc);
     sq_ctx_free(cx, hs);
     f->work_free(w);

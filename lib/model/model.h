@@ -29,16 +29,37 @@
 #include "stream.h"
 #include "tensor.h"
 
+/* A top-K request with a batch (sq_eval_topk): a model that scores on a
+ * GPU may select there instead of handing back every score (for a
+ * catalogue of a million items, 1 GB a batch of 256 that never needs to
+ * leave the device). It then fills, for each history b, the best k[b] <= K
+ * items among the i in 1..n_items with ok[i] and, when exclude_history,
+ * not in b's history: items[b K ..] and scores[b K ..], best first (the
+ * higher score, then the lower item id: eval.c's order), nan[b] 1 when a
+ * candidate's score is NaN; and sets done. K <= SQ_TOPK_GPU_MAX (topk.h).
+ * A model that does not leaves done 0 and fills the scores as ever. */
+typedef struct sq_topk_req {
+    uint32_t K;
+    const unsigned char *ok;   /* [n_items + 1] host */
+    int exclude_history;
+    uint32_t *items;           /* [B x K] host */
+    float *scores;             /* [B x K] host */
+    uint32_t *k;               /* [B] */
+    int *nan;                  /* [B] */
+    int done;
+} sq_topk_req;
+
 /* A batch of B histories, packed oldest first: history b is
  * items[off[b] .. off[b] + len[b]); len[b] may be 0 (cold user). user[b]
  * is history b's user id (NULL: not known; only models with a row per
- * user read it). */
+ * user read it). topk: NULL, or the caller's top-K request (above). */
 typedef struct {
     const uint32_t *items;
     const uint32_t *off;
     const uint32_t *len;
     int B;
     const uint32_t *user;
+    sq_topk_req *topk;
 } sq_batch;
 
 /* What a model's config learns from the training data: n_items, a padded
@@ -161,6 +182,12 @@ int sq_model_check_stream(const sq_model *m, const sq_header *h, const char *nam
  * scoring has sq_ctx_invariant on (ctx.h). */
 int sq_score_states(const sq_ctx *cx, const float *h, int B, const float *E, const float *ob,
                     int C, int V1, float *scores, sq_err *e);
+/* The end of a model's device scoring: dsc[B, V1] (on the GPU) down into
+ * scores, or, when hist carries a top-K request the GPU can take, each
+ * history's best items selected there (sq_topk_rows) and only they down
+ * (the request's done set). */
+int sq_scores_out(const sq_ctx *cx, const float *dsc, const sq_batch *hist, int V1,
+                  float *scores, sq_err *e);
 /* The states of histories b0, b0 + step, ... of hist into rows of hs. */
 typedef int (*sq_states_fn)(const void *model, const sq_batch *hist, int b0, int step,
                             float *hs, sq_err *e);

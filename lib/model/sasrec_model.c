@@ -5,6 +5,7 @@
 #include "kv.h"
 #include "ops.h"
 #include "rowwise.h"
+#include "topk.h"
 
 #include <inttypes.h>
 #include <omp.h>
@@ -371,6 +372,86 @@ int sq_score_states(const sq_ctx *cx, const float *h, int B, const float *E, con
     return 0;
 }
 
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* The excluded lists of a top-K request: each history's items sorted
+ * (topk.h), in CSR; *ex NULL when nothing is excluded. */
+static int topk_excluded(const sq_batch *hist, int **ex, int **eoff, sq_err *e)
+{
+    size_t n = 0;
+    *ex = NULL;
+    *eoff = NULL;
+    if (!hist->topk->exclude_history)
+        return 0;
+    for (int b = 0; b < hist->B; b++)
+        n += hist->len[b];
+    if (n > INT32_MAX)
+        return sq_fail(e, SQ_EX_USAGE, "top-K: the batch's histories exceed 2^31 items");
+    *ex = malloc((n ? n : 1) * sizeof **ex);
+    *eoff = malloc(((size_t)hist->B + 1) * sizeof **eoff);
+    if (!*ex || !*eoff) {
+        free(*ex);
+        free(*eoff);
+        *ex = *eoff = NULL;
+        return sq_fail(e, SQ_EX_OSERR, "out of memory for the top-K's excluded items");
+    }
+    int at = 0;
+    for (int b = 0; b < hist->B; b++) {
+        (*eoff)[b] = at;
+        for (uint32_t j = 0; j < hist->len[b]; j++)
+            (*ex)[at + (int)j] = (int)hist->items[hist->off[b] + j];
+        qsort(*ex + at, hist->len[b], sizeof **ex, cmp_int);
+        at += (int)hist->len[b];
+    }
+    (*eoff)[hist->B] = at;
+    return 0;
+}
+
+/* hist's top-K request selected on the device from dsc (topk.h), its
+ * lists down: the request done. */
+static int device_topk(const sq_ctx *cx, const float *dsc, const sq_batch *hist, int V1,
+                       sq_err *e)
+{
+    sq_topk_req *q = hist->topk;
+    int B = hist->B, K = (int)q->K, *ex = NULL, *eoff = NULL;
+    size_t nk = (size_t)B * K;
+    int *d_items = NULL, *d_k = NULL;
+    float *d_top = NULL;
+    int rc = topk_excluded(hist, &ex, &eoff, e);
+    if (!rc && (!(d_items = sq_ctx_alloc(cx, nk * sizeof *d_items, e)) ||
+                !(d_top = sq_ctx_alloc(cx, nk * sizeof *d_top, e)) ||
+                !(d_k = sq_ctx_alloc(cx, 2 * (size_t)B * sizeof *d_k, e))))
+        rc = e->code;
+    if (!rc)
+        rc = sq_topk_rows(cx, d_items, d_top, d_k, d_k + B, dsc, B, V1, K, q->ok, ex, eoff, e);
+    /* uint32 and int share their representation for these non-negative ids */
+    if (!rc && (sq_ctx_download(cx, q->items, d_items, nk * sizeof *d_items, e) ||
+                sq_ctx_download(cx, q->scores, d_top, nk * sizeof *d_top, e) ||
+                sq_ctx_download(cx, q->k, d_k, (size_t)B * sizeof *d_k, e) ||
+                sq_ctx_download(cx, q->nan, d_k + B, (size_t)B * sizeof *d_k, e)))
+        rc = e->code;
+    q->done = !rc;
+    sq_ctx_free(cx, d_items);
+    sq_ctx_free(cx, d_top);
+    sq_ctx_free(cx, d_k);
+    free(ex);
+    free(eoff);
+    return rc;
+}
+
+int sq_scores_out(const sq_ctx *cx, const float *dsc, const sq_batch *hist, int V1,
+                  float *scores, sq_err *e)
+{
+    const sq_topk_req *q = hist->topk;
+    if (q && cx->backend == SQ_BACKEND_CUDA && q->K >= 1 && q->K <= SQ_TOPK_GPU_MAX)
+        return device_topk(cx, dsc, hist, V1, e);
+    return sq_ctx_download(cx, scores, dsc, (size_t)hist->B * V1 * sizeof *scores, e);
+}
+
 static int score_states(const sq_sasrec *m, const float *h, int B, float *scores, sq_err *e)
 {
     return sq_score_states(&m->cx, h, B, m->p.item_emb, is_bert(&m->cfg) ? m->p.out_b : NULL,
@@ -447,7 +528,7 @@ static int rowwise_states(const sq_sasrec *m, const sq_batch *hist, float *hs, s
                 break;
             rows += len;
         }
-        sq_batch run = {hist->items, hist->off + b0, hist->len + b0, b1 - b0, NULL};
+        sq_batch run = {hist->items, hist->off + b0, hist->len + b0, b1 - b0, NULL, NULL};
         sq_packed pb;
         int *ints = NULL;
         size_t att;
@@ -483,7 +564,7 @@ static int rowwise_share(const void *model, const sq_batch *hist, int t, int n, 
     int lo = (int)((long)hist->B * t / n), hi = (int)((long)hist->B * (t + 1) / n);
     if (lo >= hi)
         return 0;
-    sq_batch part = {hist->items, hist->off + lo, hist->len + lo, hi - lo, NULL};
+    sq_batch part = {hist->items, hist->off + lo, hist->len + lo, hi - lo, NULL, NULL};
     return rowwise_states(one, &part, hs + (size_t)lo * one->cfg.dim, e);
 }
 
@@ -519,7 +600,7 @@ static int device_scores(const sq_sasrec *m, const sq_batch *hist, float *scores
         rc = score_states(m, hs, B, dsc, e);
     }
     if (!rc)
-        rc = sq_ctx_download(cx, scores, dsc, (size_t)B * V1 * sizeof *scores, e);
+        rc = sq_scores_out(cx, dsc, hist, V1, scores, e);
     sq_ctx_free(cx, hs);
     sq_ctx_free(cx, dsc);
     if (have)

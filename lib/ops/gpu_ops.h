@@ -324,6 +324,11 @@ extern "C" {
       (param, grad, m, v, width, rows, n, lr, beta1, beta2, eps, weight_decay, decoupled, t)) \
     X(double, grad_norm, (const float *g, size_t n), (g, n))                                 \
     X(double, grad_clip, (float *g, size_t n, double max_norm), (g, n, max_norm))            \
+    /* scoring's top-K selection (k_topk.cu; ok, excl, eoff host arrays it uploads) */         \
+    X(void, topk_rows, (int *items, float *top, int *k, int *nan, const float *sc, int B,     \
+                        int V1, int K, const unsigned char *ok, const int *excl,             \
+                        const int *eoff),                                                    \
+      (items, top, k, nan, sc, B, V1, K, ok, excl, eoff))                                    \
     /* data-parallel ranks (k_nccl.cu): NCCL's id, communicator, in-place sum */            \
     X(int, nccl_id, (void *id, size_t n, sq_err *e), (id, n, e))                             \
     X(int, nccl_open, (const void *id, size_t n, int ranks, int rank, sq_err *e),           \

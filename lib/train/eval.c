@@ -627,8 +627,11 @@ static int work_new(work *w, const ctx *c, int topk, sq_err *e)
     return 0;
 }
 
-/* Packs the histories of jobs[0, B) into w and has the model score them. */
-static int score_batch(sq_model *m, const ctx *c, work *w, const job *jobs, int B, sq_err *e)
+/* Packs the histories of jobs[0, B) into w and has the model score them;
+ * with a top-K request, a model on a GPU may select there instead (its
+ * done set; model.h). */
+static int score_batch(sq_model *m, const ctx *c, work *w, const job *jobs, int B,
+                       sq_topk_req *req, sq_err *e)
 {
     size_t total = 0;
     for (int b = 0; b < B; b++)
@@ -654,7 +657,9 @@ static int score_batch(sq_model *m, const ctx *c, work *w, const job *jobs, int 
         w->user[b] = q->user;
         at += n;
     }
-    sq_batch batch = {w->items, w->off, w->len, B, w->user};
+    sq_batch batch = {w->items, w->off, w->len, B, w->user, req};
+    if (req)
+        req->done = 0;
     if (c->o->expert_count && m->experts && m->experts(m, &batch, c->o->expert_count, e))
         return e->code;
     return m->scores(m, &batch, w->scores, e);
@@ -712,7 +717,7 @@ int sq_eval_ranks(sq_model *m, const sq_dataset *ds, const sq_eval_opts *o,
         const job *jb = jobs + j0;
         if (o->progress)
             o->progress(o->progress_ctx, j0, n_jobs);
-        if ((rc = score_batch(m, &c, &w, jb, B, e)))
+        if ((rc = score_batch(m, &c, &w, jb, B, NULL, e)))
             goto done;
         size_t row = (size_t)c.n + 1;
 #pragma omp parallel for schedule(dynamic, 4) num_threads(w.nt)
@@ -780,14 +785,18 @@ int sq_eval_topk(sq_model *m, const sq_dataset *ds, const sq_eval_opts *o, uint3
     }
     if ((rc = list_jobs(m, ds, o, 1, &jobs, &n_jobs, e)) || (rc = work_new(&w, &c, 1, e)))
         goto done;
+    /* the request a GPU model may take (its lists land where the host's go) */
+    sq_topk_req req = {.K = c.K, .ok = c.ok, .exclude_history = o->exclude_history,
+                       .items = w.top, .scores = w.top_sc, .k = w.rank, .nan = w.bad};
     for (uint64_t j0 = 0; j0 < n_jobs; j0 += (uint64_t)w.B) {
         int B = n_jobs - j0 < (uint64_t)w.B ? (int)(n_jobs - j0) : w.B;
         const job *jb = jobs + j0;
-        if ((rc = score_batch(m, &c, &w, jb, B, e)))
+        if ((rc = score_batch(m, &c, &w, jb, B, o->topk_host ? NULL : &req, e)))
             goto done;
         size_t row = (size_t)c.n + 1;
+        int nb = req.done ? 0 : B; /* selected on the device: nothing left */
 #pragma omp parallel for schedule(dynamic, 4) num_threads(w.nt)
-        for (int b = 0; b < B; b++) {
+        for (int b = 0; b < nb; b++) {
             const sq_seq *q = &ds->seq[jb[b].rec];
             const uint32_t *it = sq_dataset_items(ds, jb[b].rec);
             int64_t k = topk_one(&c, &w.s[omp_get_thread_num()], w.scores + (size_t)b * row,

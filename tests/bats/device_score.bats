@@ -5,7 +5,9 @@
 # (sq_ctx_invariant) instead of cuBLAS, whose kernels follow the shape;
 # the simulated device's cuBLAS is OpenBLAS, whose kernels follow the shape
 # too, so without the switch these tests fail there (they did: sasrec's
-# ranks with -b 1, 7 and 256 were three different files).
+# ranks with -b 1, 7 and 256 were three different files). And --topk
+# selects on the GPU (cuda/k_topk.cu): the same lists as the host's
+# selection from the same scores (SEQREC_GPU_TOPK=host).
 
 load helper
 
@@ -36,6 +38,42 @@ invariant() {
   done | sort > "$T/$name-shards"
   cmp "$T/$name-shards" <(sort "$T/$name-top-256")
   [ "$(wc -l < "$T/$name-top-1")" -gt 80 ]
+}
+
+@test "device_score: --topk selects on the GPU the host's lists (history excluded or not, an item filter, K 1 ... 256 and beyond)" {
+  seqrec-train --model sasrec --dim 16 --ffn 16 --max-len 12 --epochs 1 -o "$T/m.sqm" "$T/t.sqr" \
+    2>/dev/null
+  printf '%s\n' 3 5 8 13 21 34 > "$T/retired"
+  for k in 1 10 60 256 300; do # 300 > SQ_TOPK_GPU_MAX: selected on the host either way
+    for o in "" --include-history "--exclude-items $T/retired"; do
+      # shellcheck disable=SC2086 # an option and its value, or none
+      seqrec-score --device cuda --topk $k $o -m "$T/m.sqm" "$T/t.sqr" > "$T/gpu"
+      # shellcheck disable=SC2086
+      SEQREC_GPU_TOPK=host seqrec-score --device cuda --topk $k $o -m "$T/m.sqm" "$T/t.sqr" \
+        > "$T/host"
+      cmp "$T/gpu" "$T/host"
+    done
+  done
+  # the selection ran on the device (its op in the profile), or not at all
+  SEQREC_GPU_PROFILE="$T/p.csv" seqrec-score --device cuda --topk 10 -m "$T/m.sqm" "$T/t.sqr" \
+    > /dev/null
+  grep -q '^topk_rows,1,' "$T/p.csv"
+  SEQREC_GPU_TOPK=host SEQREC_GPU_PROFILE="$T/p.csv" seqrec-score --device cuda --topk 10 \
+    -m "$T/m.sqm" "$T/t.sqr" > /dev/null
+  ! grep -q '^topk_rows,' "$T/p.csv"
+  # the lists really differ with the options (the test can see a lost filter)
+  seqrec-score --device cuda --topk 60 -m "$T/m.sqm" "$T/t.sqr" > "$T/a"
+  seqrec-score --device cuda --topk 60 --include-history -m "$T/m.sqm" "$T/t.sqr" > "$T/b"
+  seqrec-score --device cuda --topk 60 --exclude-items "$T/retired" -m "$T/m.sqm" "$T/t.sqr" \
+    > "$T/c"
+  ! cmp -s "$T/a" "$T/b"
+  ! cmp -s "$T/a" "$T/c"
+  ! grep -Eq '[	,](3|5|8|13|21|34):' "$T/c"
+  # the items of the CPU's lists (scores to float rounding)
+  seqrec-score --topk 10 -m "$T/m.sqm" "$T/t.sqr" | sed 's/:[^,]*//g' > "$T/cpu-items"
+  seqrec-score --device cuda --topk 10 -m "$T/m.sqm" "$T/t.sqr" | sed 's/:[^,]*//g' \
+    > "$T/gpu-items"
+  cmp "$T/cpu-items" "$T/gpu-items"
 }
 
 @test "device_score: sasrec and bert4rec score a user alike in any batch or shard on the simulated GPU" {

@@ -368,7 +368,7 @@ UNIT_TEST(cuda_hstu_scores)
     }
     off[HU] = 0;
     len[HU] = 0;
-    sq_batch hist = {d.items, off, len, B, NULL};
+    sq_batch hist = {d.items, off, len, B, NULL, NULL};
     size_t ns = (size_t)B * (HITEMS + 1);
     float *sc = calloc(ns, sizeof *sc), *sg = calloc(ns, sizeof *sg);
     float *sg2 = calloc(ns, sizeof *sg2), *one = calloc(HITEMS + 1, sizeof *one);
@@ -382,7 +382,7 @@ UNIT_TEST(cuda_hstu_scores)
         for (int b = 0; b < B; b++)
             CHECK(sg[(size_t)b * (HITEMS + 1)] == 0); /* padding */
         /* the CPU: a user's scores are the same bits alone as in the batch */
-        sq_batch alone = {d.items, off + 3, len + 3, 1, NULL};
+        sq_batch alone = {d.items, off + 3, len + 3, 1, NULL, NULL};
         if (!hs_scores(t, &cpu, c.bytes, &alone, one))
             CHECK(memcmp(one, sc + 3 * (HITEMS + 1), (HITEMS + 1) * sizeof *one) == 0);
         gc_note("cuda_hstu_scores", "scores vs cpu", cuda_max_diff(sg, sc, NULL, ns));

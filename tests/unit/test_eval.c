@@ -636,7 +636,7 @@ static int scores_by(const sq_sasrec *m, const uint32_t *items, const uint32_t *
         uint32_t o2[64];
         for (int i = 0; i < nb; i++)
             o2[i] = off[b0 + i] - off[b0];
-        sq_batch bt = {items + off[b0], o2, len + b0, nb, NULL};
+        sq_batch bt = {items + off[b0], o2, len + b0, nb, NULL, NULL};
         rc = sq_sasrec_scores(m, &bt, out + (size_t)b0 * row, e);
     }
     omp_set_num_threads(keep);

@@ -206,17 +206,17 @@ UNIT_TEST(test_flat_scores)
     CHECK(m.knows_user && m.knows_user(&m, 2) && !m.knows_user(&m, 3));
     uint32_t items[] = {1, 2, 3, 4, 5, 9}, off[] = {0, 3, 5}, len[] = {3, 2, 0};
     uint32_t user[] = {0, 2, 1};
-    sq_batch all = {items, off, len, 3, user};
+    sq_batch all = {items, off, len, 3, user, NULL};
     float s3[30], s1[10];
     CHECK_EQ(m.scores(&m, &all, s3, &e), 0);
     /* a user's scores do not depend on whom it is scored with */
     uint32_t off1[] = {0};
-    sq_batch one = {items + 3, off1, len + 1, 1, user + 1};
+    sq_batch one = {items + 3, off1, len + 1, 1, user + 1, NULL};
     CHECK_EQ(m.scores(&m, &one, s1, &e), 0);
     CHECK(memcmp(s1, s3 + 10, sizeof s1) == 0);
     /* a user without a row is refused */
     uint32_t bad[] = {3};
-    sq_batch nb = {items, off1, len, 1, bad};
+    sq_batch nb = {items, off1, len, 1, bad, NULL};
     CHECK_EQ(m.scores(&m, &nb, s1, &e), SQ_EX_DATA);
     sq_model_toy.net_free(&n);
 }

@@ -330,7 +330,7 @@ UNIT_TEST(test_pop_fit_counts_training_parts_only)
     CHECK(m.meta && strstr(m.meta, "dataset=tiny\n") != NULL);
     /* the same scores for every history, a cold one included */
     uint32_t items[3] = {1, 2, 3}, off[2] = {0, 3}, len[2] = {3, 0};
-    sq_batch b = {items, off, len, 2, NULL};
+    sq_batch b = {items, off, len, 2, NULL, NULL};
     float s[14];
     CHECK_EQ(m.scores(&m, &b, s, &e), 0);
     for (int i = 1; i <= 6; i++) {

@@ -1,0 +1,31 @@
+/* topk.h - the best K items of each row of scores: seqrec-score --topk and
+ * the nightly job, selected where the scores are.
+ *
+ * Row b of sc[B, V1] scores items 1 .. V1 - 1 (column 0 is the padding
+ * item, never a candidate). The candidates of row b are the items i with
+ * ok[i] != 0 that are not in its excluded list excl[eoff[b] .. eoff[b+1])
+ * (sorted ascending, repeats allowed; excl NULL: none). The op writes the
+ * best k[b] = min(K, candidates) of them, best first, into items[b K ..]
+ * and top[b K ..]: the higher score first, equal scores by the lower item
+ * id (eval.c's order, so the same list as seqrec-score's host selection
+ * from the same scores), and nan[b] = 1 when a candidate's score is NaN
+ * (its list then unspecified), else 0.
+ *
+ * On a CUDA context sc, items, top, k and nan are device arrays and ok,
+ * excl and eoff host arrays the op uploads; K is at most SQ_TOPK_GPU_MAX
+ * there (one block's buffer a row: a larger K selects on the host). The
+ * CPU twin selects with a heap, row by row. */
+#ifndef SQ_TOPK_H
+#define SQ_TOPK_H
+
+#include "ctx.h"
+
+#define SQ_TOPK_GPU_MAX 256
+
+/* 0, or SQ_EX_OSERR (the CPU's heap); a GPU's failure is the context's
+ * sticky error, reported by the download of the results. */
+int sq_topk_rows(const sq_ctx *cx, int *items, float *top, int *k, int *nan, const float *sc,
+                 int B, int V1, int K, const unsigned char *ok, const int *excl, const int *eoff,
+                 sq_err *e);
+
+#endif
