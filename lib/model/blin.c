@@ -315,9 +315,12 @@ static int work_alloc(const sq_net *n, const sq_batcher *bt, void **work, sq_err
     if (backbone()->work_alloc(&p->inner, bt, &w->inner, e))
         return e->code;
     int V1 = (int)c->base.n_items + 1, C = c->base.dim, B = bt->batch;
-    /* chunks of pairs whose logits stay near 4 MB */
+    /* chunks of pairs whose logits stay near 4 MB on the CPU; on a GPU
+     * the CE's chunk (sq_ce_chunk_on: 2^26 logits), fewer launches */
     w->chunk = (int)(((size_t)1 << 20) / (size_t)V1);
     w->chunk = w->chunk < 1 ? 1 : w->chunk > B ? B : w->chunk;
+    if (n->cx->backend == SQ_BACKEND_CUDA)
+        w->chunk = sq_ce_chunk_on(n->cx, B, V1);
     w->cx = n->cx;
     if (!(w->bkl = sq_ctx_alloc(n->cx, sq_bkl_scratch_size(w->chunk, V1, C) * sizeof *w->bkl,
                                 e)))

@@ -60,7 +60,7 @@ int R(sq_core_work_alloc)(R(sq_core_work) *w, const sq_ctx *cx, int T, int B, in
     memset(w, 0, sizeof *w);
     *w = (R(sq_core_work)){.T = T, .B = B, .V1 = V1, .C = C, .train = train};
     size_t TC = (size_t)T * C, BC = (size_t)B * C, VC = (size_t)V1 * C;
-    w->ce_chunk = sq_ce_chunk(B, V1);
+    w->ce_chunk = sq_ce_chunk_on(cx, B, V1);
     size_t n = 2 * TC + 3 * (size_t)T + 2 * BC + (size_t)B + 2 * VC + (size_t)V1;
     if (train)
         n += sq_ce_scratch_size(w->ce_chunk, V1, C) + 2 * BC + 2 * VC;

@@ -263,7 +263,7 @@ int R(sq_elastic_work_alloc)(R(sq_elastic_work) *w, const R(sq_elastic) *m,
         w->cap.B = 1;
     if (w->cap.N < 1 || w->cap.N > c->max_len)
         w->cap.N = c->max_len;
-    w->ce_chunk = sq_ce_chunk(cap->n, (int)c->n_items + 1);
+    w->ce_chunk = sq_ce_chunk_on(&m->cx, cap->n, (int)c->n_items + 1);
     if (R(plan_caps)(w, c, e))
         return e->code;
     size_t bytes = R(carve)(w, c, NULL);

@@ -100,7 +100,7 @@ double R(sq_flat_loss)(const R(sq_flat) *m, const sq_packed *b, const real *h,
         R(sq_zero)(cx, dh, (size_t)b->n * D);
     /* (BCE: check_step refuses it with a bias) */
     return R(sq_next_item_loss)(cx, loss, b, NULL, dh, dO, db, scratch, h, m->t[oi],
-                                bi >= 0 ? m->t[bi] : NULL, D, V1, sq_ce_chunk(b->n, V1), 1,
+                                bi >= 0 ? m->t[bi] : NULL, D, V1, sq_ce_chunk_on(cx, b->n, V1), 1,
                                 count);
 }
 
@@ -550,7 +550,8 @@ int sq_flat_work_alloc(const sq_net *n, const sq_batcher *bt, void **work, sq_er
                        .N = R(head)(m->cfg)->max_len, .train = 1};
     if (!(w->dh = sq_ctx_alloc(&m->cx, (size_t)T * D * sizeof *w->dh, e)) ||
         !(w->scratch = sq_ctx_alloc(&m->cx,
-                                    sq_ce_scratch_size(sq_ce_chunk(T, (int)V1), (int)V1, (int)D) *
+                                    sq_ce_scratch_size(sq_ce_chunk_on(&m->cx, T, (int)V1), (int)V1,
+                                                       (int)D) *
                                         sizeof *w->scratch, e)))
         return e->code;
     return m->def->f.work_alloc(m, &cap, &w->mw, e);

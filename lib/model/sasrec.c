@@ -181,7 +181,7 @@ int R(sq_sasrec_work_alloc)(R(sq_sasrec_work) *w, const R(sq_sasrec) *m,
         w->cap.T = 1;
     if (w->cap.att < 1)
         w->cap.att = 1;
-    w->ce_chunk = sq_ce_chunk(cap->n, (int)c->n_items + 1);
+    w->ce_chunk = sq_ce_chunk_on(&m->cx, cap->n, (int)c->n_items + 1);
     w->env = sq_sasrec_env(c);
     const sq_mixer *mx = w->env.self;
     sq_mixer_cap mc = {.B = w->cap.B > 0 ? w->cap.B : 1, .T = w->cap.T, .att = w->cap.att,

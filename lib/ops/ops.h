@@ -69,6 +69,10 @@ size_t sq_attention_cache_size(const int *off, int B, int H);
 /* Entries per chunk of sq_ce_full for n entries over V1 logit columns: as
  * many as keep the chunk's logits in cache, at most n (at least 1). */
 int sq_ce_chunk(int n, int V1);
+/* The chunk for cx: sq_ce_chunk's on the CPU, on a GPU as many entries as
+ * 2^26 logits hold (at most n): the models size their scratch and run
+ * their loss with it. */
+int sq_ce_chunk_on(const sq_ctx *cx, int n, int V1);
 
 /* Number of reals of scratch sq_ce_full needs for a chunk of rows. */
 size_t sq_ce_scratch_size(int chunk, int V1, int C);

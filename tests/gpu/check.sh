@@ -231,8 +231,9 @@ if want nccl; then
 fi
 
 # 4. A model trained on the GPU scores on the CPU and back: the metrics of
-# both within float rounding; and on the GPU a user's scores do not depend
-# on the batch (the top 10 with scores, batches of 1 and 256: the same).
+# both within float rounding; on the GPU a user's scores do not depend on
+# the batch (the top 10 with scores, batches of 1 and 256: the same), and
+# the device's top-K selection gives the host's lists.
 if want score; then
   data="$here/data/synth.split"
   for name in sasrec-softmax bert4rec-linrec hstu core gru4rec caser; do
@@ -267,6 +268,14 @@ if want score; then
       pass "score $name: a user's GPU scores are the same bits in batches of 1 and 256"
     else
       fail "score $name: GPU scores differ between batches of 1 and 256"
+    fi
+    # the device's top-K selection (k_topk.cu) against the host's
+    if SEQREC_GPU_TOPK=host timeout "$run_limit" seqrec-score --device cuda -b 256 -m "$m" \
+         --topk 10 "$data" > "$out/score-$name-top-host.txt" 2>> "$out/score-$name-top-256.err" &&
+       cmp -s "$out/score-$name-top-host.txt" "$out/score-$name-top-256.txt"; then
+      pass "score $name: the GPU's top-10 lists are the host selection's"
+    else
+      fail "score $name: the GPU's top-10 lists differ from the host selection's"
     fi
   done
 fi
