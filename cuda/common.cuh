@@ -88,7 +88,9 @@ struct sq_gpu_be {
     int n_vals;   // kept this step (and left for graph_values after it)
     struct be_prof *prof; // SEQREC_GPU_PROFILE (prof.cu), or NULL
     int invariant;        // be_gemm runs k_gemm.cu's batch-invariant kernel (scoring)
+    float *sum_ws;        // BE_SUM_WS floats: the column sums' partials (k_rows.cu)
 };
+#define BE_SUM_WS ((size_t)1 << 22)
 #define BE_VALS 64
 // Ends the NCCL communicator, if any (be_close).
 void be_nccl_close(sq_gpu_be *b);

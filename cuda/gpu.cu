@@ -196,6 +196,7 @@ static void be_close(sq_gpu_be *b)
     cudaFree(b->red);
     cudaFree(b->vals);
     cudaFree(b->gate);
+    cudaFree(b->sum_ws);
     cudaFreeHost(b->vals_pin);
     for (int i = 0; i < 2; i++)
         if (b->vals_ev[i])
@@ -247,6 +248,7 @@ static int be_open(sq_gpu_be **b, int device, sq_err *e)
     OPEN_TRY(cudaMalloc((void **)&c->red, BE_RED_SLOTS * sizeof(double)));
     OPEN_TRY(cudaMalloc((void **)&c->vals, BE_VALS * sizeof(double)));
     OPEN_TRY(cudaMalloc((void **)&c->gate, sizeof(int)));
+    OPEN_TRY(cudaMalloc((void **)&c->sum_ws, BE_SUM_WS * sizeof(float)));
     OPEN_TRY(cudaHostAlloc((void **)&c->vals_pin, 2 * BE_VALS * sizeof(double),
                            cudaHostAllocDefault));
     for (int i = 0; i < 2; i++)

@@ -11,8 +11,9 @@
 // array already on the device (not staged) falls back to one thread per
 // column walking every source in order: the same sums, slower.
 // Column sums (LayerNorm's dw, db; linear's db) are per-row-group sums in
-// row order, then the groups summed in order: fixed, but not the CPU's
-// order (tolerance in the parity tests).
+// row order into the backend's workspace, then the groups summed in order
+// (two passes, below): fixed, but not the CPU's order (tolerance in the
+// parity tests).
 //
 // Budget: 256 threads a block, __launch_bounds__(256), no dynamic shared
 // memory; LayerNorm a warp per row (8 rows a block).
@@ -236,39 +237,87 @@ void be_posemb_backward(sq_gpu_be *be, float *dinp, float *dpe, const float *dou
 // ---- column sums -------------------------------------------------------
 
 // dst[c] += sum over rows r of f(r, c), f = dout[r][c] (kind 0) or
-// (inp[r][c] - mean[r]) rstd[r] dout[r][c] (kind 1: LayerNorm's dw). A
-// block takes 32 columns; its SUM_GROUPS row groups sum rows g, g + G, ...
-// in order, then one thread adds the groups' sums in order: a fixed order,
-// no atomics, no scratch.
-#define SUM_GROUPS 8
+// (inp[r][c] - mean[r]) rstd[r] dout[r][c] (kind 1: LayerNorm's dw). Two
+// passes, so that a sum over hundreds of thousands of rows fills the
+// device (the one-pass form, a block per 32 columns, ran 4 blocks of a
+// 132-multiprocessor GPU for C = 128, each thread walking T / 8 rows):
+//   pass 1, a block per (32 columns, group of R rows): its SUM_LANES row
+//     lanes sum rows r0 + l, r0 + l + SUM_LANES, ... in order, then the
+//     lanes' sums in order into the group's partial (the backend's sum_ws);
+//   pass 2, a block per 32 columns: the G partials summed the same way,
+//     added onto dst.
+// R follows from T and C alone (SUM_ROWS, or more when the partials would
+// not fit the workspace or the grid): a fixed order, the same bits every
+// run, no atomics.
+#define SUM_LANES 8
+#define SUM_ROWS 128
 
-static __global__ __launch_bounds__(32 * SUM_GROUPS, 1) void k_colsum(
-    float *dst, const float *dout, const float *inp, const float *mean, const float *rstd,
-    int T, int C, int kind)
+static __device__ __forceinline__ float lanes_sum(float (*sh)[32], float acc)
 {
-    __shared__ float part[SUM_GROUPS][32];
-    int c = blockIdx.x * 32 + threadIdx.x, g = threadIdx.y;
+    sh[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    float s = 0;
+    for (int k = 0; k < SUM_LANES; k++)
+        s += sh[k][threadIdx.x];
+    return s;
+}
+
+static __global__ __launch_bounds__(32 * SUM_LANES) void k_colsum_part(
+    float *part, const float *dout, const float *inp, const float *mean, const float *rstd,
+    int T, int C, int R, int kind)
+{
+    __shared__ float sh[SUM_LANES][32];
+    int c = blockIdx.x * 32 + threadIdx.x, g = blockIdx.y;
+    int r0 = g * R, r1 = T - r0 < R ? T : r0 + R;
     float acc = 0;
     if (c < C)
-        for (int r = g; r < T; r += SUM_GROUPS) {
+        for (int r = r0 + (int)threadIdx.y; r < r1; r += SUM_LANES) {
             float d = dout[(size_t)r * C + c];
             acc += kind ? (inp[(size_t)r * C + c] - mean[r]) * rstd[r] * d : d;
         }
-    part[g][threadIdx.x] = acc;
-    __syncthreads();
-    if (g == 0 && c < C) {
-        float s = 0;
-        for (int k = 0; k < SUM_GROUPS; k++)
-            s += part[k][threadIdx.x];
+    float s = lanes_sum(sh, acc);
+    if (threadIdx.y == 0 && c < C)
+        part[(size_t)g * C + c] = s;
+}
+
+static __global__ __launch_bounds__(32 * SUM_LANES) void k_colsum_fin(float *dst,
+                                                                      const float *part, int G,
+                                                                      int C)
+{
+    __shared__ float sh[SUM_LANES][32];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    float acc = 0;
+    if (c < C)
+        for (int g = threadIdx.y; g < G; g += SUM_LANES)
+            acc += part[(size_t)g * C + c];
+    float s = lanes_sum(sh, acc);
+    if (threadIdx.y == 0 && c < C)
         dst[c] += s;
-    }
 }
 
 static void colsum(sq_gpu_be *be, float *dst, const float *dout, const float *inp,
                    const float *mean, const float *rstd, int T, int C, int kind)
 {
-    SQ_LAUNCH(be, k_colsum, (unsigned)((C + 31) / 32), dim3(32, SUM_GROUPS), 0, dst, dout, inp,
-              mean, rstd, T, C, kind);
+    if (T <= 0 || C <= 0)
+        return;
+    if ((size_t)C > BE_SUM_WS) { // not one partial row: no layer is this wide
+        if (!be->failed) {
+            be->failed = 1;
+            sq_fail(&be->err, SQ_EX_SOFTWARE, "column sum over %d columns", C);
+        }
+        return;
+    }
+    size_t cap = BE_SUM_WS / (size_t)C, G = ((size_t)T + SUM_ROWS - 1) / SUM_ROWS;
+    G = G < cap ? G : cap;
+    G = G < 65535 ? G : 65535; // the grid's y
+    G = G < 1 ? 1 : G;
+    int R = (int)(((size_t)T + G - 1) / G);
+    G = ((size_t)T + R - 1) / R;
+    unsigned cols = (unsigned)((C + 31) / 32);
+    SQ_LAUNCH(be, k_colsum_part, dim3(cols, (unsigned)G), dim3(32, SUM_LANES), 0, be->sum_ws,
+              dout, inp, mean, rstd, T, C, R, kind);
+    SQ_LAUNCH(be, k_colsum_fin, cols, dim3(32, SUM_LANES), 0, dst, (const float *)be->sum_ws,
+              (int)G, C);
 }
 
 // ---- LayerNorm: a warp per row ------------------------------------------

@@ -404,3 +404,52 @@ UNIT_TEST(cuda_layernorm_linear)
     free(c1); free(g1);
     cuda_close(&g);
 }
+
+/* The column sums of long batches (k_rows.cu's two passes: groups of rows
+ * into the backend's workspace, then the groups): LayerNorm's dw and db
+ * and a linear layer's db over 3000 rows (24 groups) against the CPU,
+ * and the same bits twice. */
+UNIT_TEST(cuda_colsum_long)
+{
+    enum { LT = 3000, LC = 40, LI = 8 };
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    sq_rng r;
+    sq_rng_seed(&r, 15, 0);
+    size_t tc = (size_t)LT * LC, ti = (size_t)LT * LI;
+    float *x = cuda_randn(tc, 1, &r), *w = cuda_randn(LC, 1, &r), *b = cuda_randn(LC, 1, &r);
+    float *dout = cuda_randn(tc, 1, &r), *xi = cuda_randn(ti, 1, &r);
+    float *W = cuda_randn((size_t)LC * LI, 0.3, &r);
+    float *cdi = calloc(tc, sizeof *cdi), *cdxi = calloc(ti, sizeof *cdxi);
+    float *cdW = calloc((size_t)LC * LI, sizeof *cdW);
+    float *cm = malloc(LT * sizeof *cm), *cr = malloc(LT * sizeof *cr), *y = malloc(tc * sizeof *y);
+    float cw[LC] = {0}, cb[LC] = {0}, lb[LC] = {0}, gv[2][3][LC];
+    int ok = x && w && b && dout && xi && W && cdi && cdxi && cdW && cm && cr && y;
+    CHECK(ok);
+    sq_ctx c = sq_ctx_cpu();
+    if (ok) {
+        sq_layernorm_forward(&c, y, cm, cr, x, w, b, LT, LC, 1e-5f);
+        sq_layernorm_backward(&c, cdi, cw, cb, dout, x, w, cm, cr, LT, LC);
+        sq_linear_backward(&c, cdxi, cdW, lb, dout, xi, W, LT, LI, LC);
+    }
+    for (int rep = 0; rep < 2 && ok; rep++) {
+        float *dx = cuda_up(&g, x, tc), *dw = cuda_up(&g, w, LC), *dd = cuda_up(&g, dout, tc);
+        float *dm = cuda_up(&g, cm, LT), *dr = cuda_up(&g, cr, LT), *di = cuda_zeros(&g, tc);
+        float *gw = cuda_zeros(&g, LC), *gb = cuda_zeros(&g, LC), *gl = cuda_zeros(&g, LC);
+        float *dxi = cuda_up(&g, xi, ti), *dW = cuda_up(&g, W, (size_t)LC * LI);
+        float *gxi = cuda_zeros(&g, ti), *gW = cuda_zeros(&g, (size_t)LC * LI);
+        sq_layernorm_backward(&g.cx, di, gw, gb, dd, dx, dw, dm, dr, LT, LC);
+        sq_linear_backward(&g.cx, gxi, gW, gl, dd, dxi, dW, LT, LI, LC);
+        CHECK(cuda_down(&g, gv[rep][0], gw, LC) == 0 && cuda_down(&g, gv[rep][1], gb, LC) == 0 &&
+              cuda_down(&g, gv[rep][2], gl, LC) == 0);
+        CHECK(cuda_close_to(gv[rep][0], cw, LC, 1e-4, 1e-4, "ln dw (3000 rows)"));
+        CHECK(cuda_close_to(gv[rep][1], cb, LC, 1e-4, 1e-4, "ln db (3000 rows)"));
+        CHECK(cuda_close_to(gv[rep][2], lb, LC, 1e-4, 1e-4, "linear db (3000 rows)"));
+    }
+    if (ok)
+        CHECK(cuda_same_bits(&gv[0][0][0], &gv[1][0][0], 3 * LC, "column sums twice"));
+    free(x); free(w); free(b); free(dout); free(xi); free(W); free(cdi); free(cdxi); free(cdW);
+    free(cm); free(cr); free(y);
+    cuda_close(&g);
+}
