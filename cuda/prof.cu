@@ -163,6 +163,35 @@ void be_prof_label(sq_gpu_be *b, const char *op, const char *fmt, ...)
     va_end(ap);
 }
 
+// The file's path: the variable's, each %r the process's rank under a
+// launcher (its RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID; 0
+// alone), so that the processes of a job write a file each; %% is %.
+// 0, or -1 when it is too long.
+static int prof_path(char *out, size_t n, const char *v)
+{
+    const char *names[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
+    const char *rank = "0";
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        const char *r = getenv(names[i]);
+        if (r && *r) {
+            rank = r;
+            break;
+        }
+    }
+    size_t at = 0;
+    for (const char *c = v; *c; c++) {
+        const char *piece = c[0] != '%' ? NULL : c[1] == 'r' ? rank : c[1] == '%' ? "%" : NULL;
+        size_t len = piece ? strlen(piece) : 1;
+        if (at + len >= n)
+            return -1;
+        memcpy(out + at, piece ? piece : c, len);
+        at += len;
+        c += piece != NULL;
+    }
+    out[at] = '\0';
+    return 0;
+}
+
 int be_prof_open(sq_gpu_be *b, sq_err *e)
 {
     const char *path = getenv("SEQREC_GPU_PROFILE");
@@ -173,11 +202,11 @@ int be_prof_open(sq_gpu_be *b, sq_err *e)
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
     b->prof = p;
     p->open = -1;
-    if (snprintf(p->path, sizeof p->path, "%s", path) >= (int)sizeof p->path)
+    if (prof_path(p->path, sizeof p->path, path) != 0)
         return sq_fail(e, SQ_EX_USAGE, "SEQREC_GPU_PROFILE: path too long");
-    p->f = fopen(path, "w");
+    p->f = fopen(p->path, "w");
     if (!p->f)
-        return sq_fail(e, SQ_EX_CANTCREAT, "SEQREC_GPU_PROFILE: cannot create %s: %s", path,
+        return sq_fail(e, SQ_EX_CANTCREAT, "SEQREC_GPU_PROFILE: cannot create %s: %s", p->path,
                        strerror(errno));
     for (int i = 0; i < 2 * BE_PROF_CAP; i++)
         if (cudaEventCreate(&p->ev[i]) != cudaSuccess)

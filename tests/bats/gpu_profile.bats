@@ -62,6 +62,12 @@ col() { awk -F, -v op="$2" -v c="$3" '$1 == op { print $c }' "$1"; }
   [ "$(col "$T/g.csv" 'graph replay (a whole step)' 2)" -gt 0 ]
 }
 
+@test "gpu_profile: %r in the path is the process's rank (0 alone), %% a %" {
+  SEQREC_GPU_PROFILE="$T/p-%r-%%.csv" seqrec-train "${O[@]}" --epochs 1 -o "$T/m.sqm" "$T/s.sqr" \
+    2>/dev/null
+  [ -s "$T/p-0-%.csv" ]
+}
+
 @test "gpu_profile: a file that cannot be created is 73 before any work, and no model" {
   SEQREC_GPU_PROFILE="$T/no/such/dir/p.csv" run -73 seqrec-train "${O[@]}" --epochs 1 \
     -o "$T/m.sqm" "$T/s.sqr"
