@@ -180,21 +180,15 @@ out:
 
 UNIT_TEST(test_gpu_gemm_invariant)
 {
-    char name[256];
-    if (!sq_gpu_probe(name, sizeof name))
-        SKIP(name);
-    sq_err e = {0};
-    sq_gpu *g = NULL;
-    CHECK_EQ(sq_gpu_open(&g, 0, &e), 0);
-    if (!g)
+    cuda_env g; /* opened in fp32 */
+    if (cuda_open(t, &g))
         return;
-    CHECK_EQ(sq_gpu_set_precision(g, 0, &e), 0);
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++)
-            inv_case(t, g, ta, tb, 70, 131, 37, ta == tb ? 0.0f : 1.0f);
-    inv_case(t, g, 0, 1, 5, 64, 16, 1.0f); /* K one slice, N one tile */
-    inv_case(t, g, 0, 1, 2, 3, 1, 0.0f);
-    sq_gpu_close(g);
+            inv_case(t, g.gpu, ta, tb, 70, 131, 37, ta == tb ? 0.0f : 1.0f);
+    inv_case(t, g.gpu, 0, 1, 5, 64, 16, 1.0f); /* K one slice, N one tile */
+    inv_case(t, g.gpu, 0, 1, 2, 3, 1, 0.0f);
+    cuda_close(&g);
 }
 
 /* --precision bf16: the GEMM rounds its inputs to bf16 and sums in fp32,
