@@ -376,4 +376,39 @@ static __device__ inline double be_block_sum_d(double s, double *sh)
     return r;
 }
 
+// ---- column sums in two passes (k_rows.cu, k_dwconv.cu) ----
+// A sum over T rows of C columns fills the device when pass 1 gives each
+// block (32 columns, a group of R rows) and its BE_SUM_LANES row lanes,
+// each summing rows r0 + l, r0 + l + BE_SUM_LANES, ... in order, a partial
+// in the context's workspace (sum_ws), and pass 2 sums a column's groups
+// the same way. be_sum_groups picks R from T, the partial rows per group
+// (`per`: taps, ...) and C alone: at least BE_SUM_ROWS rows a group, and G
+// x per x C partials within BE_SUM_WS and G within the grid's 65535.
+#define BE_SUM_LANES 8
+#define BE_SUM_ROWS 128
+
+static inline int be_sum_groups(int T, int per, int C, int *R)
+{
+    size_t cap = BE_SUM_WS / ((size_t)per * (size_t)C);
+    size_t G = ((size_t)T + BE_SUM_ROWS - 1) / BE_SUM_ROWS;
+    G = G < cap ? G : cap;
+    G = G < 65535 ? G : 65535;
+    G = G < 1 ? 1 : G;
+    *R = (int)(((size_t)T + G - 1) / G);
+    return (int)(((size_t)T + *R - 1) / *R);
+}
+
+// The BE_SUM_LANES lanes' values of each column of a (32, BE_SUM_LANES)
+// block added in lane order: every thread calls it (a barrier inside); the
+// result is every thread's (lane 0 writes it).
+static __device__ __forceinline__ float be_lanes_sum(float (*sh)[32], float acc)
+{
+    sh[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    float s = 0;
+    for (int k = 0; k < BE_SUM_LANES; k++)
+        s += sh[k][threadIdx.x];
+    return s;
+}
+
 #endif

@@ -6,18 +6,16 @@
 // The forward and dx are gathers, a thread per element (row, channel),
 // each summing its taps in the CPU's order (k ascending, added onto the
 // output in place): with --fmad=false they give the CPU's bits. dw and db
-// are column sums over the rows, as k_rows.cu's k_colsum: a block per (32
-// channels, tap k; the last row of the grid is db), its DW_GROUPS row
-// groups sum rows g, g + G, ... in order, then one thread adds the groups'
-// sums in order: a fixed order, no atomics, no scratch (not the CPU's
-// order, one sum of all rows: results equal to float rounding).
+// are column sums over the rows in common.cuh's two passes, a tap (and db)
+// a grid row: groups of rows into the context's workspace, then the groups
+// in order: a fixed order, no atomics (not the CPU's order, one sum of all
+// rows: results equal to float rounding).
 //
-// Budget: __launch_bounds__(256) for the gathers, (32 DW_GROUPS) for the
-// sums with 2 KiB of static shared memory; a few registers.
+// Budget: __launch_bounds__(256) for the gathers and the sums (1 KiB of
+// static shared memory); a few registers.
 #include "common.cuh"
 
 #define DC_THREADS 256
-#define DW_GROUPS 16
 
 static __device__ __forceinline__ int dc_max(int a, int b) { return a > b ? a : b; }
 static __device__ __forceinline__ int dc_min(int a, int b) { return a < b ? a : b; }
@@ -60,23 +58,25 @@ static __global__ __launch_bounds__(DC_THREADS) void k_dwc_dx(
     *d = acc;
 }
 
-// Block (channels 32 bx .., tap k = by): dw_k[c] += sum_t dout_t[c]
-// x_{t+k-lo}[c] over the rows t whose tap row is in t's segment; by == K:
-// db[c] += sum_t dout_t[c]. Group g's rows ascend, so its segment only
-// moves forward.
-static __global__ __launch_bounds__(32 * DW_GROUPS, 1) void k_dwc_dw(
-    float *dw, float *db, const float *dout, const float *x, int ld, int K, int lo,
-    const int *off, int B, int T, int C)
+// Pass 1 of dw and db (common.cuh's two passes), block (channels 32 bx ..,
+// tap k = by, row group bz): the partial of dw_k[c] = sum_t dout_t[c]
+// x_{t+k-lo}[c] over the group's rows t whose tap row is in t's segment
+// (by == K: of db[c] = sum_t dout_t[c]), into part[(k G + g) C + c]. A
+// lane's rows ascend, so its segment only moves forward.
+static __global__ __launch_bounds__(32 * BE_SUM_LANES) void k_dwc_dw_part(
+    float *part, const float *dout, const float *x, int ld, int K, int lo, const int *off, int B,
+    int T, int C, int R, int G)
 {
-    __shared__ float part[DW_GROUPS][32];
-    int c = blockIdx.x * 32 + threadIdx.x, g = threadIdx.y, k = blockIdx.y;
+    __shared__ float sh[BE_SUM_LANES][32];
+    int c = blockIdx.x * 32 + threadIdx.x, k = blockIdx.y, g = blockIdx.z;
+    int r0 = g * R, r1 = T - r0 < R ? T : r0 + R, t0 = r0 + (int)threadIdx.y;
     float acc = 0;
     if (c < C && k == K) {
-        for (int t = g; t < T; t += DW_GROUPS)
+        for (int t = t0; t < r1; t += BE_SUM_LANES)
             acc += dout[(size_t)t * C + c];
-    } else if (c < C && g < T) {
-        int s = be_seg_of(off, B, g);
-        for (int t = g; t < T; t += DW_GROUPS) {
+    } else if (c < C && t0 < r1) {
+        int s = be_seg_of(off, B, t0);
+        for (int t = t0; t < r1; t += BE_SUM_LANES) {
             while (off[s + 1] <= t)
                 s++;
             int j = t + k - lo;
@@ -84,12 +84,24 @@ static __global__ __launch_bounds__(32 * DW_GROUPS, 1) void k_dwc_dw(
                 acc += dout[(size_t)t * C + c] * x[(size_t)j * ld + c];
         }
     }
-    part[g][threadIdx.x] = acc;
-    __syncthreads();
-    if (g == 0 && c < C) {
-        float sum = 0;
-        for (int q = 0; q < DW_GROUPS; q++)
-            sum += part[q][threadIdx.x];
+    float sum = be_lanes_sum(sh, acc);
+    if (threadIdx.y == 0 && c < C)
+        part[((size_t)k * G + g) * C + c] = sum;
+}
+
+// Pass 2, block (channels 32 bx .., tap k = by): the groups' partials in
+// order, onto dw_k (by == K: db).
+static __global__ __launch_bounds__(32 * BE_SUM_LANES) void k_dwc_dw_fin(
+    float *dw, float *db, const float *part, int K, int G, int C)
+{
+    __shared__ float sh[BE_SUM_LANES][32];
+    int c = blockIdx.x * 32 + threadIdx.x, k = blockIdx.y;
+    float acc = 0;
+    if (c < C)
+        for (int g = threadIdx.y; g < G; g += BE_SUM_LANES)
+            acc += part[((size_t)k * G + g) * C + c];
+    float sum = be_lanes_sum(sh, acc);
+    if (threadIdx.y == 0 && c < C) {
         if (k == K)
             db[c] += sum;
         else
@@ -136,7 +148,15 @@ void be_dwconv_backward(sq_gpu_be *be, float *dx, float *dw, float *db, const fl
     const int *doff = be_ints(be, off);
     SQ_LAUNCH(be, k_dwc_dx, be_blocks((size_t)T * C, DC_THREADS), DC_THREADS, 0, dx, dout, ld,
               w, K, lo, doff, B, T, C);
-    dim3 grid((unsigned)((C + 31) / 32), (unsigned)(K + (db ? 1 : 0)));
-    SQ_LAUNCH(be, k_dwc_dw, grid, dim3(32, DW_GROUPS), 0, dw, db, dout, x, ld, K, lo, doff, B,
-              T, C);
+    int taps = K + (db ? 1 : 0), R, G;
+    if ((size_t)taps * C > BE_SUM_WS) { // not one group's partials: no layer is this wide
+        be_note(be, cudaErrorInvalidValue, "dwconv_backward: too many channels x taps");
+        return;
+    }
+    G = be_sum_groups(T, taps, C, &R);
+    unsigned cols = (unsigned)((C + 31) / 32);
+    SQ_LAUNCH(be, k_dwc_dw_part, dim3(cols, (unsigned)taps, (unsigned)G), dim3(32, BE_SUM_LANES),
+              0, be->sum_ws, dout, x, ld, K, lo, doff, B, T, C, R, G);
+    SQ_LAUNCH(be, k_dwc_dw_fin, dim3(cols, (unsigned)taps), dim3(32, BE_SUM_LANES), 0, dw, db,
+              (const float *)be->sum_ws, K, G, C);
 }

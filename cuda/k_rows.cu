@@ -237,30 +237,12 @@ void be_posemb_backward(sq_gpu_be *be, float *dinp, float *dpe, const float *dou
 // ---- column sums -------------------------------------------------------
 
 // dst[c] += sum over rows r of f(r, c), f = dout[r][c] (kind 0) or
-// (inp[r][c] - mean[r]) rstd[r] dout[r][c] (kind 1: LayerNorm's dw). Two
-// passes, so that a sum over hundreds of thousands of rows fills the
-// device (the one-pass form, a block per 32 columns, ran 4 blocks of a
-// 132-multiprocessor GPU for C = 128, each thread walking T / 8 rows):
-//   pass 1, a block per (32 columns, group of R rows): its SUM_LANES row
-//     lanes sum rows r0 + l, r0 + l + SUM_LANES, ... in order, then the
-//     lanes' sums in order into the group's partial (the backend's sum_ws);
-//   pass 2, a block per 32 columns: the G partials summed the same way,
-//     added onto dst.
-// R follows from T and C alone (SUM_ROWS, or more when the partials would
-// not fit the workspace or the grid): a fixed order, the same bits every
-// run, no atomics.
-#define SUM_LANES 8
-#define SUM_ROWS 128
-
-static __device__ __forceinline__ float lanes_sum(float (*sh)[32], float acc)
-{
-    sh[threadIdx.y][threadIdx.x] = acc;
-    __syncthreads();
-    float s = 0;
-    for (int k = 0; k < SUM_LANES; k++)
-        s += sh[k][threadIdx.x];
-    return s;
-}
+// (inp[r][c] - mean[r]) rstd[r] dout[r][c] (kind 1: LayerNorm's dw), in
+// two passes (common.cuh, be_sum_groups): the one-pass form, a block per
+// 32 columns, ran 4 blocks of a 132-multiprocessor GPU for C = 128, each
+// thread walking T / 8 rows. A fixed order, the same bits every run, no
+// atomics.
+#define SUM_LANES BE_SUM_LANES
 
 static __global__ __launch_bounds__(32 * SUM_LANES) void k_colsum_part(
     float *part, const float *dout, const float *inp, const float *mean, const float *rstd,
@@ -275,7 +257,7 @@ static __global__ __launch_bounds__(32 * SUM_LANES) void k_colsum_part(
             float d = dout[(size_t)r * C + c];
             acc += kind ? (inp[(size_t)r * C + c] - mean[r]) * rstd[r] * d : d;
         }
-    float s = lanes_sum(sh, acc);
+    float s = be_lanes_sum(sh, acc);
     if (threadIdx.y == 0 && c < C)
         part[(size_t)g * C + c] = s;
 }
@@ -290,7 +272,7 @@ static __global__ __launch_bounds__(32 * SUM_LANES) void k_colsum_fin(float *dst
     if (c < C)
         for (int g = threadIdx.y; g < G; g += SUM_LANES)
             acc += part[(size_t)g * C + c];
-    float s = lanes_sum(sh, acc);
+    float s = be_lanes_sum(sh, acc);
     if (threadIdx.y == 0 && c < C)
         dst[c] += s;
 }
@@ -307,17 +289,12 @@ static void colsum(sq_gpu_be *be, float *dst, const float *dout, const float *in
         }
         return;
     }
-    size_t cap = BE_SUM_WS / (size_t)C, G = ((size_t)T + SUM_ROWS - 1) / SUM_ROWS;
-    G = G < cap ? G : cap;
-    G = G < 65535 ? G : 65535; // the grid's y
-    G = G < 1 ? 1 : G;
-    int R = (int)(((size_t)T + G - 1) / G);
-    G = ((size_t)T + R - 1) / R;
+    int R, G = be_sum_groups(T, 1, C, &R);
     unsigned cols = (unsigned)((C + 31) / 32);
     SQ_LAUNCH(be, k_colsum_part, dim3(cols, (unsigned)G), dim3(32, SUM_LANES), 0, be->sum_ws,
               dout, inp, mean, rstd, T, C, R, kind);
     SQ_LAUNCH(be, k_colsum_fin, cols, dim3(32, SUM_LANES), 0, dst, (const float *)be->sum_ws,
-              (int)G, C);
+              G, C);
 }
 
 // ---- LayerNorm: a warp per row ------------------------------------------
