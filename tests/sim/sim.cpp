@@ -422,6 +422,7 @@ cudaError_t cudaFree(void *p)
     // what a kernel still reads through a stale pointer is garbage (NaN
     // floats, -1 ints), as a GPU's reused memory would be, not the old
     // values (ASan builds say so outright: the span is poisoned)
+    SIM_UNPOISON(p, span); // outside a kernel device memory is poisoned to the host
     memset(p, 0xff, span);
     SIM_POISON(p, span);
     live_.erase(it);
