@@ -412,32 +412,33 @@ static int topk_excluded(const sq_batch *hist, int **ex, int **eoff, sq_err *e)
 }
 
 /* hist's top-K request selected on the device from dsc (topk.h), its
- * lists down: the request done. */
+ * lists down in one copy (items, scores, k, nan side by side, 4-byte
+ * words each): the request done. */
 static int device_topk(const sq_ctx *cx, const float *dsc, const sq_batch *hist, int V1,
                        sq_err *e)
 {
     sq_topk_req *q = hist->topk;
     int B = hist->B, K = (int)q->K, *ex = NULL, *eoff = NULL;
-    size_t nk = (size_t)B * K;
-    int *d_items = NULL, *d_k = NULL;
-    float *d_top = NULL;
+    size_t nk = (size_t)B * K, bytes = (2 * nk + 2 * (size_t)B) * sizeof(int);
+    int *d = NULL, *h = NULL;
     int rc = topk_excluded(hist, &ex, &eoff, e);
-    if (!rc && (!(d_items = sq_ctx_alloc(cx, nk * sizeof *d_items, e)) ||
-                !(d_top = sq_ctx_alloc(cx, nk * sizeof *d_top, e)) ||
-                !(d_k = sq_ctx_alloc(cx, 2 * (size_t)B * sizeof *d_k, e))))
+    if (!rc && !(d = sq_ctx_alloc(cx, bytes, e)))
         rc = e->code;
+    if (!rc && !(h = malloc(bytes)))
+        rc = sq_fail(e, SQ_EX_OSERR, "out of memory for top-K lists");
     if (!rc)
-        rc = sq_topk_rows(cx, d_items, d_top, d_k, d_k + B, dsc, B, V1, K, q->ok, ex, eoff, e);
-    /* uint32 and int share their representation for these non-negative ids */
-    if (!rc && (sq_ctx_download(cx, q->items, d_items, nk * sizeof *d_items, e) ||
-                sq_ctx_download(cx, q->scores, d_top, nk * sizeof *d_top, e) ||
-                sq_ctx_download(cx, q->k, d_k, (size_t)B * sizeof *d_k, e) ||
-                sq_ctx_download(cx, q->nan, d_k + B, (size_t)B * sizeof *d_k, e)))
-        rc = e->code;
+        rc = sq_topk_rows(cx, d, (float *)(d + nk), d + 2 * nk, d + 2 * nk + B, dsc, B, V1, K,
+                          q->ok, ex, eoff, e);
+    if (!rc && !(rc = sq_ctx_download(cx, h, d, bytes, e))) {
+        /* uint32 and int share their representation for these ids, counts */
+        memcpy(q->items, h, nk * sizeof *h);
+        memcpy(q->scores, h + nk, nk * sizeof *h);
+        memcpy(q->k, h + 2 * nk, (size_t)B * sizeof *h);
+        memcpy(q->nan, h + 2 * nk + B, (size_t)B * sizeof *h);
+    }
     q->done = !rc;
-    sq_ctx_free(cx, d_items);
-    sq_ctx_free(cx, d_top);
-    sq_ctx_free(cx, d_k);
+    sq_ctx_free(cx, d);
+    free(h);
     free(ex);
     free(eoff);
     return rc;

@@ -1,37 +1,39 @@
-/* topk.c - the CPU twin of the top-K selection (formulas: topk.h). Float
- * only (selection, no arithmetic): no double build, so the GPU dispatch is
+/* topk.c - the top-K heap every host selection uses (eval.c's too), and
+ * the CPU twin of the GPU's selection (formulas: topk.h). Float only
+ * (selection, no arithmetic): no double build, so the GPU dispatch is
  * written out rather than through ongpu.h. */
 #include "topk.h"
 #include "gpu.h"
 
 #include <stdlib.h>
 
-typedef struct {
-    float s;
-    int i;
-} tk_entry;
-
-/* a before b: the higher score, then the lower item (eval.c's better) */
-static int tk_better(const tk_entry *a, const tk_entry *b)
-{
-    return a->s > b->s || (a->s == b->s && a->i < b->i);
-}
-
-/* Sift down in a heap whose root is the worst kept entry. */
-static void tk_sift(tk_entry *hp, int n, int i)
+void sq_topk_sift(sq_scored *hp, uint32_t n, uint32_t i)
 {
     for (;;) {
-        int l = 2 * i + 1, r = l + 1, w = i;
-        if (l < n && tk_better(&hp[w], &hp[l]))
+        uint32_t w = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && sq_scored_better(&hp[w], &hp[l]))
             w = l;
-        if (r < n && tk_better(&hp[w], &hp[r]))
+        if (r < n && sq_scored_better(&hp[w], &hp[r]))
             w = r;
         if (w == i)
             return;
-        tk_entry t = hp[i];
+        sq_scored t = hp[i];
         hp[i] = hp[w];
         hp[w] = t;
         i = w;
+    }
+}
+
+void sq_topk_order(sq_scored *hp, uint32_t k, uint32_t K)
+{
+    if (k < K) /* never filled: not a heap yet */
+        for (uint32_t j = k / 2; j-- > 0;)
+            sq_topk_sift(hp, k, j);
+    for (uint32_t n = k; n > 1; n--) { /* the worst to the back: best first */
+        sq_scored t = hp[0];
+        hp[0] = hp[n - 1];
+        hp[n - 1] = t;
+        sq_topk_sift(hp, n - 1, 0);
     }
 }
 
@@ -49,43 +51,25 @@ static int tk_excluded(const int *ex, int n, int item)
 }
 
 /* One row: the heap of the K best so far, its root the worst of them. */
-static void tk_row(int *items, float *top, int *k, int *nan, tk_entry *hp, const float *sc,
+static void tk_row(int *items, float *top, int *k, int *nan, sq_scored *hp, const float *sc,
                    int V1, int K, const unsigned char *ok, const int *ex, int n_ex)
 {
-    int n = 0;
+    uint32_t n = 0;
     *nan = 0;
     for (int i = 1; i < V1; i++) {
         if (!ok[i] || (ex && tk_excluded(ex, n_ex, i)))
             continue;
-        tk_entry x = {sc[i], i};
-        if (x.s != x.s) {
+        if (sc[i] != sc[i])
             *nan = 1;
-            continue;
-        }
-        if (n < K) {
-            hp[n++] = x;
-            if (n == K)
-                for (int j = K / 2; j-- > 0;)
-                    tk_sift(hp, K, j);
-        } else if (tk_better(&x, &hp[0])) {
-            hp[0] = x;
-            tk_sift(hp, K, 0);
-        }
+        else
+            sq_topk_add(hp, &n, (uint32_t)K, (sq_scored){sc[i], (uint32_t)i});
     }
-    if (n < K)
-        for (int j = n / 2; j-- > 0;)
-            tk_sift(hp, n, j);
-    for (int m = n; m > 1; m--) { /* the worst to the back: best first */
-        tk_entry t = hp[0];
-        hp[0] = hp[m - 1];
-        hp[m - 1] = t;
-        tk_sift(hp, m - 1, 0);
+    sq_topk_order(hp, n, (uint32_t)K);
+    for (uint32_t j = 0; j < n; j++) {
+        items[j] = (int)hp[j].item;
+        top[j] = hp[j].score;
     }
-    for (int j = 0; j < n; j++) {
-        items[j] = hp[j].i;
-        top[j] = hp[j].s;
-    }
-    *k = n;
+    *k = (int)n;
 }
 
 int sq_topk_rows(const sq_ctx *cx, int *items, float *top, int *k, int *nan, const float *sc,
@@ -98,7 +82,7 @@ int sq_topk_rows(const sq_ctx *cx, int *items, float *top, int *k, int *nan, con
     }
     if (K < 1)
         return sq_fail(e, SQ_EX_SOFTWARE, "sq_topk_rows: K %d", K);
-    tk_entry *hp = malloc((size_t)K * sizeof *hp);
+    sq_scored *hp = malloc((size_t)K * sizeof *hp);
     if (!hp)
         return sq_fail(e, SQ_EX_OSERR, "out of memory for a top-%d heap", K);
     for (int b = 0; b < B; b++) {

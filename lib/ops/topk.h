@@ -18,9 +18,42 @@
 #ifndef SQ_TOPK_H
 #define SQ_TOPK_H
 
+#include <stdint.h>
+
 #include "ctx.h"
 
 #define SQ_TOPK_GPU_MAX 256
+
+/* An item and its score. a ranks before b: the higher score, then the
+ * lower item id (the order of every top-K list). */
+typedef struct {
+    float score;
+    uint32_t item;
+} sq_scored;
+
+static inline int sq_scored_better(const sq_scored *a, const sq_scored *b)
+{
+    return a->score > b->score || (a->score == b->score && a->item < b->item);
+}
+
+/* The selection's heap: hp[0, *k) holds the best of the entries added so
+ * far, at most K, its root the worst kept once full. sq_topk_add takes
+ * one more (no NaN: the caller's check); sq_topk_order then sorts the kept
+ * best first. eval.c's host selection and the CPU twin below share them. */
+void sq_topk_sift(sq_scored *hp, uint32_t n, uint32_t i);
+static inline void sq_topk_add(sq_scored *hp, uint32_t *k, uint32_t K, sq_scored x)
+{
+    if (*k < K) { /* fill, then heapify once full */
+        hp[(*k)++] = x;
+        if (*k == K)
+            for (uint32_t j = K / 2; j-- > 0;)
+                sq_topk_sift(hp, K, j);
+    } else if (sq_scored_better(&x, &hp[0])) {
+        hp[0] = x;
+        sq_topk_sift(hp, K, 0);
+    }
+}
+void sq_topk_order(sq_scored *hp, uint32_t k, uint32_t K);
 
 /* 0, or SQ_EX_OSERR (the CPU's heap); a GPU's failure is the context's
  * sticky error, reported by the download of the results. */

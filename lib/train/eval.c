@@ -9,6 +9,7 @@
  * a history do not depend on its batch (eval.h, INVARIANCE), so nothing
  * depends on the batch size, the shard or the number of threads. */
 #include "eval.h"
+#include "topk.h"
 #include "vec.h"
 
 #include <errno.h>
@@ -107,10 +108,7 @@ typedef struct {
     uint32_t pos;   /* target position (ranks) or len (top-K): history ends here */
 } job;
 
-typedef struct {
-    float score;
-    uint32_t item;
-} scored;
+typedef sq_scored scored; /* topk.h */
 
 /* Per-thread memory: two stamp arrays over the items (a mark is current
  * when it equals stamp, so nothing is cleared between jobs), and room for
@@ -424,30 +422,6 @@ static int rank_one(const ctx *c, scratch *s, const float *sc, uint32_t user, ui
 
 /* ---- top-K of one user ---- */
 
-/* a ranks before b: higher score, then lower item id. */
-static inline int better(const scored *a, const scored *b)
-{
-    return a->score > b->score || (a->score == b->score && a->item < b->item);
-}
-
-/* Sift down in a heap whose root is the worst kept entry. */
-static void sift(scored *hp, uint32_t n, uint32_t i)
-{
-    for (;;) {
-        uint32_t w = i, l = 2 * i + 1, r = l + 1;
-        if (l < n && better(&hp[w], &hp[l]))
-            w = l;
-        if (r < n && better(&hp[w], &hp[r]))
-            w = r;
-        if (w == i)
-            return;
-        scored tmp = hp[i];
-        hp[i] = hp[w];
-        hp[w] = tmp;
-        i = w;
-    }
-}
-
 /* The best K items into items/scores, best first; returns k, or -1 on NaN. */
 static int64_t topk_one(const ctx *c, scratch *s, const float *sc, const uint32_t *h,
                         uint32_t hlen, uint32_t *items, float *scores)
@@ -464,26 +438,9 @@ static int64_t topk_one(const ctx *c, scratch *s, const float *sc, const uint32_
         scored x = {sc[i], i};
         if (x.score != x.score)
             return -1;
-        if (k < K) { /* fill, then heapify once full */
-            hp[k++] = x;
-            if (k == K)
-                for (uint32_t j = K / 2; j-- > 0;)
-                    sift(hp, K, j);
-        } else if (better(&x, &hp[0])) {
-            hp[0] = x;
-            sift(hp, K, 0);
-        }
+        sq_topk_add(hp, &k, K, x);
     }
-    if (k < K)
-        for (uint32_t j = k / 2; j-- > 0;)
-            sift(hp, k, j);
-    /* Pop the worst to the back: the array ends up best first. */
-    for (uint32_t n = k; n > 1; n--) {
-        scored tmp = hp[0];
-        hp[0] = hp[n - 1];
-        hp[n - 1] = tmp;
-        sift(hp, n - 1, 0);
-    }
+    sq_topk_order(hp, k, K);
     for (uint32_t j = 0; j < k; j++) {
         items[j] = hp[j].item;
         scores[j] = hp[j].score;
