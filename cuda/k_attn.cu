@@ -2,158 +2,328 @@
 // out_t = sum_j softmax_j(q_t . k_j / sqrt(hs)) v_j per head, over the keys
 // j <= t of t's segment (causal) or all of them.
 //
-// ONLINE SOFTMAX, no L x L matrix: one warp per (row, head) sweeps its keys
-// keeping the running max m, the sum l and the weighted values; the
-// forward stores the row's log-sum-exp lse = m + log l in att[t * H + h]
-// (the CPU keeps the probabilities there: H sum len^2 >= T H floats, so
-// the GPU's use is a prefix of the caller's buffer). The backward
-// recomputes p_tj = exp(s_tj - lse_t) and, with D_t = dout_t . out_t:
-//   dq_t = scale sum_j p_tj (dout_t . v_j - D_t) k_j     (a warp per row)
-//   dk_j = scale sum_t p_tj (dout_t . v_j - D_t) q_t     (a warp per key,
-//   dv_j = sum_t p_tj dout_t                              queries in order)
+// TILED ONLINE SOFTMAX, no L x L matrix (FlashAttention's schedule, fp32):
+// a block takes a tile of AT_ROWS rows of one segment and one head; the
+// segment's keys pass through shared memory AT_ROWS at a time, each tile
+// read once for all the block's rows (the first form, a warp a row, read
+// every key once a row and waited on a 5-shuffle sum a key). A warp owns
+// AT_RPW rows: for the scores its lanes are the tile's keys (lane j, key
+// k0 + j), for the outputs its lanes are the head's dimensions (lane and
+// lane + 32), the probabilities passed from the one to the other by
+// shuffles. The forward keeps each row's running max m, sum l and
+// weighted values, and stores the row's log-sum-exp lse = m + log l in
+// att[t * H + h] (the CPU keeps the probabilities there: H sum len^2 >=
+// T H floats, so the GPU's use is a prefix of the caller's buffer). The
+// backward recomputes p_tj = exp(s_tj - lse_t) and, with D_t = dout_t .
+// out_t:
+//   dq_t = scale sum_j p_tj (dout_t . v_j - D_t) k_j     (a block a query tile)
+//   dk_j = scale sum_t p_tj (dout_t . v_j - D_t) q_t     (a block a key tile,
+//   dv_j = sum_t p_tj dout_t                              the queries in order)
 // Every sum in a fixed order, no atomics: two runs give the same bits.
-// Heads of up to 64 dimensions: each lane holds dimensions lane and
-// lane + 32. Time O(sum len^2 C), memory O(T H).
 //
-// Budget: __launch_bounds__(256) (8 warps), no shared memory, a few dozen
-// registers.
+// TILES. Tiles start at multiples of AT_ROWS from their segment's start
+// (the host lists them: at_tiles), and a row's keys pass in tiles from its
+// segment's start, so what a row's sums see does not depend on where its
+// segment sits in the packed batch: scoring's batch invariance
+// (sq_ctx_invariant) holds here without a mode. The masked keys of a tile
+// add exact zeros.
+//
+// Heads of up to 64 dimensions. Budget: __launch_bounds__(256) (8 warps),
+// static shared memory 24.1 KiB (forward) and 33 KiB (backward: q, dout, k
+// and v tiles), no spills. Time O(sum len^2 C), memory O(T H).
 #include "common.cuh"
 
+#define AT_ROWS 32 // a tile's rows (queries or keys); a warp's lanes
 #define AT_WARPS 8
+#define AT_RPW (AT_ROWS / AT_WARPS) // rows a warp
 #define AT_MAXHS 64
+#define AT_PAD (AT_MAXHS + 1) // a tile read by lane along its rows: + 1 spreads the banks
 
-// a . b over the head's dimensions held as lanes' pairs (x0, x1)
-static __device__ __forceinline__ float hdot(float a0, float a1, float b0, float b1)
+// rows [r0, r0 + n) of x (row stride ld, the head's columns from col) into
+// s[AT_ROWS][ldsm], zeros past n rows and hs columns
+static __device__ void at_load(float *s, int ldsm, const float *x, size_t ld, size_t col, int r0,
+                               int n, int hs)
 {
-    return be_warp_sum(a0 * b0 + a1 * b1);
+    for (int e = threadIdx.x; e < AT_ROWS * AT_MAXHS; e += AT_WARPS * 32) {
+        int i = e / AT_MAXHS, d = e % AT_MAXHS;
+        s[i * ldsm + d] = i < n && d < hs ? x[(size_t)(r0 + i) * ld + col + d] : 0.0f;
+    }
 }
 
-static __global__ __launch_bounds__(AT_WARPS * 32, 1) void k_attn_fwd(
+// The block's tile: its first row r0 and its segment [s0, s1); 0 for a
+// dummy entry past the batch's tiles (the grid is a function of the shapes).
+static __device__ int at_tile(const int *tiles, const int *off, int B, int *r0, int *s0, int *s1)
+{
+    *r0 = tiles[blockIdx.x];
+    if (*r0 < 0)
+        return 0;
+    int b = be_seg_of(off, B, *r0);
+    *s0 = off[b];
+    *s1 = off[b + 1];
+    return 1;
+}
+
+// a[r] = sum_d x[rows[r]][d] y[lane][d]: x's rows broadcast, y's read by lane
+static __device__ __forceinline__ void at_dots(float a[AT_RPW], const float *x, int ldx,
+                                               const float *y, int ldy, int r_base, int hs)
+{
+    int lane = threadIdx.x % 32;
+    for (int r = 0; r < AT_RPW; r++)
+        a[r] = 0.0f;
+    for (int d = 0; d < hs; d++) {
+        float yd = y[lane * ldy + d];
+        for (int r = 0; r < AT_RPW; r++)
+            a[r] += x[(r_base + r) * ldx + d] * yd;
+    }
+}
+
+// acc[r] += sum_{j < n} w_r(lane j) z[j][(lane, lane + 32)]: the weights
+// from the lanes that computed them, z's rows read along the dimensions
+static __device__ __forceinline__ void at_mix(float acc[AT_RPW][2], const float w[AT_RPW],
+                                              const float *z, int ldz, int n)
+{
+    int lane = threadIdx.x % 32;
+    for (int j = 0; j < n; j++) {
+        float z0 = z[j * ldz + lane], z1 = z[j * ldz + lane + 32];
+        for (int r = 0; r < AT_RPW; r++) {
+            float wj = __shfl_sync(0xffffffffu, w[r], j);
+            acc[r][0] += wj * z0;
+            acc[r][1] += wj * z1;
+        }
+    }
+}
+
+static __global__ __launch_bounds__(AT_WARPS * 32) void k_attn_fwd(
     float *out, float *lse, const float *q, const float *k, const float *v, int ld,
-    const int *off, int B, int T, int H, int hs, float scale, int causal)
+    const int *off, int B, const int *tiles, int H, int hs, float scale, int causal)
 {
-    int w = blockIdx.x * AT_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (w >= T * H)
-        return;
-    int t = w / H, h = w % H, b = be_seg_of(off, B, t), s0 = off[b], s1 = off[b + 1];
-    int jend = causal ? t + 1 : s1;
-    int d0 = lane, d1 = lane + 32;
-    size_t hq = (size_t)t * ld + (size_t)h * hs;
-    float q0 = d0 < hs ? q[hq + d0] : 0, q1 = d1 < hs ? q[hq + d1] : 0;
-    float m = -INFINITY, l = 0, a0 = 0, a1 = 0;
-    for (int j = s0; j < jend; j++) {
-        size_t hk = (size_t)j * ld + (size_t)h * hs;
-        float k0 = d0 < hs ? k[hk + d0] : 0, k1 = d1 < hs ? k[hk + d1] : 0;
-        float s = scale * hdot(q0, q1, k0, k1);
-        float mn = fmaxf(m, s), f = expf(m - mn), p = expf(s - mn);
-        float v0 = d0 < hs ? v[hk + d0] : 0, v1 = d1 < hs ? v[hk + d1] : 0;
-        l = l * f + p;
-        a0 = a0 * f + p * v0;
-        a1 = a1 * f + p * v1;
-        m = mn;
+    __shared__ float qs[AT_ROWS * AT_MAXHS], ks[AT_ROWS * AT_PAD], vs[AT_ROWS * AT_MAXHS];
+    int r0, s0, s1;
+    if (!at_tile(tiles, off, B, &r0, &s0, &s1))
+        return; // the whole block
+    int h = blockIdx.y, w = threadIdx.x / 32, lane = threadIdx.x % 32, rb = w * AT_RPW;
+    int n = s1 - r0 < AT_ROWS ? s1 - r0 : AT_ROWS, kend = causal ? r0 + n : s1;
+    size_t col = (size_t)h * hs;
+    at_load(qs, AT_MAXHS, q, (size_t)ld, col, r0, n, hs);
+    float m[AT_RPW], l[AT_RPW], acc[AT_RPW][2], p[AT_RPW];
+    for (int r = 0; r < AT_RPW; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+        acc[r][0] = acc[r][1] = 0.0f;
     }
-    size_t ho = (size_t)t * H * hs + (size_t)h * hs;
-    if (d0 < hs)
-        out[ho + d0] = a0 / l;
-    if (d1 < hs)
-        out[ho + d1] = a1 / l;
-    if (lane == 0)
-        lse[(size_t)t * H + h] = m + logf(l);
+    for (int k0 = s0; k0 < kend; k0 += AT_ROWS) {
+        int nk = kend - k0 < AT_ROWS ? kend - k0 : AT_ROWS;
+        __syncthreads(); // the last tile's readers are done (and qs is in)
+        at_load(ks, AT_PAD, k, (size_t)ld, col, k0, nk, hs);
+        at_load(vs, AT_MAXHS, v, (size_t)ld, col, k0, nk, hs);
+        __syncthreads();
+        if (rb >= n)
+            continue; // the warp's rows are past the tile's (warp-uniform)
+        float s[AT_RPW];
+        at_dots(s, qs, AT_MAXHS, ks, AT_PAD, rb, hs);
+        for (int r = 0; r < AT_RPW; r++) {
+            int ok = rb + r < n && lane < nk && (!causal || k0 + lane <= r0 + rb + r);
+            float sr = ok ? scale * s[r] : -INFINITY, mt = be_warp_max(sr);
+            p[r] = 0.0f;
+            if (mt == -INFINITY)
+                continue; // no key of this tile for the row (warp-uniform)
+            float mn = fmaxf(m[r], mt), f = expf(m[r] - mn);
+            p[r] = ok ? expf(sr - mn) : 0.0f;
+            l[r] = l[r] * f + be_warp_sum(p[r]);
+            acc[r][0] *= f;
+            acc[r][1] *= f;
+            m[r] = mn;
+        }
+        at_mix(acc, p, vs, AT_MAXHS, nk);
+    }
+    for (int r = 0; r < AT_RPW; r++) {
+        int i = rb + r;
+        if (i >= n)
+            break;
+        size_t ho = (size_t)(r0 + i) * H * hs + col;
+        if (lane < hs)
+            out[ho + lane] = acc[r][0] / l[r];
+        if (lane + 32 < hs)
+            out[ho + lane + 32] = acc[r][1] / l[r];
+        if (lane == 0)
+            lse[(size_t)(r0 + i) * H + h] = m[r] + logf(l[r]);
+    }
 }
 
-// dq; D_t = dout_t . out_t
-static __global__ __launch_bounds__(AT_WARPS * 32, 1) void k_attn_dq(
+// D_t = dout_t . out_t of the rows [r0, r0 + n) into Ds (a warp its rows,
+// read from global memory: each once a tile)
+static __device__ void at_dsum(float *Ds, const float *dout, const float *out, size_t C,
+                               size_t col, int r0, int n, int hs)
+{
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int r = 0; r < AT_RPW; r++) {
+        int i = w * AT_RPW + r;
+        if (i >= n)
+            break; // warp-uniform
+        size_t o = (size_t)(r0 + i) * C + col;
+        float a = lane < hs ? dout[o + lane] * out[o + lane] : 0.0f;
+        if (lane + 32 < hs)
+            a += dout[o + lane + 32] * out[o + lane + 32];
+        a = be_warp_sum(a);
+        if (lane == 0)
+            Ds[i] = a;
+    }
+}
+
+// dq: a block a query tile, the keys in tiles as in the forward
+static __global__ __launch_bounds__(AT_WARPS * 32) void k_attn_dq(
     float *dq, const float *dout, const float *out, const float *q, const float *k,
-    const float *v, const float *lse, int ld, const int *off, int B, int T, int H, int hs,
-    float scale, int causal)
+    const float *v, const float *lse, int ld, const int *off, int B, const int *tiles, int H,
+    int hs, float scale, int causal)
 {
-    int w = blockIdx.x * AT_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (w >= T * H)
+    __shared__ float qs[AT_ROWS * AT_MAXHS], gs[AT_ROWS * AT_MAXHS];
+    __shared__ float ks[AT_ROWS * AT_PAD], vs[AT_ROWS * AT_PAD], Ds[AT_ROWS];
+    int r0, s0, s1;
+    if (!at_tile(tiles, off, B, &r0, &s0, &s1))
         return;
-    int t = w / H, h = w % H, C = H * hs, b = be_seg_of(off, B, t), s0 = off[b], s1 = off[b + 1];
-    int jend = causal ? t + 1 : s1, d0 = lane, d1 = lane + 32;
-    size_t ho = (size_t)t * C + (size_t)h * hs, hq = (size_t)t * ld + (size_t)h * hs;
-    float g0 = d0 < hs ? dout[ho + d0] : 0, g1 = d1 < hs ? dout[ho + d1] : 0;
-    float o0 = d0 < hs ? out[ho + d0] : 0, o1 = d1 < hs ? out[ho + d1] : 0;
-    float q0 = d0 < hs ? q[hq + d0] : 0, q1 = d1 < hs ? q[hq + d1] : 0;
-    float D = hdot(g0, g1, o0, o1), L = lse[(size_t)t * H + h], r0 = 0, r1 = 0;
-    for (int j = s0; j < jend; j++) {
-        size_t hk = (size_t)j * ld + (size_t)h * hs;
-        float k0 = d0 < hs ? k[hk + d0] : 0, k1 = d1 < hs ? k[hk + d1] : 0;
-        float v0 = d0 < hs ? v[hk + d0] : 0, v1 = d1 < hs ? v[hk + d1] : 0;
-        float p = expf(scale * hdot(q0, q1, k0, k1) - L);
-        float ds = scale * p * (hdot(g0, g1, v0, v1) - D);
-        r0 += ds * k0;
-        r1 += ds * k1;
+    int h = blockIdx.y, w = threadIdx.x / 32, lane = threadIdx.x % 32, rb = w * AT_RPW;
+    int n = s1 - r0 < AT_ROWS ? s1 - r0 : AT_ROWS, kend = causal ? r0 + n : s1;
+    size_t col = (size_t)h * hs, C = (size_t)H * hs;
+    at_load(qs, AT_MAXHS, q, (size_t)ld, col, r0, n, hs);
+    at_load(gs, AT_MAXHS, dout, C, col, r0, n, hs);
+    at_dsum(Ds, dout, out, C, col, r0, n, hs);
+    float L[AT_RPW], acc[AT_RPW][2];
+    for (int r = 0; r < AT_RPW; r++) {
+        L[r] = rb + r < n ? lse[(size_t)(r0 + rb + r) * H + h] : 0.0f;
+        acc[r][0] = acc[r][1] = 0.0f;
     }
-    if (d0 < hs)
-        dq[hq + d0] += r0;
-    if (d1 < hs)
-        dq[hq + d1] += r1;
+    for (int k0 = s0; k0 < kend; k0 += AT_ROWS) {
+        int nk = kend - k0 < AT_ROWS ? kend - k0 : AT_ROWS;
+        __syncthreads();
+        at_load(ks, AT_PAD, k, (size_t)ld, col, k0, nk, hs);
+        at_load(vs, AT_PAD, v, (size_t)ld, col, k0, nk, hs);
+        __syncthreads();
+        if (rb >= n)
+            continue;
+        float s[AT_RPW], dp[AT_RPW], ds[AT_RPW];
+        at_dots(s, qs, AT_MAXHS, ks, AT_PAD, rb, hs);
+        at_dots(dp, gs, AT_MAXHS, vs, AT_PAD, rb, hs);
+        for (int r = 0; r < AT_RPW; r++) {
+            int ok = rb + r < n && lane < nk && (!causal || k0 + lane <= r0 + rb + r);
+            ds[r] = ok ? scale * expf(scale * s[r] - L[r]) * (dp[r] - Ds[rb + r]) : 0.0f;
+        }
+        at_mix(acc, ds, ks, AT_PAD, nk);
+    }
+    for (int r = 0; r < AT_RPW; r++) {
+        if (rb + r >= n)
+            break;
+        size_t hq = (size_t)(r0 + rb + r) * ld + col;
+        if (lane < hs)
+            dq[hq + lane] += acc[r][0];
+        if (lane + 32 < hs)
+            dq[hq + lane + 32] += acc[r][1];
+    }
 }
 
-// dk, dv: a warp per (key row j, head), the queries that see j in order
-// (D_t recomputed: no scratch between the passes)
-static __global__ __launch_bounds__(AT_WARPS * 32, 1) void k_attn_dkv(
+// dk, dv: a block a key tile, the queries that see its keys in tiles of
+// AT_ROWS from the tile's first row (causal) or the segment's start
+static __global__ __launch_bounds__(AT_WARPS * 32, 3) void k_attn_dkv(
     float *dk, float *dv, const float *dout, const float *out, const float *q, const float *k,
-    const float *v, const float *lse, int ld, const int *off, int B, int T, int H, int hs,
-    float scale, int causal)
+    const float *v, const float *lse, int ld, const int *off, int B, const int *tiles, int H,
+    int hs, float scale, int causal)
 {
-    int w = blockIdx.x * AT_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (w >= T * H)
+    __shared__ float ks[AT_ROWS * AT_MAXHS], vs[AT_ROWS * AT_MAXHS];
+    __shared__ float qs[AT_ROWS * AT_PAD], gs[AT_ROWS * AT_PAD], Ls[AT_ROWS], Ds[AT_ROWS];
+    int c0, s0, s1;
+    if (!at_tile(tiles, off, B, &c0, &s0, &s1))
         return;
-    int j = w / H, h = w % H, C = H * hs, b = be_seg_of(off, B, j), s0 = off[b], s1 = off[b + 1];
-    int d0 = lane, d1 = lane + 32;
-    size_t hk = (size_t)j * ld + (size_t)h * hs;
-    float k0 = d0 < hs ? k[hk + d0] : 0, k1 = d1 < hs ? k[hk + d1] : 0;
-    float v0 = d0 < hs ? v[hk + d0] : 0, v1 = d1 < hs ? v[hk + d1] : 0;
-    float ak0 = 0, ak1 = 0, av0 = 0, av1 = 0;
-    for (int t = causal ? j : s0; t < s1; t++) {
-        size_t hq = (size_t)t * ld + (size_t)h * hs, ho = (size_t)t * C + (size_t)h * hs;
-        float q0 = d0 < hs ? q[hq + d0] : 0, q1 = d1 < hs ? q[hq + d1] : 0;
-        float g0 = d0 < hs ? dout[ho + d0] : 0, g1 = d1 < hs ? dout[ho + d1] : 0;
-        float o0 = d0 < hs ? out[ho + d0] : 0, o1 = d1 < hs ? out[ho + d1] : 0;
-        float p = expf(scale * hdot(q0, q1, k0, k1) - lse[(size_t)t * H + h]);
-        float ds = scale * p * (hdot(g0, g1, v0, v1) - hdot(g0, g1, o0, o1));
-        ak0 += ds * q0;
-        ak1 += ds * q1;
-        av0 += p * g0;
-        av1 += p * g1;
+    int h = blockIdx.y, w = threadIdx.x / 32, lane = threadIdx.x % 32, rb = w * AT_RPW;
+    int nk = s1 - c0 < AT_ROWS ? s1 - c0 : AT_ROWS;
+    size_t col = (size_t)h * hs, C = (size_t)H * hs;
+    at_load(ks, AT_MAXHS, k, (size_t)ld, col, c0, nk, hs);
+    at_load(vs, AT_MAXHS, v, (size_t)ld, col, c0, nk, hs);
+    float ak[AT_RPW][2], av[AT_RPW][2];
+    for (int r = 0; r < AT_RPW; r++)
+        ak[r][0] = ak[r][1] = av[r][0] = av[r][1] = 0.0f;
+    for (int i0 = causal ? c0 : s0; i0 < s1; i0 += AT_ROWS) {
+        int ni = s1 - i0 < AT_ROWS ? s1 - i0 : AT_ROWS;
+        __syncthreads();
+        at_load(qs, AT_PAD, q, (size_t)ld, col, i0, ni, hs);
+        at_load(gs, AT_PAD, dout, C, col, i0, ni, hs);
+        at_dsum(Ds, dout, out, C, col, i0, ni, hs);
+        int x = (int)threadIdx.x;
+        if (x < AT_ROWS)
+            Ls[x] = x < ni ? lse[(size_t)(i0 + x) * H + h] : 0.0f;
+        __syncthreads();
+        if (rb >= nk)
+            continue;
+        float s[AT_RPW], dp[AT_RPW], p[AT_RPW], ds[AT_RPW];
+        at_dots(s, ks, AT_MAXHS, qs, AT_PAD, rb, hs); // s[r] = k_(rb + r) . q_lane
+        at_dots(dp, vs, AT_MAXHS, gs, AT_PAD, rb, hs);
+        for (int r = 0; r < AT_RPW; r++) {
+            int ok = rb + r < nk && lane < ni && (!causal || i0 + lane >= c0 + rb + r);
+            p[r] = ok ? expf(scale * s[r] - Ls[lane]) : 0.0f;
+            ds[r] = ok ? scale * p[r] * (dp[r] - Ds[lane]) : 0.0f; // Ds past ni: stale
+        }
+        at_mix(av, p, gs, AT_PAD, ni);
+        at_mix(ak, ds, qs, AT_PAD, ni);
     }
-    if (d0 < hs) {
-        dk[hk + d0] += ak0;
-        dv[hk + d0] += av0;
-    }
-    if (d1 < hs) {
-        dk[hk + d1] += ak1;
-        dv[hk + d1] += av1;
+    for (int r = 0; r < AT_RPW; r++) {
+        if (rb + r >= nk)
+            break;
+        size_t hk = (size_t)(c0 + rb + r) * ld + col;
+        if (lane < hs) {
+            dk[hk + lane] += ak[r][0];
+            dv[hk + lane] += av[r][0];
+        }
+        if (lane + 32 < hs) {
+            dk[hk + lane + 32] += ak[r][1];
+            dv[hk + lane + 32] += av[r][1];
+        }
     }
 }
 
-// The rows T = off[B] of the staged host offsets (the grid's size); -1
-// (and the sticky error) when off is not a staged host array or hs is
-// out of range.
-static int attn_rows(sq_gpu_be *be, const int *off, int B, int H, int C, const char *what)
+// The tiles of the batch on the device: the first row of every AT_ROWS
+// rows of each segment from its start, then -1 up to (T + (AT_ROWS - 1) B)
+// / AT_ROWS entries (the most the shapes allow: the grid, graph-safe);
+// their count in *n, NULL (and the sticky error) when off is not a staged
+// host array or the heads are out of range.
+static const int *at_tiles(sq_gpu_be *be, const int *off, int B, int H, int C, int *n,
+                           const char *what)
 {
     const int *h = be_host_ints(be, off);
     if (!h || H <= 0 || C % H || C / H > AT_MAXHS) {
         be_note(be, cudaErrorInvalidValue, what);
-        return -1;
+        return NULL;
     }
-    return h[B];
+    if (h[B] <= 0)
+        return NULL; // no rows, nothing to do
+    size_t most = ((size_t)h[B] + (size_t)(AT_ROWS - 1) * (size_t)B) / AT_ROWS;
+    int *t = (int *)malloc(most * sizeof *t);
+    if (!t) {
+        be_note(be, cudaErrorMemoryAllocation, what);
+        return NULL;
+    }
+    size_t i = 0;
+    for (int b = 0; b < B; b++)
+        for (int r = h[b]; r < h[b + 1]; r += AT_ROWS)
+            t[i++] = r;
+    while (i < most)
+        t[i++] = -1;
+    const int *d = (const int *)be_op_upload(be, t, most * sizeof *t);
+    free(t);
+    *n = (int)most;
+    return d;
 }
 
 void be_attention_forward(sq_gpu_be *be, float *out, float *att, const float *q, const float *k,
                           const float *v, int ld, const int *off, int B, int H, int C,
                           int causal)
 {
-    int T = attn_rows(be, off, B, H, C, "attention_forward: off not staged, or heads over 64");
-    if (T <= 0)
+    int n;
+    const int *tiles = at_tiles(be, off, B, H, C, &n,
+                                "attention_forward: off not staged, or heads over 64");
+    if (!tiles)
         return;
     int hs = C / H;
-    unsigned blocks = (unsigned)(((size_t)T * H + AT_WARPS - 1) / AT_WARPS);
-    SQ_LAUNCH(be, k_attn_fwd, blocks, AT_WARPS * 32, 0, out, att, q, k, v, ld,
-              be_ints(be, off), B, T, H, hs, 1.0f / sqrtf((float)hs), causal);
+    dim3 grid((unsigned)n, (unsigned)H);
+    SQ_LAUNCH(be, k_attn_fwd, grid, AT_WARPS * 32, 0, out, att, q, k, v, ld, be_ints(be, off),
+              B, tiles, H, hs, 1.0f / sqrtf((float)hs), causal);
 }
 
 void be_attention_backward(sq_gpu_be *be, float *dq, float *dk, float *dv, const float *dout,
@@ -161,15 +331,17 @@ void be_attention_backward(sq_gpu_be *be, float *dq, float *dk, float *dv, const
                            const float *att, int ld, const int *off, int B, int H, int C,
                            int causal)
 {
-    int T = attn_rows(be, off, B, H, C, "attention_backward: off not staged, or heads over 64");
-    if (T <= 0)
+    int n;
+    const int *tiles = at_tiles(be, off, B, H, C, &n,
+                                "attention_backward: off not staged, or heads over 64");
+    if (!tiles)
         return;
     int hs = C / H;
     float scale = 1.0f / sqrtf((float)hs);
-    const int *doff = be_ints(be, off);
-    unsigned blocks = (unsigned)(((size_t)T * H + AT_WARPS - 1) / AT_WARPS);
-    SQ_LAUNCH(be, k_attn_dq, blocks, AT_WARPS * 32, 0, dq, dout, out, q, k, v, att, ld, doff,
-              B, T, H, hs, scale, causal);
-    SQ_LAUNCH(be, k_attn_dkv, blocks, AT_WARPS * 32, 0, dk, dv, dout, out, q, k, v, att, ld, doff,
-              B, T, H, hs, scale, causal);
+    const int *doff = be_ints(be, off); // after the upload (its growth moves the staged ints)
+    dim3 grid((unsigned)n, (unsigned)H);
+    SQ_LAUNCH(be, k_attn_dq, grid, AT_WARPS * 32, 0, dq, dout, out, q, k, v, att, ld, doff, B,
+              tiles, H, hs, scale, causal);
+    SQ_LAUNCH(be, k_attn_dkv, grid, AT_WARPS * 32, 0, dk, dv, dout, out, q, k, v, att, ld, doff,
+              B, tiles, H, hs, scale, causal);
 }

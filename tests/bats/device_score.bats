@@ -82,6 +82,10 @@ invariant() {
     --heads 2
   # FPARec's positional tables: their rows a function of the position alone
   invariant fpositional --model sasrec --attn fpositional --dim 16 --ffn 16 --max-len 12
+  # histories over k_attn.cu's 32-row tiles (the synthetic log's longest
+  # run to 80): tiles from each segment's start, causal and not
+  invariant sasrec-long --model sasrec --dim 16 --ffn 16 --max-len 80
+  invariant bert4rec-long --model bert4rec --dim 16 --ffn 16 --max-len 80 --heads 2
 }
 
 @test "device_score: flat models (gru4rec, hstu), core and elastic score a user alike in any batch on the simulated GPU" {

@@ -2,8 +2,8 @@
  * (ops.c sq_attention_*) through the CPU API on a CUDA context
  * (cuda_check.h); skipped without a backend.
  *
- * Packed segments of odd lengths (1, 7, 33, 50 and random ones), heads of
- * 8, 16, 32 and 64 dimensions, q, k, v as column slices of one [T, 3C]
+ * Packed segments of odd lengths (1, 7, 33, 50, 70, 96), heads of 16,
+ * 24, 32 and 64 dimensions, q, k, v as column slices of one [T, 3C]
  * array (ld = 3C), causal and bidirectional. Gradient buffers start
  * non-zero (the backward ADDS). Tolerance 2e-5 absolute + 1e-4 relative:
  * the online softmax rescales its sums as the maximum grows and the
@@ -91,14 +91,17 @@ UNIT_TEST(cuda_attention_softmax)
     if (cuda_open(t, &g))
         return;
     /* the simulated device switches fibers at every shuffle: there the
-     * short set (segments of 1 to 12, heads of 16 and 64), on a GPU all */
-    static const int lens[][4] = {{1, 7, 12, 5}, {9, 0, 0, 0}, {1, 7, 33, 50}, {50, 1, 2, 3}};
-    static const int nb[] = {4, 1, 4, 4};
-    static const int heads[][2] = {{2, 32}, {1, 64}, {1, 32}, {4, 64}, {2, 16}, {8, 64}};
+     * short set, on a GPU all. The kernels take 32 rows a tile from each
+     * segment's start: segments of 1 to 12 (one partial tile), 33 (a
+     * tile and a row), 70 and 96 (two tiles and a part, three whole) */
+    static const int lens[][4] = {{1, 7, 12, 5}, {9, 0, 0, 0}, {1, 33, 70, 2},
+                                  {1, 7, 33, 50}, {50, 1, 2, 3}, {96, 64, 0, 0}};
+    static const int nb[] = {4, 1, 4, 4, 4, 2};
+    static const int heads[][2] = {{2, 32}, {1, 64}, {3, 24}, {1, 32}, {4, 64}, {2, 16}, {8, 64}};
     char name[256] = "";
     int sim = sq_gpu_probe(name, sizeof name) && strstr(name, "simulated") != NULL;
-    for (int s = 0; s < (sim ? 2 : 4); s++)
-        for (int h = 0; h < (sim ? 2 : 6); h++)
+    for (int s = 0; s < (sim ? 3 : 6); s++)
+        for (int h = 0; h < (sim ? 3 : 7); h++)
             for (int causal = 0; causal < 2; causal++)
                 attn_case(t, &g, lens[s], nb[s], heads[h][0], heads[h][1], causal);
     cuda_close(&g);
