@@ -303,6 +303,7 @@ bench_one() { # NAME DATA OPTS...: seqrec cuda, torch cuda, seqrec cpu
       echo "seqrec,$name,$d,fail,,$(tail -qn 1 "$out/bench-$name-$d.out" | tr , ' ')" >> "$bench"
     fi
   done
+  case $name in *-graphs) return;; esac # seqrec's own option: the twin ran for the config
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     # the twin takes --max-len, --dim, --ffn, --layers, --heads, --batch, --dropout
     local t=() i=0
@@ -328,6 +329,11 @@ if want bench; then
   echo "what,config,device,seconds_per_epoch,seq_per_s,note" > "$bench"
   bench_one a beauty --max-len 50 --dim 64 --ffn 64 --layers 2 --heads 1 --batch 128 --dropout 0.5
   bench_one b ml1m --max-len 200 --dim 128 --ffn 256 --layers 2 --heads 2 --batch 128 --dropout 0.2
+  # (a) and (b) as CUDA graphs (--cuda-graphs): the launch-bound configs
+  bench_one a-graphs beauty --max-len 50 --dim 64 --ffn 64 --layers 2 --heads 1 --batch 128 \
+    --dropout 0.5 --cuda-graphs
+  bench_one b-graphs ml1m --max-len 200 --dim 128 --ffn 256 --layers 2 --heads 2 --batch 128 \
+    --dropout 0.2 --cuda-graphs
   bench_one b2048 ml1m --max-len 200 --dim 128 --ffn 256 --layers 2 --heads 2 --batch 2048 --dropout 0.2
   # the issue's target: 3x PyTorch bf16 at batch 2048 (the twin under autocast)
   bench_one b2048-bf16 ml1m --max-len 200 --dim 128 --ffn 256 --layers 2 --heads 2 --batch 2048 \
