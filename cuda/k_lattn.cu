@@ -23,10 +23,8 @@
 //
 // Budget: __launch_bounds__(128, 1), 106 registers (sm_90), no spills;
 // dynamic shared memory 4 (hs (hs + 1) + 6 hs) bytes, at most 48 KiB.
-#include "common.cuh"
+#include "lattn.cuh"
 
-enum { K_LINREC = 0, K_LINREC_PAPER, K_LINEAR, K_EFFICIENT, K_HYDRA, K_NO_L2, K_NO_L2_PAPER,
-       K_NO_ELU, K_NO_ELU_PAPER };
 
 // this thread's entries of an n-entry row
 #define FOR_MINE(a, n) for (int a = (int)threadIdx.x; a < (n); a += (int)blockDim.x)
@@ -76,19 +74,6 @@ static __device__ __forceinline__ float b_dot(const float *a, const float *b, in
     float s = dot_one(a, b, n);
     done(); /* read by all before any statement writes a or b */
     return s;
-}
-
-/* elu(x) = x (x > 0), e^x - 1 (x <= 0), and d elu / dx = 1 (x > 0), e^x
- * (x <= 0): the CPU's float build computes e^x with vec.h's exp, e^x - 1
- * within 2e-7 of expm1. */
-static __device__ __forceinline__ float elu_v(float x)
-{
-    return x > 0 ? x : expf(x) - 1.0f;
-}
-
-static __device__ __forceinline__ float elu_grad_v(float x)
-{
-    return x > 0 ? 1.0f : expf(x);
 }
 
 /* M += x y^T, M [n, n]: thread e adds column e, one product an entry. */
@@ -618,13 +603,6 @@ static __device__ __forceinline__ void hydra_bwd(float *dv, float *dpq, float *d
 
 // ---- the work items ----------------------------------------------------
 
-struct lat_args {
-    int kind, fwd, ld, B, H, C, causal, T, shared;
-    float *out, *cache, *scratch, *dq, *dk, *dv;
-    const float *q, *k, *v, *dout;
-    const int *off;
-};
-
 // A scratch slot's floats, the CPU's (attn_linear.c slot_size): two hs x hs
 // states and six rows; a sweep here uses one state, so shared memory holds
 // hs (hs + 1) + 6 hs.
@@ -745,6 +723,8 @@ enum { LAT_THREADS_MAX = 128, LAT_SHARED_MAX = 48 * 1024 };
 // state in shared memory when it fits (a->shared).
 static void lat_launch(sq_gpu_be *be, lat_args *a)
 {
+    if (be_lchunk_launch(be, a))
+        return; // a chunk of rows at a time (k_lchunk.cu)
     int hs = a->C / a->H;
     size_t sh = ((size_t)hs * (hs + 1) + 6 * (size_t)hs) * sizeof(float);
     a->shared = sh <= LAT_SHARED_MAX;

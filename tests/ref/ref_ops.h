@@ -109,7 +109,7 @@ void ref_attn_cross(double *out, double *att, const double *q, int ldq, const in
 
 /* attn_linear.h: for every query the explicit row of scores over the keys
  * it sees, in long double (segments of at most REF_LATTN_MAXL rows). */
-#define REF_LATTN_MAXL 64
+#define REF_LATTN_MAXL 128
 #define REF_LATTN_MAXHS 256 /* and heads of at most this many columns */
 void ref_lattn(sq_lattn_kind kind, double *out, const double *q, const double *k,
                const double *v, int ld, const int *off, int B, int H, int C, int causal);

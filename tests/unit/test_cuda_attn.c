@@ -172,24 +172,36 @@ UNIT_TEST(cuda_lattn_kinds)
     cuda_close(&g);
 }
 
-/* k_lattn's two homes for the state: shared memory for a head of 40
- * (two warps, the second partly idle), the scratch for a head of 136
- * (over 48 KiB: more columns than the block's 128 threads), with 35
- * segments, so that a slot sweeps segments b and b + 32. */
+/* The kinds' homes by head size. k_lchunk.cu (every kind but efficient)
+ * takes 32 rows a chunk for a head of 40 and 16 for a head of 64 (the
+ * segment of 70 rows: four whole chunks and a part; the kinds of
+ * cuda_lattn_kinds, heads of 8 and 1, take 32). k_lattn.cu's sweep keeps
+ * efficient at every size and the others over 70 dimensions: the state in
+ * shared memory for a head of 80 (efficient's of 40: two warps, the
+ * second partly idle), in the scratch for a head of 136 (over 48 KiB:
+ * more columns than the block's 128 threads), with 35 segments, so that a
+ * slot sweeps segments b and b + 32. */
 UNIT_TEST(cuda_lattn_shapes)
 {
     cuda_env g;
     if (cuda_open(t, &g))
         return;
-    static const int few[] = {5, 1, 3};
+    static const int few[] = {5, 1, 3}, longer[] = {70, 17, 1};
     int many[35];
     for (int b = 0; b < 35; b++)
         many[b] = 1 + b % 3;
     for (int kind = SQ_LATTN_LINREC; kind <= SQ_LATTN_HYDRA; kind++)
         for (int causal = 0; causal < 2; causal++) {
             lattn_case(t, &g, kind, few, 3, 1, 40, causal);
+            lattn_case(t, &g, kind, longer, 3, 1, 64, causal);
+            lattn_case(t, &g, kind, few, 3, 1, 80, causal);
             lattn_case(t, &g, kind, kind == SQ_LATTN_LINREC ? many : few,
                        kind == SQ_LATTN_LINREC ? 35 : 3, 1, 136, causal);
         }
+    /* the ablations and the paper's scaling over chunk boundaries */
+    for (int kind = SQ_LATTN_LINREC_PAPER; kind <= SQ_LATTN_LINREC_NO_ELU_PAPER; kind++)
+        if (kind != SQ_LATTN_LINEAR && kind != SQ_LATTN_EFFICIENT && kind != SQ_LATTN_HYDRA)
+            for (int causal = 0; causal < 2; causal++)
+                lattn_case(t, &g, kind, longer, 3, 2, 64, causal);
     cuda_close(&g);
 }

@@ -1,0 +1,507 @@
+// k_lchunk.cu - the linear attention kinds whose state is a plain sum
+// (linrec and its ablations, linear, hydra) a chunk of R rows at a time.
+//
+// k_lattn.cu sweeps a segment row by row, each row a dozen block-wide
+// statements with a barrier each: L sequential steps for L rows, so one
+// long segment (N = 16384, B = 1) is 16384 steps on two blocks. Here the
+// same block (segment b, head h, its state in shared memory) takes R rows
+// a step (R = 32, or 16 for heads over 40 dimensions), as in the chunked
+// forms of linear attention (Katharopoulos et al.; Yang et al.'s GLA):
+// with S = sum over the earlier chunks of kf_j v_j^T,
+//   out_c = U_c S + tril(U_c KF_c^T) V_c,   then   S += KF_c^T V_c
+// (bidirectional: S summed over every chunk first, no intra-chunk term).
+// What the kinds differ in is the rows U (queries' features) and KF (keys'
+// features), and the backward's chain rule through them:
+//   linrec  kf = f(k), u_t = c_q c_k(t) nq_t f(q_t) (.) rk_t, rk_t the
+//           columns' 1/sqrt(z_t + eps), z_t the prefix of kf^2 (f: elu or
+//           the identity; without L2 nq = rk = 1)
+//   linear  kf = phi(k), u_t = phi(q_t) / (phi(q_t) . z_t + 1e-6), z_t the
+//           prefix of kf (phi = elu + 1)
+//   hydra   kf = k / |k| and u = q / |q| over the whole row (the caller's
+//           norms in the cache)
+// Backward, with G = sum over the later chunks of u_t dout_t^T:
+//   pass 1 (chunks forward)  dU_c = dO_c S^T + tril(dO_c V_c^T) KF_c
+//   pass 2 (chunks backward) dV_c = KF_c G + triu(KF_c U_c^T) dO_c,
+//                            dKF_c = V_c G^T + triu(V_c dO_c^T) U_c
+// then each kind's chain rule row by row; linrec's z and linear's z reach
+// the keys through suffix sums of a row term (w_t below) down the columns.
+// The caches and the backward's row buffers are the CPU's (attn_linear.h
+// BUFFERS): the forward's cache is what the CPU's backward reads and back.
+//
+// Sums run in a fixed order (a chunk's rows in order, the chunks in order),
+// not the CPU's row-at-a-time order: results equal the CPU's to float
+// rounding (test_cuda_attn: 1e-5 absolute + 1e-4 relative), and two runs
+// give the same bits. Budget: __launch_bounds__(256), dynamic shared
+// memory hs (hs + 1) + 6 R (hs + 1) + R (R + 1) + hs + R floats, at most
+// 48 KiB (heads of up to 70 dimensions); no spills.
+#include "lattn.cuh"
+
+#define LC_THREADS 256
+#define LC_SHARED_MAX (48 * 1024)
+
+#define FOR_T(i, n) for (int i = (int)threadIdx.x; i < (n); i += LC_THREADS)
+
+// A block's work: segment rows o .. o + L - 1, head h; chunk buffers and
+// the state have rows sl = hs + 1 floats apart (a walk down a column then
+// spreads over the banks); P, R x R, has rows pl = R + 1 apart.
+struct lc_w {
+    int o, L, h, hs, sl, R, pl, ld, C, H, T, causal;
+};
+
+// The block's shared memory: the state, six chunk buffers, the chunk's
+// scores, a column carry (z or g) and a factor a row.
+struct lc_sh {
+    float *S, *b[6], *P, *z, *rowf;
+};
+
+enum { M_COPY, M_ELU, M_PHI }; // a row's feature map
+
+static __device__ __forceinline__ float lc_map(int m, float x)
+{
+    return m == M_ELU ? elu_v(x) : m == M_PHI ? elu_v(x) + 1.0f : x;
+}
+
+static __device__ __forceinline__ float lc_dmap(int m, float x)
+{
+    return m == M_COPY ? 1.0f : elu_grad_v(x); // phi' = elu'
+}
+
+static __device__ __forceinline__ void lc_sync(void)
+{
+    __syncthreads();
+}
+
+static __device__ void lc_zero(float *x, int n)
+{
+    FOR_T(i, n)
+        x[i] = 0.0f;
+    lc_sync();
+}
+
+// B[i][d] = m(x[c0 + i][d]) (times rs[row] when rs), rows i < n; zeros to R
+static __device__ void lc_load(float *B, const float *x, size_t ldx, const lc_w &w, int c0, int n,
+                               int m, const float *rs)
+{
+    FOR_T(e, w.R * w.hs) {
+        int i = e / w.hs, d = e % w.hs;
+        float val = 0.0f;
+        if (i < n) {
+            size_t t = (size_t)(w.o + c0 + i);
+            val = lc_map(m, x[t * ldx + (size_t)w.h * w.hs + d]);
+            if (rs)
+                val *= rs[t];
+        }
+        B[i * w.sl + d] = val;
+    }
+    lc_sync();
+}
+
+// P[i][j] = X_i . A_j where the mask allows (1: j <= i, 2: j >= i), else 0
+static __device__ void lc_scores(float *P, const float *X, const float *A, const lc_w &w, int n,
+                                 int mask)
+{
+    FOR_T(e, w.R * w.R) {
+        int i = e / w.R, j = e % w.R;
+        float s = 0.0f;
+        if (i < n && j < n && (mask == 1 ? j <= i : j >= i))
+            for (int d = 0; d < w.hs; d++)
+                s += X[i * w.sl + d] * A[j * w.sl + d];
+        P[i * w.pl + j] = s;
+    }
+    lc_sync();
+}
+
+// dst[i][e] (+)= sum_a X[i][a] S'(a, e) + sum_j P[i][j] Bv[j][e], rows i <
+// n, S'(a, e) = S[a][e] (tr 0) or S[e][a] (tr 1); no P: no second sum.
+// dst's rows ldd apart (a chunk buffer, or the rows of a global array).
+static __device__ void lc_apply(float *dst, size_t ldd, int add, const float *X, const float *S,
+                                int tr, const float *P, const float *Bv, const lc_w &w, int n)
+{
+    FOR_T(e2, n * w.hs) {
+        int i = e2 / w.hs, e = e2 % w.hs;
+        float acc = 0.0f;
+        for (int a = 0; a < w.hs; a++)
+            acc += X[i * w.sl + a] * (tr ? S[e * w.sl + a] : S[a * w.sl + e]);
+        if (P)
+            for (int j = 0; j < n; j++)
+                acc += P[i * w.pl + j] * Bv[j * w.sl + e];
+        float *y = dst + (size_t)i * ldd + e;
+        *y = add ? *y + acc : acc;
+    }
+    lc_sync();
+}
+
+// S[a][e] += sum_{i < n} A[i][a] Bv[i][e]
+static __device__ void lc_accum(float *S, const float *A, const float *Bv, const lc_w &w, int n)
+{
+    FOR_T(e2, w.hs * w.hs) {
+        int a = e2 / w.hs, e = e2 % w.hs;
+        float s = S[a * w.sl + e];
+        for (int i = 0; i < n; i++)
+            s += A[i * w.sl + a] * Bv[i * w.sl + e];
+        S[a * w.sl + e] = s;
+    }
+    lc_sync();
+}
+
+// Down each column a: out[i][a] = carry[a] + the sum of X[i'][a] (squared
+// when sq) over i' <= i (rev 0) or i' >= i (rev 1); the carry then takes
+// the chunk's sum. With run 0 every row gets the carry as it is (the
+// bidirectional forms' totals) and the carry stays. out may be X when !sq.
+static __device__ void lc_colscan(float *out, const float *X, float *carry, const lc_w &w, int n,
+                                  int sq, int rev, int run)
+{
+    FOR_T(a, w.hs) {
+        float c = carry[a];
+        for (int s = 0; s < n; s++) {
+            int i = rev ? n - 1 - s : s;
+            if (run) {
+                float x = X[i * w.sl + a];
+                c += sq ? x * x : x;
+            }
+            out[i * w.sl + a] = c;
+        }
+        carry[a] = c;
+    }
+    lc_sync();
+}
+
+// r[i] = X_i . Y_i, a warp a row
+static __device__ void lc_rowdot(float *r, const float *X, const float *Y, const lc_w &w, int n)
+{
+    int lane = (int)threadIdx.x % 32;
+    for (int i = (int)threadIdx.x / 32; i < n; i += LC_THREADS / 32) {
+        float s = 0.0f;
+        for (int a = lane; a < w.hs; a += 32)
+            s += X[i * w.sl + a] * Y[i * w.sl + a];
+        s = be_warp_sum(s);
+        if (lane == 0)
+            r[i] = s;
+    }
+    lc_sync();
+}
+
+// The kind's switches: the feature map of q and k, L2 (linrec), the
+// paper's column scaling (linrec)
+struct lc_kind {
+    int kind, map, l2, paper;
+};
+
+static __device__ lc_kind lc_kind_of(int kind)
+{
+    lc_kind k = {kind, M_ELU, 1, 0};
+    if (kind == K_LINEAR)
+        k.map = M_PHI;
+    else if (kind == K_HYDRA)
+        k.map = M_COPY;
+    k.l2 = kind == K_LINREC || kind == K_LINREC_PAPER || kind == K_NO_ELU ||
+           kind == K_NO_ELU_PAPER;
+    k.paper = kind == K_LINREC_PAPER || kind == K_NO_L2_PAPER || kind == K_NO_ELU_PAPER;
+    if (kind == K_NO_ELU || kind == K_NO_ELU_PAPER)
+        k.map = M_COPY;
+    return k;
+}
+
+static __device__ __forceinline__ int lc_linrec(const lc_kind &k)
+{
+    return k.kind != K_LINEAR && k.kind != K_HYDRA;
+}
+
+// linrec's c_q c_k(t) for segment row t
+static __device__ __forceinline__ float lc_ck(const lc_kind &k, const lc_w &w, int t)
+{
+    float cq = 1.0f / sqrtf((float)w.hs);
+    return k.paper ? cq * (1.0f / sqrtf((float)(w.causal ? t + 1 : w.L))) : cq;
+}
+
+// The keys' features KF and values V of rows c0 .. c0 + n - 1
+static __device__ void lc_keys(const lat_args &a, const lc_w &w, const lc_kind &k, lc_sh &s,
+                               int c0, int n)
+{
+    const float *nk = k.kind == K_HYDRA ? a.cache + a.T : nullptr;
+    lc_load(s.b[0], a.k, (size_t)a.ld, w, c0, n, k.map, nk);
+    lc_load(s.b[1], a.v, (size_t)a.ld, w, c0, n, M_COPY, nullptr);
+}
+
+// Every chunk's keys into S (and z: linrec's sum of kf^2, linear's of kf):
+// the bidirectional forms' state before their first query
+static __device__ void lc_all_keys(const lat_args &a, const lc_w &w, const lc_kind &k, lc_sh &s)
+{
+    for (int c0 = 0; c0 < w.L; c0 += w.R) {
+        int n = w.L - c0 < w.R ? w.L - c0 : w.R;
+        lc_keys(a, w, k, s, c0, n);
+        if (k.kind != K_HYDRA)
+            lc_colscan(s.b[5], s.b[0], s.z, w, n, lc_linrec(k), 0, 1);
+        lc_accum(s.S, s.b[0], s.b[1], w, n);
+    }
+}
+
+// The forward's queries U of a chunk (b[2]) from KF (b[0]): linrec's rk
+// and nq, linear's 1 / denominator into the cache; z's carry moves on
+// (causal). b[5] is the scratch of its rows.
+static __device__ void lc_queries(const lat_args &a, const lc_w &w, const lc_kind &k, lc_sh &s,
+                                  int c0, int n)
+{
+    float *U = s.b[2], *Z = s.b[5];
+    const float *nq = k.kind == K_HYDRA ? a.cache : nullptr;
+    lc_load(U, a.q, (size_t)a.ld, w, c0, n, k.map, nq);
+    if (k.kind == K_HYDRA)
+        return;
+    // Z: the keys' column sums each query sees (kf^2 for linrec, kf for linear)
+    lc_colscan(Z, s.b[0], s.z, w, n, lc_linrec(k), 0, w.causal);
+    size_t TC = (size_t)w.T * w.C;
+    if (lc_linrec(k)) {
+        lc_rowdot(s.rowf, U, U, w, n); // |f(q_t)|^2
+        FOR_T(e, n * w.hs) {
+            int i = e / w.hs, d = e % w.hs;
+            size_t t = (size_t)(w.o + c0 + i);
+            float rk = k.l2 ? 1.0f / sqrtf(Z[i * w.sl + d] + 1e-12f) : 1.0f;
+            float nq_t = k.l2 ? 1.0f / sqrtf(s.rowf[i] + 1e-12f) : 1.0f;
+            a.cache[t * w.C + (size_t)w.h * w.hs + d] = rk;
+            if (d == 0)
+                a.cache[TC + t * w.H + w.h] = nq_t;
+            U[i * w.sl + d] *= lc_ck(k, w, c0 + i) * nq_t * rk;
+        }
+    } else {
+        lc_rowdot(s.rowf, U, Z, w, n); // phi(q_t) . z_t
+        FOR_T(e, n * w.hs) {
+            int i = e / w.hs, d = e % w.hs;
+            float inv = 1.0f / (s.rowf[i] + 1e-6f);
+            if (d == 0)
+                a.cache[(size_t)(w.o + c0 + i) * w.H + w.h] = inv;
+            U[i * w.sl + d] *= inv;
+        }
+    }
+    lc_sync();
+}
+
+static __device__ void lc_forward(const lat_args &a, const lc_w &w, const lc_kind &k, lc_sh &s)
+{
+    lc_zero(s.S, w.hs * w.sl);
+    lc_zero(s.z, w.hs);
+    if (!w.causal)
+        lc_all_keys(a, w, k, s);
+    for (int c0 = 0; c0 < w.L; c0 += w.R) {
+        int n = w.L - c0 < w.R ? w.L - c0 : w.R;
+        if (w.causal)
+            lc_keys(a, w, k, s, c0, n);
+        lc_queries(a, w, k, s, c0, n);
+        float *out = a.out + (size_t)(w.o + c0) * w.C + (size_t)w.h * w.hs;
+        if (w.causal)
+            lc_scores(s.P, s.b[2], s.b[0], w, n, 1);
+        lc_apply(out, (size_t)w.C, 0, s.b[2], s.S, 0, w.causal ? s.P : nullptr, s.b[1], w, n);
+        if (w.causal)
+            lc_accum(s.S, s.b[0], s.b[1], w, n);
+    }
+}
+
+// Backward pass 1, chunks forward: dU = S dout (b[3]) from dO (b[2]), then
+// each kind's rows: linrec's dq and dz (the scratch's row buffer), linear's
+// dq and dden (its first column), hydra's d phi(q) (the scratch, assigned).
+static __device__ void lc_rows_q(const lat_args &a, const lc_w &w, const lc_kind &k, lc_sh &s,
+                                 int c0, int n)
+{
+    float *DU = s.b[3], *X = s.b[4], *Z = s.b[5];
+    size_t TC = (size_t)w.T * w.C, col = (size_t)w.h * w.hs;
+    if (k.kind == K_HYDRA) {
+        FOR_T(e, n * w.hs)
+            a.scratch[(size_t)(w.o + c0 + e / w.hs) * w.C + col + e % w.hs] =
+                DU[(e / w.hs) * w.sl + e % w.hs];
+        lc_sync();
+        return;
+    }
+    lc_load(X, a.q, (size_t)a.ld, w, c0, n, k.map, nullptr); // f(q), phi(q)
+    if (lc_linrec(k)) {
+        // ah = nq f(q) (in X), d ah = c rk du (in Z); s = ah . d ah
+        FOR_T(e, n * w.hs) {
+            int i = e / w.hs, d = e % w.hs;
+            size_t t = (size_t)(w.o + c0 + i);
+            X[i * w.sl + d] *= a.cache[TC + t * w.H + w.h];
+            Z[i * w.sl + d] = lc_ck(k, w, c0 + i) * a.cache[t * w.C + col + d] * DU[i * w.sl + d];
+        }
+        lc_sync();
+        if (k.l2)
+            lc_rowdot(s.rowf, X, Z, w, n);
+        FOR_T(e, n * w.hs) {
+            int i = e / w.hs, d = e % w.hs;
+            size_t t = (size_t)(w.o + c0 + i);
+            float ah = X[i * w.sl + d], rk = a.cache[t * w.C + col + d];
+            float nq = a.cache[TC + t * w.H + w.h], sd = k.l2 ? s.rowf[i] : 0.0f;
+            float dq = lc_dmap(k.map, a.q[t * a.ld + col + d]) * (Z[i * w.sl + d] - ah * sd) * nq;
+            a.dq[t * a.ld + col + d] += dq;
+            float u = lc_ck(k, w, c0 + i) * ah * rk;
+            a.scratch[t * w.C + col + d] = k.l2 ? -0.5f * u * DU[i * w.sl + d] * rk * rk : 0.0f;
+        }
+    } else {
+        // linear: dq = elu'(q) (du inv + z dd), dd = -(phi(q) . du) inv^2
+        lc_colscan(Z, s.b[0], s.z, w, n, 0, 0, w.causal);
+        lc_rowdot(s.rowf, X, DU, w, n);
+        FOR_T(e, n * w.hs) {
+            int i = e / w.hs, d = e % w.hs;
+            size_t t = (size_t)(w.o + c0 + i);
+            float inv = a.cache[t * w.H + w.h], dd = -s.rowf[i] * inv * inv;
+            a.dq[t * a.ld + col + d] +=
+                elu_grad_v(a.q[t * a.ld + col + d]) * (DU[i * w.sl + d] * inv + Z[i * w.sl + d] * dd);
+            if (d == 0)
+                a.scratch[t * w.C + col] = dd;
+        }
+    }
+    lc_sync();
+}
+
+static __device__ void lc_back_q(const lat_args &a, const lc_w &w, const lc_kind &k, lc_sh &s)
+{
+    lc_zero(s.S, w.hs * w.sl);
+    lc_zero(s.z, w.hs);
+    if (!w.causal)
+        lc_all_keys(a, w, k, s);
+    for (int c0 = 0; c0 < w.L; c0 += w.R) {
+        int n = w.L - c0 < w.R ? w.L - c0 : w.R;
+        if (w.causal)
+            lc_keys(a, w, k, s, c0, n);
+        lc_load(s.b[2], a.dout, (size_t)w.C, w, c0, n, M_COPY, nullptr);
+        if (w.causal)
+            lc_scores(s.P, s.b[2], s.b[1], w, n, 1);
+        lc_apply(s.b[3], (size_t)w.sl, 0, s.b[2], s.S, 1, w.causal ? s.P : nullptr, s.b[0], w, n);
+        lc_rows_q(a, w, k, s, c0, n);
+        if (w.causal)
+            lc_accum(s.S, s.b[0], s.b[1], w, n);
+    }
+}
+
+// The backward's queries of a chunk: U (b[4]) as the forward made them,
+// from the cache, and the row terms W (b[5]) whose suffix sums reach the
+// keys: linrec's dz rows, linear's dd phi(q)
+static __device__ void lc_urows(const lat_args &a, const lc_w &w, const lc_kind &k, lc_sh &s,
+                                int c0, int n)
+{
+    float *U = s.b[4], *W = s.b[5];
+    size_t TC = (size_t)w.T * w.C, col = (size_t)w.h * w.hs;
+    lc_load(U, a.q, (size_t)a.ld, w, c0, n, k.map, k.kind == K_HYDRA ? a.cache : nullptr);
+    if (k.kind == K_HYDRA)
+        return;
+    FOR_T(e, n * w.hs) {
+        int i = e / w.hs, d = e % w.hs;
+        size_t t = (size_t)(w.o + c0 + i);
+        float *u = &U[i * w.sl + d];
+        if (lc_linrec(k)) {
+            W[i * w.sl + d] = a.scratch[t * w.C + col + d];
+            *u = lc_ck(k, w, c0 + i) * (*u * a.cache[TC + t * w.H + w.h]) *
+                 a.cache[t * w.C + col + d];
+        } else {
+            W[i * w.sl + d] = a.scratch[t * w.C + col] * *u;
+            *u *= a.cache[t * w.H + w.h];
+        }
+    }
+    lc_sync();
+}
+
+// Backward pass 2, chunks backward: dv, and the keys' features' gradient
+// through each kind's map into dk (hydra's into the scratch's second row
+// buffer, assigned)
+static __device__ void lc_back_k(const lat_args &a, const lc_w &w, const lc_kind &k, lc_sh &s)
+{
+    float *KF = s.b[0], *V = s.b[1], *DO = s.b[2], *DKF = s.b[3], *U = s.b[4], *W = s.b[5];
+    size_t TC = (size_t)w.T * w.C, col = (size_t)w.h * w.hs;
+    lc_zero(s.S, w.hs * w.sl); // G
+    lc_zero(s.z, w.hs);        // g
+    for (int c0 = 0; !w.causal && c0 < w.L; c0 += w.R) { // every query first
+        int n = w.L - c0 < w.R ? w.L - c0 : w.R;
+        lc_urows(a, w, k, s, c0, n);
+        lc_load(DO, a.dout, (size_t)w.C, w, c0, n, M_COPY, nullptr);
+        lc_accum(s.S, U, DO, w, n);
+        if (k.kind != K_HYDRA)
+            lc_colscan(W, W, s.z, w, n, 0, 0, 1);
+    }
+    for (int c0 = (w.L - 1) / w.R * w.R; c0 >= 0; c0 -= w.R) {
+        int n = w.L - c0 < w.R ? w.L - c0 : w.R;
+        lc_urows(a, w, k, s, c0, n);
+        lc_load(DO, a.dout, (size_t)w.C, w, c0, n, M_COPY, nullptr);
+        lc_keys(a, w, k, s, c0, n);
+        size_t r0 = (size_t)(w.o + c0);
+        if (w.causal)
+            lc_scores(s.P, KF, U, w, n, 2);
+        lc_apply(a.dv + r0 * a.ld + col, (size_t)a.ld, 1, KF, s.S, 0, w.causal ? s.P : nullptr,
+                 DO, w, n);
+        if (w.causal)
+            lc_scores(s.P, V, DO, w, n, 2);
+        if (k.kind == K_HYDRA) {
+            lc_apply(a.scratch + TC + r0 * w.C + col, (size_t)w.C, 0, V, s.S, 1,
+                     w.causal ? s.P : nullptr, U, w, n);
+        } else {
+            lc_apply(DKF, (size_t)w.sl, 0, V, s.S, 1, w.causal ? s.P : nullptr, U, w, n);
+            lc_colscan(W, W, s.z, w, n, 0, 1, w.causal);
+            FOR_T(e, n * w.hs) {
+                int i = e / w.hs, d = e % w.hs;
+                size_t t = r0 + (size_t)i;
+                float c = lc_linrec(k) ? 2.0f * KF[i * w.sl + d] : 1.0f;
+                a.dk[t * a.ld + col + d] += lc_dmap(k.map, a.k[t * a.ld + col + d]) *
+                                            (DKF[i * w.sl + d] + c * W[i * w.sl + d]);
+            }
+            lc_sync();
+        }
+        if (w.causal)
+            lc_accum(s.S, U, DO, w, n);
+    }
+}
+
+// A block a (segment, head): the forward, or the backward's two passes
+static __global__ __launch_bounds__(LC_THREADS, 1) void k_lchunk(lat_args a, int R)
+{
+    BE_DYN_SHARED(float, sh);
+    int b = (int)blockIdx.x / a.H;
+    lc_w w;
+    w.o = a.off[b];
+    w.L = a.off[b + 1] - w.o;
+    if (w.L <= 0)
+        return;
+    w.h = (int)blockIdx.x % a.H;
+    w.hs = a.C / a.H;
+    w.sl = w.hs + 1;
+    w.R = R;
+    w.pl = R + 1;
+    w.ld = a.ld;
+    w.C = a.C;
+    w.H = a.H;
+    w.T = a.T;
+    w.causal = a.causal;
+    lc_sh s;
+    s.S = sh;
+    for (int i = 0; i < 6; i++)
+        s.b[i] = sh + (size_t)w.hs * w.sl + (size_t)i * R * w.sl;
+    s.P = s.b[5] + (size_t)R * w.sl;
+    s.z = s.P + (size_t)R * w.pl;
+    s.rowf = s.z + w.hs;
+    lc_kind k = lc_kind_of(a.kind);
+    if (a.fwd) {
+        lc_forward(a, w, k, s);
+    } else {
+        lc_back_q(a, w, k, s);
+        lc_back_k(a, w, k, s);
+    }
+}
+
+// The rows a chunk for heads of hs dimensions (32 while the block's
+// buffers fit, else 16) and the shared bytes; 0 when not even 16 fit.
+static int lc_rows(int hs, size_t *bytes)
+{
+    for (int R = 32; R >= 16; R /= 2) {
+        size_t sl = (size_t)hs + 1;
+        size_t f = (size_t)hs * sl + 6 * (size_t)R * sl + (size_t)R * (R + 1) + (size_t)hs + R;
+        if (f * sizeof(float) <= LC_SHARED_MAX) {
+            *bytes = f * sizeof(float);
+            return R;
+        }
+    }
+    return 0;
+}
+
+int be_lchunk_launch(sq_gpu_be *be, const lat_args *a)
+{
+    size_t bytes = 0;
+    int R = a->kind == K_EFFICIENT ? 0 : lc_rows(a->C / a->H, &bytes);
+    if (!R)
+        return 0;
+    SQ_LAUNCH(be, k_lchunk, (unsigned)a->B * (unsigned)a->H, LC_THREADS, bytes, *a, R);
+    return 1;
+}
