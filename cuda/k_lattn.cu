@@ -1,6 +1,10 @@
 // k_lattn.cu - the linear attention kinds (attn_linear.h: linrec and its
 // ablations, linear, efficient, hydra), causal and bidirectional, on the
 // GPU: attn_linear.c's per-(segment, head) sweeps, statement for statement.
+// lat_launch first offers the work to k_lchunk.cu, which takes a chunk of
+// rows a step: every kind but efficient, heads of up to 70 dimensions.
+// The sweeps below run the rest (and stay the row-at-a-time statement of
+// each kind that k_lchunk.cu's chunks regroup).
 //
 // One block runs one work item, head h of one segment: the sweep over the
 // segment's positions is sequential, and each of its statements (a row map,
