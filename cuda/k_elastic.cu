@@ -22,13 +22,15 @@
 // element's terms in the same order). dq must not share elements with dk
 // or dv (ELASTIC's calls never do; the self-attention form of attn_cross.h
 // is the CPU's only).
-// pkm: the forward is a thread per work group g of the CPU (queries g, g
-// + G, ... with slot g of the scratch), the backward a thread per query
-// for its g and dq, then a thread per column for the scatters into dE, dC1
-// and dC2 (queries in order, b then m: the CPU's tiles' order).
+// pkm: the forward is a thread per query (its sub-key lists in shared
+// memory; the CPU's work groups only share its scratch slots), the backward
+// a thread per query for its g and dq, then a block per target row of dE,
+// dC1 and dC2 with a thread per column, adding the entries that hit the
+// row in order (b then m: the CPU's order, its bits).
 //
-// Budget: __launch_bounds__(256), no shared memory, registers for the dot's
-// 8 partial sums.
+// Budget: __launch_bounds__(256), registers for the dot's 8 partial sums;
+// shared memory: the forward's lists (at most 48 KiB), the scatter's 1 KiB
+// of staged experts.
 #include "common.cuh"
 
 #define EL_THREADS 256
@@ -270,47 +272,47 @@ static __device__ void pk_expert_insert(float *sc, int *ix, int *cnt, int k, flo
         *cnt = c + 1;
 }
 
-// thread g (pkm.c's work item): queries g, g + G, ... with slot g, each
-// selected (select_query) and emitted (emit_query)
+// thread b: query b (pkm.c's select_query and emit_query), its two
+// sub-key lists (pkm.c's scratch slot, 4 k floats) in the block's shared
+// memory: a thread a query, where the CPU's G work groups share slots
 static __global__ __launch_bounds__(EL_THREADS) void k_pkm_fwd(
-    float *out, int *idx, float *cache, float *scratch, const float *q, const float *C1,
-    const float *C2, const float *E, int B, int G, int n, int d, int k, int weighted)
+    float *out, int *idx, float *cache, const float *q, const float *C1, const float *C2,
+    const float *E, int B, int n, int d, int k, int weighted)
 {
-    int g = blockIdx.x * blockDim.x + threadIdx.x;
-    if (g >= G)
+    BE_DYN_SHARED(float, sh);
+    int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= B)
         return;
     int h = d / 2;
-    float *v1 = scratch + (size_t)g * 4 * k, *i1 = v1 + k, *v2 = i1 + k, *i2 = v2 + k;
-    for (int b = g; b < B; b += G) {
-        size_t r = (size_t)b * k;
-        float *sc = cache + r, *w = cache + (size_t)B * k + r;
-        int *ix = idx + r;
-        const float *qb = q + (size_t)b * d;
-        int c1 = 0, c2 = 0, c = 0;
-        for (int i = 0; i < n; i++)
-            pk_sub_insert(v1, i1, &c1, k, be_dot8(qb, C1 + (size_t)i * h, h), i);
-        for (int j = 0; j < n; j++)
-            pk_sub_insert(v2, i2, &c2, k, be_dot8(qb + h, C2 + (size_t)j * h, h), j);
-        for (int a = 0; a < k; a++) {
-            int bb = 0;
-            for (; bb < k; bb++) {
-                float s = v1[a] + v2[bb];
-                if (c == k && s < sc[k - 1])
-                    break;
-                pk_expert_insert(sc, ix, &c, k, s, (int)i1[a] * n + (int)i2[bb]);
-            }
-            if (bb == 0)
+    float *v1 = sh + (size_t)threadIdx.x * 4 * k, *i1 = v1 + k, *v2 = i1 + k, *i2 = v2 + k;
+    size_t r = (size_t)b * k;
+    float *sc = cache + r, *w = cache + (size_t)B * k + r;
+    int *ix = idx + r;
+    const float *qb = q + (size_t)b * d;
+    int c1 = 0, c2 = 0, c = 0;
+    for (int i = 0; i < n; i++)
+        pk_sub_insert(v1, i1, &c1, k, be_dot8(qb, C1 + (size_t)i * h, h), i);
+    for (int j = 0; j < n; j++)
+        pk_sub_insert(v2, i2, &c2, k, be_dot8(qb + h, C2 + (size_t)j * h, h), j);
+    for (int a = 0; a < k; a++) {
+        int bb = 0;
+        for (; bb < k; bb++) {
+            float s = v1[a] + v2[bb];
+            if (c == k && s < sc[k - 1])
                 break;
+            pk_expert_insert(sc, ix, &c, k, s, (int)i1[a] * n + (int)i2[bb]);
         }
-        for (int m = 0; m < k; m++)
-            w[m] = sc[m];
-        be_softmax_row(w, k);
-        for (int m = 0; m < k; m++) {
-            const float *e = E + (size_t)ix[m] * d;
-            float *o = out + (r + m) * d;
-            for (int cc = 0; cc < d; cc++)
-                o[cc] = weighted ? w[m] * e[cc] : e[cc];
-        }
+        if (bb == 0)
+            break;
+    }
+    for (int m = 0; m < k; m++)
+        w[m] = sc[m];
+    be_softmax_row(w, k);
+    for (int m = 0; m < k; m++) {
+        const float *e = E + (size_t)ix[m] * d;
+        float *o = out + (r + m) * d;
+        for (int cc = 0; cc < d; cc++)
+            o[cc] = weighted ? w[m] * e[cc] : e[cc];
     }
 }
 
@@ -342,40 +344,60 @@ static __global__ __launch_bounds__(EL_THREADS) void k_pkm_qgrad(
     }
 }
 
-// thread c (a column of d): dE[e][c] += w dout, and with g the column's
-// dC1 (c < h) or dC2 (c >= h) term, queries in order (b, then m)
-static __global__ __launch_bounds__(EL_THREADS) void k_pkm_scatter(
+// Block t, a target row: dE's row t (t < n n), dC1's row t - n n or dC2's
+// row t - n n - n, a thread a column. The B k entries pass through shared
+// memory PK_STAGE at a time; each thread adds the entries that hit its row
+// in order (b, then m: the CPU's order, into the row's value: its bits).
+// Every block reads every entry's expert, B k n n reads for dE, but no
+// thread walks more than the entries (the first form: a thread a column
+// of d, each walking every entry's scattered rows: d threads in all).
+#define PK_STAGE 256
+static __global__ __launch_bounds__(PK_STAGE) void k_pkm_scatter(
     float *dC1, float *dC2, float *dE, const float *gsc, const float *dout, const float *q,
     const int *idx, const float *w, int B, int n, int d, int k)
 {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= d)
-        return;
-    int h = d / 2;
-    for (int b = 0; b < B; b++)
-        for (int m = 0; m < k; m++) {
-            size_t r = (size_t)b * k + m;
-            int e = idx[r];
-            dE[(size_t)e * d + c] += (w ? w[r] : 1.0f) * dout[r * d + c];
-            if (!gsc)
-                continue;
-            float qv = q[(size_t)b * d + c];
-            if (c < h)
-                dC1[(size_t)(e / n) * h + c] += gsc[r] * qv;
-            else
-                dC2[(size_t)(e % n) * h + (c - h)] += gsc[r] * qv;
+    __shared__ int sidx[PK_STAGE];
+    int t = (int)blockIdx.x, M = n * n, h = d / 2, R = B * k, x = (int)threadIdx.x;
+    int part = t < M ? 0 : t < M + n ? 1 : 2, row = part == 0 ? t : part == 1 ? t - M : t - M - n;
+    int cols = part == 0 ? d : h;
+    float *dst = part == 0 ? dE + (size_t)row * d : (part == 1 ? dC1 : dC2) + (size_t)row * h;
+    for (int c0 = 0; c0 < cols; c0 += PK_STAGE) {
+        int c = c0 + x;
+        float acc = c < cols ? dst[c] : 0.0f;
+        for (int r0 = 0; r0 < R; r0 += PK_STAGE) {
+            __syncthreads(); // the last round's readers are done
+            sidx[x] = r0 + x < R ? idx[r0 + x] : -1;
+            __syncthreads();
+            int nr = R - r0 < PK_STAGE ? R - r0 : PK_STAGE;
+            for (int s = 0; c < cols && s < nr; s++) {
+                int e = sidx[s];
+                if ((part == 0 ? e : part == 1 ? e / n : e % n) != row)
+                    continue;
+                size_t r = (size_t)(r0 + s);
+                if (part == 0)
+                    acc += (w ? w[r] : 1.0f) * dout[r * d + c];
+                else
+                    acc += gsc[r] * q[(r / k) * d + (part == 1 ? c : h + c)];
+            }
         }
+        if (c < cols)
+            dst[c] = acc;
+    }
 }
 
 void be_pkm_forward(sq_gpu_be *be, float *out, int *idx, float *cache, float *scratch,
                     const float *q, const float *C1, const float *C2, const float *E, int B,
                     int n, int d, int k, int weighted)
 {
-    if (B <= 0)
+    (void)scratch; // the sub-key lists live in shared memory
+    if (B <= 0 || k <= 0)
         return;
-    int G = B < 64 ? B : 64; // pkm.h's SQ_PKM_GROUPS: the scratch has G slots
-    SQ_LAUNCH(be, k_pkm_fwd, be_blocks((size_t)G, EL_THREADS), EL_THREADS, 0, out, idx, cache,
-              scratch, q, C1, C2, E, B, G, n, d, k, weighted);
+    // threads a block: as many 4 k-float slots as 48 KiB holds, at most 64
+    size_t slot = 4 * (size_t)k * sizeof(float);
+    int nt = (int)(48 * 1024 / slot);
+    nt = nt > 64 ? 64 : nt < 1 ? 1 : nt;
+    SQ_LAUNCH(be, k_pkm_fwd, be_blocks((size_t)B, (unsigned)nt), (unsigned)nt,
+              (size_t)nt * slot, out, idx, cache, q, C1, C2, E, B, n, d, k, weighted);
 }
 
 void be_pkm_backward(sq_gpu_be *be, float *dq, float *dC1, float *dC2, float *dE,
@@ -390,6 +412,7 @@ void be_pkm_backward(sq_gpu_be *be, float *dq, float *dC1, float *dC2, float *dE
     if (weighted)
         SQ_LAUNCH(be, k_pkm_qgrad, be_blocks((size_t)B, EL_THREADS), EL_THREADS, 0, dq, g, dout,
                   C1, C2, E, idx, cache, B, n, d, k);
-    SQ_LAUNCH(be, k_pkm_scatter, be_blocks((size_t)d, EL_THREADS), EL_THREADS, 0, dC1, dC2, dE,
-              g, dout, q, idx, weighted ? w : (const float *)NULL, B, n, d, k);
+    unsigned rows = (unsigned)(n * n + (weighted ? 2 * n : 0)); // dE's, then dC1's and dC2's
+    SQ_LAUNCH(be, k_pkm_scatter, rows, PK_STAGE, 0, dC1, dC2, dE, g, dout, q, idx,
+              weighted ? w : (const float *)NULL, B, n, d, k);
 }
