@@ -181,6 +181,12 @@ static __device__ void lc_rowdot(float *r, const float *X, const float *Y, const
     lc_sync();
 }
 
+// The rows of the chunk from segment row c0
+static __device__ __forceinline__ int lc_n(const lc_w &w, int c0)
+{
+    return w.L - c0 < w.R ? w.L - c0 : w.R;
+}
+
 // The kind's switches: the feature map of q and k, L2 (linrec), the
 // paper's column scaling (linrec)
 struct lc_kind {
@@ -228,7 +234,7 @@ static __device__ void lc_keys(const lat_args &a, const lc_w &w, const lc_kind &
 static __device__ void lc_all_keys(const lat_args &a, const lc_w &w, const lc_kind &k, lc_sh &s)
 {
     for (int c0 = 0; c0 < w.L; c0 += w.R) {
-        int n = w.L - c0 < w.R ? w.L - c0 : w.R;
+        int n = lc_n(w, c0);
         lc_keys(a, w, k, s, c0, n);
         if (k.kind != K_HYDRA)
             lc_colscan(s.b[5], s.b[0], s.z, w, n, lc_linrec(k), 0, 1);
@@ -275,14 +281,21 @@ static __device__ void lc_queries(const lat_args &a, const lc_w &w, const lc_kin
     lc_sync();
 }
 
-static __device__ void lc_forward(const lat_args &a, const lc_w &w, const lc_kind &k, lc_sh &s)
+// A forward-direction pass's start: S and z zero, or (bidirectional) every
+// key in them
+static __device__ void lc_begin(const lat_args &a, const lc_w &w, const lc_kind &k, lc_sh &s)
 {
     lc_zero(s.S, w.hs * w.sl);
     lc_zero(s.z, w.hs);
     if (!w.causal)
         lc_all_keys(a, w, k, s);
+}
+
+static __device__ void lc_forward(const lat_args &a, const lc_w &w, const lc_kind &k, lc_sh &s)
+{
+    lc_begin(a, w, k, s);
     for (int c0 = 0; c0 < w.L; c0 += w.R) {
-        int n = w.L - c0 < w.R ? w.L - c0 : w.R;
+        int n = lc_n(w, c0);
         if (w.causal)
             lc_keys(a, w, k, s, c0, n);
         lc_queries(a, w, k, s, c0, n);
@@ -351,12 +364,9 @@ static __device__ void lc_rows_q(const lat_args &a, const lc_w &w, const lc_kind
 
 static __device__ void lc_back_q(const lat_args &a, const lc_w &w, const lc_kind &k, lc_sh &s)
 {
-    lc_zero(s.S, w.hs * w.sl);
-    lc_zero(s.z, w.hs);
-    if (!w.causal)
-        lc_all_keys(a, w, k, s);
+    lc_begin(a, w, k, s);
     for (int c0 = 0; c0 < w.L; c0 += w.R) {
-        int n = w.L - c0 < w.R ? w.L - c0 : w.R;
+        int n = lc_n(w, c0);
         if (w.causal)
             lc_keys(a, w, k, s, c0, n);
         lc_load(s.b[2], a.dout, (size_t)w.C, w, c0, n, M_COPY, nullptr);
@@ -406,7 +416,7 @@ static __device__ void lc_back_k(const lat_args &a, const lc_w &w, const lc_kind
     lc_zero(s.S, w.hs * w.sl); // G
     lc_zero(s.z, w.hs);        // g
     for (int c0 = 0; !w.causal && c0 < w.L; c0 += w.R) { // every query first
-        int n = w.L - c0 < w.R ? w.L - c0 : w.R;
+        int n = lc_n(w, c0);
         lc_urows(a, w, k, s, c0, n);
         lc_load(DO, a.dout, (size_t)w.C, w, c0, n, M_COPY, nullptr);
         lc_accum(s.S, U, DO, w, n);
@@ -414,7 +424,7 @@ static __device__ void lc_back_k(const lat_args &a, const lc_w &w, const lc_kind
             lc_colscan(W, W, s.z, w, n, 0, 0, 1);
     }
     for (int c0 = (w.L - 1) / w.R * w.R; c0 >= 0; c0 -= w.R) {
-        int n = w.L - c0 < w.R ? w.L - c0 : w.R;
+        int n = lc_n(w, c0);
         lc_urows(a, w, k, s, c0, n);
         lc_load(DO, a.dout, (size_t)w.C, w, c0, n, M_COPY, nullptr);
         lc_keys(a, w, k, s, c0, n);
