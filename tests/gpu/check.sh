@@ -558,15 +558,16 @@ fi
 
 # 9. Where the device time goes (SEQREC_GPU_PROFILE, cuda/prof.cu): one
 # epoch of bench's configs (a), (b) and (b2048), of (a) with CUDA graphs,
-# and of LinRec's SASRec (N 200, d 128, 8 heads, batch 16) on ml-1m-part,
-# each op's device and host time; the busiest PROFILE_TOP (12) ops of each
-# into the summary, the whole CSVs in the logs. ~5 runs of ~5 s. PASS when
-# every run wrote its profile.
-prof_case() { # NAME DATA OPTS...
+# of LinRec's SASRec (N 200, d 128, 8 heads, batch 16) and of ELASTIC (its
+# pipeline's settings: N 256, pool 16x16, top-8, batch 256) on
+# ml-1m-part, each op's device and host time; the busiest PROFILE_TOP (12)
+# ops of each into the summary, the whole CSVs in the logs. ~6 runs of
+# ~5 s. PASS when every run wrote its profile.
+prof_case() { # NAME DATA OPTS... (--model among them)
   local name=$1 data="$here/data/$2.split" csv="$out/profile-$1.csv"
   shift 2
   [ -f "$data" ] || { say "     profile $name: no data"; return; }
-  if SEQREC_GPU_PROFILE="$csv" timeout "$run_limit" seqrec-train --model sasrec --epochs 1 \
+  if SEQREC_GPU_PROFILE="$csv" timeout "$run_limit" seqrec-train --epochs 1 \
        --eval-every 100 --seed 1 --device cuda "$@" -o "$out/profile-$name.sqm" \
        --log "$out/profile-$name.log" "$data" > "$out/profile-$name.out" 2>&1 && [ -s "$csv" ]; then
     say "     profile $name ($(least_train "$out/profile-$name.log") s an epoch): $(head -1 "$csv")"
@@ -577,16 +578,18 @@ prof_case() { # NAME DATA OPTS...
   fi
 }
 if want profile; then
-  prof_case a beauty --attn softmax --loss ce --max-len 50 --dim 64 --ffn 64 --layers 2 --heads 1 \
-    --batch 128 --dropout 0.5
-  prof_case a-graphs beauty --attn softmax --loss ce --max-len 50 --dim 64 --ffn 64 --layers 2 \
-    --heads 1 --batch 128 --dropout 0.5 --cuda-graphs
-  prof_case b ml1m --attn softmax --loss ce --max-len 200 --dim 128 --ffn 256 --layers 2 --heads 2 \
-    --batch 128 --dropout 0.2
-  prof_case b2048 ml1m --attn softmax --loss ce --max-len 200 --dim 128 --ffn 256 --layers 2 \
-    --heads 2 --batch 2048 --dropout 0.2
-  prof_case linrec-ml ml1m --attn linrec --block recbole --dim 128 --ffn 256 --heads 8 \
-    --max-len 200 --batch 16 --target windows
+  prof_case a beauty --model sasrec --attn softmax --loss ce --max-len 50 --dim 64 --ffn 64 \
+    --layers 2 --heads 1 --batch 128 --dropout 0.5
+  prof_case a-graphs beauty --model sasrec --attn softmax --loss ce --max-len 50 --dim 64 --ffn 64 \
+    --layers 2 --heads 1 --batch 128 --dropout 0.5 --cuda-graphs
+  prof_case b ml1m --model sasrec --attn softmax --loss ce --max-len 200 --dim 128 --ffn 256 \
+    --layers 2 --heads 2 --batch 128 --dropout 0.2
+  prof_case b2048 ml1m --model sasrec --attn softmax --loss ce --max-len 200 --dim 128 --ffn 256 \
+    --layers 2 --heads 2 --batch 2048 --dropout 0.2
+  prof_case linrec-ml ml1m --model sasrec --attn linrec --block recbole --dim 128 --ffn 256 \
+    --heads 8 --max-len 200 --batch 16 --target windows
+  prof_case elastic-ml ml1m --model elastic --loss ce --dim 64 --ffn 256 --layers 2 --heads 2 \
+    --max-len 256 --pool 16x16 --topk-experts 8 --dropout 0.5 --batch 256
 fi
 
 say "# +${SECONDS}s: $fails failed"
