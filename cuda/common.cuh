@@ -148,6 +148,15 @@ const int *be_host_ints(const sq_gpu_be *b, const int *p);
 // be_stage on: one step's op uploads at most grow it.
 void *be_op_upload(sq_gpu_be *b, const void *host, size_t bytes);
 
+// The tiles of a packed batch for kernels that take `rows` rows of one
+// segment a block (k_attn.cu, k_silu.cu): the first row of every `rows`
+// rows of each segment, counted from its start (so a row's tile does not
+// follow where its segment sits), then -1 up to (T + (rows - 1) B) / rows
+// entries, the most the shapes allow (the grid: graph-safe). h: the host
+// offsets (be_host_ints), T = h[B] > 0. The device copy (be_op_upload),
+// its length in *n; NULL and the sticky error when it cannot be had.
+const int *be_seg_tiles(sq_gpu_be *b, const int *h, int B, int rows, int *n, const char *what);
+
 // The rows off[B] of a staged offsets array: -1 (and the sticky error
 // `what`) when off is not a staged host array or B < 0.
 int be_staged_rows(sq_gpu_be *b, const int *off, int B, const char *what);

@@ -154,6 +154,26 @@ void *be_op_upload(sq_gpu_be *b, const void *host, size_t bytes)
     return b->op_dev + at;
 }
 
+const int *be_seg_tiles(sq_gpu_be *b, const int *h, int B, int rows, int *n, const char *what)
+{
+    size_t most = ((size_t)h[B] + (size_t)(rows - 1) * (size_t)B) / (size_t)rows;
+    int *t = (int *)malloc(most * sizeof *t);
+    if (!t) {
+        be_note(b, cudaErrorMemoryAllocation, what);
+        return NULL;
+    }
+    size_t i = 0;
+    for (int s = 0; s < B; s++)
+        for (int r = h[s]; r < h[s + 1]; r += rows)
+            t[i++] = r;
+    while (i < most)
+        t[i++] = -1;
+    const int *d = (const int *)be_op_upload(b, t, most * sizeof *t);
+    free(t);
+    *n = (int)most;
+    return d;
+}
+
 static int be_probe(char *name, size_t n)
 {
     int count = 0;

@@ -278,11 +278,9 @@ static __global__ __launch_bounds__(AT_WARPS * 32, 3) void k_attn_dkv(
     }
 }
 
-// The tiles of the batch on the device: the first row of every AT_ROWS
-// rows of each segment from its start, then -1 up to (T + (AT_ROWS - 1) B)
-// / AT_ROWS entries (the most the shapes allow: the grid, graph-safe);
-// their count in *n, NULL (and the sticky error) when off is not a staged
-// host array or the heads are out of range.
+// The batch's tiles of AT_ROWS rows on the device (be_seg_tiles), their
+// count in *n; NULL (and the sticky error) when off is not a staged host
+// array or the heads are out of range, NULL alone when there are no rows.
 static const int *at_tiles(sq_gpu_be *be, const int *off, int B, int H, int C, int *n,
                            const char *what)
 {
@@ -291,24 +289,7 @@ static const int *at_tiles(sq_gpu_be *be, const int *off, int B, int H, int C, i
         be_note(be, cudaErrorInvalidValue, what);
         return NULL;
     }
-    if (h[B] <= 0)
-        return NULL; // no rows, nothing to do
-    size_t most = ((size_t)h[B] + (size_t)(AT_ROWS - 1) * (size_t)B) / AT_ROWS;
-    int *t = (int *)malloc(most * sizeof *t);
-    if (!t) {
-        be_note(be, cudaErrorMemoryAllocation, what);
-        return NULL;
-    }
-    size_t i = 0;
-    for (int b = 0; b < B; b++)
-        for (int r = h[b]; r < h[b + 1]; r += AT_ROWS)
-            t[i++] = r;
-    while (i < most)
-        t[i++] = -1;
-    const int *d = (const int *)be_op_upload(be, t, most * sizeof *t);
-    free(t);
-    *n = (int)most;
-    return d;
+    return h[B] > 0 ? be_seg_tiles(be, h, B, AT_ROWS, n, what) : NULL;
 }
 
 void be_attention_forward(sq_gpu_be *be, float *out, float *att, const float *q, const float *k,

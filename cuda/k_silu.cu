@@ -5,24 +5,28 @@
 // forward and backward, the GPU twins of attn_silu.c's
 // sq_attn_silu_forward/backward.
 //
-// A warp per (row, head), as k_attn.cu: each lane holds the head's
-// dimensions lane, lane + 32, ... (heads of up to 32 SL_M dimensions, in
-// registers), dot products are warp sums in a fixed tree. Nothing is
-// cached: the backward recomputes s (as the CPU does). With
-// ds_ij = scale silu'(s_ij) (dout_i . v_j):
-//   dq_i += sum_j ds_ij k_j                 a warp per query row, keys in order
-//   dk_j += sum_i ds_ij q_i,                a warp per key row, queries in order
+// Tiles, as k_attn.cu: a block takes 8 rows of one segment (a warp a row)
+// and one head, and the other side's rows pass through shared memory 32 at
+// a time from the segment's start, read once for the block's 8 rows; for
+// a tile's pairs the lanes are its rows, for the sums into a row the
+// lanes hold the head's dimensions lane, lane + 32, ... (heads of up to
+// 32 SL_M dimensions). Nothing is cached: the backward recomputes s (as
+// the CPU does). With ds_ij = scale silu'(s_ij) (dout_i . v_j):
+//   dq_i += sum_j ds_ij k_j                 a block a query tile, keys in order
+//   dk_j += sum_i ds_ij q_i,                a block a key tile, queries in order
 //   dv_j += sum_i a_ij dout_i
 //   drab[h, d] += sum_b sum_{i - j = d} ds_ij   a warp per (segment, head,
 //                 distance) into the caller's scratch (attn_silu.h's B H
 //                 max_len), rows ascending as the CPU's, then a thread per
 //                 (head, distance) adds the segments' sums in order.
 // Every sum in a fixed order, no atomics: two runs give the same bits;
-// equal to the CPU's to float rounding (expf here, the CPU's exp; warp
-// trees here, 8 partial sums there).
+// equal to the CPU's to float rounding (expf here, the CPU's exp; other
+// orders of the dot products' terms). Tiles counted from each segment's
+// start keep scoring batch-invariant.
 //
-// Budget: __launch_bounds__(256) (8 warps), no shared memory, about 30
-// registers of head data a thread.
+// Budget: __launch_bounds__(256) (8 warps); static shared memory 36 KiB
+// (forward) and 40 KiB (dq, dk/dv); no spills. drab's kernels: no shared
+// memory, about 30 registers of head data a thread.
 #include "common.cuh"
 
 #define SL_WARPS 8
@@ -75,14 +79,6 @@ static __device__ __forceinline__ float sl_dot(const float *a, const float *b)
     return be_warp_sum(s);
 }
 
-// acc += a x
-static __device__ __forceinline__ void sl_axpy(float *acc, float a, const float *x)
-{
-    SL_UNROLL
-    for (int m = 0; m < SL_M; m++)
-        acc[m] += a * x[m];
-}
-
 // The shapes every kernel takes.
 struct sl_args {
     int ld, B, T, H, dqk, dv, max_len;
@@ -97,25 +93,93 @@ static __device__ __forceinline__ float sl_ds(float s, float da, float scale, fl
     return scale * da * sg * (1.0f + s * (1.0f - sg));
 }
 
-static __global__ __launch_bounds__(SL_WARPS * 32) void k_silu_fwd(
-    float *out, const float *q, const float *k, const float *v, const float *rab,
-    const int *off, sl_args a)
+// ---- the tiled forward, dq and dk/dv ------------------------------------
+// A block takes SL_ROWS rows of one segment (a warp a row) and one head;
+// the other side's rows pass through shared memory SL_KEYS at a time from
+// the segment's start, each read once for the block's rows (the first
+// form, a warp a row, read them once a row and waited on two warp sums a
+// pair). For the pairs the lanes are the other side's rows (lane j, row
+// k0 + j); for the sums into a row the lanes are its dimensions (lane +
+// 32 m), the pairs' coefficients passed by shuffles.
+#define SL_ROWS SL_WARPS // a block's own rows: a warp each
+#define SL_KEYS 32       // the other side's rows a tile: a warp's lanes
+#define SL_PAD (SL_MAXHS + 1)
+
+// rows [r0, r0 + n) of x (stride ld, columns col .. col + w - 1) into
+// s[.][ldsm], zeros past n rows and w columns, for `rows` rows
+static __device__ void sl_tile(float *s, int ldsm, int rows, const float *x, size_t ld,
+                               size_t col, int r0, int n, int w)
 {
-    int w = blockIdx.x * SL_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (w >= a.T * a.H) // whole warps leave together: the shuffles stay full
-        return;
-    int i = w / a.H, h = w % a.H, s0 = off[be_seg_of(off, a.B, i)];
-    const float *bias = rab + (size_t)h * a.max_len;
-    float qi[SL_M], kj[SL_M], vj[SL_M], acc[SL_M] = {0};
-    sl_load(qi, q + (size_t)i * a.ld + (size_t)h * a.dqk, a.dqk, lane);
-    for (int j = s0; j <= i; j++) {
-        size_t rj = (size_t)j * a.ld;
-        sl_load(kj, k + rj + (size_t)h * a.dqk, a.dqk, lane);
-        sl_load(vj, v + rj + (size_t)h * a.dv, a.dv, lane);
-        float s = sl_dot(qi, kj) + bias[i - j];
-        sl_axpy(acc, a.scale * s * sl_sigmoid(s), vj);
+    for (int e = threadIdx.x; e < rows * SL_MAXHS; e += SL_WARPS * 32) {
+        int i = e / SL_MAXHS, d = e % SL_MAXHS;
+        s[i * ldsm + d] = i < n && d < w ? x[(size_t)(r0 + i) * ld + col + d] : 0.0f;
     }
-    float *oi = out + (size_t)i * a.H * a.dv + (size_t)h * a.dv;
+}
+
+// x[row] . y[lane] over n dimensions: a row broadcast, y read by lane
+static __device__ __forceinline__ float sl_rdot(const float *x, const float *y, int ldy, int n)
+{
+    int lane = threadIdx.x % 32;
+    float s = 0;
+    for (int d = 0; d < n; d++)
+        s += x[d] * y[lane * ldy + d];
+    return s;
+}
+
+// acc[m] += sum_{j < n} c(lane j) z[j][lane + 32 m]
+static __device__ __forceinline__ void sl_mix(float *acc, float c, const float *z, int ldz, int n)
+{
+    int lane = threadIdx.x % 32;
+    for (int j = 0; j < n; j++) {
+        float cj = __shfl_sync(0xffffffffu, c, j);
+        SL_UNROLL
+        for (int m = 0; m < SL_M; m++)
+            acc[m] += cj * z[j * ldz + lane + 32 * m];
+    }
+}
+
+// The block's tile: its first row r0, its segment [s0, s1); 0 for a dummy
+static __device__ int sl_tile_of(const int *tiles, const int *off, int B, int *r0, int *s0,
+                                 int *s1)
+{
+    *r0 = tiles[blockIdx.x];
+    if (*r0 < 0)
+        return 0;
+    int b = be_seg_of(off, B, *r0);
+    *s0 = off[b];
+    *s1 = off[b + 1];
+    return 1;
+}
+
+static __global__ __launch_bounds__(SL_WARPS * 32, 1) void k_silu_fwd(
+    float *out, const float *q, const float *k, const float *v, const float *rab,
+    const int *off, const int *tiles, sl_args a)
+{
+    __shared__ float qs[SL_ROWS * SL_MAXHS], ks[SL_KEYS * SL_PAD], vs[SL_KEYS * SL_MAXHS];
+    int r0, s0, s1;
+    if (!sl_tile_of(tiles, off, a.B, &r0, &s0, &s1))
+        return;
+    int h = blockIdx.y, w = threadIdx.x / 32, lane = threadIdx.x % 32, i = r0 + w;
+    int n = s1 - r0 < SL_ROWS ? s1 - r0 : SL_ROWS, kend = r0 + n;
+    const float *bias = rab + (size_t)h * a.max_len;
+    size_t cq = (size_t)h * a.dqk, cv = (size_t)h * a.dv;
+    float acc[SL_M] = {0};
+    sl_tile(qs, SL_MAXHS, SL_ROWS, q, (size_t)a.ld, cq, r0, n, a.dqk);
+    for (int k0 = s0; k0 < kend; k0 += SL_KEYS) {
+        int nk = kend - k0 < SL_KEYS ? kend - k0 : SL_KEYS;
+        __syncthreads(); // the last tile's readers are done (and qs is in)
+        sl_tile(ks, SL_PAD, SL_KEYS, k, (size_t)a.ld, cq, k0, nk, a.dqk);
+        sl_tile(vs, SL_MAXHS, SL_KEYS, v, (size_t)a.ld, cv, k0, nk, a.dv);
+        __syncthreads();
+        if (w >= n)
+            continue; // warp-uniform
+        int j = k0 + lane, ok = lane < nk && j <= i;
+        float s = sl_rdot(qs + w * SL_MAXHS, ks, SL_PAD, a.dqk) + (ok ? bias[i - j] : 0.0f);
+        sl_mix(acc, ok ? a.scale * s * sl_sigmoid(s) : 0.0f, vs, SL_MAXHS, nk);
+    }
+    if (w >= n)
+        return;
+    float *oi = out + (size_t)i * a.H * a.dv + cv;
     SL_UNROLL
     for (int m = 0; m < SL_M; m++) {
         int d = lane + 32 * m;
@@ -124,57 +188,79 @@ static __global__ __launch_bounds__(SL_WARPS * 32) void k_silu_fwd(
     }
 }
 
-// dq_i += sum_{j <= i} ds_ij k_j
+// dq_i += sum_{j <= i} ds_ij k_j: a block a query tile, the keys in tiles
 static __global__ __launch_bounds__(SL_WARPS * 32) void k_silu_dq(
     float *dq, const float *dout, const float *q, const float *k, const float *v,
-    const float *rab, const int *off, sl_args a)
+    const float *rab, const int *off, const int *tiles, sl_args a)
 {
-    int w = blockIdx.x * SL_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (w >= a.T * a.H)
+    __shared__ float qs[SL_ROWS * SL_MAXHS], gs[SL_ROWS * SL_MAXHS];
+    __shared__ float ks[SL_KEYS * SL_PAD], vs[SL_KEYS * SL_PAD];
+    int r0, s0, s1;
+    if (!sl_tile_of(tiles, off, a.B, &r0, &s0, &s1))
         return;
-    int i = w / a.H, h = w % a.H, s0 = off[be_seg_of(off, a.B, i)];
+    int h = blockIdx.y, w = threadIdx.x / 32, lane = threadIdx.x % 32, i = r0 + w;
+    int n = s1 - r0 < SL_ROWS ? s1 - r0 : SL_ROWS, kend = r0 + n;
     const float *bias = rab + (size_t)h * a.max_len;
-    float qi[SL_M], gi[SL_M], kj[SL_M], vj[SL_M], r[SL_M] = {0}, coef;
-    size_t ri = (size_t)i * a.ld;
-    sl_load(qi, q + ri + (size_t)h * a.dqk, a.dqk, lane);
-    sl_load(gi, dout + (size_t)i * a.H * a.dv + (size_t)h * a.dv, a.dv, lane);
-    for (int j = s0; j <= i; j++) {
-        size_t rj = (size_t)j * a.ld;
-        sl_load(kj, k + rj + (size_t)h * a.dqk, a.dqk, lane);
-        sl_load(vj, v + rj + (size_t)h * a.dv, a.dv, lane);
-        float s = sl_dot(qi, kj) + bias[i - j];
-        sl_axpy(r, sl_ds(s, sl_dot(gi, vj), a.scale, &coef), kj);
+    size_t cq = (size_t)h * a.dqk, cv = (size_t)h * a.dv;
+    float r[SL_M] = {0}, coef = 0;
+    sl_tile(qs, SL_MAXHS, SL_ROWS, q, (size_t)a.ld, cq, r0, n, a.dqk);
+    sl_tile(gs, SL_MAXHS, SL_ROWS, dout, (size_t)a.H * a.dv, cv, r0, n, a.dv);
+    for (int k0 = s0; k0 < kend; k0 += SL_KEYS) {
+        int nk = kend - k0 < SL_KEYS ? kend - k0 : SL_KEYS;
+        __syncthreads();
+        sl_tile(ks, SL_PAD, SL_KEYS, k, (size_t)a.ld, cq, k0, nk, a.dqk);
+        sl_tile(vs, SL_PAD, SL_KEYS, v, (size_t)a.ld, cv, k0, nk, a.dv);
+        __syncthreads();
+        if (w >= n)
+            continue;
+        int j = k0 + lane, ok = lane < nk && j <= i;
+        float s = sl_rdot(qs + w * SL_MAXHS, ks, SL_PAD, a.dqk) + (ok ? bias[i - j] : 0.0f);
+        float da = sl_rdot(gs + w * SL_MAXHS, vs, SL_PAD, a.dv);
+        sl_mix(r, ok ? sl_ds(s, da, a.scale, &coef) : 0.0f, ks, SL_PAD, nk);
     }
-    sl_add(dq + ri + (size_t)h * a.dqk, r, a.dqk, lane);
+    if (w < n)
+        sl_add(dq + (size_t)i * a.ld + cq, r, a.dqk, lane);
 }
 
 // dk_j += sum_{i >= j} ds_ij q_i, dv_j += sum_{i >= j} a_ij dout_i (either
-// may be NULL)
+// may be NULL): a block a key tile, the queries from its first row in tiles
 static __global__ __launch_bounds__(SL_WARPS * 32) void k_silu_dkv(
     float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v,
-    const float *rab, const int *off, sl_args a)
+    const float *rab, const int *off, const int *tiles, sl_args a)
 {
-    int w = blockIdx.x * SL_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (w >= a.T * a.H)
+    __shared__ float ks[SL_ROWS * SL_MAXHS], vs[SL_ROWS * SL_MAXHS];
+    __shared__ float qs[SL_KEYS * SL_PAD], gs[SL_KEYS * SL_PAD];
+    int c0, s0, s1;
+    if (!sl_tile_of(tiles, off, a.B, &c0, &s0, &s1))
         return;
-    int j = w / a.H, h = w % a.H, s1 = off[be_seg_of(off, a.B, j) + 1];
+    int h = blockIdx.y, w = threadIdx.x / 32, lane = threadIdx.x % 32, j = c0 + w;
+    int nk = s1 - c0 < SL_ROWS ? s1 - c0 : SL_ROWS;
     const float *bias = rab + (size_t)h * a.max_len;
-    float kj[SL_M], vj[SL_M], qi[SL_M], gi[SL_M], ak[SL_M] = {0}, av[SL_M] = {0}, coef;
-    size_t rj = (size_t)j * a.ld;
-    sl_load(kj, k + rj + (size_t)h * a.dqk, a.dqk, lane);
-    sl_load(vj, v + rj + (size_t)h * a.dv, a.dv, lane);
-    for (int i = j; i < s1; i++) {
-        sl_load(qi, q + (size_t)i * a.ld + (size_t)h * a.dqk, a.dqk, lane);
-        sl_load(gi, dout + (size_t)i * a.H * a.dv + (size_t)h * a.dv, a.dv, lane);
-        float s = sl_dot(qi, kj) + bias[i - j];
-        float ds = sl_ds(s, sl_dot(gi, vj), a.scale, &coef);
-        sl_axpy(ak, ds, qi);
-        sl_axpy(av, coef, gi);
+    size_t cq = (size_t)h * a.dqk, cv = (size_t)h * a.dv;
+    float ak[SL_M] = {0}, av[SL_M] = {0}, coef = 0;
+    sl_tile(ks, SL_MAXHS, SL_ROWS, k, (size_t)a.ld, cq, c0, nk, a.dqk);
+    sl_tile(vs, SL_MAXHS, SL_ROWS, v, (size_t)a.ld, cv, c0, nk, a.dv);
+    for (int i0 = c0; i0 < s1; i0 += SL_KEYS) {
+        int ni = s1 - i0 < SL_KEYS ? s1 - i0 : SL_KEYS;
+        __syncthreads();
+        sl_tile(qs, SL_PAD, SL_KEYS, q, (size_t)a.ld, cq, i0, ni, a.dqk);
+        sl_tile(gs, SL_PAD, SL_KEYS, dout, (size_t)a.H * a.dv, cv, i0, ni, a.dv);
+        __syncthreads();
+        if (w >= nk)
+            continue;
+        int i = i0 + lane, ok = lane < ni && i >= j;
+        float s = sl_rdot(ks + w * SL_MAXHS, qs, SL_PAD, a.dqk) + (ok ? bias[i - j] : 0.0f);
+        float da = sl_rdot(vs + w * SL_MAXHS, gs, SL_PAD, a.dv);
+        float ds = ok ? sl_ds(s, da, a.scale, &coef) : 0.0f;
+        sl_mix(ak, ds, qs, SL_PAD, ni);
+        sl_mix(av, ok ? coef : 0.0f, gs, SL_PAD, ni);
     }
+    if (w >= nk)
+        return;
     if (dk)
-        sl_add(dk + rj + (size_t)h * a.dqk, ak, a.dqk, lane);
+        sl_add(dk + (size_t)j * a.ld + cq, ak, a.dqk, lane);
     if (dv)
-        sl_add(dv + rj + (size_t)h * a.dv, av, a.dv, lane);
+        sl_add(dv + (size_t)j * a.ld + cv, av, a.dv, lane);
 }
 
 // part[(b H + h) max_len + d] = sum over rows i ascending of segment b of
@@ -250,8 +336,13 @@ void be_attn_silu_forward(sq_gpu_be *be, float *out, const float *q, const float
     if (sl_setup(be, &a, off, B, H, qk_dim, v_dim, ld, max_len, scale,
                  "attn_silu_forward: off not staged, heads over 128 or a segment over max_len"))
         return;
-    SQ_LAUNCH(be, k_silu_fwd, sl_blocks((size_t)a.T * H), SL_WARPS * 32, 0, out, q, k, v, rab,
-              be_ints(be, off), a);
+    int n;
+    const int *tiles = be_seg_tiles(be, be_host_ints(be, off), B, SL_ROWS, &n,
+                                    "attn_silu_forward: tiles");
+    if (!tiles)
+        return;
+    SQ_LAUNCH(be, k_silu_fwd, dim3((unsigned)n, (unsigned)H), SL_WARPS * 32, 0, out, q, k, v,
+              rab, be_ints(be, off), tiles, a);
 }
 
 void be_attn_silu_backward(sq_gpu_be *be, float *dq, float *dk, float *dv, float *drab,
@@ -263,12 +354,18 @@ void be_attn_silu_backward(sq_gpu_be *be, float *dq, float *dk, float *dv, float
     if (sl_setup(be, &a, off, B, H, qk_dim, v_dim, ld, max_len, scale,
                  "attn_silu_backward: off not staged, heads over 128 or a segment over max_len"))
         return;
-    const int *doff = be_ints(be, off);
-    unsigned blocks = sl_blocks((size_t)a.T * H);
+    int n;
+    const int *tiles = be_seg_tiles(be, be_host_ints(be, off), B, SL_ROWS, &n,
+                                    "attn_silu_backward: tiles");
+    if (!tiles)
+        return;
+    const int *doff = be_ints(be, off); // after the upload (its growth moves the staged ints)
+    dim3 grid((unsigned)n, (unsigned)H);
     if (dq)
-        SQ_LAUNCH(be, k_silu_dq, blocks, SL_WARPS * 32, 0, dq, dout, q, k, v, rab, doff, a);
+        SQ_LAUNCH(be, k_silu_dq, grid, SL_WARPS * 32, 0, dq, dout, q, k, v, rab, doff, tiles, a);
     if (dk || dv)
-        SQ_LAUNCH(be, k_silu_dkv, blocks, SL_WARPS * 32, 0, dk, dv, dout, q, k, v, rab, doff, a);
+        SQ_LAUNCH(be, k_silu_dkv, grid, SL_WARPS * 32, 0, dk, dv, dout, q, k, v, rab, doff,
+                  tiles, a);
     if (!drab)
         return;
     size_t nhd = (size_t)H * max_len;

@@ -259,10 +259,13 @@ UNIT_TEST(cuda_attn_silu)
     cuda_env g;
     if (cuda_open(t, &g))
         return;
-    static const int lens[][4] = {{1, 7, 12, 5}, {3, 1, 6, 2}};
+    /* k_silu.cu's tiles: 8 rows of a segment a block, the other side 32
+     * rows at a time from the segment's start: segments of 1 to 12 (one
+     * key tile), 40 and 70 (two and three, the last partial) */
+    static const int lens[][4] = {{1, 7, 12, 5}, {3, 1, 6, 2}, {40, 1, 70, 9}};
     static const int heads[][3] = {{2, 8, 6}, {1, 40, 33}, {1, 128, 128}};
     sl_worst w = {0, 0, 0};
-    for (int s = 0; s < 2; s++)
+    for (int s = 0; s < 3; s++)
         for (int h = 0; h < 3; h++)
             silu_case(t, &g, lens[s], 4, heads[h][0], heads[h][1], heads[h][2], &w);
     gc_note("cuda_attn_silu", "out vs cpu", w.out_cpu);
