@@ -5,7 +5,7 @@
 // statements with a barrier each: L sequential steps for L rows, so one
 // long segment (N = 16384, B = 1) is 16384 steps on two blocks. Here the
 // same block (segment b, head h, its state in shared memory) takes R rows
-// a step (R = 32, or 16 for heads over 40 dimensions), as in the chunked
+// a step (R = 32, or 16 for heads over 44 dimensions), as in the chunked
 // forms of linear attention (Katharopoulos et al.; Yang et al.'s GLA):
 // with S = sum over the earlier chunks of kf_j v_j^T,
 //   out_c = U_c S + tril(U_c KF_c^T) V_c,   then   S += KF_c^T V_c

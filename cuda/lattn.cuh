@@ -33,7 +33,7 @@ static __device__ __forceinline__ float elu_grad_v(float x)
 
 // k_lchunk.cu: runs a's work a chunk of rows at a time and returns 1 when
 // its kind and head size allow (every kind but efficient, heads whose
-// chunk buffers fit 48 KiB: up to 64 dimensions); 0: the caller sweeps.
+// chunk buffers fit 48 KiB: up to 70 dimensions); 0: the caller sweeps.
 int be_lchunk_launch(sq_gpu_be *be, const lat_args *a);
 
 #endif
