@@ -31,9 +31,13 @@
 // Sums run in a fixed order (a chunk's rows in order, the chunks in order),
 // not the CPU's row-at-a-time order: results equal the CPU's to float
 // rounding (test_cuda_attn: 1e-5 absolute + 1e-4 relative), and two runs
-// give the same bits. Budget: __launch_bounds__(256), dynamic shared
-// memory hs (hs + 1) + 6 R (hs + 1) + R (R + 1) + hs + R floats, at most
-// 48 KiB (heads of up to 70 dimensions); no spills.
+// give the same bits. Budget: __launch_bounds__(256, 1), 111 (sm_80) and
+// 126 (sm_90) registers, dynamic shared memory hs (hs + 1) + 6 R (hs + 1)
+// + R (R + 1) + hs + R floats, at most 48 KiB (heads of up to 70
+// dimensions); no spills. The block-wide steps (lc_load ... lc_rowdot) are
+// calls, not inlined, their geometry by value (no stack): each is a loop
+// over a chunk, so a call costs nothing next to it, and inlining every
+// kind's uses into one kernel took nvcc 39 s (13 s now).
 #include "lattn.cuh"
 
 #define LC_THREADS 256
@@ -79,7 +83,7 @@ static __device__ void lc_zero(float *x, int n)
 }
 
 // B[i][d] = m(x[c0 + i][d]) (times rs[row] when rs), rows i < n; zeros to R
-static __device__ void lc_load(float *B, const float *x, size_t ldx, const lc_w &w, int c0, int n,
+static __device__ __noinline__ void lc_load(float *B, const float *x, size_t ldx, const lc_w w, int c0, int n,
                                int m, const float *rs)
 {
     FOR_T(e, w.R * w.hs) {
@@ -97,7 +101,7 @@ static __device__ void lc_load(float *B, const float *x, size_t ldx, const lc_w 
 }
 
 // P[i][j] = X_i . A_j where the mask allows (1: j <= i, 2: j >= i), else 0
-static __device__ void lc_scores(float *P, const float *X, const float *A, const lc_w &w, int n,
+static __device__ __noinline__ void lc_scores(float *P, const float *X, const float *A, const lc_w w, int n,
                                  int mask)
 {
     FOR_T(e, w.R * w.R) {
@@ -114,8 +118,8 @@ static __device__ void lc_scores(float *P, const float *X, const float *A, const
 // dst[i][e] (+)= sum_a X[i][a] S'(a, e) + sum_j P[i][j] Bv[j][e], rows i <
 // n, S'(a, e) = S[a][e] (tr 0) or S[e][a] (tr 1); no P: no second sum.
 // dst's rows ldd apart (a chunk buffer, or the rows of a global array).
-static __device__ void lc_apply(float *dst, size_t ldd, int add, const float *X, const float *S,
-                                int tr, const float *P, const float *Bv, const lc_w &w, int n)
+static __device__ __noinline__ void lc_apply(float *dst, size_t ldd, int add, const float *X, const float *S,
+                                int tr, const float *P, const float *Bv, const lc_w w, int n)
 {
     FOR_T(e2, n * w.hs) {
         int i = e2 / w.hs, e = e2 % w.hs;
@@ -132,7 +136,7 @@ static __device__ void lc_apply(float *dst, size_t ldd, int add, const float *X,
 }
 
 // S[a][e] += sum_{i < n} A[i][a] Bv[i][e]
-static __device__ void lc_accum(float *S, const float *A, const float *Bv, const lc_w &w, int n)
+static __device__ __noinline__ void lc_accum(float *S, const float *A, const float *Bv, const lc_w w, int n)
 {
     FOR_T(e2, w.hs * w.hs) {
         int a = e2 / w.hs, e = e2 % w.hs;
@@ -148,7 +152,7 @@ static __device__ void lc_accum(float *S, const float *A, const float *Bv, const
 // when sq) over i' <= i (rev 0) or i' >= i (rev 1); the carry then takes
 // the chunk's sum. With run 0 every row gets the carry as it is (the
 // bidirectional forms' totals) and the carry stays. out may be X when !sq.
-static __device__ void lc_colscan(float *out, const float *X, float *carry, const lc_w &w, int n,
+static __device__ __noinline__ void lc_colscan(float *out, const float *X, float *carry, const lc_w w, int n,
                                   int sq, int rev, int run)
 {
     FOR_T(a, w.hs) {
@@ -167,7 +171,7 @@ static __device__ void lc_colscan(float *out, const float *X, float *carry, cons
 }
 
 // r[i] = X_i . Y_i, a warp a row
-static __device__ void lc_rowdot(float *r, const float *X, const float *Y, const lc_w &w, int n)
+static __device__ __noinline__ void lc_rowdot(float *r, const float *X, const float *Y, const lc_w w, int n)
 {
     int lane = (int)threadIdx.x % 32;
     for (int i = (int)threadIdx.x / 32; i < n; i += LC_THREADS / 32) {

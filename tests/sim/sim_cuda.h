@@ -26,6 +26,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __noinline__ // (the host may inline; libstdc++ spells its own attribute __noinline__)
 #define __launch_bounds__(...)
 // A block's static shared memory: statics in one section (sim_shared), which
 // the runtime fills with garbage (0xcd) before every block, as a GPU's is
