@@ -310,6 +310,20 @@ static __device__ __forceinline__ int be_seg_of(const int *off, int B, int t)
     return lo;
 }
 
+// A block's tile of be_seg_tiles' list (blockIdx.x): its first row r0 and
+// its segment [s0, s1); 0 for a dummy entry past the batch's tiles.
+static __device__ __forceinline__ int be_tile_of(const int *tiles, const int *off, int B, int *r0,
+                                                 int *s0, int *s1)
+{
+    *r0 = tiles[blockIdx.x];
+    if (*r0 < 0)
+        return 0;
+    int b = be_seg_of(off, B, *r0);
+    *s0 = off[b];
+    *s1 = off[b + 1];
+    return 1;
+}
+
 // Warp-level sum (all lanes get it), in a fixed order: deterministic.
 static __device__ inline float be_warp_sum(float v)
 {

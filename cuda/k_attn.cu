@@ -52,19 +52,6 @@ static __device__ void at_load(float *s, int ldsm, const float *x, size_t ld, si
     }
 }
 
-// The block's tile: its first row r0 and its segment [s0, s1); 0 for a
-// dummy entry past the batch's tiles (the grid is a function of the shapes).
-static __device__ int at_tile(const int *tiles, const int *off, int B, int *r0, int *s0, int *s1)
-{
-    *r0 = tiles[blockIdx.x];
-    if (*r0 < 0)
-        return 0;
-    int b = be_seg_of(off, B, *r0);
-    *s0 = off[b];
-    *s1 = off[b + 1];
-    return 1;
-}
-
 // a[r] = sum_d x[rows[r]][d] y[lane][d]: x's rows broadcast, y's read by lane
 static __device__ __forceinline__ void at_dots(float a[AT_RPW], const float *x, int ldx,
                                                const float *y, int ldy, int r_base, int hs)
@@ -101,7 +88,7 @@ static __global__ __launch_bounds__(AT_WARPS * 32) void k_attn_fwd(
 {
     __shared__ float qs[AT_ROWS * AT_MAXHS], ks[AT_ROWS * AT_PAD], vs[AT_ROWS * AT_MAXHS];
     int r0, s0, s1;
-    if (!at_tile(tiles, off, B, &r0, &s0, &s1))
+    if (!be_tile_of(tiles, off, B, &r0, &s0, &s1))
         return; // the whole block
     int h = blockIdx.y, w = threadIdx.x / 32, lane = threadIdx.x % 32, rb = w * AT_RPW;
     int n = s1 - r0 < AT_ROWS ? s1 - r0 : AT_ROWS, kend = causal ? r0 + n : s1;
@@ -181,7 +168,7 @@ static __global__ __launch_bounds__(AT_WARPS * 32) void k_attn_dq(
     __shared__ float qs[AT_ROWS * AT_MAXHS], gs[AT_ROWS * AT_MAXHS];
     __shared__ float ks[AT_ROWS * AT_PAD], vs[AT_ROWS * AT_PAD], Ds[AT_ROWS];
     int r0, s0, s1;
-    if (!at_tile(tiles, off, B, &r0, &s0, &s1))
+    if (!be_tile_of(tiles, off, B, &r0, &s0, &s1))
         return;
     int h = blockIdx.y, w = threadIdx.x / 32, lane = threadIdx.x % 32, rb = w * AT_RPW;
     int n = s1 - r0 < AT_ROWS ? s1 - r0 : AT_ROWS, kend = causal ? r0 + n : s1;
@@ -232,7 +219,7 @@ static __global__ __launch_bounds__(AT_WARPS * 32, 3) void k_attn_dkv(
     __shared__ float ks[AT_ROWS * AT_MAXHS], vs[AT_ROWS * AT_MAXHS];
     __shared__ float qs[AT_ROWS * AT_PAD], gs[AT_ROWS * AT_PAD], Ls[AT_ROWS], Ds[AT_ROWS];
     int c0, s0, s1;
-    if (!at_tile(tiles, off, B, &c0, &s0, &s1))
+    if (!be_tile_of(tiles, off, B, &c0, &s0, &s1))
         return;
     int h = blockIdx.y, w = threadIdx.x / 32, lane = threadIdx.x % 32, rb = w * AT_RPW;
     int nk = s1 - c0 < AT_ROWS ? s1 - c0 : AT_ROWS;

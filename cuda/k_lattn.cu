@@ -617,9 +617,7 @@ static __host__ __device__ __forceinline__ size_t slot_of(int hs)
 
 static __device__ __forceinline__ void linrec_item(const lat_args &a, const lat_item &w)
 {
-    int va = a.kind >= K_NO_ELU ? 2 : a.kind >= K_NO_L2 ? 1 : 0;
-    int paper = a.kind == K_LINREC_PAPER || a.kind == K_NO_L2_PAPER || a.kind == K_NO_ELU_PAPER;
-    linrec_mode md = linrec_mode_of(a.causal, paper, va);
+    linrec_mode md = linrec_mode_of(a.causal, lat_paper(a.kind), lat_variant(a.kind));
     float *rk = a.cache, *rq = a.cache + (size_t)a.T * a.C;
     if (a.fwd)
         linrec_fwd(a.out, rk, rq, a.q, a.k, a.v, &md, w);

@@ -199,16 +199,15 @@ struct lc_kind {
 
 static __device__ lc_kind lc_kind_of(int kind)
 {
-    lc_kind k = {kind, M_ELU, 1, 0};
-    if (kind == K_LINEAR)
+    lc_kind k = {kind, M_ELU, 0, lat_paper(kind)};
+    if (kind == K_LINEAR) {
         k.map = M_PHI;
-    else if (kind == K_HYDRA)
+    } else if (kind == K_HYDRA) {
         k.map = M_COPY;
-    k.l2 = kind == K_LINREC || kind == K_LINREC_PAPER || kind == K_NO_ELU ||
-           kind == K_NO_ELU_PAPER;
-    k.paper = kind == K_LINREC_PAPER || kind == K_NO_L2_PAPER || kind == K_NO_ELU_PAPER;
-    if (kind == K_NO_ELU || kind == K_NO_ELU_PAPER)
-        k.map = M_COPY;
+    } else {
+        k.l2 = lat_variant(kind) != 1;
+        k.map = lat_variant(kind) == 2 ? M_COPY : M_ELU;
+    }
     return k;
 }
 

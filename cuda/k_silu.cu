@@ -138,26 +138,13 @@ static __device__ __forceinline__ void sl_mix(float *acc, float c, const float *
     }
 }
 
-// The block's tile: its first row r0, its segment [s0, s1); 0 for a dummy
-static __device__ int sl_tile_of(const int *tiles, const int *off, int B, int *r0, int *s0,
-                                 int *s1)
-{
-    *r0 = tiles[blockIdx.x];
-    if (*r0 < 0)
-        return 0;
-    int b = be_seg_of(off, B, *r0);
-    *s0 = off[b];
-    *s1 = off[b + 1];
-    return 1;
-}
-
 static __global__ __launch_bounds__(SL_WARPS * 32, 1) void k_silu_fwd(
     float *out, const float *q, const float *k, const float *v, const float *rab,
     const int *off, const int *tiles, sl_args a)
 {
     __shared__ float qs[SL_ROWS * SL_MAXHS], ks[SL_KEYS * SL_PAD], vs[SL_KEYS * SL_MAXHS];
     int r0, s0, s1;
-    if (!sl_tile_of(tiles, off, a.B, &r0, &s0, &s1))
+    if (!be_tile_of(tiles, off, a.B, &r0, &s0, &s1))
         return;
     int h = blockIdx.y, w = threadIdx.x / 32, lane = threadIdx.x % 32, i = r0 + w;
     int n = s1 - r0 < SL_ROWS ? s1 - r0 : SL_ROWS, kend = r0 + n;
@@ -196,7 +183,7 @@ static __global__ __launch_bounds__(SL_WARPS * 32) void k_silu_dq(
     __shared__ float qs[SL_ROWS * SL_MAXHS], gs[SL_ROWS * SL_MAXHS];
     __shared__ float ks[SL_KEYS * SL_PAD], vs[SL_KEYS * SL_PAD];
     int r0, s0, s1;
-    if (!sl_tile_of(tiles, off, a.B, &r0, &s0, &s1))
+    if (!be_tile_of(tiles, off, a.B, &r0, &s0, &s1))
         return;
     int h = blockIdx.y, w = threadIdx.x / 32, lane = threadIdx.x % 32, i = r0 + w;
     int n = s1 - r0 < SL_ROWS ? s1 - r0 : SL_ROWS, kend = r0 + n;
@@ -231,7 +218,7 @@ static __global__ __launch_bounds__(SL_WARPS * 32) void k_silu_dkv(
     __shared__ float ks[SL_ROWS * SL_MAXHS], vs[SL_ROWS * SL_MAXHS];
     __shared__ float qs[SL_KEYS * SL_PAD], gs[SL_KEYS * SL_PAD];
     int c0, s0, s1;
-    if (!sl_tile_of(tiles, off, a.B, &c0, &s0, &s1))
+    if (!be_tile_of(tiles, off, a.B, &c0, &s0, &s1))
         return;
     int h = blockIdx.y, w = threadIdx.x / 32, lane = threadIdx.x % 32, j = c0 + w;
     int nk = s1 - c0 < SL_ROWS ? s1 - c0 : SL_ROWS;

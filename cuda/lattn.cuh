@@ -10,6 +10,18 @@
 enum { K_LINREC = 0, K_LINREC_PAPER, K_LINEAR, K_EFFICIENT, K_HYDRA, K_NO_L2, K_NO_L2_PAPER,
        K_NO_ELU, K_NO_ELU_PAPER };
 
+// linrec's variant of a kind (attn_linear.h sq_linrec_variant: 0 full, 1
+// no L2, 2 no elu) and whether it takes the paper's column scaling
+static __device__ __forceinline__ int lat_variant(int kind)
+{
+    return kind >= K_NO_ELU ? 2 : kind >= K_NO_L2 ? 1 : 0;
+}
+
+static __device__ __forceinline__ int lat_paper(int kind)
+{
+    return kind == K_LINREC_PAPER || kind == K_NO_L2_PAPER || kind == K_NO_ELU_PAPER;
+}
+
 // One launch's arguments: the forward (fwd) or the backward of a kind.
 struct lat_args {
     int kind, fwd, ld, B, H, C, causal, T, shared;
