@@ -725,8 +725,8 @@ enum { LAT_THREADS_MAX = 128, LAT_SHARED_MAX = 48 * 1024 };
 // state in shared memory when it fits (a->shared).
 static void lat_launch(sq_gpu_be *be, lat_args *a)
 {
-    if (be_lchunk_launch(be, a))
-        return; // a chunk of rows at a time (k_lchunk.cu)
+    if (be_lchunk_launch(be, a) || be_echunk_launch(be, a))
+        return; // a chunk of rows at a time (k_lchunk.cu, k_echunk.cu)
     int hs = a->C / a->H;
     size_t sh = ((size_t)hs * (hs + 1) + 6 * (size_t)hs) * sizeof(float);
     a->shared = sh <= LAT_SHARED_MAX;

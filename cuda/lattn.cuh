@@ -43,9 +43,11 @@ static __device__ __forceinline__ float elu_grad_v(float x)
     return x > 0 ? 1.0f : expf(x);
 }
 
-// k_lchunk.cu: runs a's work a chunk of rows at a time and returns 1 when
-// its kind and head size allow (every kind but efficient, heads whose
-// chunk buffers fit 48 KiB: up to 70 dimensions); 0: the caller sweeps.
+// k_lchunk.cu and k_echunk.cu: run a's work a chunk of rows at a time and
+// return 1 when its kind and head size allow (lchunk: every kind but
+// efficient, heads of up to 70 dimensions; echunk: efficient, up to 70;
+// the chunk buffers fit 48 KiB); 0: the caller sweeps (k_lattn.cu).
 int be_lchunk_launch(sq_gpu_be *be, const lat_args *a);
+int be_echunk_launch(sq_gpu_be *be, const lat_args *a);
 
 #endif

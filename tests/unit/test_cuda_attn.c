@@ -111,8 +111,8 @@ UNIT_TEST(cuda_attention_softmax)
  * bidirectional, against attn_linear.c. The GPU runs the CPU's sweeps
  * statement for statement (expf for vec.h's exp): 1e-5 absolute + 1e-4
  * relative. */
-static void lattn_case(unit_ctx *t, cuda_env *g, int kind, const int *len, int B, int H, int C,
-                       int causal)
+static void lattn_case_k(unit_ctx *t, cuda_env *g, int kind, const int *len, int B, int H,
+                         int C, int causal, float kscale)
 {
     int off[40];
     if (B >= 40)
@@ -123,6 +123,9 @@ static void lattn_case(unit_ctx *t, cuda_env *g, int kind, const int *len, int B
     sq_rng_seed(&r, (uint64_t)(kind * 977 + T * 13 + causal), 0);
     float *qkv, *dout, *g0;
     draw_inputs(&r, n3, tc, &qkv, &dout, &g0);
+    for (int i = 0; i < T; i++)
+        for (int c = 0; c < C; c++)
+            qkv[(size_t)i * ld + C + c] *= kscale;
     size_t nc = sq_lattn_cache_size(kind, off, B, H, C);
     size_t ns = sq_lattn_scratch_size(kind, off, B, H, C);
     float *cache = malloc(nc * sizeof *cache), *scr = malloc(ns * sizeof *scr);
@@ -158,6 +161,12 @@ static void lattn_case(unit_ctx *t, cuda_env *g, int kind, const int *len, int B
     free(gout); free(gd);
 }
 
+static void lattn_case(unit_ctx *t, cuda_env *g, int kind, const int *len, int B, int H, int C,
+                       int causal)
+{
+    lattn_case_k(t, g, kind, len, B, H, C, causal, 1.0f);
+}
+
 UNIT_TEST(cuda_lattn_kinds)
 {
     cuda_env g;
@@ -173,14 +182,15 @@ UNIT_TEST(cuda_lattn_kinds)
 }
 
 /* The kinds' homes by head size. k_lchunk.cu (every kind but efficient)
- * takes 32 rows a chunk for a head of 40 and 16 for a head of 64 (the
- * segment of 70 rows: four whole chunks and a part; the kinds of
- * cuda_lattn_kinds, heads of 8 and 1, take 32). k_lattn.cu's sweep keeps
- * efficient at every size and the others over 70 dimensions: the state in
- * shared memory for a head of 80 (efficient's of 40: two warps, the
- * second partly idle), in the scratch for a head of 136 (over 48 KiB:
+ * and k_echunk.cu (efficient) take 32 rows a chunk for a head of 40 and
+ * 16 for a head of 64 (the segment of 70 rows: four whole chunks and a
+ * part; the kinds of cuda_lattn_kinds, heads of 8 and 1, take 32).
+ * k_lattn.cu's sweep keeps heads over 70 dimensions: the state in shared
+ * memory for a head of 80, in the scratch for a head of 136 (over 48 KiB:
  * more columns than the block's 128 threads), with 35 segments, so that a
- * slot sweeps segments b and b + 32. */
+ * slot sweeps segments b and b + 32. Efficient's keys once more 60 times
+ * larger: its column softmax then turns over within a chunk, e^k
+ * overflows float, and only a form whose exponents stay <= 0 is right. */
 UNIT_TEST(cuda_lattn_shapes)
 {
     cuda_env g;
@@ -203,5 +213,7 @@ UNIT_TEST(cuda_lattn_shapes)
         if (kind != SQ_LATTN_LINEAR && kind != SQ_LATTN_EFFICIENT && kind != SQ_LATTN_HYDRA)
             for (int causal = 0; causal < 2; causal++)
                 lattn_case(t, &g, kind, longer, 3, 2, 64, causal);
+    for (int causal = 0; causal < 2; causal++)
+        lattn_case_k(t, &g, SQ_LATTN_EFFICIENT, longer, 3, 2, 64, causal, 60.0f);
     cuda_close(&g);
 }

@@ -1,0 +1,176 @@
+// lchunk.cuh - the block-wide steps of the chunked linear attention forms
+// (k_lchunk.cu: linrec, linear, hydra; k_echunk.cu: efficient). A block
+// of LC_THREADS threads owns one (segment, head); each step below is a loop
+// over a chunk's rows spread over the block's threads and ends at a
+// barrier. The steps are calls, not inlined (__noinline__, their geometry
+// by value: no stack): each is a loop over a chunk, so a call costs nothing
+// next to it, and inlining every use into one kernel took nvcc 39 s for
+// k_lchunk.cu alone (13 s as calls).
+#ifndef SQ_LCHUNK_CUH
+#define SQ_LCHUNK_CUH
+
+#include "lattn.cuh"
+
+#define LC_THREADS 256
+#define LC_SHARED_MAX (48 * 1024)
+
+#define FOR_T(i, n) for (int i = (int)threadIdx.x; i < (n); i += LC_THREADS)
+
+// A block's work: segment rows o .. o + L - 1, head h; chunk buffers and
+// the state have rows sl = hs + 1 floats apart (a walk down a column then
+// spreads over the banks); P, R x R, has rows pl = R + 1 apart.
+struct lc_w {
+    int o, L, h, hs, sl, R, pl, ld, C, H, T, causal;
+};
+
+enum { M_COPY, M_ELU, M_PHI }; // a row's feature map
+
+static __device__ __forceinline__ float lc_map(int m, float x)
+{
+    return m == M_ELU ? elu_v(x) : m == M_PHI ? elu_v(x) + 1.0f : x;
+}
+
+static __device__ __forceinline__ float lc_dmap(int m, float x)
+{
+    return m == M_COPY ? 1.0f : elu_grad_v(x); // phi' = elu'
+}
+
+static __device__ __forceinline__ void lc_sync(void)
+{
+    __syncthreads();
+}
+
+static __device__ void lc_zero(float *x, int n)
+{
+    FOR_T(i, n)
+        x[i] = 0.0f;
+    lc_sync();
+}
+
+// B[i][d] = m(x[c0 + i][d]) (times rs[row] when rs), rows i < n; zeros to R
+static __device__ __noinline__ void lc_load(float *B, const float *x, size_t ldx, const lc_w w, int c0, int n,
+                               int m, const float *rs)
+{
+    FOR_T(e, w.R * w.hs) {
+        int i = e / w.hs, d = e % w.hs;
+        float val = 0.0f;
+        if (i < n) {
+            size_t t = (size_t)(w.o + c0 + i);
+            val = lc_map(m, x[t * ldx + (size_t)w.h * w.hs + d]);
+            if (rs)
+                val *= rs[t];
+        }
+        B[i * w.sl + d] = val;
+    }
+    lc_sync();
+}
+
+// P[i][j] = X_i . A_j where the mask allows (1: j <= i, 2: j >= i), else 0
+static __device__ __noinline__ void lc_scores(float *P, const float *X, const float *A, const lc_w w, int n,
+                                 int mask)
+{
+    FOR_T(e, w.R * w.R) {
+        int i = e / w.R, j = e % w.R;
+        float s = 0.0f;
+        if (i < n && j < n && (mask == 1 ? j <= i : j >= i))
+            for (int d = 0; d < w.hs; d++)
+                s += X[i * w.sl + d] * A[j * w.sl + d];
+        P[i * w.pl + j] = s;
+    }
+    lc_sync();
+}
+
+// dst[i][e] (+)= sum_a X[i][a] S'(a, e) + sum_j P[i][j] Bv[j][e], rows i <
+// n, S'(a, e) = S[a][e] (tr 0) or S[e][a] (tr 1); no P: no second sum.
+// dst's rows ldd apart (a chunk buffer, or the rows of a global array).
+static __device__ __noinline__ void lc_apply(float *dst, size_t ldd, int add, const float *X, const float *S,
+                                int tr, const float *P, const float *Bv, const lc_w w, int n)
+{
+    FOR_T(e2, n * w.hs) {
+        int i = e2 / w.hs, e = e2 % w.hs;
+        float acc = 0.0f;
+        for (int a = 0; a < w.hs; a++)
+            acc += X[i * w.sl + a] * (tr ? S[e * w.sl + a] : S[a * w.sl + e]);
+        if (P)
+            for (int j = 0; j < n; j++)
+                acc += P[i * w.pl + j] * Bv[j * w.sl + e];
+        float *y = dst + (size_t)i * ldd + e;
+        *y = add ? *y + acc : acc;
+    }
+    lc_sync();
+}
+
+// S[a][e] += sum_{i < n} A[i][a] Bv[i][e]
+static __device__ __noinline__ void lc_accum(float *S, const float *A, const float *Bv, const lc_w w, int n)
+{
+    FOR_T(e2, w.hs * w.hs) {
+        int a = e2 / w.hs, e = e2 % w.hs;
+        float s = S[a * w.sl + e];
+        for (int i = 0; i < n; i++)
+            s += A[i * w.sl + a] * Bv[i * w.sl + e];
+        S[a * w.sl + e] = s;
+    }
+    lc_sync();
+}
+
+// r[i] = X_i . Y_i, a warp a row
+static __device__ __noinline__ void lc_rowdot(float *r, const float *X, const float *Y, const lc_w w, int n)
+{
+    int lane = (int)threadIdx.x % 32;
+    for (int i = (int)threadIdx.x / 32; i < n; i += LC_THREADS / 32) {
+        float s = 0.0f;
+        for (int a = lane; a < w.hs; a += 32)
+            s += X[i * w.sl + a] * Y[i * w.sl + a];
+        s = be_warp_sum(s);
+        if (lane == 0)
+            r[i] = s;
+    }
+    lc_sync();
+}
+
+// The rows of the chunk from segment row c0
+static __device__ __forceinline__ int lc_n(const lc_w &w, int c0)
+{
+    return w.L - c0 < w.R ? w.L - c0 : w.R;
+}
+
+// The work of block (segment b, head h) of a grid of B H blocks, chunks of
+// R rows; w.L is 0 for an empty segment
+static __device__ __forceinline__ lc_w lc_w_of(const lat_args &a, int R)
+{
+    int b = (int)blockIdx.x / a.H;
+    lc_w w;
+    w.o = a.off[b];
+    w.L = a.off[b + 1] - w.o;
+    w.h = (int)blockIdx.x % a.H;
+    w.hs = a.C / a.H;
+    w.sl = w.hs + 1;
+    w.R = R;
+    w.pl = R + 1;
+    w.ld = a.ld;
+    w.C = a.C;
+    w.H = a.H;
+    w.T = a.T;
+    w.causal = a.causal;
+    return w;
+}
+
+// The rows a chunk for heads of hs dimensions (32 while the block's
+// buffers fit, else 16) and the shared bytes: the state, six chunk
+// buffers, the scores, vecs column vectors and a factor a row; 0 when not
+// even 16 rows fit.
+static inline int lc_rows(int hs, int vecs, size_t *bytes)
+{
+    for (int R = 32; R >= 16; R /= 2) {
+        size_t sl = (size_t)hs + 1;
+        size_t f = (size_t)hs * sl + 6 * (size_t)R * sl + (size_t)R * (R + 1) +
+                   (size_t)vecs * hs + R;
+        if (f * sizeof(float) <= LC_SHARED_MAX) {
+            *bytes = f * sizeof(float);
+            return R;
+        }
+    }
+    return 0;
+}
+
+#endif
