@@ -207,12 +207,79 @@ static __device__ void ec_queries(float *X, const lat_args &a, const lc_w &w, in
     ec_softmax(X, w, n);
 }
 
-// A forward-direction pass's start: S = 0, the scan's m = -inf and z = 0,
-// and S's reference r = -inf (nothing before the first chunk);
-// bidirectional: every key scanned (m and z their totals), r = m and S
-// every key at it, S = sum_j e^{k_j - r} v_j^T
+// S and z folded from the slots of pieces q0 .. q1 - 1 (slot0 the first
+// piece's, sstride apart) at the reference ref: piece q's terms times
+// e^{x_q[a] - ref[a]} (back 0) or e^{ref[a] - x_q[a]} (back 1), x_q the
+// column at src0 + q fstride (its maximum, or its first row's lse). The
+// factors go through F (the scores' buffer) a batch of pieces at a time:
+// an exp a piece and column, not one per state entry.
+struct ec_src {
+    const float *slot0, *src0;
+    size_t sstride, fstride;
+    int back;
+};
+
+static __device__ __noinline__ void ec_fold(float *S, float *z, float *F, const ec_src in,
+                                            const float *ref, const lc_w w, int q0, int q1)
+{
+    int nn = w.hs * w.hs, qb = w.R * w.pl / w.hs;
+    FOR_T(e2, nn + w.hs) {
+        if (e2 < nn)
+            S[(e2 / w.hs) * w.sl + e2 % w.hs] = 0.0f;
+        else
+            z[e2 - nn] = 0.0f;
+    }
+    for (int q = q0; q < q1; q += qb) {
+        int nq = q1 - q < qb ? q1 - q : qb;
+        lc_sync();
+        FOR_T(e, nq * w.hs) {
+            int c = e % w.hs;
+            float x = in.src0[(size_t)(q + e / w.hs) * in.fstride + c];
+            F[e] = in.back ? expf(ref[c] - x) : expf(x - ref[c]);
+        }
+        lc_sync();
+        FOR_T(e2, nn + w.hs) {
+            int c = e2 < nn ? e2 / w.hs : e2 - nn;
+            size_t at = e2 < nn ? (size_t)e2 : (size_t)(nn + w.hs + c);
+            float acc = 0.0f;
+            for (int j = 0; j < nq; j++)
+                acc += F[j * w.hs + c] * in.slot0[(size_t)(q + j) * in.sstride + at];
+            if (e2 < nn)
+                S[c * w.sl + e2 % w.hs] += acc;
+            else
+                z[c] += acc;
+        }
+    }
+    lc_sync();
+}
+
+// A forward-direction pass's start: m, z and S (at r = m) the earlier
+// pieces' (bidirectional: every piece's) folded at their largest maximum;
+// none: m = r = -inf, z = 0, S = 0
 static __device__ void ec_begin(const lat_args &a, const lc_w &w, const ec_sh &s)
 {
+    int q1 = w.causal ? w.pid : w.np;
+    const float *slot0 = lc_slot(a, w, 0);
+    size_t stride = (size_t)w.H * lat_slot(w.hs), nn = (size_t)w.hs * w.hs;
+    FOR_T(c, w.hs) {
+        float mx = -INFINITY;
+        for (int q = 0; q < q1; q++)
+            mx = fmaxf(mx, slot0[(size_t)q * stride + nn + c]);
+        s.m[c] = mx;
+        s.r[c] = mx;
+    }
+    lc_sync();
+    ec_src in = {slot0, slot0 + nn, stride, stride, 0};
+    ec_fold(s.S, s.z, s.P, in, s.m, w, 0, q1);
+}
+
+// Phase KEYS: the piece's keys scanned and summed as the forward does,
+// its m, z and S (at r = m) to its slot. Causal: a segment's last piece's
+// is never read, so it is not made.
+static __device__ void ec_keys_state(const lat_args &a, const lc_w &w, const ec_sh &s)
+{
+    if (w.causal && w.pid == w.np - 1)
+        return;
     lc_zero(s.S, w.hs * w.sl);
     FOR_T(c, w.hs) {
         s.m[c] = -INFINITY;
@@ -220,24 +287,17 @@ static __device__ void ec_begin(const lat_args &a, const lc_w &w, const ec_sh &s
         s.r[c] = -INFINITY;
     }
     lc_sync();
-    if (w.causal)
-        return;
-    float *K = s.b[0], *V = s.b[1];
-    for (int c0 = 0; c0 < w.L; c0 += w.R) {
+    for (int c0 = w.p0; c0 < w.p1; c0 += w.R) {
         int n = lc_n(w, c0);
-        lc_load(K, a.k, (size_t)a.ld, w, c0, n, M_COPY, nullptr);
-        ec_scan(nullptr, nullptr, K, s.m, s.z, nullptr, w, c0, n, 1, 0);
+        lc_load(s.b[0], a.k, (size_t)a.ld, w, c0, n, M_COPY, nullptr);
+        lc_load(s.b[1], a.v, (size_t)a.ld, w, c0, n, M_COPY, nullptr);
+        ec_scan(s.b[5], nullptr, s.b[0], s.m, s.z, nullptr, w, c0, n, 1, 0);
+        const float *rn = s.b[5] + (n - 1) * w.sl;
+        ec_scale(s.b[0], rn, nullptr, w, n, 1);
+        ec_rebase(s.S, nullptr, nullptr, s.r, rn, s.b[5], w, n, 0);
+        lc_accum(s.S, s.b[0], s.b[1], w, n);
     }
-    FOR_T(c, w.hs)
-        s.r[c] = s.m[c];
-    lc_sync();
-    for (int c0 = 0; c0 < w.L; c0 += w.R) {
-        int n = lc_n(w, c0);
-        lc_load(K, a.k, (size_t)a.ld, w, c0, n, M_COPY, nullptr);
-        lc_load(V, a.v, (size_t)a.ld, w, c0, n, M_COPY, nullptr);
-        ec_scale(K, s.r, nullptr, w, n, 1);
-        lc_accum(s.S, K, V, w, n);
-    }
+    lc_put(lc_slot(a, w, w.pid), s.S, s.m, s.z, w);
 }
 
 // A forward-direction chunk's keys and values into b[0] and b[1]
@@ -269,7 +329,7 @@ static __device__ void ec_forward(const lat_args &a, const lc_w &w, const ec_sh 
 {
     float *K = s.b[0], *V = s.b[1], *U = s.b[2], *M = s.b[5];
     ec_begin(a, w, s);
-    for (int c0 = 0; c0 < w.L; c0 += w.R) {
+    for (int c0 = w.p0; c0 < w.p1; c0 += w.R) {
         int n = lc_n(w, c0);
         ec_keys(a, w, s, c0, n);
         ec_queries(U, a, w, c0, n);
@@ -290,7 +350,7 @@ static __device__ void ec_back_q(const lat_args &a, const lc_w &w, const ec_sh &
     float *K = s.b[0], *V = s.b[1], *DO = s.b[2], *DP = s.b[3], *Pq = s.b[4], *M = s.b[5];
     size_t col = (size_t)w.h * w.hs;
     ec_begin(a, w, s);
-    for (int c0 = 0; c0 < w.L; c0 += w.R) {
+    for (int c0 = w.p0; c0 < w.p1; c0 += w.R) {
         int n = lc_n(w, c0);
         ec_keys(a, w, s, c0, n);
         ec_scan(M, DP, w.causal ? K : nullptr, s.m, s.z, nullptr, w, c0, n, w.causal, 0);
@@ -312,25 +372,55 @@ static __device__ void ec_back_q(const lat_args &a, const lc_w &w, const ec_sh &
     }
 }
 
-// Pass 2's start: G = 0, g = 0 and r = +inf (nothing after the last
-// chunk); bidirectional: G and g sum every query at the lse row r
-static __device__ void ec_back_begin(const lat_args &a, const lc_w &w, const ec_sh &s)
+// The cache's lse row of segment row t, this head's columns
+static __device__ __forceinline__ const float *ec_lse(const lat_args &a, const lc_w &w, int t)
 {
+    return a.cache + (size_t)(w.o + t) * w.C + (size_t)w.h * w.hs;
+}
+
+// Phase QUERIES: the piece's queries' state of pass 2 at r, its first
+// row's lse: G = sum e^{r - lse_t} (.) p_t dout_t^T and g likewise of c_t,
+// to its slot. Causal: a segment's first piece's is never read.
+static __device__ void ec_queries_state(const lat_args &a, const lc_w &w, const ec_sh &s)
+{
+    if (w.causal && w.pid == 0)
+        return;
+    float *DO = s.b[2], *Cr = s.b[3], *Pq = s.b[4], *L = s.b[5];
     lc_zero(s.S, w.hs * w.sl);
+    const float *r0 = ec_lse(a, w, w.p0);
     FOR_T(c, w.hs) {
+        s.m[c] = 0.0f; // the slot's unused column
         s.z[c] = 0.0f;
-        s.r[c] = w.causal ? INFINITY : a.cache[(size_t)w.o * w.C + (size_t)w.h * w.hs + c];
+        s.r[c] = r0[c];
     }
     lc_sync();
-    for (int c0 = 0; !w.causal && c0 < w.L; c0 += w.R) {
+    for (int c0 = w.p0; c0 < w.p1; c0 += w.R) {
         int n = lc_n(w, c0);
-        ec_queries(s.b[4], a, w, c0, n);
-        lc_load(s.b[2], a.dout, (size_t)w.C, w, c0, n, M_COPY, nullptr);
-        lc_load(s.b[3], a.scratch, (size_t)w.C, w, c0, n, M_COPY, nullptr);
-        lc_load(s.b[5], a.cache, (size_t)w.C, w, c0, n, M_COPY, nullptr);
-        ec_rebase(s.S, s.z, s.b[3], s.r, s.r, s.b[5], w, n, 1); // g += the column sums of c
-        lc_accum(s.S, s.b[4], s.b[2], w, n);
+        ec_queries(Pq, a, w, c0, n);
+        lc_load(DO, a.dout, (size_t)w.C, w, c0, n, M_COPY, nullptr);
+        lc_load(Cr, a.scratch, (size_t)w.C, w, c0, n, M_COPY, nullptr);
+        lc_load(L, a.cache, (size_t)w.C, w, c0, n, M_COPY, nullptr);
+        ec_rebase(s.S, s.z, Cr, s.r, s.r, L, w, n, 1); // g += e^{r - lse} c
+        ec_scale(Pq, s.r, L, w, n, 0);
+        lc_accum(s.S, Pq, DO, w, n);
     }
+    lc_put(lc_slot(a, w, w.pid), s.S, s.m, s.z, w);
+}
+
+// Pass 2's start: G and g the later pieces' (bidirectional: every
+// piece's) at r, the next piece's first row's lse (bidirectional: the one
+// lse row); none: G = 0, g = 0, r = +inf
+static __device__ void ec_back_begin(const lat_args &a, const lc_w &w, const ec_sh &s)
+{
+    int q0 = w.causal ? w.pid + 1 : 0;
+    const float *ref = q0 < w.np ? ec_lse(a, w, q0 * SQ_LATTN_GPU_PIECE) : nullptr;
+    FOR_T(c, w.hs)
+        s.r[c] = ref ? ref[c] : INFINITY;
+    lc_sync();
+    size_t stride = (size_t)w.H * lat_slot(w.hs);
+    ec_src in = {lc_slot(a, w, 0), ec_lse(a, w, 0), stride,
+                 (size_t)SQ_LATTN_GPU_PIECE * w.C, 1};
+    ec_fold(s.S, s.z, s.P, in, s.r, w, q0, w.np);
 }
 
 // Backward pass 2, chunks backward: dv and dk
@@ -339,7 +429,7 @@ static __device__ void ec_back_k(const lat_args &a, const lc_w &w, const ec_sh &
     float *K = s.b[0], *V = s.b[1], *DO = s.b[2], *FC = s.b[3], *Pq = s.b[4], *L = s.b[5];
     size_t col = (size_t)w.h * w.hs;
     ec_back_begin(a, w, s);
-    for (int c0 = (w.L - 1) / w.R * w.R; c0 >= 0; c0 -= w.R) {
+    for (int c0 = lc_last(w); c0 >= w.p0; c0 -= w.R) {
         int n = lc_n(w, c0);
         size_t r0 = (size_t)(w.o + c0);
         lc_load(K, a.k, (size_t)a.ld, w, c0, n, M_COPY, nullptr);
@@ -368,7 +458,7 @@ static __device__ void ec_back_k(const lat_args &a, const lc_w &w, const ec_sh &
     }
 }
 
-// A block a (segment, head): the forward, or the backward's two passes
+// A block a (piece, head): one phase of a chunked call (lattn.cuh)
 static __global__ __launch_bounds__(LC_THREADS, 1) void k_echunk(lat_args a, int R)
 {
     BE_DYN_SHARED(float, sh);
@@ -384,20 +474,25 @@ static __global__ __launch_bounds__(LC_THREADS, 1) void k_echunk(lat_args a, int
     s.z = s.m + w.hs;
     s.r = s.z + w.hs;
     s.rowf = s.r + w.hs;
-    if (a.fwd) {
+    switch (a.phase) {
+    case LC_KEYS:
+        ec_keys_state(a, w, s);
+        break;
+    case LC_FWD:
         ec_forward(a, w, s);
-    } else {
+        break;
+    case LC_BACK_Q:
         ec_back_q(a, w, s);
+        break;
+    case LC_QUERIES:
+        ec_queries_state(a, w, s);
+        break;
+    default:
         ec_back_k(a, w, s);
     }
 }
 
-int be_echunk_launch(sq_gpu_be *be, const lat_args *a)
+void be_echunk_launch(sq_gpu_be *be, const lat_args *a, int R, size_t bytes)
 {
-    size_t bytes = 0;
-    int R = a->kind == K_EFFICIENT ? lc_rows(a->C / a->H, 3, &bytes) : 0;
-    if (!R)
-        return 0;
-    SQ_LAUNCH(be, k_echunk, (unsigned)a->B * (unsigned)a->H, LC_THREADS, bytes, *a, R);
-    return 1;
+    SQ_LAUNCH(be, k_echunk, dim3((unsigned)a->ntiles, (unsigned)a->H), LC_THREADS, bytes, *a, R);
 }

@@ -1,10 +1,11 @@
 // k_lattn.cu - the linear attention kinds (attn_linear.h: linrec and its
 // ablations, linear, efficient, hydra), causal and bidirectional, on the
 // GPU: attn_linear.c's per-(segment, head) sweeps, statement for statement.
-// lat_launch first offers the work to k_lchunk.cu, which takes a chunk of
-// rows a step: every kind but efficient, heads of up to 70 dimensions.
+// lat_launch first offers the work to the chunked forms, which take a
+// chunk of rows a step and the pieces of a long segment on separate blocks
+// (k_lchunk.cu, k_echunk.cu: every kind, heads of up to 70 dimensions).
 // The sweeps below run the rest (and stay the row-at-a-time statement of
-// each kind that k_lchunk.cu's chunks regroup).
+// each kind that the chunks regroup).
 //
 // One block runs one work item, head h of one segment: the sweep over the
 // segment's positions is sequential, and each of its statements (a row map,
@@ -702,10 +703,11 @@ static __global__ __launch_bounds__(256) void k_rnorms_back(float *dx, const flo
         d[c] += nt * (dp[c] - xt[c] * s);
 }
 
-static int lat_setup(sq_gpu_be *be, lat_args *a, int kind, const int *off, int B, int H, int C,
-                     const char *what)
+static int lat_setup(sq_gpu_be *be, lat_args *a, const int **hp, int kind, const int *off, int B,
+                     int H, int C, const char *what)
 {
     const int *h = be_host_ints(be, off);
+    *hp = h;
     if (!h || H <= 0 || C % H || kind < 0 || kind > K_NO_ELU_PAPER) {
         be_note(be, cudaErrorInvalidValue, what);
         return -1;
@@ -719,17 +721,45 @@ static int lat_setup(sq_gpu_be *be, lat_args *a, int kind, const int *off, int B
     return a->T > 0 ? 0 : -1;
 }
 
-enum { LAT_THREADS_MAX = 128, LAT_SHARED_MAX = 48 * 1024 };
+// The chunked forms (k_lchunk.cu, k_echunk.cu) when the head fits them:
+// the pieces' list, the workspace after the scratch's row buffers (where
+// the sweep keeps its slots), and each phase a launch (lattn.cuh). 0: the
+// caller sweeps.
+static int lat_chunked(sq_gpu_be *be, lat_args *a, const int *h)
+{
+    static const int fwd[] = {LC_KEYS, LC_FWD}, bwd[] = {LC_KEYS, LC_BACK_Q, LC_QUERIES, LC_BACK_K};
+    size_t bytes = 0;
+    int R = lat_chunk_rows(a->kind, a->C / a->H, &bytes);
+    if (!R)
+        return 0;
+    a->tiles = be_seg_tiles(be, h, a->B, SQ_LATTN_GPU_PIECE, &a->ntiles, "lattn: the pieces");
+    if (!a->tiles)
+        return 1; // the sticky error is noted
+    size_t rowbufs = a->kind == K_HYDRA ? 2 : 1;
+    a->ws = a->scratch + rowbufs * (size_t)a->T * a->C;
+    const int *ph = a->fwd ? fwd : bwd;
+    int n = a->fwd ? 2 : 4;
+    for (int i = 0; i < n; i++) {
+        a->phase = ph[i];
+        if (a->kind == K_EFFICIENT)
+            be_echunk_launch(be, a, R, bytes);
+        else
+            be_lchunk_launch(be, a, R, bytes);
+    }
+    return 1;
+}
+
+enum { LAT_THREADS_MAX = 128 };
 
 // The launch of k_lattn: its blocks, threads and dynamic shared bytes; the
 // state in shared memory when it fits (a->shared).
-static void lat_launch(sq_gpu_be *be, lat_args *a)
+static void lat_launch(sq_gpu_be *be, lat_args *a, const int *h)
 {
-    if (be_lchunk_launch(be, a) || be_echunk_launch(be, a))
-        return; // a chunk of rows at a time (k_lchunk.cu, k_echunk.cu)
+    if (lat_chunked(be, a, h))
+        return;
     int hs = a->C / a->H;
     size_t sh = ((size_t)hs * (hs + 1) + 6 * (size_t)hs) * sizeof(float);
-    a->shared = sh <= LAT_SHARED_MAX;
+    a->shared = sh <= LC_SHARED_MAX;
     int G = a->shared ? a->B : a->B < 32 ? a->B : 32;
     int nt = (hs + 31) / 32 * 32;
     nt = nt < LAT_THREADS_MAX ? nt : LAT_THREADS_MAX;
@@ -741,7 +771,8 @@ void be_lattn_forward(sq_gpu_be *be, int kind, float *out, float *cache, float *
                       int B, int H, int C, int causal)
 {
     lat_args a = {};
-    if (lat_setup(be, &a, kind, off, B, H, C, "lattn_forward: off not staged, or a bad kind"))
+    const int *h = nullptr;
+    if (lat_setup(be, &a, &h, kind, off, B, H, C, "lattn_forward: off not staged, or a bad kind"))
         return;
     a.fwd = 1;
     a.ld = ld;
@@ -756,7 +787,7 @@ void be_lattn_forward(sq_gpu_be *be, int kind, float *out, float *cache, float *
         SQ_LAUNCH(be, k_rnorms, be_blocks(a.T, 256), 256, 0, cache, q, ld, a.T, C);
         SQ_LAUNCH(be, k_rnorms, be_blocks(a.T, 256), 256, 0, cache + a.T, k, ld, a.T, C);
     }
-    lat_launch(be, &a);
+    lat_launch(be, &a, h);
 }
 
 void be_lattn_backward(sq_gpu_be *be, int kind, float *dq, float *dk, float *dv, float *scratch,
@@ -765,7 +796,8 @@ void be_lattn_backward(sq_gpu_be *be, int kind, float *dq, float *dk, float *dv,
                        int causal)
 {
     lat_args a = {};
-    if (lat_setup(be, &a, kind, off, B, H, C, "lattn_backward: off not staged, or a bad kind"))
+    const int *h = nullptr;
+    if (lat_setup(be, &a, &h, kind, off, B, H, C, "lattn_backward: off not staged, or a bad kind"))
         return;
     a.fwd = 0;
     a.ld = ld;
@@ -779,7 +811,7 @@ void be_lattn_backward(sq_gpu_be *be, int kind, float *dq, float *dk, float *dv,
     a.k = k;
     a.v = v;
     a.dout = dout;
-    lat_launch(be, &a);
+    lat_launch(be, &a, h);
     if (kind == K_HYDRA) {
         size_t TC = (size_t)a.T * C;
         SQ_LAUNCH(be, k_rnorms_back, be_blocks(a.T, 256), 256, 0, dq, scratch, q,

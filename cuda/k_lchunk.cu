@@ -107,17 +107,41 @@ static __device__ void lc_keys(const lat_args &a, const lc_w &w, const lc_kind &
     lc_load(s.b[1], a.v, (size_t)a.ld, w, c0, n, M_COPY, nullptr);
 }
 
-// Every chunk's keys into S (and z: linrec's sum of kf^2, linear's of kf):
-// the bidirectional forms' state before their first query
-static __device__ void lc_all_keys(const lat_args &a, const lc_w &w, const lc_kind &k, lc_sh &s)
+// S and z the sums, in order, of the slots of pieces q0 .. q1 - 1 (q
+// strides: the segment's slots of this head are H lat_slot floats apart)
+static __device__ __noinline__ void lc_sum(float *S, float *z, const float *slot0, const lc_w w,
+                                           int q0, int q1)
 {
-    for (int c0 = 0; c0 < w.L; c0 += w.R) {
+    size_t stride = (size_t)w.H * lat_slot(w.hs);
+    FOR_T(e2, w.hs * w.hs + w.hs) {
+        float s = 0.0f;
+        for (int q = q0; q < q1; q++)
+            s += slot0[(size_t)q * stride + e2];
+        if (e2 < w.hs * w.hs)
+            S[(e2 / w.hs) * w.sl + e2 % w.hs] = s;
+        else
+            z[e2 - w.hs * w.hs] = s;
+    }
+    lc_sync();
+}
+
+// Phase KEYS: the piece's keys' state, S = sum kf v^T and z (linrec's sum
+// of kf^2, linear's of kf), to its slot. Causal: a segment's last piece's
+// is never read, so it is not made.
+static __device__ void lc_keys_state(const lat_args &a, const lc_w &w, const lc_kind &k, lc_sh &s)
+{
+    if (w.causal && w.pid == w.np - 1)
+        return;
+    lc_zero(s.S, w.hs * w.sl);
+    lc_zero(s.z, w.hs);
+    for (int c0 = w.p0; c0 < w.p1; c0 += w.R) {
         int n = lc_n(w, c0);
         lc_keys(a, w, k, s, c0, n);
         if (k.kind != K_HYDRA)
             lc_colscan(s.b[5], s.b[0], s.z, w, n, lc_linrec(k), 0, 1);
         lc_accum(s.S, s.b[0], s.b[1], w, n);
     }
+    lc_put(lc_slot(a, w, w.pid), s.S, s.z, nullptr, w);
 }
 
 // The forward's queries U of a chunk (b[2]) from KF (b[0]): linrec's rk
@@ -159,20 +183,17 @@ static __device__ void lc_queries(const lat_args &a, const lc_w &w, const lc_kin
     lc_sync();
 }
 
-// A forward-direction pass's start: S and z zero, or (bidirectional) every
-// key in them
-static __device__ void lc_begin(const lat_args &a, const lc_w &w, const lc_kind &k, lc_sh &s)
+// A forward-direction pass's start: S and z the sums of the earlier
+// pieces' states (bidirectional: of every piece's)
+static __device__ void lc_begin(const lat_args &a, const lc_w &w, lc_sh &s)
 {
-    lc_zero(s.S, w.hs * w.sl);
-    lc_zero(s.z, w.hs);
-    if (!w.causal)
-        lc_all_keys(a, w, k, s);
+    lc_sum(s.S, s.z, lc_slot(a, w, 0), w, 0, w.causal ? w.pid : w.np);
 }
 
 static __device__ void lc_forward(const lat_args &a, const lc_w &w, const lc_kind &k, lc_sh &s)
 {
-    lc_begin(a, w, k, s);
-    for (int c0 = 0; c0 < w.L; c0 += w.R) {
+    lc_begin(a, w, s);
+    for (int c0 = w.p0; c0 < w.p1; c0 += w.R) {
         int n = lc_n(w, c0);
         if (w.causal)
             lc_keys(a, w, k, s, c0, n);
@@ -242,8 +263,8 @@ static __device__ void lc_rows_q(const lat_args &a, const lc_w &w, const lc_kind
 
 static __device__ void lc_back_q(const lat_args &a, const lc_w &w, const lc_kind &k, lc_sh &s)
 {
-    lc_begin(a, w, k, s);
-    for (int c0 = 0; c0 < w.L; c0 += w.R) {
+    lc_begin(a, w, s);
+    for (int c0 = w.p0; c0 < w.p1; c0 += w.R) {
         int n = lc_n(w, c0);
         if (w.causal)
             lc_keys(a, w, k, s, c0, n);
@@ -284,6 +305,27 @@ static __device__ void lc_urows(const lat_args &a, const lc_w &w, const lc_kind 
     lc_sync();
 }
 
+// Phase QUERIES: the piece's queries' state of pass 2, G = sum u dout^T
+// and g the sum of the row terms W, to its slot. Causal: a segment's first
+// piece's is never read, so it is not made.
+static __device__ void lc_queries_state(const lat_args &a, const lc_w &w, const lc_kind &k,
+                                        lc_sh &s)
+{
+    if (w.causal && w.pid == 0)
+        return;
+    lc_zero(s.S, w.hs * w.sl);
+    lc_zero(s.z, w.hs);
+    for (int c0 = w.p0; c0 < w.p1; c0 += w.R) {
+        int n = lc_n(w, c0);
+        lc_urows(a, w, k, s, c0, n);
+        lc_load(s.b[2], a.dout, (size_t)w.C, w, c0, n, M_COPY, nullptr);
+        lc_accum(s.S, s.b[4], s.b[2], w, n);
+        if (k.kind != K_HYDRA)
+            lc_colscan(s.b[5], s.b[5], s.z, w, n, 0, 0, 1);
+    }
+    lc_put(lc_slot(a, w, w.pid), s.S, s.z, nullptr, w);
+}
+
 // Backward pass 2, chunks backward: dv, and the keys' features' gradient
 // through each kind's map into dk (hydra's into the scratch's second row
 // buffer, assigned)
@@ -291,17 +333,8 @@ static __device__ void lc_back_k(const lat_args &a, const lc_w &w, const lc_kind
 {
     float *KF = s.b[0], *V = s.b[1], *DO = s.b[2], *DKF = s.b[3], *U = s.b[4], *W = s.b[5];
     size_t TC = (size_t)w.T * w.C, col = (size_t)w.h * w.hs;
-    lc_zero(s.S, w.hs * w.sl); // G
-    lc_zero(s.z, w.hs);        // g
-    for (int c0 = 0; !w.causal && c0 < w.L; c0 += w.R) { // every query first
-        int n = lc_n(w, c0);
-        lc_urows(a, w, k, s, c0, n);
-        lc_load(DO, a.dout, (size_t)w.C, w, c0, n, M_COPY, nullptr);
-        lc_accum(s.S, U, DO, w, n);
-        if (k.kind != K_HYDRA)
-            lc_colscan(W, W, s.z, w, n, 0, 0, 1);
-    }
-    for (int c0 = (w.L - 1) / w.R * w.R; c0 >= 0; c0 -= w.R) {
+    lc_sum(s.S, s.z, lc_slot(a, w, 0), w, w.causal ? w.pid + 1 : 0, w.np); // G, g
+    for (int c0 = lc_last(w); c0 >= w.p0; c0 -= w.R) {
         int n = lc_n(w, c0);
         lc_urows(a, w, k, s, c0, n);
         lc_load(DO, a.dout, (size_t)w.C, w, c0, n, M_COPY, nullptr);
@@ -333,7 +366,7 @@ static __device__ void lc_back_k(const lat_args &a, const lc_w &w, const lc_kind
     }
 }
 
-// A block a (segment, head): the forward, or the backward's two passes
+// A block a (piece, head): one phase of a chunked call (lattn.cuh)
 static __global__ __launch_bounds__(LC_THREADS, 1) void k_lchunk(lat_args a, int R)
 {
     BE_DYN_SHARED(float, sh);
@@ -348,20 +381,25 @@ static __global__ __launch_bounds__(LC_THREADS, 1) void k_lchunk(lat_args a, int
     s.z = s.P + (size_t)R * w.pl;
     s.rowf = s.z + w.hs;
     lc_kind k = lc_kind_of(a.kind);
-    if (a.fwd) {
+    switch (a.phase) {
+    case LC_KEYS:
+        lc_keys_state(a, w, k, s);
+        break;
+    case LC_FWD:
         lc_forward(a, w, k, s);
-    } else {
+        break;
+    case LC_BACK_Q:
         lc_back_q(a, w, k, s);
+        break;
+    case LC_QUERIES:
+        lc_queries_state(a, w, k, s);
+        break;
+    default:
         lc_back_k(a, w, k, s);
     }
 }
 
-int be_lchunk_launch(sq_gpu_be *be, const lat_args *a)
+void be_lchunk_launch(sq_gpu_be *be, const lat_args *a, int R, size_t bytes)
 {
-    size_t bytes = 0;
-    int R = a->kind == K_EFFICIENT ? 0 : lc_rows(a->C / a->H, 1, &bytes);
-    if (!R)
-        return 0;
-    SQ_LAUNCH(be, k_lchunk, (unsigned)a->B * (unsigned)a->H, LC_THREADS, bytes, *a, R);
-    return 1;
+    SQ_LAUNCH(be, k_lchunk, dim3((unsigned)a->ntiles, (unsigned)a->H), LC_THREADS, bytes, *a, R);
 }

@@ -12,15 +12,17 @@
 #include "lattn.cuh"
 
 #define LC_THREADS 256
-#define LC_SHARED_MAX (48 * 1024)
 
 #define FOR_T(i, n) for (int i = (int)threadIdx.x; i < (n); i += LC_THREADS)
 
-// A block's work: segment rows o .. o + L - 1, head h; chunk buffers and
+// A block's work: piece rows p0 .. p1 - 1 (segment rows; the piece is the
+// segment's pid-th of np) of the segment at rows o .. o + L - 1, head h;
+// its slot and its segment's are tile - pid + q (q = 0 .. np - 1) of the
+// workspace (lat_slot floats a head, heads together). Chunk buffers and
 // the state have rows sl = hs + 1 floats apart (a walk down a column then
 // spreads over the banks); P, R x R, has rows pl = R + 1 apart.
 struct lc_w {
-    int o, L, h, hs, sl, R, pl, ld, C, H, T, causal;
+    int o, L, h, hs, sl, R, pl, ld, C, H, T, causal, p0, p1, pid, np, tile;
 };
 
 enum { M_COPY, M_ELU, M_PHI }; // a row's feature map
@@ -134,15 +136,24 @@ static __device__ __forceinline__ int lc_n(const lc_w &w, int c0)
     return w.L - c0 < w.R ? w.L - c0 : w.R;
 }
 
-// The work of block (segment b, head h) of a grid of B H blocks, chunks of
-// R rows; w.L is 0 for an empty segment
+// The work of block (piece blockIdx.x, head blockIdx.y), chunks of R
+// rows; w.L is 0 for a dummy piece past the batch's
 static __device__ __forceinline__ lc_w lc_w_of(const lat_args &a, int R)
 {
-    int b = (int)blockIdx.x / a.H;
     lc_w w;
+    w.tile = (int)blockIdx.x;
+    int r0 = a.tiles[w.tile];
+    w.L = 0;
+    if (r0 < 0)
+        return w;
+    int b = be_seg_of(a.off, a.B, r0);
     w.o = a.off[b];
     w.L = a.off[b + 1] - w.o;
-    w.h = (int)blockIdx.x % a.H;
+    w.p0 = r0 - w.o;
+    w.p1 = w.L - w.p0 < SQ_LATTN_GPU_PIECE ? w.L : w.p0 + SQ_LATTN_GPU_PIECE;
+    w.pid = w.p0 / SQ_LATTN_GPU_PIECE;
+    w.np = (w.L + SQ_LATTN_GPU_PIECE - 1) / SQ_LATTN_GPU_PIECE;
+    w.h = (int)blockIdx.y;
     w.hs = a.C / a.H;
     w.sl = w.hs + 1;
     w.R = R;
@@ -155,22 +166,30 @@ static __device__ __forceinline__ lc_w lc_w_of(const lat_args &a, int R)
     return w;
 }
 
-// The rows a chunk for heads of hs dimensions (32 while the block's
-// buffers fit, else 16) and the shared bytes: the state, six chunk
-// buffers, the scores, vecs column vectors and a factor a row; 0 when not
-// even 16 rows fit.
-static inline int lc_rows(int hs, int vecs, size_t *bytes)
+// The slot of the segment's piece q (this head's)
+static __device__ __forceinline__ float *lc_slot(const lat_args &a, const lc_w &w, int q)
 {
-    for (int R = 32; R >= 16; R /= 2) {
-        size_t sl = (size_t)hs + 1;
-        size_t f = (size_t)hs * sl + 6 * (size_t)R * sl + (size_t)R * (R + 1) +
-                   (size_t)vecs * hs + R;
-        if (f * sizeof(float) <= LC_SHARED_MAX) {
-            *bytes = f * sizeof(float);
-            return R;
-        }
+    return a.ws + ((size_t)(w.tile - w.pid + q) * w.H + w.h) * lat_slot(w.hs);
+}
+
+// The last chunk's first row of the piece (a backward sweep's start)
+static __device__ __forceinline__ int lc_last(const lc_w &w)
+{
+    return w.p0 + (w.p1 - 1 - w.p0) / w.R * w.R;
+}
+
+// The block's slot from its state S (rows sl apart) and columns z1, z2
+// (z2 may be null: zeros)
+static __device__ __noinline__ void lc_put(float *slot, const float *S, const float *z1,
+                                           const float *z2, const lc_w w)
+{
+    int nn = w.hs * w.hs;
+    FOR_T(e2, nn + 2 * w.hs) {
+        int c = e2 - nn;
+        slot[e2] = e2 < nn ? S[(e2 / w.hs) * w.sl + e2 % w.hs]
+                   : c < w.hs ? z1[c] : z2 ? z2[c - w.hs] : 0.0f;
     }
-    return 0;
+    lc_sync();
 }
 
 #endif

@@ -70,7 +70,8 @@ void R(sq_mix_linear_backward)(const R(sq_mix_args) *a, const real *out, const r
 SQ_MIXER_FUNCS(sq_mix_linear_forward, sq_mix_linear_backward)
 
 /* The kernel's sizes for a batch of cap.B sequences over cap.T rows (the
- * kernels' size functions take offsets: an even split bounds them). */
+ * kernels' size functions take offsets: an even split bounds them; the
+ * GPU's pieces are counted by a bound of T and B alone). */
 size_t sq_mix_linear_kernel_size(const sq_mixer_env *env, const sq_mixer_cap *cap, int scratch,
                                  int lattn_kind)
 {
@@ -81,8 +82,9 @@ size_t sq_mix_linear_kernel_size(const sq_mixer_env *env, const sq_mixer_cap *ca
     for (int b = 0; b <= B; b++)
         off[b] = (int)((int64_t)T * b / B);
     sq_lattn_kind k = (sq_lattn_kind)lattn_kind;
-    size_t n = scratch ? sq_lattn_scratch_size(k, off, B, env->heads, env->dim)
-                       : sq_lattn_cache_size(k, off, B, env->heads, env->dim);
+    size_t n = !scratch  ? sq_lattn_cache_size(k, off, B, env->heads, env->dim)
+               : cap->gpu ? sq_lattn_gpu_scratch_size(k, off, B, env->heads, env->dim)
+                          : sq_lattn_scratch_size(k, off, B, env->heads, env->dim);
     free(off);
     return n;
 }

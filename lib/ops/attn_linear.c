@@ -101,6 +101,18 @@ size_t sq_lattn_scratch_size(sq_lattn_kind kind, const int *off, int B,
     return (size_t)row_bufs(kind) * T * (size_t)C +
            (size_t)n_groups(B) * (size_t)H * slot_size(C / H);
 }
+
+/* A piece's state on a GPU: an hs x hs matrix and two columns (z, or
+ * efficient's maximum and sum), per head */
+size_t sq_lattn_gpu_scratch_size(sq_lattn_kind kind, const int *off, int B,
+                                 int H, int C)
+{
+    size_t T = (size_t)off[B], P = SQ_LATTN_GPU_PIECE, hs = (size_t)(C / H);
+    size_t pieces = (T + (P - 1) * (size_t)B) / P;
+    size_t states = pieces * (size_t)H * (hs * hs + 2 * hs);
+    size_t slots = (size_t)n_groups(B) * (size_t)H * slot_size(C / H);
+    return (size_t)row_bufs(kind) * T * (size_t)C + (states > slots ? states : slots);
+}
 #endif
 
 /* ------------------------------------------------------------------------ */

@@ -89,6 +89,13 @@
  *            G*H items: one long segment with H = 1 runs on one thread;
  *            below ~16k multiply-adds an op does not fork at all).
  * Both are O(T C + H hs^2) = O(T C + C^2): never len^2.
+ *   On a GPU context the scratch is sq_lattn_gpu_scratch_size(kind, off,
+ *   B, H, C) reals instead: the row buffers, then room for the larger of
+ *   the G*H slots and a state per piece and head, a piece being
+ *   SQ_LATTN_GPU_PIECE rows of a segment from its start. The GPU's chunked
+ *   forms (cuda/k_lchunk.cu, k_echunk.cu) run the pieces of a long segment
+ *   on separate blocks, each from the sum of the earlier (or, backward,
+ *   the later) pieces' states; O(T C hs / SQ_LATTN_GPU_PIECE) more.
  *
  * CONVENTIONS (ops.h): backward ADDS into dq, dk, dv (stride ld, like q,
  * k, v); it needs the forward's cache and the same q, k, v; it does not read
@@ -139,6 +146,11 @@ size_t sq_lattn_cache_size(sq_lattn_kind kind, const int *off, int B, int H,
                            int C);
 size_t sq_lattn_scratch_size(sq_lattn_kind kind, const int *off, int B,
                              int H, int C);
+
+/* The GPU's scratch (see BUFFERS; SQ_LATTN_GPU_PIECE is gpu_ops.h's): the
+ * pieces counted by the bound (T + (P - 1) B) / P, whatever the split. */
+size_t sq_lattn_gpu_scratch_size(sq_lattn_kind kind, const int *off, int B,
+                                 int H, int C);
 
 #define SQ_TWICE "attn_linear.h"
 #include "twice.h"

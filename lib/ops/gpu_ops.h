@@ -37,6 +37,12 @@
 #include <stdint.h>
 #include "err.h"
 
+/* The rows of a piece of a segment in the GPU's chunked linear attention
+ * (k_lchunk.cu, k_echunk.cu): the GPU scratch's size (attn_linear.h
+ * sq_lattn_gpu_scratch_size) and the kernels' split agree on it. A
+ * multiple of the chunks' 32 and 16 rows. */
+#define SQ_LATTN_GPU_PIECE 128
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -139,7 +139,10 @@ static void lattn_case_k(unit_ctx *t, cuda_env *g, int kind, const int *len, int
                       qkv + 2 * C, cache, ld, off, B, H, C, causal);
     CHECK_EQ(cuda_stage_off(g, off, B), 0);
     float *x = cuda_up(g, qkv, n3), *dd = cuda_up(g, dout, tc), *dg = cuda_up(g, g0, n3);
-    float *dc = cuda_zeros(g, nc), *ds = cuda_zeros(g, ns), *dy = cuda_zeros(g, tc);
+    /* the GPU's scratch: room for a state per piece (attn_linear.h) */
+    size_t nsg = sq_lattn_gpu_scratch_size(kind, off, B, H, C);
+    CHECK(nsg >= ns);
+    float *dc = cuda_zeros(g, nc), *ds = cuda_zeros(g, nsg), *dy = cuda_zeros(g, tc);
     sq_lattn_forward(&g->cx, kind, dy, dc, ds, x, x + C, x + 2 * C, ld, off, B, H, C, causal);
     sq_lattn_backward(&g->cx, kind, dg, dg + C, dg + 2 * C, ds, dd, x, x + C, x + 2 * C, dc, ld,
                       off, B, H, C, causal);
@@ -148,10 +151,16 @@ static void lattn_case_k(unit_ctx *t, cuda_env *g, int kind, const int *len, int
     CHECK(cuda_down(g, gout, dy, tc) == 0 && cuda_close_to(gout, out, tc, 1e-5, 1e-4, what));
     snprintf(what, sizeof what, "lattn kind %d causal %d grads", kind, causal);
     CHECK(cuda_down(g, gd, dg, n3) == 0 && cuda_close_to(gd, dqkv, n3, 1e-5, 1e-4, what));
-    /* the GPU's output against the definition (tests/ref) too */
+    /* the GPU's output against the definition (tests/ref) too, for
+     * segments of up to 128 rows: its long-double sums are O(L^2 hs)
+     * exponentials (most of a run's time over longer ones, which the CPU
+     * twin, checked against it in test_attn_linear, vouches for) */
+    int longest = 0;
+    for (int b = 0; b < B; b++)
+        longest = len[b] > longest ? len[b] : longest;
     double *xd = cuda_to_double(qkv, n3), *ref = malloc(tc * sizeof *ref);
     CHECK(xd && ref);
-    if (xd && ref) {
+    if (xd && ref && longest <= 128) {
         ref_lattn((sq_lattn_kind)kind, ref, xd, xd + C, xd + 2 * C, ld, off, B, H, C, causal);
         snprintf(what, sizeof what, "lattn kind %d causal %d out vs tests/ref", kind, causal);
         CHECK(cuda_close_to_ref(gout, ref, tc, 1e-5, 1e-4, what));
@@ -215,5 +224,28 @@ UNIT_TEST(cuda_lattn_shapes)
                 lattn_case(t, &g, kind, longer, 3, 2, 64, causal);
     for (int causal = 0; causal < 2; causal++)
         lattn_case_k(t, &g, SQ_LATTN_EFFICIENT, longer, 3, 2, 64, causal, 60.0f);
+    cuda_close(&g);
+}
+
+/* Long segments in pieces of SQ_LATTN_GPU_PIECE (128) rows, each on its
+ * own blocks from the sum of the other pieces' states: 300 rows (two whole
+ * pieces and 44 rows), 129 (a piece and a row), 128 (one whole), beside a
+ * short one; chunks of 32 (a head of 16) and of 16 (64) inside them. */
+UNIT_TEST(cuda_lattn_pieces)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    static const int lens[] = {300, 5, 129, 128};
+    for (int kind = SQ_LATTN_LINREC; kind <= SQ_LATTN_HYDRA; kind++)
+        for (int causal = 0; causal < 2; causal++) {
+            int hydra = kind == SQ_LATTN_HYDRA;
+            lattn_case(t, &g, kind, lens, 4, hydra ? 32 : 2, 32, causal);
+            lattn_case(t, &g, kind, lens, 4, 1, 64, causal);
+        }
+    for (int causal = 0; causal < 2; causal++) {
+        lattn_case(t, &g, SQ_LATTN_LINREC_PAPER, lens, 4, 2, 32, causal);
+        lattn_case_k(t, &g, SQ_LATTN_EFFICIENT, lens, 4, 2, 32, causal, 60.0f);
+    }
     cuda_close(&g);
 }
