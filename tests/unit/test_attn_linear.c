@@ -28,6 +28,7 @@
 #endif
 
 #include "attn_linear.h"
+#include "gpu_ops.h"
 #include "gradcheck.h"
 #include "ops.h"
 #include "ref_ops.h"
@@ -452,4 +453,38 @@ UNIT_TEST(test_attn_linear_memory)
     gc_note(t->name, "peak RSS growth (MiB)", grow_kb / 1024.0);
     gc_note(t->name, "CPU seconds", secs);
     free(qkv); free(w); free(res);
+}
+
+/* The GPU's scratch (sq_lattn_gpu_scratch_size): the CPU's row buffers,
+ * then the larger of the CPU's slots and a state per piece and head, the
+ * pieces counted by a bound of T and B alone, so that any split of the
+ * same rows into as many segments fits the size an even split gave. */
+UNIT_TEST(test_attn_linear_gpu_scratch)
+{
+    enum { P = SQ_LATTN_GPU_PIECE };
+    int H = 2, C = 64, hs = 32;
+    size_t slot = (size_t)hs * hs + 2 * (size_t)hs;
+    /* one segment of 1000 rows: 8 pieces */
+    int one[2] = {0, 1000};
+    size_t want = 1000 * (size_t)C + 8 * (size_t)H * slot;
+    CHECK_EQ(sq_lattn_gpu_scratch_size(SQ_LATTN_LINREC, one, 1, H, C), want);
+    CHECK_EQ(sq_lattn_gpu_scratch_size(SQ_LATTN_HYDRA, one, 1, C, C),
+             2 * 1000 * (size_t)C + (size_t)((1000 + P - 1) / P) * C * 3);
+    /* 3 segments of 300 rows (9 pieces) or of 1, 1 and 898 (1 + 1 + 8 =
+     * 10): both sized by the bound (900 + 127 * 3) / 128 = 10 */
+    int even[4] = {0, 300, 600, 900}, uneven[4] = {0, 1, 2, 900};
+    size_t a = sq_lattn_gpu_scratch_size(SQ_LATTN_EFFICIENT, even, 3, H, C);
+    size_t b = sq_lattn_gpu_scratch_size(SQ_LATTN_EFFICIENT, uneven, 3, H, C);
+    CHECK_EQ(a, b);
+    size_t pieces = (900 + (size_t)(P - 1) * 3) / P;
+    CHECK(pieces >= 10);
+    CHECK_EQ(a, 900 * (size_t)C + pieces * (size_t)H * slot);
+    /* never less than the CPU's (many short segments: the slots win) */
+    int many[41];
+    for (int i = 0; i <= 40; i++)
+        many[i] = i;
+    CHECK(sq_lattn_gpu_scratch_size(SQ_LATTN_LINEAR, many, 40, H, C) >=
+          sq_lattn_scratch_size(SQ_LATTN_LINEAR, many, 40, H, C));
+    CHECK_EQ(sq_lattn_gpu_scratch_size(SQ_LATTN_LINEAR, many, 40, H, C),
+             sq_lattn_scratch_size(SQ_LATTN_LINEAR, many, 40, H, C));
 }
