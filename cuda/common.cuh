@@ -408,6 +408,8 @@ static __device__ inline double be_block_sum_d(double s, double *sh)
 // (`per`: taps, ...) and C alone: at least BE_SUM_ROWS rows a group, and G
 // x per x C partials within BE_SUM_WS and G within the grid's 65535.
 #define BE_SUM_LANES 8
+// dst[c] += the column sums of x [T, C] (k_rows.cu: the two passes)
+void be_colsum(sq_gpu_be *be, float *dst, const float *x, int T, int C);
 #define BE_SUM_ROWS 128
 
 static inline int be_sum_groups(int T, int per, int C, int *R)

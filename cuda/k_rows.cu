@@ -297,6 +297,11 @@ static void colsum(sq_gpu_be *be, float *dst, const float *dout, const float *in
               G, C);
 }
 
+void be_colsum(sq_gpu_be *be, float *dst, const float *x, int T, int C)
+{
+    colsum(be, dst, x, NULL, NULL, NULL, T, C, 0);
+}
+
 // ---- LayerNorm: a warp per row ------------------------------------------
 
 #define LN_ROWS 8 // rows (warps) a block
