@@ -32,14 +32,18 @@
 // than subtract a rounded lse, so it loses no more than the CPU's does to
 // keys of large magnitude. The intra-chunk terms take an exp per (query,
 // key, column), R^2 hs / 2 a chunk: the price of a stable form without a
-// row-serial maximum. Bidirectional: m and z are every key's, found by a
-// first pass; S (or G and g) sums every chunk first, and nothing is
-// intra-chunk.
+// row-serial maximum. Pieces as k_lchunk.cu: phase KEYS puts each
+// piece's m, z and S (at its own maximum) in its slot, and a block starts
+// from the earlier pieces' folded at their largest maximum; QUERIES puts
+// each piece's G and g at its first row's lse, and BACK_K folds the later
+// pieces' at the next piece's first row's lse (every factor <= 1).
+// Bidirectional: m and z are every key's (every piece folded), S (or G
+// and g) every chunk's, and nothing is intra-chunk.
 //
 // Sums run in a fixed order: results equal the CPU's to float rounding
 // (test_cuda_attn: 1e-5 absolute + 1e-4 relative, keys up to 60 times the
 // usual scale), and two runs give the same bits. Budget:
-// __launch_bounds__(256, 1), 106 (sm_80) and 112 (sm_90) registers, no
+// __launch_bounds__(256, 1), 111 (sm_80) and 125 (sm_90) registers, no
 // spills; dynamic shared memory lc_rows(hs, 3): heads of up to 70
 // dimensions; over that, k_lattn.cu's sweep.
 #include "lchunk.cuh"
@@ -466,11 +470,7 @@ static __global__ __launch_bounds__(LC_THREADS, 1) void k_echunk(lat_args a, int
     if (w.L <= 0)
         return;
     ec_sh s;
-    s.S = sh;
-    for (int i = 0; i < 6; i++)
-        s.b[i] = sh + (size_t)w.hs * w.sl + (size_t)i * R * w.sl;
-    s.P = s.b[5] + (size_t)R * w.sl;
-    s.m = s.P + (size_t)R * w.pl;
+    s.m = lc_carve(sh, w, &s.S, s.b, &s.P);
     s.z = s.m + w.hs;
     s.r = s.z + w.hs;
     s.rowf = s.r + w.hs;

@@ -3,9 +3,9 @@
 //
 // k_lattn.cu sweeps a segment row by row, each row a dozen block-wide
 // statements with a barrier each: L sequential steps for L rows, so one
-// long segment (N = 16384, B = 1) is 16384 steps on two blocks. Here the
-// same block (segment b, head h, its state in shared memory) takes R rows
-// a step (R = 32, or 16 for heads over 44 dimensions), as in the chunked
+// long segment (N = 16384, B = 1) is 16384 steps on two blocks. Here a
+// block (a piece of a segment, head h, its state in shared memory) takes
+// R rows a step (R = 32, or 16 for heads over 45 dimensions), as in the chunked
 // forms of linear attention (Katharopoulos et al.; Yang et al.'s GLA):
 // with S = sum over the earlier chunks of kf_j v_j^T,
 //   out_c = U_c S + tril(U_c KF_c^T) V_c,   then   S += KF_c^T V_c
@@ -28,11 +28,23 @@
 // The caches and the backward's row buffers are the CPU's (attn_linear.h
 // BUFFERS): the forward's cache is what the CPU's backward reads and back.
 //
+// Pieces: a segment's pieces of SQ_LATTN_GPU_PIECE (128) rows from its
+// start each run on their own block, so one long segment fills the GPU
+// (16384 rows: 128 blocks a head). Phase KEYS puts each piece's sum of kf
+// v^T and of z's terms in its slot of the workspace (the GPU scratch after
+// its row buffers); FWD and BACK_Q start from the sum of the earlier
+// pieces' slots (bidirectional: of all), in piece order. Pass 2 likewise:
+// QUERIES puts each piece's sum of u dout^T and of the row terms w in its
+// slot, and BACK_K starts from the later pieces'. A causal segment's last
+// (QUERIES: first) piece's slot is never read and not made.
+//
 // Sums run in a fixed order (a chunk's rows in order, the chunks in order),
 // not the CPU's row-at-a-time order: results equal the CPU's to float
 // rounding (test_cuda_attn: 1e-5 absolute + 1e-4 relative), and two runs
-// give the same bits. Budget: __launch_bounds__(256, 1), 111 (sm_80) and
-// 126 (sm_90) registers, dynamic shared memory hs (hs + 1) + 6 R (hs + 1)
+// give the same bits; pieces and chunks are counted from each segment's
+// start, so a row's sums do not follow the packing. Budget:
+// __launch_bounds__(256, 1), 108 (sm_80) and 113 (sm_90) registers, no
+// stack, dynamic shared memory hs (hs + 1) + 6 R (hs + 1)
 // + R (R + 1) + hs + R floats, at most 48 KiB (heads of up to 70
 // dimensions); no spills. The block-wide steps (lc_load ... lc_rowdot) are
 // lchunk.cuh's, shared with efficient's chunks (k_echunk.cu).
@@ -374,11 +386,7 @@ static __global__ __launch_bounds__(LC_THREADS, 1) void k_lchunk(lat_args a, int
     if (w.L <= 0)
         return;
     lc_sh s;
-    s.S = sh;
-    for (int i = 0; i < 6; i++)
-        s.b[i] = sh + (size_t)w.hs * w.sl + (size_t)i * R * w.sl;
-    s.P = s.b[5] + (size_t)R * w.sl;
-    s.z = s.P + (size_t)R * w.pl;
+    s.z = lc_carve(sh, w, &s.S, s.b, &s.P);
     s.rowf = s.z + w.hs;
     lc_kind k = lc_kind_of(a.kind);
     switch (a.phase) {

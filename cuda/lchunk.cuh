@@ -166,6 +166,19 @@ static __device__ __forceinline__ lc_w lc_w_of(const lat_args &a, int R)
     return w;
 }
 
+// The block's dynamic shared memory carved: the state S, six chunk
+// buffers b and the scores P (lattn.cuh lat_chunk_rows); returns where
+// the column vectors start
+static __device__ __forceinline__ float *lc_carve(float *sh, const lc_w &w, float **S, float **b,
+                                                  float **P)
+{
+    *S = sh;
+    for (int i = 0; i < 6; i++)
+        b[i] = sh + (size_t)w.hs * w.sl + (size_t)i * w.R * w.sl;
+    *P = b[5] + (size_t)w.R * w.sl;
+    return *P + (size_t)w.R * w.pl;
+}
+
 // The slot of the segment's piece q (this head's)
 static __device__ __forceinline__ float *lc_slot(const lat_args &a, const lc_w &w, int q)
 {
