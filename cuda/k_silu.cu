@@ -17,8 +17,9 @@
 //   dv_j += sum_i a_ij dout_i
 //   drab[h, d] += sum_b sum_{i - j = d} ds_ij   a warp per (segment, head,
 //                 distance) into the caller's scratch (attn_silu.h's B H
-//                 max_len), rows ascending as the CPU's, then a thread per
-//                 (head, distance) adds the segments' sums in order.
+//                 max_len), a lane a row (rows l, l + 32, ...), then a
+//                 thread per (head, distance) adds the segments' sums in
+//                 order.
 // Every sum in a fixed order, no atomics: two runs give the same bits;
 // equal to the CPU's to float rounding (expf here, the CPU's exp; other
 // orders of the dot products' terms). Tiles counted from each segment's
@@ -26,7 +27,7 @@
 //
 // Budget: __launch_bounds__(256) (8 warps); static shared memory 36 KiB
 // (forward) and 40 KiB (dq, dk/dv); no spills. drab's kernels: no shared
-// memory, about 30 registers of head data a thread.
+// memory, 48 registers (sm_90).
 #include "common.cuh"
 
 #define SL_WARPS 8
@@ -250,8 +251,12 @@ static __global__ __launch_bounds__(SL_WARPS * 32) void k_silu_dkv(
         sl_add(dv + (size_t)j * a.ld + cv, av, a.dv, lane);
 }
 
-// part[(b H + h) max_len + d] = sum over rows i ascending of segment b of
-// ds(i, i - d) (0 for d >= its length): the CPU's per-pair partial sums
+// part[(b H + h) max_len + d] = the sum over the rows i of segment b of
+// ds(i, i - d) (0 for d >= its length), a warp a (segment, head,
+// distance): lane l takes rows d + l, d + l + 32, ..., each pair's two
+// dot products in the lane (rows differ across the lanes, the L1 holds
+// them), and the lanes' sums meet in one warp sum at the end, rather than
+// two warp sums a pair walking the rows one at a time
 static __global__ __launch_bounds__(SL_WARPS * 32) void k_silu_drab_part(
     float *part, const float *dout, const float *q, const float *k, const float *v,
     const float *rab, const int *off, sl_args a)
@@ -261,17 +266,20 @@ static __global__ __launch_bounds__(SL_WARPS * 32) void k_silu_drab_part(
         return;
     int d = w % a.max_len, bh = w / a.max_len, b = bh / a.H, h = bh % a.H;
     int o = off[b], L = off[b + 1] - o;
-    float bias = rab[(size_t)h * a.max_len + d];
-    float qi[SL_M], gi[SL_M], kj[SL_M], vj[SL_M], acc = 0, coef;
-    for (int i = d; i < L; i++) {
+    float bias = rab[(size_t)h * a.max_len + d], acc = 0, coef;
+    for (int i = d + lane; i < L; i += 32) {
         size_t ri = (size_t)(o + i) * a.ld, rj = (size_t)(o + i - d) * a.ld;
-        sl_load(qi, q + ri + (size_t)h * a.dqk, a.dqk, lane);
-        sl_load(kj, k + rj + (size_t)h * a.dqk, a.dqk, lane);
-        sl_load(gi, dout + (size_t)(o + i) * a.H * a.dv + (size_t)h * a.dv, a.dv, lane);
-        sl_load(vj, v + rj + (size_t)h * a.dv, a.dv, lane);
-        float s = sl_dot(qi, kj) + bias;
-        acc += sl_ds(s, sl_dot(gi, vj), a.scale, &coef);
+        const float *qi = q + ri + (size_t)h * a.dqk, *kj = k + rj + (size_t)h * a.dqk;
+        const float *gi = dout + (size_t)(o + i) * a.H * a.dv + (size_t)h * a.dv;
+        const float *vj = v + rj + (size_t)h * a.dv;
+        float s = 0, da = 0;
+        for (int e = 0; e < a.dqk; e++)
+            s += qi[e] * kj[e];
+        for (int e = 0; e < a.dv; e++)
+            da += gi[e] * vj[e];
+        acc += sl_ds(s + bias, da, a.scale, &coef);
     }
+    acc = be_warp_sum(acc);
     if (lane == 0)
         part[w] = acc;
 }
