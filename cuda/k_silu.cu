@@ -49,16 +49,6 @@ static __device__ __forceinline__ float sl_sigmoid(float x)
     return e / (1.0f + e);
 }
 
-// r[m] = p[lane + 32 m] (0 past n)
-static __device__ __forceinline__ void sl_load(float *r, const float *p, int n, int lane)
-{
-    SL_UNROLL
-    for (int m = 0; m < SL_M; m++) {
-        int d = lane + 32 * m;
-        r[m] = d < n ? p[d] : 0.0f;
-    }
-}
-
 // p[lane + 32 m] += r[m] (d < n)
 static __device__ __forceinline__ void sl_add(float *p, const float *r, int n, int lane)
 {
@@ -68,16 +58,6 @@ static __device__ __forceinline__ void sl_add(float *p, const float *r, int n, i
         if (d < n)
             p[d] += r[m];
     }
-}
-
-// a . b over the lanes' dimensions (every lane gets it)
-static __device__ __forceinline__ float sl_dot(const float *a, const float *b)
-{
-    float s = 0;
-    SL_UNROLL
-    for (int m = 0; m < SL_M; m++)
-        s += a[m] * b[m];
-    return be_warp_sum(s);
 }
 
 // The shapes every kernel takes.

@@ -249,3 +249,52 @@ UNIT_TEST(cuda_lattn_pieces)
     }
     cuda_close(&g);
 }
+
+/* The GPU forward of the segment lens[1] of a batch (q|k|v rows [T, 3C]):
+ * its output rows into y */
+static void lattn_seg_out(unit_ctx *t, cuda_env *g, int kind, const float *qkv, const int *lens,
+                          int B, int H, int C, int causal, float *y)
+{
+    int off[8];
+    int T = sq_pack_offsets(off, lens, B), ld = 3 * C;
+    size_t nc = sq_lattn_cache_size(kind, off, B, H, C);
+    size_t ns = sq_lattn_gpu_scratch_size(kind, off, B, H, C);
+    CHECK_EQ(cuda_stage_off(g, off, B), 0);
+    float *x = cuda_up(g, qkv, (size_t)T * ld), *dc = cuda_zeros(g, nc);
+    float *ds = cuda_zeros(g, ns), *dy = cuda_zeros(g, (size_t)T * C);
+    sq_lattn_forward(&g->cx, kind, dy, dc, ds, x, x + C, x + 2 * C, ld, off, B, H, C, causal);
+    CHECK(cuda_down(g, y, dy + (size_t)off[1] * C, (size_t)lens[1] * C) == 0);
+}
+
+/* Scoring's guarantee over pieces: a segment's outputs are the same bits
+ * whatever shares its batch (pieces and chunks from its own start). The
+ * 300-row segment after 5 rows and before 129, or after 77 rows alone. */
+UNIT_TEST(cuda_lattn_pieces_batch)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    enum { C = 32, H = 2, LD = 3 * C };
+    static const int a[] = {5, 300, 129}, b[] = {77, 300};
+    sq_rng r;
+    sq_rng_seed(&r, 2026, 0);
+    float *xa = malloc((size_t)434 * LD * sizeof *xa), *xb = malloc((size_t)377 * LD * sizeof *xb);
+    float *ya = malloc((size_t)300 * C * sizeof *ya), *yb = malloc((size_t)300 * C * sizeof *yb);
+    CHECK(xa && xb && ya && yb);
+    if (xa && xb && ya && yb) {
+        for (size_t i = 0; i < (size_t)434 * LD; i++)
+            xa[i] = (float)sq_rng_normal(&r);
+        for (size_t i = 0; i < (size_t)377 * LD; i++)
+            xb[i] = (float)sq_rng_normal(&r);
+        memcpy(xb + (size_t)77 * LD, xa + (size_t)5 * LD, (size_t)300 * LD * sizeof *xa);
+        static const int kinds[] = {SQ_LATTN_LINREC, SQ_LATTN_LINEAR, SQ_LATTN_EFFICIENT};
+        for (int k = 0; k < 3; k++)
+            for (int causal = 0; causal < 2; causal++) {
+                lattn_seg_out(t, &g, kinds[k], xa, a, 3, H, C, causal, ya);
+                lattn_seg_out(t, &g, kinds[k], xb, b, 2, H, C, causal, yb);
+                CHECK(memcmp(ya, yb, (size_t)300 * C * sizeof *ya) == 0);
+            }
+    }
+    free(xa); free(xb); free(ya); free(yb);
+    cuda_close(&g);
+}
