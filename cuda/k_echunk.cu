@@ -277,6 +277,25 @@ static __device__ void ec_begin(const lat_args &a, const lc_w &w, const ec_sh &s
     ec_fold(s.S, s.z, s.P, in, s.m, w, 0, q1);
 }
 
+// A forward-direction chunk's keys and values into b[0] and b[1] (the
+// causal passes'; the bidirectional ones have every key in S already)
+static __device__ void ec_keys(const lat_args &a, const lc_w &w, const ec_sh &s, int c0, int n)
+{
+    lc_load(s.b[0], a.k, (size_t)a.ld, w, c0, n, M_COPY, nullptr);
+    lc_load(s.b[1], a.v, (size_t)a.ld, w, c0, n, M_COPY, nullptr);
+}
+
+// After a chunk (causal passes, and every piece's KEYS): S to the
+// reference of its last row, the running maximum M[n - 1]: S = e^{r - r'} S + sum_j e^{k_j - r'} v_j^T (K is
+// overwritten)
+static __device__ void ec_push(const lc_w &w, const ec_sh &s, const float *M, int n)
+{
+    const float *rn = M + (n - 1) * w.sl;
+    ec_scale(s.b[0], rn, nullptr, w, n, 1);
+    ec_rebase(s.S, nullptr, nullptr, s.r, rn, M, w, n, 0);
+    lc_accum(s.S, s.b[0], s.b[1], w, n);
+}
+
 // Phase KEYS: the piece's keys scanned and summed as the forward does,
 // its m, z and S (at r = m) to its slot. Causal: a segment's last piece's
 // is never read, so it is not made.
@@ -293,38 +312,11 @@ static __device__ void ec_keys_state(const lat_args &a, const lc_w &w, const ec_
     lc_sync();
     for (int c0 = w.p0; c0 < w.p1; c0 += w.R) {
         int n = lc_n(w, c0);
-        lc_load(s.b[0], a.k, (size_t)a.ld, w, c0, n, M_COPY, nullptr);
-        lc_load(s.b[1], a.v, (size_t)a.ld, w, c0, n, M_COPY, nullptr);
+        ec_keys(a, w, s, c0, n);
         ec_scan(s.b[5], nullptr, s.b[0], s.m, s.z, nullptr, w, c0, n, 1, 0);
-        const float *rn = s.b[5] + (n - 1) * w.sl;
-        ec_scale(s.b[0], rn, nullptr, w, n, 1);
-        ec_rebase(s.S, nullptr, nullptr, s.r, rn, s.b[5], w, n, 0);
-        lc_accum(s.S, s.b[0], s.b[1], w, n);
+        ec_push(w, s, s.b[5], n);
     }
     lc_put(lc_slot(a, w, w.pid), s.S, s.m, s.z, w);
-}
-
-// A forward-direction chunk's keys and values into b[0] and b[1]
-// (causal; the bidirectional forms have every key in S already)
-static __device__ void ec_keys(const lat_args &a, const lc_w &w, const ec_sh &s, int c0, int n)
-{
-    if (!w.causal)
-        return;
-    lc_load(s.b[0], a.k, (size_t)a.ld, w, c0, n, M_COPY, nullptr);
-    lc_load(s.b[1], a.v, (size_t)a.ld, w, c0, n, M_COPY, nullptr);
-}
-
-// After a causal chunk: S to the reference of its last row, the running
-// maximum M[n - 1]: S = e^{r - r'} S + sum_j e^{k_j - r'} v_j^T (K is
-// overwritten)
-static __device__ void ec_push(const lc_w &w, const ec_sh &s, const float *M, int n)
-{
-    if (!w.causal)
-        return;
-    const float *rn = M + (n - 1) * w.sl;
-    ec_scale(s.b[0], rn, nullptr, w, n, 1);
-    ec_rebase(s.S, nullptr, nullptr, s.r, rn, M, w, n, 0);
-    lc_accum(s.S, s.b[0], s.b[1], w, n);
 }
 
 // out_i = U_i S + sum_{j <= i} A[i][j] v_j with U_i = p_i / z_i (.)
@@ -335,7 +327,8 @@ static __device__ void ec_forward(const lat_args &a, const lc_w &w, const ec_sh 
     ec_begin(a, w, s);
     for (int c0 = w.p0; c0 < w.p1; c0 += w.R) {
         int n = lc_n(w, c0);
-        ec_keys(a, w, s, c0, n);
+        if (w.causal)
+            ec_keys(a, w, s, c0, n);
         ec_queries(U, a, w, c0, n);
         ec_scan(M, U, w.causal ? K : nullptr, s.m, s.z, a.cache, w, c0, n, w.causal, 1);
         if (w.causal)
@@ -343,7 +336,8 @@ static __device__ void ec_forward(const lat_args &a, const lc_w &w, const ec_sh 
         ec_scale(U, s.r, M, w, n, 0);
         float *out = a.out + (size_t)(w.o + c0) * w.C + (size_t)w.h * w.hs;
         lc_apply(out, (size_t)w.C, 0, U, s.S, 0, w.causal ? s.P : nullptr, V, w, n);
-        ec_push(w, s, M, n);
+        if (w.causal)
+            ec_push(w, s, M, n);
     }
 }
 
@@ -356,7 +350,8 @@ static __device__ void ec_back_q(const lat_args &a, const lc_w &w, const ec_sh &
     ec_begin(a, w, s);
     for (int c0 = w.p0; c0 < w.p1; c0 += w.R) {
         int n = lc_n(w, c0);
-        ec_keys(a, w, s, c0, n);
+        if (w.causal)
+            ec_keys(a, w, s, c0, n);
         ec_scan(M, DP, w.causal ? K : nullptr, s.m, s.z, nullptr, w, c0, n, w.causal, 0);
         lc_load(DO, a.dout, (size_t)w.C, w, c0, n, M_COPY, nullptr);
         ec_queries(Pq, a, w, c0, n);
@@ -372,7 +367,8 @@ static __device__ void ec_back_q(const lat_args &a, const lc_w &w, const ec_sh &
             a.scratch[t * w.C + col + d] = p * dp;
         }
         lc_sync();
-        ec_push(w, s, M, n);
+        if (w.causal)
+            ec_push(w, s, M, n);
     }
 }
 
