@@ -732,10 +732,30 @@ static void shared_garbage(void)
         memset(a, 0xcd, (size_t)(b - a));
 }
 
+// SEQREC_SIM_TRACE=FILE: a line a launch run (name, blocks, threads a
+// block, dynamic shared bytes) appended to FILE, to read a step's launches
+// and their grids (how many, and which run few blocks for large inputs)
+// without a GPU. Not a timing: the simulated device's costs are not a GPU's.
+static void trace_launch(const char *kern, dim3 grid, dim3 block, size_t shmem)
+{
+    static FILE *f;
+    static int tried;
+    if (!tried) {
+        tried = 1;
+        const char *v = getenv("SEQREC_SIM_TRACE");
+        if (v && *v && !(f = fopen(v, "a")))
+            die("SEQREC_SIM_TRACE: cannot open %s", v);
+    }
+    if (f)
+        fprintf(f, "%s,%llu,%u,%zu\n", kern,
+                (unsigned long long)grid.x * grid.y * grid.z, block.x * block.y * block.z, shmem);
+}
+
 static cudaError_t run_grid(const char *kern, dim3 grid, dim3 block, size_t shmem,
                            const std::function<void()> &body)
 {
     size_t n = (size_t)block.x * block.y * block.z;
+    trace_launch(kern, grid, block, shmem);
     if (!stacks_) {
         page_ = 4096;
         size_t bytes = 1024 * (SIM_STACK + page_);

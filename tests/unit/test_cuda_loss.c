@@ -81,15 +81,15 @@ typedef struct {
  * targets as device arrays instead of staged host ones. */
 static void ce_gpu(unit_ctx *t, cuda_env *g, ce_out *o, const float *h, const float *E,
                    const float *bias, const float *dh0, const float *dE0, const float *db0,
-                   const int *rows, const int *targets, float dloss, int dev_ids)
+                   const int *rows, const int *targets, float dloss, int dev_ids, int V1)
 {
     (void)t;
-    size_t nh = (size_t)CE_HROWS * CE_C, nE = (size_t)CE_V1 * CE_C;
+    size_t nh = (size_t)CE_HROWS * CE_C, nE = (size_t)V1 * CE_C;
     float *dh = cuda_up(g, dh0, nh), *dE = cuda_up(g, dE0, nE);
-    float *db = bias ? cuda_up(g, db0, CE_V1) : NULL;
+    float *db = bias ? cuda_up(g, db0, V1) : NULL;
     float *dhd = cuda_up(g, h, nh), *Ed = cuda_up(g, E, nE);
-    float *bd = bias ? cuda_up(g, bias, CE_V1) : NULL;
-    float *scratch = cuda_zeros(g, sq_ce_scratch_size(CE_CHUNK, CE_V1, CE_C));
+    float *bd = bias ? cuda_up(g, bias, V1) : NULL;
+    float *scratch = cuda_zeros(g, sq_ce_scratch_size(CE_CHUNK, V1, CE_C));
     const int *r = rows, *tg = targets;
     if (dev_ids) {
         tg = cuda_up_bytes(g, targets, sizeof(int) * CE_N);
@@ -101,74 +101,74 @@ static void ce_gpu(unit_ctx *t, cuda_env *g, ce_out *o, const float *h, const fl
     if (g->bad)
         return;
     o->loss = bias ? sq_ce_full_bias(&g->cx, dh, dE, db, scratch, dhd, Ed, bd, r, tg, CE_N,
-                                     CE_C, CE_V1, CE_CHUNK, dloss, &o->count)
-                   : sq_ce_full(&g->cx, dh, dE, scratch, dhd, Ed, r, tg, CE_N, CE_C, CE_V1,
+                                     CE_C, V1, CE_CHUNK, dloss, &o->count)
+                   : sq_ce_full(&g->cx, dh, dE, scratch, dhd, Ed, r, tg, CE_N, CE_C, V1,
                                 CE_CHUNK, dloss, &o->count);
     cuda_down(g, o->dh, dh, nh);
     cuda_down(g, o->dE, dE, nE);
     if (bias)
-        cuda_down(g, o->db, db, CE_V1);
+        cuda_down(g, o->db, db, V1);
 }
 
-static void ce_case(unit_ctx *t, int with_bias, int rows_kind, int dev_ids)
+static void ce_case(unit_ctx *t, int with_bias, int rows_kind, int dev_ids, int V1)
 {
     cuda_env g;
     if (cuda_open(t, &g))
         return;
     sq_rng r;
     sq_rng_seed(&r, 42 + (uint64_t)rows_kind, (uint64_t)with_bias);
-    size_t nh = (size_t)CE_HROWS * CE_C, nE = (size_t)CE_V1 * CE_C;
+    size_t nh = (size_t)CE_HROWS * CE_C, nE = (size_t)V1 * CE_C;
     float *h = malloc(sizeof(float) * nh), *E = malloc(sizeof(float) * nE);
-    float *bias = malloc(sizeof(float) * CE_V1), *db0 = malloc(sizeof(float) * CE_V1);
+    float *bias = malloc(sizeof(float) * V1), *db0 = malloc(sizeof(float) * V1);
     float *dh0 = malloc(sizeof(float) * nh), *dE0 = malloc(sizeof(float) * nE);
     fill_normal(h, nh, 0.3, &r);
     fill_normal(E, nE, 0.3, &r);
-    fill_normal(bias, CE_V1, 0.5, &r);
+    fill_normal(bias, V1, 0.5, &r);
     fill_normal(dh0, nh, 0.01, &r);
     fill_normal(dE0, nE, 0.01, &r);
-    fill_normal(db0, CE_V1, 0.01, &r);
+    fill_normal(db0, V1, 0.01, &r);
     int targets[CE_N];
     for (int i = 0; i < CE_N; i++) /* every 5th ignored; the rest 1..V1-1 */
-        targets[i] = i % 5 == 2 ? 0 : 1 + (int)sq_rng_below(&r, CE_V1 - 1);
-    targets[3] = CE_V1 - 1; /* the last item */
+        targets[i] = i % 5 == 2 ? 0 : 1 + (int)sq_rng_below(&r, V1 - 1);
+    targets[3] = V1 - 1; /* the last item */
     int *rows = make_rows(rows_kind, CE_N, CE_HROWS, &r);
     float dloss = 1.7f;
 
     /* the CPU op in float */
     const sq_ctx cpu = sq_ctx_cpu();
     float *cdh = malloc(sizeof(float) * nh), *cdE = malloc(sizeof(float) * nE);
-    float *cdb = malloc(sizeof(float) * CE_V1);
-    float *cs = malloc(sizeof(float) * sq_ce_scratch_size(CE_CHUNK, CE_V1, CE_C));
+    float *cdb = malloc(sizeof(float) * V1);
+    float *cs = malloc(sizeof(float) * sq_ce_scratch_size(CE_CHUNK, V1, CE_C));
     memcpy(cdh, dh0, sizeof(float) * nh);
     memcpy(cdE, dE0, sizeof(float) * nE);
-    memcpy(cdb, db0, sizeof(float) * CE_V1);
+    memcpy(cdb, db0, sizeof(float) * V1);
     int ccount = 0;
     double closs = with_bias ? sq_ce_full_bias(&cpu, cdh, cdE, cdb, cs, h, E, bias, rows,
-                                               targets, CE_N, CE_C, CE_V1, CE_CHUNK, dloss,
+                                               targets, CE_N, CE_C, V1, CE_CHUNK, dloss,
                                                &ccount)
                              : sq_ce_full(&cpu, cdh, cdE, cs, h, E, rows, targets, CE_N, CE_C,
-                                          CE_V1, CE_CHUNK, dloss, &ccount);
+                                          V1, CE_CHUNK, dloss, &ccount);
 
     ce_out o[2];
     for (int k = 0; k < 2; k++) {
         o[k].dh = malloc(sizeof(float) * nh);
         o[k].dE = malloc(sizeof(float) * nE);
-        o[k].db = malloc(sizeof(float) * CE_V1);
+        o[k].db = malloc(sizeof(float) * V1);
         o[k].loss = -1;
         o[k].count = -1;
         ce_gpu(t, &g, &o[k], h, E, with_bias ? bias : NULL, dh0, dE0, db0, rows, targets,
-               dloss, dev_ids);
+               dloss, dev_ids, V1);
     }
     if (!g.bad) {
         CHECK_EQ(o[0].count, ccount);
         CHECK_NEAR(o[0].loss, closs, 1e-5);
         /* the GPU's loss against the definition (tests/ref) too */
         double *hd = cuda_to_double(h, nh), *Ed = cuda_to_double(E, nE);
-        double *bd = with_bias ? cuda_to_double(bias, CE_V1) : NULL;
+        double *bd = with_bias ? cuda_to_double(bias, V1) : NULL;
         CHECK(hd && Ed && (bd || !with_bias));
         if (hd && Ed && (bd || !with_bias)) {
             int rcount = -1;
-            double rloss = ref_ce_full(hd, Ed, bd, rows, targets, CE_N, CE_C, CE_V1, &rcount);
+            double rloss = ref_ce_full(hd, Ed, bd, rows, targets, CE_N, CE_C, V1, &rcount);
             CHECK_EQ(o[0].count, rcount);
             CHECK_NEAR(o[0].loss, rloss, 1e-5);
         }
@@ -176,26 +176,26 @@ static void ce_case(unit_ctx *t, int with_bias, int rows_kind, int dev_ids)
         CHECK(cuda_close_to(o[0].dh, cdh, nh, 1e-7, 1e-4, "ce dh"));
         CHECK(cuda_close_to(o[0].dE, cdE, nE, 1e-7, 1e-4, "ce dE"));
         if (with_bias)
-            CHECK(cuda_close_to(o[0].db, cdb, CE_V1, 1e-7, 1e-4, "ce dbias"));
+            CHECK(cuda_close_to(o[0].db, cdb, V1, 1e-7, 1e-4, "ce dbias"));
         /* deterministic: the second run gives the same bits */
         CHECK(o[0].loss == o[1].loss);
         CHECK(memcmp(o[0].dh, o[1].dh, sizeof(float) * nh) == 0);
         CHECK(memcmp(o[0].dE, o[1].dE, sizeof(float) * nE) == 0);
         if (with_bias)
-            CHECK(memcmp(o[0].db, o[1].db, sizeof(float) * CE_V1) == 0);
+            CHECK(memcmp(o[0].db, o[1].db, sizeof(float) * V1) == 0);
     }
     /* no gradients wanted: the loss alone, buffers untouched */
     if (!g.bad) {
-        float *scratch = cuda_zeros(&g, sq_ce_scratch_size(CE_CHUNK, CE_V1, CE_C));
+        float *scratch = cuda_zeros(&g, sq_ce_scratch_size(CE_CHUNK, V1, CE_C));
         float *hd = cuda_up(&g, h, nh), *Ed = cuda_up(&g, E, nE);
-        float *bd = cuda_up(&g, bias, CE_V1);
+        float *bd = cuda_up(&g, bias, V1);
         stage(&g, rows, CE_N, targets, CE_N, NULL, 0);
         int cnt = -1;
         double l = with_bias ? sq_ce_full_bias(&g.cx, NULL, NULL, NULL, scratch, hd, Ed, bd,
-                                               rows, targets, CE_N, CE_C, CE_V1, CE_CHUNK,
+                                               rows, targets, CE_N, CE_C, V1, CE_CHUNK,
                                                dloss, &cnt)
                              : sq_ce_full(&g.cx, NULL, NULL, scratch, hd, Ed, rows, targets,
-                                          CE_N, CE_C, CE_V1, CE_CHUNK, dloss, &cnt);
+                                          CE_N, CE_C, V1, CE_CHUNK, dloss, &cnt);
         CHECK_EQ(cnt, ccount);
         CHECK(l == o[0].loss);
     }
@@ -212,14 +212,17 @@ static void ce_case(unit_ctx *t, int with_bias, int rows_kind, int dev_ids)
 UNIT_TEST(test_cuda_ce_full)
 {
     for (int rk = 0; rk < 3; rk++)
-        ce_case(t, 0, rk, 0);
-    ce_case(t, 0, 2, 1); /* ids on the device: counted there */
+        ce_case(t, 0, rk, 0, CE_V1);
+    ce_case(t, 0, 2, 1, CE_V1); /* ids on the device: counted there */
 }
 
 UNIT_TEST(test_cuda_ce_full_bias)
 {
     for (int rk = 0; rk < 3; rk++)
-        ce_case(t, 1, rk, 0);
+        ce_case(t, 1, rk, 0, CE_V1);
+    /* a catalogue over k_loss.cu's CE_COLSUM_TWO_PASS (65536): dbias a
+     * thread a column, not be_colsum's two passes */
+    ce_case(t, 1, 0, 0, 65539);
 }
 
 /* Every target ignored: count 0, loss 0, gradients untouched (the CPU's
