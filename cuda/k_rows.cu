@@ -148,15 +148,52 @@ static __global__ __launch_bounds__(ROW_THREADS) void k_scatter_cols(float *out,
     }
 }
 
-typedef struct {
-    int idx, src;
-} pair;
-
-static int pair_cmp(const void *a, const void *b)
+// The CSR of out[idx[i]] += in[i], i < n (idx NULL: row i; idx 0 left out
+// when skip0), into csr's 3 n + 2 ints at fixed offsets (one upload of the
+// same size for every batch of n rows): U, tgt [U], start [U + 1], src.
+// A counting sort on the target row: stable, so each target lists its
+// sources in increasing i, the CPU's order. It replaced a qsort of (row,
+// i) pairs: 53 ms on the host for a batch of 300,000 rows over 3,616 items
+// (ml-1m at batch 2048), and 33 ms more for the positions, every step.
+// 0, -1 out of memory, or -2 a negative row.
+static int scatter_csr(int *csr, const int *host, int n, int skip0)
 {
-    const pair *x = (const pair *)a, *y = (const pair *)b;
-    return x->idx != y->idx ? (x->idx > y->idx) - (x->idx < y->idx)
-                            : (x->src > y->src) - (x->src < y->src);
+    int maxr = -1;
+    for (int i = 0; i < n; i++) {
+        int r = host ? host[i] : i;
+        if (r < 0)
+            return -2;
+        maxr = r > maxr ? r : maxr;
+    }
+    int *cnt = (int *)calloc((size_t)maxr + 2, sizeof *cnt);
+    if (!cnt)
+        return -1;
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        int r = host ? host[i] : i;
+        if (!(skip0 && r == 0)) {
+            cnt[r + 1]++;
+            m++;
+        }
+    }
+    int U = 0, *tgt = csr + 1, *start = tgt + n, *src = start + n + 1;
+    for (int r = 0; r <= maxr; r++) { // cnt[r]: the first slot of row r
+        int c = cnt[r + 1];
+        cnt[r + 1] = cnt[r] + c;
+        if (c) {
+            tgt[U] = r;
+            start[U++] = cnt[r];
+        }
+    }
+    start[U] = m;
+    csr[0] = U;
+    for (int i = 0; i < n; i++) {
+        int r = host ? host[i] : i;
+        if (!(skip0 && r == 0))
+            src[cnt[r]++] = i;
+    }
+    free(cnt);
+    return 0;
 }
 
 // out[idx[i]] += scale * in[i] for i < n (idx 0 skipped when skip0), every
@@ -172,38 +209,19 @@ static void scatter(sq_gpu_be *be, float *out, const float *in, const int *idx, 
                   in, idx, n, C, scale, scaled, skip0);
         return;
     }
-    pair *p = (pair *)malloc((size_t)n * sizeof *p);
     int *csr = (int *)calloc((size_t)3 * n + 2, sizeof *csr);
-    if (!p || !csr) {
-        free(p);
+    int rc = csr ? scatter_csr(csr, host, n, skip0) : -1;
+    if (rc) {
         free(csr);
-        be_note(be, cudaErrorMemoryAllocation, what);
+        if (rc == -1)
+            be_note(be, cudaErrorMemoryAllocation, what);
+        else if (!be->failed) {
+            be->failed = 1;
+            sq_fail(&be->err, SQ_EX_SOFTWARE, "%s: a negative row index", what);
+        }
         return;
     }
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        int r = host ? host[i] : i;
-        if (skip0 && r == 0)
-            continue;
-        p[m].idx = r;
-        p[m++].src = i;
-    }
-    if (host)
-        qsort(p, (size_t)m, sizeof *p, pair_cmp);
-    // csr: U, tgt [U], start [U + 1], src [m], at fixed offsets in one
-    // upload of 3 n + 2 ints (the same copy for every batch of n rows)
-    int U = 0;
-    int *tgt = csr + 1, *start = tgt + n, *src = start + n + 1;
-    for (int k = 0; k < m; k++) {
-        if (k == 0 || p[k].idx != p[k - 1].idx) {
-            tgt[U] = p[k].idx;
-            start[U++] = k;
-        }
-        src[k] = p[k].src;
-    }
-    start[U] = m;
-    csr[0] = U;
-    free(p);
+    int U = csr[0];
     int graph = be->gmode != BE_G_EAGER;
     if (U || graph) {
         const int *d = (const int *)be_op_upload(be, csr, ((size_t)3 * n + 2) * sizeof *csr);

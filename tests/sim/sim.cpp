@@ -246,7 +246,9 @@ void *sim_dyn_shared(void) { return dyn_; }
 
 // ---------------------------------------------------------------- arena
 namespace {
-const size_t ARENA = (size_t)8 << 30;
+// The device's memory: 8 GiB of address space (reserved, not committed),
+// or SEQREC_SIM_ARENA_GIB (1-1024) for a large batch's trace or host-only run
+size_t arena_bytes_ = 0;
 const size_t RED = 256; // poisoned red zone after every allocation
 char *arena_ = nullptr;
 size_t top_ = 0;
@@ -327,11 +329,39 @@ static int enabled(void)
     return v && !strcmp(v, "1");
 }
 
+// SEQREC_SIM_HOST_ONLY=1: kernels and GEMMs are checked, traced and
+// skipped, and so are memsets and copies within the device (a copy to the
+// host gives zeros: no NaN from garbage stops the run), so that a run's time is the host's own work
+// a step (batching, bucketing, staging, launching): what a GPU cannot hide
+// when the host is the slower side. The results are garbage; the time is
+// the point (doc/bench.md).
+static int host_only(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("SEQREC_SIM_HOST_ONLY");
+        v = e && !strcmp(e, "1");
+    }
+    return v;
+}
+
+static size_t arena_size(void)
+{
+    if (!arena_bytes_) {
+        const char *v = getenv("SEQREC_SIM_ARENA_GIB");
+        long g = v && *v ? strtol(v, nullptr, 10) : 8;
+        if (g < 1 || g > 1024)
+            die("SEQREC_SIM_ARENA_GIB=%s: give 1 to 1024", v);
+        arena_bytes_ = (size_t)g << 30;
+    }
+    return arena_bytes_;
+}
+
 static void arena_init(void)
 {
     if (arena_)
         return;
-    void *p = mmap(nullptr, ARENA, PROT_READ | PROT_WRITE,
+    void *p = mmap(nullptr, arena_size(), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         die("cannot reserve the device arena%s", "");
@@ -390,7 +420,7 @@ cudaError_t cudaMalloc(void **p, size_t n)
         span = f->first;
         free_.erase(f);
     } else {
-        if (top_ + span > ARENA)
+        if (top_ + span > arena_size())
             return last_ = cudaErrorMemoryAllocation;
         at = arena_ + top_;
         top_ += span;
@@ -436,8 +466,8 @@ cudaError_t cudaMemGetInfo(size_t *avail, size_t *total)
 {
     if (!enabled())
         return last_ = cudaErrorNoDevice;
-    *total = ARENA;
-    *avail = ARENA - used_;
+    *total = arena_size();
+    *avail = arena_size() - used_;
     return cudaSuccess;
 }
 
@@ -505,7 +535,10 @@ static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind k)
         SIM_UNPOISON(dst, n);
     if (sd)
         SIM_UNPOISON((void *)src, n);
-    memmove(dst, src, n);
+    if (sd && !dd && host_only())
+        memset(dst, 0, n);
+    else if (!(sd && dd && host_only())) // device to device: the device's work
+        memmove(dst, src, n);
     if (dd && !in_kernel_)
         SIM_POISON(dst, n);
     if (sd && !in_kernel_)
@@ -542,6 +575,8 @@ static cudaError_t fill(void *p, int v, size_t n)
         return cudaSuccess;
     if (!alloc_of(p, n))
         return last_ = cudaErrorInvalidValue;
+    if (host_only())
+        return cudaSuccess;
     SIM_UNPOISON(p, n);
     memset(p, v, n);
     SIM_POISON(p, n);
@@ -745,6 +780,8 @@ static void trace_launch(const char *kern, dim3 grid, dim3 block, size_t shmem)
         const char *v = getenv("SEQREC_SIM_TRACE");
         if (v && *v && !(f = fopen(v, "a")))
             die("SEQREC_SIM_TRACE: cannot open %s", v);
+        if (f)
+            setvbuf(f, nullptr, _IOLBF, 0);
     }
     if (f)
         fprintf(f, "%s,%llu,%u,%zu\n", kern,
@@ -756,6 +793,8 @@ static cudaError_t run_grid(const char *kern, dim3 grid, dim3 block, size_t shme
 {
     size_t n = (size_t)block.x * block.y * block.z;
     trace_launch(kern, grid, block, shmem);
+    if (host_only())
+        return cudaSuccess;
     if (!stacks_) {
         page_ = 4096;
         size_t bytes = 1024 * (SIM_STACK + page_);
@@ -884,11 +923,17 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d)
         return cudaErrorInvalidDevice;
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "simulated device");
-    p->totalGlobalMem = ARENA;
+    p->totalGlobalMem = arena_size();
     p->sharedMemPerBlock = 48 * 1024;
     p->major = 9;
     p->minor = 0;
-    p->multiProcessorCount = 4;
+    // 4, or SEQREC_SIM_SMS (1-1024): an H200's 132 gives a trace the grids
+    // that the real device would launch
+    const char *sms = getenv("SEQREC_SIM_SMS");
+    long n = sms && *sms ? strtol(sms, nullptr, 10) : 4;
+    if (n < 1 || n > 1024)
+        die("SEQREC_SIM_SMS=%s: give 1 to 1024", sms);
+    p->multiProcessorCount = (int)n;
     p->warpSize = 32;
     p->maxThreadsPerBlock = 1024;
     return cudaSuccess;
@@ -1203,6 +1248,8 @@ static cudaError_t gemm_now(int rnd, cublasOperation_t ta, cublasOperation_t tb,
 {
     gemm_check(rnd == RND_BF16 ? "cublasGemmEx" : "cublasSgemm", ta, tb, m, n, k, A, lda, B, ldb,
                C, ldc);
+    if (host_only())
+        return cudaSuccess;
     CBLAS_TRANSPOSE oa = ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
     CBLAS_TRANSPOSE ob = tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
     unpoison_all();
