@@ -1,0 +1,62 @@
+#!/bin/sh
+# bench/bench-gpu-host.sh BIN SIM_SO OUTDIR BEAUTY ML1M - `make
+# bench-gpu-host`: the host's own work an epoch of seqrec-train --device
+# cuda, measured without a GPU. The simulated device (tests/sim) runs with
+# SEQREC_SIM_HOST_ONLY=1: every kernel, GEMM, device memset and copy within
+# the device is checked and skipped, so train_seconds is what the host
+# spends (building and staging batches, bucketing scatter-adds, queuing
+# launches, recording and replaying graphs). A GPU overlaps it with its
+# kernels, but cannot go faster than it: an epoch on a real GPU takes at
+# least this long on this host. A real launch costs the host a few
+# microseconds more than the simulated one, so it is a lower bound.
+# The configs are gpu-check's bench (tests/gpu/check.sh): (a) Beauty N 50,
+# d 64, batch 128; (b) ml-1m-part N 200, d 128, ffn 256, 2 heads, batch 128
+# and batch 2048; (a) and (b) with --cuda-graphs. epoch_seconds is the least
+# train_seconds of epochs 2..EPOCHS (default 3). Into OUTDIR/gpu-host.csv,
+# after the machine lines (timing.sh):
+#   bench,config,epoch_seconds,steps,ms_per_step
+set -eu
+BIN=$1 SIM=$2 OUT=$3 BEAUTY=$4 ML1M=$5
+EPOCHS=${EPOCHS:-3}
+here=$(dirname "$0")
+. "$here/timing.sh"
+csv=$OUT/gpu-host.csv
+rm -f "$csv"
+machine_lines "$csv" gpu-host >/dev/null
+echo "bench,config,epoch_seconds,steps,ms_per_step" >> "$csv"
+run() { # NAME SPLIT BATCH OPTS...
+  name=$1 split=$2 batch=$3
+  shift 3
+  log=$OUT/gpu-host-$name.log
+  rm -f "$log"
+  SEQREC_SIM_HOST_ONLY=1 SEQREC_SIM_ARENA_GIB=64 SEQREC_SIM_SMS=132 SEQREC_CUDA_LIB=$SIM \
+    SEQREC_SIMULATED_DEVICE=1 "$BIN/seqrec-train" --model sasrec --attn softmax --loss ce \
+    --epochs "$EPOCHS" --eval-every 1000 --seed 1 --device cuda --batch "$batch" "$@" -o "$OUT/gpu-host.sqm" \
+    --log "$log" "$split" > "$OUT/gpu-host-$name.out" 2>&1 ||
+    { echo "bench-gpu-host: $name failed:" >&2; tail -n 3 "$OUT/gpu-host-$name.out" >&2; exit 1; }
+  # epochs 2.. (the first pays the start-up): the least train_seconds
+  # (steps: the epoch's sequences, seq_per_s x train_seconds, over the batch)
+  awk -v n="$name" -v batch="$batch" -F'[,:{}]' '
+    /"train_seconds"/ {
+      for (i = 1; i <= NF; i++) {
+        if ($i == "\"train_seconds\"") s = $(i + 1)
+        if ($i == "\"seq_per_s\"") q = $(i + 1)
+        if ($i == "\"epoch\"") e = $(i + 1)
+      }
+      if (e >= 2 && (best == "" || s < best)) { best = s; seqs = q * s }
+    }
+    END {
+      if (best == "") exit 1
+      steps = int((seqs + 0.5 + batch - 1) / batch)
+      printf "gpu-host,%s,%.4f,%d,%.3f\n", n, best, steps, 1e3 * best / steps
+    }' \
+    "$log" | tee -a "$csv"
+}
+a="--max-len 50 --dim 64 --ffn 64 --layers 2 --heads 1 --dropout 0.5"
+b="--max-len 200 --dim 128 --ffn 256 --layers 2 --heads 2 --dropout 0.2"
+run a "$BEAUTY" 128 $a
+run a-graphs "$BEAUTY" 128 $a --cuda-graphs
+run b "$ML1M" 128 $b
+run b-graphs "$ML1M" 128 $b --cuda-graphs
+run b2048 "$ML1M" 2048 $b
+rm -f "$OUT/gpu-host.sqm"
