@@ -7,7 +7,9 @@
 // float atomics: the index array is a staged host array (be_host_ints),
 // bucketed on the host into CSR (targets, each with its sources in
 // increasing order), uploaded (be_op_upload), and one block per target
-// adds its sources in that order, as the CPU does: the CPU's bits. An index
+// adds its sources in that order, as the CPU does: the CPU's bits. Rows
+// that increase (no target shared) skip the buckets: one writer an element
+// (eager steps; a CUDA graph's keeps the CSR kernel). An index
 // array already on the device (not staged) falls back to one thread per
 // column walking every source in order: the same sums, slower.
 // Column sums (LayerNorm's dw, db; linear's db) are per-row-group sums in
@@ -130,6 +132,34 @@ static __global__ __launch_bounds__(ROW_THREADS) void k_scatter_csr(float *out, 
     }
 }
 
+// out[idx[i]] += scale * in[i] where no two i share a target (idx NULL:
+// row i), idx 0 skipped when skip0: one writer an element, the same sum as
+// the CSR's one source.
+static __global__ __launch_bounds__(ROW_THREADS) void k_scatter_distinct(
+    float *out, const float *in, const int *idx, int n, int C, float scale, int scaled,
+    int skip0)
+{
+    size_t total = (size_t)n * C;
+    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < total;
+         k += (size_t)gridDim.x * blockDim.x) {
+        int r = idx ? idx[k / C] : (int)(k / C);
+        if (skip0 && r == 0)
+            continue;
+        float v = in[k];
+        float *o = out + (size_t)r * C + k % C;
+        *o = *o + (scaled ? scale * v : v);
+    }
+}
+
+// Whether the host rows increase strictly (no target shared): NULL does.
+static int rows_distinct(const int *host, int n)
+{
+    for (int i = 1; host && i < n; i++)
+        if (host[i] <= host[i - 1])
+            return 0;
+    return !host || n < 1 || host[0] >= 0;
+}
+
 // The fallback for device index arrays: thread c walks every source.
 static __global__ __launch_bounds__(ROW_THREADS) void k_scatter_cols(float *out, const float *in,
                                                                      const int *idx, int n,
@@ -207,6 +237,13 @@ static void scatter(sq_gpu_be *be, float *out, const float *in, const int *idx, 
     if (idx && !host) { // device indices: one thread a column
         SQ_LAUNCH(be, k_scatter_cols, be_blocks((size_t)C, ROW_THREADS), ROW_THREADS, 0, out,
                   in, idx, n, C, scale, scaled, skip0);
+        return;
+    }
+    // increasing rows (a loss's rows, an identity) need no buckets; a CUDA
+    // graph's step keeps the CSR kernel, which any batch of the bucket fits
+    if (be->gmode == BE_G_EAGER && rows_distinct(host, n)) {
+        SQ_LAUNCH(be, k_scatter_distinct, row_blocks(be, (size_t)n * C), ROW_THREADS, 0, out,
+                  in, idx ? be_ints(be, idx) : (const int *)NULL, n, C, scale, scaled, skip0);
         return;
     }
     int *csr = (int *)calloc((size_t)3 * n + 2, sizeof *csr);

@@ -295,6 +295,36 @@ static void rows_case(unit_ctx *t, int staged)
 UNIT_TEST(cuda_rows_staged) { rows_case(t, 1); }
 UNIT_TEST(cuda_rows_device_ids) { rows_case(t, 0); }
 
+/* Scatter-adds whose staged rows increase (k_rows.cu's one-writer kernel,
+ * no buckets) and whose rows are distinct but not in order (the CSR): the
+ * CPU's bits either way; the embedding's with id 0 first (skipped) */
+UNIT_TEST(cuda_scatter_distinct_rows)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    sq_rng r;
+    sq_rng_seed(&r, 17, 0);
+    enum { N = 9 };
+    int inc[N] = {0, 1, 2, 5, 7, 11, 12, 19, 22}, perm[N] = {3, 9, 1, 22, 0, 14, 6, 2, 18};
+    size_t vc = (size_t)RV * RC, nc = (size_t)N * RC;
+    float *in = cuda_randn(nc, 1, &r), *gt0 = cuda_randn(vc, 0.1, &r);
+    float *cpu = malloc(vc * sizeof *cpu), *gpu = malloc(vc * sizeof *gpu);
+    sq_ctx c = sq_ctx_cpu();
+    CHECK_EQ(stage(&g, inc, N, perm, N), 0);
+    float *dg = cuda_up(&g, gt0, vc), *din = cuda_up(&g, in, nc);
+    memcpy(cpu, gt0, vc * sizeof *cpu);
+    for (int k = 0; k < 2; k++) {
+        sq_scatter_add_rows(&c, cpu, in, k ? perm : inc, N, RC);
+        sq_scatter_add_rows(&g.cx, dg, din, k ? perm : inc, N, RC);
+        sq_embedding_backward(&c, cpu, in, k ? perm : inc, N, RC, 0.5f);
+        sq_embedding_backward(&g.cx, dg, din, k ? perm : inc, N, RC, 0.5f);
+    }
+    CHECK(cuda_down(&g, gpu, dg, vc) == 0 && cuda_same_bits(gpu, cpu, vc, "distinct scatters"));
+    free(in); free(gt0); free(cpu); free(gpu);
+    cuda_close(&g);
+}
+
 /* sq_scatter_rows (the ranks' row-sparse sum puts its packed rows back):
  * the listed rows overwritten, the others kept, the GPU's bits the CPU's,
  * and a gather then a scatter of the same list the identity */
