@@ -217,6 +217,7 @@ static void be_close(sq_gpu_be *b)
     cudaFree(b->vals);
     cudaFree(b->gate);
     cudaFree(b->sum_ws);
+    cudaFree(b->sum_cnt);
     cudaFreeHost(b->vals_pin);
     for (int i = 0; i < 2; i++)
         if (b->vals_ev[i])
@@ -269,6 +270,8 @@ static int be_open(sq_gpu_be **b, int device, sq_err *e)
     OPEN_TRY(cudaMalloc((void **)&c->vals, BE_VALS * sizeof(double)));
     OPEN_TRY(cudaMalloc((void **)&c->gate, sizeof(int)));
     OPEN_TRY(cudaMalloc((void **)&c->sum_ws, BE_SUM_WS * sizeof(float)));
+    OPEN_TRY(cudaMalloc((void **)&c->sum_cnt, BE_SUM_CNT * sizeof(unsigned)));
+    OPEN_TRY(cudaMemsetAsync(c->sum_cnt, 0, BE_SUM_CNT * sizeof(unsigned), c->stream));
     OPEN_TRY(cudaHostAlloc((void **)&c->vals_pin, 2 * BE_VALS * sizeof(double),
                            cudaHostAllocDefault));
     for (int i = 0; i < 2; i++)

@@ -8,8 +8,9 @@
 // output in place): with --fmad=false they give the CPU's bits. dw and db
 // are column sums over the rows in common.cuh's two passes, a tap (and db)
 // a grid row: groups of rows into the context's workspace, then the groups
-// in order: a fixed order, no atomics (not the CPU's order, one sum of all
-// rows: results equal to float rounding).
+// in order by the last block (one launch): a fixed order, no float atomics
+// (not the CPU's order, one sum of all rows: results equal to float
+// rounding).
 //
 // Budget: __launch_bounds__(256) for the gathers and the sums (1 KiB of
 // static shared memory); a few registers.
@@ -58,16 +59,19 @@ static __global__ __launch_bounds__(DC_THREADS) void k_dwc_dx(
     *d = acc;
 }
 
-// Pass 1 of dw and db (common.cuh's two passes), block (channels 32 bx ..,
-// tap k = by, row group bz): the partial of dw_k[c] = sum_t dout_t[c]
-// x_{t+k-lo}[c] over the group's rows t whose tap row is in t's segment
-// (by == K: of db[c] = sum_t dout_t[c]), into part[(k G + g) C + c]. A
-// lane's rows ascend, so its segment only moves forward.
-static __global__ __launch_bounds__(32 * BE_SUM_LANES) void k_dwc_dw_part(
-    float *part, const float *dout, const float *x, int ld, int K, int lo, const int *off, int B,
-    int T, int C, int R, int G)
+// dw and db (common.cuh's two passes in one launch), block (channels 32
+// bx .., tap k = by, row group bz): the partial of dw_k[c] = sum_t
+// dout_t[c] x_{t+k-lo}[c] over the group's rows t whose tap row is in t's
+// segment (by == K: of db[c] = sum_t dout_t[c]), into part[(k G + g) C +
+// c]; the last block of (bx, by) adds the groups' partials in order onto
+// dw_k (by == K: db). A lane's rows ascend, so its segment only moves
+// forward.
+static __global__ __launch_bounds__(32 * BE_SUM_LANES) void k_dwc_dw(
+    float *dw, float *db, float *part, unsigned *cnt, const float *dout, const float *x, int ld,
+    int K, int lo, const int *off, int B, int T, int C, int R, int G)
 {
     __shared__ float sh[BE_SUM_LANES][32];
+    __shared__ int last;
     int c = blockIdx.x * 32 + threadIdx.x, k = blockIdx.y, g = blockIdx.z;
     int r0 = g * R, r1 = T - r0 < R ? T : r0 + R, t0 = r0 + (int)threadIdx.y;
     float acc = 0;
@@ -85,23 +89,11 @@ static __global__ __launch_bounds__(32 * BE_SUM_LANES) void k_dwc_dw_part(
         }
     }
     float sum = be_lanes_sum(sh, acc);
+    float *pk = part + (size_t)k * G * C;
     if (threadIdx.y == 0 && c < C)
-        part[((size_t)k * G + g) * C + c] = sum;
-}
-
-// Pass 2, block (channels 32 bx .., tap k = by): the groups' partials in
-// order, onto dw_k (by == K: db).
-static __global__ __launch_bounds__(32 * BE_SUM_LANES) void k_dwc_dw_fin(
-    float *dw, float *db, const float *part, int K, int G, int C)
-{
-    __shared__ float sh[BE_SUM_LANES][32];
-    int c = blockIdx.x * 32 + threadIdx.x, k = blockIdx.y;
-    float acc = 0;
-    if (c < C)
-        for (int g = threadIdx.y; g < G; g += BE_SUM_LANES)
-            acc += part[((size_t)k * G + g) * C + c];
-    float sum = be_lanes_sum(sh, acc);
-    if (threadIdx.y == 0 && c < C) {
+        pk[(size_t)g * C + c] = sum;
+    unsigned key = blockIdx.y * gridDim.x + blockIdx.x;
+    if (be_sum_last(sh, &last, cnt, key, pk, C, G, c, &sum) && threadIdx.y == 0 && c < C) {
         if (k == K)
             db[c] += sum;
         else
@@ -155,8 +147,6 @@ void be_dwconv_backward(sq_gpu_be *be, float *dx, float *dw, float *db, const fl
     }
     G = be_sum_groups(T, taps, C, &R);
     unsigned cols = (unsigned)((C + 31) / 32);
-    SQ_LAUNCH(be, k_dwc_dw_part, dim3(cols, (unsigned)taps, (unsigned)G), dim3(32, BE_SUM_LANES),
-              0, be->sum_ws, dout, x, ld, K, lo, doff, B, T, C, R, G);
-    SQ_LAUNCH(be, k_dwc_dw_fin, dim3(cols, (unsigned)taps), dim3(32, BE_SUM_LANES), 0, dw, db,
-              (const float *)be->sum_ws, K, G, C);
+    SQ_LAUNCH(be, k_dwc_dw, dim3(cols, (unsigned)taps, (unsigned)G), dim3(32, BE_SUM_LANES), 0,
+              dw, db, be->sum_ws, be->sum_cnt, dout, x, ld, K, lo, doff, B, T, C, R, G);
 }

@@ -293,17 +293,21 @@ void be_posemb_backward(sq_gpu_be *be, float *dinp, float *dpe, const float *dou
 
 // dst[c] += sum over rows r of f(r, c), f = dout[r][c] (kind 0) or
 // (inp[r][c] - mean[r]) rstd[r] dout[r][c] (kind 1: LayerNorm's dw), in
-// two passes (common.cuh, be_sum_groups): the one-pass form, a block per
-// 32 columns, ran 4 blocks of a 132-multiprocessor GPU for C = 128, each
-// thread walking T / 8 rows. A fixed order, the same bits every run, no
-// atomics.
+// two passes (common.cuh, be_sum_groups) in one launch: block (32 columns,
+// group g of R rows) puts its partial in the workspace, and the last block
+// of its columns adds the groups' partials in order (be_sum_last). The
+// one-pass form, a block per 32 columns, ran 4 blocks of a
+// 132-multiprocessor GPU for C = 128, each thread walking T / 8 rows; the
+// two-launch form spent a second launch on 2 x 22 sums a SASRec step. A
+// fixed order, the same bits every run, no float atomics.
 #define SUM_LANES BE_SUM_LANES
 
-static __global__ __launch_bounds__(32 * SUM_LANES) void k_colsum_part(
-    float *part, const float *dout, const float *inp, const float *mean, const float *rstd,
-    int T, int C, int R, int kind)
+static __global__ __launch_bounds__(32 * SUM_LANES) void k_colsum(
+    float *dst, float *part, unsigned *cnt, const float *dout, const float *inp,
+    const float *mean, const float *rstd, int T, int C, int R, int G, int kind)
 {
     __shared__ float sh[SUM_LANES][32];
+    __shared__ int last;
     int c = blockIdx.x * 32 + threadIdx.x, g = blockIdx.y;
     int r0 = g * R, r1 = T - r0 < R ? T : r0 + R;
     float acc = 0;
@@ -315,20 +319,7 @@ static __global__ __launch_bounds__(32 * SUM_LANES) void k_colsum_part(
     float s = be_lanes_sum(sh, acc);
     if (threadIdx.y == 0 && c < C)
         part[(size_t)g * C + c] = s;
-}
-
-static __global__ __launch_bounds__(32 * SUM_LANES) void k_colsum_fin(float *dst,
-                                                                      const float *part, int G,
-                                                                      int C)
-{
-    __shared__ float sh[SUM_LANES][32];
-    int c = blockIdx.x * 32 + threadIdx.x;
-    float acc = 0;
-    if (c < C)
-        for (int g = threadIdx.y; g < G; g += SUM_LANES)
-            acc += part[(size_t)g * C + c];
-    float s = be_lanes_sum(sh, acc);
-    if (threadIdx.y == 0 && c < C)
+    if (be_sum_last(sh, &last, cnt, blockIdx.x, part, C, G, c, &s) && threadIdx.y == 0 && c < C)
         dst[c] += s;
 }
 
@@ -346,10 +337,8 @@ static void colsum(sq_gpu_be *be, float *dst, const float *dout, const float *in
     }
     int R, G = be_sum_groups(T, 1, C, &R);
     unsigned cols = (unsigned)((C + 31) / 32);
-    SQ_LAUNCH(be, k_colsum_part, dim3(cols, (unsigned)G), dim3(32, SUM_LANES), 0, be->sum_ws,
-              dout, inp, mean, rstd, T, C, R, kind);
-    SQ_LAUNCH(be, k_colsum_fin, cols, dim3(32, SUM_LANES), 0, dst, (const float *)be->sum_ws,
-              G, C);
+    SQ_LAUNCH(be, k_colsum, dim3(cols, (unsigned)G), dim3(32, SUM_LANES), 0, dst, be->sum_ws,
+              be->sum_cnt, dout, inp, mean, rstd, T, C, R, G, kind);
 }
 
 void be_colsum(sq_gpu_be *be, float *dst, const float *x, int T, int C)

@@ -107,6 +107,10 @@ static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 // integer atomics only: float atomics are banned (determinism)
 int atomicAdd(int *p, int v);
 unsigned atomicAdd(unsigned *p, unsigned v);
+// a launch's blocks run one after another here: every write is already
+// visible, and a load through L2 is a load
+static inline void __threadfence(void) {}
+template <class T> static inline T __ldcg(const T *p) { return *p; }
 
 // ---- runtime ----
 enum cudaError_t {
