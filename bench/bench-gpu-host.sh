@@ -12,31 +12,44 @@
 # The configs are gpu-check's bench (tests/gpu/check.sh): (a) Beauty N 50,
 # d 64, batch 128; (b) ml-1m-part N 200, d 128, ffn 256, 2 heads, batch 128
 # and batch 2048; (a) and (b) with --cuda-graphs. epoch_seconds is the least
-# train_seconds of epochs 2..EPOCHS (default 3). Into OUTDIR/gpu-host.csv,
-# after the machine lines (timing.sh):
-#   bench,config,epoch_seconds,steps,ms_per_step
+# train_seconds of epochs 2..EPOCHS (default 4); launches_per_step the
+# kernels a training step queues (SEQREC_SIM_TRACE over one more epoch,
+# less the same run's count without training: the final evaluation's),
+# cuBLAS calls and memsets not counted. Into OUTDIR/gpu-host.csv, after
+# the machine lines (timing.sh):
+#   bench,config,epoch_seconds,steps,ms_per_step,launches_per_step
 set -eu
 BIN=$1 SIM=$2 OUT=$3 BEAUTY=$4 ML1M=$5
-EPOCHS=${EPOCHS:-3}
+EPOCHS=${EPOCHS:-4}
 here=$(dirname "$0")
 . "$here/timing.sh"
 csv=$OUT/gpu-host.csv
 rm -f "$csv"
 machine_lines "$csv" gpu-host >/dev/null
-echo "bench,config,epoch_seconds,steps,ms_per_step" >> "$csv"
+echo "bench,config,epoch_seconds,steps,ms_per_step,launches_per_step" >> "$csv"
+train() { # EPOCHS TRACE LOG SPLIT BATCH OPTS...: one host-only run
+  ep=$1 tr=$2 lg=$3 sp=$4 bt=$5
+  shift 5
+  rm -f "$tr" "$lg"
+  SEQREC_SIM_HOST_ONLY=1 SEQREC_SIM_ARENA_GIB=64 SEQREC_SIM_SMS=132 SEQREC_CUDA_LIB=$SIM \
+    SEQREC_SIMULATED_DEVICE=1 SEQREC_SIM_TRACE=$tr "$BIN/seqrec-train" --model sasrec \
+    --attn softmax --loss ce --epochs "$ep" --eval-every 1000 --seed 1 --device cuda \
+    --batch "$bt" "$@" -o "$OUT/gpu-host.sqm" --log "$lg" "$sp" > "$OUT/gpu-host.out" 2>&1 ||
+    { echo "bench-gpu-host: $name failed:" >&2; tail -n 3 "$OUT/gpu-host.out" >&2; exit 1; }
+}
 run() { # NAME SPLIT BATCH OPTS...
   name=$1 split=$2 batch=$3
   shift 3
   log=$OUT/gpu-host-$name.log
-  rm -f "$log"
-  SEQREC_SIM_HOST_ONLY=1 SEQREC_SIM_ARENA_GIB=64 SEQREC_SIM_SMS=132 SEQREC_CUDA_LIB=$SIM \
-    SEQREC_SIMULATED_DEVICE=1 "$BIN/seqrec-train" --model sasrec --attn softmax --loss ce \
-    --epochs "$EPOCHS" --eval-every 1000 --seed 1 --device cuda --batch "$batch" "$@" -o "$OUT/gpu-host.sqm" \
-    --log "$log" "$split" > "$OUT/gpu-host-$name.out" 2>&1 ||
-    { echo "bench-gpu-host: $name failed:" >&2; tail -n 3 "$OUT/gpu-host-$name.out" >&2; exit 1; }
+  train "$EPOCHS" /dev/null "$log" "$split" "$batch" "$@"
+  # launches: epochs 1 and 2 less epoch 1 (the evaluation's in both)
+  train 1 "$OUT/gpu-host-1.trace" "$OUT/gpu-host-x.log" "$split" "$batch" "$@"
+  train 2 "$OUT/gpu-host-2.trace" "$OUT/gpu-host-x.log" "$split" "$batch" "$@"
+  l1=$(wc -l < "$OUT/gpu-host-1.trace") l2=$(wc -l < "$OUT/gpu-host-2.trace")
+  rm -f "$OUT/gpu-host-1.trace" "$OUT/gpu-host-2.trace" "$OUT/gpu-host-x.log"
   # epochs 2.. (the first pays the start-up): the least train_seconds
   # (steps: the epoch's sequences, seq_per_s x train_seconds, over the batch)
-  awk -v n="$name" -v batch="$batch" -F'[,:{}]' '
+  awk -v n="$name" -v batch="$batch" -v launches=$((l2 - l1)) -F'[,:{}]' '
     /"train_seconds"/ {
       for (i = 1; i <= NF; i++) {
         if ($i == "\"train_seconds\"") s = $(i + 1)
@@ -48,7 +61,8 @@ run() { # NAME SPLIT BATCH OPTS...
     END {
       if (best == "") exit 1
       steps = int((seqs + 0.5 + batch - 1) / batch)
-      printf "gpu-host,%s,%.4f,%d,%.3f\n", n, best, steps, 1e3 * best / steps
+      printf "gpu-host,%s,%.4f,%d,%.3f,%.1f\n", n, best, steps, 1e3 * best / steps,
+        launches / steps
     }' \
     "$log" | tee -a "$csv"
 }
@@ -59,4 +73,4 @@ run a-graphs "$BEAUTY" 128 $a --cuda-graphs
 run b "$ML1M" 128 $b
 run b-graphs "$ML1M" 128 $b --cuda-graphs
 run b2048 "$ML1M" 2048 $b
-rm -f "$OUT/gpu-host.sqm"
+rm -f "$OUT/gpu-host.sqm" "$OUT/gpu-host.out"
