@@ -9,8 +9,9 @@
 // every key once a row and waited on a 5-shuffle sum a key). A warp owns
 // AT_RPW rows: for the scores its lanes are the tile's keys (lane j, key
 // k0 + j), for the outputs its lanes are the head's dimensions (lane and
-// lane + 32), the probabilities passed from the one to the other by
-// shuffles. The forward keeps each row's running max m, sum l and
+// lane + 32), the probabilities passed from the one to the other through
+// the warp's rows of shared memory (4 shuffles a key before: the shared
+// loads and shuffles, not the arithmetic, bounded the tile's loops). The forward keeps each row's running max m, sum l and
 // weighted values, and stores the row's log-sum-exp lse = m + log l in
 // att[t * H + h] (the CPU keeps the probabilities there: H sum len^2 >=
 // T H floats, so the GPU's use is a prefix of the caller's buffer). The
@@ -30,8 +31,9 @@
 //
 // Heads of up to 64 dimensions. Budget: __launch_bounds__(256) (8 warps;
 // dk/dv's with 3 blocks an SM, 80 registers: sm_80 spilled at its own
-// choice of 64), static shared memory 24.1 KiB (forward) and 32.5 KiB
-// (backward: q, dout, k and v tiles), no spills. Time O(sum len^2 C),
+// choice of 64; sm_90: 64, 54 and 80 registers), static shared memory
+// 28.1 KiB (forward) and 36.5 KiB (backward: q, dout, k and v tiles, and
+// each warp's probabilities), no spills. Time O(sum len^2 C),
 // memory O(T H).
 #include "common.cuh"
 
@@ -52,14 +54,28 @@ static __device__ void at_load(float *s, int ldsm, const float *x, size_t ld, si
     }
 }
 
-// a[r] = sum_d x[rows[r]][d] y[lane][d]: x's rows broadcast, y's read by lane
+// a[r] = sum_d x[rows[r]][d] y[lane][d]: x's rows broadcast, four of a
+// row's dimensions a 128-bit load (ldx a multiple of 4, x 16-byte
+// aligned), y's read by lane; d ascending, as one dimension at a time: the
+// same sums (the first form made 5 shared loads for 4 products)
 static __device__ __forceinline__ void at_dots(float a[AT_RPW], const float *x, int ldx,
                                                const float *y, int ldy, int r_base, int hs)
 {
-    int lane = threadIdx.x % 32;
+    int lane = threadIdx.x % 32, d = 0;
     for (int r = 0; r < AT_RPW; r++)
         a[r] = 0.0f;
-    for (int d = 0; d < hs; d++) {
+    for (; d + 4 <= hs; d += 4) {
+        const float *yl = y + lane * ldy + d;
+        float y0 = yl[0], y1 = yl[1], y2 = yl[2], y3 = yl[3];
+        for (int r = 0; r < AT_RPW; r++) {
+            float4 xr = *(const float4 *)(x + (r_base + r) * ldx + d);
+            a[r] += xr.x * y0;
+            a[r] += xr.y * y1;
+            a[r] += xr.z * y2;
+            a[r] += xr.w * y3;
+        }
+    }
+    for (; d < hs; d++) {
         float yd = y[lane * ldy + d];
         for (int r = 0; r < AT_RPW; r++)
             a[r] += x[(r_base + r) * ldx + d] * yd;
@@ -67,15 +83,35 @@ static __device__ __forceinline__ void at_dots(float a[AT_RPW], const float *x, 
 }
 
 // acc[r] += sum_{j < n} w_r(lane j) z[j][(lane, lane + 32)]: the weights
-// from the lanes that computed them, z's rows read along the dimensions
+// from the lanes that computed them, through the warp's rows of P
+// ([AT_RPW][32] in shared memory: four keys' weights of a row a 128-bit
+// broadcast load, where the first form made 4 shuffles a key), z's rows
+// read along the dimensions; j ascending
 static __device__ __forceinline__ void at_mix(float acc[AT_RPW][2], const float w[AT_RPW],
-                                              const float *z, int ldz, int n)
+                                              float *P, const float *z, int ldz, int n)
 {
-    int lane = threadIdx.x % 32;
-    for (int j = 0; j < n; j++) {
+    int lane = threadIdx.x % 32, j = 0;
+    __syncwarp(); // the warp's last reads of P are done
+    for (int r = 0; r < AT_RPW; r++)
+        P[r * 32 + lane] = w[r];
+    __syncwarp();
+    for (; j + 4 <= n; j += 4) {
+        float4 pr[AT_RPW];
+        for (int r = 0; r < AT_RPW; r++)
+            pr[r] = *(const float4 *)(P + r * 32 + j);
+        for (int u = 0; u < 4; u++) {
+            float z0 = z[(j + u) * ldz + lane], z1 = z[(j + u) * ldz + lane + 32];
+            for (int r = 0; r < AT_RPW; r++) {
+                float wj = u == 0 ? pr[r].x : u == 1 ? pr[r].y : u == 2 ? pr[r].z : pr[r].w;
+                acc[r][0] += wj * z0;
+                acc[r][1] += wj * z1;
+            }
+        }
+    }
+    for (; j < n; j++) {
         float z0 = z[j * ldz + lane], z1 = z[j * ldz + lane + 32];
         for (int r = 0; r < AT_RPW; r++) {
-            float wj = __shfl_sync(0xffffffffu, w[r], j);
+            float wj = P[r * 32 + j];
             acc[r][0] += wj * z0;
             acc[r][1] += wj * z1;
         }
@@ -86,7 +122,8 @@ static __global__ __launch_bounds__(AT_WARPS * 32) void k_attn_fwd(
     float *out, float *lse, const float *q, const float *k, const float *v, int ld,
     const int *off, int B, const int *tiles, int H, int hs, float scale, int causal)
 {
-    __shared__ float qs[AT_ROWS * AT_MAXHS], ks[AT_ROWS * AT_PAD], vs[AT_ROWS * AT_MAXHS];
+    __shared__ __align__(16) float qs[AT_ROWS * AT_MAXHS], Ps[AT_WARPS * AT_RPW * 32];
+    __shared__ float ks[AT_ROWS * AT_PAD], vs[AT_ROWS * AT_MAXHS];
     int r0, s0, s1;
     if (!be_tile_of(tiles, off, B, &r0, &s0, &s1))
         return; // the whole block
@@ -123,7 +160,7 @@ static __global__ __launch_bounds__(AT_WARPS * 32) void k_attn_fwd(
             acc[r][1] *= f;
             m[r] = mn;
         }
-        at_mix(acc, p, vs, AT_MAXHS, nk);
+        at_mix(acc, p, Ps + w * AT_RPW * 32, vs, AT_MAXHS, nk);
     }
     for (int r = 0; r < AT_RPW; r++) {
         int i = rb + r;
@@ -165,7 +202,8 @@ static __global__ __launch_bounds__(AT_WARPS * 32) void k_attn_dq(
     const float *v, const float *lse, int ld, const int *off, int B, const int *tiles, int H,
     int hs, float scale, int causal)
 {
-    __shared__ float qs[AT_ROWS * AT_MAXHS], gs[AT_ROWS * AT_MAXHS];
+    __shared__ __align__(16) float qs[AT_ROWS * AT_MAXHS], gs[AT_ROWS * AT_MAXHS];
+    __shared__ __align__(16) float Ps[AT_WARPS * AT_RPW * 32];
     __shared__ float ks[AT_ROWS * AT_PAD], vs[AT_ROWS * AT_PAD], Ds[AT_ROWS];
     int r0, s0, s1;
     if (!be_tile_of(tiles, off, B, &r0, &s0, &s1))
@@ -196,7 +234,7 @@ static __global__ __launch_bounds__(AT_WARPS * 32) void k_attn_dq(
             int ok = rb + r < n && lane < nk && (!causal || k0 + lane <= r0 + rb + r);
             ds[r] = ok ? scale * expf(scale * s[r] - L[r]) * (dp[r] - Ds[rb + r]) : 0.0f;
         }
-        at_mix(acc, ds, ks, AT_PAD, nk);
+        at_mix(acc, ds, Ps + w * AT_RPW * 32, ks, AT_PAD, nk);
     }
     for (int r = 0; r < AT_RPW; r++) {
         if (rb + r >= n)
@@ -216,7 +254,8 @@ static __global__ __launch_bounds__(AT_WARPS * 32, 3) void k_attn_dkv(
     const float *v, const float *lse, int ld, const int *off, int B, const int *tiles, int H,
     int hs, float scale, int causal)
 {
-    __shared__ float ks[AT_ROWS * AT_MAXHS], vs[AT_ROWS * AT_MAXHS];
+    __shared__ __align__(16) float ks[AT_ROWS * AT_MAXHS], vs[AT_ROWS * AT_MAXHS];
+    __shared__ __align__(16) float Ps[AT_WARPS * AT_RPW * 32];
     __shared__ float qs[AT_ROWS * AT_PAD], gs[AT_ROWS * AT_PAD], Ls[AT_ROWS], Ds[AT_ROWS];
     int c0, s0, s1;
     if (!be_tile_of(tiles, off, B, &c0, &s0, &s1))
@@ -249,8 +288,8 @@ static __global__ __launch_bounds__(AT_WARPS * 32, 3) void k_attn_dkv(
             p[r] = ok ? expf(scale * s[r] - Ls[lane]) : 0.0f;
             ds[r] = ok ? scale * p[r] * (dp[r] - Ds[lane]) : 0.0f; // Ds past ni: stale
         }
-        at_mix(av, p, gs, AT_PAD, ni);
-        at_mix(ak, ds, qs, AT_PAD, ni);
+        at_mix(av, p, Ps + w * AT_RPW * 32, gs, AT_PAD, ni);
+        at_mix(ak, ds, Ps + w * AT_RPW * 32, qs, AT_PAD, ni);
     }
     for (int r = 0; r < AT_RPW; r++) {
         if (rb + r >= nk)

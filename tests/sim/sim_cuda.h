@@ -51,6 +51,11 @@
 #define __restrict__ __restrict
 #endif
 
+// CUDA's vector type (vector_types.h): 16-byte aligned, one 128-bit load
+struct __attribute__((aligned(16))) float4 {
+    float x, y, z, w;
+};
+
 struct dim3 {
     unsigned x, y, z;
     constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
