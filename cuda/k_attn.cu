@@ -122,7 +122,8 @@ static __global__ __launch_bounds__(AT_WARPS * 32) void k_attn_fwd(
     float *out, float *lse, const float *q, const float *k, const float *v, int ld,
     const int *off, int B, const int *tiles, int H, int hs, float scale, int causal)
 {
-    __shared__ __align__(16) float qs[AT_ROWS * AT_MAXHS], Ps[AT_WARPS * AT_RPW * 32];
+    __shared__ __align__(16) float qs[AT_ROWS * AT_MAXHS];
+    __shared__ __align__(16) float Ps[AT_WARPS * AT_RPW * 32];
     __shared__ float ks[AT_ROWS * AT_PAD], vs[AT_ROWS * AT_MAXHS];
     int r0, s0, s1;
     if (!be_tile_of(tiles, off, B, &r0, &s0, &s1))
@@ -202,7 +203,8 @@ static __global__ __launch_bounds__(AT_WARPS * 32) void k_attn_dq(
     const float *v, const float *lse, int ld, const int *off, int B, const int *tiles, int H,
     int hs, float scale, int causal)
 {
-    __shared__ __align__(16) float qs[AT_ROWS * AT_MAXHS], gs[AT_ROWS * AT_MAXHS];
+    __shared__ __align__(16) float qs[AT_ROWS * AT_MAXHS];
+    __shared__ __align__(16) float gs[AT_ROWS * AT_MAXHS];
     __shared__ __align__(16) float Ps[AT_WARPS * AT_RPW * 32];
     __shared__ float ks[AT_ROWS * AT_PAD], vs[AT_ROWS * AT_PAD], Ds[AT_ROWS];
     int r0, s0, s1;
@@ -254,7 +256,8 @@ static __global__ __launch_bounds__(AT_WARPS * 32, 3) void k_attn_dkv(
     const float *v, const float *lse, int ld, const int *off, int B, const int *tiles, int H,
     int hs, float scale, int causal)
 {
-    __shared__ __align__(16) float ks[AT_ROWS * AT_MAXHS], vs[AT_ROWS * AT_MAXHS];
+    __shared__ __align__(16) float ks[AT_ROWS * AT_MAXHS];
+    __shared__ __align__(16) float vs[AT_ROWS * AT_MAXHS];
     __shared__ __align__(16) float Ps[AT_WARPS * AT_RPW * 32];
     __shared__ float qs[AT_ROWS * AT_PAD], gs[AT_ROWS * AT_PAD], Ls[AT_ROWS], Ds[AT_ROWS];
     int c0, s0, s1;
