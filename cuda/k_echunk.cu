@@ -43,8 +43,8 @@
 // Sums run in a fixed order: results equal the CPU's to float rounding
 // (test_cuda_attn: 1e-5 absolute + 1e-4 relative, keys up to 60 times the
 // usual scale), and two runs give the same bits. Budget:
-// __launch_bounds__(256, 1), 111 (sm_80) and 125 (sm_90) registers, no
-// spills; dynamic shared memory lc_rows(hs, 3): heads of up to 70
+// __launch_bounds__(256, 2) (two blocks an SM: registers were the bound),
+// 123 (sm_80) and 127 (sm_90) registers, no spills; dynamic shared memory lc_rows(hs, 3): heads of up to 70
 // dimensions; over that, k_lattn.cu's sweep.
 #include "lchunk.cuh"
 
@@ -459,7 +459,7 @@ static __device__ void ec_back_k(const lat_args &a, const lc_w &w, const ec_sh &
 }
 
 // A block a (piece, head): one phase of a chunked call (lattn.cuh)
-static __global__ __launch_bounds__(LC_THREADS, 1) void k_echunk(lat_args a, int R)
+static __global__ __launch_bounds__(LC_THREADS, 2) void k_echunk(lat_args a, int R)
 {
     BE_DYN_SHARED(float, sh);
     lc_w w = lc_w_of(a, R);

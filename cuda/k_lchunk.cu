@@ -43,8 +43,8 @@
 // rounding (test_cuda_attn: 1e-5 absolute + 1e-4 relative), and two runs
 // give the same bits; pieces and chunks are counted from each segment's
 // start, so a row's sums do not follow the packing. Budget:
-// __launch_bounds__(256, 1), 108 (sm_80) and 113 (sm_90) registers, no
-// stack, dynamic shared memory hs (hs + 1) + 6 R (hs + 1)
+// __launch_bounds__(256, 2) (two blocks an SM: registers were the bound),
+// 115 (sm_80) and 126 (sm_90) registers, no stack, dynamic shared memory hs (hs + 1) + 6 R (hs + 1)
 // + R (R + 1) + hs + R floats, at most 48 KiB (heads of up to 70
 // dimensions); no spills. The block-wide steps (lc_load ... lc_rowdot) are
 // lchunk.cuh's, shared with efficient's chunks (k_echunk.cu).
@@ -379,7 +379,7 @@ static __device__ void lc_back_k(const lat_args &a, const lc_w &w, const lc_kind
 }
 
 // A block a (piece, head): one phase of a chunked call (lattn.cuh)
-static __global__ __launch_bounds__(LC_THREADS, 1) void k_lchunk(lat_args a, int R)
+static __global__ __launch_bounds__(LC_THREADS, 2) void k_lchunk(lat_args a, int R)
 {
     BE_DYN_SHARED(float, sh);
     lc_w w = lc_w_of(a, R);

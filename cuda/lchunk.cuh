@@ -67,18 +67,49 @@ static __device__ __noinline__ void lc_load(float *B, const float *x, size_t ldx
     lc_sync();
 }
 
-// P[i][j] = X_i . A_j where the mask allows (1: j <= i, 2: j >= i), else 0
+// The steps below give each thread a micro-tile of outputs: the block's
+// 256 threads as 16 x 16, thread (ty, tx) the outputs (i0 + ty + 16 r,
+// e0 + tx + 16 c) of each 16 MR x 16 MC tile. A step's loads are then
+// shared by the thread's MR rows and MC columns (MR + MC shared loads for
+// MR MC products, where a thread an output made two a product: the loads,
+// not the arithmetic, bounded the steps). Each output still sums its terms
+// in the one order, so the bits are those of a thread an output.
+#define LC_TX 16
+#define LC_TY (LC_THREADS / LC_TX)
+
+// P[i][j] = X_i . A_j where the mask allows (1: j <= i, 2: j >= i), else 0;
+// rows R (the buffers' and P's), so every P[i][j] is written
 static __device__ __noinline__ void lc_scores(float *P, const float *X, const float *A, const lc_w w, int n,
                                  int mask)
 {
-    FOR_T(e, w.R * w.R) {
-        int i = e / w.R, j = e % w.R;
-        float s = 0.0f;
-        if (i < n && j < n && (mask == 1 ? j <= i : j >= i))
-            for (int d = 0; d < w.hs; d++)
-                s += X[i * w.sl + d] * A[j * w.sl + d];
-        P[i * w.pl + j] = s;
-    }
+    enum { MR = 2, MC = 2 };
+    int tx = (int)threadIdx.x % LC_TX, ty = (int)threadIdx.x / LC_TX;
+    for (int i0 = 0; i0 < w.R; i0 += LC_TY * MR)
+        for (int j0 = 0; j0 < w.R; j0 += LC_TX * MC) {
+            float s[MR][MC] = {};
+            int ir[MR], jc[MC];
+            for (int r = 0; r < MR; r++)
+                ir[r] = i0 + ty + LC_TY * r;
+            for (int c = 0; c < MC; c++)
+                jc[c] = j0 + tx + LC_TX * c;
+            for (int d = 0; d < w.hs; d++) {
+                float x[MR], y[MC];
+                for (int r = 0; r < MR; r++)
+                    x[r] = ir[r] < n ? X[ir[r] * w.sl + d] : 0.0f;
+                for (int c = 0; c < MC; c++)
+                    y[c] = jc[c] < n ? A[jc[c] * w.sl + d] : 0.0f;
+                for (int r = 0; r < MR; r++)
+                    for (int c = 0; c < MC; c++)
+                        s[r][c] += x[r] * y[c];
+            }
+            for (int r = 0; r < MR; r++)
+                for (int c = 0; c < MC; c++) {
+                    int i = ir[r], j = jc[c];
+                    if (i < w.R && j < w.R)
+                        P[i * w.pl + j] = i < n && j < n && (mask == 1 ? j <= i : j >= i)
+                                              ? s[r][c] : 0.0f;
+                }
+        }
     lc_sync();
 }
 
@@ -88,30 +119,85 @@ static __device__ __noinline__ void lc_scores(float *P, const float *X, const fl
 static __device__ __noinline__ void lc_apply(float *dst, size_t ldd, int add, const float *X, const float *S,
                                 int tr, const float *P, const float *Bv, const lc_w w, int n)
 {
-    FOR_T(e2, n * w.hs) {
-        int i = e2 / w.hs, e = e2 % w.hs;
-        float acc = 0.0f;
-        for (int a = 0; a < w.hs; a++)
-            acc += X[i * w.sl + a] * (tr ? S[e * w.sl + a] : S[a * w.sl + e]);
-        if (P)
-            for (int j = 0; j < n; j++)
-                acc += P[i * w.pl + j] * Bv[j * w.sl + e];
-        float *y = dst + (size_t)i * ldd + e;
-        *y = add ? *y + acc : acc;
-    }
+    enum { MR = 2, MC = 4 };
+    int tx = (int)threadIdx.x % LC_TX, ty = (int)threadIdx.x / LC_TX;
+    for (int i0 = 0; i0 < n; i0 += LC_TY * MR)
+        for (int e0 = 0; e0 < w.hs; e0 += LC_TX * MC) {
+            float acc[MR][MC] = {};
+            int ir[MR], ec[MC];
+            for (int r = 0; r < MR; r++) {
+                ir[r] = i0 + ty + LC_TY * r;
+                ir[r] = ir[r] < n ? ir[r] : -1;
+            }
+            for (int c = 0; c < MC; c++) {
+                ec[c] = e0 + tx + LC_TX * c;
+                ec[c] = ec[c] < w.hs ? ec[c] : -1;
+            }
+            for (int a = 0; a < w.hs; a++) {
+                float x[MR], y[MC];
+                for (int r = 0; r < MR; r++)
+                    x[r] = ir[r] >= 0 ? X[ir[r] * w.sl + a] : 0.0f;
+                for (int c = 0; c < MC; c++)
+                    y[c] = ec[c] < 0 ? 0.0f : tr ? S[ec[c] * w.sl + a] : S[a * w.sl + ec[c]];
+                for (int r = 0; r < MR; r++)
+                    for (int c = 0; c < MC; c++)
+                        acc[r][c] += x[r] * y[c];
+            }
+            for (int j = 0; P && j < n; j++) {
+                float x[MR], y[MC];
+                for (int r = 0; r < MR; r++)
+                    x[r] = ir[r] >= 0 ? P[ir[r] * w.pl + j] : 0.0f;
+                for (int c = 0; c < MC; c++)
+                    y[c] = ec[c] >= 0 ? Bv[j * w.sl + ec[c]] : 0.0f;
+                for (int r = 0; r < MR; r++)
+                    for (int c = 0; c < MC; c++)
+                        acc[r][c] += x[r] * y[c];
+            }
+            for (int r = 0; r < MR; r++)
+                for (int c = 0; c < MC; c++)
+                    if (ir[r] >= 0 && ec[c] >= 0) {
+                        float *y = dst + (size_t)ir[r] * ldd + ec[c];
+                        *y = add ? *y + acc[r][c] : acc[r][c];
+                    }
+        }
     lc_sync();
 }
 
 // S[a][e] += sum_{i < n} A[i][a] Bv[i][e]
 static __device__ __noinline__ void lc_accum(float *S, const float *A, const float *Bv, const lc_w w, int n)
 {
-    FOR_T(e2, w.hs * w.hs) {
-        int a = e2 / w.hs, e = e2 % w.hs;
-        float s = S[a * w.sl + e];
-        for (int i = 0; i < n; i++)
-            s += A[i * w.sl + a] * Bv[i * w.sl + e];
-        S[a * w.sl + e] = s;
-    }
+    enum { MR = 4, MC = 4 };
+    int tx = (int)threadIdx.x % LC_TX, ty = (int)threadIdx.x / LC_TX;
+    for (int a0 = 0; a0 < w.hs; a0 += LC_TY * MR)
+        for (int e0 = 0; e0 < w.hs; e0 += LC_TX * MC) {
+            float s[MR][MC];
+            int ar[MR], ec[MC];
+            for (int r = 0; r < MR; r++) {
+                ar[r] = a0 + ty + LC_TY * r;
+                ar[r] = ar[r] < w.hs ? ar[r] : -1;
+            }
+            for (int c = 0; c < MC; c++) {
+                ec[c] = e0 + tx + LC_TX * c;
+                ec[c] = ec[c] < w.hs ? ec[c] : -1;
+            }
+            for (int r = 0; r < MR; r++)
+                for (int c = 0; c < MC; c++)
+                    s[r][c] = ar[r] >= 0 && ec[c] >= 0 ? S[ar[r] * w.sl + ec[c]] : 0.0f;
+            for (int i = 0; i < n; i++) {
+                float x[MR], y[MC];
+                for (int r = 0; r < MR; r++)
+                    x[r] = ar[r] >= 0 ? A[i * w.sl + ar[r]] : 0.0f;
+                for (int c = 0; c < MC; c++)
+                    y[c] = ec[c] >= 0 ? Bv[i * w.sl + ec[c]] : 0.0f;
+                for (int r = 0; r < MR; r++)
+                    for (int c = 0; c < MC; c++)
+                        s[r][c] += x[r] * y[c];
+            }
+            for (int r = 0; r < MR; r++)
+                for (int c = 0; c < MC; c++)
+                    if (ar[r] >= 0 && ec[c] >= 0)
+                        S[ar[r] * w.sl + ec[c]] = s[r][c];
+        }
     lc_sync();
 }
 
