@@ -108,6 +108,17 @@ int be_nccl_watch(sq_gpu_be *b, double waited, const char *what);
 int be_wait(sq_gpu_be *b, cudaEvent_t ev, const char *what);
 #define BE_RED_SLOTS 4096
 
+// Softmax attention on the tensor cores (k_attn_tc.cu, tf32): k_attn.cu's
+// op over its tiles (32 rows from each segment's start), for a context
+// whose GEMMs are not fp32 and not batch-invariant; k_attn.cu dispatches.
+void be_attention_tc_forward(sq_gpu_be *be, float *out, float *lse, const float *q,
+                             const float *k, const float *v, int ld, const int *off, int B,
+                             const int *tiles, int ntiles, int H, int hs, int causal);
+void be_attention_tc_backward(sq_gpu_be *be, float *dq, float *dk, float *dv, const float *dout,
+                              const float *out, const float *q, const float *k, const float *v,
+                              const float *lse, int ld, const int *off, int B, const int *tiles,
+                              int ntiles, int H, int hs, int causal);
+
 // The batch-invariant GEMM (k_gemm.cu): be_gemm's contract, fp32, each
 // output's sum in k order whatever the shape; be_gemm's path while the
 // context's `invariant` mode is on.

@@ -56,10 +56,10 @@ SIM_OBJ :=
 endif
 SIM_CXXFLAGS := -std=c++17 -DSQ_SIM -Itests/sim -Ilib/ops -Ilib/util -fPIC -fvisibility=hidden \
   -O1 -g -Wall -Wextra -Werror $(SANFLAGS)
-$(BUILD)/sim/%.o: cuda/%.cu $(wildcard cuda/*.cuh) tests/sim/sim_cuda.h lib/ops/gpu_ops.h lib/util/err.h
+$(BUILD)/sim/%.o: cuda/%.cu $(wildcard cuda/*.cuh) tests/sim/sim_cuda.h tests/sim/sim_wmma.h lib/ops/gpu_ops.h lib/util/err.h
 	@mkdir -p $(dir $@)
 	$(CXX) -x c++ $(SIM_CXXFLAGS) -c $< -o $@
-$(BUILD)/sim/sim.o: tests/sim/sim.cpp tests/sim/sim_cuda.h
+$(BUILD)/sim/sim.o: tests/sim/sim.cpp tests/sim/sim_cuda.h tests/sim/sim_wmma.h
 	@mkdir -p $(dir $@)
 	$(CXX) $(SIM_CXXFLAGS) -c $< -o $@
 $(BUILD)/sim/err_pic.o: lib/util/err.c lib/util/err.h
@@ -70,7 +70,7 @@ $(SIM_SO): $(SIM_OBJ)
 	@mkdir -p $(dir $@)
 	$(CXX) -shared $(SANFLAGS) -Wl,-z,defs $^ -lopenblas -o $@
 # The self-test of the runtime (tests/sim/selftest.cu, a program).
-$(BUILD)/sim/selftest: tests/sim/selftest.cu $(BUILD)/sim/sim.o tests/sim/sim_cuda.h
+$(BUILD)/sim/selftest: tests/sim/selftest.cu $(BUILD)/sim/sim.o tests/sim/sim_cuda.h tests/sim/sim_wmma.h
 	@mkdir -p $(dir $@)
 	$(CXX) -x c++ $(SIM_CXXFLAGS) -fvisibility=default -c $< -o $@.o
 	$(CXX) $(SANFLAGS) $@.o $(BUILD)/sim/sim.o -lopenblas -o $@

@@ -323,6 +323,15 @@ static const int *at_tiles(sq_gpu_be *be, const int *off, int B, int H, int C, i
     return h[B] > 0 ? be_seg_tiles(be, h, B, AT_ROWS, n, what) : NULL;
 }
 
+// The tensor cores' kernels (k_attn_tc.cu, tf32) where the GEMMs are not
+// fp32 (--precision tf32 or bf16) and not scoring's batch-invariant ones;
+// these fp32 kernels otherwise. The forward's and backward's agree: the
+// mode does not change within a step.
+static int at_tensor_cores(const sq_gpu_be *be)
+{
+    return be->prec != 0 && !be->invariant;
+}
+
 void be_attention_forward(sq_gpu_be *be, float *out, float *att, const float *q, const float *k,
                           const float *v, int ld, const int *off, int B, int H, int C,
                           int causal)
@@ -333,6 +342,11 @@ void be_attention_forward(sq_gpu_be *be, float *out, float *att, const float *q,
     if (!tiles)
         return;
     int hs = C / H;
+    if (at_tensor_cores(be)) {
+        be_attention_tc_forward(be, out, att, q, k, v, ld, be_ints(be, off), B, tiles, n, H, hs,
+                                causal);
+        return;
+    }
     dim3 grid((unsigned)n, (unsigned)H);
     SQ_LAUNCH(be, k_attn_fwd, grid, AT_WARPS * 32, 0, out, att, q, k, v, ld, be_ints(be, off),
               B, tiles, H, hs, 1.0f / sqrtf((float)hs), causal);
@@ -351,6 +365,11 @@ void be_attention_backward(sq_gpu_be *be, float *dq, float *dk, float *dv, const
     int hs = C / H;
     float scale = 1.0f / sqrtf((float)hs);
     const int *doff = be_ints(be, off); // after the upload (its growth moves the staged ints)
+    if (at_tensor_cores(be)) {
+        be_attention_tc_backward(be, dq, dk, dv, dout, out, q, k, v, att, ld, doff, B, tiles, n,
+                                 H, hs, causal);
+        return;
+    }
     dim3 grid((unsigned)n, (unsigned)H);
     SQ_LAUNCH(be, k_attn_dq, grid, AT_WARPS * 32, 0, dq, dout, out, q, k, v, att, ld, doff, B,
               tiles, H, hs, scale, causal);

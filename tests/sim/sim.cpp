@@ -398,6 +398,13 @@ static void poison_all(void)
         SIM_POISON(a.first, a.second);
 }
 
+void sim_wmma_fail(const char *what)
+{
+    char m[256];
+    snprintf(m, sizeof m, "%s (kernel %s)", what, run_ ? run_->kern : "?");
+    die("%s", m);
+}
+
 void sim_check_arg(const char *kern, int index, const void *p)
 {
     if (p && !sim_is_device(p))

@@ -281,6 +281,8 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
                             cublasGemmAlgo_t algo);
 
 // ---- the launch ----
+#include "sim_wmma.h"
+
 int sim_is_device(const void *p); // inside the arena
 void *sim_dyn_shared(void);
 // The order of blocks and threads from now on: "forward", "reverse" or

@@ -35,7 +35,10 @@ static void draw_inputs(sq_rng *r, size_t n3, size_t tc, float **qkv, float **do
         (*dout)[i] = (float)sq_rng_normal(r);
 }
 
-static void attn_case(unit_ctx *t, cuda_env *g, const int *len, int B, int H, int C, int causal)
+/* tol: the absolute and the relative tolerance (fp32: 2e-5 and 1e-4);
+ * first: the GPU's output of the first run, for the caller (or NULL) */
+static void attn_case_tol(unit_ctx *t, cuda_env *g, const int *len, int B, int H, int C,
+                          int causal, double tol_a, double tol_r, float *first)
 {
     int off[16];
     int T = sq_pack_offsets(off, len, B), ld = 3 * C;
@@ -66,9 +69,11 @@ static void attn_case(unit_ctx *t, cuda_env *g, const int *len, int B, int H, in
         sq_attention_backward(&g->cx, dg, dg + C, dg + 2 * C, dd, dout_g, x, x + C, x + 2 * C,
                               datt, ld, off, B, H, C, causal);
         CHECK(cuda_down(g, gout, dout_g, tc) == 0);
-        CHECK(cuda_close_to(gout, out, tc, 2e-5, 1e-4, "attention out"));
+        CHECK(cuda_close_to(gout, out, tc, tol_a, tol_r, "attention out"));
         CHECK(cuda_down(g, gd, dg, n3) == 0);
-        CHECK(cuda_close_to(gd, dqkv, n3, 2e-5, 1e-4, "attention dq|dk|dv"));
+        CHECK(cuda_close_to(gd, dqkv, n3, tol_a, tol_r, "attention dq|dk|dv"));
+        if (first && !rep)
+            memcpy(first, gout, tc * sizeof *gout);
         if (rep)
             CHECK(memcmp(prev, gd, n3 * sizeof *gd) == 0);
         memcpy(prev, gd, n3 * sizeof *gd);
@@ -78,11 +83,16 @@ static void attn_case(unit_ctx *t, cuda_env *g, const int *len, int B, int H, in
     CHECK(xd && ref);
     if (xd && ref) {
         ref_attention(ref, xd, xd + C, xd + 2 * C, ld, off, B, H, C, causal);
-        CHECK(cuda_close_to_ref(gout, ref, tc, 2e-5, 1e-4, "attention out vs tests/ref"));
+        CHECK(cuda_close_to_ref(gout, ref, tc, tol_a, tol_r, "attention out vs tests/ref"));
     }
     free(xd); free(ref);
     free(qkv); free(dout); free(g0); free(att); free(out); free(dqkv); free(gout); free(gd);
     free(prev);
+}
+
+static void attn_case(unit_ctx *t, cuda_env *g, const int *len, int B, int H, int C, int causal)
+{
+    attn_case_tol(t, g, len, B, H, C, causal, 2e-5, 1e-4, NULL);
 }
 
 UNIT_TEST(cuda_attention_softmax)
@@ -104,6 +114,42 @@ UNIT_TEST(cuda_attention_softmax)
         for (int h = 0; h < (sim ? 3 : 7); h++)
             for (int causal = 0; causal < 2; causal++)
                 attn_case(t, &g, lens[s], nb[s], heads[h][0], heads[h][1], causal);
+    cuda_close(&g);
+}
+
+/* Under --precision tf32 (the GPU's default) the tensor cores' kernels
+ * (k_attn_tc.cu): q, k, v, the probabilities and dS rounded to tf32's 10
+ * mantissa bits, the products' sums in fp32. Tolerance 3e-3 absolute and
+ * relative: tf32's rounding (2^-11 relative an input) through dot products
+ * of up to 64 terms and the softmax; a wrong mask or a missing term is off
+ * by 1e-2 or more. Two runs give the same bits, and not the fp32 kernels'
+ * (the tensor cores ran). */
+UNIT_TEST(cuda_attention_tf32)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    static const int lens[][4] = {{1, 7, 12, 5}, {1, 33, 70, 2}, {96, 64, 0, 0}};
+    static const int nb[] = {4, 4, 2};
+    static const int heads[][2] = {{2, 32}, {1, 64}, {3, 24}, {2, 16}};
+    char name[256] = "";
+    int sim = sq_gpu_probe(name, sizeof name) && strstr(name, "simulated") != NULL;
+    for (int s = 0; s < (sim ? 2 : 3); s++)
+        for (int h = 0; h < 4; h++)
+            for (int causal = 0; causal < 2; causal++) {
+                int off[8], T = sq_pack_offsets(off, lens[s], nb[s]);
+                size_t tc = (size_t)T * heads[h][1];
+                float *o32 = malloc(tc * sizeof *o32), *otf = malloc(tc * sizeof *otf);
+                CHECK(sq_gpu_set_precision(g.gpu, 0, &g.e) == 0);
+                attn_case_tol(t, &g, lens[s], nb[s], heads[h][0], heads[h][1], causal, 2e-5,
+                              1e-4, o32);
+                CHECK(sq_gpu_set_precision(g.gpu, 1, &g.e) == 0);
+                attn_case_tol(t, &g, lens[s], nb[s], heads[h][0], heads[h][1], causal, 3e-3,
+                              3e-3, otf);
+                CHECK(memcmp(o32, otf, tc * sizeof *o32) != 0);
+                free(o32);
+                free(otf);
+            }
     cuda_close(&g);
 }
 
