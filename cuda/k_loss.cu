@@ -9,6 +9,8 @@
 //   logits = hc E^T                           (cuBLAS)
 //   one block per row: online log-sum-exp over items 1..V1-1, the loss,
 //   and dlogits = dloss/count (softmax - onehot) over the logits in place
+//   (the row kept in shared memory between the two, catalogues of up to
+//   10240 items: the logits read once)
 //   the chunk's losses added, in double and a fixed order, to be->red[0]
 //   dbias += column sums of dlogits           (a fixed order, no atomics)
 //   dh += dlogits E, dE += dlogits^T hc       (cuBLAS, beta 1)
@@ -19,7 +21,7 @@
 // Nothing uses float atomics: the same inputs give the same bits.
 //
 // Budgets (nvcc -Xptxas -v, sm_90; every kernel __launch_bounds__(256)):
-//   ce_row_kernel            31 registers, 256 B static shared
+//   ce_row_kernel            31 registers, 256 B static shared, up to 40 KiB dynamic
 //   sum_rows_kernel          16 registers, 2 KiB static shared (256 doubles)
 //   colsum_kernel            32 registers
 //   scatter_kernel           30 registers (rows that may repeat)
@@ -64,14 +66,20 @@ static __device__ inline void lse_merge(float &mx, float &s, float om, float os)
 // One block per row r of the chunk, target y = targets[r] (0: the row's
 // loss and dlogits are 0). One pass for the online max and sum over items
 // 1..V1-1 (item 0 is padding, out of the softmax), then -log p_y and, when
-// grad, dlogits = g (p - onehot(y)) over the row in place.
+// grad, dlogits = g (p - onehot(y)) over the row in place. cached: the
+// row's logits kept in dynamic shared memory from the first pass to the
+// second (V1 <= CE_ROW_CACHE floats), so the chunk's logits are read once,
+// not twice (the same values, the same bits).
+#define CE_ROW_CACHE (40 * 1024 / 4)
 static __global__ __launch_bounds__(LOSS_THREADS) void ce_row_kernel(float *logits,
                                                                      float *rowloss,
                                                                      const float *bias,
                                                                      const int *targets, int V1,
-                                                                     const float *gp, int grad)
+                                                                     const float *gp, int grad,
+                                                                     int cached)
 {
     __shared__ float wm[32], ws[32];
+    BE_DYN_SHARED(float, row);
     float g = *gp;
     int r = blockIdx.x, y = targets[r];
     float *lr = logits + (size_t)r * V1;
@@ -85,6 +93,8 @@ static __global__ __launch_bounds__(LOSS_THREADS) void ce_row_kernel(float *logi
     float mx = -FLT_MAX, s = 0.0f;
     for (int j = 1 + threadIdx.x; j < V1; j += blockDim.x) {
         float l = bias ? lr[j] + bias[j] : lr[j];
+        if (cached)
+            row[j] = l;
         if (l > mx) {
             s = s * expf(mx - l) + 1.0f;
             mx = l;
@@ -116,7 +126,7 @@ static __global__ __launch_bounds__(LOSS_THREADS) void ce_row_kernel(float *logi
     __syncthreads(); // every thread has read lr[y]
     float inv = g / s;
     for (int j = threadIdx.x; j < V1; j += blockDim.x) {
-        float l = bias ? lr[j] + bias[j] : lr[j];
+        float l = !j ? 0.0f : cached ? row[j] : bias ? lr[j] + bias[j] : lr[j];
         float d = j ? expf(l - mx) * inv : 0.0f;
         lr[j] = j == y ? d - g : d;
     }
@@ -197,13 +207,14 @@ static double ce_full(sq_gpu_be *be, float *dh, float *dE, float *dbias, float *
     const int *hrows = rows ? be_host_ints(be, rows) : NULL;
     const int *htargets = be_host_ints(be, targets);
     int distinct = hrows && htargets && rows_increasing(hrows, htargets, n);
+    size_t cache = grad && V1 <= CE_ROW_CACHE ? (size_t)V1 * sizeof(float) : 0;
     for (int e0 = 0; e0 < n; e0 += chunk) {
         int m = n - e0 < chunk ? n - e0 : chunk; // entries e0 .. e0+m-1
         SQ_LAUNCH(be, gather_kernel, be_blocks((size_t)m * C, LOSS_THREADS), LOSS_THREADS, 0,
                   hc, h, drows, dt, e0, m, C);
         be_gemm(be, 0, 1, m, V1, C, 1.0f, hc, C, E, C, 0.0f, logits, V1);
-        SQ_LAUNCH(be, ce_row_kernel, m, LOSS_THREADS, 0, logits, rowloss, bias, dt + e0, V1, dg,
-                  grad);
+        SQ_LAUNCH(be, ce_row_kernel, m, LOSS_THREADS, cache, logits, rowloss, bias, dt + e0, V1,
+                  dg, grad, cache > 0);
         SQ_LAUNCH(be, sum_rows_kernel, 1, LOSS_THREADS, 0, be->red, rowloss, m, e0 == 0);
         if (!grad)
             continue;
