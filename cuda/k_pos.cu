@@ -137,13 +137,27 @@ static __global__ __launch_bounds__(PS_THREADS) void k_pa_dv(
     }
 }
 
+// rd[t H + h] = dout_t . out_t over head h's columns: k_pa_drw's row dots,
+// once a row and head instead of once a row, head and column p
+static __global__ __launch_bounds__(PS_THREADS) void k_pa_rowdot(float *rd, const float *dout,
+                                                                 const float *out, int T, int H,
+                                                                 int C)
+{
+    int hs = C / H;
+    PS_EACH(e, (size_t)T * H) {
+        size_t t = e / (size_t)H, h = e % (size_t)H;
+        rd[e] = be_dot8(dout + t * C + h * hs, out + t * C + h * hs, hs);
+    }
+}
+
 // dRw[h, q, p] += scale A_ij (dout_i . v_j - dout_i . out_i) over the
 // segments whose rows i, j sit at q, p (j allowed for i): a block a row
-// (h, q), a thread a column p, the segments in order.
+// (h, q), a thread a column p, the segments in order. rd: the row dots
+// (k_pa_rowdot), or NULL: each computed where it is used.
 static __global__ __launch_bounds__(PS_ROW_THREADS) void k_pa_drw(
-    float *dRw, const float *dout, const float *out, const float *v, const float *att, int ld,
-    const int *off, const int *pos, const size_t *base, int B, int H, int C, int N, float scale,
-    int causal)
+    float *dRw, const float *dout, const float *out, const float *v, const float *att,
+    const float *rd, int ld, const int *off, const int *pos, const size_t *base, int B, int H,
+    int C, int N, float scale, int causal)
 {
     int h = (int)(blockIdx.x / (unsigned)N), q = (int)(blockIdx.x % (unsigned)N), hs = C / H;
     float *drow = dRw + (size_t)h * N * N + (size_t)q * N;
@@ -156,7 +170,8 @@ static __global__ __launch_bounds__(PS_ROW_THREADS) void k_pa_drw(
             if (j < 0 || (causal && j > i))
                 continue;
             const float *doi = dout + (size_t)(o + i) * C + (size_t)h * hs;
-            float rowdot = be_dot8(doi, out + (size_t)(o + i) * C + (size_t)h * hs, hs);
+            float rowdot = rd ? rd[(size_t)(o + i) * H + h]
+                              : be_dot8(doi, out + (size_t)(o + i) * C + (size_t)h * hs, hs);
             float dA = be_dot8(doi, v + (size_t)(o + j) * ld + (size_t)h * hs, hs);
             float a = att[base[b] + (size_t)h * L * L + (size_t)i * L + j];
             acc += scale * a * (dA - rowdot);
@@ -442,10 +457,16 @@ void be_pa_backward(sq_gpu_be *be, float *dRw, float *dv, const float *dout, con
     if (dv)
         SQ_LAUNCH(be, k_pa_dv, ps_grid((size_t)T * C), PS_THREADS, 0, dv, dout, att, ld, doff,
                   base, B, T, C, hs, causal);
-    if (dRw)
-        SQ_LAUNCH(be, k_pa_drw, (unsigned)H * (unsigned)max_len, PS_ROW_THREADS, 0, dRw, dout,
-                  out, v, att, ld, doff, dpos, base, B, H, C, max_len,
-                  1.0f / sqrtf((float)hs), causal);
+    if (!dRw)
+        return;
+    // the row dots in the context's workspace (no column sum runs inside
+    // this op), where they fit
+    float *rd = (size_t)T * H <= BE_SUM_WS ? be->sum_ws : NULL;
+    if (rd)
+        SQ_LAUNCH(be, k_pa_rowdot, ps_grid((size_t)T * H), PS_THREADS, 0, rd, dout, out, T, H, C);
+    SQ_LAUNCH(be, k_pa_drw, (unsigned)H * (unsigned)max_len, PS_ROW_THREADS, 0, dRw, dout, out,
+              v, att, (const float *)rd, ld, doff, dpos, base, B, H, C, max_len,
+              1.0f / sqrtf((float)hs), causal);
 }
 
 void be_fixed_forward(sq_gpu_be *be, float *out, const float *v, int ld, const int *off,
