@@ -1,9 +1,11 @@
-// k_adam.cu - the optimiser: Adam/AdamW (adam.h's sq_adam_update), the
+// k_adam.cu - the optimiser: Adam/AdamW (adam.h's sq_adam_update, and
+// sq_adam_update_runs: a model's runs of configs in one launch), the
 // gradient's L2 norm and global-norm clipping, with the CPU's arithmetic.
 //
 // Budgets (nvcc -Xptxas -v, sm_90): every kernel __launch_bounds__(256);
 //   adam_kernel        30 registers, no shared memory
 //   adam_rows_kernel   30 registers, no shared memory
+//   adam_runs_kernel   34 registers, no shared memory (a grid row a run)
 //   sumsq_kernel       16 registers, 2 KiB static shared (256 doubles)
 //   sumsq_final_kernel 14 registers, 2 KiB static shared
 //   scale_kernel       10 registers, no shared memory
@@ -67,6 +69,26 @@ static __global__ __launch_bounds__(ADAM_THREADS) void adam_kernel(float *param,
         adam_one(param, grad, m, v, i, k);
 }
 
+// A run of adam_runs_kernel: its elements and constants
+struct adam_run {
+    size_t off, len;
+    adam_k k;
+};
+
+// The runs in one launch (adam.c's sq_adam_update_runs): blocks
+// (x, y = run) walk run y's elements grid-stride; the same arithmetic a
+// element as adam_kernel, so the same bits as a launch a run
+static __global__ __launch_bounds__(ADAM_THREADS) void adam_runs_kernel(
+    float *param, const float *grad, float *m, float *v, const adam_run *runs, const int *gate)
+{
+    if (gate && !*gate)
+        return;
+    const adam_run r = runs[blockIdx.y];
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < r.len; i += stride)
+        adam_one(param + r.off, grad + r.off, m + r.off, v + r.off, i, r.k);
+}
+
 // Lazy Adam (adam.c's sq_adam_update_rows): element j of listed row
 // rows[i] for the flat index i width + j; SQ_ADAM_NO_ROW entries skipped
 static __global__ __launch_bounds__(ADAM_THREADS) void adam_rows_kernel(
@@ -128,6 +150,33 @@ void be_adam_update(sq_gpu_be *be, float *param, const float *grad, float *m, fl
     if (dk)
         SQ_LAUNCH(be, adam_kernel, adam_grid(n), ADAM_THREADS, 0, param, grad, m, v, n, dk,
                   adam_gate(be));
+}
+
+void be_adam_runs(sq_gpu_be *be, float *param, const float *grad, float *m, float *v,
+                  const size_t *offs, const size_t *lens, const double *cfgs, int n, long t)
+{
+    adam_run runs[SQ_ADAM_RUNS_GPU];
+    size_t most = 0;
+    if (n <= 0)
+        return;
+    if (n > SQ_ADAM_RUNS_GPU) { // adam.c cuts longer lists
+        be_note(be, cudaErrorInvalidValue, "adam_runs: too many runs");
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        const double *c = cfgs + 6 * i;
+        runs[i].off = offs[i];
+        runs[i].len = lens[i];
+        runs[i].k = adam_consts(c[0], c[1], c[2], c[3], c[4], (int)c[5], t);
+        most = lens[i] > most ? lens[i] : most;
+    }
+    if (!most)
+        return;
+    // the constants change with t: read on the device (a graph's replay)
+    const adam_run *d = (const adam_run *)be_op_upload(be, runs, (size_t)n * sizeof *runs);
+    if (d)
+        SQ_LAUNCH(be, adam_runs_kernel, dim3(adam_grid(most), (unsigned)n), ADAM_THREADS, 0,
+                  param, grad, m, v, d, adam_gate(be));
 }
 
 void be_adam_rows(sq_gpu_be *be, float *param, const float *grad, float *m, float *v,

@@ -98,6 +98,46 @@ void R(sq_adam_update)(const sq_ctx *cx, real *param, const real *grad, real *m,
     SQ_FOR_CHUNKS(n, R(adam_chunk)(param + i0, grad + i0, m + i0, v + i0, len, k));
 }
 
+/* The GPU's: the runs in launches of up to SQ_ADAM_RUNS_GPU, their
+ * configs as 6 doubles each (lr, beta1, beta2, eps, weight decay,
+ * decoupled); 1 when cx is not a GPU's */
+static int R(adam_runs_gpu)(const sq_ctx *cx, real *param, const real *grad, real *m, real *v,
+                            const sq_adam_run *runs, int n, long t)
+{
+#if SQ_REAL_IS_F64
+    (void)cx, (void)param, (void)grad, (void)m, (void)v, (void)runs, (void)n, (void)t;
+    return 1;
+#else
+    if (cx->backend != SQ_BACKEND_CUDA)
+        return 1;
+    for (int r0 = 0; r0 < n; r0 += SQ_ADAM_RUNS_GPU) {
+        size_t offs[SQ_ADAM_RUNS_GPU], lens[SQ_ADAM_RUNS_GPU];
+        double cfgs[6 * SQ_ADAM_RUNS_GPU];
+        int k = n - r0 < SQ_ADAM_RUNS_GPU ? n - r0 : SQ_ADAM_RUNS_GPU;
+        for (int i = 0; i < k; i++) {
+            const sq_adam_run *u = &runs[r0 + i];
+            double *c = cfgs + 6 * i;
+            offs[i] = u->off;
+            lens[i] = u->len;
+            c[0] = u->cfg->lr, c[1] = u->cfg->beta1, c[2] = u->cfg->beta2;
+            c[3] = u->cfg->eps, c[4] = u->cfg->weight_decay, c[5] = u->cfg->decoupled;
+        }
+        sq_gpu_adam_runs((sq_gpu *)cx->gpu, param, grad, m, v, offs, lens, cfgs, k, t);
+    }
+    return 0;
+#endif
+}
+
+void R(sq_adam_update_runs)(const sq_ctx *cx, real *param, const real *grad, real *m, real *v,
+                            const sq_adam_run *runs, int n, long t)
+{
+    if (!R(adam_runs_gpu)(cx, param, grad, m, v, runs, n, t))
+        return;
+    for (int i = 0; i < n; i++)
+        R(sq_adam_update)(cx, param + runs[i].off, grad + runs[i].off, m + runs[i].off,
+                          v + runs[i].off, runs[i].len, runs[i].cfg, t);
+}
+
 void R(sq_adam_update_rows)(const sq_ctx *cx, real *param, const real *grad, real *m,
                             real *v, size_t width, const uint32_t *rows, size_t n,
                             const sq_adam_cfg *cfg, long t)

@@ -42,6 +42,13 @@ typedef struct {
 
 enum { SQ_ADAM_CFGS = 4 }; /* configs of one fused update at most */
 
+/* A run of sq_adam_update_runs: elements [off, off + len), config cfg */
+typedef struct {
+    size_t off, len;
+    const sq_adam_cfg *cfg;
+} sq_adam_run;
+
+
 /* sq_adam_update_rows: a list entry that names no row (padding a list to
  * the length a CUDA graph's step fixed) */
 #define SQ_ADAM_NO_ROW UINT32_MAX
@@ -57,6 +64,13 @@ enum { SQ_ADAM_CFGS = 4 }; /* configs of one fused update at most */
  *   param -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) */
 void R(sq_adam_update)(const sq_ctx *cx, real *param, const real *grad, real *m,
                        real *v, size_t n, const sq_adam_cfg *cfg, long t);
+
+/* sq_adam_update on each run of the block, elements [off, off + len) with
+ * its config, as one call (on a GPU one launch, not one a run: a model's
+ * runs alternate between decayed weights and the rest). The same bits as
+ * a call a run. */
+void R(sq_adam_update_runs)(const sq_ctx *cx, real *param, const real *grad, real *m, real *v,
+                            const sq_adam_run *runs, int n, long t);
 
 /* The update of sq_adam_update on rows rows[0 .. n) of `width` elements
  * (row r: elements [r width, (r + 1) width) of param, grad, m and v) and

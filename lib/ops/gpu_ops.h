@@ -42,6 +42,8 @@
  * sq_lattn_gpu_scratch_size) and the kernels' split agree on it. A
  * multiple of the chunks' 32 and 16 rows. */
 #define SQ_LATTN_GPU_PIECE 128
+/* The runs one adam_runs call takes at most (adam.c cuts longer lists) */
+#define SQ_ADAM_RUNS_GPU 64
 
 #ifdef __cplusplus
 extern "C" {
@@ -328,6 +330,10 @@ extern "C" {
                         const uint32_t *rows, size_t n, double lr, double beta1, double beta2, \
                         double eps, double weight_decay, int decoupled, long t),             \
       (param, grad, m, v, width, rows, n, lr, beta1, beta2, eps, weight_decay, decoupled, t)) \
+    X(void, adam_runs, (float *param, const float *grad, float *m, float *v,                 \
+                        const size_t *offs, const size_t *lens, const double *cfgs, int n,   \
+                        long t),                                                             \
+      (param, grad, m, v, offs, lens, cfgs, n, t))                                           \
     X(double, grad_norm, (const float *g, size_t n), (g, n))                                 \
     X(double, grad_clip, (float *g, size_t n, double max_norm), (g, n, max_norm))            \
     /* scoring's top-K selection (k_topk.cu; ok, excl, eoff host arrays it uploads) */         \

@@ -340,36 +340,37 @@ static size_t list_rows(sq_micro *mb, size_t rows, size_t *marked)
     return len;
 }
 
-/* Elements [a, b) of the block, densely */
-static void dense(sq_net *net, float *m, float *v, size_t a, size_t b, const sq_adam_cfg *c,
-                  long t)
+/* Elements [a, b) of the block with config c, appended to the dense runs */
+static void dense(sq_adam_run *d, int *nd, size_t a, size_t b, const sq_adam_cfg *c)
 {
     if (b > a)
-        sq_adam_update(net->cx, net->params + a, net->grads + a, m + a, v + a, b - a, c, t);
+        d[(*nd)++] = (sq_adam_run){.off = a, .len = b - a, .cfg = c};
 }
 
-/* A GPU's update of a lazy step (mb->lazy): each run densely, but a lazy
- * run's row-sparse tensor by its marked rows alone, in one launch whose
- * length is the step's shape's (a CUDA graph's step) */
+/* A GPU's update of a lazy step (mb->lazy): each run densely (one call for
+ * them all), but a lazy run's row-sparse tensor by its marked rows alone,
+ * in one launch whose length is the step's shape's (a CUDA graph's step) */
 static void gpu_rows_adam(sq_micro *mb, sq_net *net, float *m, float *v,
                           const sq_micro_run *runs, int n_runs, long t)
 {
     const sq_tensor_set *ts = net->ts;
-    int rt = mb->rows_t;
+    int rt = mb->rows_t, nd = 0;
     size_t t0 = ts->off[rt], t1 = t0 + ts->size[rt], rows = ts->shape[rt][0];
-    for (int i = 0; i < n_runs; i++) {
+    sq_adam_run d[SQ_MAX_TENSORS + 2]; /* one run split in two around the rows */
+    for (int i = 0; i < n_runs && i < SQ_MAX_TENSORS; i++) {
         size_t off = runs[i].off, end = off + runs[i].len;
         const sq_adam_cfg *c = runs[i].cfg;
         if (!c->lazy || t0 < off || t1 > end) {
-            dense(net, m, v, off, end, c, t);
+            dense(d, &nd, off, end, c);
             continue;
         }
-        dense(net, m, v, off, t0, c, t);
+        dense(d, &nd, off, t0, c);
         size_t marked, n = list_rows(mb, rows, &marked);
         sq_adam_update_rows(net->cx, net->params + t0, net->grads + t0, m + t0, v + t0,
                             ts->size[rt] / rows, mb->list, n, c, t);
-        dense(net, m, v, t1, end, c, t);
+        dense(d, &nd, t1, end, c);
     }
+    sq_adam_update_runs(net->cx, net->params, net->grads, m, v, d, nd, t);
 }
 
 int sq_micro_adam(sq_micro *mb, sq_net *net, float *m, float *v, const sq_micro_run *runs,
@@ -392,9 +393,7 @@ int sq_micro_adam(sq_micro *mb, sq_net *net, float *m, float *v, const sq_micro_
         return 0;
     }
     if (!mb->defer || !mb->np) { /* summed by the step (or no step) */
-        for (int i = 0; i < n_runs; i++)
-            sq_adam_update(net->cx, net->params + runs[i].off, net->grads + runs[i].off,
-                           m + runs[i].off, v + runs[i].off, runs[i].len, runs[i].cfg, t);
+        sq_adam_update_runs(net->cx, net->params, net->grads, m, v, runs, n_runs, t);
         summed(mb);
         return 0;
     }

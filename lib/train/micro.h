@@ -136,11 +136,8 @@ double sq_micro_step(sq_micro *mb, const sq_model_def *def, sq_net *net, void *w
                      const sq_packed *b, const sq_step_opts *so, uint64_t step, int *count);
 
 /* A run of parameters and its Adam config (train.c: the weight-decay
- * groups) */
-typedef struct {
-    size_t off, len;
-    const sq_adam_cfg *cfg;
-} sq_micro_run;
+ * groups): adam.h's, so that a GPU updates them all in one call */
+typedef sq_adam_run sq_micro_run;
 
 /* Adam (adam.h) on the runs with the step's gradient, t >= 1 the step
  * count. Deferred, the parts are summed into net->grads there, chunk by

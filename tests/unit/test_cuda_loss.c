@@ -481,6 +481,68 @@ UNIT_TEST(test_cuda_adam_rows)
     cuda_close(&g);
 }
 
+/* sq_adam_update_runs: 70 runs (two launches of at most 64), of two
+ * configs alternating, of lengths 0 to 400, with gaps between them that
+ * no run covers: on the GPU the same bits as a call a run (and as the
+ * CPU's to its tolerance), the gaps untouched */
+#define RUNS_N 70
+UNIT_TEST(test_cuda_adam_runs)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    sq_adam_cfg c0 = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-8,
+                      .weight_decay = 0.01, .decoupled = 1};
+    sq_adam_cfg c1 = {.lr = 3e-3, .beta1 = 0.8, .beta2 = 0.999, .eps = 1e-6,
+                      .weight_decay = 0.0, .decoupled = 0};
+    sq_adam_run runs[RUNS_N];
+    size_t at = 0;
+    for (int i = 0; i < RUNS_N; i++) {
+        runs[i] = (sq_adam_run){.off = at, .len = (size_t)(i * 37) % 401, .cfg = i % 2 ? &c1 : &c0};
+        at += runs[i].len + (size_t)(i % 3); /* a gap of 0 to 2 */
+    }
+    size_t n = at;
+    float *p = malloc(n * sizeof *p), *gr = malloc(n * sizeof *gr);
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *cp = malloc(n * sizeof *cp);
+    float *cm = calloc(n, sizeof *cm), *cv = calloc(n, sizeof *cv);
+    sq_rng r;
+    sq_rng_seed(&r, 19, 0);
+    fill_normal(p, n, 1.0, &r);
+    fill_normal(gr, n, 1.0, &r);
+    float *dg = cuda_up(&g, gr, n);
+    for (int k = 0; k < 2 && !g.bad; k++) { /* k 0: one call, k 1: a call a run */
+        float *dp = cuda_up(&g, p, n), *dm = cuda_zeros(&g, n), *dv = cuda_zeros(&g, n);
+        for (long step = 1; step <= 2; step++) {
+            if (k == 0)
+                sq_adam_update_runs(&g.cx, dp, dg, dm, dv, runs, RUNS_N, step);
+            else
+                for (int i = 0; i < RUNS_N; i++)
+                    sq_adam_update(&g.cx, dp + runs[i].off, dg + runs[i].off, dm + runs[i].off,
+                                   dv + runs[i].off, runs[i].len, runs[i].cfg, step);
+        }
+        cuda_down(&g, k ? b : a, dp, n);
+    }
+    memcpy(cp, p, n * sizeof *cp);
+    const sq_ctx cpu = sq_ctx_cpu();
+    for (long step = 1; step <= 2; step++)
+        sq_adam_update_runs(&cpu, cp, gr, cm, cv, runs, RUNS_N, step);
+    if (!g.bad) {
+        CHECK(memcmp(a, b, n * sizeof *a) == 0);
+        CHECK(cuda_close_to(a, cp, n, 1e-30, 2.4e-7, "adam runs param"));
+        int gaps = 1, moved = 0;
+        for (int i = 0; i < RUNS_N; i++) {
+            size_t end = runs[i].off + runs[i].len, next = i + 1 < RUNS_N ? runs[i + 1].off : n;
+            for (size_t e = end; e < next; e++)
+                gaps &= memcmp(&a[e], &p[e], sizeof *a) == 0;
+            moved += runs[i].len && a[runs[i].off] != p[runs[i].off];
+        }
+        CHECK(gaps);
+        CHECK(moved > RUNS_N / 2);
+    }
+    free(p); free(gr); free(a); free(b); free(cp); free(cm); free(cv);
+    cuda_close(&g);
+}
+
 #define NORM_N 100003 /* several blocks of the first pass, a partial last */
 
 UNIT_TEST(test_cuda_grad_norm)
