@@ -89,7 +89,7 @@ struct sq_gpu_be {
     struct be_prof *prof; // SEQREC_GPU_PROFILE (prof.cu), or NULL
     int invariant;        // be_gemm runs k_gemm.cu's batch-invariant kernel (scoring)
     float *sum_ws;        // BE_SUM_WS floats: the column sums' partials (k_rows.cu)
-    unsigned *sum_cnt;    // BE_SUM_CNT counters, zero between launches (be_sum_last)
+    unsigned *sum_cnt;    // BE_SUM_CNT counters, zero between launches (be_sum_is_last, be_sum_fin)
 };
 #define BE_SUM_WS ((size_t)1 << 22)
 #define BE_SUM_CNT (BE_SUM_WS / 32) // a counter per 32 partial columns
@@ -417,7 +417,7 @@ static __device__ inline double be_block_sum_d(double s, double *sh)
 // block (32 columns, a group of R rows) and its BE_SUM_LANES row lanes,
 // each summing rows r0 + l, r0 + l + BE_SUM_LANES, ... in order, a partial
 // in the context's workspace (sum_ws), and pass 2 sums a column's groups
-// the same way, in the last block of pass 1's launch (be_sum_last). be_sum_groups picks R from T, the partial rows per group
+// the same way, in the last block of pass 1's launch (be_sum_is_last, be_sum_fin). be_sum_groups picks R from T, the partial rows per group
 // (`per`: taps, ...) and C alone: at least BE_SUM_ROWS rows a group, and G
 // x per x C partials within BE_SUM_WS and G within the grid's 65535.
 #define BE_SUM_LANES 8
@@ -449,34 +449,41 @@ static __device__ __forceinline__ float be_lanes_sum(float (*sh)[32], float acc)
     return s;
 }
 
-// Pass 2 in pass 1's launch: each block of a column block `key` calls it
-// once its partial is in `part` (group g of column c at part[g C + c]);
-// the block that finishes last, as counted by cnt[key], sums the G groups'
-// partials of its columns in pass 2's fixed lane order and returns 1, the
-// sum in *s for lane row 0 (the others 0). Whichever block is last, the
-// order is the groups': the same bits every run, and no second launch.
-// The counter goes back to 0 for the next launch. Every thread of the
-// block calls it (barriers inside); *last is the block's shared flag.
-static __device__ __forceinline__ int be_sum_last(float (*sh)[32], int *last, unsigned *cnt,
-                                                  unsigned key, const float *part, int C,
-                                                  int G, int c, float *s)
+// Pass 2 in pass 1's launch: each block of a column block `key` calls
+// be_sum_is_last once its partials are in the workspace; the block that
+// arrives last, as counted by cnt[key], gets 1 (every thread of it) and
+// adds the groups' partials of its columns with be_sum_fin, in pass 2's
+// fixed lane order. Whichever block is last, the order is the groups':
+// the same bits every run, and no second launch. The counter goes back to
+// 0 for the next launch. Every thread of the block calls both (barriers
+// inside); *last is the block's shared flag.
+static __device__ __forceinline__ int be_sum_is_last(int *last, unsigned *cnt, unsigned key,
+                                                     int G)
 {
-    __threadfence(); // this thread's partial, seen by the last block
+    __threadfence(); // this thread's partials, seen by the last block
     __syncthreads();
-    if (threadIdx.x == 0 && threadIdx.y == 0)
+    if (threadIdx.x == 0 && threadIdx.y == 0) {
         *last = atomicAdd(&cnt[key], 1u) == (unsigned)G - 1;
+        if (*last)
+            cnt[key] = 0; // every block of the key has arrived
+    }
     __syncthreads();
-    if (!*last)
-        return 0;
-    __threadfence();
+    if (*last)
+        __threadfence();
+    return *last;
+}
+
+// The sum of column c's G group partials (group g at part[g C + c]) in
+// lane order; lane row 0's is the column's (the others partial)
+static __device__ __forceinline__ float be_sum_fin(float (*sh)[32], const float *part, int C,
+                                                   int G, int c)
+{
     float acc = 0;
     if (c < C)
         for (int g = threadIdx.y; g < G; g += BE_SUM_LANES)
             acc += __ldcg(part + (size_t)g * C + c);
-    *s = be_lanes_sum(sh, acc);
-    if (threadIdx.x == 0 && threadIdx.y == 0)
-        cnt[key] = 0;
-    return 1;
+    __syncthreads(); // sh's last readers are done
+    return be_lanes_sum(sh, acc);
 }
 
 #endif

@@ -92,8 +92,10 @@ static __global__ __launch_bounds__(32 * BE_SUM_LANES) void k_dwc_dw(
     float *pk = part + (size_t)k * G * C;
     if (threadIdx.y == 0 && c < C)
         pk[(size_t)g * C + c] = sum;
-    unsigned key = blockIdx.y * gridDim.x + blockIdx.x;
-    if (be_sum_last(sh, &last, cnt, key, pk, C, G, c, &sum) && threadIdx.y == 0 && c < C) {
+    if (!be_sum_is_last(&last, cnt, blockIdx.y * gridDim.x + blockIdx.x, G))
+        return;
+    sum = be_sum_fin(sh, pk, C, G, c);
+    if (threadIdx.y == 0 && c < C) {
         if (k == K)
             db[c] += sum;
         else

@@ -295,55 +295,75 @@ void be_posemb_backward(sq_gpu_be *be, float *dinp, float *dpe, const float *dou
 // (inp[r][c] - mean[r]) rstd[r] dout[r][c] (kind 1: LayerNorm's dw), in
 // two passes (common.cuh, be_sum_groups) in one launch: block (32 columns,
 // group g of R rows) puts its partial in the workspace, and the last block
-// of its columns adds the groups' partials in order (be_sum_last). The
+// of its columns adds the groups' partials in order (be_sum_is_last,
+// be_sum_fin); LayerNorm's dw and db in the same pass (kind 2). The
 // one-pass form, a block per 32 columns, ran 4 blocks of a
 // 132-multiprocessor GPU for C = 128, each thread walking T / 8 rows; the
-// two-launch form spent a second launch on 2 x 22 sums a SASRec step. A
-// fixed order, the same bits every run, no float atomics.
+// two-launch form spent a second launch on each of 22 sums a SASRec step.
+// A fixed order, the same bits every run, no float atomics.
 #define SUM_LANES BE_SUM_LANES
 
 static __global__ __launch_bounds__(32 * SUM_LANES) void k_colsum(
-    float *dst, float *part, unsigned *cnt, const float *dout, const float *inp,
+    float *dst, float *dst2, float *part, unsigned *cnt, const float *dout, const float *inp,
     const float *mean, const float *rstd, int T, int C, int R, int G, int kind)
 {
     __shared__ float sh[SUM_LANES][32];
     __shared__ int last;
     int c = blockIdx.x * 32 + threadIdx.x, g = blockIdx.y;
     int r0 = g * R, r1 = T - r0 < R ? T : r0 + R;
-    float acc = 0;
+    float acc = 0, acc2 = 0;
     if (c < C)
         for (int r = r0 + (int)threadIdx.y; r < r1; r += SUM_LANES) {
             float d = dout[(size_t)r * C + c];
             acc += kind ? (inp[(size_t)r * C + c] - mean[r]) * rstd[r] * d : d;
+            acc2 += d;
         }
+    float *part2 = part + (size_t)G * C; // kind 2's db partials
     float s = be_lanes_sum(sh, acc);
     if (threadIdx.y == 0 && c < C)
         part[(size_t)g * C + c] = s;
-    if (be_sum_last(sh, &last, cnt, blockIdx.x, part, C, G, c, &s) && threadIdx.y == 0 && c < C)
+    if (kind == 2) {
+        __syncthreads(); // sh's readers are done
+        s = be_lanes_sum(sh, acc2);
+        if (threadIdx.y == 0 && c < C)
+            part2[(size_t)g * C + c] = s;
+    }
+    if (!be_sum_is_last(&last, cnt, blockIdx.x, G))
+        return;
+    s = be_sum_fin(sh, part, C, G, c);
+    if (threadIdx.y == 0 && c < C)
         dst[c] += s;
+    if (kind == 2) {
+        s = be_sum_fin(sh, part2, C, G, c);
+        if (threadIdx.y == 0 && c < C)
+            dst2[c] += s;
+    }
 }
 
-static void colsum(sq_gpu_be *be, float *dst, const float *dout, const float *inp,
+// kind 0: dst += column sums of dout; 1: dst += LayerNorm's dw sums; 2:
+// both in one pass, dw into dst and db into dst2
+static void colsum(sq_gpu_be *be, float *dst, float *dst2, const float *dout, const float *inp,
                    const float *mean, const float *rstd, int T, int C, int kind)
 {
     if (T <= 0 || C <= 0)
         return;
-    if ((size_t)C > BE_SUM_WS) { // not one partial row: no layer is this wide
+    int per = kind == 2 ? 2 : 1;
+    if ((size_t)per * C > BE_SUM_WS) { // not one partial row: no layer is this wide
         if (!be->failed) {
             be->failed = 1;
             sq_fail(&be->err, SQ_EX_SOFTWARE, "column sum over %d columns", C);
         }
         return;
     }
-    int R, G = be_sum_groups(T, 1, C, &R);
+    int R, G = be_sum_groups(T, per, C, &R);
     unsigned cols = (unsigned)((C + 31) / 32);
-    SQ_LAUNCH(be, k_colsum, dim3(cols, (unsigned)G), dim3(32, SUM_LANES), 0, dst, be->sum_ws,
-              be->sum_cnt, dout, inp, mean, rstd, T, C, R, G, kind);
+    SQ_LAUNCH(be, k_colsum, dim3(cols, (unsigned)G), dim3(32, SUM_LANES), 0, dst, dst2,
+              be->sum_ws, be->sum_cnt, dout, inp, mean, rstd, T, C, R, G, kind);
 }
 
 void be_colsum(sq_gpu_be *be, float *dst, const float *x, int T, int C)
 {
-    colsum(be, dst, x, NULL, NULL, NULL, T, C, 0);
+    colsum(be, dst, NULL, x, NULL, NULL, NULL, T, C, 0);
 }
 
 // ---- LayerNorm: a warp per row ------------------------------------------
@@ -411,8 +431,10 @@ void be_layernorm_backward(sq_gpu_be *be, float *dinp, float *dw, float *db, con
         return;
     SQ_LAUNCH(be, k_ln_backward, (unsigned)((T + LN_ROWS - 1) / LN_ROWS), LN_ROWS * 32, 0,
               dinp, dout, inp, w, mean, rstd, T, C);
-    colsum(be, dw, dout, inp, mean, rstd, T, C, 1);
-    colsum(be, db, dout, inp, mean, rstd, T, C, 0);
+    if (dw && db) // one pass for both
+        colsum(be, dw, db, dout, inp, mean, rstd, T, C, 2);
+    else if (dw || db)
+        colsum(be, dw ? dw : db, NULL, dout, inp, mean, rstd, T, C, dw ? 1 : 0);
 }
 
 // ---- linear: out[T, OC] = inp[T, C] W[OC, C]^T + b ----------------------
@@ -437,5 +459,5 @@ void be_linear_backward(sq_gpu_be *be, float *dinp, float *dw, float *db, const 
     // dW[OC, C] += dout^T[OC, T] inp[T, C]
     be_gemm(be, 1, 0, OC, C, T, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
     if (db)
-        colsum(be, db, dout, NULL, NULL, NULL, T, OC, 0);
+        colsum(be, db, NULL, dout, NULL, NULL, NULL, T, OC, 0);
 }
