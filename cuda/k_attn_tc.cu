@@ -24,10 +24,10 @@
 // Every sum in a fixed order, no atomics: two runs give the same bits.
 //
 // Heads of up to 64 dimensions (padded with zeros to 64, the fragments'
-// 16). Budget: __launch_bounds__(256) (dq's (256, 2): sm_80 spilled at
-// its own choice of 80 registers), 116/80 (forward, sm_80/sm_90), 128 (dq)
-// and 80 (dk, dv) registers, static shared memory 30.1 KiB (forward) and
-// 43.3 KiB (backward), no spills. The simulated device runs the WMMA calls
+// 16). Budget: __launch_bounds__(256) (the backward's (256, 2): sm_80
+// spilled at its own choice of 80 registers), 116/80 (forward, sm_80/
+// sm_90) and 128 (dq; dk, dv) registers, static shared memory 30.1 KiB
+// (forward) and 43.3 KiB (backward), no spills. The simulated device runs the WMMA calls
 // as tests/sim/sim_wmma.h says (alignment and leading dimensions checked).
 #include "common.cuh"
 
@@ -225,19 +225,27 @@ static __device__ void tc_add_out(float *y, size_t ld, size_t col, const float *
     }
 }
 
+// The backward kernels' shared memory: the q, dout, k and v tiles, two
+// score tiles, and the rows' D and lse
+struct tc_bwd_tiles {
+    __align__(32) float q[TC_ROWS * TC_LD];
+    __align__(32) float g[TC_ROWS * TC_LD];
+    __align__(32) float k[TC_ROWS * TC_LD];
+    __align__(32) float v[TC_ROWS * TC_LD];
+    __align__(32) float s[TC_ROWS * TC_SLD];
+    __align__(32) float p[TC_ROWS * TC_SLD];
+    float D[TC_ROWS], L[TC_ROWS];
+};
+
 // dq: a block a query tile, the keys in tiles as in the forward
 static __global__ __launch_bounds__(TC_WARPS * 32, 2) void k_attn_tc_dq(
     float *dq, const float *dout, const float *out, const float *q, const float *k,
     const float *v, const float *lse, int ld, const int *off, int B, const int *tiles, int H,
     int hs, float scale, int causal)
 {
-    __shared__ __align__(32) float qs[TC_ROWS * TC_LD];
-    __shared__ __align__(32) float gs[TC_ROWS * TC_LD];
-    __shared__ __align__(32) float ks[TC_ROWS * TC_LD];
-    __shared__ __align__(32) float vs[TC_ROWS * TC_LD];
-    __shared__ __align__(32) float Ss[TC_ROWS * TC_SLD];
-    __shared__ __align__(32) float Ps[TC_ROWS * TC_SLD];
-    __shared__ float Ds[TC_ROWS], Ls[TC_ROWS];
+    __shared__ tc_bwd_tiles sm;
+    float *qs = sm.q, *gs = sm.g, *ks = sm.k, *vs = sm.v, *Ss = sm.s, *Ps = sm.p, *Ds = sm.D,
+          *Ls = sm.L;
     int r0, s0, s1;
     if (!be_tile_of(tiles, off, B, &r0, &s0, &s1))
         return;
@@ -278,18 +286,14 @@ static __global__ __launch_bounds__(TC_WARPS * 32, 2) void k_attn_tc_dq(
 
 // dk, dv: a block a key tile, the queries that see its keys in tiles of
 // TC_ROWS from the tile's first row (causal) or the segment's start
-static __global__ __launch_bounds__(TC_WARPS * 32) void k_attn_tc_dkv(
+static __global__ __launch_bounds__(TC_WARPS * 32, 2) void k_attn_tc_dkv(
     float *dk, float *dv, const float *dout, const float *out, const float *q, const float *k,
     const float *v, const float *lse, int ld, const int *off, int B, const int *tiles, int H,
     int hs, float scale, int causal)
 {
-    __shared__ __align__(32) float ks[TC_ROWS * TC_LD];
-    __shared__ __align__(32) float vs[TC_ROWS * TC_LD];
-    __shared__ __align__(32) float qs[TC_ROWS * TC_LD];
-    __shared__ __align__(32) float gs[TC_ROWS * TC_LD];
-    __shared__ __align__(32) float St[TC_ROWS * TC_SLD];
-    __shared__ __align__(32) float Pt[TC_ROWS * TC_SLD];
-    __shared__ float Ds[TC_ROWS], Ls[TC_ROWS];
+    __shared__ tc_bwd_tiles sm;
+    float *qs = sm.q, *gs = sm.g, *ks = sm.k, *vs = sm.v, *St = sm.s, *Pt = sm.p, *Ds = sm.D,
+          *Ls = sm.L;
     int c0, s0, s1;
     if (!be_tile_of(tiles, off, B, &c0, &s0, &s1))
         return;

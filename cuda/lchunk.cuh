@@ -77,6 +77,14 @@ static __device__ __noinline__ void lc_load(float *B, const float *x, size_t ldx
 #define LC_TX 16
 #define LC_TY (LC_THREADS / LC_TX)
 
+// idx[k] = base + step k where below lim, else -1 (k < n): a thread's
+// rows or columns of its micro-tile
+static __device__ __forceinline__ void lc_tile_idx(int *idx, int n, int base, int step, int lim)
+{
+    for (int k = 0; k < n; k++)
+        idx[k] = base + step * k < lim ? base + step * k : -1;
+}
+
 // P[i][j] = X_i . A_j where the mask allows (1: j <= i, 2: j >= i), else 0;
 // rows R (the buffers' and P's), so every P[i][j] is written
 static __device__ __noinline__ void lc_scores(float *P, const float *X, const float *A, const lc_w w, int n,
@@ -125,14 +133,8 @@ static __device__ __noinline__ void lc_apply(float *dst, size_t ldd, int add, co
         for (int e0 = 0; e0 < w.hs; e0 += LC_TX * MC) {
             float acc[MR][MC] = {};
             int ir[MR], ec[MC];
-            for (int r = 0; r < MR; r++) {
-                ir[r] = i0 + ty + LC_TY * r;
-                ir[r] = ir[r] < n ? ir[r] : -1;
-            }
-            for (int c = 0; c < MC; c++) {
-                ec[c] = e0 + tx + LC_TX * c;
-                ec[c] = ec[c] < w.hs ? ec[c] : -1;
-            }
+            lc_tile_idx(ir, MR, i0 + ty, LC_TY, n);
+            lc_tile_idx(ec, MC, e0 + tx, LC_TX, w.hs);
             for (int a = 0; a < w.hs; a++) {
                 float x[MR], y[MC];
                 for (int r = 0; r < MR; r++)
@@ -172,14 +174,8 @@ static __device__ __noinline__ void lc_accum(float *S, const float *A, const flo
         for (int e0 = 0; e0 < w.hs; e0 += LC_TX * MC) {
             float s[MR][MC];
             int ar[MR], ec[MC];
-            for (int r = 0; r < MR; r++) {
-                ar[r] = a0 + ty + LC_TY * r;
-                ar[r] = ar[r] < w.hs ? ar[r] : -1;
-            }
-            for (int c = 0; c < MC; c++) {
-                ec[c] = e0 + tx + LC_TX * c;
-                ec[c] = ec[c] < w.hs ? ec[c] : -1;
-            }
+            lc_tile_idx(ar, MR, a0 + ty, LC_TY, w.hs);
+            lc_tile_idx(ec, MC, e0 + tx, LC_TX, w.hs);
             for (int r = 0; r < MR; r++)
                 for (int c = 0; c < MC; c++)
                     s[r][c] = ar[r] >= 0 && ec[c] >= 0 ? S[ar[r] * w.sl + ec[c]] : 0.0f;

@@ -69,18 +69,31 @@ static inline float &sim_at(float *p, unsigned ldm, int r, int c, int colmajor)
     return colmajor ? p[(size_t)c * ldm + r] : p[(size_t)r * ldm + c];
 }
 
+// A lane's num elements x of a tile of `cols` columns at p, read (store 0)
+// or written (store 1); the warp meets before and after
+static inline void sim_frag_io(float *x, int num, int cols, float *p, unsigned ldm, int colmajor,
+                               int store)
+{
+    sim_wmma_check(p, ldm);
+    __syncwarp();
+    int lane = sim_lane();
+    for (int e = 0; e < num; e++) {
+        int i = lane * num + e;
+        float &m = sim_at(p, ldm, i / cols, i % cols, colmajor);
+        if (store)
+            m = x[e];
+        else
+            x[e] = m;
+    }
+    __syncwarp();
+}
+
 template <class Use, class L, int M, int N, int K, class T>
 static inline void load_matrix_sync(fragment<Use, M, N, K, T, L> &f, const float *p, unsigned ldm)
 {
     typedef fragment<Use, M, N, K, T, L> F;
-    sim_wmma_check(p, ldm);
-    __syncwarp();
-    int lane = sim_lane(), cm = std::is_same<L, col_major>::value;
-    for (int e = 0; e < F::num_elements; e++) {
-        int i = lane * F::num_elements + e;
-        f.x[e] = sim_at((float *)p, ldm, i / F::cols, i % F::cols, cm);
-    }
-    __syncwarp();
+    sim_frag_io(f.x, F::num_elements, F::cols, (float *)p, ldm,
+                std::is_same<L, col_major>::value, 0);
 }
 
 template <int M, int N, int K>
@@ -88,14 +101,7 @@ static inline void load_matrix_sync(fragment<accumulator, M, N, K, float> &f, co
                                     unsigned ldm, layout_t l)
 {
     typedef fragment<accumulator, M, N, K, float> F;
-    sim_wmma_check(p, ldm);
-    __syncwarp();
-    int lane = sim_lane();
-    for (int e = 0; e < F::num_elements; e++) {
-        int i = lane * F::num_elements + e;
-        f.x[e] = sim_at((float *)p, ldm, i / F::cols, i % F::cols, l == mem_col_major);
-    }
-    __syncwarp();
+    sim_frag_io(f.x, F::num_elements, F::cols, (float *)p, ldm, l == mem_col_major, 0);
 }
 
 template <int M, int N, int K>
@@ -103,14 +109,7 @@ static inline void store_matrix_sync(float *p, const fragment<accumulator, M, N,
                                      unsigned ldm, layout_t l)
 {
     typedef fragment<accumulator, M, N, K, float> F;
-    sim_wmma_check(p, ldm);
-    __syncwarp();
-    int lane = sim_lane();
-    for (int e = 0; e < F::num_elements; e++) {
-        int i = lane * F::num_elements + e;
-        sim_at(p, ldm, i / F::cols, i % F::cols, l == mem_col_major) = f.x[e];
-    }
-    __syncwarp();
+    sim_frag_io((float *)f.x, F::num_elements, F::cols, p, ldm, l == mem_col_major, 1);
 }
 
 template <class Use, int M, int N, int K, class T, class L>
