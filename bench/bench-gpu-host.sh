@@ -30,7 +30,7 @@ echo "bench,config,epoch_seconds,steps,ms_per_step,launches_per_step" >> "$csv"
 train() { # EPOCHS TRACE LOG SPLIT BATCH OPTS...: one host-only run
   ep=$1 tr=$2 lg=$3 sp=$4 bt=$5
   shift 5
-  rm -f "$lg"; [ -z "$tr" ] || rm -f "$tr"
+  rm -f "$lg"; [ ! -f "$tr" ] || rm -f "$tr" # a regular file alone
   SEQREC_SIM_HOST_ONLY=1 SEQREC_SIM_ARENA_GIB=64 SEQREC_SIM_SMS=132 SEQREC_CUDA_LIB=$SIM \
     SEQREC_SIMULATED_DEVICE=1 SEQREC_SIM_TRACE=$tr "$BIN/seqrec-train" --model sasrec \
     --attn softmax --loss ce --epochs "$ep" --eval-every 1000 --seed 1 --device cuda \
