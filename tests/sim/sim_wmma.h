@@ -70,12 +70,12 @@ static inline float &sim_at(float *p, unsigned ldm, int r, int c, int colmajor)
 }
 
 // A lane's num elements x of a tile of `cols` columns at p, read (store 0)
-// or written (store 1); the warp meets before and after
+// or written (store 1). No barrier: a lane touches its own elements alone
+// (each barrier is 32 fiber switches here)
 static inline void sim_frag_io(float *x, int num, int cols, float *p, unsigned ldm, int colmajor,
                                int store)
 {
     sim_wmma_check(p, ldm);
-    __syncwarp();
     int lane = sim_lane();
     for (int e = 0; e < num; e++) {
         int i = lane * num + e;
@@ -85,7 +85,6 @@ static inline void sim_frag_io(float *x, int num, int cols, float *p, unsigned l
         else
             x[e] = m;
     }
-    __syncwarp();
 }
 
 template <class Use, class L, int M, int N, int K, class T>
@@ -137,7 +136,7 @@ static inline void mma_sync(fragment<accumulator, 16, 16, 8, float> &d,
 {
     sim_mma_scratch &s = sim_mma_tiles();
     int lane = sim_lane(), w = sim_warp();
-    __syncwarp();
+    // the last mma's readers are done: every mma ends at a barrier
     for (int e = 0; e < 4; e++) {
         s.a[w][lane * 4 + e] = a.x[e];
         s.b[w][lane * 4 + e] = b.x[e];
