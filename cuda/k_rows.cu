@@ -316,7 +316,8 @@ static __global__ __launch_bounds__(32 * SUM_LANES) void k_colsum(
         for (int r = r0 + (int)threadIdx.y; r < r1; r += SUM_LANES) {
             float d = dout[(size_t)r * C + c];
             acc += kind ? (inp[(size_t)r * C + c] - mean[r]) * rstd[r] * d : d;
-            acc2 += d;
+            if (kind == 2) // db beside dw; kinds 0 and 1 add nothing more
+                acc2 += d;
         }
     float *part2 = part + (size_t)G * C; // kind 2's db partials
     float s = be_lanes_sum(sh, acc);
