@@ -58,7 +58,7 @@ SIM_CXXFLAGS := -std=c++17 -DSQ_SIM -Itests/sim -Ilib/ops -Ilib/util -fPIC -fvis
   -O1 -g -Wall -Wextra -Werror $(SANFLAGS)
 $(BUILD)/sim/%.o: cuda/%.cu $(wildcard cuda/*.cuh) tests/sim/sim_cuda.h tests/sim/sim_wmma.h lib/ops/gpu_ops.h lib/util/err.h
 	@mkdir -p $(dir $@)
-	$(CXX) -x c++ $(SIM_CXXFLAGS) -c $< -o $@
+	$(CXX) -x c++ $(SIM_CXXFLAGS) -DSQ_SIM_TU=$(basename $(notdir $<)) -c $< -o $@
 $(BUILD)/sim/sim.o: tests/sim/sim.cpp tests/sim/sim_cuda.h tests/sim/sim_wmma.h
 	@mkdir -p $(dir $@)
 	$(CXX) $(SIM_CXXFLAGS) -c $< -o $@
@@ -72,5 +72,5 @@ $(SIM_SO): $(SIM_OBJ)
 # The self-test of the runtime (tests/sim/selftest.cu, a program).
 $(BUILD)/sim/selftest: tests/sim/selftest.cu $(BUILD)/sim/sim.o tests/sim/sim_cuda.h tests/sim/sim_wmma.h
 	@mkdir -p $(dir $@)
-	$(CXX) -x c++ $(SIM_CXXFLAGS) -fvisibility=default -c $< -o $@.o
+	$(CXX) -x c++ $(SIM_CXXFLAGS) -DSQ_SIM_TU=selftest -fvisibility=default -c $< -o $@.o
 	$(CXX) $(SANFLAGS) $@.o $(BUILD)/sim/sim.o -lopenblas -o $@

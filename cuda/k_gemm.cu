@@ -55,7 +55,10 @@ static __global__ __launch_bounds__(GI_THREADS) void k_gemm_inv(
                                          : 0.0f;
         }
         __syncthreads();
-        int kn = K - k0 < GI_K ? K - k0 : GI_K;
+        // a thread whose first row is past M has no row to compute (a
+        // scoring batch of 1 user: 16 of 256 threads); the others compute
+        // their rows past M too, which are never stored
+        int kn = m0 + ty < M ? (K - k0 < GI_K ? K - k0 : GI_K) : 0;
         for (int kk = 0; kk < kn; kk++) {
             float a[4], b[4];
             for (int i = 0; i < 4; i++) {

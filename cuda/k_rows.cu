@@ -111,6 +111,8 @@ void be_posemb_forward(sq_gpu_be *be, float *out, const float *inp, const float 
 // [start[u], start[u+1]), in order; threads over columns. The count is read
 // on the device: in a CUDA graph's step the grid is the bucket's n blocks
 // whatever the batch's U (graph.cu), the blocks past it return.
+#define CSR_AHEAD 8
+
 static __global__ __launch_bounds__(ROW_THREADS) void k_scatter_csr(float *out, const float *in,
                                                                     const int *nU,
                                                                     const int *tgt,
@@ -122,9 +124,21 @@ static __global__ __launch_bounds__(ROW_THREADS) void k_scatter_csr(float *out, 
     if (u >= *nU)
         return;
     float *o = out + (size_t)tgt[u] * C;
+    int k0 = start[u], k1 = start[u + 1];
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float acc = o[c];
-        for (int k = start[u]; k < start[u + 1]; k++) {
+        int k = k0;
+        // a popular item's or a position's thousands of sources: the loads
+        // of CSR_AHEAD sources issued before their adds (the same order of
+        // adds, the same bits), not one load's latency a source
+        for (; k + CSR_AHEAD <= k1; k += CSR_AHEAD) {
+            float v[CSR_AHEAD];
+            for (int j = 0; j < CSR_AHEAD; j++)
+                v[j] = in[(size_t)src[k + j] * C + c];
+            for (int j = 0; j < CSR_AHEAD; j++)
+                acc += scaled ? scale * v[j] : v[j];
+        }
+        for (; k < k1; k++) {
             float v = in[(size_t)src[k] * C + c];
             acc += scaled ? scale * v : v;
         }

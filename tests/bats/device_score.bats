@@ -89,7 +89,7 @@ invariant() {
 }
 
 @test "device_score: flat models (gru4rec, hstu), core and elastic score a user alike in any batch on the simulated GPU" {
-  invariant gru4rec --model gru4rec --dim 16 --max-len 12
+  invariant gru4rec --model gru4rec --dim 16 --hidden 24 --max-len 12
   invariant hstu --model hstu --dim 16 --max-len 12 --heads 2
   invariant core --model core --dim 16 --max-len 12 --layers 1 --heads 1 --target random
   invariant elastic --model elastic --dim 8 --ffn 16 --max-len 12 --pool 4x4 --topk-experts 2 \

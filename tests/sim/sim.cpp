@@ -640,7 +640,7 @@ __attribute__((noinline)) static void enter(block_run *r, unsigned i)
 }
 
 static cudaError_t run_grid(const char *kern, dim3 grid, dim3 block, size_t shmem,
-                           const std::function<void()> &body);
+                           char *sh_lo, char *sh_hi, const std::function<void()> &body);
 
 // ---------------------------------------------------------------- order
 // The order a launch's blocks, and a block's threads between barriers, run
@@ -743,7 +743,7 @@ static void order_threads(unsigned n)
 // A launch: checked when queued; run now, or recorded (a copy of the body,
 // which holds the arguments by value) while its stream captures
 cudaError_t sim_run(const char *kern, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
-                    const std::function<void()> &body)
+                    char *sh_lo, char *sh_hi, const std::function<void()> &body)
 {
     size_t n = (size_t)block.x * block.y * block.z;
     if (!n || n > 1024 || block.z > 64 || !grid.x || !grid.y || !grid.z || grid.y > 65535 ||
@@ -757,21 +757,10 @@ cudaError_t sim_run(const char *kern, dim3 grid, dim3 block, size_t shmem, cudaS
         return refuse(cudaErrorStreamCaptureImplicit);
     if (capturing(s)) {
         std::function<void()> b = body;
-        return record(s, kern, [=]() { return run_grid(kern, grid, block, shmem, b); });
+        return record(s, kern,
+                      [=]() { return run_grid(kern, grid, block, shmem, sh_lo, sh_hi, b); });
     }
-    return run_grid(kern, grid, block, shmem, body);
-}
-
-// The linker's bounds of the sim_shared section (sim_cuda.h, __shared__),
-// weak: a program with no static shared memory has no such section
-extern "C" char __start_sim_shared[] __attribute__((weak, visibility("hidden")));
-extern "C" char __stop_sim_shared[] __attribute__((weak, visibility("hidden")));
-
-static void shared_garbage(void)
-{
-    char *a = __start_sim_shared, *b = __stop_sim_shared;
-    if (a && b > a)
-        memset(a, 0xcd, (size_t)(b - a));
+    return run_grid(kern, grid, block, shmem, sh_lo, sh_hi, body);
 }
 
 // SEQREC_SIM_TRACE=FILE: a line a launch run (name, blocks, threads a
@@ -795,8 +784,10 @@ static void trace_launch(const char *kern, dim3 grid, dim3 block, size_t shmem)
                 (unsigned long long)grid.x * grid.y * grid.z, block.x * block.y * block.z, shmem);
 }
 
+// sh_lo .. sh_hi: the kernel's file's static shared memory (sim_cuda.h,
+// __shared__), NULL under ASan
 static cudaError_t run_grid(const char *kern, dim3 grid, dim3 block, size_t shmem,
-                           const std::function<void()> &body)
+                           char *sh_lo, char *sh_hi, const std::function<void()> &body)
 {
     size_t n = (size_t)block.x * block.y * block.z;
     trace_launch(kern, grid, block, shmem);
@@ -839,7 +830,8 @@ static cudaError_t run_grid(const char *kern, dim3 grid, dim3 block, size_t shme
         unsigned bx = (unsigned)(lb % grid.x), by = (unsigned)(lb / grid.x % grid.y),
                  bz = (unsigned)(lb / ((uint64_t)grid.x * grid.y));
         memset(dyn_, 0xcd, shmem); // the launch's bytes: the rest it cannot read
-        shared_garbage();
+        if (sh_lo && sh_hi > sh_lo)
+            memset(sh_lo, 0xcd, (size_t)(sh_hi - sh_lo));
         order_threads(r.n);
         r.bar = barrier();
         for (auto &w : r.wbar)

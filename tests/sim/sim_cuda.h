@@ -28,12 +28,14 @@
 #define __forceinline__ inline
 #define __noinline__ // (the host may inline; libstdc++ spells its own attribute __noinline__)
 #define __launch_bounds__(...)
-// A block's static shared memory: statics in one section (sim_shared), which
-// the runtime fills with garbage (0xcd) before every block, as a GPU's is
-// uninitialised: a kernel that reads it before writing differs from its CPU
-// twin here. Under ASan plain statics instead: ASan guards a global with
-// red zones only outside a named section (an index past a shared array
-// fails there), and the fill is left to the plain build.
+// A block's static shared memory: each file's statics in a section of its
+// own, sim_shared_FILE (SQ_SIM_TU, the file's name, from the build), which
+// the runtime fills with garbage (0xcd) before every block of a kernel of
+// that file, as a GPU's is uninitialised: a kernel that reads it before
+// writing differs from its CPU twin here. (One section for every file cost
+// a 381 KiB fill a block.) Under ASan plain statics instead: ASan guards a
+// global with red zones only outside a named section (an index past a
+// shared array fails there), and the fill is left to the plain build.
 #if defined(__SANITIZE_ADDRESS__)
 #define SIM_SHARED_ASAN 1
 #elif defined(__has_feature)
@@ -41,10 +43,25 @@
 #define SIM_SHARED_ASAN 1
 #endif
 #endif
+#ifndef SQ_SIM_TU
+#define SQ_SIM_TU misc
+#endif
+#define SIM_STR2(x) #x
+#define SIM_STR(x) SIM_STR2(x)
+#define SIM_CAT2(a, b) a##b
+#define SIM_CAT(a, b) SIM_CAT2(a, b)
 #ifdef SIM_SHARED_ASAN
 #define __shared__ static
+#define SIM_SHARED_LO ((char *)nullptr)
+#define SIM_SHARED_HI ((char *)nullptr)
 #else
-#define __shared__ static __attribute__((section("sim_shared")))
+#define __shared__ static __attribute__((section("sim_shared_" SIM_STR(SQ_SIM_TU))))
+// the linker's bounds of this file's section, weak: a file with no static
+// shared memory has none
+extern "C" char SIM_CAT(__start_sim_shared_, SQ_SIM_TU)[] __attribute__((weak, visibility("hidden")));
+extern "C" char SIM_CAT(__stop_sim_shared_, SQ_SIM_TU)[] __attribute__((weak, visibility("hidden")));
+#define SIM_SHARED_LO SIM_CAT(__start_sim_shared_, SQ_SIM_TU)
+#define SIM_SHARED_HI SIM_CAT(__stop_sim_shared_, SQ_SIM_TU)
 #endif
 #define __align__(n) __attribute__((aligned(n)))
 #ifndef __restrict__
@@ -291,7 +308,7 @@ void *sim_dyn_shared(void);
 void sim_order(const char *spec);
 void sim_check_arg(const char *kern, int index, const void *p); // aborts on a host pointer
 cudaError_t sim_run(const char *kern, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
-                    const std::function<void()> &body);
+                    char *sh_lo, char *sh_hi, const std::function<void()> &body);
 
 template <class T> static inline void sim_arg(const char *kern, int i, const T &a)
 {
@@ -309,7 +326,8 @@ static inline cudaError_t sim_launch(const char *name, void (*kern)(P...), dim3 
     int i = 1;
     (sim_arg(name, i++, args), ...);
     // by value: a launch recorded in a graph outlives this call
-    return sim_run(name, grid, block, shmem, s, [=]() { kern(static_cast<P>(args)...); });
+    return sim_run(name, grid, block, shmem, s, SIM_SHARED_LO, SIM_SHARED_HI,
+                   [=]() { kern(static_cast<P>(args)...); });
 }
 
 #endif
