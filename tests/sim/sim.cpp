@@ -93,6 +93,14 @@ size_t dyn_bytes_ = 0;
 sim_thread host_thread_;
 } // namespace
 
+// GCC's noipa: no interprocedural register allocation across a switch
+// (clang's is off by default and it lacks the attribute)
+#if defined(__clang__)
+#define SIM_NOIPA __attribute__((noinline))
+#else
+#define SIM_NOIPA __attribute__((noipa))
+#endif
+
 static char *stack_of(unsigned i) { return stacks_ + (size_t)i * (SIM_STACK + page_) + page_; }
 
 // To a switch point saved by __builtin_setjmp; never in the function that
@@ -100,8 +108,11 @@ static char *stack_of(unsigned i) { return stacks_ + (size_t)i * (SIM_STACK + pa
 [[noreturn]] __attribute__((noinline)) static void jump(void **jb) { __builtin_longjmp(jb, 1); }
 
 // The current fiber to the scheduler; it returns when enter() resumes it,
-// maybe in a later block (run_ re-read)
-__attribute__((noinline)) static void to_sched(void)
+// maybe in a later block (run_ re-read). noipa, as enter(): the caller must
+// assume the ABI's clobbers, not the few registers the compiler sees this
+// body use (-fipa-ra, on at -O2, let wait_at keep a pointer in a register
+// the scheduler's longjmp had changed)
+SIM_NOIPA static void to_sched(void)
 {
 #ifdef SIM_ASAN
     fiber *f = &run_->f[run_->cur];
@@ -620,7 +631,7 @@ __attribute__((noinline)) static void init_fiber(ucontext_t *c, unsigned i)
 // Runs thread i until it waits or ends: the first time on its stack a fresh
 // fiber (swapcontext, never resumed: the fiber comes back by jump()),
 // then a jump() to where it waits
-__attribute__((noinline)) static void enter(block_run *r, unsigned i)
+SIM_NOIPA static void enter(block_run *r, unsigned i)
 {
     r->cur = i;
 #ifdef SIM_ASAN
