@@ -88,6 +88,8 @@ struct sq_gpu_be {
     int n_vals;   // kept this step (and left for graph_values after it)
     struct be_prof *prof; // SEQREC_GPU_PROFILE (prof.cu), or NULL
     int invariant;        // be_gemm runs k_gemm.cu's batch-invariant kernel (scoring)
+    int *scat_cnt;        // the scatter-adds' counts a row (k_rows.cu), kept between calls
+    size_t scat_cnt_n;
     float *sum_ws;        // BE_SUM_WS floats: the column sums' partials (k_rows.cu)
     unsigned *sum_cnt;    // BE_SUM_CNT counters, zero between launches (be_sum_is_last, be_sum_fin)
 };
@@ -160,6 +162,13 @@ const int *be_host_ints(const sq_gpu_be *b, const int *p);
 // error) when it cannot be had. The space is reused from the next
 // be_stage on: one step's op uploads at most grow it.
 void *be_op_upload(sq_gpu_be *b, const void *host, size_t bytes);
+// be_op_upload in two halves, for an op that builds its array in place
+// (no buffer of its own, no copy): be_op_space gives the host bytes to fill
+// (pinned) and sets *dev to their device copy's address; be_op_send queues
+// the copy. NULL (and the sticky error) when the space cannot be had.
+// Space taken and not sent is only spent until the next be_stage.
+char *be_op_space(sq_gpu_be *b, size_t bytes, char **dev);
+int be_op_send(sq_gpu_be *b, const char *host, char *dev, size_t bytes);
 
 // The tiles of a packed batch for kernels that take `rows` rows of one
 // segment a block (k_attn.cu, k_silu.cu): the first row of every `rows`

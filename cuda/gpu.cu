@@ -124,16 +124,11 @@ int be_grow_pair(sq_gpu_be *b, char **pinned, char **dev, size_t *bytes, size_t 
 // each be_stage (the step's first upload), so a step's op uploads never
 // overwrite each other; growing (the first steps only) keeps what the step
 // uploaded so far, which later ops may still read (be_stage_add's arrays).
-void *be_op_upload(sq_gpu_be *b, const void *host, size_t bytes)
+char *be_op_space(sq_gpu_be *b, size_t bytes, char **dev)
 {
-    if (b->gmode != BE_G_EAGER) { // a graph's step: the slot's region (graph.cu)
-        char *h, *d;
-        if (be_graph_take(b, bytes, &h, &d))
-            return NULL;
-        memcpy(h, host, bytes);
-        be_memcpy_async(b, d, h, bytes, cudaMemcpyHostToDevice, "op upload");
-        return d;
-    }
+    char *h;
+    if (b->gmode != BE_G_EAGER) // a graph's step: the slot's region (graph.cu)
+        return be_graph_take(b, bytes, &h, dev) ? NULL : h;
     size_t at = b->op_used, need = at + ((bytes + 255) & ~(size_t)255);
     if (need > b->op_bytes) {
         if (be_grow_pair(b, &b->op_pinned, &b->op_dev, &b->op_bytes, at,
@@ -145,13 +140,29 @@ void *be_op_upload(sq_gpu_be *b, const void *host, size_t bytes)
         if (be_wait(b, b->op_done, "op upload"))
             return NULL;
     }
-    memcpy(b->op_pinned + at, host, bytes);
-    if (be_note(b, cudaMemcpyAsync(b->op_dev + at, b->op_pinned + at, bytes,
-                                   cudaMemcpyHostToDevice, b->stream), "op upload") ||
-        be_note(b, cudaEventRecord(b->op_done, b->stream), "op upload"))
-        return NULL;
     b->op_used = need;
-    return b->op_dev + at;
+    *dev = b->op_dev + at;
+    return b->op_pinned + at;
+}
+
+int be_op_send(sq_gpu_be *b, const char *host, char *dev, size_t bytes)
+{
+    if (b->gmode != BE_G_EAGER) { // a failure is the sticky error's, as a launch's
+        be_memcpy_async(b, dev, host, bytes, cudaMemcpyHostToDevice, "op upload");
+        return 0;
+    }
+    return be_note(b, cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, b->stream),
+                   "op upload") ||
+           be_note(b, cudaEventRecord(b->op_done, b->stream), "op upload");
+}
+
+void *be_op_upload(sq_gpu_be *b, const void *host, size_t bytes)
+{
+    char *dev, *h = be_op_space(b, bytes, &dev);
+    if (!h)
+        return NULL;
+    memcpy(h, host, bytes);
+    return be_op_send(b, h, dev, bytes) ? NULL : dev;
 }
 
 const int *be_seg_tiles(sq_gpu_be *b, const int *h, int B, int rows, int *n, const char *what)
@@ -218,6 +229,7 @@ static void be_close(sq_gpu_be *b)
     cudaFree(b->gate);
     cudaFree(b->sum_ws);
     cudaFree(b->sum_cnt);
+    free(b->scat_cnt);
     cudaFreeHost(b->vals_pin);
     for (int i = 0; i < 2; i++)
         if (b->vals_ev[i])

@@ -200,7 +200,7 @@ static __global__ __launch_bounds__(ROW_THREADS) void k_scatter_cols(float *out,
 // i) pairs: 53 ms on the host for a batch of 300,000 rows over 3,616 items
 // (ml-1m at batch 2048), and 33 ms more for the positions, every step.
 // 0, -1 out of memory, or -2 a negative row.
-static int scatter_csr(int *csr, const int *host, int n, int skip0)
+static int scatter_csr(sq_gpu_be *be, int *csr, const int *host, int n, int skip0)
 {
     int maxr = -1;
     for (int i = 0; i < n; i++) {
@@ -209,9 +209,18 @@ static int scatter_csr(int *csr, const int *host, int n, int skip0)
             return -2;
         maxr = r > maxr ? r : maxr;
     }
-    int *cnt = (int *)calloc((size_t)maxr + 2, sizeof *cnt);
-    if (!cnt)
-        return -1;
+    // the counts kept between calls: a fresh calloc of a large catalogue's
+    // rows was page faults and zeroing every call
+    size_t nc = (size_t)maxr + 2;
+    if (nc > be->scat_cnt_n) {
+        int *c = (int *)realloc(be->scat_cnt, nc * sizeof *c);
+        if (!c)
+            return -1;
+        be->scat_cnt = c;
+        be->scat_cnt_n = nc;
+    }
+    int *cnt = be->scat_cnt;
+    memset(cnt, 0, nc * sizeof *cnt);
     int m = 0;
     for (int i = 0; i < n; i++) {
         int r = host ? host[i] : i;
@@ -236,7 +245,6 @@ static int scatter_csr(int *csr, const int *host, int n, int skip0)
         if (!(skip0 && r == 0))
             src[cnt[r]++] = i;
     }
-    free(cnt);
     return 0;
 }
 
@@ -260,10 +268,15 @@ static void scatter(sq_gpu_be *be, float *out, const float *in, const int *idx, 
                   in, idx ? be_ints(be, idx) : (const int *)NULL, n, C, scale, scaled, skip0);
         return;
     }
-    int *csr = (int *)calloc((size_t)3 * n + 2, sizeof *csr);
-    int rc = csr ? scatter_csr(csr, host, n, skip0) : -1;
+    // the CSR built in the op upload's pinned space (no copy); a graph's
+    // step sends it whatever U, an eager one only when a row is left
+    size_t bytes = ((size_t)3 * n + 2) * sizeof(int);
+    char *dev = NULL;
+    int *csr = (int *)be_op_space(be, bytes, &dev);
+    if (!csr)
+        return;
+    int rc = scatter_csr(be, csr, host, n, skip0);
     if (rc) {
-        free(csr);
         if (rc == -1)
             be_note(be, cudaErrorMemoryAllocation, what);
         else if (!be->failed) {
@@ -274,13 +287,11 @@ static void scatter(sq_gpu_be *be, float *out, const float *in, const int *idx, 
     }
     int U = csr[0];
     int graph = be->gmode != BE_G_EAGER;
-    if (U || graph) {
-        const int *d = (const int *)be_op_upload(be, csr, ((size_t)3 * n + 2) * sizeof *csr);
-        if (d)
-            SQ_LAUNCH(be, k_scatter_csr, graph ? n : U, ROW_THREADS, 0, out, in, d, d + 1,
-                      d + 1 + n, d + 2 + 2 * (size_t)n, C, scale, scaled);
+    if ((U || graph) && !be_op_send(be, (const char *)csr, dev, bytes)) {
+        const int *d = (const int *)dev;
+        SQ_LAUNCH(be, k_scatter_csr, graph ? n : U, ROW_THREADS, 0, out, in, d, d + 1,
+                  d + 1 + n, d + 2 + 2 * (size_t)n, C, scale, scaled);
     }
-    free(csr);
 }
 
 void be_embedding_backward(sq_gpu_be *be, float *dtable, const float *dout, const int *ids,
