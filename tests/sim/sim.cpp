@@ -341,7 +341,8 @@ static int enabled(void)
 }
 
 // SEQREC_SIM_HOST_ONLY=1: kernels and GEMMs are checked, traced and
-// skipped, and so are memsets and copies within the device (a copy to the
+// skipped, and so are memsets, copies within the device and the fill of
+// new and freed device memory (a copy to the
 // host gives zeros: no NaN from garbage stops the run), so that a run's time is the host's own work
 // a step (batching, bucketing, staging, launching): what a GPU cannot hide
 // when the host is the slower side. The results are garbage; the time is
@@ -449,7 +450,8 @@ cudaError_t cudaMalloc(void **p, size_t n)
     // a GPU's new memory holds whatever was there: NaN bytes (0xff), so a
     // kernel that reads what nothing wrote differs from its CPU twin
     SIM_UNPOISON(at, n ? n : 1);
-    memset(at, 0xff, n);
+    if (!host_only()) // (no kernel reads it: the pages stay untouched)
+        memset(at, 0xff, n);
     SIM_POISON(at, span);
     if (in_kernel_)
         SIM_UNPOISON(at, n);
@@ -471,7 +473,8 @@ cudaError_t cudaFree(void *p)
     // floats, -1 ints), as a GPU's reused memory would be, not the old
     // values (ASan builds say so outright: the span is poisoned)
     SIM_UNPOISON(p, span); // outside a kernel device memory is poisoned to the host
-    memset(p, 0xff, span);
+    if (!host_only())
+        memset(p, 0xff, span);
     SIM_POISON(p, span);
     live_.erase(it);
     span_.erase((char *)p);
