@@ -1,0 +1,47 @@
+#!/usr/bin/env bats
+# The simulated device's diagnostics (HACKING.md "Diagnostics"), which no
+# other test runs: SEQREC_SIM_TRACE (a line a launch) and
+# SEQREC_SIM_HOST_ONLY (kernels checked and skipped: the host's own work),
+# and bench/bench-gpu-host.sh, `make bench-gpu-host`, built on them.
+
+load helper
+
+setup() {
+  sim_setup
+  seqrec-synth --users 64 --items 30 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/s.sqr"
+  O=(--dim 16 --ffn 32 --max-len 10 --batch 16 --threads 1 --loss ce --device cuda --epochs 1)
+}
+
+@test "sim_diag: a host-only run queues the launches of a full run, and writes its model" {
+  SEQREC_SIM_TRACE="$T/full.trace" seqrec-train "${O[@]}" -o "$T/full.sqm" "$T/s.sqr" 2>/dev/null
+  SEQREC_SIM_HOST_ONLY=1 SEQREC_SIM_TRACE="$T/host.trace" seqrec-train "${O[@]}" \
+    -o "$T/host.sqm" "$T/s.sqr" 2>/dev/null
+  # name,blocks,threads,dynamic shared bytes: a line a launch
+  [ "$(wc -l < "$T/full.trace")" -gt 100 ]
+  ! grep -Ev '^k_[a-z0-9_]+,[0-9]+,[0-9]+,[0-9]+$|^[a-z0-9_]+_kernel,[0-9]+,[0-9]+,[0-9]+$' \
+    "$T/full.trace"
+  cmp "$T/full.trace" "$T/host.trace"
+  [ -s "$T/host.sqm" ]
+  # its numbers are not the model's: nothing ran on the device
+  ! cmp -s "$T/full.sqm" "$T/host.sqm"
+  # a trace file that cannot be opened is said, not ignored
+  run env SEQREC_SIM_TRACE="$T/no/such/dir/t" seqrec-train "${O[@]}" -o "$T/x.sqm" "$T/s.sqr"
+  [ "$status" -ne 0 ]
+  [[ "$output" =~ SEQREC_SIM_TRACE ]]
+}
+
+@test "sim_diag: bench-gpu-host.sh writes its five configs, the machine lines first" {
+  mkdir "$T/out"
+  EPOCHS=2 run sh "$SEQREC_ROOT/bench/bench-gpu-host.sh" "$SEQREC_BIN" "$SIM" "$T/out" \
+    "$T/s.sqr" "$T/s.sqr"
+  [ "$status" -eq 0 ]
+  csv="$T/out/gpu-host.csv"
+  grep -q '^gpu-host,cpu,' "$csv"
+  grep -q '^bench,config,epoch_seconds,steps,ms_per_step,launches_per_step$' "$csv"
+  for c in a a-graphs b b-graphs b2048; do
+    grep -Eq "^gpu-host,$c,[0-9.]+,[0-9]+,[0-9.]+,[0-9.]+$" "$csv"
+  done
+  # eager steps launch kernels; a graph replay launches none of its own
+  awk -F, '$2 == "a" && $6 > 0 { ok = 1 } END { exit !ok }' "$csv"
+  awk -F, '$2 == "b2048" && $4 == 1 { ok = 1 } END { exit !ok }' "$csv"
+}
