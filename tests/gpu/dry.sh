@@ -27,5 +27,5 @@ for f in beauty ml1m synth; do
   cp "$d/pack/data/tiny.split" "$d/pack/data/$f.split"
 done
 [ $# -gt 0 ] || set -- parity train nccl score bf16 graphs models profile
-GPU_CHECK_DRY=1 RUN_TIMEOUT=1200 BF16_EPOCHS=2 GRAPH_EPOCHS=3 GRAPH_TIMEOUT=600 MODELS_EPOCHS=1 MODELS_TIMEOUT=600 \
+GPU_CHECK_DRY=1 BENCH_REPEAT=2 RUN_TIMEOUT=1200 BF16_EPOCHS=2 GRAPH_EPOCHS=3 GRAPH_TIMEOUT=600 MODELS_EPOCHS=1 MODELS_TIMEOUT=600 \
   exec "$d/pack/check.sh" "$@"
