@@ -308,20 +308,15 @@ double be_bce_sampled(sq_gpu_be *be, float *dh, float *dE, const float *h, const
     // the same bytes every batch): room for the pairs' coefficients and
     // loss terms, the scale g, then (grad) the two CSRs bucketed from the
     // host ids
-    size_t words = 2 * (size_t)P + 1 + (grad ? pair_plan_ints(n, K) : 0);
-    int *hbuf = (int *)calloc(words, sizeof(int));
+    size_t at_g = 2 * (size_t)P, words = at_g + 1 + (grad ? pair_plan_ints(n, K) : 0);
+    int *dev = NULL, *hbuf = op_words(be, words, &dev);
+    if (!hbuf)
+        return 0;
     int *own[3] = {NULL, NULL, NULL};
     pair_plan pl;
     memset(&pl, 0, sizeof pl);
-    int bad = !hbuf || (grad && pair_plan_ids(be, &pl, hbuf + 2 * (size_t)P + 1, rows, pos,
-                                              neg, n, K, 0, own));
-    if (!bad)
-        memcpy(hbuf + 2 * (size_t)P, &g, sizeof g);
-    char *dev = bad ? NULL : (char *)be_op_upload(be, hbuf, words * sizeof(int));
-    if (!dev) {
-        if (bad)
-            be_note(be, cudaErrorMemoryAllocation, "bce_sampled: host buffers");
-        free(hbuf);
+    int bad = grad && pair_plan_ids(be, &pl, hbuf + at_g + 1, rows, pos, neg, n, K, 0, own);
+    if (op_send_words(be, hbuf, dev, words, bad, at_g, g, NULL, 0)) {
         free_ids(own);
         return 0;
     }
@@ -333,8 +328,7 @@ double be_bce_sampled(sq_gpu_be *be, float *dh, float *dE, const float *h, const
               term, h, E, drows, be_ints(be, pos), dneg, n, K, C, dg);
     SQ_LAUNCH(be, sum_rows_kernel, 1, LOSS_THREADS, 0, be->red, term, P, 1);
     if (grad)
-        pair_plan_scatter(be, &pl, hbuf, (const int *)dev, P, dh, dE, NULL, h, E, coef, C);
-    free(hbuf);
+        pair_plan_scatter(be, &pl, hbuf, dev, P, dh, dE, NULL, h, E, coef, C);
     free_ids(own);
     return be_result(be, 0, cnt ? cnt : 1);
 }

@@ -21,7 +21,8 @@
 //   order), then the set's (bucketed by item, slots in order): the CPU's
 //   order of additions into every row.
 // Graph-safe: every launch a function of n, K, C and chunk; what follows
-// the batch (the scale g, lq, the CSRs) goes up in one be_op_upload of a
+// the batch (the scale g, lq, the CSRs) is written straight into the op
+// upload's pinned space (loss.cuh's op_words) and goes up in one copy, its
 // layout fixed by them, the bucket counts read on the device. No float
 // atomics: the same inputs give the same bits.
 //
@@ -173,22 +174,6 @@ static __global__ __launch_bounds__(LOSS_THREADS) void sentry_kernel(
     }
 }
 
-// The op's one upload: hbuf's words with g at at_g and the nlq
-// corrections at at_lq; NULL (the sticky error) when bad (host buffers
-// that could not be made) or the upload fails.
-static int *upload_words(sq_gpu_be *be, int *hbuf, size_t words, int bad, size_t at_g, float g,
-                         size_t at_lq, const float *lq, size_t nlq)
-{
-    if (bad) {
-        be_note(be, cudaErrorMemoryAllocation, "sampled loss: host buffers");
-        return NULL;
-    }
-    memcpy(hbuf + at_g, &g, sizeof g);
-    if (nlq)
-        memcpy(hbuf + at_lq, lq, nlq * sizeof(float));
-    return (int *)be_op_upload(be, hbuf, words * sizeof(int));
-}
-
 // The entries with a target (*count, *cnt); 0 when the op has nothing to
 // queue: none, eagerly (a graph's step queues its launches whatever the
 // batch), or the sticky error.
@@ -216,14 +201,16 @@ static double sampled_entries(sq_gpu_be *be, float *dh, float *dE, const float *
     size_t at_coef = sk->softmax ? 2 * (size_t)n : P, at_g = at_coef + P;
     size_t at_lq = at_g + 1, at_plan = at_lq + nlq;
     size_t words = at_plan + (grad ? pair_plan_ints(n, K) : 0);
-    int *hbuf = (int *)calloc(words, sizeof(int));
+    int *dev = NULL, *hbuf = op_words(be, words, &dev);
+    if (!hbuf)
+        return 0;
     int *own[3] = {NULL, NULL, NULL};
     pair_plan pl;
     memset(&pl, 0, sizeof pl);
-    int bad = !hbuf || (grad && pair_plan_ids(be, &pl, hbuf + at_plan, rows, pos, neg, n, K,
-                                              !sk->keep_hits, own));
-    int *dev = upload_words(be, hbuf, words, bad, at_g, g, at_lq, sk->lq, nlq);
-    if (dev) {
+    int bad = grad && pair_plan_ids(be, &pl, hbuf + at_plan, rows, pos, neg, n, K,
+                                    !sk->keep_hits, own);
+    int ok = !op_send_words(be, hbuf, dev, words, bad, at_g, g, sk->lq, nlq);
+    if (ok) {
         float *coef = (float *)(dev + at_coef), *term = (float *)dev;
         const float *dg = (const float *)(dev + at_g);
         const float *dlq = nlq ? (const float *)(dev + at_lq) : NULL;
@@ -246,9 +233,8 @@ static double sampled_entries(sq_gpu_be *be, float *dh, float *dE, const float *
             pair_plan_scatter(be, &pl, hbuf + at_plan, dev + at_plan, (int)P, dh, dE, sk->dbias,
                               h, E, coef, C);
     }
-    free(hbuf);
     free_ids(own);
-    return dev ? be_result(be, 0, cnt ? cnt : 1) : 0;
+    return ok ? be_result(be, 0, cnt ? cnt : 1) : 0;
 }
 
 double be_ce_sampled(sq_gpu_be *be, float *dh, float *dE, const float *h, const float *E,
@@ -526,21 +512,23 @@ static double sampled_shared(sq_gpu_be *be, float *dh, float *dE, float *scratch
     size_t nlq = sk->lq ? (size_t)K : 0, at_g = (size_t)n, at_lq = at_g + 1;
     size_t at_plan = at_lq + nlq;
     size_t words = at_plan + (grad ? bucket_ints(n) + bucket_ints(K) : 0);
-    int *hbuf = (int *)calloc(words, sizeof(int));
+    int *dev = NULL, *hbuf = op_words(be, words, &dev);
+    if (!hbuf)
+        return 0;
     int *own_rows = NULL, *own_pos = NULL, *own_neg = NULL;
     const int *hrows = NULL, *hpos = NULL;
     shared_plan pl;
     memset(&pl, 0, sizeof pl);
-    int bad = !hbuf;
-    if (!bad && grad) {
+    int bad = 0;
+    if (grad) {
         hrows = host_ids(be, rows, (size_t)n, &own_rows);
         hpos = host_ids(be, pos, (size_t)n, &own_pos);
         const int *hneg = host_ids(be, neg, (size_t)K, &own_neg);
         bad = (rows && !hrows) || !hpos || !hneg ||
               shared_plan_make(&pl, hbuf + at_plan, hrows, hpos, hneg, n, K) != 0;
     }
-    int *dev = upload_words(be, hbuf, words, bad, at_g, g, at_lq, sk->lq, nlq);
-    if (dev) {
+    int ok = !op_send_words(be, hbuf, dev, words, bad, at_g, g, sk->lq, nlq);
+    if (ok) {
         shared_work w = shared_carve(scratch, chunk, K, C);
         shared_call sc = {dh, h, E, rows ? be_ints(be, rows) : NULL, be_ints(be, pos),
                           be_ints(be, neg), n, K, C, grad,
@@ -571,11 +559,10 @@ static double sampled_shared(sq_gpu_be *be, float *dh, float *dE, float *scratch
 #undef DEV
         }
     }
-    free(hbuf);
     free(own_rows);
     free(own_pos);
     free(own_neg);
-    return dev ? be_result(be, 0, cnt ? cnt : 1) : 0;
+    return ok ? be_result(be, 0, cnt ? cnt : 1) : 0;
 }
 
 double be_ce_sampled_shared(sq_gpu_be *be, float *dh, float *dE, float *dbias, float *scratch,

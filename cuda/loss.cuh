@@ -205,6 +205,36 @@ static inline const int *host_ids(sq_gpu_be *be, const int *p, size_t n, int **o
     return *own;
 }
 
+// An op's upload words in the op upload's pinned space (be_op_space), no
+// buffer of its own: the host words, their device copy in *dev; NULL (the
+// sticky error) when there is no room.
+static inline int *op_words(sq_gpu_be *be, size_t words, int **dev)
+{
+    char *d = NULL;
+    int *h = (int *)be_op_space(be, words * sizeof(int), &d);
+    *dev = (int *)d;
+    return h;
+}
+
+// Sends words [at_g, words) of op_words' hbuf: the scale g at at_g, the
+// nlq corrections lq after it, then what the caller wrote (the plans). The
+// words before at_g are the op's kernels' outputs, each written before it
+// is read, so they are neither cleared nor sent. 0, or 1 (the sticky
+// error) when bad (host buffers that could not be made) or the copy fails.
+static inline int op_send_words(sq_gpu_be *be, int *hbuf, int *dev, size_t words, int bad,
+                                size_t at_g, float g, const float *lq, size_t nlq)
+{
+    if (bad) {
+        be_note(be, cudaErrorMemoryAllocation, "sampled loss: host buffers");
+        return 1;
+    }
+    memcpy(hbuf + at_g, &g, sizeof g);
+    if (nlq)
+        memcpy(hbuf + at_g + 1, lq, nlq * sizeof(float));
+    return be_op_send(be, (const char *)(hbuf + at_g), (char *)(dev + at_g),
+                      (words - at_g) * sizeof(int)) != 0;
+}
+
 // The scatter of both gradients of the pairs p = i (K + 1) + k + 1 of n
 // entries (k = -1: the positive pos[i], else neg[i K + k]): the live
 // pairs' keys and sources bucketed on the host, the CSRs in `ints`
