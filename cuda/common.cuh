@@ -63,6 +63,8 @@ struct sq_gpu_be {
     char *op_dev;
     size_t op_bytes, op_used;
     cudaEvent_t op_done;
+    // the buffers be_grow_pair replaced, kept until be_close (see there)
+    struct be_retired *retired;
     // small device scratch of the ops that return a value (losses, norms)
     double *red;          // BE_RED_SLOTS doubles
     double *red_host;     // pinned, the same size
@@ -303,6 +305,11 @@ int be_graph_no_read(sq_gpu_be *b, const char *what);
 // Grows a pinned buffer and its device twin to cap bytes (waiting for the
 // stream), keeping their first `keep` bytes and moving the staged ranges
 // inside them: what a step uploaded before is still read by its later ops.
+// The old pair is retired, not freed, until be_close: an address an op
+// took before the growth (an earlier upload's, a staged array's through
+// be_ints) still holds what was uploaded there, for the launches it is
+// queued with. A buffer grows to at least twice its size, so what is
+// retired is less than what it grew to.
 int be_grow_pair(sq_gpu_be *b, char **pinned, char **dev, size_t *bytes, size_t keep,
                  size_t cap);
 // The graphs' memory (be_close).

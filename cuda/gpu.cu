@@ -91,6 +91,11 @@ const int *be_host_ints(const sq_gpu_be *b, const int *p)
     return range_of(b, p) ? p : NULL;
 }
 
+struct be_retired {
+    char *pinned, *dev;
+    struct be_retired *next;
+};
+
 int be_grow_pair(sq_gpu_be *b, char **pinned, char **dev, size_t *bytes, size_t keep,
                  size_t cap)
 {
@@ -109,11 +114,20 @@ int be_grow_pair(sq_gpu_be *b, char **pinned, char **dev, size_t *bytes, size_t 
     }
     if (keep)
         memcpy(p, *pinned, keep);
+    if (*dev || *pinned) { // retired (common.cuh), not freed
+        struct be_retired *r = (struct be_retired *)malloc(sizeof *r);
+        if (!r) {
+            be_note(b, cudaErrorMemoryAllocation, "upload buffer");
+            cudaFreeHost(p);
+            cudaFree(d);
+            return -1;
+        }
+        *r = {*pinned, *dev, b->retired};
+        b->retired = r;
+    }
     for (int i = 0; i < b->n_range; i++) // the arrays staged into it move too
         if (*dev && b->range[i].dev >= *dev && b->range[i].dev < *dev + *bytes)
             b->range[i].dev = d + (b->range[i].dev - *dev);
-    cudaFreeHost(*pinned);
-    cudaFree(*dev);
     *pinned = p;
     *dev = d;
     *bytes = cap;
@@ -216,6 +230,13 @@ static void be_close(sq_gpu_be *b)
     be_prof_close(b);
     be_nccl_close(b);
     be_graph_close(b);
+    while (b->retired) {
+        struct be_retired *r = b->retired;
+        b->retired = r->next;
+        cudaFreeHost(r->pinned);
+        cudaFree(r->dev);
+        free(r);
+    }
     if (b->blas)
         cublasDestroy(b->blas);
     cudaFree(b->blas_ws);

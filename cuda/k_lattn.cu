@@ -735,6 +735,9 @@ static int lat_chunked(sq_gpu_be *be, lat_args *a, const int *h)
     a->tiles = be_seg_tiles(be, h, a->B, SQ_LATTN_GPU_PIECE, &a->ntiles, "lattn: the pieces");
     if (!a->tiles)
         return 1; // the sticky error is noted
+    // the offsets' device address again: the upload may have grown its
+    // buffer, moving what was staged in it (a graph step's batch arrays)
+    a->off = be_ints(be, h);
     size_t rowbufs = a->kind == K_HYDRA ? 2 : 1;
     a->ws = a->scratch + rowbufs * (size_t)a->T * a->C;
     const int *ph = a->fwd ? fwd : bwd;

@@ -421,6 +421,10 @@ void sim_check_arg(const char *kern, int index, const void *p)
 {
     if (p && !sim_is_device(p))
         die("host pointer passed to kernel %s, argument %d", kern, index);
+    // inside a live allocation or at its end: not into freed memory (an
+    // address taken before its buffer was grown and freed)
+    if (p && !alloc_of(p, 0))
+        die("freed device memory passed to kernel %s, argument %d", kern, index);
 }
 
 cudaError_t cudaMalloc(void **p, size_t n)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "adam.h"
+#include "attn_linear.h"
 #include "infonce.h"
 #include "cuda_check.h"
 #include "ops.h"
@@ -131,6 +132,73 @@ UNIT_TEST(test_cuda_graph_region_grows)
     free(got);
     free(want);
     free(rows);
+    cuda_close(&g);
+}
+
+/* One linear attention forward over B segments, its offsets staged first
+ * with pad (a graph's step stages each array as an op upload, into the
+ * key's region). */
+static void gr_lattn(cuda_env *g, const int *off, int B, const int *pad, size_t n_pad,
+                     const float *x, float *dc, float *ds, float *dy)
+{
+    enum { C = 8 };
+    const void *host[2] = {off, pad};
+    size_t bytes[2] = {(size_t)(B + 1) * sizeof *off, n_pad * sizeof *pad};
+    if (sq_gpu_stage(g->gpu, host, bytes, 2, &g->e))
+        g->bad = 1;
+    sq_lattn_forward(&g->cx, SQ_LATTN_LINREC, dy, dc, ds, x, x + C, x + 2 * C, 3 * C, off, B, 1,
+                     C, 1);
+}
+
+/* An op whose own upload grows the region after the batch's arrays were
+ * staged into it moves them: a device address of them taken before that
+ * upload is stale (linear attention's offsets once were: Blin at --max-len
+ * 45 and up trained another model in a key's first step, reading freed
+ * memory). 1000 segments of 2 rows: the offsets (4 KiB with alignment)
+ * and the pad (60,000 bytes) fit the region's first 64 KiB, the pieces'
+ * list (4 KiB) does not. */
+UNIT_TEST(test_cuda_graph_lattn_region_grows)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    enum { B = 1000, C = 8, STEPS = 4, PAD = 15000 };
+    static const int pad[PAD]; /* zeros */
+    int T = 2 * B, *off = malloc((B + 1) * sizeof *off);
+    float *x = malloc((size_t)T * 3 * C * sizeof *x), *got = malloc((size_t)T * C * sizeof *got);
+    float *want = malloc((size_t)T * C * sizeof *want);
+    CHECK(off && x && got && want);
+    if (off && x && got && want) {
+        for (int b = 0; b <= B; b++)
+            off[b] = 2 * b;
+        float *dx = cuda_zeros(&g, (size_t)T * 3 * C);
+        float *dc = cuda_zeros(&g, sq_lattn_cache_size(SQ_LATTN_LINREC, off, B, 1, C));
+        float *ds = cuda_zeros(&g, sq_lattn_gpu_scratch_size(SQ_LATTN_LINREC, off, B, 1, C));
+        float *dy = cuda_zeros(&g, (size_t)T * C);
+        sq_rng r;
+        sq_rng_seed(&r, 11, 0);
+        for (int k = 0; k < STEPS && !g.bad && dx && dc && ds && dy; k++) {
+            for (size_t i = 0; i < (size_t)T * 3 * C; i++)
+                x[i] = (float)sq_rng_normal(&r);
+            if (sq_gpu_upload(g.gpu, dx, x, (size_t)T * 3 * C * sizeof *x, &g.e))
+                g.bad = 1;
+            CHECK_EQ(sq_ctx_graph_begin(&g.cx, 4, &g.e), 0);
+            gr_lattn(&g, off, B, pad, PAD, dx, dc, ds, dy);
+            CHECK_EQ(sq_ctx_graph_end(&g.cx, &g.e), 0);
+            CHECK_EQ(cuda_down(&g, got, dy, (size_t)T * C), 0);
+            gr_lattn(&g, off, B, pad, PAD, dx, dc, ds, dy); /* the same step, eagerly */
+            CHECK_EQ(cuda_down(&g, want, dy, (size_t)T * C), 0);
+            CHECK(memcmp(got, want, (size_t)T * C * sizeof *got) == 0);
+        }
+        int keys = 0;
+        long replays = 0;
+        CHECK_EQ(sq_gpu_graph_stats(g.gpu, &keys, &replays, &g.e), 0);
+        CHECK_EQ(replays, 0); /* recorded twice (the region grew), captured twice */
+    }
+    free(off);
+    free(x);
+    free(got);
+    free(want);
     cuda_close(&g);
 }
 

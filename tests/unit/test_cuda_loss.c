@@ -481,6 +481,37 @@ UNIT_TEST(test_cuda_adam_rows)
     cuda_close(&g);
 }
 
+/* sq_adam_update_rows on a fresh context with a list of 20,000 rows (80 KB):
+ * its second upload (the list) grows the op upload buffer after its first
+ * (the constants) took an address in it. The grown-from buffer is kept
+ * (be_grow_pair), so the constants are still there: the CPU's result. */
+UNIT_TEST(test_cuda_adam_rows_grows)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    enum { N = 20000 };
+    static float p[N], m[N], v[N], gr[N], gp[N];
+    static uint32_t list[N];
+    sq_rng r;
+    sq_rng_seed(&r, 12, 0);
+    fill_normal(p, N, 1.0, &r);
+    fill_normal(gr, N, 1.0, &r);
+    for (int i = 0; i < N; i++) {
+        m[i] = v[i] = 1e-3f;
+        list[i] = (uint32_t)(N - 1 - i);
+    }
+    sq_adam_cfg cfg = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-8, .lazy = 1};
+    float *dp = cuda_up(&g, p, N), *dm = cuda_up(&g, m, N), *dv = cuda_up(&g, v, N);
+    float *dg = cuda_up(&g, gr, N);
+    sq_adam_update_rows(&g.cx, dp, dg, dm, dv, 1, list, N, &cfg, 3);
+    cuda_down(&g, gp, dp, N);
+    const sq_ctx cpu = sq_ctx_cpu();
+    sq_adam_update_rows(&cpu, p, gr, m, v, 1, list, N, &cfg, 3);
+    CHECK(cuda_close_to(gp, p, N, 1e-30, 2.4e-7, "adam rows, the buffer grown"));
+    cuda_close(&g);
+}
+
 /* sq_adam_update_runs: 70 runs (two launches of at most 64), of two
  * configs alternating, of lengths 0 to 400, with gaps between them that
  * no run covers: on the GPU the same bits as a call a run (and as the
