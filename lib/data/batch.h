@@ -263,7 +263,10 @@ const sq_packed *sq_batcher_get(sq_batcher *b, uint64_t epoch, uint64_t i);
 /* Cuts b into at most P parts by sequence, for data-parallel micro-batches
  * (lib/train/micro.c): part k has the sequences [b_k, b_(k+1)), the token
  * rows off[b_k] .. and the loss entries on those rows, with about T / P
- * rows each. The parts point into b, but for their offsets and rows,
+ * rows each: a part has at most ceil(T / P) + 1.5 L rows, L the longest
+ * sequence (each cut is the sequence boundary nearer its goal k T / P), and
+ * micro.c sizes the workers' buffers by that. The parts point into b, but
+ * for their offsets and rows,
  * rebased to start at 0, which go to buf (cap ints, enough with B + P + n).
  * Returns the number of parts, or 0 when b cannot be cut: views packed
  * together (views > 1: their loss pairs sequences), loss entries not in

@@ -55,6 +55,22 @@ static int open_ranks(sq_micro *mb, const sq_model_def *def, const sq_net *net,
     return 0;
 }
 
+/* The batcher a worker's work is sized by (work_alloc reads its caps): a
+ * part of G holds at most ceil(T / G) + 1.5 max_len of the batch's T rows
+ * (sq_packed_split, batch.h), and at most max_len times its rows in sums
+ * of squared lengths, so a worker keeps a part's activations, not a
+ * batch's: 16 threads' workers hold about one batch between them, not 15. */
+static sq_batcher worker_caps(const sq_batcher *bt, int G)
+{
+    sq_batcher p = *bt; /* a copy: only its caps change, only they are read */
+    size_t L = (size_t)bt->max_len, T = ((size_t)bt->cap_T + (size_t)G - 1) / (size_t)G + 2 * L;
+    if (T < (size_t)bt->cap_T) {
+        p.cap_T = (int)T;
+        p.cap_att = bt->cap_att < T * L ? bt->cap_att : T * L;
+    }
+    return p;
+}
+
 int sq_micro_open(sq_micro *mb, const sq_model_def *def, const void *cfg, const sq_net *net,
                   const sq_batcher *bt, int threads, const sq_comm *comm, sq_err *e)
 {
@@ -85,9 +101,10 @@ int sq_micro_open(sq_micro *mb, const sq_model_def *def, const void *cfg, const 
     if (!(mb->buf = malloc(mb->cap * sizeof *mb->buf)))
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
     mb->shared = def->share_params != NULL;
+    sq_batcher part_bt = worker_caps(bt, mb->G);
     for (int k = 1; k < mb->P; k++) {
         if (def->net_alloc(&mb->net[k], cfg, &mb->cx1, e) ||
-            def->work_alloc(&mb->net[k], bt, &mb->work[k], e))
+            def->work_alloc(&mb->net[k], &part_bt, &mb->work[k], e))
             return e->code;
         if (mb->shared)
             def->share_params(&mb->net[k], net->params);

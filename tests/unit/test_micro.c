@@ -328,3 +328,39 @@ UNIT_TEST(test_micro_split_refuses)
     p.n = 2;
     CHECK_EQ(sq_packed_split(&p, 2, parts, buf, 16), 0); /* not in row order */
 }
+
+/* The bound micro.c sizes its workers by (batch.h): each part of P has at
+ * most ceil(T / P) + 1.5 L rows, L the longest sequence, whatever the
+ * lengths: random ones, one long among short ones, all of length L. */
+UNIT_TEST(test_micro_split_part_bound)
+{
+    enum { B = 97, L = 50 };
+    static int off[B + 1], ids[B * L], buf[2 * B * L + B + 16];
+    sq_packed parts[16];
+    sq_rng r;
+    sq_rng_seed(&r, 21, 0);
+    int worst = 0;
+    for (int trial = 0; trial < 300; trial++) {
+        off[0] = 0;
+        for (int b = 0; b < B; b++) {
+            int len = trial % 3 == 0 ? 1 + (int)sq_rng_below(&r, L)
+                      : trial % 3 == 1 ? (b == (int)(trial % B) ? L : 1 + (int)sq_rng_below(&r, 4))
+                                       : L;
+            off[b + 1] = off[b] + len;
+        }
+        int T = off[B];
+        sq_packed p = {.B = B, .T = T, .ids = ids, .off = off, .pos = ids, .n = 0, .views = 1};
+        for (int P = 2; P <= 16; P++) {
+            int np = sq_packed_split(&p, P, parts, buf, sizeof buf / sizeof *buf);
+            CHECK(np >= 1 && np <= P);
+            int sum = 0;
+            for (int k = 0; k < np; k++) {
+                int over = 2 * parts[k].T - 2 * ((T + P - 1) / P) - 3 * L;
+                worst = over > worst ? over : worst;
+                sum += parts[k].T;
+            }
+            CHECK_EQ(sum, T);
+        }
+    }
+    CHECK(worst <= 0);
+}
