@@ -174,7 +174,8 @@ static int init(sq_batcher *b, const sq_seqs *d, int mode, int max_len, int batc
         uint64_t total = d->start[d->n_users - 1] + d->n_train[d->n_users - 1];
         b->sorted = malloc((total ? total : 1) * sizeof *b->sorted);
         b->distinct = malloc(d->n_users * sizeof *b->distinct);
-        if (!b->sorted || !b->distinct)
+        b->seen = calloc(((size_t)d->n_items + 64) / 64, sizeof *b->seen);
+        if (!b->sorted || !b->distinct || !b->seen)
             goto oom;
         for (uint32_t u = 0; u < d->n_users; u++) {
             uint32_t *s = b->sorted + d->start[u];
@@ -329,6 +330,7 @@ void sq_batcher_free(sq_batcher *b)
     free(b->order);
     free(b->sorted);
     free(b->distinct);
+    free(b->seen);
     free(b->mem);
     free(b->padrow);
     memset(b, 0, sizeof *b);
@@ -420,7 +422,11 @@ static void mask_window(sq_batcher *b, sq_packed *p, int o, uint32_t len, const 
         }
 }
 
-/* K negatives for each entry n0 .. n-1 of user u (NEGATIVES in batch.h). */
+/* K negatives for each entry n0 .. n-1 of user u (NEGATIVES in batch.h).
+ * Whether a draw is one of the user's items: a bit of b->seen, set for its
+ * items while it draws, when it draws often (a user's every position: one
+ * load a draw, where a binary search over hundreds of items mispredicts
+ * its way down), else the search. The same answers: the same draws. */
 static void draw_negatives(const sq_batcher *b, sq_packed *p, uint32_t u, int n0, int n,
                            sq_rng *r)
 {
@@ -428,15 +434,20 @@ static void draw_negatives(const sq_batcher *b, sq_packed *p, uint32_t u, int n0
     uint32_t n_items = b->d.n_items;
     const uint32_t *srt = b->sorted + b->d.start[u];
     uint32_t nd = b->distinct[u];
+    uint64_t *seen = (uint64_t)(n - n0) * (uint64_t)K * 16 >= nd ? b->seen : NULL;
+    for (uint32_t i = 0; seen && i < nd; i++)
+        seen[srt[i] >> 6] |= (uint64_t)1 << (srt[i] & 63);
     for (int m = n0; m < n; m++)
         for (int k = 0; k < K; k++) {
             uint32_t x = 0;
             if (nd < n_items)
                 do
                     x = 1 + (uint32_t)sq_rng_below(r, n_items);
-                while (in_sorted(srt, nd, x));
+                while (seen ? (int)((seen[x >> 6] >> (x & 63)) & 1) : in_sorted(srt, nd, x));
             p->neg[(size_t)m * K + k] = (int)x;
         }
+    for (uint32_t i = 0; seen && i < nd; i++) /* clear for the next user */
+        seen[srt[i] >> 6] = 0;
 }
 
 /* One view of sample (u, end) at rows o.. (VIEWS in batch.h): writes ids,

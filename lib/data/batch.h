@@ -200,6 +200,8 @@ typedef struct {
     uint64_t *order;     /* this epoch's permutation of samples */
     uint32_t *sorted;    /* every user's training items, sorted (negatives) */
     uint32_t *distinct;  /* [n_users] distinct training items (negatives) */
+    uint64_t *seen;      /* [n_items / 64 + 1] bits: a user's items while it
+                            draws negatives, else all zero */
     sq_sampler smp;      /* sq_batcher_sampled's negatives (smp_on) */
     int smp_on, smp_v;
     int smp_share;       /* --neg-share: SQ_SHARE_* (sampler.h) */
