@@ -11,7 +11,9 @@
 # microseconds more than the simulated one, so it is a lower bound.
 # The configs are gpu-check's bench (tests/gpu/check.sh): (a) Beauty N 50,
 # d 64, batch 128; (b) ml-1m-part N 200, d 128, ffn 256, 2 heads, batch 128
-# and batch 2048; (a) and (b) with --cuda-graphs. epoch_seconds is the least
+# and batch 2048; (a) and (b) with --cuda-graphs; and (b) at batch 2048
+# with --loss bce (a negative a position: the batcher's draws and the
+# sampled loss's host plan, b2048-bce). epoch_seconds is the least
 # train_seconds of epochs 2..EPOCHS (default 4); launches_per_step the
 # kernels a training step queues (SEQREC_SIM_TRACE over one more epoch,
 # less the same run's count without training: the final evaluation's),
@@ -73,4 +75,5 @@ run a-graphs "$BEAUTY" 128 $a --cuda-graphs
 run b "$ML1M" 128 $b
 run b-graphs "$ML1M" 128 $b --cuda-graphs
 run b2048 "$ML1M" 2048 $b
+run b2048-bce "$ML1M" 2048 $b --loss bce
 rm -f "$OUT/gpu-host.sqm" "$OUT/gpu-host.out"

@@ -30,7 +30,7 @@ setup() {
   [[ "$output" =~ SEQREC_SIM_TRACE ]]
 }
 
-@test "sim_diag: bench-gpu-host.sh writes its five configs, the machine lines first" {
+@test "sim_diag: bench-gpu-host.sh writes its six configs, the machine lines first" {
   mkdir "$T/out"
   EPOCHS=2 run sh "$SEQREC_ROOT/bench/bench-gpu-host.sh" "$SEQREC_BIN" "$SIM" "$T/out" \
     "$T/s.sqr" "$T/s.sqr"
@@ -38,7 +38,7 @@ setup() {
   csv="$T/out/gpu-host.csv"
   grep -q '^gpu-host,cpu,' "$csv"
   grep -q '^bench,config,epoch_seconds,steps,ms_per_step,launches_per_step$' "$csv"
-  for c in a a-graphs b b-graphs b2048; do
+  for c in a a-graphs b b-graphs b2048 b2048-bce; do
     grep -Eq "^gpu-host,$c,[0-9.]+,[0-9]+,[0-9.]+,[0-9.]+$" "$csv"
   done
   # eager steps launch kernels; a graph replay launches none of its own
