@@ -123,6 +123,40 @@ void be_attention_tc_backward(sq_gpu_be *be, float *dq, float *dk, float *dv, co
                               const float *lse, int ld, const int *off, int B, const int *tiles,
                               int ntiles, int H, int hs, int causal);
 
+// bfloat16 in memory (cuBLAS's CUDA_R_16BF): a float's top 16 bits. What
+// --precision bf16 keeps of the full cross-entropy's logits (k_loss.cu).
+struct be_bf16 {
+    unsigned short u;
+};
+static __device__ __forceinline__ float be_ldf(const float *p) { return *p; }
+static __device__ __forceinline__ float be_ldf(const be_bf16 *p)
+{
+    return __uint_as_float((unsigned)p->u << 16);
+}
+static __device__ __forceinline__ void be_stf(float *p, float x) { *p = x; }
+// the nearest bf16 (ties to even, as cuBLAS rounds its bf16 outputs); NaN
+// stays NaN
+static __device__ __forceinline__ void be_stf(be_bf16 *p, float x)
+{
+    unsigned u = __float_as_uint(x);
+    p->u = (unsigned short)((u & 0x7fffffffu) > 0x7f800000u
+                                ? (u >> 16) | 0x40u
+                                : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// A GEMM's element types (be_gemm_typed): fp32, or bf16 in memory.
+enum { BE_F32 = 0, BE_BF16 = 1 };
+// be_gemm over typed matrices: A and B both fp32 (be_gemm itself) or both
+// bf16 (the products exact in fp32, fp32 sums: CUBLAS_COMPUTE_32F), C
+// fp32 or bf16 (rounded to nearest). Not batch-invariant: training's.
+void be_gemm_typed(sq_gpu_be *b, int ta, int tb, int M, int N, int K, float alpha, const void *A,
+                   int lda, const void *B, int ldb, int ab_type, float beta, void *C, int ldc,
+                   int c_type);
+
+// Column sums of a bf16 matrix of T rows of C values, ld apart: dst[c] +=
+// sum over rows r of x[r ld + c] (k_rows.cu's two passes, a fixed order).
+void be_colsum_bf16(sq_gpu_be *be, float *dst, const be_bf16 *x, int T, int C, size_t ld);
+
 // The batch-invariant GEMM (k_gemm.cu): be_gemm's contract, fp32, each
 // output's sum in k order whatever the shape; be_gemm's path while the
 // context's `invariant` mode is on.

@@ -540,6 +540,24 @@ int be_set_precision(sq_gpu_be *b, int mode, sq_err *e)
     return sticky(b, e);
 }
 
+// A GEMM's signature in a graph's step (its shape, precision, scalars and
+// operands): 1 when it must not be queued (be_sig_node)
+static int gemm_sig(sq_gpu_be *b, int ta, int tb, int M, int N, int K, float alpha,
+                    const void *A, int lda, const void *B, int ldb, float beta, const void *C,
+                    int ldc, int types)
+{
+    if (b->gmode == BE_G_EAGER)
+        return 0;
+    int dims[10] = {ta, tb, M, N, K, lda, ldb, ldc, b->prec, types};
+    float ab[2] = {alpha, beta};
+    uintptr_t ptr[3] = {be_sig_ptr(b, A), be_sig_ptr(b, B), be_sig_ptr(b, C)};
+    unsigned char sig[sizeof dims + sizeof ab + sizeof ptr];
+    memcpy(sig, dims, sizeof dims);
+    memcpy(sig + sizeof dims, ab, sizeof ab);
+    memcpy(sig + sizeof dims + sizeof ab, ptr, sizeof ptr);
+    return be_sig_node(b, "gemm", sig, sizeof sig);
+}
+
 // cuBLAS is column-major: a row-major C = op(A) op(B) is the column-major
 // C^T = op(B)^T op(A)^T, so swap the operands and M/N.
 void be_gemm(sq_gpu_be *b, int ta, int tb, int M, int N, int K, float alpha, const float *A,
@@ -554,17 +572,8 @@ void be_gemm(sq_gpu_be *b, int ta, int tb, int M, int N, int K, float alpha, con
         be_gemm_invariant(b, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    if (b->gmode != BE_G_EAGER) {
-        int dims[9] = {ta, tb, M, N, K, lda, ldb, ldc, b->prec};
-        float ab[2] = {alpha, beta};
-        uintptr_t ptr[3] = {be_sig_ptr(b, A), be_sig_ptr(b, B), be_sig_ptr(b, C)};
-        unsigned char sig[sizeof dims + sizeof ab + sizeof ptr];
-        memcpy(sig, dims, sizeof dims);
-        memcpy(sig + sizeof dims, ab, sizeof ab);
-        memcpy(sig + sizeof dims + sizeof ab, ptr, sizeof ptr);
-        if (be_sig_node(b, "gemm", sig, sizeof sig))
-            return;
-    }
+    if (gemm_sig(b, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, 0))
+        return;
     if (b->prec == 2) { // fp32 in and out, bf16 products, fp32 sums
         be_note_blas(b, cublasGemmEx(b->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                      ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B,
@@ -576,6 +585,46 @@ void be_gemm(sq_gpu_be *b, int ta, int tb, int M, int N, int K, float alpha, con
     be_note_blas(b, cublasSgemm(b->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                 ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, A,
                                 lda, &beta, C, ldc), "sgemm");
+}
+
+void be_gemm_typed(sq_gpu_be *b, int ta, int tb, int M, int N, int K, float alpha, const void *A,
+                   int lda, const void *B, int ldb, int ab_type, float beta, void *C, int ldc,
+                   int c_type)
+{
+    if (ab_type == BE_F32 && c_type == BE_F32) {
+        be_gemm(b, ta, tb, M, N, K, alpha, (const float *)A, lda, (const float *)B, ldb, beta,
+                (float *)C, ldc);
+        return;
+    }
+    if (M <= 0 || N <= 0)
+        return;
+    if (ab_type != BE_BF16 || b->invariant) { // no such GEMM: a caller's bug
+        if (!b->failed) {
+            b->failed = 1;
+            sq_fail(&b->err, SQ_EX_SOFTWARE, "CUDA: a GEMM of fp32 A and B into bf16 C, or a "
+                                             "typed GEMM while scoring");
+        }
+        return;
+    }
+    if (b->prof)
+        be_prof_label(b, "gemm", "gemm %dx%dx%d %c%c bf16%s", M, N, K, ta ? 't' : 'n',
+                      tb ? 't' : 'n', c_type == BE_BF16 ? " to bf16" : "");
+    if (gemm_sig(b, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, 1 + c_type))
+        return;
+    // the handle's math mode is pedantic outside tf32 (be_set_precision):
+    // the default mode here, so that bf16 operands may use the tensor cores
+    // (their products are exact in fp32, the sums fp32 either way)
+    cudaDataType_t ct = c_type == BE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    int pedantic = b->prec != 1;
+    if (pedantic)
+        be_note_blas(b, cublasSetMathMode(b->blas, CUBLAS_DEFAULT_MATH), "math mode");
+    be_note_blas(b, cublasGemmEx(b->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                 ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, CUDA_R_16BF,
+                                 ldb, A, CUDA_R_16BF, lda, &beta, C, ct, ldc, CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT),
+                 "gemm (bf16 in memory)");
+    if (pedantic)
+        be_note_blas(b, cublasSetMathMode(b->blas, CUBLAS_PEDANTIC_MATH), "math mode");
 }
 
 static const sq_gpu_ops be_ops = {

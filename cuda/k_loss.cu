@@ -14,6 +14,13 @@
 //   the chunk's losses added, in double and a fixed order, to be->red[0]
 //   dbias += column sums of dlogits           (a fixed order, no atomics)
 //   dh += dlogits E, dE += dlogits^T hc       (cuBLAS, beta 1)
+// Under --precision bf16 the logits and dlogits are stored in bf16 (rows
+// padded to 8 values), hc and a bf16 copy of E made once a call are the
+// GEMMs' operands, every sum stays fp32: half the bytes of the chunk's
+// five passes over its logits, the traffic that bounds a large batch's CE
+// (ml-1m-part at batch 2048: ~2.9 GB of fp32 logits a step, each written
+// once and read three times). The CPU has no bf16: the parity test
+// (test_cuda_ce_bf16.c) emulates the roundings in double.
 // BCE: scores and coefficients per (entry, item) pair on the device; the
 // scatter into rows of dE (and of dh) that pairs share is bucketed on the
 // host, one block per destination row summing its pairs in the CPU's order
@@ -21,7 +28,9 @@
 // Nothing uses float atomics: the same inputs give the same bits.
 //
 // Budgets (nvcc -Xptxas -v, sm_90; every kernel __launch_bounds__(256)):
-//   ce_row_kernel            31 registers, 256 B static shared, up to 40 KiB dynamic
+//   ce_row_kernel            32 registers (float and bf16 logits), 256 B static
+//                            shared, up to 40 KiB dynamic
+//   gather_bf16_kernel       18 registers; to_bf16_kernel 14
 //   sum_rows_kernel          16 registers, 2 KiB static shared (256 doubles)
 //   colsum_kernel            32 registers
 //   scatter_kernel           30 registers (rows that may repeat)
@@ -70,29 +79,32 @@ static __device__ inline void lse_merge(float &mx, float &s, float om, float os)
 // row's logits kept in dynamic shared memory from the first pass to the
 // second (V1 <= CE_ROW_CACHE floats), so the chunk's logits are read once,
 // not twice (the same values, the same bits).
+// L: the logits' type in memory, float or be_bf16 (--precision bf16: the
+// row's arithmetic is fp32 either way, dlogits rounded to L when stored);
+// ld: the row stride (V1, or V1 rounded up for aligned bf16 rows).
 #define CE_ROW_CACHE (40 * 1024 / 4)
-static __global__ __launch_bounds__(LOSS_THREADS) void ce_row_kernel(float *logits,
-                                                                     float *rowloss,
+template <class L>
+static __global__ __launch_bounds__(LOSS_THREADS) void ce_row_kernel(L *logits, float *rowloss,
                                                                      const float *bias,
                                                                      const int *targets, int V1,
-                                                                     const float *gp, int grad,
-                                                                     int cached)
+                                                                     size_t ld, const float *gp,
+                                                                     int grad, int cached)
 {
     __shared__ float wm[32], ws[32];
     BE_DYN_SHARED(float, row);
     float g = *gp;
     int r = blockIdx.x, y = targets[r];
-    float *lr = logits + (size_t)r * V1;
+    L *lr = logits + (size_t)r * ld;
     if (!y) {
         for (int j = threadIdx.x; j < V1; j += blockDim.x)
-            lr[j] = 0.0f;
+            be_stf(lr + j, 0.0f);
         if (threadIdx.x == 0)
             rowloss[r] = 0.0f;
         return;
     }
     float mx = -FLT_MAX, s = 0.0f;
     for (int j = 1 + threadIdx.x; j < V1; j += blockDim.x) {
-        float l = bias ? lr[j] + bias[j] : lr[j];
+        float l = bias ? be_ldf(lr + j) + bias[j] : be_ldf(lr + j);
         if (cached)
             row[j] = l;
         if (l > mx) {
@@ -118,7 +130,7 @@ static __global__ __launch_bounds__(LOSS_THREADS) void ce_row_kernel(float *logi
     s = ws[0];
     for (int w = 1; w < nw; w++)
         lse_merge(mx, s, wm[w], ws[w]);
-    float ly = bias ? lr[y] + bias[y] : lr[y];
+    float ly = bias ? be_ldf(lr + y) + bias[y] : be_ldf(lr + y);
     if (threadIdx.x == 0)
         rowloss[r] = logf(s) + mx - ly; // -log p_y
     if (!grad)
@@ -126,10 +138,34 @@ static __global__ __launch_bounds__(LOSS_THREADS) void ce_row_kernel(float *logi
     __syncthreads(); // every thread has read lr[y]
     float inv = g / s;
     for (int j = threadIdx.x; j < V1; j += blockDim.x) {
-        float l = !j ? 0.0f : cached ? row[j] : bias ? lr[j] + bias[j] : lr[j];
+        float l = !j ? 0.0f : cached ? row[j] : bias ? be_ldf(lr + j) + bias[j] : be_ldf(lr + j);
         float d = j ? expf(l - mx) * inv : 0.0f;
-        lr[j] = j == y ? d - g : d;
+        be_stf(lr + j, j == y ? d - g : d);
     }
+}
+
+// hc[r] = bf16(h[rows[e0 + r]]): gather_kernel (loss.cuh) into bf16, the
+// operand of the bf16 GEMMs
+static __global__ __launch_bounds__(LOSS_THREADS) void gather_bf16_kernel(be_bf16 *hc,
+                                                                          const float *h,
+                                                                          const int *rows,
+                                                                          const int *targets,
+                                                                          int e0, int m, int C)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)m * C)
+        return;
+    int r = (int)(i / C), c = (int)(i % C), e = e0 + r;
+    be_stf(hc + i, targets[e] ? h[(size_t)(rows ? rows[e] : e) * C + c] : 0.0f);
+}
+
+// y = bf16(x), n values (the item table, once a call)
+static __global__ __launch_bounds__(LOSS_THREADS) void to_bf16_kernel(be_bf16 *y, const float *x,
+                                                                      size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        be_stf(y + i, x[i]);
 }
 
 // dbias[j] += dlogits[r][j] for r = 0..m-1 in order (the CPU's axpys): a
@@ -180,6 +216,109 @@ static __global__ __launch_bounds__(LOSS_THREADS) void scatter_distinct_kernel(
         dh[(size_t)rows[e] * C + c] += dhc[i];
 }
 
+// A full-CE call as its chunk loops see it (device addresses).
+struct ce_call {
+    float *dh, *dE, *dbias, *scratch;
+    const float *h, *E, *bias, *dg;
+    const int *dt, *drows;
+    int n, C, V1, chunk, grad, distinct;
+};
+
+// dh[rows of entries e0 .. e0+m-1] += dlogits E, through dhc when the
+// entries have rows; ab: the type of dl and El (E, or its bf16 copy), ld
+// dl's row stride
+static void ce_dh(sq_gpu_be *be, const ce_call *k, int e0, int m, const void *dl, size_t ld,
+                  const void *El, int ab)
+{
+    int C = k->C, V1 = k->V1;
+    if (!k->drows) { // entry e is row e: straight into dh (ignored rows add 0)
+        be_gemm_typed(be, 0, 0, m, C, V1, 1.0f, dl, (int)ld, El, C, ab, 1.0f,
+                      k->dh + (size_t)e0 * C, C, BE_F32);
+        return;
+    }
+    float *dhc = k->scratch + (size_t)k->chunk * (V1 + C);
+    be_gemm_typed(be, 0, 0, m, C, V1, 1.0f, dl, (int)ld, El, C, ab, 0.0f, dhc, C, BE_F32);
+    if (k->distinct)
+        SQ_LAUNCH(be, scatter_distinct_kernel, be_blocks((size_t)m * C, LOSS_THREADS),
+                  LOSS_THREADS, 0, k->dh, dhc, k->drows, k->dt, e0, m, C);
+    else
+        SQ_LAUNCH(be, scatter_kernel, be_blocks(C, LOSS_THREADS), LOSS_THREADS, 0, k->dh, dhc,
+                  k->drows, k->dt, e0, m, C);
+}
+
+// The chunks in fp32: logits [chunk, V1], hc [chunk, C], dhc [chunk, C]
+// and the row losses [chunk] in scratch (sq_ce_scratch_size's layout).
+static void ce_chunks_f32(sq_gpu_be *be, const ce_call *k)
+{
+    int C = k->C, V1 = k->V1, chunk = k->chunk;
+    float *logits = k->scratch, *hc = logits + (size_t)chunk * V1;
+    float *rowloss = hc + 2 * (size_t)chunk * C;
+    size_t cache = k->grad && V1 <= CE_ROW_CACHE ? (size_t)V1 * sizeof(float) : 0;
+    for (int e0 = 0; e0 < k->n; e0 += chunk) {
+        int m = k->n - e0 < chunk ? k->n - e0 : chunk; // entries e0 .. e0+m-1
+        SQ_LAUNCH(be, gather_kernel, be_blocks((size_t)m * C, LOSS_THREADS), LOSS_THREADS, 0,
+                  hc, k->h, k->drows, k->dt, e0, m, C);
+        be_gemm(be, 0, 1, m, V1, C, 1.0f, hc, C, k->E, C, 0.0f, logits, V1);
+        SQ_LAUNCH(be, ce_row_kernel<float>, m, LOSS_THREADS, cache, logits, rowloss, k->bias,
+                  k->dt + e0, V1, (size_t)V1, k->dg, k->grad, cache > 0);
+        SQ_LAUNCH(be, sum_rows_kernel, 1, LOSS_THREADS, 0, be->red, rowloss, m, e0 == 0);
+        if (!k->grad)
+            continue;
+        if (k->dbias && V1 <= CE_COLSUM_TWO_PASS)
+            be_colsum(be, k->dbias, logits, m, V1);
+        else if (k->dbias)
+            SQ_LAUNCH(be, colsum_kernel, be_blocks(V1, LOSS_THREADS), LOSS_THREADS, 0, k->dbias,
+                      logits, m, V1);
+        ce_dh(be, k, e0, m, logits, (size_t)V1, k->E, BE_F32);
+        be_gemm(be, 1, 0, V1, C, m, 1.0f, logits, V1, hc, C, 1.0f, k->dE, C);
+    }
+}
+
+// --precision bf16: the logits and dlogits in bf16 (half the bytes the
+// chunk's GEMMs and its row kernel move: the traffic that bounds a large
+// batch's CE), their rows padded to 8 values (16 bytes, the tensor cores'
+// alignment); hc and E in bf16 for the GEMMs; every sum still fp32. All of
+// it inside the fp32 logits' space of the scratch; *at the offsets (bytes)
+// of E16 and hc16, or 0 when they do not fit (a chunk under about 2 C
+// rows: its CE is small, and runs in fp32).
+static size_t ce_bf16_ld(const ce_call *k, size_t at[2])
+{
+    size_t ld = ((size_t)k->V1 + 7) & ~(size_t)7, A = 256;
+    at[0] = ((size_t)k->chunk * ld * 2 + A - 1) / A * A;
+    at[1] = at[0] + ((size_t)k->V1 * k->C * 2 + A - 1) / A * A;
+    size_t end = at[1] + (size_t)k->chunk * k->C * 2, room = (size_t)k->chunk * k->V1 * 4;
+    return end <= room ? ld : 0;
+}
+
+static void ce_chunks_bf16(sq_gpu_be *be, const ce_call *k, size_t ld, const size_t at[2])
+{
+    int C = k->C, V1 = k->V1, chunk = k->chunk;
+    be_bf16 *logits = (be_bf16 *)k->scratch;
+    be_bf16 *E16 = (be_bf16 *)((char *)k->scratch + at[0]);
+    be_bf16 *hc = (be_bf16 *)((char *)k->scratch + at[1]);
+    float *rowloss = k->scratch + (size_t)chunk * (V1 + 2 * (size_t)C);
+    size_t nE = (size_t)V1 * C;
+    size_t cache = k->grad && V1 <= CE_ROW_CACHE ? (size_t)V1 * sizeof(float) : 0;
+    SQ_LAUNCH(be, to_bf16_kernel, be_blocks(nE, LOSS_THREADS), LOSS_THREADS, 0, E16, k->E, nE);
+    for (int e0 = 0; e0 < k->n; e0 += chunk) {
+        int m = k->n - e0 < chunk ? k->n - e0 : chunk;
+        SQ_LAUNCH(be, gather_bf16_kernel, be_blocks((size_t)m * C, LOSS_THREADS), LOSS_THREADS,
+                  0, hc, k->h, k->drows, k->dt, e0, m, C);
+        be_gemm_typed(be, 0, 1, m, V1, C, 1.0f, hc, C, E16, C, BE_BF16, 0.0f, logits, (int)ld,
+                      BE_BF16);
+        SQ_LAUNCH(be, ce_row_kernel<be_bf16>, m, LOSS_THREADS, cache, logits, rowloss, k->bias,
+                  k->dt + e0, V1, ld, k->dg, k->grad, cache > 0);
+        SQ_LAUNCH(be, sum_rows_kernel, 1, LOSS_THREADS, 0, be->red, rowloss, m, e0 == 0);
+        if (!k->grad)
+            continue;
+        if (k->dbias) // the padding columns past V1 are not summed
+            be_colsum_bf16(be, k->dbias, logits, m, V1, ld);
+        ce_dh(be, k, e0, m, logits, ld, E16, BE_BF16);
+        be_gemm_typed(be, 1, 0, V1, C, m, 1.0f, logits, (int)ld, hc, C, BE_BF16, 1.0f, k->dE, C,
+                      BE_F32);
+    }
+}
+
 // Both full-CE ops: bias and dbias NULL for sq_ce_full.
 static double ce_full(sq_gpu_be *be, float *dh, float *dE, float *dbias, float *scratch,
                       const float *h, const float *E, const float *bias, const int *rows,
@@ -192,50 +331,22 @@ static double ce_full(sq_gpu_be *be, float *dh, float *dE, float *dbias, float *
     int graph = be->gmode != BE_G_EAGER;
     if ((cnt == 0 && !graph) || be->failed)
         return 0;
-    int grad = dh && dE;
     // the CPU's float; read on the device, as it follows the batch's count
     // (a CUDA graph's step: graph.cu); no target in a graph's batch: 0 / 1
     float g = cnt ? dloss / (float)cnt : 0.0f;
     const float *dg = (const float *)be_op_upload(be, &g, sizeof g);
     if (!dg)
         return 0;
-    float *logits = scratch;                  // [chunk, V1]
-    float *hc = logits + (size_t)chunk * V1;  // [chunk, C]
-    float *dhc = hc + (size_t)chunk * C;      // [chunk, C]
-    float *rowloss = dhc + (size_t)chunk * C; // [chunk]
-    const int *dt = be_ints(be, targets), *drows = rows ? be_ints(be, rows) : NULL;
     const int *hrows = rows ? be_host_ints(be, rows) : NULL;
     const int *htargets = be_host_ints(be, targets);
-    int distinct = hrows && htargets && rows_increasing(hrows, htargets, n);
-    size_t cache = grad && V1 <= CE_ROW_CACHE ? (size_t)V1 * sizeof(float) : 0;
-    for (int e0 = 0; e0 < n; e0 += chunk) {
-        int m = n - e0 < chunk ? n - e0 : chunk; // entries e0 .. e0+m-1
-        SQ_LAUNCH(be, gather_kernel, be_blocks((size_t)m * C, LOSS_THREADS), LOSS_THREADS, 0,
-                  hc, h, drows, dt, e0, m, C);
-        be_gemm(be, 0, 1, m, V1, C, 1.0f, hc, C, E, C, 0.0f, logits, V1);
-        SQ_LAUNCH(be, ce_row_kernel, m, LOSS_THREADS, cache, logits, rowloss, bias, dt + e0, V1,
-                  dg, grad, cache > 0);
-        SQ_LAUNCH(be, sum_rows_kernel, 1, LOSS_THREADS, 0, be->red, rowloss, m, e0 == 0);
-        if (!grad)
-            continue;
-        if (dbias && V1 <= CE_COLSUM_TWO_PASS)
-            be_colsum(be, dbias, logits, m, V1);
-        else if (dbias)
-            SQ_LAUNCH(be, colsum_kernel, be_blocks(V1, LOSS_THREADS), LOSS_THREADS, 0, dbias,
-                      logits, m, V1);
-        if (!rows) { // entry e is row e: straight into dh (ignored rows add 0)
-            be_gemm(be, 0, 0, m, C, V1, 1.0f, logits, V1, E, C, 1.0f, dh + (size_t)e0 * C, C);
-        } else {
-            be_gemm(be, 0, 0, m, C, V1, 1.0f, logits, V1, E, C, 0.0f, dhc, C);
-            if (distinct)
-                SQ_LAUNCH(be, scatter_distinct_kernel, be_blocks((size_t)m * C, LOSS_THREADS),
-                          LOSS_THREADS, 0, dh, dhc, drows, dt, e0, m, C);
-            else
-                SQ_LAUNCH(be, scatter_kernel, be_blocks(C, LOSS_THREADS), LOSS_THREADS, 0, dh,
-                          dhc, drows, dt, e0, m, C);
-        }
-        be_gemm(be, 1, 0, V1, C, m, 1.0f, logits, V1, hc, C, 1.0f, dE, C);
-    }
+    ce_call k = {dh, dE, dbias, scratch, h, E, bias, dg, be_ints(be, targets),
+                 rows ? be_ints(be, rows) : NULL, n, C, V1, chunk, dh && dE,
+                 hrows && htargets && rows_increasing(hrows, htargets, n)};
+    size_t at[2], ld = be->prec == 2 ? ce_bf16_ld(&k, at) : 0;
+    if (ld)
+        ce_chunks_bf16(be, &k, ld, at);
+    else
+        ce_chunks_f32(be, &k);
     return be_result(be, 0, cnt ? cnt : 1);
 }
 

@@ -328,9 +328,12 @@ void be_posemb_backward(sq_gpu_be *be, float *dinp, float *dpe, const float *dou
 // A fixed order, the same bits every run, no float atomics.
 #define SUM_LANES BE_SUM_LANES
 
+// D: dout's element type (float; be_bf16 for kind 0 alone: the full CE's
+// bf16 dlogits, whose output bias's gradient is their column sums)
+template <class D>
 static __global__ __launch_bounds__(32 * SUM_LANES) void k_colsum(
-    float *dst, float *dst2, float *part, unsigned *cnt, const float *dout, const float *inp,
-    const float *mean, const float *rstd, int T, int C, int R, int G, int kind)
+    float *dst, float *dst2, float *part, unsigned *cnt, const D *dout, const float *inp,
+    const float *mean, const float *rstd, int T, int C, size_t ld, int R, int G, int kind)
 {
     __shared__ float sh[SUM_LANES][32];
     __shared__ int last;
@@ -339,8 +342,8 @@ static __global__ __launch_bounds__(32 * SUM_LANES) void k_colsum(
     float acc = 0, acc2 = 0;
     if (c < C)
         for (int r = r0 + (int)threadIdx.y; r < r1; r += SUM_LANES) {
-            float d = dout[(size_t)r * C + c];
-            acc += kind ? (inp[(size_t)r * C + c] - mean[r]) * rstd[r] * d : d;
+            float d = be_ldf(dout + (size_t)r * ld + c);
+            acc += kind ? (inp[(size_t)r * ld + c] - mean[r]) * rstd[r] * d : d;
             if (kind == 2) // db beside dw; kinds 0 and 1 add nothing more
                 acc2 += d;
         }
@@ -367,9 +370,12 @@ static __global__ __launch_bounds__(32 * SUM_LANES) void k_colsum(
 }
 
 // kind 0: dst += column sums of dout; 1: dst += LayerNorm's dw sums; 2:
-// both in one pass, dw into dst and db into dst2
-static void colsum(sq_gpu_be *be, float *dst, float *dst2, const float *dout, const float *inp,
-                   const float *mean, const float *rstd, int T, int C, int kind)
+// both in one pass, dw into dst and db into dst2. ld: the rows' stride
+// (C but for the bf16 dlogits' padded rows).
+template <class D>
+static void colsum(sq_gpu_be *be, float *dst, float *dst2, const D *dout, const float *inp,
+                   const float *mean, const float *rstd, int T, int C, int kind,
+                   size_t ld = 0)
 {
     if (T <= 0 || C <= 0)
         return;
@@ -383,13 +389,20 @@ static void colsum(sq_gpu_be *be, float *dst, float *dst2, const float *dout, co
     }
     int R, G = be_sum_groups(T, per, C, &R);
     unsigned cols = (unsigned)((C + 31) / 32);
-    SQ_LAUNCH(be, k_colsum, dim3(cols, (unsigned)G), dim3(32, SUM_LANES), 0, dst, dst2,
-              be->sum_ws, be->sum_cnt, dout, inp, mean, rstd, T, C, R, G, kind);
+    const char *name = std::is_same<D, float>::value ? "k_colsum" : "k_colsum_bf16";
+    be_launch(be, name, k_colsum<D>, dim3(cols, (unsigned)G), dim3(32, SUM_LANES), 0, dst, dst2,
+              be->sum_ws, be->sum_cnt, dout, inp, mean, rstd, T, C, ld ? ld : (size_t)C, R, G,
+              kind);
 }
 
 void be_colsum(sq_gpu_be *be, float *dst, const float *x, int T, int C)
 {
-    colsum(be, dst, NULL, x, NULL, NULL, NULL, T, C, 0);
+    colsum<float>(be, dst, NULL, x, NULL, NULL, NULL, T, C, 0);
+}
+
+void be_colsum_bf16(sq_gpu_be *be, float *dst, const be_bf16 *x, int T, int C, size_t ld)
+{
+    colsum<be_bf16>(be, dst, NULL, x, NULL, NULL, NULL, T, C, 0, ld);
 }
 
 // ---- LayerNorm: a warp per row ------------------------------------------
@@ -458,9 +471,9 @@ void be_layernorm_backward(sq_gpu_be *be, float *dinp, float *dw, float *db, con
     SQ_LAUNCH(be, k_ln_backward, (unsigned)((T + LN_ROWS - 1) / LN_ROWS), LN_ROWS * 32, 0,
               dinp, dout, inp, w, mean, rstd, T, C);
     if (dw && db) // one pass for both
-        colsum(be, dw, db, dout, inp, mean, rstd, T, C, 2);
+        colsum<float>(be, dw, db, dout, inp, mean, rstd, T, C, 2);
     else if (dw || db)
-        colsum(be, dw ? dw : db, NULL, dout, inp, mean, rstd, T, C, dw ? 1 : 0);
+        colsum<float>(be, dw ? dw : db, NULL, dout, inp, mean, rstd, T, C, dw ? 1 : 0);
 }
 
 // ---- linear: out[T, OC] = inp[T, C] W[OC, C]^T + b ----------------------
@@ -485,5 +498,5 @@ void be_linear_backward(sq_gpu_be *be, float *dinp, float *dw, float *db, const 
     // dW[OC, C] += dout^T[OC, T] inp[T, C]
     be_gemm(be, 1, 0, OC, C, T, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
     if (db)
-        colsum(be, db, NULL, dout, NULL, NULL, NULL, T, OC, 0);
+        colsum<float>(be, db, NULL, dout, NULL, NULL, NULL, T, OC, 0);
 }

@@ -1248,16 +1248,18 @@ static std::vector<float> rounded_copy(const float *M, int rows, int cols, int l
 }
 
 // Dies unless A, B and C (as op(A), op(B) read them) lie wholly in device
-// memory; m, n > 0
+// memory; m, n > 0; sz: the bytes of an element of A, B and C
 static void gemm_check(const char *who, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                        int k, const void *A, int lda, const void *B, int ldb, const void *C,
-                       int ldc)
+                       int ldc, const size_t sz[3] = nullptr)
 {
+    static const size_t four[3] = {4, 4, 4};
+    const size_t *s = sz ? sz : four;
     size_t ar = ta == CUBLAS_OP_N ? (size_t)m : (size_t)k, ac = ta == CUBLAS_OP_N ? (size_t)k : (size_t)m;
     size_t br = tb == CUBLAS_OP_N ? (size_t)k : (size_t)n, bc = tb == CUBLAS_OP_N ? (size_t)n : (size_t)k;
-    if ((k && (!alloc_of(A, 4 * ((ac - 1) * (size_t)lda + ar)) ||
-               !alloc_of(B, 4 * ((bc - 1) * (size_t)ldb + br)))) ||
-        !alloc_of(C, 4 * ((size_t)(n - 1) * (size_t)ldc + (size_t)m)))
+    if ((k && (!alloc_of(A, s[0] * ((ac - 1) * (size_t)lda + ar)) ||
+               !alloc_of(B, s[1] * ((bc - 1) * (size_t)ldb + br)))) ||
+        !alloc_of(C, s[2] * ((size_t)(n - 1) * (size_t)ldc + (size_t)m)))
         die("%s: a matrix is not (wholly) in device memory", who);
 }
 
@@ -1314,6 +1316,97 @@ static cublasStatus_t gemm_queue(cublasHandle_t h, int rnd, cublasOperation_t ta
     return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
+// bf16 storage (CUDA_R_16BF): a float's top half. Its value as a float
+// (exact), and the bf16 nearest a float (ties to even; NaN stays NaN)
+static float bf16_value(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+static uint16_t bf16_round(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// A host copy, as floats, of the rows x cols column-major matrix at M of
+// type t (leading dimension ld), packed (leading dimension rows)
+static std::vector<float> float_copy(const void *M, cudaDataType_t t, int rows, int cols, int ld)
+{
+    std::vector<float> out((size_t)rows * (size_t)cols);
+    for (int c = 0; c < cols; c++)
+        for (int r = 0; r < rows; r++) {
+            size_t i = (size_t)c * ld + r;
+            out[(size_t)c * rows + r] = t == CUDA_R_16BF ? bf16_value(((const uint16_t *)M)[i])
+                                                         : ((const float *)M)[i];
+        }
+    return out;
+}
+
+// C = alpha op(A) op(B) + beta C over bf16 A and B (CUBLAS_COMPUTE_32F):
+// their exact values in an fp32 GEMM, into float C, or into bf16 C read
+// as floats and the result rounded (beta 0: C not read, as cuBLAS)
+static cudaError_t gemm16_now(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                              float alpha, const void *A, int lda, const void *B, int ldb,
+                              float beta, void *C, cudaDataType_t ct, int ldc)
+{
+    if (host_only())
+        return cudaSuccess;
+    unpoison_all();
+    int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
+    int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
+    std::vector<float> fa = float_copy(A, CUDA_R_16BF, ar, ac, lda);
+    std::vector<float> fb = float_copy(B, CUDA_R_16BF, br, bc, ldb);
+    ar = ar > 0 ? ar : 1; // k = 0: BLAS's leading dimensions are at least 1
+    br = br > 0 ? br : 1;
+    CBLAS_TRANSPOSE oa = ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
+    CBLAS_TRANSPOSE ob = tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
+    if (ct == CUDA_R_32F) {
+        cblas_sgemm(CblasColMajor, oa, ob, m, n, k, alpha, fa.data(), ar, fb.data(), br, beta,
+                    (float *)C, ldc);
+    } else {
+        std::vector<float> fc((size_t)m * (size_t)n, 0.0f);
+        if (beta != 0.0f)
+            fc = float_copy(C, CUDA_R_16BF, m, n, ldc);
+        cblas_sgemm(CblasColMajor, oa, ob, m, n, k, alpha, fa.data(), ar, fb.data(), br, beta,
+                    fc.data(), m);
+        for (int c = 0; c < n; c++)
+            for (int r = 0; r < m; r++)
+                ((uint16_t *)C)[(size_t)c * ldc + r] = bf16_round(fc[(size_t)c * m + r]);
+    }
+    poison_all();
+    return cudaSuccess;
+}
+
+// gemm16_now on h's stream, now or recorded while it captures (gemm_queue)
+static cublasStatus_t gemm16_queue(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                   int m, int n, int k, const float *alpha, const void *A,
+                                   int lda, const void *B, int ldb, const float *beta, void *C,
+                                   cudaDataType_t ct, int ldc)
+{
+    const size_t sz[3] = {2, 2, ct == CUDA_R_16BF ? (size_t)2 : (size_t)4};
+    gemm_check("cublasGemmEx (bf16)", ta, tb, m, n, k, A, lda, B, ldb, C, ldc, sz);
+    float a = *alpha, b = *beta;
+    cudaStream_t s = h->stream;
+    if (implicit(s)) {
+        refuse(cudaErrorStreamCaptureImplicit);
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    if (!capturing(s)) {
+        gemm16_now(ta, tb, m, n, k, a, A, lda, B, ldb, b, C, ct, ldc);
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    cudaError_t e = record(s, "cublasGemmEx (bf16)", [=]() {
+        return gemm16_now(ta, tb, m, n, k, a, A, lda, B, ldb, b, C, ct, ldc);
+    });
+    return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                             int n, int k, const void *alpha, const void *A, cudaDataType_t at,
                             int lda, const void *B, cudaDataType_t bt, int ldb, const void *beta,
@@ -1321,6 +1414,17 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
                             cublasGemmAlgo_t algo)
 {
     (void)algo;
+    if (at == CUDA_R_16BF && bt == CUDA_R_16BF && (ct == CUDA_R_32F || ct == CUDA_R_16BF) &&
+        compute == CUBLAS_COMPUTE_32F) {
+        if (!h)
+            return CUBLAS_STATUS_NOT_INITIALIZED;
+        if (m < 0 || n < 0 || k < 0)
+            return CUBLAS_STATUS_INVALID_VALUE;
+        if (!m || !n)
+            return CUBLAS_STATUS_SUCCESS;
+        return gemm16_queue(h, ta, tb, m, n, k, (const float *)alpha, A, lda, B, ldb,
+                            (const float *)beta, C, ct, ldc);
+    }
     if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F)
         return CUBLAS_STATUS_INVALID_VALUE;
     if (compute != CUBLAS_COMPUTE_32F_FAST_16BF || !m || !n || !k)

@@ -126,6 +126,8 @@ static inline float __fdividef(float a, float b) { return a / b; }
 static inline float __frcp_rn(float a) { return 1.0f / a; }
 static inline float __saturatef(float a) { return a < 0.0f ? 0.0f : a > 1.0f ? 1.0f : a; }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline unsigned __float_as_uint(float x) { unsigned u; std::memcpy(&u, &x, 4); return u; }
+static inline float __uint_as_float(unsigned u) { float x; std::memcpy(&x, &u, 4); return x; }
 // integer atomics only: float atomics are banned (determinism)
 int atomicAdd(int *p, int v);
 unsigned atomicAdd(unsigned *p, unsigned v);
@@ -280,10 +282,12 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m);
 cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                            int n, int k, const float *alpha, const float *A, int lda,
                            const float *B, int ldb, const float *beta, float *C, int ldc);
-// cublasGemmEx on float matrices only; FAST_16BF rounds A and B to bf16
-// (to nearest, ties to even) before an fp32 GEMM: what the tensor cores
-// multiply (their sums' order is theirs)
-enum cudaDataType_t { CUDA_R_32F = 0 };
+// cublasGemmEx on float matrices: FAST_16BF rounds A and B to bf16 (to
+// nearest, ties to even) before an fp32 GEMM, what the tensor cores
+// multiply (their sums' order is theirs); or on bf16 A and B (their
+// values exact in float) with CUBLAS_COMPUTE_32F, C float or bf16 (the
+// fp32 result rounded to nearest, ties to even). CUDA's values.
+enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_16BF = 14 };
 enum cublasComputeType_t {
     CUBLAS_COMPUTE_32F = 68,
     CUBLAS_COMPUTE_32F_PEDANTIC = 69,
