@@ -153,9 +153,11 @@ void be_gemm_typed(sq_gpu_be *b, int ta, int tb, int M, int N, int K, float alph
                    int lda, const void *B, int ldb, int ab_type, float beta, void *C, int ldc,
                    int c_type);
 
-// Column sums of a bf16 matrix of T rows of C values, ld apart: dst[c] +=
-// sum over rows r of x[r ld + c] (k_rows.cu's two passes, a fixed order).
-void be_colsum_bf16(sq_gpu_be *be, float *dst, const be_bf16 *x, int T, int C, size_t ld);
+// Column sums of a matrix of T rows of C values, ld apart (float, or
+// bf16): dst[c] += sum over rows r of x[r ld + c] (k_rows.cu's two
+// passes, a fixed order).
+void be_colsum_ld(sq_gpu_be *be, float *dst, const float *x, int T, int C, size_t ld);
+void be_colsum_ld(sq_gpu_be *be, float *dst, const be_bf16 *x, int T, int C, size_t ld);
 
 // The batch-invariant GEMM (k_gemm.cu): be_gemm's contract, fp32, each
 // output's sum in k order whatever the shape; be_gemm's path while the

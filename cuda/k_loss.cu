@@ -176,14 +176,14 @@ static __global__ __launch_bounds__(LOSS_THREADS) void to_bf16_kernel(be_bf16 *y
 #define CE_COLSUM_TWO_PASS 65536
 static __global__ __launch_bounds__(LOSS_THREADS) void colsum_kernel(float *dbias,
                                                                      const float *dl, int m,
-                                                                     int V1)
+                                                                     int V1, size_t ld)
 {
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= V1)
         return;
     float acc = dbias[j];
     for (int r = 0; r < m; r++)
-        acc += dl[(size_t)r * V1 + j];
+        acc += dl[(size_t)r * ld + j];
     dbias[j] = acc;
 }
 
@@ -246,31 +246,41 @@ static void ce_dh(sq_gpu_be *be, const ce_call *k, int e0, int m, const void *dl
                   k->drows, k->dt, e0, m, C);
 }
 
-// The chunks in fp32: logits [chunk, V1], hc [chunk, C], dhc [chunk, C]
-// and the row losses [chunk] in scratch (sq_ce_scratch_size's layout).
+// The chunks in fp32: logits, hc [chunk, C], dhc [chunk, C] and the row
+// losses [chunk] in scratch (sq_ce_scratch_size's layout). The logits'
+// rows are padded to 4 floats (16 bytes: cuBLAS's vectorised, tensor-core
+// kernels want aligned rows; ml-1m-part's 3417 items are odd), so a pass
+// takes the rows that fit in the chunk's [chunk, V1] floats: one row
+// fewer a pass for every ~V1 / 3 rows.
 static void ce_chunks_f32(sq_gpu_be *be, const ce_call *k)
 {
-    int C = k->C, V1 = k->V1, chunk = k->chunk;
-    float *logits = k->scratch, *hc = logits + (size_t)chunk * V1;
-    float *rowloss = hc + 2 * (size_t)chunk * C;
+    int C = k->C, V1 = k->V1;
+    size_t ld = ((size_t)V1 + 3) & ~(size_t)3, room = (size_t)k->chunk * V1;
+    int chunk = (int)(room / ld);
+    if (chunk < 1) { // fewer floats than one padded row (V1 < 4): unpadded
+        ld = (size_t)V1;
+        chunk = k->chunk;
+    }
+    float *logits = k->scratch, *hc = logits + room;
+    float *rowloss = hc + 2 * (size_t)k->chunk * C;
     size_t cache = k->grad && V1 <= CE_ROW_CACHE ? (size_t)V1 * sizeof(float) : 0;
     for (int e0 = 0; e0 < k->n; e0 += chunk) {
         int m = k->n - e0 < chunk ? k->n - e0 : chunk; // entries e0 .. e0+m-1
         SQ_LAUNCH(be, gather_kernel, be_blocks((size_t)m * C, LOSS_THREADS), LOSS_THREADS, 0,
                   hc, k->h, k->drows, k->dt, e0, m, C);
-        be_gemm(be, 0, 1, m, V1, C, 1.0f, hc, C, k->E, C, 0.0f, logits, V1);
+        be_gemm(be, 0, 1, m, V1, C, 1.0f, hc, C, k->E, C, 0.0f, logits, (int)ld);
         SQ_LAUNCH(be, ce_row_kernel<float>, m, LOSS_THREADS, cache, logits, rowloss, k->bias,
-                  k->dt + e0, V1, (size_t)V1, k->dg, k->grad, cache > 0);
+                  k->dt + e0, V1, ld, k->dg, k->grad, cache > 0);
         SQ_LAUNCH(be, sum_rows_kernel, 1, LOSS_THREADS, 0, be->red, rowloss, m, e0 == 0);
         if (!k->grad)
             continue;
         if (k->dbias && V1 <= CE_COLSUM_TWO_PASS)
-            be_colsum(be, k->dbias, logits, m, V1);
+            be_colsum_ld(be, k->dbias, logits, m, V1, ld);
         else if (k->dbias)
             SQ_LAUNCH(be, colsum_kernel, be_blocks(V1, LOSS_THREADS), LOSS_THREADS, 0, k->dbias,
-                      logits, m, V1);
-        ce_dh(be, k, e0, m, logits, (size_t)V1, k->E, BE_F32);
-        be_gemm(be, 1, 0, V1, C, m, 1.0f, logits, V1, hc, C, 1.0f, k->dE, C);
+                      (const float *)logits, m, V1, ld);
+        ce_dh(be, k, e0, m, logits, ld, k->E, BE_F32);
+        be_gemm(be, 1, 0, V1, C, m, 1.0f, logits, (int)ld, hc, C, 1.0f, k->dE, C);
     }
 }
 
@@ -312,7 +322,7 @@ static void ce_chunks_bf16(sq_gpu_be *be, const ce_call *k, size_t ld, const siz
         if (!k->grad)
             continue;
         if (k->dbias) // the padding columns past V1 are not summed
-            be_colsum_bf16(be, k->dbias, logits, m, V1, ld);
+            be_colsum_ld(be, k->dbias, logits, m, V1, ld);
         ce_dh(be, k, e0, m, logits, ld, E16, BE_BF16);
         be_gemm_typed(be, 1, 0, V1, C, m, 1.0f, logits, (int)ld, hc, C, BE_BF16, 1.0f, k->dE, C,
                       BE_F32);

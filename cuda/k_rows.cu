@@ -400,7 +400,12 @@ void be_colsum(sq_gpu_be *be, float *dst, const float *x, int T, int C)
     colsum<float>(be, dst, NULL, x, NULL, NULL, NULL, T, C, 0);
 }
 
-void be_colsum_bf16(sq_gpu_be *be, float *dst, const be_bf16 *x, int T, int C, size_t ld)
+void be_colsum_ld(sq_gpu_be *be, float *dst, const float *x, int T, int C, size_t ld)
+{
+    colsum<float>(be, dst, NULL, x, NULL, NULL, NULL, T, C, 0, ld);
+}
+
+void be_colsum_ld(sq_gpu_be *be, float *dst, const be_bf16 *x, int T, int C, size_t ld)
 {
     colsum<be_bf16>(be, dst, NULL, x, NULL, NULL, NULL, T, C, 0, ld);
 }
