@@ -21,6 +21,7 @@
 #ifdef SQ_SIM
 #include "sim_cuda.h" // tests/sim: cuda_runtime, cuBLAS and the launch, on the CPU
 #else
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #endif
@@ -42,7 +43,8 @@ struct sq_gpu_be {
     int device;
     cudaStream_t stream;  // every kernel, copy and cuBLAS call of the context
     cublasHandle_t blas;
-    void *blas_ws;        // cuBLAS's fixed workspace (the same algorithms every run)
+    struct be_lt *lt;     // cuBLASLt: the linear layers' GEMMs with their bias (blaslt.cu)
+    void *blas_ws;        // cuBLAS's (and cuBLASLt's) fixed workspace (the same algorithms every run)
     size_t blas_ws_bytes;
     int sms;              // multiprocessors: grid sizes of the reductions
     int prec;             // the GEMMs' SQ_PREC_* (device.h): 1 tf32 by default
@@ -158,6 +160,16 @@ void be_gemm_typed(sq_gpu_be *b, int ta, int tb, int M, int N, int K, float alph
 // passes, a fixed order).
 void be_colsum_ld(sq_gpu_be *be, float *dst, const float *x, int T, int C, size_t ld);
 void be_colsum_ld(sq_gpu_be *be, float *dst, const be_bf16 *x, int T, int C, size_t ld);
+
+// cuBLASLt (blaslt.cu): its handle and descriptors, made by be_open after
+// cuBLAS's (0, or the failure) and freed by be_close.
+int be_lt_open(sq_gpu_be *b, sq_err *e);
+void be_lt_close(sq_gpu_be *b);
+// C[M, N] = A[M, K] W[N, K]^T + bias[N], row-major, the bias added in the
+// GEMM's epilogue: 0 when queued; 1 when not done (no cuBLASLt algorithm
+// for the shape, scoring's batch-invariant mode), the caller's to do.
+int be_gemm_bias(sq_gpu_be *b, int M, int N, int K, const float *A, const float *W,
+                 const float *bias, float *C);
 
 // The batch-invariant GEMM (k_gemm.cu): be_gemm's contract, fp32, each
 // output's sum in k order whatever the shape; be_gemm's path while the

@@ -33,7 +33,7 @@ $(BUILD)/cuda/err_pic.o: lib/util/err.c lib/util/err.h
 	  -Ilib/util -c $< -o $@
 $(CUDA_SO): $(CUDA_OBJ) $(BUILD)/cuda/err_pic.o
 	@mkdir -p $(dir $@)
-	$(NVCC) $(CUDA_ARCH) $(CUDA_SO_LDFLAGS) $^ -lcublas -lcudart -o $@
+	$(NVCC) $(CUDA_ARCH) $(CUDA_SO_LDFLAGS) $^ -lcublasLt -lcublas -lcudart -o $@
 else
 CUDA_OBJ :=
 CUDA_SO :=

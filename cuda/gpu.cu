@@ -237,6 +237,7 @@ static void be_close(sq_gpu_be *b)
         cudaFree(r->dev);
         free(r);
     }
+    be_lt_close(b);
     if (b->blas)
         cublasDestroy(b->blas);
     cudaFree(b->blas_ws);
@@ -328,7 +329,9 @@ static int be_open(sq_gpu_be **b, int device, sq_err *e)
         return sq_fail(e, SQ_EX_SOFTWARE, "cuBLAS: cannot set the stream, workspace or "
                        "math mode");
     }
-    int rc = be_prof_open(c, e);
+    int rc = be_lt_open(c, e);
+    if (!rc)
+        rc = be_prof_open(c, e);
     if (rc) {
         be_close(c);
         return rc;

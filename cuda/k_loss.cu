@@ -269,8 +269,8 @@ static void ce_chunks_f32(sq_gpu_be *be, const ce_call *k)
         SQ_LAUNCH(be, gather_kernel, be_blocks((size_t)m * C, LOSS_THREADS), LOSS_THREADS, 0,
                   hc, k->h, k->drows, k->dt, e0, m, C);
         be_gemm(be, 0, 1, m, V1, C, 1.0f, hc, C, k->E, C, 0.0f, logits, (int)ld);
-        SQ_LAUNCH(be, ce_row_kernel<float>, m, LOSS_THREADS, cache, logits, rowloss, k->bias,
-                  k->dt + e0, V1, ld, k->dg, k->grad, cache > 0);
+        be_launch(be, "ce_row_kernel", ce_row_kernel<float>, dim3(m), dim3(LOSS_THREADS), cache,
+                  logits, rowloss, k->bias, k->dt + e0, V1, ld, k->dg, k->grad, cache > 0);
         SQ_LAUNCH(be, sum_rows_kernel, 1, LOSS_THREADS, 0, be->red, rowloss, m, e0 == 0);
         if (!k->grad)
             continue;
@@ -316,8 +316,8 @@ static void ce_chunks_bf16(sq_gpu_be *be, const ce_call *k, size_t ld, const siz
                   0, hc, k->h, k->drows, k->dt, e0, m, C);
         be_gemm_typed(be, 0, 1, m, V1, C, 1.0f, hc, C, E16, C, BE_BF16, 0.0f, logits, (int)ld,
                       BE_BF16);
-        SQ_LAUNCH(be, ce_row_kernel<be_bf16>, m, LOSS_THREADS, cache, logits, rowloss, k->bias,
-                  k->dt + e0, V1, ld, k->dg, k->grad, cache > 0);
+        be_launch(be, "ce_row_bf16_kernel", ce_row_kernel<be_bf16>, dim3(m), dim3(LOSS_THREADS),
+                  cache, logits, rowloss, k->bias, k->dt + e0, V1, ld, k->dg, k->grad, cache > 0);
         SQ_LAUNCH(be, sum_rows_kernel, 1, LOSS_THREADS, 0, be->red, rowloss, m, e0 == 0);
         if (!k->grad)
             continue;

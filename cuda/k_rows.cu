@@ -488,6 +488,8 @@ void be_linear_forward(sq_gpu_be *be, float *out, const float *inp, const float 
 {
     if (T <= 0 || OC <= 0)
         return;
+    if (b && !be_gemm_bias(be, T, OC, C, inp, w, b, out)) // the bias in the GEMM's epilogue
+        return;
     if (b) // out = b on every row, then out += inp W^T (beta 1), as the CPU
         be_copy2d(be, out, OC, b, 0, T, OC);
     be_gemm(be, 0, 1, T, OC, C, 1.0f, inp, C, w, C, b ? 1.0f : 0.0f, out, OC);

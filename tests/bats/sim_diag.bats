@@ -45,3 +45,18 @@ setup() {
   awk -F, '$2 == "a" && $6 > 0 { ok = 1 } END { exit !ok }' "$csv"
   awk -F, '$2 == "b2048" && $4 == 1 { ok = 1 } END { exit !ok }' "$csv"
 }
+
+@test "sim_diag: the linear layers' biases ride in cuBLASLt's epilogue; without an algorithm, the copies are back" {
+  SEQREC_SIM_TRACE="$T/lt.trace" seqrec-train "${O[@]}" --log "$T/lt.log" -o "$T/lt.sqm" \
+    "$T/s.sqr" 2>/dev/null
+  SEQREC_SIM_LT_NONE=1 SEQREC_SIM_TRACE="$T/none.trace" seqrec-train "${O[@]}" \
+    --log "$T/none.log" -o "$T/none.sqm" "$T/s.sqr" 2>/dev/null
+  lt=$(grep -c '^k_copy2d,' "$T/lt.trace") none=$(grep -c '^k_copy2d,' "$T/none.trace")
+  # SASRec's six biased projections a layer, two layers, a copy each a step
+  # (and each scoring forward): the rest of the launches are the same
+  [ "$none" -gt "$lt" ]
+  [ $(( $(wc -l < "$T/none.trace") - $(wc -l < "$T/lt.trace") )) -eq $((none - lt)) ]
+  a=$(grep -o '"loss":[0-9.]*' "$T/lt.log" | cut -d: -f2)
+  b=$(grep -o '"loss":[0-9.]*' "$T/none.log" | cut -d: -f2)
+  awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(a > 0 && d < 1e-5 && d > -1e-5) }'
+}

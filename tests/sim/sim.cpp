@@ -1451,3 +1451,206 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
     int rnd = h->math == CUBLAS_TF32_TENSOR_OP_MATH ? RND_TF32 : RND_FP32;
     return gemm_queue(h, rnd, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
+
+// ---- cuBLASLt (sim_cuda.h): descriptors as plain structs ----
+struct sim_lt {
+    int unused;
+};
+struct sim_lt_desc {
+    cublasComputeType_t compute;
+    int ta, tb, epilogue;
+    const float *bias;
+};
+struct sim_lt_layout {
+    cudaDataType_t type;
+    uint64_t rows, cols;
+    int64_t ld;
+};
+struct sim_lt_pref {
+    size_t ws;
+};
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t *h)
+{
+    *h = new sim_lt{0};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t h)
+{
+    delete h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t compute,
+                                        cudaDataType_t scale)
+{
+    if (scale != CUDA_R_32F)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    *d = new sim_lt_desc{compute, 0, 0, CUBLASLT_EPILOGUE_DEFAULT, nullptr};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d)
+{
+    delete d;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
+                                              cublasLtMatmulDescAttributes_t attr,
+                                              const void *buf, size_t bytes)
+{
+    if (!d || !buf)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    switch (attr) {
+    case CUBLASLT_MATMUL_DESC_TRANSA:
+    case CUBLASLT_MATMUL_DESC_TRANSB:
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: {
+        int32_t v; // cublasOperation_t and cublasLtEpilogue_t are 32-bit
+        if (bytes != sizeof v)
+            return CUBLAS_STATUS_INVALID_VALUE;
+        memcpy(&v, buf, sizeof v);
+        (attr == CUBLASLT_MATMUL_DESC_TRANSA ? d->ta
+         : attr == CUBLASLT_MATMUL_DESC_TRANSB ? d->tb : d->epilogue) = v;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+        if (bytes != sizeof d->bias)
+            return CUBLAS_STATUS_INVALID_VALUE;
+        memcpy(&d->bias, buf, sizeof d->bias);
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+}
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType_t type,
+                                          uint64_t rows, uint64_t cols, int64_t ld)
+{
+    if (ld < (int64_t)(rows ? rows : 1))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *l = new sim_lt_layout{type, rows, cols, ld};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l)
+{
+    delete l;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p)
+{
+    *p = new sim_lt_pref{0};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p)
+{
+    delete p;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+                                                    cublasLtMatmulPreferenceAttributes_t attr,
+                                                    const void *buf, size_t bytes)
+{
+    if (!p || !buf || attr != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES || bytes != sizeof p->ws)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    memcpy(&p->ws, buf, sizeof p->ws);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// The GEMM's m, n, k from the layouts; 0 when they do not fit together or
+// are not what the simulated cuBLASLt does (float; C and D alike)
+static int lt_shape(const sim_lt_desc *d, const sim_lt_layout *A, const sim_lt_layout *B,
+                    const sim_lt_layout *C, const sim_lt_layout *D, int *m, int *n, int *k)
+{
+    if (!d || !A || !B || !C || !D || A->type != CUDA_R_32F || B->type != CUDA_R_32F ||
+        C->type != CUDA_R_32F || D->type != CUDA_R_32F || C->rows != D->rows ||
+        C->cols != D->cols || C->ld != D->ld ||
+        (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && d->epilogue != CUBLASLT_EPILOGUE_BIAS))
+        return 0;
+    uint64_t am = d->ta ? A->cols : A->rows, ak = d->ta ? A->rows : A->cols;
+    uint64_t bk = d->tb ? B->cols : B->rows, bn = d->tb ? B->rows : B->cols;
+    if (am != D->rows || bn != D->cols || ak != bk || am > INT32_MAX || bn > INT32_MAX ||
+        ak > INT32_MAX)
+        return 0;
+    *m = (int)am;
+    *n = (int)bn;
+    *k = (int)ak;
+    return 1;
+}
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
+                                              cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B,
+                                              cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D,
+                                              cublasLtMatmulPreference_t p, int requested,
+                                              cublasLtMatmulHeuristicResult_t *results,
+                                              int *returned)
+{
+    int m, n, k;
+    const char *none = getenv("SEQREC_SIM_LT_NONE");
+    *returned = 0;
+    if (!h || !p || requested < 1 || !results)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if ((none && *none) || !lt_shape(d, A, B, C, D, &m, &n, &k))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    memset(results, 0, sizeof *results);
+    results[0].state = CUBLAS_STATUS_SUCCESS;
+    results[0].wavesCount = 1.0f;
+    *returned = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// D = alpha op(A) op(B) + beta D (+ bias[r] on row r of every column),
+// now: what a cublasLtMatmul queued (C is D)
+static cudaError_t lt_now(int rnd, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                          int k, float alpha, const float *A, int lda, const float *B, int ldb,
+                          float beta, float *D, int ldd, const float *bias)
+{
+    gemm_now(rnd, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, D, ldd);
+    if (!bias || host_only())
+        return cudaSuccess;
+    unpoison_all();
+    for (int c = 0; c < n; c++)
+        for (int r = 0; r < m; r++)
+            D[(size_t)c * ldd + r] += bias[r];
+    poison_all();
+    return cudaSuccess;
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *alpha,
+                              const void *A, cublasLtMatrixLayout_t Al, const void *B,
+                              cublasLtMatrixLayout_t Bl, const void *beta, const void *C,
+                              cublasLtMatrixLayout_t Cl, void *D, cublasLtMatrixLayout_t Dl,
+                              const cublasLtMatmulAlgo_t *algo, void *ws, size_t ws_bytes,
+                              cudaStream_t s)
+{
+    (void)algo;
+    int m, n, k;
+    if (!h || !alpha || !beta)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (!lt_shape(d, Al, Bl, Cl, Dl, &m, &n, &k) || C != D)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (!m || !n)
+        return CUBLAS_STATUS_SUCCESS;
+    cublasOperation_t ta = d->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t tb = d->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    gemm_check("cublasLtMatmul", ta, tb, m, n, k, A, (int)Al->ld, B, (int)Bl->ld, D, (int)Dl->ld);
+    const float *bias = d->epilogue == CUBLASLT_EPILOGUE_BIAS ? d->bias : nullptr;
+    if (d->epilogue == CUBLASLT_EPILOGUE_BIAS && !alloc_of(bias, 4 * (size_t)m))
+        die("cublasLtMatmul: the bias is not (wholly) in device memory%s", "");
+    if (ws_bytes && !alloc_of(ws, ws_bytes))
+        die("cublasLtMatmul: the workspace is not in device memory%s", "");
+    int rnd = d->compute == CUBLAS_COMPUTE_32F_FAST_TF32   ? RND_TF32
+              : d->compute == CUBLAS_COMPUTE_32F_FAST_16BF ? RND_BF16
+                                                           : RND_FP32;
+    float a = *(const float *)alpha, b = *(const float *)beta;
+    int lda = (int)Al->ld, ldb = (int)Bl->ld, ldd = (int)Dl->ld;
+    if (implicit(s)) {
+        refuse(cudaErrorStreamCaptureImplicit);
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    const float *fa = (const float *)A, *fb = (const float *)B;
+    float *fd = (float *)D;
+    if (!capturing(s)) {
+        lt_now(rnd, ta, tb, m, n, k, a, fa, lda, fb, ldb, b, fd, ldd, bias);
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    cudaError_t e = record(s, "cublasLtMatmul", [=]() {
+        return lt_now(rnd, ta, tb, m, n, k, a, fa, lda, fb, ldb, b, fd, ldd, bias);
+    });
+    return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}

@@ -267,6 +267,7 @@ enum cublasStatus_t {
     CUBLAS_STATUS_ALLOC_FAILED = 3,
     CUBLAS_STATUS_INVALID_VALUE = 7,
     CUBLAS_STATUS_EXECUTION_FAILED = 13,
+    CUBLAS_STATUS_NOT_SUPPORTED = 15,
 };
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
 enum cublasMath_t {
@@ -300,6 +301,68 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
                             int lda, const void *B, cudaDataType_t bt, int ldb, const void *beta,
                             void *C, cudaDataType_t ct, int ldc, cublasComputeType_t compute,
                             cublasGemmAlgo_t algo);
+
+// ---- cuBLASLt: a GEMM with its epilogue (the bias of a linear layer) ----
+// Float matrices (CUDA_R_32F) and the default or bias epilogue only; the
+// compute type rounds A and B as cuBLAS's math modes do (32F and
+// 32F_PEDANTIC: not at all; FAST_TF32, FAST_16BF). D = alpha op(A) op(B) +
+// beta C (+ bias[row] on every column), C and D one matrix. The
+// heuristic offers one algorithm, or none while SEQREC_SIM_LT_NONE is set
+// (a GPU whose cuBLASLt has none for the shape: the callers' fallback).
+struct sim_lt;
+struct sim_lt_desc;
+struct sim_lt_layout;
+struct sim_lt_pref;
+typedef sim_lt *cublasLtHandle_t;
+typedef sim_lt_desc *cublasLtMatmulDesc_t;
+typedef sim_lt_layout *cublasLtMatrixLayout_t;
+typedef sim_lt_pref *cublasLtMatmulPreference_t;
+typedef struct {
+    uint64_t data[8];
+} cublasLtMatmulAlgo_t;
+typedef struct {
+    cublasLtMatmulAlgo_t algo;
+    size_t workspaceSize;
+    cublasStatus_t state;
+    float wavesCount;
+    int reserved[4];
+} cublasLtMatmulHeuristicResult_t;
+enum cublasLtMatmulDescAttributes_t {
+    CUBLASLT_MATMUL_DESC_TRANSA = 3,
+    CUBLASLT_MATMUL_DESC_TRANSB = 4,
+    CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
+    CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+};
+enum cublasLtEpilogue_t { CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_BIAS = 4 };
+enum cublasLtMatmulPreferenceAttributes_t { CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1 };
+cublasStatus_t cublasLtCreate(cublasLtHandle_t *h);
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t h);
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t compute,
+                                        cudaDataType_t scale);
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d);
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
+                                              cublasLtMatmulDescAttributes_t attr,
+                                              const void *buf, size_t bytes);
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType_t type,
+                                          uint64_t rows, uint64_t cols, int64_t ld);
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l);
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p);
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p);
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+                                                    cublasLtMatmulPreferenceAttributes_t attr,
+                                                    const void *buf, size_t bytes);
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
+                                              cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B,
+                                              cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D,
+                                              cublasLtMatmulPreference_t p, int requested,
+                                              cublasLtMatmulHeuristicResult_t *results,
+                                              int *returned);
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *alpha,
+                              const void *A, cublasLtMatrixLayout_t Al, const void *B,
+                              cublasLtMatrixLayout_t Bl, const void *beta, const void *C,
+                              cublasLtMatrixLayout_t Cl, void *D, cublasLtMatrixLayout_t Dl,
+                              const cublasLtMatmulAlgo_t *algo, void *ws, size_t ws_bytes,
+                              cudaStream_t s);
 
 // ---- the launch ----
 #include "sim_wmma.h"

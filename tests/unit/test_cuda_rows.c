@@ -483,3 +483,66 @@ UNIT_TEST(cuda_colsum_long)
     free(cm); free(cr); free(y);
     cuda_close(&g);
 }
+
+/* A linear layer's bias in cuBLASLt's epilogue (cuda/blaslt.cu) and the
+ * path it replaces (out = b, then the GEMM with beta 1), which a shape
+ * without a cuBLASLt algorithm still takes (SEQREC_SIM_LT_NONE: the
+ * simulated heuristic offers none): under each --precision both match
+ * the CPU (fp32) or each other (tf32, bf16: the same rounded inputs), a
+ * run repeated gives the same bits, and so does a second call of the
+ * shape (its algorithm kept). */
+static int lin_gpu(unit_ctx *t, int prec, int lt, const float *x, const float *W,
+                   const float *b, float *out)
+{
+    cuda_env g;
+    if (lt)
+        unsetenv("SEQREC_SIM_LT_NONE");
+    else
+        setenv("SEQREC_SIM_LT_NONE", "1", 1);
+    int rc = cuda_open(t, &g);
+    if (rc) {
+        unsetenv("SEQREC_SIM_LT_NONE");
+        return rc;
+    }
+    size_t tc = (size_t)RT * RC, tf = (size_t)RT * RF;
+    float two[2][RT * RF];
+    CHECK(sq_gpu_set_precision(g.gpu, prec, &g.e) == 0);
+    float *dx = cuda_up(&g, x, tc), *dW = cuda_up(&g, W, (size_t)RF * RC);
+    float *db = cuda_up(&g, b, RF), *dy = cuda_zeros(&g, tf);
+    for (int k = 0; k < 2 && !g.bad; k++) {
+        sq_linear_forward(&g.cx, dy, dx, dW, db, RT, RC, RF);
+        cuda_down(&g, two[k], dy, tf);
+    }
+    rc = g.bad;
+    CHECK(!rc && memcmp(two[0], two[1], sizeof two[0]) == 0);
+    memcpy(out, two[0], sizeof two[0]);
+    cuda_close(&g);
+    unsetenv("SEQREC_SIM_LT_NONE");
+    return rc;
+}
+
+UNIT_TEST(cuda_linear_bias_epilogue)
+{
+    sq_rng r;
+    sq_rng_seed(&r, 23, 0);
+    size_t tc = (size_t)RT * RC, tf = (size_t)RT * RF;
+    float *x = cuda_randn(tc, 1, &r), *W = cuda_randn((size_t)RF * RC, 0.3, &r);
+    float *b = cuda_randn(RF, 1, &r), *cpu = malloc(tf * sizeof *cpu);
+    float *lt = malloc(tf * sizeof *lt), *old = malloc(tf * sizeof *old);
+    CHECK(x && W && b && cpu && lt && old);
+    if (!(x && W && b && cpu && lt && old))
+        goto done;
+    sq_ctx c = sq_ctx_cpu();
+    sq_linear_forward(&c, cpu, x, W, b, RT, RC, RF);
+    for (int prec = 0; prec < 3; prec++) { /* SQ_PREC_FP32, TF32, BF16 */
+        if (lin_gpu(t, prec, 1, x, W, b, lt) || lin_gpu(t, prec, 0, x, W, b, old))
+            break;
+        CHECK(cuda_close_to(lt, old, tf, 1e-6, 1e-6, "bias epilogue vs out = b, beta 1"));
+        if (prec == 0)
+            CHECK(cuda_close_to(lt, cpu, tf, 1e-5, 1e-5, "bias epilogue vs the cpu"));
+        else /* the inputs rounded: tf32 2^-11, bf16 2^-8 relative a product */
+            CHECK(cuda_close_to(lt, cpu, tf, prec == 1 ? 1e-2 : 5e-2, 0, "rounded vs the cpu"));
+    }
+done:
+    free(x); free(W); free(b); free(cpu); free(lt); free(old);
+}
