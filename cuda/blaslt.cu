@@ -19,7 +19,9 @@
 #define LT_CACHE 64 // shapes kept (a SASRec step has 3; eager batches vary T)
 
 struct lt_shape {
-    int M, N, K, prec, ok; // ok: an algorithm; 0: none, the caller's path
+    int key[4];        // M, N, K, the precision
+    uint32_t align[4]; // W's, the input's, the output's and the bias's (lt_align)
+    int ok;            // an algorithm; 0: none, the caller's path
     cublasLtMatmulAlgo_t algo;
 };
 
@@ -91,14 +93,26 @@ static cublasLtMatmulDesc_t lt_desc(struct be_lt *l, int prec)
     return d;
 }
 
-// The shape's entry: kept, or asked of the heuristic now (lay: W's, inp's
-// and out's layouts).
-static const struct lt_shape *lt_find(struct be_lt *l, cublasLtMatmulDesc_t d, int M, int N,
-                                      int K, int prec, cublasLtMatrixLayout_t lay[3])
+// The largest power of two (at most 256) that divides p's address: the
+// alignment cuBLASLt's heuristic is told (its default, 256, would offer
+// algorithms that a row of a layer's buffer does not satisfy).
+static uint32_t lt_align(const void *p)
+{
+    uintptr_t u = (uintptr_t)p;
+    uint32_t a = 1;
+    while (a < 256 && !(u & a))
+        a <<= 1;
+    return a;
+}
+
+// The shape's entry (dims, precision and the four operands' alignments):
+// kept, or asked of the heuristic now (lay: W's, inp's and out's layouts).
+static struct lt_shape *lt_find(struct be_lt *l, cublasLtMatmulDesc_t d, const int key[4],
+                                const uint32_t al[4], cublasLtMatrixLayout_t lay[3])
 {
     for (int i = 0; i < l->n_shape; i++) {
-        const struct lt_shape *s = &l->shape[i];
-        if (s->M == M && s->N == N && s->K == K && s->prec == prec)
+        struct lt_shape *s = &l->shape[i];
+        if (!memcmp(s->key, key, sizeof s->key) && !memcmp(s->align, al, sizeof s->align))
             return s;
     }
     struct lt_shape *s;
@@ -109,10 +123,18 @@ static const struct lt_shape *lt_find(struct be_lt *l, cublasLtMatmulDesc_t d, i
         l->next = (l->next + 1) % LT_CACHE;
     }
     memset(s, 0, sizeof *s);
-    s->M = M;
-    s->N = N;
-    s->K = K;
-    s->prec = prec;
+    memcpy(s->key, key, sizeof s->key);
+    memcpy(s->align, al, sizeof s->align);
+    // cuBLAS's A is W, its B the input, C and D the output
+    static const cublasLtMatmulPreferenceAttributes_t which[3] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES};
+    for (int i = 0; i < 3; i++)
+        if (cublasLtMatmulPreferenceSetAttribute(l->pref, which[i], &al[i], sizeof al[i]))
+            return s;
+    if (cublasLtMatmulPreferenceSetAttribute(l->pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                             &al[2], sizeof al[2]))
+        return s;
     cublasLtMatmulHeuristicResult_t r;
     int got = 0;
     memset(&r, 0, sizeof r);
@@ -125,6 +147,44 @@ static const struct lt_shape *lt_find(struct be_lt *l, cublasLtMatmulDesc_t d, i
     return s;
 }
 
+// A graph step's node of the GEMM (graph.cu): 1 when it must not be queued
+static int lt_sig(sq_gpu_be *b, int M, int N, int K, const float *A, const float *W,
+                  const float *bias, const float *C)
+{
+    int dims[4] = {M, N, K, b->prec};
+    uintptr_t ptr[4] = {be_sig_ptr(b, A), be_sig_ptr(b, W), be_sig_ptr(b, bias),
+                        be_sig_ptr(b, C)};
+    unsigned char sig[sizeof dims + sizeof ptr];
+    memcpy(sig, dims, sizeof dims);
+    memcpy(sig + sizeof dims, ptr, sizeof ptr);
+    return be_sig_node(b, "gemm_bias", sig, sizeof sig);
+}
+
+// Queues the GEMM with the shape's algorithm: 0; or 1 when cuBLASLt
+// refuses it at the call (CUBLAS_STATUS_NOT_SUPPORTED: the shape is then
+// marked as having none). Not in a replay's host pass, which has decided.
+static int lt_run(sq_gpu_be *b, cublasLtMatmulDesc_t d, struct lt_shape *s,
+                  cublasLtMatrixLayout_t lay[3], const float *A, const float *W,
+                  const float *bias, float *C)
+{
+    struct be_lt *l = b->lt;
+    float one = 1.0f, zero = 0.0f;
+    cublasStatus_t st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                       &bias, sizeof bias);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmul(l->h, d, &one, W, lay[0], A, lay[1], &zero, C, lay[2], C, lay[2],
+                            &s->algo, b->blas_ws, b->blas_ws_bytes, b->stream);
+    // refused before anything was queued: eagerly, or in the step that
+    // records a graph's key (its log then holds the old path, as will its
+    // capture), the caller's path; in a capture the log says otherwise
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED && b->gmode != BE_G_CAPTURE) {
+        s->ok = 0;
+        return 1;
+    }
+    be_note_blas(b, st, "cublasLtMatmul (a linear layer with its bias)");
+    return 0;
+}
+
 int be_gemm_bias(sq_gpu_be *b, int M, int N, int K, const float *A, const float *W,
                  const float *bias, float *C)
 {
@@ -135,34 +195,22 @@ int be_gemm_bias(sq_gpu_be *b, int M, int N, int K, const float *A, const float 
     if (!d)
         return 1;
     cublasLtMatrixLayout_t lay[3] = {NULL, NULL, NULL};
+    int key[4] = {M, N, K, b->prec};
+    uint32_t al[4] = {lt_align(W), lt_align(A), lt_align(C), lt_align(bias)};
     int rc = 1;
-    if (cublasLtMatrixLayoutCreate(&lay[0], CUDA_R_32F, (uint64_t)K, (uint64_t)N, K) ||
-        cublasLtMatrixLayoutCreate(&lay[1], CUDA_R_32F, (uint64_t)K, (uint64_t)M, K) ||
-        cublasLtMatrixLayoutCreate(&lay[2], CUDA_R_32F, (uint64_t)N, (uint64_t)M, N))
-        goto done;
-    {
-        const struct lt_shape *s = lt_find(l, d, M, N, K, b->prec, lay);
-        if (!s->ok)
-            goto done;
-        rc = 0;
-        if (b->gmode != BE_G_EAGER) {
-            int dims[4] = {M, N, K, b->prec};
-            uintptr_t ptr[4] = {be_sig_ptr(b, A), be_sig_ptr(b, W), be_sig_ptr(b, bias),
-                                be_sig_ptr(b, C)};
-            unsigned char sig[sizeof dims + sizeof ptr];
-            memcpy(sig, dims, sizeof dims);
-            memcpy(sig + sizeof dims, ptr, sizeof ptr);
-            if (be_sig_node(b, "gemm_bias", sig, sizeof sig))
-                goto done;
+    if (!cublasLtMatrixLayoutCreate(&lay[0], CUDA_R_32F, (uint64_t)K, (uint64_t)N, K) &&
+        !cublasLtMatrixLayoutCreate(&lay[1], CUDA_R_32F, (uint64_t)K, (uint64_t)M, K) &&
+        !cublasLtMatrixLayoutCreate(&lay[2], CUDA_R_32F, (uint64_t)N, (uint64_t)M, N)) {
+        struct lt_shape *s = lt_find(l, d, key, al, lay);
+        if (s->ok && b->gmode == BE_G_PLAN) { // a replay's host pass: checked, not queued
+            lt_sig(b, M, N, K, A, W, bias, C);
+            rc = 0;
+        } else if (s->ok) {
+            rc = lt_run(b, d, s, lay, A, W, bias, C);
+            if (!rc && b->gmode != BE_G_EAGER) // recorded, or compared with the record
+                lt_sig(b, M, N, K, A, W, bias, C);
         }
-        float one = 1.0f, zero = 0.0f;
-        be_note_blas(b, cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                       &bias, sizeof bias), "gemm_bias");
-        be_note_blas(b, cublasLtMatmul(l->h, d, &one, W, lay[0], A, lay[1], &zero, C, lay[2], C,
-                                       lay[2], &s->algo, b->blas_ws, b->blas_ws_bytes,
-                                       b->stream), "cublasLtMatmul (gemm_bias)");
     }
-done:
     for (int i = 0; i < 3; i++)
         if (lay[i])
             cublasLtMatrixLayoutDestroy(lay[i]);

@@ -229,6 +229,69 @@ void be_dropout_backward(sq_gpu_be *be, float *dinp, const float *dout, const ui
                   1.0f / (1.0f - p));
 }
 
+// Dropout fused with its neighbour (ops.c): KIND 1 out = res + dropout(inp)
+// (a sublayer's residual), 2 out = dropout(relu(inp)) (the FFN's hidden
+// layer). k_dropout's draw and product, the CPU's bits; the dropped tensor
+// is never written.
+template <int KIND>
+static __global__ __launch_bounds__(EW_THREADS) void k_dropout_fused(float *out, uint8_t *mask,
+                                                                     const float *res,
+                                                                     const float *inp, size_t n,
+                                                                     float p, float keep,
+                                                                     const uint64_t *key)
+{
+    EW_LOOP(i, n) {
+        uint64_t k = *key + (uint64_t)(i >> 32) * 0xd6e8feb86659fd93ull;
+        float u = counter_uniform(k, (uint32_t)i);
+        float m = u >= p ? keep : 0.0f, x = inp[i];
+        mask[i] = (uint8_t)(u >= p);
+        if (KIND == 2)
+            x = x > 0 ? x : 0.0f;
+        out[i] = KIND == 1 ? res[i] + x * m : x * m;
+    }
+}
+
+// KIND as k_dropout_fused's; p 0 (scoring): the mask all 1, the neighbour alone
+static void dropout_fused(sq_gpu_be *be, int kind, float *out, uint8_t *mask, const float *res,
+                          const float *inp, size_t n, float p, uint64_t seed, uint64_t step,
+                          uint64_t site)
+{
+    if (!n)
+        return;
+    if (p == 0) {
+        be_memset_async(be, mask, 1, n, "dropout");
+        if (kind == 1)
+            be_residual_forward(be, out, res, inp, n);
+        else
+            be_relu_forward(be, out, inp, n);
+        return;
+    }
+    float keep = 1.0f / (1.0f - p);
+    uint64_t key = drop_key(seed, step, site); // read on the device, as k_dropout's
+    const uint64_t *dkey = (const uint64_t *)be_op_upload(be, &key, sizeof key);
+    if (!dkey)
+        return;
+    if (kind == 1)
+        be_launch(be, "k_dropout_add", k_dropout_fused<1>, dim3(ew_blocks(be, n)),
+                  dim3(EW_THREADS), 0, out, mask, res, inp, n, p, keep, dkey);
+    else
+        be_launch(be, "k_relu_dropout", k_dropout_fused<2>, dim3(ew_blocks(be, n)),
+                  dim3(EW_THREADS), 0, out, mask, (const float *)NULL, inp, n, p, keep, dkey);
+}
+
+void be_dropout_add_forward(sq_gpu_be *be, float *out, uint8_t *mask, const float *res,
+                            const float *inp, int T, int C, float p, uint64_t seed,
+                            uint64_t step, uint64_t site)
+{
+    dropout_fused(be, 1, out, mask, res, inp, (size_t)T * C, p, seed, step, site);
+}
+
+void be_relu_dropout_forward(sq_gpu_be *be, float *out, uint8_t *mask, const float *inp, int T,
+                             int C, float p, uint64_t seed, uint64_t step, uint64_t site)
+{
+    dropout_fused(be, 2, out, mask, NULL, inp, (size_t)T * C, p, seed, step, site);
+}
+
 // ---- Residual ----------------------------------------------------------
 
 static __global__ __launch_bounds__(EW_THREADS) void k_add(float *out, const float *a,

@@ -122,7 +122,6 @@ static size_t R(carve_xatt)(R(sq_elastic_xatt) *a, char *base, size_t at, size_t
     TAKE(a->kv, real, Tk * 2 * C);
     TAKE(a->a, real, Tq * C);
     TAKE(a->o, real, Tq * C);
-    TAKE(a->od, real, Tq * C);
     TAKE(a->att, real, att);
     TAKE(a->m, uint8_t, Tq * C);
     return at;
@@ -137,7 +136,6 @@ static size_t R(carve_ffn)(R(sq_elastic_ffn) *f, char *base, size_t at, size_t T
     TAKE(f->h1, real, T * F);
     TAKE(f->r, real, T * F);
     TAKE(f->h2, real, T * C);
-    TAKE(f->h2d, real, T * C);
     TAKE(f->m, uint8_t, T * C);
     return at;
 }
@@ -368,8 +366,7 @@ static void R(xatt_forward)(const R(env) *v, const R(xatt_p) *p, R(sq_elastic_xa
     R(sq_cross_attention_forward)(cx, a->a, a->att, a->q, C, offq, a->kv, a->kv + C, 2 * C,
                                   offk, v->B, v->H, C);
     R(sq_linear_forward)(cx, a->o, a->a, p->wo, p->bo, Tq, C, C);
-    R(sq_dropout_forward)(cx, a->od, a->m, a->o, Tq, C, v->pd, v->seed, v->step, site);
-    R(sq_residual_forward)(cx, out, xq, a->od, (size_t)Tq * C);
+    R(sq_dropout_add_forward)(cx, out, a->m, xq, a->o, Tq, C, v->pd, v->seed, v->step, site);
 }
 
 /* Back through xatt_forward: dq holds d out on entry and gets d xq added
@@ -411,8 +408,7 @@ static void R(ffn_forward)(const R(env) *v, const R(ffn_p) *p, R(sq_elastic_ffn)
     R(sq_linear_forward)(cx, f->h1, f->ln, p->w1, p->b1, T, C, F);
     R(sq_relu_forward)(cx, f->r, f->h1, (size_t)T * F);
     R(sq_linear_forward)(cx, f->h2, f->r, p->w2, p->b2, T, F, C);
-    R(sq_dropout_forward)(cx, f->h2d, f->m, f->h2, T, C, v->pd, v->seed, v->step, site);
-    R(sq_residual_forward)(cx, out, x, f->h2d, (size_t)T * C);
+    R(sq_dropout_add_forward)(cx, out, f->m, x, f->h2, T, C, v->pd, v->seed, v->step, site);
 }
 
 /* Back through ffn_forward: dx holds d out and gets d x added. s: 4

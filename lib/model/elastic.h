@@ -201,13 +201,13 @@ typedef struct {
  * xk)) (CA above): q-side rows [Tq, C], k-side [Tk, C]. */
 typedef struct {
     real *lnq, *mq, *rq, *lnk, *mk, *rk;
-    real *q, *kv, *a, *o, *od, *att;
+    real *q, *kv, *a, *o, *att;
     uint8_t *m;
 } R(sq_elastic_xatt);
 
 /* Activations of one feed-forward sublayer, out = x + dropout(FFN(LN(x))). */
 typedef struct {
-    real *ln, *mean, *rstd, *h1, *r, *h2, *h2d;
+    real *ln, *mean, *rstd, *h1, *r, *h2;
     uint8_t *m;
 } R(sq_elastic_ffn);
 

@@ -122,7 +122,6 @@ static size_t R(carve)(R(sq_sasrec_work) *w, const sq_sasrec_config *c, char *ba
     TAKE(w->ln1_mean, real, L * T);
     TAKE(w->ln1_rstd, real, L * T);
     TAKE(w->proj, real, L * TC);
-    TAKE(w->projd, real, L * TC);
     TAKE(w->xmid, real, L * TC);
     TAKE(w->cache, real, L * w->cache_n);
     TAKE(w->scratch, real, w->scratch_n);
@@ -130,10 +129,9 @@ static size_t R(carve)(R(sq_sasrec_work) *w, const sq_sasrec_config *c, char *ba
     TAKE(w->ln2_mean, real, L * T);
     TAKE(w->ln2_rstd, real, L * T);
     TAKE(w->h1, real, L * TF);
-    TAKE(w->r, real, L * TF);
+    TAKE(w->r, real, post * L * TF); /* post-LN's GELU; pre-LN's ReLU is fused */
     TAKE(w->rd, real, pre * L * TF);
     TAKE(w->h2, real, L * TC);
-    TAKE(w->h2d, real, L * TC);
     TAKE(w->out, real, pre * TC);
     TAKE(w->lnf_mean, real, pre * T);
     TAKE(w->lnf_rstd, real, pre * T);
@@ -313,19 +311,19 @@ static void R(block_tail)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, int l, in
     const sq_sasrec_config *c = &m->cfg;
     const R(sq_sasrec_params) *p = &m->p;
     int C = c->dim, F = c->ffn, post = post_ln(c);
-    size_t TC = (size_t)T * C, TF = (size_t)T * F;
+    size_t TF = (size_t)T * F;
     size_t sTC = (size_t)w->cap.T * C, sTF = (size_t)w->cap.T * F, sT = (size_t)w->cap.T;
     size_t lc = (size_t)l * C, lfc = (size_t)l * F * C;
     real eps = (real)c->ln_eps;
     real *x = w->x + l * sTC, *xn = w->x + (l + 1) * sTC;
     real *ln1 = w->ln1 + l * sTC, *proj = w->proj + l * sTC;
-    real *projd = w->projd + l * sTC, *xmid = w->xmid + l * sTC, *ln2 = w->ln2 + l * sTC;
+    real *xmid = w->xmid + l * sTC, *ln2 = w->ln2 + l * sTC;
     real *h1 = w->h1 + l * sTF, *r = w->r + l * sTF, *rd = w->rd + l * sTF;
-    real *h2 = w->h2 + l * sTC, *h2d = w->h2d + l * sTC;
+    real *h2 = w->h2 + l * sTC;
 
-    R(sq_dropout_forward)(cx, projd, w->m_att + l * sTC, proj, T, C, pd, seed, step,
-                          SITE(l, 0));
-    R(sq_residual_forward)(cx, xmid, post ? x : ln1, projd, TC);
+    /* xmid = (post ? x : ln1) + dropout(proj), the dropped proj never written */
+    R(sq_dropout_add_forward)(cx, xmid, w->m_att + l * sTC, post ? x : ln1, proj, T, C, pd, seed,
+                              step, SITE(l, 0));
     /* the FFN's input: pre-LN ln2 = LN2(xmid), post-LN ln1 = LN1(xmid) */
     real *fin = post ? ln1 : ln2;
     R(sq_layernorm_forward)(cx, fin, (post ? w->ln1_mean : w->ln2_mean) + l * sT,
@@ -337,18 +335,17 @@ static void R(block_tail)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, int l, in
         R(sq_gelu_forward)(cx, r, h1, TF);
         R(sq_linear_forward)(cx, h2, r, p->w2 + lfc, p->b2 + lc, T, F, C);
     } else {
-        R(sq_relu_forward)(cx, r, h1, TF);
-        R(sq_dropout_forward)(cx, rd, w->m_ffn1 + l * sTF, r, T, F, pd, seed, step, SITE(l, 1));
+        /* rd = dropout(relu(h1)), r never written */
+        R(sq_relu_dropout_forward)(cx, rd, w->m_ffn1 + l * sTF, h1, T, F, pd, seed, step,
+                                   SITE(l, 1));
         R(sq_linear_forward)(cx, h2, rd, p->w2 + lfc, p->b2 + lc, T, F, C);
     }
-    R(sq_dropout_forward)(cx, h2d, w->m_ffn2 + l * sTC, h2, T, C, pd, seed, step, SITE(l, 2));
-    if (post) {
-        R(sq_residual_forward)(cx, ln2, ln1, h2d, TC);
+    /* post: ln2 = ln1 + dropout(h2), x' = LN2(ln2); pre: x' = ln2 + dropout(h2) */
+    R(sq_dropout_add_forward)(cx, post ? ln2 : xn, w->m_ffn2 + l * sTC, post ? ln1 : ln2, h2, T,
+                              C, pd, seed, step, SITE(l, 2));
+    if (post)
         R(sq_layernorm_forward)(cx, xn, w->ln2_mean + l * sT, w->ln2_rstd + l * sT, ln2,
                                 p->ln2_w + lc, p->ln2_b + lc, T, C, eps);
-    } else {
-        R(sq_residual_forward)(cx, xn, ln2, h2d, TC);
-    }
 }
 
 /* Pre-LN: out = LNf(x[L]) on rows [0, T). Post-LN: out is x[L]. */

@@ -367,9 +367,11 @@ typedef struct {
 /* Activations of one batch (and, for training, their gradients): one block,
  * per-layer arrays at l * cap.T * width (the mixer cache at l * cache_n).
  * Arrays a config does not use have no elements. Per block, pre-LN (SASRec):
- * ln1 = LN1(x), xmid = ln1 + projd, ln2 = LN2(xmid), x[l+1] = ln2 + h2d;
- * post-LN (BERT4Rec, --block recbole): xmid = x + projd, ln1 = LN1(xmid),
- * ln2 = ln1 + h2d, x[l+1] = LN2(ln2). */
+ * ln1 = LN1(x), xmid = ln1 + dropout(proj), ln2 = LN2(xmid), x[l+1] = ln2 +
+ * dropout(h2); post-LN (BERT4Rec, --block recbole): xmid = x + dropout(proj),
+ * ln1 = LN1(xmid), ln2 = ln1 + dropout(h2), x[l+1] = LN2(ln2). The dropped
+ * tensors are never kept (sq_dropout_add_forward), nor pre-LN's relu(h1)
+ * (sq_relu_dropout_forward): their masks are. */
 typedef struct {
     sq_sasrec_cap cap;
     sq_ctx cx;                     /* the backend of mem */
@@ -379,13 +381,13 @@ typedef struct {
     real *embn, *embln_mean, *embln_rstd; /* post-LN: LNe(emb) */
     real *x;                       /* [L+1, T, C] block inputs; x[L] last */
     real *ln1, *ln1_mean, *ln1_rstd;
-    real *proj, *projd, *xmid;     /* the mixer's output, after dropout, sum */
+    real *proj, *xmid;             /* the mixer's output; the residual sum */
     real *cache;                   /* [L, cache_n] the mixer's caches */
     size_t cache_n;
     real *scratch;                 /* [scratch_n] shared by the layers */
     size_t scratch_n;
     real *ln2, *ln2_mean, *ln2_rstd;
-    real *h1, *r, *rd, *h2, *h2d;  /* FFN, [L, T, F] for h1, r, rd */
+    real *h1, *r, *rd, *h2;        /* FFN, [L, T, F] for h1, r (post-LN), rd (pre-LN) */
     real *out, *lnf_mean, *lnf_rstd; /* [T, C] the states h (post-LN: out
                                         is x[L], no final LayerNorm) */
     /* BERT4Rec output head on the n scored rows */

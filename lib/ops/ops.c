@@ -509,6 +509,76 @@ void R(sq_dropout_forward)(const sq_ctx *cx, real *out, uint8_t *mask,
                                       keep_scale, key));
 }
 
+/* Dropout fused with its neighbour, so that the dropped tensor is never
+ * written (on a GPU a pass of it each way): out = res + dropout(inp), a
+ * sublayer's residual, and out = dropout(relu(inp)), the pre-LN FFN's
+ * hidden layer. The same masks, and the same bits, as the two ops in turn
+ * (dropout_chunk's draw; a product with keep_scale or 0). */
+SQ_VEC static void R(dropout_add_chunk)(real *out, uint8_t *restrict mask, const real *res,
+                                        const real *inp, size_t i0, size_t n, float p,
+                                        real keep_scale, uint64_t key)
+{
+    key += (uint64_t)(i0 >> 32) * 0xd6e8feb86659fd93ull;
+    uint32_t c0 = (uint32_t)i0;
+    #pragma omp simd
+    for (uint32_t j = 0; j < (uint32_t)n; j++) {
+        float u = sq_counter_uniform(key, c0 + j);
+        real m = u >= p ? keep_scale : (real)0;
+        mask[j] = (uint8_t)(u >= p);
+        out[j] = res[j] + inp[j] * m;
+    }
+}
+
+SQ_VEC static void R(relu_dropout_chunk)(real *out, uint8_t *restrict mask, const real *inp,
+                                         size_t i0, size_t n, float p, real keep_scale,
+                                         uint64_t key)
+{
+    key += (uint64_t)(i0 >> 32) * 0xd6e8feb86659fd93ull;
+    uint32_t c0 = (uint32_t)i0;
+    #pragma omp simd
+    for (uint32_t j = 0; j < (uint32_t)n; j++) {
+        float u = sq_counter_uniform(key, c0 + j);
+        real m = u >= p ? keep_scale : (real)0;
+        real x = inp[j] > 0 ? inp[j] : (real)0;
+        mask[j] = (uint8_t)(u >= p);
+        out[j] = x * m;
+    }
+}
+
+void R(sq_dropout_add_forward)(const sq_ctx *cx, real *out, uint8_t *mask, const real *res,
+                               const real *inp, int T, int C, real p, uint64_t seed,
+                               uint64_t step, uint64_t site)
+{
+    SQ_ON_GPU(cx, dropout_add_forward, (out, mask, res, inp, T, C, p, seed, step, site));
+    size_t n = (size_t)T * C;
+    if (p == 0) { /* scoring, or no dropout: the residual */
+        memset(mask, 1, n);
+        R(sq_residual_forward)(cx, out, res, inp, n);
+        return;
+    }
+    real keep_scale = (real)1 / ((real)1 - p);
+    uint64_t key = dropout_key(seed, step, site);
+    SQ_FOR_CHUNKS(n, R(dropout_add_chunk)(out + i0, mask + i0, res + i0, inp + i0, i0, len,
+                                          (float)p, keep_scale, key));
+}
+
+void R(sq_relu_dropout_forward)(const sq_ctx *cx, real *out, uint8_t *mask, const real *inp,
+                                int T, int C, real p, uint64_t seed, uint64_t step,
+                                uint64_t site)
+{
+    SQ_ON_GPU(cx, relu_dropout_forward, (out, mask, inp, T, C, p, seed, step, site));
+    size_t n = (size_t)T * C;
+    if (p == 0) { /* scoring, or no dropout: the ReLU */
+        memset(mask, 1, n);
+        R(sq_relu_forward)(cx, out, inp, n);
+        return;
+    }
+    real keep_scale = (real)1 / ((real)1 - p);
+    uint64_t key = dropout_key(seed, step, site);
+    SQ_FOR_CHUNKS(n, R(relu_dropout_chunk)(out + i0, mask + i0, inp + i0, i0, len, (float)p,
+                                           keep_scale, key));
+}
+
 SQ_VEC static void R(dropout_back_chunk)(real *restrict dinp, const real *restrict dout,
                                          const uint8_t *restrict mask, size_t n,
                                          real keep_scale)

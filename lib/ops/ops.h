@@ -145,6 +145,17 @@ void R(sq_dropout_forward)(const sq_ctx *cx, real *out, uint8_t *mask,
                            uint64_t step, uint64_t site);
 void R(sq_dropout_backward)(const sq_ctx *cx, real *dinp, const real *dout,
                             const uint8_t *mask, size_t n, real p);
+/* Dropout fused with its neighbour (the dropped tensor never written):
+ * out = res + dropout(inp), and out = dropout(relu(inp)); the masks and
+ * bits of sq_dropout_forward with sq_residual_forward after it, or
+ * sq_relu_forward before it. Their backwards are the two ops' (the ReLU's
+ * from inp). */
+void R(sq_dropout_add_forward)(const sq_ctx *cx, real *out, uint8_t *mask, const real *res,
+                               const real *inp, int T, int C, real p, uint64_t seed,
+                               uint64_t step, uint64_t site);
+void R(sq_relu_dropout_forward)(const sq_ctx *cx, real *out, uint8_t *mask, const real *inp,
+                                int T, int C, real p, uint64_t seed, uint64_t step,
+                                uint64_t site);
 
 /* 7. Residual: out = a + b. */
 void R(sq_residual_forward)(const sq_ctx *cx, real *out, const real *a,

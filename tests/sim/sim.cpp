@@ -1468,6 +1468,7 @@ struct sim_lt_layout {
 };
 struct sim_lt_pref {
     size_t ws;
+    uint32_t align[4]; // the minimum alignments of A, B, C and D
 };
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t *h)
@@ -1534,7 +1535,7 @@ cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l)
 }
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p)
 {
-    *p = new sim_lt_pref{0};
+    *p = new sim_lt_pref{0, {256, 256, 256, 256}};
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p)
@@ -1546,9 +1547,16 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
                                                     cublasLtMatmulPreferenceAttributes_t attr,
                                                     const void *buf, size_t bytes)
 {
-    if (!p || !buf || attr != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES || bytes != sizeof p->ws)
+    if (!p || !buf)
         return CUBLAS_STATUS_INVALID_VALUE;
-    memcpy(&p->ws, buf, sizeof p->ws);
+    if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES && bytes == sizeof p->ws) {
+        memcpy(&p->ws, buf, sizeof p->ws);
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    int i = (int)attr - (int)CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES;
+    if (i < 0 || i > 3 || bytes != sizeof(uint32_t))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    memcpy(&p->align[i], buf, sizeof(uint32_t));
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -1588,6 +1596,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     if ((none && *none) || !lt_shape(d, A, B, C, D, &m, &n, &k))
         return CUBLAS_STATUS_NOT_SUPPORTED;
     memset(results, 0, sizeof *results);
+    for (int i = 0; i < 4; i++) // what the algorithm assumes of the operands
+        results[0].algo.data[i] = p->align[i];
     results[0].state = CUBLAS_STATUS_SUCCESS;
     results[0].wavesCount = 1.0f;
     *returned = 1;
@@ -1618,12 +1628,15 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const 
                               const cublasLtMatmulAlgo_t *algo, void *ws, size_t ws_bytes,
                               cudaStream_t s)
 {
-    (void)algo;
     int m, n, k;
-    if (!h || !alpha || !beta)
+    if (!h || !alpha || !beta || !algo)
         return CUBLAS_STATUS_INVALID_VALUE;
     if (!lt_shape(d, Al, Bl, Cl, Dl, &m, &n, &k) || C != D)
         return CUBLAS_STATUS_NOT_SUPPORTED;
+    const void *ops[4] = {A, B, C, D};
+    for (int i = 0; i < 4; i++)
+        if ((uintptr_t)ops[i] % (algo->data[i] ? algo->data[i] : 1))
+            return CUBLAS_STATUS_NOT_SUPPORTED;
     if (!m || !n)
         return CUBLAS_STATUS_SUCCESS;
     cublasOperation_t ta = d->ta ? CUBLAS_OP_T : CUBLAS_OP_N;

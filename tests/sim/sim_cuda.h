@@ -309,6 +309,9 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
 // beta C (+ bias[row] on every column), C and D one matrix. The
 // heuristic offers one algorithm, or none while SEQREC_SIM_LT_NONE is set
 // (a GPU whose cuBLASLt has none for the shape: the callers' fallback).
+// The algorithm needs A, B, C and D as aligned as the preference said
+// (its minimum alignments, 256 bytes unless set): cublasLtMatmul refuses
+// less aligned ones (CUBLAS_STATUS_NOT_SUPPORTED), as a GPU's may.
 struct sim_lt;
 struct sim_lt_desc;
 struct sim_lt_layout;
@@ -334,7 +337,13 @@ enum cublasLtMatmulDescAttributes_t {
     CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
 };
 enum cublasLtEpilogue_t { CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_BIAS = 4 };
-enum cublasLtMatmulPreferenceAttributes_t { CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1 };
+enum cublasLtMatmulPreferenceAttributes_t {
+    CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5, // uint32_t, default 256, as the B, C, D ones
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
+};
 cublasStatus_t cublasLtCreate(cublasLtHandle_t *h);
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t h);
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t compute,

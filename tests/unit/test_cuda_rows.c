@@ -178,6 +178,41 @@ UNIT_TEST(cuda_dropout_same_masks)
     cuda_close(&g);
 }
 
+/* The fused dropouts (k_elem.cu's k_dropout_fused) give the CPU's masks
+ * and bits: res + dropout(x) and dropout(relu(x)), at p 0.5, 0.1 and 0,
+ * twice. */
+UNIT_TEST(cuda_dropout_fused)
+{
+    cuda_env g;
+    if (cuda_open(t, &g))
+        return;
+    sq_rng r;
+    sq_rng_seed(&r, 13, 0);
+    size_t n = (size_t)RT * RF;
+    float *x = cuda_randn(n, 1, &r), *res = cuda_randn(n, 1, &r);
+    float *cpu = malloc(n * sizeof *cpu), *gpu = malloc(n * sizeof *gpu);
+    uint8_t *cm = malloc(n), *gm = malloc(n);
+    CHECK(x && res && cpu && gpu && cm && gm);
+    sq_ctx c = sq_ctx_cpu();
+    float *dx = cuda_up(&g, x, n), *dres = cuda_up(&g, res, n), *dout = cuda_zeros(&g, n);
+    uint8_t *dm = cuda_up_bytes(&g, NULL, n);
+    const float ps[] = {0.5f, 0.1f, 0.0f};
+    for (int k = 0; k < 6 && !g.bad && x && res && cpu && gpu && cm && gm; k++) {
+        float p = ps[k % 3];
+        if (k < 3) {
+            sq_dropout_add_forward(&c, cpu, cm, res, x, RT, RF, p, 7, 50 + k, 2);
+            sq_dropout_add_forward(&g.cx, dout, dm, dres, dx, RT, RF, p, 7, 50 + k, 2);
+        } else {
+            sq_relu_dropout_forward(&c, cpu, cm, x, RT, RF, p, 7, 50 + k, 2);
+            sq_relu_dropout_forward(&g.cx, dout, dm, dx, RT, RF, p, 7, 50 + k, 2);
+        }
+        CHECK(cuda_down(&g, gpu, dout, n) == 0 && cuda_same_bits(gpu, cpu, n, "fused dropout"));
+        CHECK(cuda_down_bytes(&g, gm, dm, n) == 0 && memcmp(gm, cm, n) == 0);
+    }
+    free(x); free(res); free(cpu); free(gpu); free(cm); free(gm);
+    cuda_close(&g);
+}
+
 /* rows_case's results by the definitions (tests/ref), from its float
  * inputs: the embedding (scale 2.5) with the positions added, the gather of
  * 11 rows, the scatters into gt0 (the embedding's backward is the
@@ -515,6 +550,19 @@ static int lin_gpu(unit_ctx *t, int prec, int lt, const float *x, const float *W
     }
     rc = g.bad;
     CHECK(!rc && memcmp(two[0], two[1], sizeof two[0]) == 0);
+    /* operands a float off their allocations' alignment (a layer's rows
+     * inside a larger buffer): another shape for the kept algorithms */
+    float *ox = cuda_zeros(&g, tc + 1), *oW = cuda_zeros(&g, (size_t)RF * RC + 1);
+    float *ob = cuda_zeros(&g, RF + 1), *oy = cuda_zeros(&g, tf + 1);
+    if (!g.bad && !rc) {
+        sq_copy(&g.cx, ox + 1, dx, tc);
+        sq_copy(&g.cx, oW + 1, dW, (size_t)RF * RC);
+        sq_copy(&g.cx, ob + 1, db, RF);
+        sq_linear_forward(&g.cx, oy + 1, ox + 1, oW + 1, ob + 1, RT, RC, RF);
+        cuda_down(&g, two[1], oy + 1, tf);
+        CHECK(!g.bad && memcmp(two[0], two[1], sizeof two[0]) == 0);
+        rc = g.bad;
+    }
     memcpy(out, two[0], sizeof two[0]);
     cuda_close(&g);
     unsetenv("SEQREC_SIM_LT_NONE");

@@ -1708,6 +1708,65 @@ UNIT_TEST(test_ops_dropout_mask)
     free(inp); free(out); free(m1); free(m2); free(m3);
 }
 
+/* The fused dropouts (ops.h 6): out = res + dropout(inp) and out =
+ * dropout(relu(inp)) give the masks and the bits of the two ops in turn,
+ * in both builds, at p 0 and p > 0, and in place (out = res or inp). */
+UNIT_TEST(test_ops_dropout_fused)
+{
+    const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
+    enum { T = 37, C = 53 };
+    size_t n = (size_t)T * C;
+    sq_rng r;
+    sq_rng_seed(&r, 77, 1);
+    float *x = malloc(n * sizeof *x), *res = malloc(n * sizeof *res);
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *tmp = malloc(n * sizeof *tmp);
+    double *xd = malloc(n * sizeof *xd), *rd = malloc(n * sizeof *rd);
+    double *ad = malloc(n * sizeof *ad), *bd = malloc(n * sizeof *bd);
+    double *td = malloc(n * sizeof *td);
+    uint8_t *m1 = malloc(n), *m2 = malloc(n);
+    CHECK(x && res && a && b && tmp && xd && rd && ad && bd && td && m1 && m2);
+    if (!(x && res && a && b && tmp && xd && rd && ad && bd && td && m1 && m2))
+        goto done;
+    for (size_t i = 0; i < n; i++) {
+        x[i] = (float)sq_rng_normal(&r);
+        res[i] = (float)sq_rng_normal(&r);
+        xd[i] = sq_rng_normal(&r);
+        rd[i] = sq_rng_normal(&r);
+    }
+    const float ps[] = {0.3f, 0.0f};
+    for (int k = 0; k < 2; k++) {
+        float p = ps[k];
+        /* res + dropout(x) */
+        sq_dropout_forward(cx, tmp, m1, x, T, C, p, 5, 9, 4);
+        sq_residual_forward(cx, a, res, tmp, n);
+        sq_dropout_add_forward(cx, b, m2, res, x, T, C, p, 5, 9, 4);
+        CHECK(memcmp(a, b, n * sizeof *a) == 0 && memcmp(m1, m2, n) == 0);
+        memcpy(b, res, n * sizeof *b); /* in place: out = res */
+        sq_dropout_add_forward(cx, b, m2, b, x, T, C, p, 5, 9, 4);
+        CHECK(memcmp(a, b, n * sizeof *a) == 0);
+        /* dropout(relu(x)) */
+        sq_relu_forward(cx, tmp, x, n);
+        sq_dropout_forward(cx, a, m1, tmp, T, C, p, 5, 9, 6);
+        sq_relu_dropout_forward(cx, b, m2, x, T, C, p, 5, 9, 6);
+        CHECK(memcmp(a, b, n * sizeof *a) == 0 && memcmp(m1, m2, n) == 0);
+        memcpy(b, x, n * sizeof *b); /* in place: out = inp */
+        sq_relu_dropout_forward(cx, b, m2, b, T, C, p, 5, 9, 6);
+        CHECK(memcmp(a, b, n * sizeof *a) == 0);
+        /* the double build */
+        sq_dropout_forward_f64(cx, td, m1, xd, T, C, p, 5, 9, 4);
+        sq_residual_forward_f64(cx, ad, rd, td, n);
+        sq_dropout_add_forward_f64(cx, bd, m2, rd, xd, T, C, p, 5, 9, 4);
+        CHECK(memcmp(ad, bd, n * sizeof *ad) == 0 && memcmp(m1, m2, n) == 0);
+        sq_relu_forward_f64(cx, td, xd, n);
+        sq_dropout_forward_f64(cx, ad, m1, td, T, C, p, 5, 9, 6);
+        sq_relu_dropout_forward_f64(cx, bd, m2, xd, T, C, p, 5, 9, 6);
+        CHECK(memcmp(ad, bd, n * sizeof *ad) == 0 && memcmp(m1, m2, n) == 0);
+    }
+done:
+    free(x); free(res); free(a); free(b); free(tmp);
+    free(xd); free(rd); free(ad); free(bd); free(td); free(m1); free(m2);
+}
+
 UNIT_TEST(test_ops_attention_layout)
 {
     const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
