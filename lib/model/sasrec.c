@@ -156,7 +156,6 @@ static size_t R(carve)(R(sq_sasrec_work) *w, const sq_sasrec_config *c, char *ba
         TAKE(w->dh2, real, TC);
         TAKE(w->demb, real, TC);
         TAKE(w->dF1, real, TF);
-        TAKE(w->dF2, real, pre * TF);
         TAKE(w->dF3, real, TF);
         TAKE(w->dhx, real, hb * n * C);
         TAKE(w->dhd, real, hb * n * C);
@@ -510,10 +509,8 @@ static void R(sasrec_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
         R(sq_linear_backward)(cx, w->dF1, gp->w2 + lfc, gp->b2 + lc, w->dh2, rd,
                               p->w2 + lfc, T, F, C);
         /* rd = dropout(relu(h1)),  h1 = W1 y + b1 */
-        R(sq_zero)(cx, w->dF2, TF);
-        R(sq_dropout_backward)(cx, w->dF2, w->dF1, w->m_ffn1 + l * sTF, TF, pd);
         R(sq_zero)(cx, w->dF3, TF);
-        R(sq_relu_backward)(cx, w->dF3, w->dF2, h1, TF);
+        R(sq_relu_dropout_backward)(cx, w->dF3, w->dF1, w->m_ffn1 + l * sTF, h1, TF, pd);
         R(sq_linear_backward)(cx, w->dy, gp->w1 + lfc, gp->b1 + (size_t)l * F, w->dF3, ln2,
                               p->w1 + lfc, T, C, F);
         /* y = LN2(xmid) */

@@ -213,6 +213,9 @@ extern "C" {
     X(void, relu_dropout_forward, (float *out, uint8_t *mask, const float *inp, int T, int C, \
                                    float p, uint64_t seed, uint64_t step, uint64_t site),    \
       (out, mask, inp, T, C, p, seed, step, site))                                           \
+    X(void, relu_dropout_backward, (float *dinp, const float *dout, const uint8_t *mask,     \
+                                    const float *inp, size_t n, float p),                    \
+      (dinp, dout, mask, inp, n, p))                                                         \
     X(void, residual_forward, (float *out, const float *a, const float *b, size_t n),        \
       (out, a, b, n))                                                                        \
     X(void, residual_backward, (float *da, float *db, const float *dout, size_t n),          \

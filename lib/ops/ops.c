@@ -596,6 +596,32 @@ void R(sq_dropout_backward)(const sq_ctx *cx, real *dinp, const real *dout,
     SQ_FOR_CHUNKS(n, R(dropout_back_chunk)(dinp + i0, dout + i0, mask + i0, len, keep_scale));
 }
 
+/* Back through sq_relu_dropout_forward: dinp += relu'(inp) (dout keep
+ * mask), with the dropout's gradient formed as sq_dropout_backward forms
+ * it into a zeroed array (0 + ...: -0 becomes +0 there too), so the bits
+ * are those of the two backwards in turn; the intermediate array is
+ * neither zeroed, written nor read. */
+SQ_VEC static void R(relu_dropout_back_chunk)(real *restrict dinp, const real *restrict dout,
+                                              const uint8_t *restrict mask,
+                                              const real *restrict inp, size_t n,
+                                              real keep_scale)
+{
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        real g = (real)0 + dout[i] * (keep_scale * (real)mask[i]);
+        dinp[i] += inp[i] > 0 ? g : (real)0;
+    }
+}
+
+void R(sq_relu_dropout_backward)(const sq_ctx *cx, real *dinp, const real *dout,
+                                 const uint8_t *mask, const real *inp, size_t n, real p)
+{
+    SQ_ON_GPU(cx, relu_dropout_backward, (dinp, dout, mask, inp, n, p));
+    real keep_scale = (real)1 / ((real)1 - p);
+    SQ_FOR_CHUNKS(n, R(relu_dropout_back_chunk)(dinp + i0, dout + i0, mask + i0, inp + i0, len,
+                                                keep_scale));
+}
+
 /* ------------------------------------------------------------------------ */
 /* 7. Residual                                                              */
 

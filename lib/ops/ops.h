@@ -148,14 +148,18 @@ void R(sq_dropout_backward)(const sq_ctx *cx, real *dinp, const real *dout,
 /* Dropout fused with its neighbour (the dropped tensor never written):
  * out = res + dropout(inp), and out = dropout(relu(inp)); the masks and
  * bits of sq_dropout_forward with sq_residual_forward after it, or
- * sq_relu_forward before it. Their backwards are the two ops' (the ReLU's
- * from inp). */
+ * sq_relu_forward before it. The first's backward is the two ops'. */
 void R(sq_dropout_add_forward)(const sq_ctx *cx, real *out, uint8_t *mask, const real *res,
                                const real *inp, int T, int C, real p, uint64_t seed,
                                uint64_t step, uint64_t site);
 void R(sq_relu_dropout_forward)(const sq_ctx *cx, real *out, uint8_t *mask, const real *inp,
                                 int T, int C, real p, uint64_t seed, uint64_t step,
                                 uint64_t site);
+/* Back through sq_relu_dropout_forward: dinp += relu'(inp) dropout'(dout),
+ * the bits of sq_dropout_backward into a zeroed array, then
+ * sq_relu_backward from it. */
+void R(sq_relu_dropout_backward)(const sq_ctx *cx, real *dinp, const real *dout,
+                                 const uint8_t *mask, const real *inp, size_t n, real p);
 
 /* 7. Residual: out = a + b. */
 void R(sq_residual_forward)(const sq_ctx *cx, real *out, const real *a,

@@ -179,8 +179,8 @@ UNIT_TEST(cuda_dropout_same_masks)
 }
 
 /* The fused dropouts (k_elem.cu's k_dropout_fused) give the CPU's masks
- * and bits: res + dropout(x) and dropout(relu(x)), at p 0.5, 0.1 and 0,
- * twice. */
+ * and bits: res + dropout(x) and dropout(relu(x)), at p 0.5, 0.1 and 0;
+ * and the latter's backward (k_relu_dropout_back). */
 UNIT_TEST(cuda_dropout_fused)
 {
     cuda_env g;
@@ -208,6 +208,14 @@ UNIT_TEST(cuda_dropout_fused)
         }
         CHECK(cuda_down(&g, gpu, dout, n) == 0 && cuda_same_bits(gpu, cpu, n, "fused dropout"));
         CHECK(cuda_down_bytes(&g, gm, dm, n) == 0 && memcmp(gm, cm, n) == 0);
+        if (k >= 3 && p > 0) { /* the ReLU's backward through the dropout, into res */
+            memcpy(cpu, res, n * sizeof *cpu);
+            float *dg = cuda_up(&g, res, n);
+            sq_relu_dropout_backward(&c, cpu, x, cm, res, n, p);
+            sq_relu_dropout_backward(&g.cx, dg, dx, dm, dres, n, p);
+            CHECK(cuda_down(&g, gpu, dg, n) == 0 &&
+                  cuda_same_bits(gpu, cpu, n, "fused relu-dropout backward"));
+        }
     }
     free(x); free(res); free(cpu); free(gpu); free(cm); free(gm);
     cuda_close(&g);

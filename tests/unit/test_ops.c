@@ -667,6 +667,54 @@ static void drop_extra(unit_ctx *t, op_trial *tr)
     CHECK(memcmp(c->fmask, c->mask, (size_t)c->T * c->C) == 0);
 }
 
+/* relu_dropout: dropout(relu(inp)) fused, its backward fused too; the
+ * ReLU's kink kept out of reach of the finite differences' h */
+
+static void rdrop_setup(op_trial *tr, sq_rng *r, int trial)
+{
+    drop_setup(tr, r, trial);
+    drop_ctx *c = tr->c;
+    for (size_t i = 0; i < (size_t)c->T * c->C; i++)
+        if (fabs(c->inp[i]) < 1e-3)
+            c->inp[i] = 0.5;
+}
+
+static double rdrop_obj(void *p)
+{
+    drop_ctx *c = p;
+    sq_relu_dropout_forward_f64(cpu, c->out, c->mask, c->inp, c->T, c->C, c->p, 42, 7, 5);
+    return gc_dot(c->out, c->w, (size_t)c->T * c->C);
+}
+
+static void rdrop_backward(op_trial *tr)
+{
+    drop_ctx *c = tr->c;
+    sq_relu_dropout_backward_f64(cpu, c->dinp, c->w, c->mask, c->inp, (size_t)c->T * c->C,
+                                 c->p);
+}
+
+static void rdrop_ref(op_trial *tr)
+{
+    drop_ctx *c = tr->c;
+    size_t n = (size_t)c->T * c->C;
+    double *r = tr_zeros(tr, n);
+    ref_relu(r, c->inp, n);
+    ref_dropout(tr->ref, r, c->mask, n, c->p);
+}
+
+static void rdrop_float(op_trial *tr)
+{
+    drop_ctx *c = tr->c;
+    size_t n = (size_t)c->T * c->C;
+    float *fi = tr_float(tr, c->inp, n), *fw = tr_float(tr, c->w, n);
+    float *fo = tr_fzeros(tr, n), *fd = tr_fzeros(tr, n);
+    c->fmask = tr_calloc(tr, n, 1);
+    sq_relu_dropout_forward(cpu, fo, c->fmask, fi, c->T, c->C, (float)c->p, 42, 7, 5);
+    sq_relu_dropout_backward(cpu, fd, fw, c->fmask, fi, n, (float)c->p);
+    tr_pair(tr, "out", fo, c->out, n);
+    tr_pair(tr, "dinp", fd, c->dinp, n);
+}
+
 /* ------------------------------------------------------------------------ */
 /* residual                                                                 */
 
@@ -1397,6 +1445,8 @@ static const op_case op_table[] = {
     {"relu", 15, TRIALS, relu_setup, act_obj, act_backward, act_ref, act_float, NULL},
     {"dropout", 6, TRIALS, drop_setup, drop_obj, drop_backward, drop_ref, drop_float,
      drop_extra},
+    {"relu_dropout", 28, TRIALS, rdrop_setup, rdrop_obj, rdrop_backward, rdrop_ref,
+     rdrop_float, drop_extra},
     {"residual", 7, TRIALS, res_setup, res_obj, res_backward, res_ref, res_float, NULL},
     {"attention", 8, TRIALS + 2, att_bidir_setup, att_obj, att_backward, att_ref, att_float,
      NULL},
@@ -1752,6 +1802,17 @@ UNIT_TEST(test_ops_dropout_fused)
         memcpy(b, x, n * sizeof *b); /* in place: out = inp */
         sq_relu_dropout_forward(cx, b, m2, b, T, C, p, 5, 9, 6);
         CHECK(memcmp(a, b, n * sizeof *a) == 0);
+        /* its backward: the dropout's into zeros, then the ReLU's (res as
+         * d out, b as dinp, both non-zero; a has -0s where masked) */
+        if (p > 0) {
+            memset(tmp, 0, n * sizeof *tmp);
+            sq_dropout_backward(cx, tmp, res, m1, n, p);
+            memcpy(a, x, n * sizeof *a);
+            sq_relu_backward(cx, a, tmp, x, n);
+            memcpy(b, x, n * sizeof *b);
+            sq_relu_dropout_backward(cx, b, res, m1, x, n, p);
+            CHECK(memcmp(a, b, n * sizeof *a) == 0);
+        }
         /* the double build */
         sq_dropout_forward_f64(cx, td, m1, xd, T, C, p, 5, 9, 4);
         sq_residual_forward_f64(cx, ad, rd, td, n);
