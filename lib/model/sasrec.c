@@ -151,7 +151,6 @@ static size_t R(carve)(R(sq_sasrec_work) *w, const sq_sasrec_config *c, char *ba
         TAKE(w->dx, real, TC);
         TAKE(w->dy, real, TC);
         TAKE(w->dxmid, real, TC);
-        TAKE(w->dln1, real, TC);
         TAKE(w->dproj, real, TC);
         TAKE(w->dh2, real, TC);
         TAKE(w->demb, real, TC);
@@ -501,8 +500,10 @@ static void R(sasrec_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
         const real *xmid = w->xmid + l * sTC, *ln2 = w->ln2 + l * sTC;
         const real *h1 = w->h1 + l * sTF, *rd = w->rd + l * sTF;
 
-        /* x[l+1] = y + dropout(h2),  h2 = W2 rd + b2 */
-        R(sq_copy)(cx, w->dy, w->dx, TC);
+        /* x[l+1] = y + dropout(h2),  h2 = W2 rd + b2; d y starts as d x[l+1]
+         * (the residual), so dx serves as dy (no copy), read by the dropout
+         * before the FFN's backward adds to it */
+        real *dy = w->dx;
         R(sq_zero)(cx, w->dh2, TC);
         R(sq_dropout_backward)(cx, w->dh2, w->dx, w->m_ffn2 + l * sTC, TC, pd);
         R(sq_zero)(cx, w->dF1, TF);
@@ -511,20 +512,22 @@ static void R(sasrec_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
         /* rd = dropout(relu(h1)),  h1 = W1 y + b1 */
         R(sq_zero)(cx, w->dF3, TF);
         R(sq_relu_dropout_backward)(cx, w->dF3, w->dF1, w->m_ffn1 + l * sTF, h1, TF, pd);
-        R(sq_linear_backward)(cx, w->dy, gp->w1 + lfc, gp->b1 + (size_t)l * F, w->dF3, ln2,
+        R(sq_linear_backward)(cx, dy, gp->w1 + lfc, gp->b1 + (size_t)l * F, w->dF3, ln2,
                               p->w1 + lfc, T, C, F);
         /* y = LN2(xmid) */
         R(sq_zero)(cx, w->dxmid, TC);
-        R(sq_layernorm_backward)(cx, w->dxmid, gp->ln2_w + lc, gp->ln2_b + lc, w->dy, xmid,
+        R(sq_layernorm_backward)(cx, w->dxmid, gp->ln2_w + lc, gp->ln2_b + lc, dy, xmid,
                                  p->ln2_w + lc, w->ln2_mean + l * sT, w->ln2_rstd + l * sT,
                                  T, C);
-        /* xmid = q + dropout(proj),  proj = MIX(q, x),  q = LN1(x) */
-        R(sq_copy)(cx, w->dln1, w->dxmid, TC);
+        /* xmid = q + dropout(proj),  proj = MIX(q, x),  q = LN1(x): d q
+         * starts as d xmid, so dxmid serves as dln1 (no copy), read by the
+         * dropout before the mixer's backward adds to it */
+        real *dln1 = w->dxmid;
         R(sq_zero)(cx, w->dproj, TC);
         R(sq_dropout_backward)(cx, w->dproj, w->dxmid, w->m_att + l * sTC, TC, pd);
         R(sq_zero)(cx, w->dx, TC);
-        R(mix_backward)(m, w, b, g, l, ln1, x, w->dln1, w->dx);
-        R(sq_layernorm_backward)(cx, w->dx, gp->ln1_w + lc, gp->ln1_b + lc, w->dln1, x,
+        R(mix_backward)(m, w, b, g, l, ln1, x, dln1, w->dx);
+        R(sq_layernorm_backward)(cx, w->dx, gp->ln1_w + lc, gp->ln1_b + lc, dln1, x,
                                  p->ln1_w + lc, w->ln1_mean + l * sT, w->ln1_rstd + l * sT,
                                  T, C);
     }
@@ -559,12 +562,14 @@ static void R(postln_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
         const real *xmid = w->xmid + l * sTC, *ln2 = w->ln2 + l * sTC;
         const real *h1 = w->h1 + l * sTF, *r = w->r + l * sTF;
 
-        /* x[l+1] = LN2(s2), s2 (in ln2) = x1 + dropout(h2) */
+        /* x[l+1] = LN2(s2), s2 (in ln2) = x1 + dropout(h2); d x1 starts as
+         * d s2, so dy serves as both (no copy), read by the dropout before
+         * the FFN's backward adds to it */
+        real *dln1 = w->dy;
         R(sq_zero)(cx, w->dy, TC);
         R(sq_layernorm_backward)(cx, w->dy, gp->ln2_w + lc, gp->ln2_b + lc, w->dx, ln2,
                                  p->ln2_w + lc, w->ln2_mean + l * sT, w->ln2_rstd + l * sT,
                                  T, C);
-        R(sq_copy)(cx, w->dln1, w->dy, TC);
         R(sq_zero)(cx, w->dh2, TC);
         R(sq_dropout_backward)(cx, w->dh2, w->dy, w->m_ffn2 + l * sTC, TC, pd);
         /* h2 = W2 gelu(h1) + b2, h1 = W1 x1 + b1 */
@@ -573,16 +578,17 @@ static void R(postln_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
                               T, F, C);
         R(sq_zero)(cx, w->dF3, TF);
         R(sq_gelu_backward)(cx, w->dF3, w->dF1, h1, TF);
-        R(sq_linear_backward)(cx, w->dln1, gp->w1 + lfc, gp->b1 + (size_t)l * F, w->dF3, ln1,
+        R(sq_linear_backward)(cx, dln1, gp->w1 + lfc, gp->b1 + (size_t)l * F, w->dF3, ln1,
                               p->w1 + lfc, T, C, F);
-        /* x1 (in ln1) = LN1(xmid), xmid = x + dropout(MIX(x, x)) */
-        R(sq_zero)(cx, w->dxmid, TC);
-        R(sq_layernorm_backward)(cx, w->dxmid, gp->ln1_w + lc, gp->ln1_b + lc, w->dln1, xmid,
+        /* x1 (in ln1) = LN1(xmid), xmid = x + dropout(MIX(x, x)): d x
+         * starts as d xmid, so it is made in dx (no copy), read by the
+         * dropout before the mixer's backward adds to it */
+        R(sq_zero)(cx, w->dx, TC);
+        R(sq_layernorm_backward)(cx, w->dx, gp->ln1_w + lc, gp->ln1_b + lc, dln1, xmid,
                                  p->ln1_w + lc, w->ln1_mean + l * sT, w->ln1_rstd + l * sT,
                                  T, C);
-        R(sq_copy)(cx, w->dx, w->dxmid, TC);
         R(sq_zero)(cx, w->dproj, TC);
-        R(sq_dropout_backward)(cx, w->dproj, w->dxmid, w->m_att + l * sTC, TC, pd);
+        R(sq_dropout_backward)(cx, w->dproj, w->dx, w->m_att + l * sTC, TC, pd);
         R(mix_backward)(m, w, b, g, l, x, x, w->dx, w->dx);
     }
     /* x0 = dropout(LNe(E[ids] + P[pos])) */

@@ -396,7 +396,7 @@ typedef struct {
     /* training only */
     real *ce;                      /* sq_ce_full scratch */
     int ce_chunk;
-    real *dout, *dx, *dy, *dxmid, *dln1, *dproj, *dh2, *dF1, *dF3, *demb;
+    real *dout, *dx, *dy, *dxmid, *dproj, *dh2, *dF1, *dF3, *demb;
     real *dhx, *dhd, *dhg;         /* BERT4Rec head */
 } R(sq_sasrec_work);
 
