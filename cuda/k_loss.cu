@@ -216,13 +216,26 @@ static __global__ __launch_bounds__(LOSS_THREADS) void scatter_distinct_kernel(
         dh[(size_t)rows[e] * C + c] += dhc[i];
 }
 
-// A full-CE call as its chunk loops see it (device addresses).
+// A full-CE call as its chunk loops see it (device addresses). direct:
+// entry e is h's row e (drows NULL), so a chunk's GEMMs read h's rows in
+// place of a gathered copy (an ignored entry's logits are computed and
+// its dlogits are 0: its row adds nothing).
 struct ce_call {
     float *dh, *dE, *dbias, *scratch;
     const float *h, *E, *bias, *dg;
     const int *dt, *drows;
-    int n, C, V1, chunk, grad, distinct;
+    int n, C, V1, chunk, grad, distinct, direct;
 };
+
+// 1 when every entry's host row is its own index: the usual next-item
+// batch (a target at every row), whose gather and scatter are identities
+static int rows_identity(const int *hrows, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (hrows[i] != i)
+            return 0;
+    return 1;
+}
 
 // dh[rows of entries e0 .. e0+m-1] += dlogits E, through dhc when the
 // entries have rows; ab: the type of dl and El (E, or its bf16 copy), ld
@@ -266,9 +279,13 @@ static void ce_chunks_f32(sq_gpu_be *be, const ce_call *k)
     size_t cache = k->grad && V1 <= CE_ROW_CACHE ? (size_t)V1 * sizeof(float) : 0;
     for (int e0 = 0; e0 < k->n; e0 += chunk) {
         int m = k->n - e0 < chunk ? k->n - e0 : chunk; // entries e0 .. e0+m-1
-        SQ_LAUNCH(be, gather_kernel, be_blocks((size_t)m * C, LOSS_THREADS), LOSS_THREADS, 0,
-                  hc, k->h, k->drows, k->dt, e0, m, C);
-        be_gemm(be, 0, 1, m, V1, C, 1.0f, hc, C, k->E, C, 0.0f, logits, (int)ld);
+        const float *hr = k->h + (size_t)e0 * C; // the chunk's rows of h (direct)
+        if (!k->direct) {
+            SQ_LAUNCH(be, gather_kernel, be_blocks((size_t)m * C, LOSS_THREADS), LOSS_THREADS,
+                      0, hc, k->h, k->drows, k->dt, e0, m, C);
+            hr = hc;
+        }
+        be_gemm(be, 0, 1, m, V1, C, 1.0f, hr, C, k->E, C, 0.0f, logits, (int)ld);
         be_launch(be, "ce_row_kernel", ce_row_kernel<float>, dim3(m), dim3(LOSS_THREADS), cache,
                   logits, rowloss, k->bias, k->dt + e0, V1, ld, k->dg, k->grad, cache > 0);
         SQ_LAUNCH(be, sum_rows_kernel, 1, LOSS_THREADS, 0, be->red, rowloss, m, e0 == 0);
@@ -280,7 +297,7 @@ static void ce_chunks_f32(sq_gpu_be *be, const ce_call *k)
             SQ_LAUNCH(be, colsum_kernel, be_blocks(V1, LOSS_THREADS), LOSS_THREADS, 0, k->dbias,
                       (const float *)logits, m, V1, ld);
         ce_dh(be, k, e0, m, logits, ld, k->E, BE_F32);
-        be_gemm(be, 1, 0, V1, C, m, 1.0f, logits, (int)ld, hc, C, 1.0f, k->dE, C);
+        be_gemm(be, 1, 0, V1, C, m, 1.0f, logits, (int)ld, hr, C, 1.0f, k->dE, C);
     }
 }
 
@@ -351,7 +368,13 @@ static double ce_full(sq_gpu_be *be, float *dh, float *dE, float *dbias, float *
     const int *htargets = be_host_ints(be, targets);
     ce_call k = {dh, dE, dbias, scratch, h, E, bias, dg, be_ints(be, targets),
                  rows ? be_ints(be, rows) : NULL, n, C, V1, chunk, dh && dE,
-                 hrows && htargets && rows_increasing(hrows, htargets, n)};
+                 hrows && htargets && rows_increasing(hrows, htargets, n), !rows};
+    // rows that are the entries' own indices: as no rows. Eagerly only: a
+    // CUDA graph's key may hold batches with and without (padding entries)
+    if (hrows && !graph && rows_identity(hrows, n)) {
+        k.drows = NULL;
+        k.direct = 1;
+    }
     size_t at[2], ld = be->prec == 2 ? ce_bf16_ld(&k, at) : 0;
     if (ld)
         ce_chunks_bf16(be, &k, ld, at);

@@ -49,14 +49,17 @@ static void fill_normal(float *x, size_t n, double scale, sq_rng *r)
         x[i] = (float)(scale * sq_rng_normal(r));
 }
 
-/* The rows variant: 0 NULL, 1 increasing (distinct), 2 with repeats. */
+/* The rows variant: 0 NULL, 1 increasing (distinct), 2 with repeats, 3
+ * each entry's own index (the GPU reads h's rows in place, as for NULL). */
 static int *make_rows(int kind, int n, int nrows, sq_rng *r)
 {
     if (kind == 0)
         return NULL;
     int *rows = malloc(sizeof(int) * (size_t)n);
     for (int i = 0; i < n; i++)
-        rows[i] = kind == 1 ? i + i / 3 : (int)sq_rng_below(r, (uint64_t)nrows / 4);
+        rows[i] = kind == 3   ? i
+                  : kind == 1 ? i + i / 3
+                              : (int)sq_rng_below(r, (uint64_t)nrows / 4);
     return rows;
 }
 
@@ -211,14 +214,14 @@ static void ce_case(unit_ctx *t, int with_bias, int rows_kind, int dev_ids, int 
 
 UNIT_TEST(test_cuda_ce_full)
 {
-    for (int rk = 0; rk < 3; rk++)
+    for (int rk = 0; rk < 4; rk++)
         ce_case(t, 0, rk, 0, CE_V1);
     ce_case(t, 0, 2, 1, CE_V1); /* ids on the device: counted there */
 }
 
 UNIT_TEST(test_cuda_ce_full_bias)
 {
-    for (int rk = 0; rk < 3; rk++)
+    for (int rk = 0; rk < 4; rk++)
         ce_case(t, 1, rk, 0, CE_V1);
     /* a catalogue over k_loss.cu's CE_COLSUM_TWO_PASS (65536): dbias a
      * thread a column, not be_colsum's two passes */
