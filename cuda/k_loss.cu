@@ -366,15 +366,13 @@ static double ce_full(sq_gpu_be *be, float *dh, float *dE, float *dbias, float *
         return 0;
     const int *hrows = rows ? be_host_ints(be, rows) : NULL;
     const int *htargets = be_host_ints(be, targets);
-    ce_call k = {dh, dE, dbias, scratch, h, E, bias, dg, be_ints(be, targets),
-                 rows ? be_ints(be, rows) : NULL, n, C, V1, chunk, dh && dE,
-                 hrows && htargets && rows_increasing(hrows, htargets, n), !rows};
     // rows that are the entries' own indices: as no rows. Eagerly only: a
     // CUDA graph's key may hold batches with and without (padding entries)
-    if (hrows && !graph && rows_identity(hrows, n)) {
-        k.drows = NULL;
-        k.direct = 1;
-    }
+    int same = hrows && !graph && rows_identity(hrows, n);
+    ce_call k = {dh, dE, dbias, scratch, h, E, bias, dg, be_ints(be, targets),
+                 rows && !same ? be_ints(be, rows) : NULL, n, C, V1, chunk, dh && dE,
+                 !same && hrows && htargets && rows_increasing(hrows, htargets, n),
+                 !rows || same};
     size_t at[2], ld = be->prec == 2 ? ce_bf16_ld(&k, at) : 0;
     if (ld)
         ce_chunks_bf16(be, &k, ld, at);
