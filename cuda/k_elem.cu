@@ -175,50 +175,12 @@ static __device__ __forceinline__ float counter_uniform(uint64_t key, uint32_t i
     return (float)(x >> 8) * (1.0f / 16777216.0f);
 }
 
-// The CPU folds a chunk's high index bits into the key (its chunks of
-// SQ_CHUNK elements never straddle 2^32): element i uses the key of i >> 32
-// and the counter (uint32_t)i.
-static __global__ __launch_bounds__(EW_THREADS) void k_dropout(float *out, uint8_t *mask,
-                                                               const float *inp, size_t n,
-                                                               float p, float keep,
-                                                               const uint64_t *key)
-{
-    EW_LOOP(i, n) {
-        uint64_t k = *key + (uint64_t)(i >> 32) * 0xd6e8feb86659fd93ull;
-        float u = counter_uniform(k, (uint32_t)i);
-        float m = u >= p ? keep : 0.0f;
-        mask[i] = (uint8_t)(u >= p);
-        out[i] = inp[i] * m;
-    }
-}
-
 static __global__ __launch_bounds__(EW_THREADS) void k_dropout_back(float *dinp,
                                                                     const float *dout,
                                                                     const uint8_t *mask,
                                                                     size_t n, float keep)
 {
     EW_LOOP(i, n) dinp[i] += dout[i] * (keep * (float)mask[i]);
-}
-
-void be_dropout_forward(sq_gpu_be *be, float *out, uint8_t *mask, const float *inp, int T, int C,
-                        float p, uint64_t seed, uint64_t step, uint64_t site)
-{
-    size_t n = (size_t)T * C;
-    if (!n)
-        return;
-    if (p == 0) { // scoring, or no dropout: nothing to draw
-        be_memset_async(be, mask, 1, n, "dropout");
-        be_copy(be, out, inp, n);
-        return;
-    }
-    float keep = 1.0f / (1.0f - p);
-    // the key changes every step: read on the device, so that a CUDA
-    // graph's replay draws the step's own mask (graph.cu)
-    uint64_t key = drop_key(seed, step, site);
-    const uint64_t *dkey = (const uint64_t *)be_op_upload(be, &key, sizeof key);
-    if (dkey)
-        SQ_LAUNCH(be, k_dropout, ew_blocks(be, n), EW_THREADS, 0, out, mask, inp, n, p, keep,
-                  dkey);
 }
 
 void be_dropout_backward(sq_gpu_be *be, float *dinp, const float *dout, const uint8_t *mask,
@@ -229,10 +191,13 @@ void be_dropout_backward(sq_gpu_be *be, float *dinp, const float *dout, const ui
                   1.0f / (1.0f - p));
 }
 
-// Dropout fused with its neighbour (ops.c): KIND 1 out = res + dropout(inp)
-// (a sublayer's residual), 2 out = dropout(relu(inp)) (the FFN's hidden
-// layer). k_dropout's draw and product, the CPU's bits; the dropped tensor
-// is never written.
+// Dropout (ops.c's dropout_chunk): KIND 0 out = dropout(inp), fused with
+// its neighbour: 1 out = res + dropout(inp) (a sublayer's residual), 2 out
+// = dropout(relu(inp)) (the FFN's hidden layer), the dropped tensor never
+// written. The CPU's draw and product, so its masks and bits: the CPU
+// folds a chunk's high index bits into the key (its chunks of SQ_CHUNK
+// elements never straddle 2^32), so element i uses the key of i >> 32 and
+// the counter (uint32_t)i.
 template <int KIND>
 static __global__ __launch_bounds__(EW_THREADS) void k_dropout_fused(float *out, uint8_t *mask,
                                                                      const float *res,
@@ -243,15 +208,17 @@ static __global__ __launch_bounds__(EW_THREADS) void k_dropout_fused(float *out,
     EW_LOOP(i, n) {
         uint64_t k = *key + (uint64_t)(i >> 32) * 0xd6e8feb86659fd93ull;
         float u = counter_uniform(k, (uint32_t)i);
-        float m = u >= p ? keep : 0.0f, x = inp[i];
-        mask[i] = (uint8_t)(u >= p);
+        uint8_t keep_it = (uint8_t)(u >= p);
+        float m = keep * (float)keep_it, x = inp[i];
+        mask[i] = keep_it;
         if (KIND == 2)
             x = x > 0 ? x : 0.0f;
         out[i] = KIND == 1 ? res[i] + x * m : x * m;
     }
 }
 
-// KIND as k_dropout_fused's; p 0 (scoring): the mask all 1, the neighbour alone
+// KIND as k_dropout_fused's; p 0 (scoring, or no dropout): the mask all 1,
+// nothing drawn, the neighbour alone
 static void dropout_fused(sq_gpu_be *be, int kind, float *out, uint8_t *mask, const float *res,
                           const float *inp, size_t n, float p, uint64_t seed, uint64_t step,
                           uint64_t site)
@@ -262,21 +229,31 @@ static void dropout_fused(sq_gpu_be *be, int kind, float *out, uint8_t *mask, co
         be_memset_async(be, mask, 1, n, "dropout");
         if (kind == 1)
             be_residual_forward(be, out, res, inp, n);
-        else
+        else if (kind == 2)
             be_relu_forward(be, out, inp, n);
+        else
+            be_copy(be, out, inp, n);
         return;
     }
     float keep = 1.0f / (1.0f - p);
-    uint64_t key = drop_key(seed, step, site); // read on the device, as k_dropout's
+    // the key changes every step: read on the device, so that a CUDA
+    // graph's replay draws the step's own mask (graph.cu)
+    uint64_t key = drop_key(seed, step, site);
     const uint64_t *dkey = (const uint64_t *)be_op_upload(be, &key, sizeof key);
     if (!dkey)
         return;
-    if (kind == 1)
-        be_launch(be, "k_dropout_add", k_dropout_fused<1>, dim3(ew_blocks(be, n)),
-                  dim3(EW_THREADS), 0, out, mask, res, inp, n, p, keep, dkey);
-    else
-        be_launch(be, "k_relu_dropout", k_dropout_fused<2>, dim3(ew_blocks(be, n)),
-                  dim3(EW_THREADS), 0, out, mask, (const float *)NULL, inp, n, p, keep, dkey);
+    static const char *const name[3] = {"k_dropout", "k_dropout_add", "k_relu_dropout"};
+    void (*const kern[3])(float *, uint8_t *, const float *, const float *, size_t, float, float,
+                          const uint64_t *) = {k_dropout_fused<0>, k_dropout_fused<1>,
+                                               k_dropout_fused<2>};
+    be_launch(be, name[kind], kern[kind], dim3(ew_blocks(be, n)), dim3(EW_THREADS), 0, out, mask,
+              res, inp, n, p, keep, dkey);
+}
+
+void be_dropout_forward(sq_gpu_be *be, float *out, uint8_t *mask, const float *inp, int T, int C,
+                        float p, uint64_t seed, uint64_t step, uint64_t site)
+{
+    dropout_fused(be, 0, out, mask, NULL, inp, (size_t)T * C, p, seed, step, site);
 }
 
 void be_dropout_add_forward(sq_gpu_be *be, float *out, uint8_t *mask, const float *res,

@@ -30,7 +30,7 @@
 // Budgets (nvcc -Xptxas -v, sm_90; every kernel __launch_bounds__(256)):
 //   ce_row_kernel            32 registers (float and bf16 logits), 256 B static
 //                            shared, up to 40 KiB dynamic
-//   gather_bf16_kernel       18 registers; to_bf16_kernel 14
+//   gather_kernel into bf16  18 registers; to_bf16_kernel 14
 //   sum_rows_kernel          16 registers, 2 KiB static shared (256 doubles)
 //   colsum_kernel            32 registers
 //   scatter_kernel           30 registers (rows that may repeat)
@@ -142,21 +142,6 @@ static __global__ __launch_bounds__(LOSS_THREADS) void ce_row_kernel(L *logits, 
         float d = j ? expf(l - mx) * inv : 0.0f;
         be_stf(lr + j, j == y ? d - g : d);
     }
-}
-
-// hc[r] = bf16(h[rows[e0 + r]]): gather_kernel (loss.cuh) into bf16, the
-// operand of the bf16 GEMMs
-static __global__ __launch_bounds__(LOSS_THREADS) void gather_bf16_kernel(be_bf16 *hc,
-                                                                          const float *h,
-                                                                          const int *rows,
-                                                                          const int *targets,
-                                                                          int e0, int m, int C)
-{
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)m * C)
-        return;
-    int r = (int)(i / C), c = (int)(i % C), e = e0 + r;
-    be_stf(hc + i, targets[e] ? h[(size_t)(rows ? rows[e] : e) * C + c] : 0.0f);
 }
 
 // y = bf16(x), n values (the item table, once a call)
@@ -281,8 +266,7 @@ static void ce_chunks_f32(sq_gpu_be *be, const ce_call *k)
         int m = k->n - e0 < chunk ? k->n - e0 : chunk; // entries e0 .. e0+m-1
         const float *hr = k->h + (size_t)e0 * C; // the chunk's rows of h (direct)
         if (!k->direct) {
-            SQ_LAUNCH(be, gather_kernel, be_blocks((size_t)m * C, LOSS_THREADS), LOSS_THREADS,
-                      0, hc, k->h, k->drows, k->dt, e0, m, C);
+            gather_rows(be, hc, k->h, k->drows, k->dt, e0, m, C);
             hr = hc;
         }
         be_gemm(be, 0, 1, m, V1, C, 1.0f, hr, C, k->E, C, 0.0f, logits, (int)ld);
@@ -329,8 +313,7 @@ static void ce_chunks_bf16(sq_gpu_be *be, const ce_call *k, size_t ld, const siz
     SQ_LAUNCH(be, to_bf16_kernel, be_blocks(nE, LOSS_THREADS), LOSS_THREADS, 0, E16, k->E, nE);
     for (int e0 = 0; e0 < k->n; e0 += chunk) {
         int m = k->n - e0 < chunk ? k->n - e0 : chunk;
-        SQ_LAUNCH(be, gather_bf16_kernel, be_blocks((size_t)m * C, LOSS_THREADS), LOSS_THREADS,
-                  0, hc, k->h, k->drows, k->dt, e0, m, C);
+        gather_rows(be, hc, k->h, k->drows, k->dt, e0, m, C);
         be_gemm_typed(be, 0, 1, m, V1, C, 1.0f, hc, C, E16, C, BE_BF16, 0.0f, logits, (int)ld,
                       BE_BF16);
         be_launch(be, "ce_row_bf16_kernel", ce_row_kernel<be_bf16>, dim3(m), dim3(LOSS_THREADS),

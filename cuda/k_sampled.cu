@@ -471,8 +471,7 @@ static void shared_chunk(sq_gpu_be *be, const shared_call *sc, const shared_work
                          const samp_kind *sk, int e0, int m)
 {
     int K = sc->K, C = sc->C, last = e0 + m >= sc->n;
-    SQ_LAUNCH(be, gather_kernel, be_blocks((size_t)m * C, LOSS_THREADS), LOSS_THREADS, 0, w->hc,
-              sc->h, sc->drows, sc->dpos, e0, m, C);
+    gather_rows(be, w->hc, sc->h, sc->drows, sc->dpos, e0, m, C);
     be_gemm(be, 0, 1, m, K, C, 1.0f, w->hc, C, w->En, C, 0.0f, w->S, K);
     SQ_LAUNCH(be, srow_kernel, be_blocks((size_t)m * 32, LOSS_THREADS), LOSS_THREADS, 0, w->S,
               w->rowloss, sc->dsp + e0, w->hc, sc->E, sk->bias, (const float *)w->add,

@@ -44,7 +44,10 @@ static inline int count_nonzero(sq_gpu_be *be, const int *ids, int n)
 
 // hc[r] = h[rows[e0 + r]] (rows NULL: h[e0 + r]) for the m entries of the
 // chunk; zero for ignored entries, whose rows are never read (the CPU's).
-static __global__ __launch_bounds__(LOSS_THREADS) void gather_kernel(float *hc, const float *h,
+// H: hc's type, float or be_bf16 (the full CE's bf16 GEMMs' operand,
+// rounded to nearest).
+template <class H>
+static __global__ __launch_bounds__(LOSS_THREADS) void gather_kernel(H *hc, const float *h,
                                                                      const int *rows,
                                                                      const int *targets,
                                                                      int e0, int m, int C)
@@ -53,7 +56,18 @@ static __global__ __launch_bounds__(LOSS_THREADS) void gather_kernel(float *hc, 
     if (i >= (size_t)m * C)
         return;
     int r = (int)(i / C), c = (int)(i % C), e = e0 + r;
-    hc[i] = targets[e] ? h[(size_t)(rows ? rows[e] : e) * C + c] : 0.0f;
+    be_stf(hc + i, targets[e] ? h[(size_t)(rows ? rows[e] : e) * C + c] : 0.0f);
+}
+
+// Launches gather_kernel for the m entries from e0 (named as the trace and
+// the profile know it).
+template <class H>
+static inline void gather_rows(sq_gpu_be *be, H *hc, const float *h, const int *rows,
+                               const int *targets, int e0, int m, int C)
+{
+    be_launch(be, std::is_same<H, float>::value ? "gather_kernel" : "gather_bf16_kernel",
+              gather_kernel<H>, dim3(be_blocks((size_t)m * C, LOSS_THREADS)), dim3(LOSS_THREADS),
+              0, hc, h, rows, targets, e0, m, C);
 }
 
 // 1 when the host rows of the entries with a target are strictly

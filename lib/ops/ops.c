@@ -470,24 +470,45 @@ static inline uint64_t dropout_key(uint64_t seed, uint64_t step, uint64_t site)
     return x ^ (x >> 32);
 }
 
-/* Elements [i0, i0 + n) of one call; the draw is a float compared with
- * (float)p in both builds, so the float and double twins drop the same
- * elements. out may be inp (in place: gru4rec, hstu). */
-SQ_VEC static void R(dropout_chunk)(real *out, uint8_t *restrict mask,
-                                    const real *inp, size_t i0, size_t n,
-                                    float p, real keep_scale, uint64_t key)
+/* The mask of elements [i0, i0 + n) of one call; the draw is a float
+ * compared with (float)p in both builds, so the float and double twins
+ * drop the same elements. The counter is the low 32 bits (a 32-bit index:
+ * n <= SQ_CHUNK, so that GCC vectorises it); the chunk's high bits go to
+ * the key. */
+SQ_VEC static void dropout_draw(uint8_t *restrict mask, size_t i0, size_t n, float p,
+                                uint64_t key)
 {
-    /* the counter is the low 32 bits; the chunk's high bits go to the key */
     key += (uint64_t)(i0 >> 32) * 0xd6e8feb86659fd93ull;
     uint32_t c0 = (uint32_t)i0;
-    /* a product with keep_scale or 0, not a branch, and a 32-bit index (n
-     * <= SQ_CHUNK), so that GCC vectorises it (a dropped element is +-0) */
     #pragma omp simd
-    for (uint32_t j = 0; j < (uint32_t)n; j++) {
-        float u = sq_counter_uniform(key, c0 + j);
-        real m = u >= p ? keep_scale : (real)0;
-        mask[j] = (uint8_t)(u >= p);
-        out[j] = inp[j] * m;
+    for (uint32_t j = 0; j < (uint32_t)n; j++)
+        mask[j] = (uint8_t)(sq_counter_uniform(key, c0 + j) >= p);
+}
+
+/* Elements [i0, i0 + n) of one call: out = inp m (kind 0), res + inp m
+ * (kind 1: the residual after a sublayer), relu(inp) m (kind 2: the FFN's
+ * hidden layer), m = keep_scale or 0 by the mask: a product, not a branch
+ * (a dropped element is +-0), as dropout's backward forms it. out may be
+ * inp or res (in place: gru4rec, hstu). Kinds 1 and 2 never write the
+ * dropped tensor (on a GPU, a pass of it each way) and give the bits of
+ * the two ops in turn. */
+SQ_VEC static void R(dropout_chunk)(real *out, uint8_t *restrict mask, const real *res,
+                                    const real *inp, size_t i0, size_t n, float p,
+                                    real keep_scale, uint64_t key, int kind)
+{
+    dropout_draw(mask, i0, n, p, key);
+    if (kind == 1) {
+        #pragma omp simd
+        for (size_t j = 0; j < n; j++)
+            out[j] = res[j] + inp[j] * (keep_scale * (real)mask[j]);
+    } else if (kind == 2) {
+        #pragma omp simd
+        for (size_t j = 0; j < n; j++)
+            out[j] = (inp[j] > 0 ? inp[j] : (real)0) * (keep_scale * (real)mask[j]);
+    } else {
+        #pragma omp simd
+        for (size_t j = 0; j < n; j++)
+            out[j] = inp[j] * (keep_scale * (real)mask[j]);
     }
 }
 
@@ -505,44 +526,8 @@ void R(sq_dropout_forward)(const sq_ctx *cx, real *out, uint8_t *mask,
             memcpy(out, inp, n * sizeof *out);
         return;
     }
-    SQ_FOR_CHUNKS(n, R(dropout_chunk)(out + i0, mask + i0, inp + i0, i0, len, (float)p,
-                                      keep_scale, key));
-}
-
-/* Dropout fused with its neighbour, so that the dropped tensor is never
- * written (on a GPU a pass of it each way): out = res + dropout(inp), a
- * sublayer's residual, and out = dropout(relu(inp)), the pre-LN FFN's
- * hidden layer. The same masks, and the same bits, as the two ops in turn
- * (dropout_chunk's draw; a product with keep_scale or 0). */
-SQ_VEC static void R(dropout_add_chunk)(real *out, uint8_t *restrict mask, const real *res,
-                                        const real *inp, size_t i0, size_t n, float p,
-                                        real keep_scale, uint64_t key)
-{
-    key += (uint64_t)(i0 >> 32) * 0xd6e8feb86659fd93ull;
-    uint32_t c0 = (uint32_t)i0;
-    #pragma omp simd
-    for (uint32_t j = 0; j < (uint32_t)n; j++) {
-        float u = sq_counter_uniform(key, c0 + j);
-        real m = u >= p ? keep_scale : (real)0;
-        mask[j] = (uint8_t)(u >= p);
-        out[j] = res[j] + inp[j] * m;
-    }
-}
-
-SQ_VEC static void R(relu_dropout_chunk)(real *out, uint8_t *restrict mask, const real *inp,
-                                         size_t i0, size_t n, float p, real keep_scale,
-                                         uint64_t key)
-{
-    key += (uint64_t)(i0 >> 32) * 0xd6e8feb86659fd93ull;
-    uint32_t c0 = (uint32_t)i0;
-    #pragma omp simd
-    for (uint32_t j = 0; j < (uint32_t)n; j++) {
-        float u = sq_counter_uniform(key, c0 + j);
-        real m = u >= p ? keep_scale : (real)0;
-        real x = inp[j] > 0 ? inp[j] : (real)0;
-        mask[j] = (uint8_t)(u >= p);
-        out[j] = x * m;
-    }
+    SQ_FOR_CHUNKS(n, R(dropout_chunk)(out + i0, mask + i0, NULL, inp + i0, i0, len, (float)p,
+                                      keep_scale, key, 0));
 }
 
 void R(sq_dropout_add_forward)(const sq_ctx *cx, real *out, uint8_t *mask, const real *res,
@@ -558,8 +543,8 @@ void R(sq_dropout_add_forward)(const sq_ctx *cx, real *out, uint8_t *mask, const
     }
     real keep_scale = (real)1 / ((real)1 - p);
     uint64_t key = dropout_key(seed, step, site);
-    SQ_FOR_CHUNKS(n, R(dropout_add_chunk)(out + i0, mask + i0, res + i0, inp + i0, i0, len,
-                                          (float)p, keep_scale, key));
+    SQ_FOR_CHUNKS(n, R(dropout_chunk)(out + i0, mask + i0, res + i0, inp + i0, i0, len,
+                                      (float)p, keep_scale, key, 1));
 }
 
 void R(sq_relu_dropout_forward)(const sq_ctx *cx, real *out, uint8_t *mask, const real *inp,
@@ -575,8 +560,8 @@ void R(sq_relu_dropout_forward)(const sq_ctx *cx, real *out, uint8_t *mask, cons
     }
     real keep_scale = (real)1 / ((real)1 - p);
     uint64_t key = dropout_key(seed, step, site);
-    SQ_FOR_CHUNKS(n, R(relu_dropout_chunk)(out + i0, mask + i0, inp + i0, i0, len, (float)p,
-                                           keep_scale, key));
+    SQ_FOR_CHUNKS(n, R(dropout_chunk)(out + i0, mask + i0, NULL, inp + i0, i0, len,
+                                      (float)p, keep_scale, key, 2));
 }
 
 SQ_VEC static void R(dropout_back_chunk)(real *restrict dinp, const real *restrict dout,

@@ -1471,16 +1471,19 @@ struct sim_lt_pref {
     uint32_t align[4]; // the minimum alignments of A, B, C and D
 };
 
+// the descriptors are made with new and freed with delete
+template <class T> static cublasStatus_t lt_delete(T *p)
+{
+    delete p;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t cublasLtCreate(cublasLtHandle_t *h)
 {
     *h = new sim_lt{0};
     return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasLtDestroy(cublasLtHandle_t h)
-{
-    delete h;
-    return CUBLAS_STATUS_SUCCESS;
-}
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) { return lt_delete(h); }
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t compute,
                                         cudaDataType_t scale)
 {
@@ -1489,11 +1492,7 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeTy
     *d = new sim_lt_desc{compute, 0, 0, CUBLASLT_EPILOGUE_DEFAULT, nullptr};
     return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d)
-{
-    delete d;
-    return CUBLAS_STATUS_SUCCESS;
-}
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) { return lt_delete(d); }
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
                                               cublasLtMatmulDescAttributes_t attr,
                                               const void *buf, size_t bytes)
@@ -1528,21 +1527,13 @@ cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataTyp
     *l = new sim_lt_layout{type, rows, cols, ld};
     return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l)
-{
-    delete l;
-    return CUBLAS_STATUS_SUCCESS;
-}
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) { return lt_delete(l); }
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p)
 {
     *p = new sim_lt_pref{0, {256, 256, 256, 256}};
     return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p)
-{
-    delete p;
-    return CUBLAS_STATUS_SUCCESS;
-}
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) { return lt_delete(p); }
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
                                                     cublasLtMatmulPreferenceAttributes_t attr,
                                                     const void *buf, size_t bytes)
