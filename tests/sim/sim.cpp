@@ -1290,9 +1290,25 @@ static cudaError_t gemm_now(int rnd, cublasOperation_t ta, cublasOperation_t tb,
     return cudaSuccess;
 }
 
-// A GEMM on h's stream: run now, or recorded while that stream captures,
-// with alpha and beta read now (host-pointer mode: cuBLAS reads them when
-// called, a graph keeps the values); m, n > 0
+// A cuBLAS call's work on stream s: run now, or recorded while s captures,
+// with what it reads by value bound now (host-pointer mode: cuBLAS reads
+// alpha and beta when called, a graph keeps the values)
+static cublasStatus_t blas_queue(cudaStream_t s, const char *who,
+                                 const std::function<cudaError_t()> &run)
+{
+    if (implicit(s)) {
+        refuse(cudaErrorStreamCaptureImplicit);
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    if (!capturing(s)) {
+        run();
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    return record(s, who, run) == cudaSuccess ? CUBLAS_STATUS_SUCCESS
+                                               : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+// A GEMM on h's stream (blas_queue); m, n > 0
 static cublasStatus_t gemm_queue(cublasHandle_t h, int rnd, cublasOperation_t ta,
                                  cublasOperation_t tb, int m, int n, int k, const float *alpha,
                                  const float *A, int lda, const float *B, int ldb,
@@ -1301,19 +1317,9 @@ static cublasStatus_t gemm_queue(cublasHandle_t h, int rnd, cublasOperation_t ta
     const char *who = rnd == RND_BF16 ? "cublasGemmEx" : "cublasSgemm";
     gemm_check(who, ta, tb, m, n, k, A, lda, B, ldb, C, ldc);
     float a = *alpha, b = *beta;
-    cudaStream_t s = h->stream;
-    if (implicit(s)) {
-        refuse(cudaErrorStreamCaptureImplicit);
-        return CUBLAS_STATUS_EXECUTION_FAILED;
-    }
-    if (!capturing(s)) {
-        gemm_now(rnd, ta, tb, m, n, k, a, A, lda, B, ldb, b, C, ldc);
-        return CUBLAS_STATUS_SUCCESS;
-    }
-    cudaError_t e = record(s, who, [=]() {
+    return blas_queue(h->stream, who, [=]() {
         return gemm_now(rnd, ta, tb, m, n, k, a, A, lda, B, ldb, b, C, ldc);
     });
-    return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
 // bf16 storage (CUDA_R_16BF): a float's top half. Its value as a float
@@ -1383,7 +1389,7 @@ static cudaError_t gemm16_now(cublasOperation_t ta, cublasOperation_t tb, int m,
     return cudaSuccess;
 }
 
-// gemm16_now on h's stream, now or recorded while it captures (gemm_queue)
+// gemm16_now on h's stream (blas_queue)
 static cublasStatus_t gemm16_queue(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
                                    int m, int n, int k, const float *alpha, const void *A,
                                    int lda, const void *B, int ldb, const float *beta, void *C,
@@ -1392,19 +1398,9 @@ static cublasStatus_t gemm16_queue(cublasHandle_t h, cublasOperation_t ta, cubla
     const size_t sz[3] = {2, 2, ct == CUDA_R_16BF ? (size_t)2 : (size_t)4};
     gemm_check("cublasGemmEx (bf16)", ta, tb, m, n, k, A, lda, B, ldb, C, ldc, sz);
     float a = *alpha, b = *beta;
-    cudaStream_t s = h->stream;
-    if (implicit(s)) {
-        refuse(cudaErrorStreamCaptureImplicit);
-        return CUBLAS_STATUS_EXECUTION_FAILED;
-    }
-    if (!capturing(s)) {
-        gemm16_now(ta, tb, m, n, k, a, A, lda, B, ldb, b, C, ct, ldc);
-        return CUBLAS_STATUS_SUCCESS;
-    }
-    cudaError_t e = record(s, "cublasGemmEx (bf16)", [=]() {
+    return blas_queue(h->stream, "cublasGemmEx (bf16)", [=]() {
         return gemm16_now(ta, tb, m, n, k, a, A, lda, B, ldb, b, C, ct, ldc);
     });
-    return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
@@ -1643,18 +1639,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const 
                                                            : RND_FP32;
     float a = *(const float *)alpha, b = *(const float *)beta;
     int lda = (int)Al->ld, ldb = (int)Bl->ld, ldd = (int)Dl->ld;
-    if (implicit(s)) {
-        refuse(cudaErrorStreamCaptureImplicit);
-        return CUBLAS_STATUS_EXECUTION_FAILED;
-    }
     const float *fa = (const float *)A, *fb = (const float *)B;
     float *fd = (float *)D;
-    if (!capturing(s)) {
-        lt_now(rnd, ta, tb, m, n, k, a, fa, lda, fb, ldb, b, fd, ldd, bias);
-        return CUBLAS_STATUS_SUCCESS;
-    }
-    cudaError_t e = record(s, "cublasLtMatmul", [=]() {
+    return blas_queue(s, "cublasLtMatmul", [=]() {
         return lt_now(rnd, ta, tb, m, n, k, a, fa, lda, fb, ldb, b, fd, ldd, bias);
     });
-    return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
