@@ -470,45 +470,43 @@ static inline uint64_t dropout_key(uint64_t seed, uint64_t step, uint64_t site)
     return x ^ (x >> 32);
 }
 
-/* The mask of elements [i0, i0 + n) of one call; the draw is a float
- * compared with (float)p in both builds, so the float and double twins
- * drop the same elements. The counter is the low 32 bits (a 32-bit index:
- * n <= SQ_CHUNK, so that GCC vectorises it); the chunk's high bits go to
- * the key. */
-SQ_VEC static void dropout_draw(uint8_t *restrict mask, size_t i0, size_t n, float p,
-                                uint64_t key)
-{
-    key += (uint64_t)(i0 >> 32) * 0xd6e8feb86659fd93ull;
-    uint32_t c0 = (uint32_t)i0;
-    #pragma omp simd
-    for (uint32_t j = 0; j < (uint32_t)n; j++)
-        mask[j] = (uint8_t)(sq_counter_uniform(key, c0 + j) >= p);
-}
-
 /* Elements [i0, i0 + n) of one call: out = inp m (kind 0), res + inp m
  * (kind 1: the residual after a sublayer), relu(inp) m (kind 2: the FFN's
- * hidden layer), m = keep_scale or 0 by the mask: a product, not a branch
- * (a dropped element is +-0), as dropout's backward forms it. out may be
- * inp or res (in place: gru4rec, hstu). Kinds 1 and 2 never write the
- * dropped tensor (on a GPU, a pass of it each way) and give the bits of
- * the two ops in turn. */
+ * hidden layer), m = keep_scale or 0 by the draw: a product, not a branch
+ * (a dropped element is +-0), and a 32-bit counter (n <= SQ_CHUNK), so
+ * that GCC vectorises it. The draw is a float compared with (float)p in
+ * both builds, so the float and double twins drop the same elements; the
+ * chunk's high index bits go to the key. Kinds 1 and 2 never write the
+ * dropped tensor (on a GPU, a pass of it each way) and give the bits of the
+ * two ops in turn: the mask first, then the product as dropout's backward
+ * forms it (keep_scale * mask: the same m). out may be inp or res (in
+ * place: gru4rec, hstu). */
 SQ_VEC static void R(dropout_chunk)(real *out, uint8_t *restrict mask, const real *res,
                                     const real *inp, size_t i0, size_t n, float p,
                                     real keep_scale, uint64_t key, int kind)
 {
-    dropout_draw(mask, i0, n, p, key);
+    key += (uint64_t)(i0 >> 32) * 0xd6e8feb86659fd93ull;
+    uint32_t c0 = (uint32_t)i0;
+    if (kind == 0) { /* one pass: the draw and the product */
+        #pragma omp simd
+        for (uint32_t j = 0; j < (uint32_t)n; j++) {
+            float u = sq_counter_uniform(key, c0 + j);
+            mask[j] = (uint8_t)(u >= p);
+            out[j] = inp[j] * (u >= p ? keep_scale : (real)0);
+        }
+        return;
+    }
+    #pragma omp simd
+    for (uint32_t j = 0; j < (uint32_t)n; j++)
+        mask[j] = (uint8_t)(sq_counter_uniform(key, c0 + j) >= p);
     if (kind == 1) {
         #pragma omp simd
         for (size_t j = 0; j < n; j++)
             out[j] = res[j] + inp[j] * (keep_scale * (real)mask[j]);
-    } else if (kind == 2) {
-        #pragma omp simd
-        for (size_t j = 0; j < n; j++)
-            out[j] = (inp[j] > 0 ? inp[j] : (real)0) * (keep_scale * (real)mask[j]);
     } else {
         #pragma omp simd
         for (size_t j = 0; j < n; j++)
-            out[j] = inp[j] * (keep_scale * (real)mask[j]);
+            out[j] = (inp[j] > 0 ? inp[j] : (real)0) * (keep_scale * (real)mask[j]);
     }
 }
 
