@@ -175,12 +175,14 @@ static __device__ __forceinline__ float counter_uniform(uint64_t key, uint32_t i
     return (float)(x >> 8) * (1.0f / 16777216.0f);
 }
 
+// set: dinp = 0 + ... (ops.c's dropout_back_chunk: a zeroed dinp's bits,
+// dinp not read); else dinp += ...
 static __global__ __launch_bounds__(EW_THREADS) void k_dropout_back(float *dinp,
                                                                     const float *dout,
                                                                     const uint8_t *mask,
-                                                                    size_t n, float keep)
+                                                                    size_t n, float keep, int set)
 {
-    EW_LOOP(i, n) dinp[i] += dout[i] * (keep * (float)mask[i]);
+    EW_LOOP(i, n) dinp[i] = (set ? 0.0f : dinp[i]) + dout[i] * (keep * (float)mask[i]);
 }
 
 void be_dropout_backward(sq_gpu_be *be, float *dinp, const float *dout, const uint8_t *mask,
@@ -188,7 +190,15 @@ void be_dropout_backward(sq_gpu_be *be, float *dinp, const float *dout, const ui
 {
     if (n)
         SQ_LAUNCH(be, k_dropout_back, ew_blocks(be, n), EW_THREADS, 0, dinp, dout, mask, n,
-                  1.0f / (1.0f - p));
+                  1.0f / (1.0f - p), 0);
+}
+
+void be_dropout_backward_to(sq_gpu_be *be, float *dinp, const float *dout, const uint8_t *mask,
+                            size_t n, float p)
+{
+    if (n)
+        SQ_LAUNCH(be, k_dropout_back, ew_blocks(be, n), EW_THREADS, 0, dinp, dout, mask, n,
+                  1.0f / (1.0f - p), 1);
 }
 
 // Dropout (ops.c's dropout_chunk): KIND 0 out = dropout(inp), fused with

@@ -241,8 +241,7 @@ void R(sq_caser_backward)(const R(sq_flat) *m, void *work, const sq_packed *b, c
     R(sq_linear_backward)(cx, dfin, gt[CT_fc1_w], gt[CT_fc1_b], w->da1,
                           w->drop ? w->featd : w->feat, t[CT_fc1_w], n, F1, D);
     if (w->drop) {
-        R(sq_zero)(cx, w->dfeat, (size_t)n * F1);
-        R(sq_dropout_backward)(cx, w->dfeat, w->dfeatd, w->mask, (size_t)n * F1,
+        R(sq_dropout_backward_to)(cx, w->dfeat, w->dfeatd, w->mask, (size_t)n * F1,
                                (real)c->dropout);
     }
     /* the convolutions, then the embedding rows of the windows */

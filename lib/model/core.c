@@ -148,8 +148,7 @@ static void R(encode_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *bw,
     R(sq_zero)(cx, w->he, TC);
     R(sq_attnpool_backward)(cx, w->he, trm ? w->ds : NULL, w->dr, w->alpha, w->hd, b->off, B,
                             C);
-    R(sq_zero)(cx, w->hd, TC);
-    R(sq_dropout_backward)(cx, w->hd, w->he, w->m_sess, TC, (real)o->sess_dropout);
+    R(sq_dropout_backward_to)(cx, w->hd, w->he, w->m_sess, TC, (real)o->sess_dropout);
     R(sq_embedding_backward)(cx, g->p.item_emb, w->hd, b->ids, T, C, 1);
     if (!trm)
         return;

@@ -380,8 +380,7 @@ static void R(xatt_backward)(const R(env) *v, const R(xatt_p) *p, const R(xatt_p
     const sq_ctx *cx = v->cx;
     int C = v->C;
     size_t qc = (size_t)Tq * C, kc = (size_t)Tk * C;
-    R(sq_zero)(cx, sq[0], qc);
-    R(sq_dropout_backward)(cx, sq[0], dq, a->m, qc, v->pd);
+    R(sq_dropout_backward_to)(cx, sq[0], dq, a->m, qc, v->pd);
     R(sq_zero)(cx, sq[1], qc);
     R(sq_linear_backward)(cx, sq[1], g->wo, g->bo, sq[0], a->a, p->wo, Tq, C, C);
     R(sq_zero)(cx, sq[2], qc);
@@ -420,8 +419,7 @@ static void R(ffn_backward)(const R(env) *v, const R(ffn_p) *p, const R(ffn_p) *
     const sq_ctx *cx = v->cx;
     int C = v->C, F = v->F;
     size_t tc = (size_t)T * C, tf = (size_t)T * F;
-    R(sq_zero)(cx, s[0], tc);
-    R(sq_dropout_backward)(cx, s[0], dx, f->m, tc, v->pd);
+    R(sq_dropout_backward_to)(cx, s[0], dx, f->m, tc, v->pd);
     R(sq_zero)(cx, s[1], tf);
     R(sq_linear_backward)(cx, s[1], g->w2, g->b2, s[0], f->r, p->w2, T, F, C);
     R(sq_zero)(cx, s[2], tf);
@@ -700,8 +698,7 @@ void R(sq_elastic_backward)(const R(sq_elastic) *m, R(sq_elastic_work) *w, const
     R(retrieve_backward)(&v, m, g, w, b);
     /* x0 = dropout(E[ids] sqrt(C) + P[pos]) */
     real *demb = w->sx[1], *dpos = w->sx[2];
-    R(sq_zero)(cx, demb, TC);
-    R(sq_dropout_backward)(cx, demb, w->dX, w->m_emb, TC, v.pd);
+    R(sq_dropout_backward_to)(cx, demb, w->dX, w->m_emb, TC, v.pd);
     R(sq_zero)(cx, dpos, TC);
     R(sq_posemb_backward)(cx, dpos, gp->pos_emb, demb, b->pos, T, C);
     R(sq_embedding_backward)(cx, gp->item_emb, dpos, b->ids, T, C, r_sqrt((real)C));

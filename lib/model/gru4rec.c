@@ -166,8 +166,7 @@ void R(sq_gru4rec_backward)(const R(sq_flat) *m, void *work, const sq_packed *b,
         dnext = s;
     }
     if (w->dropped) { /* dcur: d loss / d (dropped embeddings) */
-        R(sq_zero)(cx, dnext, (size_t)T * E);
-        R(sq_dropout_backward)(cx, dnext, dcur, w->mask, (size_t)T * E, (real)c->dropout);
+        R(sq_dropout_backward_to)(cx, dnext, dcur, w->mask, (size_t)T * E, (real)c->dropout);
         dcur = dnext;
     }
     R(sq_embedding_backward)(cx, g->t[T_EMB], dcur, b->ids, T, E, 1);

@@ -269,8 +269,8 @@ static void R(layer_backward)(const R(sq_flat) *m, const sq_hstu_config *c, R(hs
     real *d0 = w->dE[0], *d1 = w->dE[1];
     R(sq_zero)(cx, d0, TE); /* d dropout(gate) */
     R(sq_linear_backward)(cx, d0, gp.ow, gp.ob, w->dX, k.gate, p.ow, T, E, C);
-    R(sq_zero)(cx, d1, TE); /* d gate */
-    R(sq_dropout_backward)(cx, d1, d0, k.m_gate, TE, (real)c->dropout);
+    /* d gate */
+    R(sq_dropout_backward_to)(cx, d1, d0, k.m_gate, TE, (real)c->dropout);
     R(sq_zero)(cx, w->dact, TU);
     R(sq_zero)(cx, d0, TE); /* d LN2(A) */
     R(sq_gate_backward)(cx, w->dact + COL_U(c), d0, d1, k.act + COL_U(c), U, k.ln2, E, T, E);
@@ -306,8 +306,7 @@ void R(sq_hstu_backward)(const R(sq_flat) *m, void *work, const sq_packed *b, co
         R(layer_backward)(m, c, w, b, l, g);
     /* X0 = dropout(E[ids] sqrt(C) + P[pos]) */
     real *demb = w->dln1; /* spent */
-    R(sq_zero)(cx, demb, TC);
-    R(sq_dropout_backward)(cx, demb, w->dX, w->m_emb, TC, (real)c->dropout);
+    R(sq_dropout_backward_to)(cx, demb, w->dX, w->m_emb, TC, (real)c->dropout);
     R(sq_zero)(cx, w->dX, TC);
     R(sq_posemb_backward)(cx, w->dX, g->t[T_POS], demb, b->pos, T, C);
     R(sq_embedding_backward)(cx, g->t[T_ITEM], w->dX, b->ids, T, C, r_sqrt((real)C));

@@ -504,8 +504,7 @@ static void R(sasrec_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
          * (the residual), so dx serves as dy (no copy), read by the dropout
          * before the FFN's backward adds to it */
         real *dy = w->dx;
-        R(sq_zero)(cx, w->dh2, TC);
-        R(sq_dropout_backward)(cx, w->dh2, w->dx, w->m_ffn2 + l * sTC, TC, pd);
+        R(sq_dropout_backward_to)(cx, w->dh2, w->dx, w->m_ffn2 + l * sTC, TC, pd);
         R(sq_zero)(cx, w->dF1, TF);
         R(sq_linear_backward)(cx, w->dF1, gp->w2 + lfc, gp->b2 + lc, w->dh2, rd,
                               p->w2 + lfc, T, F, C);
@@ -523,8 +522,7 @@ static void R(sasrec_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
          * starts as d xmid, so dxmid serves as dln1 (no copy), read by the
          * dropout before the mixer's backward adds to it */
         real *dln1 = w->dxmid;
-        R(sq_zero)(cx, w->dproj, TC);
-        R(sq_dropout_backward)(cx, w->dproj, w->dxmid, w->m_att + l * sTC, TC, pd);
+        R(sq_dropout_backward_to)(cx, w->dproj, w->dxmid, w->m_att + l * sTC, TC, pd);
         R(sq_zero)(cx, w->dx, TC);
         R(mix_backward)(m, w, b, g, l, ln1, x, dln1, w->dx);
         R(sq_layernorm_backward)(cx, w->dx, gp->ln1_w + lc, gp->ln1_b + lc, dln1, x,
@@ -532,8 +530,7 @@ static void R(sasrec_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
                                  T, C);
     }
     /* x0 = dropout(E[ids] sqrt(C) + P[pos]) */
-    R(sq_zero)(cx, w->demb, TC);
-    R(sq_dropout_backward)(cx, w->demb, w->dx, w->m_emb, TC, pd);
+    R(sq_dropout_backward_to)(cx, w->demb, w->dx, w->m_emb, TC, pd);
     R(sq_zero)(cx, w->dy, TC);
     R(sq_posemb_backward)(cx, w->dy, gp->pos_emb, w->demb, b->pos, T, C);
     R(sq_embedding_backward)(cx, gp->item_emb, w->dy, b->ids, T, C, r_sqrt((real)C));
@@ -570,8 +567,7 @@ static void R(postln_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
         R(sq_layernorm_backward)(cx, w->dy, gp->ln2_w + lc, gp->ln2_b + lc, w->dx, ln2,
                                  p->ln2_w + lc, w->ln2_mean + l * sT, w->ln2_rstd + l * sT,
                                  T, C);
-        R(sq_zero)(cx, w->dh2, TC);
-        R(sq_dropout_backward)(cx, w->dh2, w->dy, w->m_ffn2 + l * sTC, TC, pd);
+        R(sq_dropout_backward_to)(cx, w->dh2, w->dy, w->m_ffn2 + l * sTC, TC, pd);
         /* h2 = W2 gelu(h1) + b2, h1 = W1 x1 + b1 */
         R(sq_zero)(cx, w->dF1, TF);
         R(sq_linear_backward)(cx, w->dF1, gp->w2 + lfc, gp->b2 + lc, w->dh2, r, p->w2 + lfc,
@@ -587,13 +583,11 @@ static void R(postln_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
         R(sq_layernorm_backward)(cx, w->dx, gp->ln1_w + lc, gp->ln1_b + lc, dln1, xmid,
                                  p->ln1_w + lc, w->ln1_mean + l * sT, w->ln1_rstd + l * sT,
                                  T, C);
-        R(sq_zero)(cx, w->dproj, TC);
-        R(sq_dropout_backward)(cx, w->dproj, w->dx, w->m_att + l * sTC, TC, pd);
+        R(sq_dropout_backward_to)(cx, w->dproj, w->dx, w->m_att + l * sTC, TC, pd);
         R(mix_backward)(m, w, b, g, l, x, x, w->dx, w->dx);
     }
     /* x0 = dropout(LNe(E[ids] + P[pos])) */
-    R(sq_zero)(cx, w->dy, TC);
-    R(sq_dropout_backward)(cx, w->dy, w->dx, w->m_emb, TC, pd);
+    R(sq_dropout_backward_to)(cx, w->dy, w->dx, w->m_emb, TC, pd);
     R(sq_zero)(cx, w->demb, TC);
     R(sq_layernorm_backward)(cx, w->demb, gp->embln_w, gp->embln_b, w->dy, w->emb, p->embln_w,
                              w->embln_mean, w->embln_rstd, T, C);

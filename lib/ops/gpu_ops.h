@@ -206,6 +206,8 @@ extern "C" {
       (out, mask, inp, T, C, p, seed, step, site))                                           \
     X(void, dropout_backward, (float *dinp, const float *dout, const uint8_t *mask, size_t n, \
                                float p), (dinp, dout, mask, n, p))                           \
+    X(void, dropout_backward_to, (float *dinp, const float *dout, const uint8_t *mask,       \
+                                  size_t n, float p), (dinp, dout, mask, n, p))              \
     X(void, dropout_add_forward, (float *out, uint8_t *mask, const float *res,               \
                                   const float *inp, int T, int C, float p, uint64_t seed,    \
                                   uint64_t step, uint64_t site),                             \

@@ -562,10 +562,18 @@ void R(sq_relu_dropout_forward)(const sq_ctx *cx, real *out, uint8_t *mask, cons
                                       (float)p, keep_scale, key, 2));
 }
 
+/* set: dinp = 0 + ... (sq_dropout_backward_to: a zeroed dinp's bits, -0
+ * made +0 as there, without zeroing or reading it); else dinp += ... */
 SQ_VEC static void R(dropout_back_chunk)(real *restrict dinp, const real *restrict dout,
                                          const uint8_t *restrict mask, size_t n,
-                                         real keep_scale)
+                                         real keep_scale, int set)
 {
+    if (set) {
+        #pragma omp simd
+        for (size_t i = 0; i < n; i++)
+            dinp[i] = (real)0 + dout[i] * (keep_scale * (real)mask[i]);
+        return;
+    }
     #pragma omp simd
     for (size_t i = 0; i < n; i++)
         dinp[i] += dout[i] * (keep_scale * (real)mask[i]);
@@ -576,7 +584,15 @@ void R(sq_dropout_backward)(const sq_ctx *cx, real *dinp, const real *dout,
 {
     SQ_ON_GPU(cx, dropout_backward, (dinp, dout, mask, n, p));
     real keep_scale = (real)1 / ((real)1 - p);
-    SQ_FOR_CHUNKS(n, R(dropout_back_chunk)(dinp + i0, dout + i0, mask + i0, len, keep_scale));
+    SQ_FOR_CHUNKS(n, R(dropout_back_chunk)(dinp + i0, dout + i0, mask + i0, len, keep_scale, 0));
+}
+
+void R(sq_dropout_backward_to)(const sq_ctx *cx, real *dinp, const real *dout,
+                               const uint8_t *mask, size_t n, real p)
+{
+    SQ_ON_GPU(cx, dropout_backward_to, (dinp, dout, mask, n, p));
+    real keep_scale = (real)1 / ((real)1 - p);
+    SQ_FOR_CHUNKS(n, R(dropout_back_chunk)(dinp + i0, dout + i0, mask + i0, len, keep_scale, 1));
 }
 
 /* Back through sq_relu_dropout_forward: dinp += relu'(inp) (dout keep

@@ -39,7 +39,10 @@
  * loops run on sq_ctx_threads(cx) threads, and its buffers are memory of
  * cx's backend (sq_ctx_alloc). Every _backward ADDS into its gradient
  * buffers (the caller zeroes them once per step), so a tensor used twice
- * accumulates both contributions. Forward ops may run in place (out == inp) where they are
+ * accumulates both contributions; one exception, sq_dropout_backward_to,
+ * writes its gradient (a backward's first contribution, with the bits of a
+ * zeroed buffer added to, saving the zeroing and a read of it on a GPU).
+ * Forward ops may run in place (out == inp) where they are
  * element-wise: GELU, ReLU, dropout, residual, positional add. OpenMP loops
  * use fixed partitions and fixed-order sums: results are bitwise identical
  * for any thread count (GEMMs: OpenBLAS, deterministic for a fixed build).
@@ -145,6 +148,11 @@ void R(sq_dropout_forward)(const sq_ctx *cx, real *out, uint8_t *mask,
                            uint64_t step, uint64_t site);
 void R(sq_dropout_backward)(const sq_ctx *cx, real *dinp, const real *dout,
                             const uint8_t *mask, size_t n, real p);
+/* The same into dinp rather than added to it: the bits of sq_zero then
+ * sq_dropout_backward, dinp neither zeroed nor read first (the one op of
+ * this file that writes its gradient; a backward's first contribution). */
+void R(sq_dropout_backward_to)(const sq_ctx *cx, real *dinp, const real *dout,
+                               const uint8_t *mask, size_t n, real p);
 /* Dropout fused with its neighbour (the dropped tensor never written):
  * out = res + dropout(inp), and out = dropout(relu(inp)); the masks and
  * bits of sq_dropout_forward with sq_residual_forward after it, or

@@ -208,6 +208,14 @@ UNIT_TEST(cuda_dropout_fused)
         }
         CHECK(cuda_down(&g, gpu, dout, n) == 0 && cuda_same_bits(gpu, cpu, n, "fused dropout"));
         CHECK(cuda_down_bytes(&g, gm, dm, n) == 0 && memcmp(gm, cm, n) == 0);
+        if (k < 3 && p > 0) { /* dropout's backward into dinp, not added (res: garbage) */
+            float *dg = cuda_up(&g, res, n);
+            memset(cpu, 0, n * sizeof *cpu);
+            sq_dropout_backward(&c, cpu, x, cm, n, p);
+            sq_dropout_backward_to(&g.cx, dg, dx, dm, n, p);
+            CHECK(cuda_down(&g, gpu, dg, n) == 0 &&
+                  cuda_same_bits(gpu, cpu, n, "dropout backward into"));
+        }
         if (k >= 3 && p > 0) { /* the ReLU's backward through the dropout, into res */
             memcpy(cpu, res, n * sizeof *cpu);
             float *dg = cuda_up(&g, res, n);

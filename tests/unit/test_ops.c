@@ -1760,7 +1760,8 @@ UNIT_TEST(test_ops_dropout_mask)
 
 /* The fused dropouts (ops.h 6): out = res + dropout(inp) and out =
  * dropout(relu(inp)) give the masks and the bits of the two ops in turn,
- * in both builds, at p 0 and p > 0, and in place (out = res or inp). */
+ * in both builds, at p 0 and p > 0, and in place (out = res or inp); the
+ * backwards into their gradient (not added), those of zeros added to. */
 UNIT_TEST(test_ops_dropout_fused)
 {
     const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;
@@ -1812,6 +1813,20 @@ UNIT_TEST(test_ops_dropout_fused)
             memcpy(b, x, n * sizeof *b);
             sq_relu_dropout_backward(cx, b, res, m1, x, n, p);
             CHECK(memcmp(a, b, n * sizeof *a) == 0);
+        }
+        /* dropout's backward into dinp (b, holding garbage) against it
+         * added to zeros (a) */
+        if (p > 0) {
+            memset(a, 0, n * sizeof *a);
+            sq_dropout_backward(cx, a, res, m1, n, p);
+            memcpy(b, x, n * sizeof *b);
+            sq_dropout_backward_to(cx, b, res, m1, n, p);
+            CHECK(memcmp(a, b, n * sizeof *a) == 0);
+            memset(ad, 0, n * sizeof *ad);
+            sq_dropout_backward_f64(cx, ad, rd, m1, n, p);
+            memcpy(bd, xd, n * sizeof *bd);
+            sq_dropout_backward_to_f64(cx, bd, rd, m1, n, p);
+            CHECK(memcmp(ad, bd, n * sizeof *ad) == 0);
         }
         /* the double build */
         sq_dropout_forward_f64(cx, td, m1, xd, T, C, p, 5, 9, 4);
