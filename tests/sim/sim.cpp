@@ -1292,9 +1292,9 @@ static cudaError_t gemm_now(int rnd, cublasOperation_t ta, cublasOperation_t tb,
 
 // A cuBLAS call's work on stream s: run now, or recorded while s captures,
 // with what it reads by value bound now (host-pointer mode: cuBLAS reads
-// alpha and beta when called, a graph keeps the values)
-static cublasStatus_t blas_queue(cudaStream_t s, const char *who,
-                                 const std::function<cudaError_t()> &run)
+// alpha and beta when called, a graph keeps the values). A template, so
+// that a call run now makes no std::function (bench-gpu-host times it).
+template <class F> static cublasStatus_t blas_queue(cudaStream_t s, const char *who, F run)
 {
     if (implicit(s)) {
         refuse(cudaErrorStreamCaptureImplicit);
