@@ -23,7 +23,17 @@ struct lt_shape {
     uint32_t align[4]; // W's, the input's, the output's and the bias's (lt_align)
     int ok;            // an algorithm; 0: none, the caller's path
     cublasLtMatmulAlgo_t algo;
+    cublasLtMatrixLayout_t lay[3]; // W's, the input's and the output's, made once
 };
+
+// Frees a kept shape's layouts (its replacement, be_lt_close).
+static void lt_forget(struct lt_shape *s)
+{
+    for (int i = 0; i < 3; i++)
+        if (s->lay[i])
+            cublasLtMatrixLayoutDestroy(s->lay[i]);
+    memset(s, 0, sizeof *s);
+}
 
 struct be_lt {
     cublasLtHandle_t h;
@@ -59,6 +69,8 @@ void be_lt_close(sq_gpu_be *b)
     struct be_lt *l = b->lt;
     if (!l)
         return;
+    for (int i = 0; i < l->n_shape; i++)
+        lt_forget(&l->shape[i]);
     for (int i = 0; i < 3; i++)
         if (l->desc[i])
             cublasLtMatmulDescDestroy(l->desc[i]);
@@ -106,9 +118,10 @@ static uint32_t lt_align(const void *p)
 }
 
 // The shape's entry (dims, precision and the four operands' alignments):
-// kept, or asked of the heuristic now (lay: W's, inp's and out's layouts).
+// kept, or made now (its layouts, and the heuristic's algorithm: none when
+// either fails).
 static struct lt_shape *lt_find(struct be_lt *l, cublasLtMatmulDesc_t d, const int key[4],
-                                const uint32_t al[4], cublasLtMatrixLayout_t lay[3])
+                                const uint32_t al[4])
 {
     for (int i = 0; i < l->n_shape; i++) {
         struct lt_shape *s = &l->shape[i];
@@ -122,24 +135,29 @@ static struct lt_shape *lt_find(struct be_lt *l, cublasLtMatmulDesc_t d, const i
         s = &l->shape[l->next];
         l->next = (l->next + 1) % LT_CACHE;
     }
-    memset(s, 0, sizeof *s);
+    lt_forget(s);
     memcpy(s->key, key, sizeof s->key);
     memcpy(s->align, al, sizeof s->align);
-    // cuBLAS's A is W, its B the input, C and D the output
-    static const cublasLtMatmulPreferenceAttributes_t which[3] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES};
-    for (int i = 0; i < 3; i++)
-        if (cublasLtMatmulPreferenceSetAttribute(l->pref, which[i], &al[i], sizeof al[i]))
-            return s;
-    if (cublasLtMatmulPreferenceSetAttribute(l->pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                             &al[2], sizeof al[2]))
+    // column-major: W stored [K, N] (transposed by the descriptor), the
+    // input [K, M], the output [N, M]
+    int M = key[0], N = key[1], K = key[2];
+    if (cublasLtMatrixLayoutCreate(&s->lay[0], CUDA_R_32F, (uint64_t)K, (uint64_t)N, K) ||
+        cublasLtMatrixLayoutCreate(&s->lay[1], CUDA_R_32F, (uint64_t)K, (uint64_t)M, K) ||
+        cublasLtMatrixLayoutCreate(&s->lay[2], CUDA_R_32F, (uint64_t)N, (uint64_t)M, N))
         return s;
+    // cuBLAS's A is W, its B the input, C and D the output
+    static const cublasLtMatmulPreferenceAttributes_t which[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; i++)
+        if (cublasLtMatmulPreferenceSetAttribute(l->pref, which[i], &al[i < 3 ? i : 2],
+                                                 sizeof al[0]))
+            return s;
     cublasLtMatmulHeuristicResult_t r;
     int got = 0;
     memset(&r, 0, sizeof r);
-    if (cublasLtMatmulAlgoGetHeuristic(l->h, d, lay[0], lay[1], lay[2], lay[2], l->pref, 1, &r,
-                                       &got) == CUBLAS_STATUS_SUCCESS &&
+    if (cublasLtMatmulAlgoGetHeuristic(l->h, d, s->lay[0], s->lay[1], s->lay[2], s->lay[2],
+                                       l->pref, 1, &r, &got) == CUBLAS_STATUS_SUCCESS &&
         got > 0 && r.state == CUBLAS_STATUS_SUCCESS) {
         s->ok = 1;
         s->algo = r.algo;
@@ -163,10 +181,10 @@ static int lt_sig(sq_gpu_be *b, int M, int N, int K, const float *A, const float
 // Queues the GEMM with the shape's algorithm: 0; or 1 when cuBLASLt
 // refuses it at the call (CUBLAS_STATUS_NOT_SUPPORTED: the shape is then
 // marked as having none). Not in a replay's host pass, which has decided.
-static int lt_run(sq_gpu_be *b, cublasLtMatmulDesc_t d, struct lt_shape *s,
-                  cublasLtMatrixLayout_t lay[3], const float *A, const float *W,
-                  const float *bias, float *C)
+static int lt_run(sq_gpu_be *b, cublasLtMatmulDesc_t d, struct lt_shape *s, const float *A,
+                  const float *W, const float *bias, float *C)
 {
+    cublasLtMatrixLayout_t *lay = s->lay;
     struct be_lt *l = b->lt;
     float one = 1.0f, zero = 0.0f;
     cublasStatus_t st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
@@ -194,25 +212,17 @@ int be_gemm_bias(sq_gpu_be *b, int M, int N, int K, const float *A, const float 
     cublasLtMatmulDesc_t d = lt_desc(l, b->prec);
     if (!d)
         return 1;
-    cublasLtMatrixLayout_t lay[3] = {NULL, NULL, NULL};
     int key[4] = {M, N, K, b->prec};
     uint32_t al[4] = {lt_align(W), lt_align(A), lt_align(C), lt_align(bias)};
-    int rc = 1;
-    if (!cublasLtMatrixLayoutCreate(&lay[0], CUDA_R_32F, (uint64_t)K, (uint64_t)N, K) &&
-        !cublasLtMatrixLayoutCreate(&lay[1], CUDA_R_32F, (uint64_t)K, (uint64_t)M, K) &&
-        !cublasLtMatrixLayoutCreate(&lay[2], CUDA_R_32F, (uint64_t)N, (uint64_t)M, N)) {
-        struct lt_shape *s = lt_find(l, d, key, al, lay);
-        if (s->ok && b->gmode == BE_G_PLAN) { // a replay's host pass: checked, not queued
-            lt_sig(b, M, N, K, A, W, bias, C);
-            rc = 0;
-        } else if (s->ok) {
-            rc = lt_run(b, d, s, lay, A, W, bias, C);
-            if (!rc && b->gmode != BE_G_EAGER) // recorded, or compared with the record
-                lt_sig(b, M, N, K, A, W, bias, C);
-        }
+    struct lt_shape *s = lt_find(l, d, key, al);
+    if (!s->ok)
+        return 1;
+    if (b->gmode == BE_G_PLAN) { // a replay's host pass: checked, not queued
+        lt_sig(b, M, N, K, A, W, bias, C);
+        return 0;
     }
-    for (int i = 0; i < 3; i++)
-        if (lay[i])
-            cublasLtMatrixLayoutDestroy(lay[i]);
+    int rc = lt_run(b, d, s, A, W, bias, C);
+    if (!rc && b->gmode != BE_G_EAGER) // recorded, or compared with the record
+        lt_sig(b, M, N, K, A, W, bias, C);
     return rc;
 }
