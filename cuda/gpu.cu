@@ -531,15 +531,20 @@ int be_mem_used(sq_gpu_be *b, size_t *bytes, sq_err *e)
     return sticky(b, e);
 }
 
-// mode: 0 fp32, 1 tf32, 2 bf16 (device.h's SQ_PREC_*). bf16 keeps the
-// handle pedantic and asks each GEMM for CUBLAS_COMPUTE_32F_FAST_16BF.
+// mode: 0 fp32, 1 tf32, 2 bf16 (device.h's SQ_PREC_*). fp32 makes the
+// handle pedantic (no tensor cores); bf16 leaves it in the default mode
+// and asks each GEMM for its type (CUBLAS_COMPUTE_32F_FAST_16BF, or bf16
+// operands): a pedantic handle makes CUBLAS_COMPUTE_32F its pedantic form,
+// and what it does to a FAST_16BF compute type is not documented, so the
+// bf16 GEMMs are not left to it.
 int be_set_precision(sq_gpu_be *b, int mode, sq_err *e)
 {
+    static const cublasMath_t math[3] = {CUBLAS_PEDANTIC_MATH, CUBLAS_TF32_TENSOR_OP_MATH,
+                                         CUBLAS_DEFAULT_MATH};
     if (mode < 0 || mode > 2)
         return sq_fail(e, SQ_EX_SOFTWARE, "precision mode %d", mode);
     b->prec = mode;
-    be_note_blas(b, cublasSetMathMode(b->blas, mode == 1 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                         : CUBLAS_PEDANTIC_MATH), "precision");
+    be_note_blas(b, cublasSetMathMode(b->blas, math[mode]), "precision");
     return sticky(b, e);
 }
 
@@ -614,11 +619,11 @@ void be_gemm_typed(sq_gpu_be *b, int ta, int tb, int M, int N, int K, float alph
                       tb ? 't' : 'n', c_type == BE_BF16 ? " to bf16" : "");
     if (gemm_sig(b, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, 1 + c_type))
         return;
-    // the handle's math mode is pedantic outside tf32 (be_set_precision):
-    // the default mode here, so that bf16 operands may use the tensor cores
-    // (their products are exact in fp32, the sums fp32 either way)
+    // a pedantic handle (fp32, be_set_precision) in the default mode for
+    // the call, so that bf16 operands may use the tensor cores (their
+    // products are exact in fp32, the sums fp32 either way)
     cudaDataType_t ct = c_type == BE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-    int pedantic = b->prec != 1;
+    int pedantic = b->prec == 0;
     if (pedantic)
         be_note_blas(b, cublasSetMathMode(b->blas, CUBLAS_DEFAULT_MATH), "math mode");
     be_note_blas(b, cublasGemmEx(b->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
