@@ -39,6 +39,11 @@ struct be_range {
     char *dev;        // its copy on the device
 };
 
+// SEQREC_GPU_PLAIN's words: the fast paths newest to real GPUs, each
+// turned off for a diagnosis (the run then takes the path before it)
+#define BE_PLAIN_LT 1          // "lt": a linear layer's bias in cuBLASLt's epilogue (blaslt.cu)
+#define BE_PLAIN_BF16_LOGITS 2 // "bf16-logits": the full CE's bf16 logits (k_loss.cu)
+
 struct sq_gpu_be {
     int device;
     cudaStream_t stream;  // every kernel, copy and cuBLAS call of the context
@@ -92,6 +97,7 @@ struct sq_gpu_be {
     int n_vals;   // kept this step (and left for graph_values after it)
     struct be_prof *prof; // SEQREC_GPU_PROFILE (prof.cu), or NULL
     int invariant;        // be_gemm runs k_gemm.cu's batch-invariant kernel (scoring)
+    int plain;            // BE_PLAIN_*: newer fast paths turned off (SEQREC_GPU_PLAIN, gpu.cu)
     int *scat_cnt;        // the scatter-adds' counts a row (k_rows.cu), kept between calls
     size_t scat_cnt_n;
     float *sum_ws;        // BE_SUM_WS floats: the column sums' partials (k_rows.cu)

@@ -277,9 +277,37 @@ static void be_close(sq_gpu_be *b)
         }                                                                               \
     } while (0)
 
+// SEQREC_GPU_PLAIN: a comma-separated list of "lt", "bf16-logits" or
+// "all" (BE_PLAIN_*); 0, or a usage error naming the word it does not know
+static int plain_words(const char *v, int *mask, sq_err *e)
+{
+    static const struct {
+        const char *word;
+        int bit;
+    } words[] = {{"lt", BE_PLAIN_LT}, {"bf16-logits", BE_PLAIN_BF16_LOGITS},
+                 {"all", BE_PLAIN_LT | BE_PLAIN_BF16_LOGITS}};
+    *mask = 0;
+    while (v && *v) {
+        size_t n = strcspn(v, ",");
+        int bit = 0;
+        for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+            if (strlen(words[i].word) == n && !strncmp(v, words[i].word, n))
+                bit = words[i].bit;
+        if (!bit && n)
+            return sq_fail(e, SQ_EX_USAGE, "SEQREC_GPU_PLAIN: unknown path '%.*s' (give lt, "
+                           "bf16-logits or all, separated by commas)", (int)n, v);
+        *mask |= bit;
+        v += n + (v[n] == ',');
+    }
+    return 0;
+}
+
 static int be_open(sq_gpu_be **b, int device, sq_err *e)
 {
     *b = NULL;
+    int plain, rc = plain_words(getenv("SEQREC_GPU_PLAIN"), &plain, e);
+    if (rc)
+        return rc;
     int count = 0;
     cudaError_t st = cudaGetDeviceCount(&count);
     if (st != cudaSuccess || count == 0)
@@ -292,6 +320,7 @@ static int be_open(sq_gpu_be **b, int device, sq_err *e)
     if (!c)
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
     c->device = device;
+    c->plain = plain;
     OPEN_TRY(cudaSetDevice(device));
     cudaDeviceProp p;
     OPEN_TRY(cudaGetDeviceProperties(&p, device));
@@ -329,7 +358,7 @@ static int be_open(sq_gpu_be **b, int device, sq_err *e)
         return sq_fail(e, SQ_EX_SOFTWARE, "cuBLAS: cannot set the stream, workspace or "
                        "math mode");
     }
-    int rc = be_lt_open(c, e);
+    rc = be_lt_open(c, e);
     if (!rc)
         rc = be_prof_open(c, e);
     if (rc) {

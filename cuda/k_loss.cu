@@ -356,7 +356,8 @@ static double ce_full(sq_gpu_be *be, float *dh, float *dE, float *dbias, float *
                  rows && !same ? be_ints(be, rows) : NULL, n, C, V1, chunk, dh && dE,
                  !same && hrows && htargets && rows_increasing(hrows, htargets, n),
                  !rows || same};
-    size_t at[2], ld = be->prec == 2 ? ce_bf16_ld(&k, at) : 0;
+    int bf16 = be->prec == 2 && !(be->plain & BE_PLAIN_BF16_LOGITS);
+    size_t at[2], ld = bf16 ? ce_bf16_ld(&k, at) : 0;
     if (ld)
         ce_chunks_bf16(be, &k, ld, at);
     else

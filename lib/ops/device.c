@@ -51,12 +51,8 @@ int sq_device_open(sq_ctx *cx, const char *device, int precision, int threads, s
     if (backend == SQ_BACKEND_CPU)
         return 0;
     sq_gpu *g = NULL;
-    if (sq_gpu_open(&g, index, e)) {
-        /* no backend object at all is a missing GPU to the user */
-        if (e->code == SQ_EX_USAGE)
-            e->code = SQ_EX_UNAVAILABLE;
+    if (sq_gpu_open(&g, index, e))
         return e->code;
-    }
     if (sq_gpu_set_precision(g, precision, e)) {
         sq_gpu_close(g);
         return e->code;

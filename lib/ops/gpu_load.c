@@ -153,7 +153,7 @@ int sq_gpu_open(sq_gpu **g, int device, sq_err *e)
     char why[2048];
     if (lib_load(ctx, why, sizeof why) != 0) {
         free(ctx);
-        return sq_fail(e, SQ_EX_USAGE, "%s", why);
+        return sq_fail(e, SQ_EX_UNAVAILABLE, "%s", why); /* no backend: no GPU to the user */
     }
     int rc = ctx->ops->open(&ctx->be, device, e);
     if (rc != 0) {

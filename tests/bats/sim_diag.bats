@@ -60,3 +60,27 @@ setup() {
   b=$(grep -o '"loss":[0-9.]*' "$T/none.log" | cut -d: -f2)
   awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(a > 0 && d < 1e-5 && d > -1e-5) }'
 }
+
+@test "sim_diag: SEQREC_GPU_PLAIN turns the newest fast paths off: lt is the path without cuBLASLt, bf16-logits the CE's fp32 logits" {
+  seqrec-train "${O[@]}" -o "$T/lt.sqm" "$T/s.sqr" 2>/dev/null
+  SEQREC_SIM_LT_NONE=1 seqrec-train "${O[@]}" -o "$T/none.sqm" "$T/s.sqr" 2>/dev/null
+  SEQREC_GPU_PLAIN=lt seqrec-train "${O[@]}" -o "$T/plain.sqm" "$T/s.sqr" 2>/dev/null
+  cmp "$T/none.sqm" "$T/plain.sqm"
+  ! cmp -s "$T/lt.sqm" "$T/plain.sqm"
+  SEQREC_SIM_TRACE="$T/b.trace" seqrec-train "${O[@]}" --precision bf16 -o "$T/b.sqm" \
+    "$T/s.sqr" 2>/dev/null
+  SEQREC_GPU_PLAIN=bf16-logits SEQREC_SIM_TRACE="$T/p.trace" seqrec-train "${O[@]}" \
+    --precision bf16 -o "$T/p.sqm" "$T/s.sqr" 2>/dev/null
+  grep -q '^ce_row_bf16_kernel,' "$T/b.trace"
+  ! grep -q '^ce_row_bf16_kernel,' "$T/p.trace"
+  grep -q '^ce_row_kernel,' "$T/p.trace"
+  ! cmp -s "$T/b.sqm" "$T/p.sqm"
+  SEQREC_GPU_PLAIN=bf16-logits,lt seqrec-train "${O[@]}" --precision bf16 -o "$T/q.sqm" \
+    "$T/s.sqr" 2>/dev/null
+  SEQREC_GPU_PLAIN=all seqrec-train "${O[@]}" --precision bf16 -o "$T/r.sqm" "$T/s.sqr" 2>/dev/null
+  cmp "$T/q.sqm" "$T/r.sqm"
+  run env SEQREC_GPU_PLAIN=lt,fast seqrec-train "${O[@]}" -o "$T/x.sqm" "$T/s.sqr"
+  [ "$status" -eq 64 ]
+  [[ "$output" =~ "SEQREC_GPU_PLAIN: unknown path 'fast'" ]]
+  [ ! -e "$T/x.sqm" ]
+}

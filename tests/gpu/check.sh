@@ -57,6 +57,7 @@ if [ "${GPU_CHECK_DRY:-}" = 1 ]; then # tests/gpu/dry.sh: the check's own logic
 else
   unset SEQREC_SIMULATED_DEVICE
 fi
+[ -z "${SEQREC_GPU_PLAIN:-}" ] || say "# SEQREC_GPU_PLAIN=$SEQREC_GPU_PLAIN: those fast paths off (seqrec-train(1))"
 say "# device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
 say "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) threads"
 if ! ldd "$SEQREC_CUDA_LIB" > "$out/ldd.txt" 2>&1 || grep -q 'not found' "$out/ldd.txt"; then

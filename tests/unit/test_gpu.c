@@ -317,7 +317,7 @@ UNIT_TEST(test_gpu_load_missing_lib)
     CHECK(strstr(name, path) != NULL);
     sq_err e = {0};
     sq_gpu *g = (sq_gpu *)&e; /* open must clear it */
-    CHECK_EQ(sq_gpu_open(&g, 0, &e), SQ_EX_USAGE);
+    CHECK_EQ(sq_gpu_open(&g, 0, &e), SQ_EX_UNAVAILABLE);
     CHECK(g == NULL);
     CHECK(strstr(e.msg, path) != NULL);
     env_restore(old);
@@ -332,7 +332,7 @@ UNIT_TEST(test_gpu_load_not_a_backend)
     CHECK(strstr(name, "not a seqrec CUDA backend") != NULL);
     sq_err e = {0};
     sq_gpu *g = NULL;
-    CHECK_EQ(sq_gpu_open(&g, 0, &e), SQ_EX_USAGE);
+    CHECK_EQ(sq_gpu_open(&g, 0, &e), SQ_EX_UNAVAILABLE);
     CHECK(g == NULL);
     env_restore(old);
 }
