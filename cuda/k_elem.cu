@@ -279,8 +279,9 @@ void be_relu_dropout_forward(sq_gpu_be *be, float *out, uint8_t *mask, const flo
     dropout_fused(be, 2, out, mask, NULL, inp, (size_t)T * C, p, seed, step, site);
 }
 
-// Back through k_dropout_fused<2> (ops.c's relu_dropout_back_chunk: the
-// bits of k_dropout_back into zeros, then k_relu_back)
+// Back through k_dropout_fused<2> into dinp, written (ops.c's
+// relu_dropout_back_chunk: the bits of k_dropout_back into zeros, then
+// k_relu_back into zeros)
 static __global__ __launch_bounds__(EW_THREADS) void k_relu_dropout_back(float *dinp,
                                                                          const float *dout,
                                                                          const uint8_t *mask,
@@ -289,12 +290,12 @@ static __global__ __launch_bounds__(EW_THREADS) void k_relu_dropout_back(float *
 {
     EW_LOOP(i, n) {
         float g = 0.0f + dout[i] * (keep * (float)mask[i]);
-        dinp[i] += inp[i] > 0 ? g : 0.0f;
+        dinp[i] = 0.0f + (inp[i] > 0 ? g : 0.0f);
     }
 }
 
-void be_relu_dropout_backward(sq_gpu_be *be, float *dinp, const float *dout, const uint8_t *mask,
-                              const float *inp, size_t n, float p)
+void be_relu_dropout_backward_to(sq_gpu_be *be, float *dinp, const float *dout,
+                                 const uint8_t *mask, const float *inp, size_t n, float p)
 {
     if (n)
         SQ_LAUNCH(be, k_relu_dropout_back, ew_blocks(be, n), EW_THREADS, 0, dinp, dout, mask, inp,

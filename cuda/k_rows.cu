@@ -439,9 +439,11 @@ static __global__ __launch_bounds__(LN_ROWS * 32) void k_ln_forward(
     }
 }
 
+// set: dinp = 0 + ... (ops.c's ln_back_rows: a zeroed dinp's bits, dinp
+// not read); else dinp += ...
 static __global__ __launch_bounds__(LN_ROWS * 32) void k_ln_backward(
     float *dinp, const float *dout, const float *inp, const float *w, const float *mean,
-    const float *rstd, int T, int C)
+    const float *rstd, int T, int C, int set)
 {
     int t = blockIdx.x * LN_ROWS + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (t >= T)
@@ -456,7 +458,7 @@ static __global__ __launch_bounds__(LN_ROWS * 32) void k_ln_backward(
     float gmean = be_warp_sum(g) / (float)C, gnmean = be_warp_sum(gn) / (float)C;
     float *dx = dinp + (size_t)t * C;
     for (int c = lane; c < C; c += 32)
-        dx[c] += s * (w[c] * d[c] - gmean - (x[c] - m) * s * gnmean);
+        dx[c] = (set ? 0.0f : dx[c]) + s * (w[c] * d[c] - gmean - (x[c] - m) * s * gnmean);
 }
 
 void be_layernorm_forward(sq_gpu_be *be, float *out, float *mean, float *rstd, const float *inp,
@@ -467,18 +469,32 @@ void be_layernorm_forward(sq_gpu_be *be, float *out, float *mean, float *rstd, c
                   out, mean, rstd, inp, w, b, T, C, eps);
 }
 
-void be_layernorm_backward(sq_gpu_be *be, float *dinp, float *dw, float *db, const float *dout,
-                           const float *inp, const float *w, const float *mean,
-                           const float *rstd, int T, int C)
+static void ln_backward(sq_gpu_be *be, float *dinp, float *dw, float *db, const float *dout,
+                        const float *inp, const float *w, const float *mean, const float *rstd,
+                        int T, int C, int set)
 {
     if (T <= 0)
         return;
     SQ_LAUNCH(be, k_ln_backward, (unsigned)((T + LN_ROWS - 1) / LN_ROWS), LN_ROWS * 32, 0,
-              dinp, dout, inp, w, mean, rstd, T, C);
+              dinp, dout, inp, w, mean, rstd, T, C, set);
     if (dw && db) // one pass for both
         colsum<float>(be, dw, db, dout, inp, mean, rstd, T, C, 2);
     else if (dw || db)
         colsum<float>(be, dw ? dw : db, NULL, dout, inp, mean, rstd, T, C, dw ? 1 : 0);
+}
+
+void be_layernorm_backward(sq_gpu_be *be, float *dinp, float *dw, float *db, const float *dout,
+                           const float *inp, const float *w, const float *mean,
+                           const float *rstd, int T, int C)
+{
+    ln_backward(be, dinp, dw, db, dout, inp, w, mean, rstd, T, C, 0);
+}
+
+void be_layernorm_backward_to(sq_gpu_be *be, float *dinp, float *dw, float *db,
+                              const float *dout, const float *inp, const float *w,
+                              const float *mean, const float *rstd, int T, int C)
+{
+    ln_backward(be, dinp, dw, db, dout, inp, w, mean, rstd, T, C, 1);
 }
 
 // ---- linear: out[T, OC] = inp[T, C] W[OC, C]^T + b ----------------------
@@ -495,15 +511,28 @@ void be_linear_forward(sq_gpu_be *be, float *out, const float *inp, const float 
     be_gemm(be, 0, 1, T, OC, C, 1.0f, inp, C, w, C, b ? 1.0f : 0.0f, out, OC);
 }
 
-void be_linear_backward(sq_gpu_be *be, float *dinp, float *dw, float *db, const float *dout,
-                        const float *inp, const float *w, int T, int C, int OC)
+// beta 1: dinp added to; 0: written
+static void linear_backward(sq_gpu_be *be, float *dinp, float *dw, float *db, const float *dout,
+                            const float *inp, const float *w, int T, int C, int OC, float beta)
 {
     if (T <= 0)
         return;
-    if (dinp) // dinp[T, C] += dout[T, OC] W[OC, C]
-        be_gemm(be, 0, 0, T, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
+    if (dinp) // dinp[T, C] (+)= dout[T, OC] W[OC, C]
+        be_gemm(be, 0, 0, T, C, OC, 1.0f, dout, OC, w, C, beta, dinp, C);
     // dW[OC, C] += dout^T[OC, T] inp[T, C]
     be_gemm(be, 1, 0, OC, C, T, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
     if (db)
         colsum<float>(be, db, NULL, dout, NULL, NULL, NULL, T, OC, 0);
+}
+
+void be_linear_backward(sq_gpu_be *be, float *dinp, float *dw, float *db, const float *dout,
+                        const float *inp, const float *w, int T, int C, int OC)
+{
+    linear_backward(be, dinp, dw, db, dout, inp, w, T, C, OC, 1.0f);
+}
+
+void be_linear_backward_to(sq_gpu_be *be, float *dinp, float *dw, float *db, const float *dout,
+                           const float *inp, const float *w, int T, int C, int OC)
+{
+    linear_backward(be, dinp, dw, db, dout, inp, w, T, C, OC, 0.0f);
 }

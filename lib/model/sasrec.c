@@ -446,14 +446,12 @@ static double R(bert_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq
     if (!g)
         return L;
     /* back through hln = LNh(gelu(Wh hx + bh)) */
-    R(sq_zero)(cx, w->dhg, nc);
-    R(sq_layernorm_backward)(cx, w->dhg, gp->headln_w, gp->headln_b, w->dhx, w->hg,
-                             p->headln_w, w->hln_mean, w->hln_rstd, n, C);
+    R(sq_layernorm_backward_to)(cx, w->dhg, gp->headln_w, gp->headln_b, w->dhx, w->hg,
+                                p->headln_w, w->hln_mean, w->hln_rstd, n, C);
     R(sq_zero)(cx, w->dhd, nc);
     R(sq_gelu_backward)(cx, w->dhd, w->dhg, w->hd, nc);
-    R(sq_zero)(cx, w->dhx, nc);
-    R(sq_linear_backward)(cx, w->dhx, gp->head_w, gp->head_b, w->dhd, w->hx, p->head_w, n, C,
-                          C);
+    R(sq_linear_backward_to)(cx, w->dhx, gp->head_w, gp->head_b, w->dhd, w->hx, p->head_w, n,
+                             C, C);
     R(sq_zero)(cx, w->dout, (size_t)T * C);
     R(sq_scatter_add_rows)(cx, w->dout, w->dhx, b->rows, n, C);
     return L;
@@ -491,9 +489,9 @@ static void R(sasrec_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
     real pd = (real)c->dropout;
 
     /* h = LNf(x[L]) */
-    R(sq_zero)(cx, w->dx, TC);
-    R(sq_layernorm_backward)(cx, w->dx, gp->lnf_w, gp->lnf_b, w->dout, w->x + (size_t)L * sTC,
-                             p->lnf_w, w->lnf_mean, w->lnf_rstd, T, C);
+    R(sq_layernorm_backward_to)(cx, w->dx, gp->lnf_w, gp->lnf_b, w->dout,
+                                w->x + (size_t)L * sTC, p->lnf_w, w->lnf_mean, w->lnf_rstd, T,
+                                C);
     for (int l = L - 1; l >= 0; l--) {
         size_t lc = (size_t)l * C, lfc = (size_t)l * F * C;
         const real *x = w->x + l * sTC, *ln1 = w->ln1 + l * sTC;
@@ -505,19 +503,16 @@ static void R(sasrec_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
          * before the FFN's backward adds to it */
         real *dy = w->dx;
         R(sq_dropout_backward_to)(cx, w->dh2, w->dx, w->m_ffn2 + l * sTC, TC, pd);
-        R(sq_zero)(cx, w->dF1, TF);
-        R(sq_linear_backward)(cx, w->dF1, gp->w2 + lfc, gp->b2 + lc, w->dh2, rd,
-                              p->w2 + lfc, T, F, C);
+        R(sq_linear_backward_to)(cx, w->dF1, gp->w2 + lfc, gp->b2 + lc, w->dh2, rd,
+                                 p->w2 + lfc, T, F, C);
         /* rd = dropout(relu(h1)),  h1 = W1 y + b1 */
-        R(sq_zero)(cx, w->dF3, TF);
-        R(sq_relu_dropout_backward)(cx, w->dF3, w->dF1, w->m_ffn1 + l * sTF, h1, TF, pd);
+        R(sq_relu_dropout_backward_to)(cx, w->dF3, w->dF1, w->m_ffn1 + l * sTF, h1, TF, pd);
         R(sq_linear_backward)(cx, dy, gp->w1 + lfc, gp->b1 + (size_t)l * F, w->dF3, ln2,
                               p->w1 + lfc, T, C, F);
         /* y = LN2(xmid) */
-        R(sq_zero)(cx, w->dxmid, TC);
-        R(sq_layernorm_backward)(cx, w->dxmid, gp->ln2_w + lc, gp->ln2_b + lc, dy, xmid,
-                                 p->ln2_w + lc, w->ln2_mean + l * sT, w->ln2_rstd + l * sT,
-                                 T, C);
+        R(sq_layernorm_backward_to)(cx, w->dxmid, gp->ln2_w + lc, gp->ln2_b + lc, dy, xmid,
+                                    p->ln2_w + lc, w->ln2_mean + l * sT,
+                                    w->ln2_rstd + l * sT, T, C);
         /* xmid = q + dropout(proj),  proj = MIX(q, x),  q = LN1(x): d q
          * starts as d xmid, so dxmid serves as dln1 (no copy), read by the
          * dropout before the mixer's backward adds to it */
@@ -529,11 +524,11 @@ static void R(sasrec_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
                                  p->ln1_w + lc, w->ln1_mean + l * sT, w->ln1_rstd + l * sT,
                                  T, C);
     }
-    /* x0 = dropout(E[ids] sqrt(C) + P[pos]) */
+    /* x0 = dropout(E[ids] sqrt(C) + P[pos]): the sum's two inputs get
+     * demb itself (no copy) */
     R(sq_dropout_backward_to)(cx, w->demb, w->dx, w->m_emb, TC, pd);
-    R(sq_zero)(cx, w->dy, TC);
-    R(sq_posemb_backward)(cx, w->dy, gp->pos_emb, w->demb, b->pos, T, C);
-    R(sq_embedding_backward)(cx, gp->item_emb, w->dy, b->ids, T, C, r_sqrt((real)C));
+    R(sq_posemb_backward)(cx, NULL, gp->pos_emb, w->demb, b->pos, T, C);
+    R(sq_embedding_backward)(cx, gp->item_emb, w->demb, b->ids, T, C, r_sqrt((real)C));
 }
 
 /* Same steps as sasrec_backward in another order: post-LN blocks, GELU and
@@ -563,15 +558,13 @@ static void R(postln_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
          * d s2, so dy serves as both (no copy), read by the dropout before
          * the FFN's backward adds to it */
         real *dln1 = w->dy;
-        R(sq_zero)(cx, w->dy, TC);
-        R(sq_layernorm_backward)(cx, w->dy, gp->ln2_w + lc, gp->ln2_b + lc, w->dx, ln2,
-                                 p->ln2_w + lc, w->ln2_mean + l * sT, w->ln2_rstd + l * sT,
-                                 T, C);
+        R(sq_layernorm_backward_to)(cx, w->dy, gp->ln2_w + lc, gp->ln2_b + lc, w->dx, ln2,
+                                    p->ln2_w + lc, w->ln2_mean + l * sT,
+                                    w->ln2_rstd + l * sT, T, C);
         R(sq_dropout_backward_to)(cx, w->dh2, w->dy, w->m_ffn2 + l * sTC, TC, pd);
         /* h2 = W2 gelu(h1) + b2, h1 = W1 x1 + b1 */
-        R(sq_zero)(cx, w->dF1, TF);
-        R(sq_linear_backward)(cx, w->dF1, gp->w2 + lfc, gp->b2 + lc, w->dh2, r, p->w2 + lfc,
-                              T, F, C);
+        R(sq_linear_backward_to)(cx, w->dF1, gp->w2 + lfc, gp->b2 + lc, w->dh2, r,
+                                 p->w2 + lfc, T, F, C);
         R(sq_zero)(cx, w->dF3, TF);
         R(sq_gelu_backward)(cx, w->dF3, w->dF1, h1, TF);
         R(sq_linear_backward)(cx, dln1, gp->w1 + lfc, gp->b1 + (size_t)l * F, w->dF3, ln1,
@@ -579,21 +572,18 @@ static void R(postln_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
         /* x1 (in ln1) = LN1(xmid), xmid = x + dropout(MIX(x, x)): d x
          * starts as d xmid, so it is made in dx (no copy), read by the
          * dropout before the mixer's backward adds to it */
-        R(sq_zero)(cx, w->dx, TC);
-        R(sq_layernorm_backward)(cx, w->dx, gp->ln1_w + lc, gp->ln1_b + lc, dln1, xmid,
-                                 p->ln1_w + lc, w->ln1_mean + l * sT, w->ln1_rstd + l * sT,
-                                 T, C);
+        R(sq_layernorm_backward_to)(cx, w->dx, gp->ln1_w + lc, gp->ln1_b + lc, dln1, xmid,
+                                    p->ln1_w + lc, w->ln1_mean + l * sT,
+                                    w->ln1_rstd + l * sT, T, C);
         R(sq_dropout_backward_to)(cx, w->dproj, w->dx, w->m_att + l * sTC, TC, pd);
         R(mix_backward)(m, w, b, g, l, x, x, w->dx, w->dx);
     }
     /* x0 = dropout(LNe(E[ids] + P[pos])) */
     R(sq_dropout_backward_to)(cx, w->dy, w->dx, w->m_emb, TC, pd);
-    R(sq_zero)(cx, w->demb, TC);
-    R(sq_layernorm_backward)(cx, w->demb, gp->embln_w, gp->embln_b, w->dy, w->emb, p->embln_w,
-                             w->embln_mean, w->embln_rstd, T, C);
-    R(sq_zero)(cx, w->dy, TC);
-    R(sq_posemb_backward)(cx, w->dy, gp->pos_emb, w->demb, b->pos, T, C);
-    R(sq_embedding_backward)(cx, gp->item_emb, w->dy, b->ids, T, C, 1);
+    R(sq_layernorm_backward_to)(cx, w->demb, gp->embln_w, gp->embln_b, w->dy, w->emb,
+                                p->embln_w, w->embln_mean, w->embln_rstd, T, C);
+    R(sq_posemb_backward)(cx, NULL, gp->pos_emb, w->demb, b->pos, T, C);
+    R(sq_embedding_backward)(cx, gp->item_emb, w->demb, b->ids, T, C, 1);
 }
 
 void R(sq_sasrec_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,

@@ -215,8 +215,8 @@ extern "C" {
     X(void, relu_dropout_forward, (float *out, uint8_t *mask, const float *inp, int T, int C, \
                                    float p, uint64_t seed, uint64_t step, uint64_t site),    \
       (out, mask, inp, T, C, p, seed, step, site))                                           \
-    X(void, relu_dropout_backward, (float *dinp, const float *dout, const uint8_t *mask,     \
-                                    const float *inp, size_t n, float p),                    \
+    X(void, relu_dropout_backward_to, (float *dinp, const float *dout, const uint8_t *mask,  \
+                                       const float *inp, size_t n, float p),                 \
       (dinp, dout, mask, inp, n, p))                                                         \
     X(void, residual_forward, (float *out, const float *a, const float *b, size_t n),        \
       (out, a, b, n))                                                                        \
@@ -238,10 +238,17 @@ extern "C" {
                                  const float *inp, const float *w, const float *mean,        \
                                  const float *rstd, int T, int C),                           \
       (dinp, dw, db, dout, inp, w, mean, rstd, T, C))                                        \
+    X(void, layernorm_backward_to, (float *dinp, float *dw, float *db, const float *dout,    \
+                                    const float *inp, const float *w, const float *mean,     \
+                                    const float *rstd, int T, int C),                        \
+      (dinp, dw, db, dout, inp, w, mean, rstd, T, C))                                        \
     X(void, linear_forward, (float *out, const float *inp, const float *w, const float *b,   \
                              int T, int C, int OC), (out, inp, w, b, T, C, OC))              \
     X(void, linear_backward, (float *dinp, float *dw, float *db, const float *dout,          \
                               const float *inp, const float *w, int T, int C, int OC),       \
+      (dinp, dw, db, dout, inp, w, T, C, OC))                                                \
+    X(void, linear_backward_to, (float *dinp, float *dw, float *db, const float *dout,       \
+                                 const float *inp, const float *w, int T, int C, int OC),    \
       (dinp, dw, db, dout, inp, w, T, C, OC))                                                \
     /* attention over packed segments (k_attn.cu, k_lattn.cu) */                             \
     X(void, attention_forward, (float *out, float *att, const float *q, const float *k,      \

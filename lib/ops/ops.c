@@ -214,10 +214,11 @@ void R(sq_posemb_backward)(const sq_ctx *cx, real *dinp, real *dpe,
         for (int t = 0; t < T; t++) {
             const real *g = dout + (size_t)t * C;
             real *dp = dpe + (size_t)pos[t] * C;
-            for (int c = c0; c < c1; c++) {
-                dinp[(size_t)t * C + c] += g[c];
+            if (dinp)
+                for (int c = c0; c < c1; c++)
+                    dinp[(size_t)t * C + c] += g[c];
+            for (int c = c0; c < c1; c++)
                 dp[c] += g[c];
-            }
         }
     });
 }
@@ -265,11 +266,12 @@ void R(sq_layernorm_forward)(const sq_ctx *cx, real *out, real *mean,
 }
 
 /* dx of rows [t0, t1). With n = xhat = (x - mean) rstd and g = w * dout:
- * dx = rstd (g - mean(g) - n mean(g n))   (the llm.c derivation). */
+ * dx = rstd (g - mean(g) - n mean(g n))   (the llm.c derivation). set:
+ * written as 0 + dx (a zeroed dinp's bits), dinp not read; else added. */
 SQ_VEC static void R(ln_back_rows)(real *restrict dinp, const real *restrict dout,
                                    const real *restrict inp, const real *restrict w,
                                    const real *restrict mean, const real *restrict rstd,
-                                   int t0, int t1, int C)
+                                   int t0, int t1, int C, int set)
 {
     int Cv = C - C % SQ_LANES;
     for (int t = t0; t < t1; t++) {
@@ -290,6 +292,12 @@ SQ_VEC static void R(ln_back_rows)(real *restrict dinp, const real *restrict dou
         real gmean = (R(vsum)(ag, SQ_LANES) + tg) / (real)C;
         real gnmean = (R(vsum)(agn, SQ_LANES) + tgn) / (real)C;
         real *dx = dinp + (size_t)t * C;
+        if (set) {
+            #pragma omp simd
+            for (int c = 0; c < C; c++)
+                dx[c] = (real)0 + s * (w[c] * d[c] - gmean - (x[c] - m) * s * gnmean);
+            continue;
+        }
         #pragma omp simd
         for (int c = 0; c < C; c++)
             dx[c] += s * (w[c] * d[c] - gmean - (x[c] - m) * s * gnmean);
@@ -314,21 +322,37 @@ SQ_VEC static void R(ln_back_cols)(real *restrict dw, real *restrict db,
     }
 }
 
-void R(sq_layernorm_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db,
-                              const real *dout, const real *inp,
-                              const real *w, const real *mean,
-                              const real *rstd, int T, int C)
+static void R(ln_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db, const real *dout,
+                           const real *inp, const real *w, const real *mean, const real *rstd,
+                           int T, int C, int set)
 {
-    SQ_ON_GPU(cx, layernorm_backward, (dinp, dw, db, dout, inp, w, mean, rstd, T, C));
     int rows = rows_per_chunk(C);
     SQ_PAR_FOR(int, t0, T, rows, {
-        R(ln_back_rows)(dinp, dout, inp, w, mean, rstd, t0, t0 + rows < T ? t0 + rows : T, C);
+        R(ln_back_rows)(dinp, dout, inp, w, mean, rstd, t0, t0 + rows < T ? t0 + rows : T, C,
+                        set);
     });
     /* a block of 4 vectors of 16 columns per task: enough to vectorise */
     SQ_PAR_FOR(int, c0, C, 4 * COL_BLOCK, {
         int c1 = c0 + 4 * COL_BLOCK < C ? c0 + 4 * COL_BLOCK : C;
         R(ln_back_cols)(dw, db, dout, inp, mean, rstd, c0, c1, T, C);
     });
+}
+
+void R(sq_layernorm_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db,
+                              const real *dout, const real *inp,
+                              const real *w, const real *mean,
+                              const real *rstd, int T, int C)
+{
+    SQ_ON_GPU(cx, layernorm_backward, (dinp, dw, db, dout, inp, w, mean, rstd, T, C));
+    R(ln_backward)(cx, dinp, dw, db, dout, inp, w, mean, rstd, T, C, 0);
+}
+
+void R(sq_layernorm_backward_to)(const sq_ctx *cx, real *dinp, real *dw, real *db,
+                                 const real *dout, const real *inp, const real *w,
+                                 const real *mean, const real *rstd, int T, int C)
+{
+    SQ_ON_GPU(cx, layernorm_backward_to, (dinp, dw, db, dout, inp, w, mean, rstd, T, C));
+    R(ln_backward)(cx, dinp, dw, db, dout, inp, w, mean, rstd, T, C, 1);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -352,14 +376,14 @@ void R(sq_linear_forward)(const sq_ctx *cx, real *out, const real *inp,
            1, inp, C, w, C, b ? 1 : 0, out, OC);
 }
 
-void R(sq_linear_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db,
-                           const real *dout, const real *inp, const real *w,
-                           int T, int C, int OC)
+/* beta 1: dinp added to; 0: written (the GEMM of a zeroed dinp) */
+static void R(linear_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db,
+                               const real *dout, const real *inp, const real *w, int T, int C,
+                               int OC, real beta)
 {
-    SQ_ON_GPU(cx, linear_backward, (dinp, dw, db, dout, inp, w, T, C, OC));
-    if (dinp) /* dinp[T, C] += dout[T, OC] W[OC, C] */
+    if (dinp) /* dinp[T, C] (+)= dout[T, OC] W[OC, C] */
         r_gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, C, OC,
-               1, dout, OC, w, C, 1, dinp, C);
+               1, dout, OC, w, C, beta, dinp, C);
     /* dW[OC, C] += dout^T[OC, T] inp[T, C] */
     r_gemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, T,
            1, dout, OC, inp, C, 1, dw, C);
@@ -371,6 +395,22 @@ void R(sq_linear_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db,
                     db[o] += dout[(size_t)t * OC + o];
         });
     }
+}
+
+void R(sq_linear_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db,
+                           const real *dout, const real *inp, const real *w,
+                           int T, int C, int OC)
+{
+    SQ_ON_GPU(cx, linear_backward, (dinp, dw, db, dout, inp, w, T, C, OC));
+    R(linear_backward)(cx, dinp, dw, db, dout, inp, w, T, C, OC, 1);
+}
+
+void R(sq_linear_backward_to)(const sq_ctx *cx, real *dinp, real *dw, real *db,
+                              const real *dout, const real *inp, const real *w, int T, int C,
+                              int OC)
+{
+    SQ_ON_GPU(cx, linear_backward_to, (dinp, dw, db, dout, inp, w, T, C, OC));
+    R(linear_backward)(cx, dinp, dw, db, dout, inp, w, T, C, OC, 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -595,11 +635,11 @@ void R(sq_dropout_backward_to)(const sq_ctx *cx, real *dinp, const real *dout,
     SQ_FOR_CHUNKS(n, R(dropout_back_chunk)(dinp + i0, dout + i0, mask + i0, len, keep_scale, 1));
 }
 
-/* Back through sq_relu_dropout_forward: dinp += relu'(inp) (dout keep
+/* Back through sq_relu_dropout_forward: dinp = 0 + relu'(inp) (dout keep
  * mask), with the dropout's gradient formed as sq_dropout_backward forms
  * it into a zeroed array (0 + ...: -0 becomes +0 there too), so the bits
- * are those of the two backwards in turn; the intermediate array is
- * neither zeroed, written nor read. */
+ * are those of the two backwards in turn, each into zeros; neither the
+ * intermediate array nor dinp is zeroed or read. */
 SQ_VEC static void R(relu_dropout_back_chunk)(real *restrict dinp, const real *restrict dout,
                                               const uint8_t *restrict mask,
                                               const real *restrict inp, size_t n,
@@ -608,14 +648,14 @@ SQ_VEC static void R(relu_dropout_back_chunk)(real *restrict dinp, const real *r
     #pragma omp simd
     for (size_t i = 0; i < n; i++) {
         real g = (real)0 + dout[i] * (keep_scale * (real)mask[i]);
-        dinp[i] += inp[i] > 0 ? g : (real)0;
+        dinp[i] = (real)0 + (inp[i] > 0 ? g : (real)0);
     }
 }
 
-void R(sq_relu_dropout_backward)(const sq_ctx *cx, real *dinp, const real *dout,
-                                 const uint8_t *mask, const real *inp, size_t n, real p)
+void R(sq_relu_dropout_backward_to)(const sq_ctx *cx, real *dinp, const real *dout,
+                                    const uint8_t *mask, const real *inp, size_t n, real p)
 {
-    SQ_ON_GPU(cx, relu_dropout_backward, (dinp, dout, mask, inp, n, p));
+    SQ_ON_GPU(cx, relu_dropout_backward_to, (dinp, dout, mask, inp, n, p));
     real keep_scale = (real)1 / ((real)1 - p);
     SQ_FOR_CHUNKS(n, R(relu_dropout_back_chunk)(dinp + i0, dout + i0, mask + i0, inp + i0, len,
                                                 keep_scale));

@@ -39,9 +39,12 @@
  * loops run on sq_ctx_threads(cx) threads, and its buffers are memory of
  * cx's backend (sq_ctx_alloc). Every _backward ADDS into its gradient
  * buffers (the caller zeroes them once per step), so a tensor used twice
- * accumulates both contributions; one exception, sq_dropout_backward_to,
- * writes its gradient (a backward's first contribution, with the bits of a
- * zeroed buffer added to, saving the zeroing and a read of it on a GPU).
+ * accumulates both contributions; the exceptions, named _to, write their
+ * input's gradient dinp (a backward's first contribution to it, with the
+ * bits of a zeroed buffer added to, saving the zeroing and a read of it on
+ * a GPU): sq_dropout_backward_to, sq_relu_dropout_backward_to,
+ * sq_layernorm_backward_to and sq_linear_backward_to (their parameters'
+ * gradients dw, db still added to).
  * Forward ops may run in place (out == inp) where they are
  * element-wise: GELU, ReLU, dropout, residual, positional add. OpenMP loops
  * use fixed partitions and fixed-order sums: results are bitwise identical
@@ -104,7 +107,8 @@ void R(sq_embedding_forward)(const sq_ctx *cx, real *out, const real *table,
 void R(sq_embedding_backward)(const sq_ctx *cx, real *dtable, const real *dout,
                               const int *ids, int T, int C, real scale);
 
-/* 2. Learned positional embedding: out[t] = inp[t] + pe[pos[t]], pe [P, C]. */
+/* 2. Learned positional embedding: out[t] = inp[t] + pe[pos[t]], pe [P, C].
+ * dinp may be NULL (its gradient is dout's: a caller may read dout). */
 void R(sq_posemb_forward)(const sq_ctx *cx, real *out, const real *inp,
                           const real *pe, const int *pos, int T, int C);
 void R(sq_posemb_backward)(const sq_ctx *cx, real *dinp, real *dpe,
@@ -121,6 +125,9 @@ void R(sq_layernorm_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db,
                               const real *dout, const real *inp,
                               const real *w, const real *mean,
                               const real *rstd, int T, int C);
+void R(sq_layernorm_backward_to)(const sq_ctx *cx, real *dinp, real *dw, real *db,
+                                 const real *dout, const real *inp, const real *w,
+                                 const real *mean, const real *rstd, int T, int C);
 
 /* 4. Linear: out[T, OC] = inp[T, C] W^T + b, W [OC, C]; b may be NULL.
  * Backward adds dinp = dout W, dW = dout^T inp, db = column sums of dout;
@@ -130,6 +137,9 @@ void R(sq_linear_forward)(const sq_ctx *cx, real *out, const real *inp,
 void R(sq_linear_backward)(const sq_ctx *cx, real *dinp, real *dw, real *db,
                            const real *dout, const real *inp, const real *w,
                            int T, int C, int OC);
+void R(sq_linear_backward_to)(const sq_ctx *cx, real *dinp, real *dw, real *db,
+                              const real *dout, const real *inp, const real *w, int T, int C,
+                              int OC);
 
 /* 5. Activations on n elements: GELU (exact erf form) and ReLU. */
 void R(sq_gelu_forward)(const sq_ctx *cx, real *out, const real *inp, size_t n);
@@ -163,11 +173,11 @@ void R(sq_dropout_add_forward)(const sq_ctx *cx, real *out, uint8_t *mask, const
 void R(sq_relu_dropout_forward)(const sq_ctx *cx, real *out, uint8_t *mask, const real *inp,
                                 int T, int C, real p, uint64_t seed, uint64_t step,
                                 uint64_t site);
-/* Back through sq_relu_dropout_forward: dinp += relu'(inp) dropout'(dout),
- * the bits of sq_dropout_backward into a zeroed array, then
- * sq_relu_backward from it. */
-void R(sq_relu_dropout_backward)(const sq_ctx *cx, real *dinp, const real *dout,
-                                 const uint8_t *mask, const real *inp, size_t n, real p);
+/* Back through sq_relu_dropout_forward into dinp (written, not added to):
+ * dinp = relu'(inp) dropout'(dout), the bits of sq_dropout_backward into a
+ * zeroed array, then sq_relu_backward from it into another. */
+void R(sq_relu_dropout_backward_to)(const sq_ctx *cx, real *dinp, const real *dout,
+                                    const uint8_t *mask, const real *inp, size_t n, real p);
 
 /* 7. Residual: out = a + b. */
 void R(sq_residual_forward)(const sq_ctx *cx, real *out, const real *a,

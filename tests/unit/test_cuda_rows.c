@@ -216,11 +216,11 @@ UNIT_TEST(cuda_dropout_fused)
             CHECK(cuda_down(&g, gpu, dg, n) == 0 &&
                   cuda_same_bits(gpu, cpu, n, "dropout backward into"));
         }
-        if (k >= 3 && p > 0) { /* the ReLU's backward through the dropout, into res */
+        if (k >= 3 && p > 0) { /* the ReLU's backward through the dropout, written over res */
             memcpy(cpu, res, n * sizeof *cpu);
             float *dg = cuda_up(&g, res, n);
-            sq_relu_dropout_backward(&c, cpu, x, cm, res, n, p);
-            sq_relu_dropout_backward(&g.cx, dg, dx, dm, dres, n, p);
+            sq_relu_dropout_backward_to(&c, cpu, x, cm, res, n, p);
+            sq_relu_dropout_backward_to(&g.cx, dg, dx, dm, dres, n, p);
             CHECK(cuda_down(&g, gpu, dg, n) == 0 &&
                   cuda_same_bits(gpu, cpu, n, "fused relu-dropout backward"));
         }
@@ -478,6 +478,25 @@ UNIT_TEST(cuda_layernorm_linear)
         CHECK(cuda_down(&g, gdx, ex, tc) == 0 && cuda_close_to(gdx, cdx, tc, 1e-5, 1e-5, "lin dx"));
         CHECK(cuda_down(&g, gdW, eW, fc) == 0 && cuda_close_to(gdW, cdW, fc, 1e-5, 1e-5, "lin dW"));
         CHECK(cuda_down(&g, gb, eb, RF) == 0 && cuda_close_to(gb, cb, RF, 1e-5, 1e-5, "lin db"));
+        /* the _to forms: dinp written over garbage (x), dw and db added */
+        memcpy(cdx, x, tc * sizeof *cdx);
+        memcpy(cdW, W, fc * sizeof *cdW);
+        memcpy(cb, bF, RF * sizeof *cb);
+        ex = cuda_up(&g, x, tc), eW = cuda_up(&g, W, fc), eb = cuda_up(&g, bF, RF);
+        sq_linear_backward_to(&c, cdx, cdW, cb, dF, x, W, RT, RC, RF);
+        sq_linear_backward_to(&g.cx, ex, eW, eb, ddF, dx, dW, RT, RC, RF);
+        CHECK(cuda_down(&g, gdx, ex, tc) == 0 && cuda_close_to(gdx, cdx, tc, 1e-5, 1e-5, "lin dx to"));
+        CHECK(cuda_down(&g, gdW, eW, fc) == 0 && cuda_close_to(gdW, cdW, fc, 1e-5, 1e-5, "lin dW to"));
+        CHECK(cuda_down(&g, gb, eb, RF) == 0 && cuda_close_to(gb, cb, RF, 1e-5, 1e-5, "lin db to"));
+        memcpy(c1, x, tc * sizeof *c1);
+        memcpy(cw, b, RC * sizeof *cw);
+        memcpy(cb, w, RC * sizeof *cb);
+        gdi = cuda_up(&g, x, tc), gdw = cuda_up(&g, b, RC), gdb = cuda_up(&g, w, RC);
+        sq_layernorm_backward_to(&c, c1, cw, cb, dout, x, w, cm, cr, RT, RC);
+        sq_layernorm_backward_to(&g.cx, gdi, gdw, gdb, dd, dx, dw, dmean, drstd, RT, RC);
+        CHECK(cuda_down(&g, g1, gdi, tc) == 0 && cuda_close_to(g1, c1, tc, 1e-5, 1e-4, "ln dx to"));
+        CHECK(cuda_down(&g, gw, gdw, RC) == 0 && cuda_close_to(gw, cw, RC, 1e-5, 1e-5, "ln dw to"));
+        CHECK(cuda_down(&g, gb, gdb, RC) == 0 && cuda_close_to(gb, cb, RC, 1e-5, 1e-5, "ln db to"));
         free(cdx); free(cdW); free(gdx); free(gdW);
     }
     free(xd); free(wd); free(bd); free(Wd); free(bFd); free(rln); free(rlin);

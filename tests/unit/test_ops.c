@@ -689,8 +689,8 @@ static double rdrop_obj(void *p)
 static void rdrop_backward(op_trial *tr)
 {
     drop_ctx *c = tr->c;
-    sq_relu_dropout_backward_f64(cpu, c->dinp, c->w, c->mask, c->inp, (size_t)c->T * c->C,
-                                 c->p);
+    sq_relu_dropout_backward_to_f64(cpu, c->dinp, c->w, c->mask, c->inp,
+                                    (size_t)c->T * c->C, c->p);
 }
 
 static void rdrop_ref(op_trial *tr)
@@ -710,7 +710,7 @@ static void rdrop_float(op_trial *tr)
     float *fo = tr_fzeros(tr, n), *fd = tr_fzeros(tr, n);
     c->fmask = tr_calloc(tr, n, 1);
     sq_relu_dropout_forward(cpu, fo, c->fmask, fi, c->T, c->C, (float)c->p, 42, 7, 5);
-    sq_relu_dropout_backward(cpu, fd, fw, c->fmask, fi, n, (float)c->p);
+    sq_relu_dropout_backward_to(cpu, fd, fw, c->fmask, fi, n, (float)c->p);
     tr_pair(tr, "out", fo, c->out, n);
     tr_pair(tr, "dinp", fd, c->dinp, n);
 }
@@ -1803,15 +1803,15 @@ UNIT_TEST(test_ops_dropout_fused)
         memcpy(b, x, n * sizeof *b); /* in place: out = inp */
         sq_relu_dropout_forward(cx, b, m2, b, T, C, p, 5, 9, 6);
         CHECK(memcmp(a, b, n * sizeof *a) == 0);
-        /* its backward: the dropout's into zeros, then the ReLU's (res as
-         * d out, b as dinp, both non-zero; a has -0s where masked) */
+        /* its backward, written: the dropout's into zeros, then the
+         * ReLU's into zeros (res as d out, b as dinp holding garbage) */
         if (p > 0) {
             memset(tmp, 0, n * sizeof *tmp);
             sq_dropout_backward(cx, tmp, res, m1, n, p);
-            memcpy(a, x, n * sizeof *a);
+            memset(a, 0, n * sizeof *a);
             sq_relu_backward(cx, a, tmp, x, n);
             memcpy(b, x, n * sizeof *b);
-            sq_relu_dropout_backward(cx, b, res, m1, x, n, p);
+            sq_relu_dropout_backward_to(cx, b, res, m1, x, n, p);
             CHECK(memcmp(a, b, n * sizeof *a) == 0);
         }
         /* dropout's backward into dinp (b, holding garbage) against it
@@ -2312,4 +2312,57 @@ UNIT_TEST(test_ops_gemm)
             CHECK(fw < 1e-4);
             free(A); free(B); free(Cm); free(C0); free(want); free(fA); free(fB); free(fC);
         }
+}
+
+/* The _to backwards (ops.h CONVENTIONS) write dinp over garbage with the
+ * bits of the adding backward into a zeroed dinp, and still add to dw and
+ * db; the positional embedding's backward without dinp gives the same
+ * dpe. T x C rows into OC outputs, in each build. */
+#define BACKWARD_TO_CASE(real, SFX)                                                          \
+    static int backward_to_##real(unit_ctx *t, sq_rng *r)                                   \
+    {                                                                                        \
+        const sq_ctx cx0 = sq_ctx_cpu(), *cx = &cx0;                                         \
+        enum { T = 29, C = 21, OC = 35, N = 4 * T * OC };                                    \
+        real *v = malloc(N * 12 * sizeof *v), mean[T], rstd[T];                              \
+        int pos[T], ok = v != NULL;                                                          \
+        CHECK(ok);                                                                           \
+        if (!ok)                                                                             \
+            return 0;                                                                        \
+        for (size_t i = 0; i < (size_t)N * 12; i++)                                          \
+            v[i] = (real)sq_rng_normal(r);                                                   \
+        for (int i = 0; i < T; i++)                                                          \
+            pos[i] = i % 5;                                                                  \
+        real *x = v, *w = v + N, *dout = v + 2 * N, *a = v + 3 * N, *b = v + 4 * N;          \
+        real *dwa = v + 5 * N, *dwb = v + 6 * N, *dba = v + 7 * N, *dbb = v + 8 * N;         \
+        real *y = v + 9 * N;                                                                 \
+        memcpy(dwb, dwa, N * sizeof *v);                                                     \
+        memcpy(dbb, dba, N * sizeof *v);                                                     \
+        sq_layernorm_forward##SFX(cx, y, mean, rstd, x, w, dout, T, C, (real)1e-5);          \
+        memset(a, 0, N * sizeof *a);                                                         \
+        sq_layernorm_backward##SFX(cx, a, dwa, dba, dout, x, w, mean, rstd, T, C);           \
+        sq_layernorm_backward_to##SFX(cx, b, dwb, dbb, dout, x, w, mean, rstd, T, C);        \
+        CHECK(memcmp(a, b, (size_t)T * C * sizeof *a) == 0);                                 \
+        CHECK(memcmp(dwa, dwb, N * sizeof *v) == 0 && memcmp(dba, dbb, N * sizeof *v) == 0); \
+        memset(a, 0, N * sizeof *a);                                                         \
+        memcpy(b, y, N * sizeof *b);                                                         \
+        sq_linear_backward##SFX(cx, a, dwa, dba, dout, x, w, T, C, OC);                      \
+        sq_linear_backward_to##SFX(cx, b, dwb, dbb, dout, x, w, T, C, OC);                   \
+        CHECK(memcmp(a, b, (size_t)T * C * sizeof *a) == 0);                                 \
+        CHECK(memcmp(dwa, dwb, N * sizeof *v) == 0 && memcmp(dba, dbb, N * sizeof *v) == 0); \
+        sq_posemb_backward##SFX(cx, a, dwa, dout, pos, T, C);                                \
+        sq_posemb_backward##SFX(cx, NULL, dwb, dout, pos, T, C);                             \
+        CHECK(memcmp(dwa, dwb, N * sizeof *v) == 0);                                         \
+        free(v);                                                                             \
+        return 1;                                                                            \
+    }
+BACKWARD_TO_CASE(float, )
+BACKWARD_TO_CASE(double, _f64)
+#undef BACKWARD_TO_CASE
+
+UNIT_TEST(test_ops_backward_to)
+{
+    sq_rng r;
+    sq_rng_seed(&r, 91, 3);
+    CHECK(backward_to_float(t, &r));
+    CHECK(backward_to_double(t, &r));
 }
