@@ -129,7 +129,7 @@ void be_attention_tc_forward(sq_gpu_be *be, float *out, float *lse, const float 
 void be_attention_tc_backward(sq_gpu_be *be, float *dq, float *dk, float *dv, const float *dout,
                               const float *out, const float *q, const float *k, const float *v,
                               const float *lse, int ld, const int *off, int B, const int *tiles,
-                              int ntiles, int H, int hs, int causal);
+                              int ntiles, int H, int hs, int causal, int set);
 
 // bfloat16 in memory (cuBLAS's CUDA_R_16BF): a float's top 16 bits. What
 // --precision bf16 keeps of the full cross-entropy's logits (k_loss.cu).

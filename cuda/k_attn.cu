@@ -201,7 +201,7 @@ static __device__ void at_dsum(float *Ds, const float *dout, const float *out, s
 static __global__ __launch_bounds__(AT_WARPS * 32) void k_attn_dq(
     float *dq, const float *dout, const float *out, const float *q, const float *k,
     const float *v, const float *lse, int ld, const int *off, int B, const int *tiles, int H,
-    int hs, float scale, int causal)
+    int hs, float scale, int causal, int set)
 {
     __shared__ __align__(16) float qs[AT_ROWS * AT_MAXHS];
     __shared__ __align__(16) float gs[AT_ROWS * AT_MAXHS];
@@ -243,9 +243,9 @@ static __global__ __launch_bounds__(AT_WARPS * 32) void k_attn_dq(
             break;
         size_t hq = (size_t)(r0 + rb + r) * ld + col;
         if (lane < hs)
-            dq[hq + lane] += acc[r][0];
+            dq[hq + lane] = (set ? 0.0f : dq[hq + lane]) + acc[r][0];
         if (lane + 32 < hs)
-            dq[hq + lane + 32] += acc[r][1];
+            dq[hq + lane + 32] = (set ? 0.0f : dq[hq + lane + 32]) + acc[r][1];
     }
 }
 
@@ -254,7 +254,7 @@ static __global__ __launch_bounds__(AT_WARPS * 32) void k_attn_dq(
 static __global__ __launch_bounds__(AT_WARPS * 32, 3) void k_attn_dkv(
     float *dk, float *dv, const float *dout, const float *out, const float *q, const float *k,
     const float *v, const float *lse, int ld, const int *off, int B, const int *tiles, int H,
-    int hs, float scale, int causal)
+    int hs, float scale, int causal, int set)
 {
     __shared__ __align__(16) float ks[AT_ROWS * AT_MAXHS];
     __shared__ __align__(16) float vs[AT_ROWS * AT_MAXHS];
@@ -299,12 +299,12 @@ static __global__ __launch_bounds__(AT_WARPS * 32, 3) void k_attn_dkv(
             break;
         size_t hk = (size_t)(c0 + rb + r) * ld + col;
         if (lane < hs) {
-            dk[hk + lane] += ak[r][0];
-            dv[hk + lane] += av[r][0];
+            dk[hk + lane] = (set ? 0.0f : dk[hk + lane]) + ak[r][0];
+            dv[hk + lane] = (set ? 0.0f : dv[hk + lane]) + av[r][0];
         }
         if (lane + 32 < hs) {
-            dk[hk + lane + 32] += ak[r][1];
-            dv[hk + lane + 32] += av[r][1];
+            dk[hk + lane + 32] = (set ? 0.0f : dk[hk + lane + 32]) + ak[r][1];
+            dv[hk + lane + 32] = (set ? 0.0f : dv[hk + lane + 32]) + av[r][1];
         }
     }
 }
@@ -352,10 +352,11 @@ void be_attention_forward(sq_gpu_be *be, float *out, float *att, const float *q,
               B, tiles, H, hs, 1.0f / sqrtf((float)hs), causal);
 }
 
-void be_attention_backward(sq_gpu_be *be, float *dq, float *dk, float *dv, const float *dout,
-                           const float *out, const float *q, const float *k, const float *v,
-                           const float *att, int ld, const int *off, int B, int H, int C,
-                           int causal)
+// set: dq, dk, dv written (each row's head columns by one block), not added to
+static void attention_backward(sq_gpu_be *be, float *dq, float *dk, float *dv, const float *dout,
+                               const float *out, const float *q, const float *k,
+                               const float *v, const float *att, int ld, const int *off, int B,
+                               int H, int C, int causal, int set)
 {
     int n;
     const int *tiles = at_tiles(be, off, B, H, C, &n,
@@ -367,12 +368,28 @@ void be_attention_backward(sq_gpu_be *be, float *dq, float *dk, float *dv, const
     const int *doff = be_ints(be, off); // after the upload (its growth moves the staged ints)
     if (at_tensor_cores(be)) {
         be_attention_tc_backward(be, dq, dk, dv, dout, out, q, k, v, att, ld, doff, B, tiles, n,
-                                 H, hs, causal);
+                                 H, hs, causal, set);
         return;
     }
     dim3 grid((unsigned)n, (unsigned)H);
     SQ_LAUNCH(be, k_attn_dq, grid, AT_WARPS * 32, 0, dq, dout, out, q, k, v, att, ld, doff, B,
-              tiles, H, hs, scale, causal);
+              tiles, H, hs, scale, causal, set);
     SQ_LAUNCH(be, k_attn_dkv, grid, AT_WARPS * 32, 0, dk, dv, dout, out, q, k, v, att, ld, doff,
-              B, tiles, H, hs, scale, causal);
+              B, tiles, H, hs, scale, causal, set);
+}
+
+void be_attention_backward(sq_gpu_be *be, float *dq, float *dk, float *dv, const float *dout,
+                           const float *out, const float *q, const float *k, const float *v,
+                           const float *att, int ld, const int *off, int B, int H, int C,
+                           int causal)
+{
+    attention_backward(be, dq, dk, dv, dout, out, q, k, v, att, ld, off, B, H, C, causal, 0);
+}
+
+void be_attention_backward_to(sq_gpu_be *be, float *dq, float *dk, float *dv, const float *dout,
+                              const float *out, const float *q, const float *k, const float *v,
+                              const float *att, int ld, const int *off, int B, int H, int C,
+                              int causal)
+{
+    attention_backward(be, dq, dk, dv, dout, out, q, k, v, att, ld, off, B, H, C, causal, 1);
 }

@@ -214,14 +214,16 @@ static __device__ void tc_rowvals(float *Ds, float *Ls, const float *dout, const
 }
 
 // y[rows r0 .., the head's columns] += the TC_ROWS x TC_HP tile t (rows
-// < n, columns < hs)
+// < n, columns < hs); set: y = 0 + t, y not read (a zeroed y's bits)
 static __device__ void tc_add_out(float *y, size_t ld, size_t col, const float *t, int r0, int n,
-                                  int hs)
+                                  int hs, int set)
 {
     for (int e = threadIdx.x; e < TC_ROWS * TC_HP; e += TC_WARPS * 32) {
         int i = e / TC_HP, d = e % TC_HP;
-        if (i < n && d < hs)
-            y[(size_t)(r0 + i) * ld + col + d] += t[i * TC_LD + d];
+        if (i < n && d < hs) {
+            float *yi = y + (size_t)(r0 + i) * ld + col + d;
+            *yi = (set ? 0.0f : *yi) + t[i * TC_LD + d];
+        }
     }
 }
 
@@ -241,7 +243,7 @@ struct tc_bwd_tiles {
 static __global__ __launch_bounds__(TC_WARPS * 32, 2) void k_attn_tc_dq(
     float *dq, const float *dout, const float *out, const float *q, const float *k,
     const float *v, const float *lse, int ld, const int *off, int B, const int *tiles, int H,
-    int hs, float scale, int causal)
+    int hs, float scale, int causal, int set)
 {
     __shared__ tc_bwd_tiles sm;
     float *qs = sm.q, *gs = sm.g, *ks = sm.k, *vs = sm.v, *Ss = sm.s, *Ps = sm.p, *Ds = sm.D,
@@ -281,7 +283,7 @@ static __global__ __launch_bounds__(TC_WARPS * 32, 2) void k_attn_tc_dq(
     wmma::store_matrix_sync(qs + (w / 4) * 16 * TC_LD + (w % 4) * 16, acc, TC_LD,
                             wmma::mem_row_major);
     __syncthreads();
-    tc_add_out(dq, (size_t)ld, col, qs, r0, n, hs);
+    tc_add_out(dq, (size_t)ld, col, qs, r0, n, hs, set);
 }
 
 // dk, dv: a block a key tile, the queries that see its keys in tiles of
@@ -289,7 +291,7 @@ static __global__ __launch_bounds__(TC_WARPS * 32, 2) void k_attn_tc_dq(
 static __global__ __launch_bounds__(TC_WARPS * 32, 2) void k_attn_tc_dkv(
     float *dk, float *dv, const float *dout, const float *out, const float *q, const float *k,
     const float *v, const float *lse, int ld, const int *off, int B, const int *tiles, int H,
-    int hs, float scale, int causal)
+    int hs, float scale, int causal, int set)
 {
     __shared__ tc_bwd_tiles sm;
     float *qs = sm.q, *gs = sm.g, *ks = sm.k, *vs = sm.v, *St = sm.s, *Pt = sm.p, *Ds = sm.D,
@@ -335,8 +337,8 @@ static __global__ __launch_bounds__(TC_WARPS * 32, 2) void k_attn_tc_dkv(
     wmma::store_matrix_sync(gs + (w / 4) * 16 * TC_LD + (w % 4) * 16, av, TC_LD,
                             wmma::mem_row_major);
     __syncthreads();
-    tc_add_out(dk, (size_t)ld, col, qs, c0, nk, hs);
-    tc_add_out(dv, (size_t)ld, col, gs, c0, nk, hs);
+    tc_add_out(dk, (size_t)ld, col, qs, c0, nk, hs, set);
+    tc_add_out(dv, (size_t)ld, col, gs, c0, nk, hs, set);
 }
 
 void be_attention_tc_forward(sq_gpu_be *be, float *out, float *lse, const float *q,
@@ -350,12 +352,12 @@ void be_attention_tc_forward(sq_gpu_be *be, float *out, float *lse, const float 
 void be_attention_tc_backward(sq_gpu_be *be, float *dq, float *dk, float *dv, const float *dout,
                               const float *out, const float *q, const float *k, const float *v,
                               const float *lse, int ld, const int *off, int B, const int *tiles,
-                              int ntiles, int H, int hs, int causal)
+                              int ntiles, int H, int hs, int causal, int set)
 {
     float scale = 1.0f / sqrtf((float)hs);
     dim3 grid((unsigned)ntiles, (unsigned)H);
     SQ_LAUNCH(be, k_attn_tc_dq, grid, TC_WARPS * 32, 0, dq, dout, out, q, k, v, lse, ld, off, B,
-              tiles, H, hs, scale, causal);
+              tiles, H, hs, scale, causal, set);
     SQ_LAUNCH(be, k_attn_tc_dkv, grid, TC_WARPS * 32, 0, dk, dv, dout, out, q, k, v, lse, ld,
-              off, B, tiles, H, hs, scale, causal);
+              off, B, tiles, H, hs, scale, causal, set);
 }

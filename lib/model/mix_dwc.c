@@ -69,6 +69,7 @@ static void R(core_backward)(const R(sq_mix_args) *a, const R(sq_qkv_bufs) *q)
     const sq_mixer_env *env = a->env;
     const sq_packed *pb = a->b;
     int C = env->dim, K = kernel_of(env);
+    R(sq_qkv_zero_grads)(a, q);
     R(sq_lattn_backward)(a->cx, SQ_LATTN_EFFICIENT, q->dq, q->dk, q->dv, q->kscratch, q->datty,
                          q->q, q->k, q->v, q->kcache, C, pb->off, pb->B, env->heads, C,
                          env->causal);

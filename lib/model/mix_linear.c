@@ -47,6 +47,7 @@ static void R(core)(const R(sq_mix_args) *a, real *out)
 static void R(core_backward)(const R(sq_mix_args) *a, const R(sq_qkv_bufs) *q)
 {
     const sq_mixer_env *env = a->env;
+    R(sq_qkv_zero_grads)(a, q);
     R(sq_lattn_backward)(a->cx, lattn_of(env), q->dq, q->dk, q->dv, q->kscratch, q->datty,
                          q->q, q->k, q->v, q->kcache, env->dim, a->b->off, a->b->B,
                          env->heads, env->dim, env->causal);

@@ -77,12 +77,16 @@ void R(sq_qkv_out_backward)(const R(sq_mix_args) *a, const R(sq_qkv_bufs) *q,
                             const real *dout)
 {
     int T = a->b->T, C = a->env->dim;
-    size_t TC = (size_t)T * C;
-    R(sq_zero)(a->cx, q->dv, TC);
     R(sq_linear_backward_to)(a->cx, q->datty, a->G[QKV_WO], a->G[QKV_BO], dout, q->atty,
                              a->P[QKV_WO], T, C, C);
+}
+
+void R(sq_qkv_zero_grads)(const R(sq_mix_args) *a, const R(sq_qkv_bufs) *q)
+{
+    size_t TC = (size_t)a->b->T * a->env->dim;
     R(sq_zero)(a->cx, q->dq, TC);
     R(sq_zero)(a->cx, q->dk, TC);
+    R(sq_zero)(a->cx, q->dv, TC);
 }
 
 void R(sq_qkv_in_backward)(const R(sq_mix_args) *a, const R(sq_qkv_bufs) *q,

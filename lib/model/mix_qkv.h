@@ -44,17 +44,21 @@ void R(sq_qkv_in)(const R(sq_mix_args) *a, const R(sq_qkv_bufs) *q, const real *
                   const real *kvin);
 /* out = atty Wo^T + bo. */
 void R(sq_qkv_out)(const R(sq_mix_args) *a, const R(sq_qkv_bufs) *q, real *out);
-/* datty = d out through Wo (adding Wo's and bo's gradients); zeroes dq, dk,
- * dv for the kernel's backward. */
+/* datty = d out through Wo (adding Wo's and bo's gradients). */
 void R(sq_qkv_out_backward)(const R(sq_mix_args) *a, const R(sq_qkv_bufs) *q,
                             const real *dout);
 /* Back through the projections from dq, dk, dv into dqin, dkvin and G. */
 void R(sq_qkv_in_backward)(const R(sq_mix_args) *a, const R(sq_qkv_bufs) *q,
                            const real *qin, const real *kvin, real *dqin, real *dkvin);
 
+/* dq, dk, dv zeroed: for a kernel's backward whose ops add to them. */
+void R(sq_qkv_zero_grads)(const R(sq_mix_args) *a, const R(sq_qkv_bufs) *q);
+
 /* A kind's kernel: forward from the layer's q, k, v to the heads' output
  * out (carving its buffers itself: the attention map runs it on probe
- * values); backward from q->datty into q->dq, dk, dv. */
+ * values); backward from q->datty into q->dq, dk, dv, which it writes
+ * (after sq_qkv_zero_grads where its ops add: a kernel whose op writes its
+ * gradients spares the GPU three memsets and three reads). */
 typedef void (*R(sq_qkv_kernel))(const R(sq_mix_args) *a, real *out);
 typedef void (*R(sq_qkv_kernel_bwd))(const R(sq_mix_args) *a, const R(sq_qkv_bufs) *q);
 /* The whole mixer of a QKV kind: projections, its kernel, output. */

@@ -24,9 +24,9 @@ static void R(core)(const R(sq_mix_args) *a, real *out)
 static void R(core_backward)(const R(sq_mix_args) *a, const R(sq_qkv_bufs) *q)
 {
     const sq_mixer_env *env = a->env;
-    R(sq_attention_backward)(a->cx, q->dq, q->dk, q->dv, q->datty, q->atty, q->q, q->k, q->v,
-                             q->kcache, env->dim, a->b->off, a->b->B, env->heads, env->dim,
-                             env->causal);
+    R(sq_attention_backward_to)(a->cx, q->dq, q->dk, q->dv, q->datty, q->atty, q->q, q->k,
+                                q->v, q->kcache, env->dim, a->b->off, a->b->B, env->heads,
+                                env->dim, env->causal);
 }
 
 void R(sq_mix_softmax_forward)(const R(sq_mix_args) *a, real *out, const real *qin,

@@ -259,6 +259,11 @@ extern "C" {
                                  const float *v, const float *att, int ld, const int *off,   \
                                  int B, int H, int C, int causal),                           \
       (dq, dk, dv, dout, out, q, k, v, att, ld, off, B, H, C, causal))                       \
+    X(void, attention_backward_to, (float *dq, float *dk, float *dv, const float *dout,      \
+                                    const float *out, const float *q, const float *k,        \
+                                    const float *v, const float *att, int ld, const int *off, \
+                                    int B, int H, int C, int causal),                        \
+      (dq, dk, dv, dout, out, q, k, v, att, ld, off, B, H, C, causal))                       \
     X(void, lattn_forward, (int kind, float *out, float *cache, float *scratch,              \
                             const float *q, const float *k, const float *v, int ld,          \
                             const int *off, int B, int H, int C, int causal),                \

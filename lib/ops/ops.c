@@ -999,14 +999,12 @@ SQ_VEC static void R(attn_pair_backward)(real *dq, real *dk, real *dv, const rea
     }
 }
 
-void R(sq_attention_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
-                              const real *dout, const real *out, const real *q,
-                              const real *k, const real *v, const real *att,
-                              int ld, const int *off, int B, int H, int C,
-                              int causal)
+/* set: the pair's rows of dq, dk, dv (its head's columns) zeroed first */
+static void R(attention_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
+                                  const real *dout, const real *out, const real *q,
+                                  const real *k, const real *v, const real *att, int ld,
+                                  const int *off, int B, int H, int C, int causal, int set)
 {
-    SQ_ON_GPU(cx, attention_backward,
-              (dq, dk, dv, dout, out, q, k, v, att, ld, off, B, H, C, causal));
     int hs = C / H, maxL = 0;
     real scale = (real)1 / r_sqrt((real)hs);
     for (int b = 0; b < B; b++)
@@ -1015,12 +1013,38 @@ void R(sq_attention_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
     SQ_PAR_EACH(bh, B * H, real, scratch, ((size_t)hs + (size_t)maxL) * (size_t)maxL, {
         int b, h, o, L = pair_of(off, H, bh, &b, &h, &o);
         size_t at = (size_t)o * ld + (size_t)h * hs, ao = (size_t)o * C + (size_t)h * hs;
+        for (int i = 0; set && i < L; i++) {
+            memset(dq + at + (size_t)i * ld, 0, (size_t)hs * sizeof *dq);
+            memset(dk + at + (size_t)i * ld, 0, (size_t)hs * sizeof *dk);
+            memset(dv + at + (size_t)i * ld, 0, (size_t)hs * sizeof *dv);
+        }
         if (L > 0)
             R(attn_pair_backward)(dq + at, dk + at, dv + at, dout + ao, out + ao, q + at,
                                   k + at, v + at,
                                   att + att_base(off, b, H) + (size_t)h * L * L, ld, C, L,
                                   hs, scale, causal, scratch);
     });
+}
+
+void R(sq_attention_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
+                              const real *dout, const real *out, const real *q,
+                              const real *k, const real *v, const real *att,
+                              int ld, const int *off, int B, int H, int C,
+                              int causal)
+{
+    SQ_ON_GPU(cx, attention_backward,
+              (dq, dk, dv, dout, out, q, k, v, att, ld, off, B, H, C, causal));
+    R(attention_backward)(cx, dq, dk, dv, dout, out, q, k, v, att, ld, off, B, H, C, causal, 0);
+}
+
+void R(sq_attention_backward_to)(const sq_ctx *cx, real *dq, real *dk, real *dv,
+                                 const real *dout, const real *out, const real *q,
+                                 const real *k, const real *v, const real *att, int ld,
+                                 const int *off, int B, int H, int C, int causal)
+{
+    SQ_ON_GPU(cx, attention_backward_to,
+              (dq, dk, dv, dout, out, q, k, v, att, ld, off, B, H, C, causal));
+    R(attention_backward)(cx, dq, dk, dv, dout, out, q, k, v, att, ld, off, B, H, C, causal, 1);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -43,8 +43,8 @@
  * input's gradient dinp (a backward's first contribution to it, with the
  * bits of a zeroed buffer added to, saving the zeroing and a read of it on
  * a GPU): sq_dropout_backward_to, sq_relu_dropout_backward_to,
- * sq_layernorm_backward_to and sq_linear_backward_to (their parameters'
- * gradients dw, db still added to).
+ * sq_layernorm_backward_to, sq_linear_backward_to (their parameters'
+ * gradients dw, db still added to) and sq_attention_backward_to.
  * Forward ops may run in place (out == inp) where they are
  * element-wise: GELU, ReLU, dropout, residual, positional add. OpenMP loops
  * use fixed partitions and fixed-order sums: results are bitwise identical
@@ -200,6 +200,12 @@ void R(sq_attention_backward)(const sq_ctx *cx, real *dq, real *dk, real *dv,
                               const real *k, const real *v, const real *att,
                               int ld, const int *off, int B, int H, int C,
                               int causal);
+/* The same, dq, dk, dv written (every head's columns of every row of the
+ * segments: the bits of zeroing them first). */
+void R(sq_attention_backward_to)(const sq_ctx *cx, real *dq, real *dk, real *dv,
+                                 const real *dout, const real *out, const real *q,
+                                 const real *k, const real *v, const real *att, int ld,
+                                 const int *off, int B, int H, int C, int causal);
 
 /* 8b. Segment mean: out[b] = (1 / len_b) sum of the rows off[b] ..
  * off[b+1]-1 of inp [T, C] (a segment of no rows gives a zero row); out
