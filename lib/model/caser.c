@@ -227,9 +227,8 @@ void R(sq_caser_backward)(const R(sq_flat) *m, void *work, const sq_packed *b, c
     /* h = relu(a2), a2 = W2 [z; P_u] + b2 */
     R(sq_zero)(cx, w->da2, nD);
     R(sq_relu_backward)(cx, w->da2, dh, w->a2, nD);
-    R(sq_zero)(cx, w->dcat, 2 * nD);
-    R(sq_linear_backward)(cx, w->dcat, gt[CT_fc2_w], gt[CT_fc2_b], w->da2, w->cat,
-                          t[CT_fc2_w], n, 2 * D, D);
+    R(sq_linear_backward_to)(cx, w->dcat, gt[CT_fc2_w], gt[CT_fc2_b], w->da2, w->cat,
+                             t[CT_fc2_w], n, 2 * D, D);
     R(sq_copy2d)(cx, w->dz, D, w->dcat, 2 * D, n, D);
     R(sq_copy2d)(cx, w->dpu, D, w->dcat + D, 2 * D, n, D);
     R(sq_scatter_add_rows)(cx, gt[CT_user_emb], w->dpu, w->urow, n, D);
@@ -237,9 +236,8 @@ void R(sq_caser_backward)(const R(sq_flat) *m, void *work, const sq_packed *b, c
     R(sq_zero)(cx, w->da1, nD);
     R(sq_relu_backward)(cx, w->da1, w->dz, w->a1, nD);
     real *dfin = w->drop ? w->dfeatd : w->dfeat;
-    R(sq_zero)(cx, dfin, (size_t)n * F1);
-    R(sq_linear_backward)(cx, dfin, gt[CT_fc1_w], gt[CT_fc1_b], w->da1,
-                          w->drop ? w->featd : w->feat, t[CT_fc1_w], n, F1, D);
+    R(sq_linear_backward_to)(cx, dfin, gt[CT_fc1_w], gt[CT_fc1_b], w->da1,
+                             w->drop ? w->featd : w->feat, t[CT_fc1_w], n, F1, D);
     if (w->drop) {
         R(sq_dropout_backward_to)(cx, w->dfeat, w->dfeatd, w->mask, (size_t)n * F1,
                                (real)c->dropout);

@@ -381,16 +381,13 @@ static void R(xatt_backward)(const R(env) *v, const R(xatt_p) *p, const R(xatt_p
     int C = v->C;
     size_t qc = (size_t)Tq * C, kc = (size_t)Tk * C;
     R(sq_dropout_backward_to)(cx, sq[0], dq, a->m, qc, v->pd);
-    R(sq_zero)(cx, sq[1], qc);
-    R(sq_linear_backward)(cx, sq[1], g->wo, g->bo, sq[0], a->a, p->wo, Tq, C, C);
+    R(sq_linear_backward_to)(cx, sq[1], g->wo, g->bo, sq[0], a->a, p->wo, Tq, C, C);
     R(sq_zero)(cx, sq[2], qc);
     R(sq_zero)(cx, sk[0], 2 * kc);
     R(sq_cross_attention_backward)(cx, sq[2], sk[0], sk[0] + C, sq[1], a->a, a->q, C, offq,
                                    a->kv, a->kv + C, 2 * C, offk, a->att, v->B, v->H, C);
-    R(sq_zero)(cx, sq[3], qc);
-    R(sq_linear_backward)(cx, sq[3], g->wq, NULL, sq[2], a->lnq, p->wq, Tq, C, C);
-    R(sq_zero)(cx, sk[1], kc);
-    R(sq_linear_backward)(cx, sk[1], g->wkv, NULL, sk[0], a->lnk, p->wkv, Tk, C, 2 * C);
+    R(sq_linear_backward_to)(cx, sq[3], g->wq, NULL, sq[2], a->lnq, p->wq, Tq, C, C);
+    R(sq_linear_backward_to)(cx, sk[1], g->wkv, NULL, sk[0], a->lnk, p->wkv, Tk, C, 2 * C);
     R(sq_layernorm_backward)(cx, dq, g->lnq_w, g->lnq_b, sq[3], xq, p->lnq_w, a->mq, a->rq, Tq,
                              C);
     R(sq_layernorm_backward)(cx, dk, g->lnk_w, g->lnk_b, sk[1], xk, p->lnk_w, a->mk, a->rk, Tk,
@@ -420,12 +417,10 @@ static void R(ffn_backward)(const R(env) *v, const R(ffn_p) *p, const R(ffn_p) *
     int C = v->C, F = v->F;
     size_t tc = (size_t)T * C, tf = (size_t)T * F;
     R(sq_dropout_backward_to)(cx, s[0], dx, f->m, tc, v->pd);
-    R(sq_zero)(cx, s[1], tf);
-    R(sq_linear_backward)(cx, s[1], g->w2, g->b2, s[0], f->r, p->w2, T, F, C);
+    R(sq_linear_backward_to)(cx, s[1], g->w2, g->b2, s[0], f->r, p->w2, T, F, C);
     R(sq_zero)(cx, s[2], tf);
     R(sq_relu_backward)(cx, s[2], s[1], f->h1, tf);
-    R(sq_zero)(cx, s[3], tc);
-    R(sq_linear_backward)(cx, s[3], g->w1, g->b1, s[2], f->ln, p->w1, T, C, F);
+    R(sq_linear_backward_to)(cx, s[3], g->w1, g->b1, s[2], f->ln, p->w1, T, C, F);
     R(sq_layernorm_backward)(cx, dx, g->ln_w, g->ln_b, s[3], x, p->ln_w, f->mean, f->rstd, T,
                              C);
 }
@@ -466,22 +461,19 @@ static void R(level_backward)(const R(env) *v, const R(sq_elastic) *m, R(sq_elas
     size_t jc = (size_t)j * C, SC = (size_t)S * C, gc = (size_t)G * C;
     real *dqkv = w->sl[0], *du = w->sl[1], *da = w->sl[2];
     R(sq_copy)(cx, du, dy, gc); /* the residual */
-    R(sq_zero)(cx, da, gc);
-    R(sq_linear_backward)(cx, da, gp->qn_o + jc * C, gp->qn_ob + jc, dy, lv->a,
-                          p->qn_o + jc * C, G, C, C);
+    R(sq_linear_backward_to)(cx, da, gp->qn_o + jc * C, gp->qn_ob + jc, dy, lv->a,
+                             p->qn_o + jc * C, G, C, C);
     R(sq_zero)(cx, dqkv, 3 * gc);
     R(sq_attention_backward)(cx, dqkv, dqkv + C, dqkv + 2 * C, da, lv->a, lv->qkv,
                              lv->qkv + C, lv->qkv + 2 * C, lv->att, 3 * C, lv->off, lv->segs,
                              v->H, C, 0);
     real *dln = da; /* da is spent */
-    R(sq_zero)(cx, dln, gc);
-    R(sq_linear_backward)(cx, dln, gp->qn_qkv + 3 * jc * C, NULL, dqkv, lv->ln,
-                          p->qn_qkv + 3 * jc * C, G, C, 3 * C);
+    R(sq_linear_backward_to)(cx, dln, gp->qn_qkv + 3 * jc * C, NULL, dqkv, lv->ln,
+                             p->qn_qkv + 3 * jc * C, G, C, 3 * C);
     R(sq_layernorm_backward)(cx, du, gp->qn_ln_w + jc, gp->qn_ln_b + jc, dln, lv->u,
                              p->qn_ln_w + jc, lv->mean, lv->rstd, G, C);
-    R(sq_zero)(cx, w->dz, gc * S);
-    R(sq_linear_backward)(cx, w->dz, gp->qn_w + jc * SC, gp->qn_b + jc, du, lv->z,
-                          p->qn_w + jc * SC, G, (int)SC, C);
+    R(sq_linear_backward_to)(cx, w->dz, gp->qn_w + jc * SC, gp->qn_b + jc, du, lv->z,
+                             p->qn_w + jc * SC, G, (int)SC, C);
     R(sq_scatter_add_rows)(cx, dbelow, w->dz, lv->idx, G * S, C);
 }
 
@@ -537,9 +529,8 @@ static void R(retrieve_backward)(const R(env) *v, const R(sq_elastic) *m, R(sq_e
                        c->pool, C, k, weighted);
     if (!weighted)
         return; /* Algorithm 1's gather: nothing reaches the query */
-    R(sq_zero)(cx, w->dqraw, (size_t)B * C);
-    R(sq_layernorm_backward)(cx, w->dqraw, gp->q_ln_w, gp->q_ln_b, w->dq, w->qraw, p->q_ln_w,
-                             w->q_mean, w->q_rstd, B, C);
+    R(sq_layernorm_backward_to)(cx, w->dqraw, gp->q_ln_w, gp->q_ln_b, w->dq, w->qraw, p->q_ln_w,
+                                w->q_mean, w->q_rstd, B, C);
     if (c->query == SQ_ELASTIC_QUERY_MEAN) {
         R(sq_segmean_backward)(cx, w->dX, w->dqraw, b->off, B, C);
         return;
@@ -688,9 +679,8 @@ void R(sq_elastic_backward)(const R(sq_elastic) *m, R(sq_elastic_work) *w, const
     R(env) v = R(env_of)(m, b->B, (real)c->dropout, 0, 0);
     /* h = LNf(the entries' rows of X[L]); d h is in sx[0] (sq_elastic_loss) */
     const real *hin = w->grouped ? w->X + (size_t)L * sX : w->Xg;
-    R(sq_zero)(cx, w->dXg, (size_t)b->n * C);
-    R(sq_layernorm_backward)(cx, w->dXg, gp->lnf_w, gp->lnf_b, w->sx[0], hin, m->p.lnf_w,
-                             w->lnf_mean, w->lnf_rstd, b->n, C);
+    R(sq_layernorm_backward_to)(cx, w->dXg, gp->lnf_w, gp->lnf_b, w->sx[0], hin, m->p.lnf_w,
+                                w->lnf_mean, w->lnf_rstd, b->n, C);
     R(sq_zero)(cx, w->dX, TC + C);
     if (!w->grouped) /* the entries were gathered from every row of X[L] */
         R(sq_scatter_add_rows)(cx, w->dX, w->dXg, b->rows, b->n, C);

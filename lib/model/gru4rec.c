@@ -145,9 +145,8 @@ void R(sq_gru4rec_backward)(const R(sq_flat) *m, void *work, const sq_packed *b,
     const sq_ctx *cx = &m->cx;
     R(gru4rec_work) *w = work;
     int T = b->T, E = c->dim, H = c->hidden;
-    R(sq_zero)(cx, w->dhs, (size_t)b->n * H);
-    R(sq_linear_backward)(cx, w->dhs, g->t[T_DW], g->t[T_DB], dh, w->hs, m->t[T_DW], b->n, H,
-                          E);
+    R(sq_linear_backward_to)(cx, w->dhs, g->t[T_DW], g->t[T_DB], dh, w->hs, m->t[T_DW], b->n, H,
+                             E);
     /* d loss / d h^L: the entries' rows, zero elsewhere */
     real *dcur = w->dX[0], *dnext = w->dX[1];
     R(sq_zero)(cx, dcur, (size_t)T * H);

@@ -267,24 +267,21 @@ static void R(layer_backward)(const R(sq_flat) *m, const sq_hstu_config *c, R(hs
     int N = c->h.max_len;
     size_t TE = (size_t)T * E, TU = (size_t)T * U;
     real *d0 = w->dE[0], *d1 = w->dE[1];
-    R(sq_zero)(cx, d0, TE); /* d dropout(gate) */
-    R(sq_linear_backward)(cx, d0, gp.ow, gp.ob, w->dX, k.gate, p.ow, T, E, C);
+    R(sq_linear_backward_to)(cx, d0, gp.ow, gp.ob, w->dX, k.gate, p.ow, T, E, C);
     /* d gate */
     R(sq_dropout_backward_to)(cx, d1, d0, k.m_gate, TE, (real)c->dropout);
     R(sq_zero)(cx, w->dact, TU);
     R(sq_zero)(cx, d0, TE); /* d LN2(A) */
     R(sq_gate_backward)(cx, w->dact + COL_U(c), d0, d1, k.act + COL_U(c), U, k.ln2, E, T, E);
-    R(sq_zero)(cx, d1, TE); /* d A */
-    R(sq_layernorm_backward)(cx, d1, gp.ln2w, gp.ln2b, d0, k.att, p.ln2w, k.mean2, k.rstd2, T,
-                             E);
+    R(sq_layernorm_backward_to)(cx, d1, gp.ln2w, gp.ln2b, d0, k.att, p.ln2w, k.mean2, k.rstd2, T,
+                                E);
     R(sq_attn_silu_backward)(cx, w->dact + COL_Q(c), w->dact + COL_K(c), w->dact + COL_V(c),
                              gp.rab, w->scratch, d1, k.act + COL_Q(c), k.act + COL_K(c),
                              k.act + COL_V(c), U, p.rab, b->off, b->B, H, hd, hd, N,
                              (real)1 / N);
     R(sq_zero)(cx, w->dpre, TU);
     R(sq_silu_backward)(cx, w->dpre, w->dact, k.pre, U, T, U);
-    R(sq_zero)(cx, w->dln1, (size_t)T * C);
-    R(sq_linear_backward)(cx, w->dln1, gp.uvqk, NULL, w->dpre, k.ln1, p.uvqk, T, C, U);
+    R(sq_linear_backward_to)(cx, w->dln1, gp.uvqk, NULL, w->dpre, k.ln1, p.uvqk, T, C, U);
     R(sq_layernorm_backward)(cx, w->dX, gp.ln1w, gp.ln1b, w->dln1, k.Xin, p.ln1w, k.mean1,
                              k.rstd1, T, C);
 }
@@ -297,9 +294,8 @@ void R(sq_hstu_backward)(const R(sq_flat) *m, void *work, const sq_packed *b, co
     R(hstu_work) *w = work;
     int T = b->T, C = c->dim, L = c->n_layers;
     size_t TC = (size_t)T * C;
-    R(sq_zero)(cx, w->dxg, (size_t)b->n * C);
-    R(sq_layernorm_backward)(cx, w->dxg, g->t[T_LNFW], g->t[T_LNFB], dh, w->xg, m->t[T_LNFW],
-                             w->meanf, w->rstdf, b->n, C);
+    R(sq_layernorm_backward_to)(cx, w->dxg, g->t[T_LNFW], g->t[T_LNFB], dh, w->xg, m->t[T_LNFW],
+                                w->meanf, w->rstdf, b->n, C);
     R(sq_zero)(cx, w->dX, TC);
     R(sq_scatter_add_rows)(cx, w->dX, w->dxg, b->rows, b->n, C);
     for (int l = L - 1; l >= 0; l--)
