@@ -148,6 +148,14 @@ static inline int cuda_close_to(const float *a, const float *b, size_t n, double
     return cuda_near(a, b, NULL, n, atol, rtol, what, "cpu");
 }
 
+/* d's n floats brought into host (a buffer of n), then against the CPU's
+ * cpu: cuda_down and cuda_close_to in one. */
+static inline int cuda_down_close(cuda_env *g, float *host, const float *d, const float *cpu,
+                                  size_t n, double atol, double rtol, const char *what)
+{
+    return cuda_down(g, host, d, n) == 0 && cuda_close_to(host, cpu, n, atol, rtol, what);
+}
+
 /* Against the op's definition (tests/ref): a GPU op is checked against its
  * naive reference as well as against its CPU twin. */
 static inline int cuda_close_to_ref(const float *a, const double *ref, size_t n, double atol,

@@ -417,6 +417,14 @@ UNIT_TEST(cuda_scatter_rows)
     cuda_close(&g);
 }
 
+/* LayerNorm's and the linear layer's backwards, adding or _to */
+typedef void (*ln_back_fn)(const sq_ctx *cx, float *dinp, float *dw, float *db, const float *dout,
+                           const float *inp, const float *w, const float *mean,
+                           const float *rstd, int T, int C);
+typedef void (*lin_back_fn)(const sq_ctx *cx, float *dinp, float *dw, float *db,
+                            const float *dout, const float *inp, const float *w, int T, int C,
+                            int OC);
+
 UNIT_TEST(cuda_layernorm_linear)
 {
     cuda_env g;
@@ -450,18 +458,26 @@ UNIT_TEST(cuda_layernorm_linear)
         sq_layernorm_forward(&g.cx, dy, dmean, drstd, dx, dw, db, RT, RC, 1e-5f);
         CHECK(cuda_down(&g, g1, dy, tc) == 0 && cuda_close_to(g1, c1, tc, 1e-5, 1e-5, "ln out"));
         CHECK(cuda_close_to_ref(g1, rln, tc, REF_ATOL, REF_RTOL, "ln out vs tests/ref"));
-        CHECK(cuda_down(&g, gm, dmean, RT) == 0 && cuda_close_to(gm, cm, RT, 1e-6, 1e-5, "ln mean"));
-        CHECK(cuda_down(&g, gr, drstd, RT) == 0 && cuda_close_to(gr, cr, RT, 1e-6, 1e-5, "ln rstd"));
-        /* backward into non-zero dinp, dw, db */
-        memcpy(c1, g0, tc * sizeof *c1);
-        memcpy(cw, b, RC * sizeof *cw);
-        memcpy(cb, w, RC * sizeof *cb);
-        float *gdi = cuda_up(&g, g0, tc), *gdw = cuda_up(&g, b, RC), *gdb = cuda_up(&g, w, RC);
-        sq_layernorm_backward(&c, c1, cw, cb, dout, x, w, cm, cr, RT, RC);
-        sq_layernorm_backward(&g.cx, gdi, gdw, gdb, dd, dx, dw, dmean, drstd, RT, RC);
-        CHECK(cuda_down(&g, g1, gdi, tc) == 0 && cuda_close_to(g1, c1, tc, 1e-5, 1e-4, "ln dx"));
-        CHECK(cuda_down(&g, gw, gdw, RC) == 0 && cuda_close_to(gw, cw, RC, 1e-5, 1e-5, "ln dw"));
-        CHECK(cuda_down(&g, gb, gdb, RC) == 0 && cuda_close_to(gb, cb, RC, 1e-5, 1e-5, "ln db"));
+        CHECK(cuda_down(&g, gm, dmean, RT) == 0 &&
+              cuda_close_to(gm, cm, RT, 1e-6, 1e-5, "ln mean"));
+        CHECK(cuda_down(&g, gr, drstd, RT) == 0 &&
+              cuda_close_to(gr, cr, RT, 1e-6, 1e-5, "ln rstd"));
+        /* backward into non-zero dinp, dw, db; then the _to form, dinp
+         * written over garbage (x), dw and db added */
+        for (int to = 0; to < 2; to++) {
+            const float *d0 = to ? x : g0;
+            ln_back_fn lnb = to ? sq_layernorm_backward_to : sq_layernorm_backward;
+            memcpy(c1, d0, tc * sizeof *c1);
+            memcpy(cw, b, RC * sizeof *cw);
+            memcpy(cb, w, RC * sizeof *cb);
+            float *gdi = cuda_up(&g, d0, tc), *gdw = cuda_up(&g, b, RC);
+            float *gdb = cuda_up(&g, w, RC);
+            lnb(&c, c1, cw, cb, dout, x, w, cm, cr, RT, RC);
+            lnb(&g.cx, gdi, gdw, gdb, dd, dx, dw, dmean, drstd, RT, RC);
+            CHECK(cuda_down_close(&g, g1, gdi, c1, tc, 1e-5, 1e-4, "ln dx"));
+            CHECK(cuda_down_close(&g, gw, gdw, cw, RC, 1e-5, 1e-5, "ln dw"));
+            CHECK(cuda_down_close(&g, gb, gdb, cb, RC, 1e-5, 1e-5, "ln db"));
+        }
         /* linear C -> F and its backward */
         sq_linear_forward(&c, c1, x, W, bF, RT, RC, RF);
         sq_linear_forward(&g.cx, dy, dx, dW, dbF, RT, RC, RF);
@@ -469,34 +485,19 @@ UNIT_TEST(cuda_layernorm_linear)
         CHECK(cuda_close_to_ref(g1, rlin, tf, REF_ATOL, REF_RTOL, "linear vs tests/ref"));
         float *cdx = malloc(tc * sizeof *cdx), *cdW = malloc(fc * sizeof *cdW);
         float *gdx = malloc(tc * sizeof *gdx), *gdW = malloc(fc * sizeof *gdW);
-        memcpy(cdx, g0, tc * sizeof *cdx);
-        memcpy(cdW, W, fc * sizeof *cdW);
-        memcpy(cb, bF, RF * sizeof *cb);
-        float *ex = cuda_up(&g, g0, tc), *eW = cuda_up(&g, W, fc), *eb = cuda_up(&g, bF, RF);
-        sq_linear_backward(&c, cdx, cdW, cb, dF, x, W, RT, RC, RF);
-        sq_linear_backward(&g.cx, ex, eW, eb, ddF, dx, dW, RT, RC, RF);
-        CHECK(cuda_down(&g, gdx, ex, tc) == 0 && cuda_close_to(gdx, cdx, tc, 1e-5, 1e-5, "lin dx"));
-        CHECK(cuda_down(&g, gdW, eW, fc) == 0 && cuda_close_to(gdW, cdW, fc, 1e-5, 1e-5, "lin dW"));
-        CHECK(cuda_down(&g, gb, eb, RF) == 0 && cuda_close_to(gb, cb, RF, 1e-5, 1e-5, "lin db"));
-        /* the _to forms: dinp written over garbage (x), dw and db added */
-        memcpy(cdx, x, tc * sizeof *cdx);
-        memcpy(cdW, W, fc * sizeof *cdW);
-        memcpy(cb, bF, RF * sizeof *cb);
-        ex = cuda_up(&g, x, tc), eW = cuda_up(&g, W, fc), eb = cuda_up(&g, bF, RF);
-        sq_linear_backward_to(&c, cdx, cdW, cb, dF, x, W, RT, RC, RF);
-        sq_linear_backward_to(&g.cx, ex, eW, eb, ddF, dx, dW, RT, RC, RF);
-        CHECK(cuda_down(&g, gdx, ex, tc) == 0 && cuda_close_to(gdx, cdx, tc, 1e-5, 1e-5, "lin dx to"));
-        CHECK(cuda_down(&g, gdW, eW, fc) == 0 && cuda_close_to(gdW, cdW, fc, 1e-5, 1e-5, "lin dW to"));
-        CHECK(cuda_down(&g, gb, eb, RF) == 0 && cuda_close_to(gb, cb, RF, 1e-5, 1e-5, "lin db to"));
-        memcpy(c1, x, tc * sizeof *c1);
-        memcpy(cw, b, RC * sizeof *cw);
-        memcpy(cb, w, RC * sizeof *cb);
-        gdi = cuda_up(&g, x, tc), gdw = cuda_up(&g, b, RC), gdb = cuda_up(&g, w, RC);
-        sq_layernorm_backward_to(&c, c1, cw, cb, dout, x, w, cm, cr, RT, RC);
-        sq_layernorm_backward_to(&g.cx, gdi, gdw, gdb, dd, dx, dw, dmean, drstd, RT, RC);
-        CHECK(cuda_down(&g, g1, gdi, tc) == 0 && cuda_close_to(g1, c1, tc, 1e-5, 1e-4, "ln dx to"));
-        CHECK(cuda_down(&g, gw, gdw, RC) == 0 && cuda_close_to(gw, cw, RC, 1e-5, 1e-5, "ln dw to"));
-        CHECK(cuda_down(&g, gb, gdb, RC) == 0 && cuda_close_to(gb, cb, RC, 1e-5, 1e-5, "ln db to"));
+        for (int to = 0; to < 2 && cdx && cdW && gdx && gdW; to++) {
+            const float *d0 = to ? x : g0;
+            lin_back_fn linb = to ? sq_linear_backward_to : sq_linear_backward;
+            memcpy(cdx, d0, tc * sizeof *cdx);
+            memcpy(cdW, W, fc * sizeof *cdW);
+            memcpy(cb, bF, RF * sizeof *cb);
+            float *ex = cuda_up(&g, d0, tc), *eW = cuda_up(&g, W, fc), *eb = cuda_up(&g, bF, RF);
+            linb(&c, cdx, cdW, cb, dF, x, W, RT, RC, RF);
+            linb(&g.cx, ex, eW, eb, ddF, dx, dW, RT, RC, RF);
+            CHECK(cuda_down_close(&g, gdx, ex, cdx, tc, 1e-5, 1e-5, "lin dx"));
+            CHECK(cuda_down_close(&g, gdW, eW, cdW, fc, 1e-5, 1e-5, "lin dW"));
+            CHECK(cuda_down_close(&g, gb, eb, cb, RF, 1e-5, 1e-5, "lin db"));
+        }
         free(cdx); free(cdW); free(gdx); free(gdW);
     }
     free(xd); free(wd); free(bd); free(Wd); free(bFd); free(rln); free(rlin);
