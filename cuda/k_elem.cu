@@ -99,14 +99,16 @@ static __global__ __launch_bounds__(EW_THREADS) void k_gelu(float *out, const fl
     }
 }
 
+// set: dinp = 0 + ... (ops.c's gelu_back_chunk), dinp not read; else +=
 static __global__ __launch_bounds__(EW_THREADS) void k_gelu_back(float *dinp, const float *dout,
-                                                                 const float *inp, size_t n)
+                                                                 const float *inp, size_t n,
+                                                                 int set)
 {
     EW_LOOP(i, n) {
         float x = inp[i];
         float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752440f));
         float pdf = 0.39894228040143267794f * expf(-0.5f * x * x);
-        dinp[i] += dout[i] * (cdf + x * pdf);
+        dinp[i] = (set ? 0.0f : dinp[i]) + dout[i] * (cdf + x * pdf);
     }
 }
 
@@ -131,7 +133,14 @@ void be_gelu_forward(sq_gpu_be *be, float *out, const float *inp, size_t n)
 void be_gelu_backward(sq_gpu_be *be, float *dinp, const float *dout, const float *inp, size_t n)
 {
     if (n)
-        SQ_LAUNCH(be, k_gelu_back, ew_blocks(be, n), EW_THREADS, 0, dinp, dout, inp, n);
+        SQ_LAUNCH(be, k_gelu_back, ew_blocks(be, n), EW_THREADS, 0, dinp, dout, inp, n, 0);
+}
+
+void be_gelu_backward_to(sq_gpu_be *be, float *dinp, const float *dout, const float *inp,
+                         size_t n)
+{
+    if (n)
+        SQ_LAUNCH(be, k_gelu_back, ew_blocks(be, n), EW_THREADS, 0, dinp, dout, inp, n, 1);
 }
 
 void be_relu_forward(sq_gpu_be *be, float *out, const float *inp, size_t n)

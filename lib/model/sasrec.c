@@ -448,8 +448,7 @@ static double R(bert_loss)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w, const sq
     /* back through hln = LNh(gelu(Wh hx + bh)) */
     R(sq_layernorm_backward_to)(cx, w->dhg, gp->headln_w, gp->headln_b, w->dhx, w->hg,
                                 p->headln_w, w->hln_mean, w->hln_rstd, n, C);
-    R(sq_zero)(cx, w->dhd, nc);
-    R(sq_gelu_backward)(cx, w->dhd, w->dhg, w->hd, nc);
+    R(sq_gelu_backward_to)(cx, w->dhd, w->dhg, w->hd, nc);
     R(sq_linear_backward_to)(cx, w->dhx, gp->head_w, gp->head_b, w->dhd, w->hx, p->head_w, n,
                              C, C);
     R(sq_zero)(cx, w->dout, (size_t)T * C);
@@ -565,8 +564,7 @@ static void R(postln_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
         /* h2 = W2 gelu(h1) + b2, h1 = W1 x1 + b1 */
         R(sq_linear_backward_to)(cx, w->dF1, gp->w2 + lfc, gp->b2 + lc, w->dh2, r,
                                  p->w2 + lfc, T, F, C);
-        R(sq_zero)(cx, w->dF3, TF);
-        R(sq_gelu_backward)(cx, w->dF3, w->dF1, h1, TF);
+        R(sq_gelu_backward_to)(cx, w->dF3, w->dF1, h1, TF);
         R(sq_linear_backward)(cx, dln1, gp->w1 + lfc, gp->b1 + (size_t)l * F, w->dF3, ln1,
                               p->w1 + lfc, T, C, F);
         /* x1 (in ln1) = LN1(xmid), xmid = x + dropout(MIX(x, x)): d x

@@ -101,6 +101,8 @@ extern "C" {
     X(void, gelu_forward, (float *out, const float *inp, size_t n), (out, inp, n))           \
     X(void, gelu_backward, (float *dinp, const float *dout, const float *inp, size_t n),     \
       (dinp, dout, inp, n))                                                                  \
+    X(void, gelu_backward_to, (float *dinp, const float *dout, const float *inp, size_t n),  \
+      (dinp, dout, inp, n))                                                                  \
     X(void, relu_forward, (float *out, const float *inp, size_t n), (out, inp, n))           \
     X(void, relu_backward, (float *dinp, const float *dout, const float *inp, size_t n),     \
       (dinp, dout, inp, n))                                                                  \

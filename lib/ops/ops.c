@@ -448,9 +448,16 @@ void R(sq_gelu_forward)(const sq_ctx *cx, real *out, const real *inp, size_t n)
     SQ_FOR_CHUNKS(n, R(gelu_chunk)(out + i0, inp + i0, len));
 }
 
+/* set: dinp = 0 + ... (a zeroed dinp's bits, dinp not read); else += */
 SQ_VEC static void R(gelu_back_chunk)(real *restrict dinp, const real *restrict dout,
-                                      const real *restrict inp, size_t n)
+                                      const real *restrict inp, size_t n, int set)
 {
+    if (set) {
+        SQ_SIMD_IF_FLOAT
+        for (size_t i = 0; i < n; i++)
+            dinp[i] = (real)0 + dout[i] * gelu_grad_v(inp[i]);
+        return;
+    }
     SQ_SIMD_IF_FLOAT
     for (size_t i = 0; i < n; i++)
         dinp[i] += dout[i] * gelu_grad_v(inp[i]);
@@ -460,7 +467,14 @@ void R(sq_gelu_backward)(const sq_ctx *cx, real *dinp, const real *dout,
                          const real *inp, size_t n)
 {
     SQ_ON_GPU(cx, gelu_backward, (dinp, dout, inp, n));
-    SQ_FOR_CHUNKS(n, R(gelu_back_chunk)(dinp + i0, dout + i0, inp + i0, len));
+    SQ_FOR_CHUNKS(n, R(gelu_back_chunk)(dinp + i0, dout + i0, inp + i0, len, 0));
+}
+
+void R(sq_gelu_backward_to)(const sq_ctx *cx, real *dinp, const real *dout, const real *inp,
+                            size_t n)
+{
+    SQ_ON_GPU(cx, gelu_backward_to, (dinp, dout, inp, n));
+    SQ_FOR_CHUNKS(n, R(gelu_back_chunk)(dinp + i0, dout + i0, inp + i0, len, 1));
 }
 
 SQ_VEC static void R(relu_chunk)(real *out, const real *inp, size_t n)

@@ -42,9 +42,10 @@
  * accumulates both contributions; the exceptions, named _to, write their
  * input's gradient dinp (a backward's first contribution to it, with the
  * bits of a zeroed buffer added to, saving the zeroing and a read of it on
- * a GPU): sq_dropout_backward_to, sq_relu_dropout_backward_to,
- * sq_layernorm_backward_to, sq_linear_backward_to (their parameters'
- * gradients dw, db still added to) and sq_attention_backward_to.
+ * a GPU): sq_gelu_backward_to, sq_dropout_backward_to,
+ * sq_relu_dropout_backward_to, sq_layernorm_backward_to,
+ * sq_linear_backward_to (their parameters' gradients dw, db still added
+ * to) and sq_attention_backward_to.
  * Forward ops may run in place (out == inp) where they are
  * element-wise: GELU, ReLU, dropout, residual, positional add. OpenMP loops
  * use fixed partitions and fixed-order sums: results are bitwise identical
@@ -145,6 +146,8 @@ void R(sq_linear_backward_to)(const sq_ctx *cx, real *dinp, real *dw, real *db,
 void R(sq_gelu_forward)(const sq_ctx *cx, real *out, const real *inp, size_t n);
 void R(sq_gelu_backward)(const sq_ctx *cx, real *dinp, const real *dout,
                          const real *inp, size_t n);
+void R(sq_gelu_backward_to)(const sq_ctx *cx, real *dinp, const real *dout, const real *inp,
+                            size_t n);
 void R(sq_relu_forward)(const sq_ctx *cx, real *out, const real *inp, size_t n);
 void R(sq_relu_backward)(const sq_ctx *cx, real *dinp, const real *dout,
                          const real *inp, size_t n);

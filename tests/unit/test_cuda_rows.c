@@ -82,7 +82,8 @@ UNIT_TEST(cuda_elementwise)
         ref_relu(rrelu, xd, n);
         ref_residual(rres, xd, d64, n);
     }
-    for (int op = 0; op < 4; op++) { /* gelu, gelu', relu, relu' */
+    static const char *name[] = {"gelu", "gelu'", "relu", "relu'", "gelu' written"};
+    for (int op = 0; op < 5; op++) { /* gelu, gelu', relu, relu', gelu' written over g0 */
         for (int rep = 0; rep < 2; rep++) {
             float *dg = cuda_up(&g, g0, n);
             memcpy(cpu, g0, n * sizeof *cpu);
@@ -90,13 +91,19 @@ UNIT_TEST(cuda_elementwise)
             case 0: sq_gelu_forward(&c, cpu, x, n); sq_gelu_forward(&g.cx, dg, dx, n); break;
             case 1: sq_gelu_backward(&c, cpu, d, x, n); sq_gelu_backward(&g.cx, dg, dd, dx, n); break;
             case 2: sq_relu_forward(&c, cpu, x, n); sq_relu_forward(&g.cx, dg, dx, n); break;
-            default: sq_relu_backward(&c, cpu, d, x, n); sq_relu_backward(&g.cx, dg, dd, dx, n);
+            case 3:
+                sq_relu_backward(&c, cpu, d, x, n);
+                sq_relu_backward(&g.cx, dg, dd, dx, n);
+                break;
+            default:
+                sq_gelu_backward_to(&c, cpu, d, x, n);
+                sq_gelu_backward_to(&g.cx, dg, dd, dx, n);
             }
             CHECK(cuda_down(&g, gpu, dg, n) == 0);
-            if (op < 2)
-                CHECK(cuda_close_to(gpu, cpu, n, 2e-6, 2e-6, op ? "gelu'" : "gelu"));
+            if (op == 2 || op == 3)
+                CHECK(cuda_same_bits(gpu, cpu, n, name[op]));
             else
-                CHECK(cuda_same_bits(gpu, cpu, n, op == 2 ? "relu" : "relu'"));
+                CHECK(cuda_close_to(gpu, cpu, n, 2e-6, 2e-6, name[op]));
             if (ok && op == 0)
                 CHECK(cuda_close_to_ref(gpu, rgelu, n, REF_ATOL, REF_RTOL, "gelu vs tests/ref"));
             if (ok && op == 2) /* max(x, 0) of a float is that float */

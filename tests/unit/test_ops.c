@@ -2349,6 +2349,11 @@ UNIT_TEST(test_ops_gemm)
         sq_linear_backward_to##SFX(cx, b, dwb, dbb, dout, x, w, T, C, OC);                   \
         CHECK(memcmp(a, b, (size_t)T * C * sizeof *a) == 0);                                 \
         CHECK(memcmp(dwa, dwb, N * sizeof *v) == 0 && memcmp(dba, dbb, N * sizeof *v) == 0); \
+        memset(a, 0, N * sizeof *a);                                                         \
+        memcpy(b, y, N * sizeof *b);                                                         \
+        sq_gelu_backward##SFX(cx, a, dout, x, (size_t)T * C);                                \
+        sq_gelu_backward_to##SFX(cx, b, dout, x, (size_t)T * C);                             \
+        CHECK(memcmp(a, b, (size_t)T * C * sizeof *a) == 0);                                 \
         sq_posemb_backward##SFX(cx, a, dwa, dout, pos, T, C);                                \
         sq_posemb_backward##SFX(cx, NULL, dwb, dout, pos, T, C);                             \
         CHECK(memcmp(dwa, dwb, N * sizeof *v) == 0);                                         \
