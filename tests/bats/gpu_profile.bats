@@ -26,11 +26,11 @@ col() { awk -F, -v op="$2" -v c="$3" '$1 == op { print $c }' "$1"; }
   cat "$T/p.csv"
   [[ "$(head -1 "$T/p.csv")" == "# seqrec GPU profile: "*" ops timed; wall "*" ms, device busy "* ]]
   [ "$(sed -n 2p "$T/p.csv")" = "op,calls,gpu_ms,gpu_us_per_call,gpu_share,host_ms,host_us_per_call" ]
-  # 2 epochs of 4 steps, 2 layers: 16 attention backwards, 8 losses, 8
+  # 2 epochs of 4 steps, 2 layers: 16 attention backwards (written: _to), 8 losses, 8
   # Adam updates (one call a step for both runs of the parameters, with
   # and without weight decay: adam_runs); the forward also runs for
   # validation
-  [ "$(col "$T/p.csv" attention_backward 2)" = 16 ]
+  [ "$(col "$T/p.csv" attention_backward_to 2)" = 16 ]
   [ "$(col "$T/p.csv" ce_full 2)" = 8 ]
   [ "$(col "$T/p.csv" adam_runs 2)" = 8 ]
   [ "$(grep -c '^adam_update,' "$T/p.csv")" = 0 ]
