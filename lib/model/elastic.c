@@ -463,10 +463,10 @@ static void R(level_backward)(const R(env) *v, const R(sq_elastic) *m, R(sq_elas
     R(sq_copy)(cx, du, dy, gc); /* the residual */
     R(sq_linear_backward_to)(cx, da, gp->qn_o + jc * C, gp->qn_ob + jc, dy, lv->a,
                              p->qn_o + jc * C, G, C, C);
-    R(sq_zero)(cx, dqkv, 3 * gc);
-    R(sq_attention_backward)(cx, dqkv, dqkv + C, dqkv + 2 * C, da, lv->a, lv->qkv,
-                             lv->qkv + C, lv->qkv + 2 * C, lv->att, 3 * C, lv->off, lv->segs,
-                             v->H, C, 0);
+    /* the level's segments cover its G rows (plan_batch): dqkv written whole */
+    R(sq_attention_backward_to)(cx, dqkv, dqkv + C, dqkv + 2 * C, da, lv->a, lv->qkv,
+                                lv->qkv + C, lv->qkv + 2 * C, lv->att, 3 * C, lv->off,
+                                lv->segs, v->H, C, 0);
     real *dln = da; /* da is spent */
     R(sq_linear_backward_to)(cx, dln, gp->qn_qkv + 3 * jc * C, NULL, dqkv, lv->ln,
                              p->qn_qkv + 3 * jc * C, G, C, 3 * C);
