@@ -207,7 +207,8 @@ int be_gemm_bias(sq_gpu_be *b, int M, int N, int K, const float *A, const float 
                  const float *bias, float *C)
 {
     struct be_lt *l = b->lt;
-    if (!l || b->invariant || (b->plain & BE_PLAIN_LT) || b->prec < 0 || b->prec > 2 || M <= 0 || N <= 0 || K <= 0)
+    if (!l || b->invariant || (b->plain & BE_PLAIN_LT) || b->prec < 0 || b->prec > 2 || M <= 0 ||
+        N <= 0 || K <= 0)
         return 1;
     cublasLtMatmulDesc_t d = lt_desc(l, b->prec);
     if (!d)
