@@ -83,4 +83,13 @@ setup() {
   [ "$status" -eq 64 ]
   [[ "$output" =~ "SEQREC_GPU_PLAIN: unknown path 'fast'" ]]
   [ ! -e "$T/x.sqm" ]
+  # scoring reads it too (and takes neither path): the same scores with it
+  seqrec-score --device cuda -m "$T/lt.sqm" --target test "$T/s.sqr" > "$T/s1"
+  SEQREC_GPU_PLAIN=all seqrec-score --device cuda -m "$T/lt.sqm" --target test "$T/s.sqr" \
+    > "$T/s2"
+  cmp "$T/s1" "$T/s2"
+  run env SEQREC_GPU_PLAIN=bf16 seqrec-score --device cuda -m "$T/lt.sqm" --target test \
+    "$T/s.sqr"
+  [ "$status" -eq 64 ]
+  [[ "$output" =~ "unknown path 'bf16'" ]]
 }
