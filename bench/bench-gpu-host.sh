@@ -17,9 +17,12 @@
 # train_seconds of epochs 2..EPOCHS (default 4); launches_per_step the
 # kernels a training step queues (SEQREC_SIM_TRACE over one more epoch,
 # less the same run's count without training: the final evaluation's),
-# cuBLAS calls and memsets not counted. Into OUTDIR/gpu-host.csv, after
-# the machine lines (timing.sh):
-#   bench,config,epoch_seconds,steps,ms_per_step,launches_per_step
+# cuBLAS calls and memsets not counted; device_ops_per_step every op the
+# host queues a step (kernels, cuBLAS and cuBLASLt calls, memsets, copies
+# to, from and within the device: what a launch-bound step pays for; a
+# --cuda-graphs replay counts its copies alone, which the simulated device
+# runs). Into OUTDIR/gpu-host.csv, after the machine lines (timing.sh):
+#   bench,config,epoch_seconds,steps,ms_per_step,launches_per_step,device_ops_per_step
 set -eu
 BIN=$1 SIM=$2 OUT=$3 BEAUTY=$4 ML1M=$5
 EPOCHS=${EPOCHS:-4}
@@ -28,7 +31,7 @@ here=$(dirname "$0")
 csv=$OUT/gpu-host.csv
 rm -f "$csv"
 machine_lines "$csv" gpu-host >/dev/null
-echo "bench,config,epoch_seconds,steps,ms_per_step,launches_per_step" >> "$csv"
+echo "bench,config,epoch_seconds,steps,ms_per_step,launches_per_step,device_ops_per_step" >> "$csv"
 train() { # EPOCHS TRACE LOG SPLIT BATCH OPTS...: one host-only run
   ep=$1 tr=$2 lg=$3 sp=$4 bt=$5
   shift 5
@@ -47,11 +50,14 @@ run() { # NAME SPLIT BATCH OPTS...
   # launches: epochs 1 and 2 less epoch 1 (the evaluation's in both)
   train 1 "$OUT/gpu-host-1.trace" "$OUT/gpu-host-x.log" "$split" "$batch" "$@"
   train 2 "$OUT/gpu-host-2.trace" "$OUT/gpu-host-x.log" "$split" "$batch" "$@"
-  l1=$(wc -l < "$OUT/gpu-host-1.trace") l2=$(wc -l < "$OUT/gpu-host-2.trace")
+  # kernels: the lines not of the other ops (sim.cpp's trace_line)
+  kern() { grep -cEv '^(memset|copy|gemm),' "$1" || true; }
+  l1=$(kern "$OUT/gpu-host-1.trace") l2=$(kern "$OUT/gpu-host-2.trace")
+  o1=$(wc -l < "$OUT/gpu-host-1.trace") o2=$(wc -l < "$OUT/gpu-host-2.trace")
   rm -f "$OUT/gpu-host-1.trace" "$OUT/gpu-host-2.trace" "$OUT/gpu-host-x.log"
   # epochs 2.. (the first pays the start-up): the least train_seconds
   # (steps: the epoch's sequences, seq_per_s x train_seconds, over the batch)
-  awk -v n="$name" -v batch="$batch" -v launches=$((l2 - l1)) -F'[,:{}]' '
+  awk -v n="$name" -v batch="$batch" -v launches=$((l2 - l1)) -v ops=$((o2 - o1)) -F'[,:{}]' '
     /"train_seconds"/ {
       for (i = 1; i <= NF; i++) {
         if ($i == "\"train_seconds\"") s = $(i + 1)
@@ -63,8 +69,8 @@ run() { # NAME SPLIT BATCH OPTS...
     END {
       if (best == "") exit 1
       steps = int((seqs + 0.5 + batch - 1) / batch)
-      printf "gpu-host,%s,%.4f,%d,%.3f,%.1f\n", n, best, steps, 1e3 * best / steps,
-        launches / steps
+      printf "gpu-host,%s,%.4f,%d,%.3f,%.1f,%.1f\n", n, best, steps, 1e3 * best / steps,
+        launches / steps, ops / steps
     }' \
     "$log" | tee -a "$csv"
 }

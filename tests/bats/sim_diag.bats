@@ -16,10 +16,12 @@ setup() {
   SEQREC_SIM_TRACE="$T/full.trace" seqrec-train "${O[@]}" -o "$T/full.sqm" "$T/s.sqr" 2>/dev/null
   SEQREC_SIM_HOST_ONLY=1 SEQREC_SIM_TRACE="$T/host.trace" seqrec-train "${O[@]}" \
     -o "$T/host.sqm" "$T/s.sqr" 2>/dev/null
-  # name,blocks,threads,dynamic shared bytes: a line a launch
+  # name,blocks,threads,dynamic shared bytes: a line a launch; memsets,
+  # copies and cuBLAS calls too
   [ "$(wc -l < "$T/full.trace")" -gt 100 ]
-  ! grep -Ev '^k_[a-z0-9_]+,[0-9]+,[0-9]+,[0-9]+$|^[a-z0-9_]+_kernel,[0-9]+,[0-9]+,[0-9]+$' \
+  ! grep -Ev '^k_[a-z0-9_]+,[0-9]+,[0-9]+,[0-9]+$|^[a-z0-9_]+_kernel,[0-9]+,[0-9]+,[0-9]+$|^(memset|copy|gemm),[0-9]+,0,0$' \
     "$T/full.trace"
+  for op in memset copy gemm; do grep -q "^$op," "$T/full.trace"; done
   cmp "$T/full.trace" "$T/host.trace"
   [ -s "$T/host.sqm" ]
   # its numbers are not the model's: nothing ran on the device
@@ -37,10 +39,12 @@ setup() {
   [ "$status" -eq 0 ]
   csv="$T/out/gpu-host.csv"
   grep -q '^gpu-host,cpu,' "$csv"
-  grep -q '^bench,config,epoch_seconds,steps,ms_per_step,launches_per_step$' "$csv"
+  grep -q '^bench,config,epoch_seconds,steps,ms_per_step,launches_per_step,device_ops_per_step$' "$csv"
   for c in a a-graphs b b-graphs b2048 b2048-bce; do
-    grep -Eq "^gpu-host,$c,[0-9.]+,[0-9]+,[0-9.]+,[0-9.]+$" "$csv"
+    grep -Eq "^gpu-host,$c,[0-9.]+,[0-9]+,[0-9.]+,[0-9.]+,[0-9.]+$" "$csv"
   done
+  # the device's ops (kernels, GEMMs, memsets, copies) outnumber the kernels
+  awk -F, '$2 == "b" && $7 > $6 { ok = 1 } END { exit !ok }' "$csv"
   # eager steps launch kernels; a graph replay launches none of its own
   awk -F, '$2 == "a" && $6 > 0 { ok = 1 } END { exit !ok }' "$csv"
   awk -F, '$2 == "b2048" && $4 == 1 { ok = 1 } END { exit !ok }' "$csv"

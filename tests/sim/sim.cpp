@@ -547,6 +547,35 @@ static cudaError_t copy_ends(void *dst, const void *src, size_t n, cudaMemcpyKin
     return cudaSuccess;
 }
 
+// SEQREC_SIM_TRACE=FILE: a line a device op run, appended to FILE, to
+// read a step's work and its grids (how many launches, and which run few
+// blocks for large inputs) without a GPU. A kernel's line is its name,
+// blocks, threads a block and dynamic shared bytes; the other ops' are
+// "memset,BYTES,0,0", "copy,BYTES,0,0" (to, from or within the device)
+// and "gemm,0,0,0" (a cuBLAS or cuBLASLt call). Not a timing: the
+// simulated device's costs are not a GPU's.
+static void trace_line(const char *name, unsigned long long a, unsigned b, size_t c)
+{
+    static FILE *f;
+    static int tried;
+    if (!tried) {
+        tried = 1;
+        const char *v = getenv("SEQREC_SIM_TRACE");
+        if (v && *v && !(f = fopen(v, "a")))
+            die("SEQREC_SIM_TRACE: cannot open %s", v);
+        if (f)
+            setvbuf(f, nullptr, _IOLBF, 0);
+    }
+    if (f)
+        fprintf(f, "%s,%llu,%u,%zu\n", name, a, b, c);
+}
+
+static void trace_launch(const char *kern, dim3 grid, dim3 block, size_t shmem)
+{
+    trace_line(kern, (unsigned long long)grid.x * grid.y * grid.z, block.x * block.y * block.z,
+               shmem);
+}
+
 static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind k)
 {
     int ends = 0;
@@ -556,6 +585,8 @@ static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind k)
     if (e != cudaSuccess)
         return e;
     int dd = ends & 1, sd = ends >> 1;
+    if (dd || sd)
+        trace_line("copy", n, 0, 0);
     if (dd)
         SIM_UNPOISON(dst, n);
     if (sd)
@@ -600,6 +631,7 @@ static cudaError_t fill(void *p, int v, size_t n)
         return cudaSuccess;
     if (!alloc_of(p, n))
         return last_ = cudaErrorInvalidValue;
+    trace_line("memset", n, 0, 0);
     if (host_only())
         return cudaSuccess;
     SIM_UNPOISON(p, n);
@@ -781,26 +813,6 @@ cudaError_t sim_run(const char *kern, dim3 grid, dim3 block, size_t shmem, cudaS
     return run_grid(kern, grid, block, shmem, sh_lo, sh_hi, body);
 }
 
-// SEQREC_SIM_TRACE=FILE: a line a launch run (name, blocks, threads a
-// block, dynamic shared bytes) appended to FILE, to read a step's launches
-// and their grids (how many, and which run few blocks for large inputs)
-// without a GPU. Not a timing: the simulated device's costs are not a GPU's.
-static void trace_launch(const char *kern, dim3 grid, dim3 block, size_t shmem)
-{
-    static FILE *f;
-    static int tried;
-    if (!tried) {
-        tried = 1;
-        const char *v = getenv("SEQREC_SIM_TRACE");
-        if (v && *v && !(f = fopen(v, "a")))
-            die("SEQREC_SIM_TRACE: cannot open %s", v);
-        if (f)
-            setvbuf(f, nullptr, _IOLBF, 0);
-    }
-    if (f)
-        fprintf(f, "%s,%llu,%u,%zu\n", kern,
-                (unsigned long long)grid.x * grid.y * grid.z, block.x * block.y * block.z, shmem);
-}
 
 // sh_lo .. sh_hi: the kernel's file's static shared memory (sim_cuda.h,
 // __shared__), NULL under ASan
@@ -1300,12 +1312,16 @@ template <class F> static cublasStatus_t blas_queue(cudaStream_t s, const char *
         refuse(cudaErrorStreamCaptureImplicit);
         return CUBLAS_STATUS_EXECUTION_FAILED;
     }
+    auto op = [run]() { // traced when it runs: eagerly, or in each replay
+        trace_line("gemm", 0, 0, 0);
+        return run();
+    };
     if (!capturing(s)) {
-        run();
+        op();
         return CUBLAS_STATUS_SUCCESS;
     }
-    return record(s, who, run) == cudaSuccess ? CUBLAS_STATUS_SUCCESS
-                                               : CUBLAS_STATUS_EXECUTION_FAILED;
+    return record(s, who, op) == cudaSuccess ? CUBLAS_STATUS_SUCCESS
+                                              : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
 // A GEMM on h's stream (blas_queue); m, n > 0
