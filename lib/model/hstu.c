@@ -267,14 +267,16 @@ static void R(layer_backward)(const R(sq_flat) *m, const sq_hstu_config *c, R(hs
     int N = c->h.max_len;
     size_t TE = (size_t)T * E, TU = (size_t)T * U;
     real *d0 = w->dE[0], *d1 = w->dE[1];
+    /* d dropout(gate) */
     R(sq_linear_backward_to)(cx, d0, gp.ow, gp.ob, w->dX, k.gate, p.ow, T, E, C);
     /* d gate */
     R(sq_dropout_backward_to)(cx, d1, d0, k.m_gate, TE, (real)c->dropout);
     R(sq_zero)(cx, w->dact, TU);
     R(sq_zero)(cx, d0, TE); /* d LN2(A) */
     R(sq_gate_backward)(cx, w->dact + COL_U(c), d0, d1, k.act + COL_U(c), U, k.ln2, E, T, E);
-    R(sq_layernorm_backward_to)(cx, d1, gp.ln2w, gp.ln2b, d0, k.att, p.ln2w, k.mean2, k.rstd2, T,
-                                E);
+    /* d A */
+    R(sq_layernorm_backward_to)(cx, d1, gp.ln2w, gp.ln2b, d0, k.att, p.ln2w, k.mean2, k.rstd2,
+                                T, E);
     R(sq_attn_silu_backward)(cx, w->dact + COL_Q(c), w->dact + COL_K(c), w->dact + COL_V(c),
                              gp.rab, w->scratch, d1, k.act + COL_Q(c), k.act + COL_K(c),
                              k.act + COL_V(c), U, p.rab, b->off, b->B, H, hd, hd, N,
