@@ -191,15 +191,24 @@ unit-sim: $(BUILD)/unit_tests $(SIM_SO) $(BUILD)/sim/selftest
 	$(BUILD)/sim/selftest
 	SEQREC_CUDA_LIB=$(CURDIR)/$(SIM_SO) SEQREC_SIMULATED_DEVICE=1 $(BUILD)/unit_tests gpu cuda | tee $(BUILD)/unit-sim.txt
 	@grep -q ' 0 failed' $(BUILD)/unit-sim.txt
+	@# the allocation cache on a device it can fill (test_gpu_alloc_cache)
+	SEQREC_SIM_ARENA_GIB=1 SEQREC_CUDA_LIB=$(CURDIR)/$(SIM_SO) SEQREC_SIMULATED_DEVICE=1 \
+	  $(BUILD)/unit_tests gpu_alloc_cache > $(BUILD)/unit-sim-cache.txt 2>&1 || \
+	  { cat $(BUILD)/unit-sim-cache.txt; exit 1; }
+	@tail -n 1 $(BUILD)/unit-sim-cache.txt
+	@grep -q '^1 passed, 0 failed' $(BUILD)/unit-sim-cache.txt || { cat $(BUILD)/unit-sim-cache.txt; exit 1; }
 
 # The GPU tests again with the blocks, and a block's threads between
 # barriers, run backwards and shuffled (SEQREC_SIM_ORDER, tests/sim): a
 # kernel whose result follows the order would differ from its CPU twin.
+# These runs turn the allocation cache off (SEQREC_GPU_PLAIN=cache,
+# cuda/alloc.cu), so the arena's guards see every block at its own size,
+# and a freed block's NaN bytes, or its freed address, in a kernel.
 SIM_ORDERS ?= reverse shuffle:1
 unit-sim-order: $(BUILD)/unit_tests $(SIM_SO)
 	@for o in $(SIM_ORDERS); do \
 	  echo "unit-sim-order: SEQREC_SIM_ORDER=$$o"; \
-	  SEQREC_SIM_ORDER=$$o SEQREC_CUDA_LIB=$(CURDIR)/$(SIM_SO) SEQREC_SIMULATED_DEVICE=1 \
+	  SEQREC_GPU_PLAIN=cache SEQREC_SIM_ORDER=$$o SEQREC_CUDA_LIB=$(CURDIR)/$(SIM_SO) SEQREC_SIMULATED_DEVICE=1 \
 	    $(BUILD)/unit_tests gpu cuda > $(BUILD)/unit-sim-order.txt 2>&1; \
 	  tail -n 1 $(BUILD)/unit-sim-order.txt; \
 	  grep -q ' 0 failed' $(BUILD)/unit-sim-order.txt || { grep -v '^ok ' $(BUILD)/unit-sim-order.txt; exit 1; }; \

@@ -51,9 +51,10 @@ run() { # NAME SPLIT BATCH OPTS...
   train 1 "$OUT/gpu-host-1.trace" "$OUT/gpu-host-x.log" "$split" "$batch" "$@"
   train 2 "$OUT/gpu-host-2.trace" "$OUT/gpu-host-x.log" "$split" "$batch" "$@"
   # kernels: the lines not of the other ops (sim.cpp's trace_line)
-  kern() { grep -cEv '^(memset|copy|gemm),' "$1" || true; }
+  kern() { grep -cEv '^(memset|copy|gemm|alloc|free),' "$1" || true; }
   l1=$(kern "$OUT/gpu-host-1.trace") l2=$(kern "$OUT/gpu-host-2.trace")
-  o1=$(wc -l < "$OUT/gpu-host-1.trace") o2=$(wc -l < "$OUT/gpu-host-2.trace")
+  ops() { grep -cEv '^(alloc|free),' "$1" || true; } # cudaMalloc and cudaFree are not queued
+  o1=$(ops "$OUT/gpu-host-1.trace") o2=$(ops "$OUT/gpu-host-2.trace")
   rm -f "$OUT/gpu-host-1.trace" "$OUT/gpu-host-2.trace" "$OUT/gpu-host-x.log"
   # epochs 2.. (the first pays the start-up): the least train_seconds
   # (steps: the epoch's sequences, seq_per_s x train_seconds, over the batch)

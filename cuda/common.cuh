@@ -43,6 +43,8 @@ struct be_range {
 // turned off for a diagnosis (the run then takes the path before it)
 #define BE_PLAIN_LT 1          // "lt": a linear layer's bias in cuBLASLt's epilogue (blaslt.cu)
 #define BE_PLAIN_BF16_LOGITS 2 // "bf16-logits": the full CE's bf16 logits (k_loss.cu)
+#define BE_PLAIN_CACHE 4       // "cache": the cache of freed device blocks (alloc.cu)
+#define BE_PLAIN_ALL 7
 
 struct sq_gpu_be {
     int device;
@@ -102,7 +104,16 @@ struct sq_gpu_be {
     size_t scat_cnt_n;
     float *sum_ws;        // BE_SUM_WS floats: the column sums' partials (k_rows.cu)
     unsigned *sum_cnt;    // BE_SUM_CNT counters, zero between launches (be_sum_is_last, be_sum_fin)
+    struct be_cache *cache; // freed device blocks kept for reuse (alloc.cu), or NULL
 };
+// alloc.cu: the context's device allocations (the table's alloc and free),
+// through a cache of freed blocks unless SEQREC_GPU_PLAIN has "cache";
+// be_cache_kept: the bytes it holds (not "used": be_mem_used leaves them out)
+int be_alloc(sq_gpu_be *b, void **ptr, size_t bytes, sq_err *e);
+void be_free(sq_gpu_be *b, void *ptr);
+int be_cache_open(sq_gpu_be *b);
+size_t be_cache_kept(const sq_gpu_be *b);
+void be_cache_close(sq_gpu_be *b);
 #define BE_SUM_WS ((size_t)1 << 22)
 #define BE_SUM_CNT (BE_SUM_WS / 32) // a counter per 32 partial columns
 #define BE_VALS 64

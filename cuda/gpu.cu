@@ -229,6 +229,7 @@ static void be_close(sq_gpu_be *b)
         be_wait(b, NULL, "the last kernels");
     be_prof_close(b);
     be_nccl_close(b);
+    be_cache_close(b);
     be_graph_close(b);
     while (b->retired) {
         struct be_retired *r = b->retired;
@@ -277,15 +278,15 @@ static void be_close(sq_gpu_be *b)
         }                                                                               \
     } while (0)
 
-// SEQREC_GPU_PLAIN: a comma-separated list of "lt", "bf16-logits" or
-// "all" (BE_PLAIN_*); 0, or a usage error naming the word it does not know
+// SEQREC_GPU_PLAIN: a comma-separated list of "lt", "bf16-logits", "cache"
+// or "all" (BE_PLAIN_*); 0, or a usage error naming the word it does not know
 static int plain_words(const char *v, int *mask, sq_err *e)
 {
     static const struct {
         const char *word;
         int bit;
     } words[] = {{"lt", BE_PLAIN_LT}, {"bf16-logits", BE_PLAIN_BF16_LOGITS},
-                 {"all", BE_PLAIN_LT | BE_PLAIN_BF16_LOGITS}};
+                 {"cache", BE_PLAIN_CACHE}, {"all", BE_PLAIN_ALL}};
     *mask = 0;
     while (v && *v) {
         size_t n = strcspn(v, ",");
@@ -295,7 +296,7 @@ static int plain_words(const char *v, int *mask, sq_err *e)
                 bit = words[i].bit;
         if (!bit && n)
             return sq_fail(e, SQ_EX_USAGE, "SEQREC_GPU_PLAIN: unknown path '%.*s' (give lt, "
-                           "bf16-logits or all, separated by commas)", (int)n, v);
+                           "bf16-logits, cache or all, separated by commas)", (int)n, v);
         *mask |= bit;
         v += n + (v[n] == ',');
     }
@@ -358,6 +359,10 @@ static int be_open(sq_gpu_be **b, int device, sq_err *e)
         return sq_fail(e, SQ_EX_SOFTWARE, "cuBLAS: cannot set the stream, workspace or "
                        "math mode");
     }
+    if (be_cache_open(c)) {
+        be_close(c);
+        return sq_fail(e, SQ_EX_OSERR, "out of memory");
+    }
     rc = be_lt_open(c, e);
     if (!rc)
         rc = be_prof_open(c, e);
@@ -367,25 +372,6 @@ static int be_open(sq_gpu_be **b, int device, sq_err *e)
     }
     *b = c;
     return 0;
-}
-
-static int be_alloc(sq_gpu_be *b, void **ptr, size_t bytes, sq_err *e)
-{
-    *ptr = NULL;
-    cudaError_t st = cudaMalloc(ptr, bytes ? bytes : 1);
-    if (st != cudaSuccess) {
-        *ptr = NULL;
-        return sq_fail(e, fail_code(st), "CUDA: cannot allocate %zu bytes of device %d: %s",
-                       bytes, b->device, cudaGetErrorString(st));
-    }
-    return 0;
-}
-
-static void be_free(sq_gpu_be *b, void *ptr)
-{
-    (void)b;
-    if (ptr)
-        cudaFree(ptr);
 }
 
 int be_memset0(sq_gpu_be *b, void *p, size_t bytes, sq_err *e)
@@ -549,7 +535,8 @@ int be_sync(sq_gpu_be *b, sq_err *e)
 
 // The device's used bytes, cudaMemGetInfo's total - free: every process's
 // allocations, the runtime's and cuBLAS's workspace included (a bench takes
-// the difference around what it allocates).
+// the difference around what it allocates), less the freed blocks this
+// context keeps (alloc.cu), which are not in use.
 int be_mem_used(sq_gpu_be *b, size_t *bytes, sq_err *e)
 {
     size_t avail = 0, total = 0;
@@ -557,6 +544,7 @@ int be_mem_used(sq_gpu_be *b, size_t *bytes, sq_err *e)
     if (be_note(b, cudaMemGetInfo(&avail, &total), "cudaMemGetInfo"))
         return sticky(b, e);
     *bytes = total - avail;
+    *bytes -= be_cache_kept(b) < *bytes ? be_cache_kept(b) : *bytes;
     return sticky(b, e);
 }
 

@@ -17,9 +17,9 @@ setup() {
   SEQREC_SIM_HOST_ONLY=1 SEQREC_SIM_TRACE="$T/host.trace" seqrec-train "${O[@]}" \
     -o "$T/host.sqm" "$T/s.sqr" 2>/dev/null
   # name,blocks,threads,dynamic shared bytes: a line a launch; memsets,
-  # copies and cuBLAS calls too
+  # copies, cuBLAS calls, cudaMalloc and cudaFree too
   [ "$(wc -l < "$T/full.trace")" -gt 100 ]
-  ! grep -Ev '^k_[a-z0-9_]+,[0-9]+,[0-9]+,[0-9]+$|^[a-z0-9_]+_kernel,[0-9]+,[0-9]+,[0-9]+$|^(memset|copy|gemm),[0-9]+,0,0$' \
+  ! grep -Ev '^k_[a-z0-9_]+,[0-9]+,[0-9]+,[0-9]+$|^[a-z0-9_]+_kernel,[0-9]+,[0-9]+,[0-9]+$|^(memset|copy|gemm|alloc|free),[0-9]+,0,0$' \
     "$T/full.trace"
   for op in memset copy gemm; do grep -q "^$op," "$T/full.trace"; done
   cmp "$T/full.trace" "$T/host.trace"
@@ -96,4 +96,31 @@ setup() {
     "$T/s.sqr"
   [ "$status" -eq 64 ]
   [[ "$output" =~ "unknown path 'bf16'" ]]
+}
+
+@test "sim_diag: scoring keeps its freed device blocks for the next batch; SEQREC_GPU_PLAIN=cache allocates and frees them every batch" {
+  seqrec-train "${O[@]}" -o "$T/m.sqm" "$T/s.sqr" 2>/dev/null
+  allocs() { # PLAIN BATCH OPTS...: cudaMalloc calls of a scoring run, its output in $T/out-PLAIN-BATCH
+    local pl=$1 b=$2; shift 2
+    rm -f "$T/a.trace"
+    SEQREC_GPU_PLAIN=$pl SEQREC_SIM_TRACE="$T/a.trace" seqrec-score --device cuda --batch "$b" \
+      -m "$T/m.sqm" "$@" "$T/s.sqr" > "$T/out-$pl-$b"
+    grep -c '^alloc,' "$T/a.trace"
+  }
+  # 64 users: one batch, or 8 of 8 users, each allocating its work and
+  # freeing it (the context's own blocks are in both counts)
+  c1=$(allocs "" 64) p1=$(allocs cache 64) p8=$(allocs cache 8) c8=$(allocs "" 8)
+  # every block is given back by the end, the cache's at the context's close
+  [ "$(grep -c '^free,' "$T/a.trace")" -eq "$c8" ]
+  cmp "$T/out--8" "$T/out-cache-8"
+  cmp "$T/out--8" "$T/out--64"
+  # plain: 7 more batches, each of at least 3 blocks
+  [ $((p8 - p1)) -ge 21 ]
+  # cached: the first batch's blocks serve the others (a batch's larger
+  # work aside)
+  [ $((c8 - c1)) -le 3 ]
+  # top-K lists too
+  c1=$(allocs "" 64 --topk 5) c8=$(allocs "" 8 --topk 5) p8=$(allocs cache 8 --topk 5)
+  cmp "$T/out--8" "$T/out-cache-8"
+  [ $((c8 - c1)) -le 3 ] && [ $((p8 - c1)) -ge 21 ]
 }

@@ -84,7 +84,9 @@ fi
 # shapes, NCCL's test left out: NCCL probes its kernels for every
 # architecture with cudaFuncGetAttributes, and memcheck counts each
 # cudaErrorNoKernelImageForDevice it gets back (4 on an H200, stop 27).
-# racecheck took 60 s for 45 of the 50 tests there.
+# racecheck took 60 s for 45 of the 50 tests there. The allocation cache
+# off (SEQREC_GPU_PLAIN=cache, cuda/alloc.cu): every block its exact size,
+# freed when freed, so memcheck sees an overrun or a stale pointer.
 if want sanitize; then
   cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
   if [ -z "$cs" ]; then
@@ -92,7 +94,8 @@ if want sanitize; then
   else
     for tool in memcheck racecheck; do
       limit=90; [ $tool = racecheck ] && limit=180
-      if timeout $limit "$cs" --tool $tool --error-exitcode 99 "$here/unit_tests" cuda -cuda_nccl \
+      if SEQREC_GPU_PLAIN=${SEQREC_GPU_PLAIN:+$SEQREC_GPU_PLAIN,}cache \
+         timeout $limit "$cs" --tool $tool --error-exitcode 99 "$here/unit_tests" cuda -cuda_nccl \
            > "$out/sanitize-$tool.log" 2>&1; then
         pass "compute-sanitizer $tool: $(grep -m1 'ERROR SUMMARY' "$out/sanitize-$tool.log")"
       else

@@ -427,6 +427,8 @@ void sim_check_arg(const char *kern, int index, const void *p)
         die("freed device memory passed to kernel %s, argument %d", kern, index);
 }
 
+static void trace_line(const char *name, unsigned long long a, unsigned b, size_t c);
+
 cudaError_t cudaMalloc(void **p, size_t n)
 {
     *p = nullptr;
@@ -450,6 +452,7 @@ cudaError_t cudaMalloc(void **p, size_t n)
     }
     live_[at] = n;
     span_[at] = span;
+    trace_line("alloc", n, 0, 0);
     used_ += span;
     // a GPU's new memory holds whatever was there: NaN bytes (0xff), so a
     // kernel that reads what nothing wrote differs from its CPU twin
@@ -480,10 +483,14 @@ cudaError_t cudaFree(void *p)
     if (!host_only())
         memset(p, 0xff, span);
     SIM_POISON(p, span);
+    trace_line("free", it->second, 0, 0);
     live_.erase(it);
     span_.erase((char *)p);
     used_ -= span;
-    free_.emplace(span, (char *)p);
+    if ((char *)p + span == arena_ + top_) // the newest span: the arena's top comes down,
+        top_ -= span;                      // so a larger block fits there (a GPU's memory is not a bump)
+    else
+        free_.emplace(span, (char *)p);
     return cudaSuccess;
 }
 
@@ -552,7 +559,8 @@ static cudaError_t copy_ends(void *dst, const void *src, size_t n, cudaMemcpyKin
 // blocks for large inputs) without a GPU. A kernel's line is its name,
 // blocks, threads a block and dynamic shared bytes; the other ops' are
 // "memset,BYTES,0,0", "copy,BYTES,0,0" (to, from or within the device)
-// and "gemm,0,0,0" (a cuBLAS or cuBLASLt call). Not a timing: the
+// and "gemm,0,0,0" (a cuBLAS or cuBLASLt call); "alloc,BYTES,0,0" and
+// "free,BYTES,0,0" a cudaMalloc and a cudaFree. Not a timing: the
 // simulated device's costs are not a GPU's.
 static void trace_line(const char *name, unsigned long long a, unsigned b, size_t c)
 {

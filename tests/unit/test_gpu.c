@@ -305,6 +305,71 @@ UNIT_TEST(test_gpu_mem_used)
     sq_gpu_close(g);
 }
 
+/* The size class alloc.cu rounds a block up to: 256-byte multiples to
+ * 4 KiB, then 8 classes an octave. */
+static size_t alloc_class(size_t n)
+{
+    if (n <= 4096)
+        return (n + 255) & ~(size_t)255;
+    size_t step = 512;
+    while (step * 16 < n)
+        step *= 2;
+    return (n + step - 1) / step * step;
+}
+
+/* The cache of freed blocks (cuda/alloc.cu), on a device small enough to
+ * fill: the simulated device with SEQREC_SIM_ARENA_GIB=1 (make unit-sim
+ * runs this test so; elsewhere it is skipped, saying so). A kept block is
+ * not "used"; a block too large for what the cache leaves free empties the
+ * cache and is allocated; one too large for its class's size gets its
+ * exact size. */
+UNIT_TEST(test_gpu_alloc_cache)
+{
+    char name[256];
+    if (!sq_gpu_probe(name, sizeof name))
+        SKIP(name);
+    if (!strstr(name, "simulated device") || !strstr(name, ", 1.0 GiB)"))
+        SKIP("needs the simulated device with SEQREC_SIM_ARENA_GIB=1 (make unit-sim)");
+    sq_err e = {0};
+    sq_gpu *g = NULL;
+    CHECK_EQ(sq_gpu_open(&g, 0, &e), 0);
+    if (!g)
+        return;
+    size_t u0 = 0, u = 0, room;
+    CHECK_EQ(sq_gpu_mem_used(g, &u0, &e), 0);
+    room = ((size_t)1 << 30) - u0;
+    void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+    /* a: kept when freed, and not counted as used */
+    CHECK_EQ(sq_gpu_alloc(g, &a, room / 100 * 45, &e), 0);
+    sq_gpu_free(g, a);
+    CHECK_EQ(sq_gpu_mem_used(g, &u, &e), 0);
+    CHECK(u < u0 + 4096); /* the simulated device's guard bytes a block */
+    /* the same class again: the kept block */
+    CHECK_EQ(sq_gpu_alloc(g, &d, room / 100 * 45 + 1000, &e), 0);
+    CHECK(d == a);
+    sq_gpu_free(g, d);
+    /* b: does not fit beside the kept block; fits once it is given back */
+    CHECK_EQ(sq_gpu_alloc(g, &b, room / 100 * 70, &e), 0);
+    CHECK(b != NULL);
+    CHECK_EQ(sq_gpu_mem_used(g, &u, &e), 0);
+    CHECK(u >= u0 + room / 100 * 70);
+    sq_gpu_free(g, b);
+    /* c: its class would not fit in the whole room, its size does */
+    size_t n = room - (1u << 20);
+    CHECK(alloc_class(n) > room);
+    CHECK_EQ(sq_gpu_alloc(g, &c, n, &e), 0);
+    CHECK(c != NULL);
+    sq_gpu_free(g, c);
+    /* past the device: out of memory, the sticky error not set by it */
+    void *x = NULL;
+    CHECK(sq_gpu_alloc(g, &x, room + (1u << 20), &e) != 0);
+    CHECK_EQ(e.code, SQ_EX_OSERR);
+    CHECK(x == NULL);
+    sq_err e2 = {0};
+    CHECK_EQ(sq_gpu_sync(g, &e2), 0);
+    sq_gpu_close(g);
+}
+
 /* A SEQREC_CUDA_LIB that names no file: probe says so, naming the path,
  * and open is a usage error (no fallback to the object beside the runner). */
 UNIT_TEST(test_gpu_load_missing_lib)
