@@ -487,6 +487,9 @@ static int parse_args(int argc, char **argv, score_args *a)
     /* a diagnostic: a GPU model's top-K selected on the host (the same lists) */
     const char *tk = getenv("SEQREC_GPU_TOPK");
     a->eo.topk_host = tk && strcmp(tk, "host") == 0;
+    /* and its ranks counted on the host (the same ranks) */
+    const char *rk = getenv("SEQREC_GPU_RANKS");
+    a->eo.ranks_host = rk && strcmp(rk, "host") == 0;
     return 0;
 }
 

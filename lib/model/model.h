@@ -29,15 +29,19 @@
 #include "stream.h"
 #include "tensor.h"
 
-/* A top-K request with a batch (sq_eval_topk): a model that scores on a
- * GPU may select there instead of handing back every score (for a
- * catalogue of a million items, 1 GB a batch of 256 that never needs to
- * leave the device). It then fills, for each history b, the best k[b] <= K
+/* A top-K or ranking request with a batch (sq_eval_topk, sq_eval_ranks
+ * with full candidates): a model that scores on a GPU may select or rank
+ * there instead of handing back every score (for a catalogue of a million
+ * items, 1 GB a batch of 256 that never needs to leave the device).
+ * Top-K (target NULL): it fills, for each history b, the best k[b] <= K
  * items among the i in 1..n_items with ok[i] and, when exclude_history,
  * not in b's history: items[b K ..] and scores[b K ..], best first (the
  * higher score, then the lower item id: eval.c's order), nan[b] 1 when a
  * candidate's score is NaN; and sets done. K <= SQ_TOPK_GPU_MAX (topk.h).
- * A model that does not leaves done 0 and fills the scores as ever. */
+ * Ranks (target set; K, items, scores, k, nan unused): for each history b,
+ * counts[4 b ..] = rank.h's counts of target[b] against the same
+ * candidates but the target (higher, the same, candidates, NaN); and sets
+ * done. A model that does not leaves done 0 and fills the scores as ever. */
 typedef struct sq_topk_req {
     uint32_t K;
     const unsigned char *ok;   /* [n_items + 1] host */
@@ -46,6 +50,8 @@ typedef struct sq_topk_req {
     float *scores;             /* [B x K] host */
     uint32_t *k;               /* [B] */
     int *nan;                  /* [B] */
+    const uint32_t *target;    /* [B] host: a ranking request; NULL: top-K */
+    uint32_t *counts;          /* [B x SQ_RANK_COUNTS] host */
     int done;
 } sq_topk_req;
 

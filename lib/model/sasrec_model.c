@@ -5,6 +5,7 @@
 #include "kv.h"
 #include "ops.h"
 #include "rowwise.h"
+#include "rank.h"
 #include "topk.h"
 
 #include <inttypes.h>
@@ -444,11 +445,37 @@ static int device_topk(const sq_ctx *cx, const float *dsc, const sq_batch *hist,
     return rc;
 }
 
+/* hist's ranking request counted on the device from dsc (rank.h), the
+ * counts down in one copy: the request done. */
+static int device_ranks(const sq_ctx *cx, const float *dsc, const sq_batch *hist, int V1,
+                        sq_err *e)
+{
+    sq_topk_req *q = hist->topk;
+    int B = hist->B, *ex = NULL, *eoff = NULL, *d = NULL;
+    size_t n = (size_t)B * SQ_RANK_COUNTS;
+    int rc = topk_excluded(hist, &ex, &eoff, e);
+    if (!rc && !(d = sq_ctx_alloc(cx, n * sizeof *d, e)))
+        rc = e->code;
+    /* the targets as ints (items fit: a model has fewer than 2^31) */
+    if (!rc)
+        rc = sq_rank_rows(cx, d, dsc, B, V1, (const int *)q->target, q->ok, ex, eoff, e);
+    if (!rc)
+        rc = sq_ctx_download(cx, q->counts, d, n * sizeof *d, e);
+    q->done = !rc;
+    sq_ctx_free(cx, d);
+    free(ex);
+    free(eoff);
+    return rc;
+}
+
 int sq_scores_out(const sq_ctx *cx, const float *dsc, const sq_batch *hist, int V1,
                   float *scores, sq_err *e)
 {
     const sq_topk_req *q = hist->topk;
-    if (q && cx->backend == SQ_BACKEND_CUDA && q->K >= 1 && q->K <= SQ_TOPK_GPU_MAX)
+    if (q && q->target && cx->backend == SQ_BACKEND_CUDA)
+        return device_ranks(cx, dsc, hist, V1, e);
+    if (q && !q->target && cx->backend == SQ_BACKEND_CUDA && q->K >= 1 &&
+        q->K <= SQ_TOPK_GPU_MAX)
         return device_topk(cx, dsc, hist, V1, e);
     return sq_ctx_download(cx, scores, dsc, (size_t)hist->B * V1 * sizeof *scores, e);
 }

@@ -367,6 +367,10 @@ extern "C" {
                         int V1, int K, const unsigned char *ok, const int *excl,             \
                         const int *eoff),                                                    \
       (items, top, k, nan, sc, B, V1, K, ok, excl, eoff))                                    \
+    /* scoring's ranks of the targets (k_rank.cu; tgt, ok, excl, eoff host arrays) */       \
+    X(void, rank_rows, (int *cnt, const float *sc, int B, int V1, const int *tgt,            \
+                        const unsigned char *ok, const int *excl, const int *eoff),          \
+      (cnt, sc, B, V1, tgt, ok, excl, eoff))                                                 \
     /* data-parallel ranks (k_nccl.cu): NCCL's id, communicator, in-place sum */            \
     X(int, nccl_id, (void *id, size_t n, sq_err *e), (id, n, e))                             \
     X(int, nccl_open, (const void *id, size_t n, int ranks, int rank, sq_err *e),           \

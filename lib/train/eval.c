@@ -9,6 +9,7 @@
  * a history do not depend on its batch (eval.h, INVARIANCE), so nothing
  * depends on the batch size, the shard or the number of threads. */
 #include "eval.h"
+#include "rank.h"
 #include "topk.h"
 #include "vec.h"
 
@@ -536,6 +537,8 @@ typedef struct {
     int *bad;
     uint32_t *top;     /* top-K: [B x K] items */
     float *top_sc;     /* [B x K] scores */
+    uint32_t *tgt;     /* ranks: the jobs' targets, and a GPU's counts of them */
+    uint32_t *cnt;     /* [B x SQ_RANK_COUNTS] (sq_topk_req, rank.h) */
     scratch *s;
 } work;
 
@@ -551,6 +554,8 @@ static void work_free(work *w)
     free(w->bad);
     free(w->top);
     free(w->top_sc);
+    free(w->tgt);
+    free(w->cnt);
     scratch_free(w->s, w->nt);
 }
 
@@ -572,10 +577,13 @@ static int work_new(work *w, const ctx *c, int topk, sq_err *e)
     if (topk) {
         w->top = malloc(B * c->K * sizeof *w->top);
         w->top_sc = malloc(B * c->K * sizeof *w->top_sc);
+    } else {
+        w->tgt = malloc(B * sizeof *w->tgt);
+        w->cnt = malloc(B * SQ_RANK_COUNTS * sizeof *w->cnt);
     }
     w->s = scratch_new(w->nt, c->n, n_keys);
     if (!w->off || !w->len || !w->user || !w->scores || !w->rank || !w->n_cand || !w->bad || !w->s ||
-        (topk && (!w->top || !w->top_sc))) {
+        (topk && (!w->top || !w->top_sc)) || (!topk && (!w->tgt || !w->cnt))) {
         work_free(w);
         memset(w, 0, sizeof *w);
         return sq_fail(e, SQ_EX_OSERR, "out of memory for a batch of %d x %u scores "
@@ -620,6 +628,31 @@ static int score_batch(sq_model *m, const ctx *c, work *w, const job *jobs, int 
     if (c->o->expert_count && m->experts && m->experts(m, &batch, c->o->expert_count, e))
         return e->code;
     return m->scores(m, &batch, w->scores, e);
+}
+
+/* The ranks of jobs[0, B) (w's tgt) into w's rank, n_cand and bad: from
+ * the counts when the model counted them (req done: a GPU's, rank.h), else
+ * from the scores, on the host. */
+static void rank_batch(const ctx *c, work *w, const job *jb, int B, const sq_topk_req *req)
+{
+    if (req && req->done) {
+        for (int b = 0; b < B; b++) {
+            const uint32_t *k = w->cnt + (size_t)b * SQ_RANK_COUNTS;
+            w->bad[b] = k[SQ_RANK_NAN] != 0;
+            w->rank[b] = 1 + k[SQ_RANK_ABOVE] + (c->o->optimistic ? 0 : k[SQ_RANK_EQUAL]);
+            w->n_cand[b] = 1 + k[SQ_RANK_N];
+        }
+        return;
+    }
+    size_t row = (size_t)c->n + 1;
+#pragma omp parallel for schedule(dynamic, 4) num_threads(w->nt)
+    for (int b = 0; b < B; b++) {
+        const sq_seq *q = &c->ds->seq[jb[b].rec];
+        const uint32_t *it = sq_dataset_items(c->ds, jb[b].rec);
+        w->bad[b] = rank_one(c, &w->s[omp_get_thread_num()], w->scores + (size_t)b * row,
+                             q->user, jb[b].pos, it + q->hist, jb[b].pos - q->hist, w->tgt[b],
+                             &w->rank[b], &w->n_cand[b], NULL);
+    }
 }
 
 /* The cumulative popularity pop:N draws from. */
@@ -669,22 +702,20 @@ int sq_eval_ranks(sq_model *m, const sq_dataset *ds, const sq_eval_opts *o,
     }
     if ((rc = list_jobs(m, ds, o, 0, &jobs, &n_jobs, e)) || (rc = work_new(&w, &c, 0, e)))
         goto done;
+    /* full candidates: a model on a GPU may count the ranks there */
+    sq_topk_req req = {.ok = c.ok, .exclude_history = o->exclude_history, .target = w.tgt,
+                       .counts = w.cnt};
+    sq_topk_req *rq = o->cand == SQ_CAND_FULL && !o->ranks_host ? &req : NULL;
     for (uint64_t j0 = 0; j0 < n_jobs; j0 += (uint64_t)w.B) {
         int B = n_jobs - j0 < (uint64_t)w.B ? (int)(n_jobs - j0) : w.B;
         const job *jb = jobs + j0;
         if (o->progress)
             o->progress(o->progress_ctx, j0, n_jobs);
-        if ((rc = score_batch(m, &c, &w, jb, B, NULL, e)))
+        for (int b = 0; b < B; b++)
+            w.tgt[b] = sq_dataset_items(ds, jb[b].rec)[jb[b].pos];
+        if ((rc = score_batch(m, &c, &w, jb, B, rq, e)))
             goto done;
-        size_t row = (size_t)c.n + 1;
-#pragma omp parallel for schedule(dynamic, 4) num_threads(w.nt)
-        for (int b = 0; b < B; b++) {
-            const sq_seq *q = &ds->seq[jb[b].rec];
-            const uint32_t *it = sq_dataset_items(ds, jb[b].rec);
-            w.bad[b] = rank_one(&c, &w.s[omp_get_thread_num()], w.scores + (size_t)b * row,
-                                q->user, jb[b].pos, it + q->hist, jb[b].pos - q->hist,
-                                it[jb[b].pos], &w.rank[b], &w.n_cand[b], NULL);
-        }
+        rank_batch(&c, &w, jb, B, rq);
         for (int b = 0; b < B; b++) {
             const sq_seq *q = &ds->seq[jb[b].rec];
             if (w.bad[b]) {

@@ -71,6 +71,8 @@ typedef struct {
     int batch;            /* histories per model->scores call (<= 0: 256) */
     int topk_host;        /* top-K: select on the host even when the model scores
                              on a GPU (SEQREC_GPU_TOPK=host, a diagnostic) */
+    int ranks_host;       /* ranks (full candidates): rank on the host even when
+                             the model scores on a GPU (SEQREC_GPU_RANKS=host) */
     int threads;          /* OpenMP threads for the ranking (<= 0: the default) */
     uint64_t *expert_count; /* when set (a model with experts, model.h): each scored
                                history's retrieved experts are counted in it */

@@ -7,7 +7,9 @@
 # too, so without the switch these tests fail there (they did: sasrec's
 # ranks with -b 1, 7 and 256 were three different files). And --topk
 # selects on the GPU (cuda/k_topk.cu): the same lists as the host's
-# selection from the same scores (SEQREC_GPU_TOPK=host).
+# selection from the same scores (SEQREC_GPU_TOPK=host); ranks against
+# every item are counted there (cuda/k_rank.cu): the host's ranks from the
+# same scores (SEQREC_GPU_RANKS=host).
 
 load helper
 
@@ -74,6 +76,44 @@ invariant() {
   seqrec-score --device cuda --topk 10 -m "$T/m.sqm" "$T/t.sqr" | sed 's/:[^,]*//g' \
     > "$T/gpu-items"
   cmp "$T/cpu-items" "$T/gpu-items"
+}
+
+@test "device_score: ranks against every item are counted on the GPU, the host's ranks (history excluded or not, ties either way, an item filter, valid and test)" {
+  seqrec-train --model sasrec --dim 16 --ffn 16 --max-len 12 --epochs 1 -o "$T/m.sqm" "$T/t.sqr" \
+    2>/dev/null
+  printf '%s\n' 3 5 8 13 21 34 > "$T/retired"
+  for o in "" -x "--ties optimistic" "--exclude-items $T/retired" "-x --target valid"; do
+    # shellcheck disable=SC2086 # options and their values, or none
+    seqrec-score --device cuda $o -m "$T/m.sqm" "$T/t.sqr" | seqrec-cat > "$T/gpu"
+    # shellcheck disable=SC2086
+    SEQREC_GPU_RANKS=host seqrec-score --device cuda $o -m "$T/m.sqm" "$T/t.sqr" | seqrec-cat \
+      > "$T/host"
+    cmp "$T/gpu" "$T/host"
+    [ "$(wc -l < "$T/gpu")" -gt 80 ]
+  done
+  # the options change the ranks (the test can see a lost one)
+  seqrec-score --device cuda -m "$T/m.sqm" "$T/t.sqr" | seqrec-cat > "$T/a"
+  seqrec-score --device cuda -x -m "$T/m.sqm" "$T/t.sqr" | seqrec-cat > "$T/b"
+  seqrec-score --device cuda --ties optimistic -m "$T/m.sqm" "$T/t.sqr" | seqrec-cat > "$T/c"
+  ! cmp -s "$T/a" "$T/b"
+  ! cmp -s "$T/a" "$T/c"
+  # counted on the device (its op in the profile), or on the host
+  SEQREC_GPU_PROFILE="$T/p.csv" seqrec-score --device cuda -m "$T/m.sqm" "$T/t.sqr" > /dev/null
+  grep -q '^rank_rows,1,' "$T/p.csv"
+  SEQREC_GPU_RANKS=host SEQREC_GPU_PROFILE="$T/p.csv" seqrec-score --device cuda \
+    -m "$T/m.sqm" "$T/t.sqr" > /dev/null
+  ! grep -q '^rank_rows,' "$T/p.csv"
+  # sampled candidates: drawn and ranked on the host, as ever
+  SEQREC_GPU_PROFILE="$T/p.csv" seqrec-score --device cuda --candidates uni:20 \
+    -m "$T/m.sqm" "$T/t.sqr" > /dev/null
+  ! grep -q '^rank_rows,' "$T/p.csv"
+  # the flat, CORE and ELASTIC scorers end in the same request
+  seqrec-train --model hstu --dim 16 --max-len 12 --heads 2 --epochs 1 -o "$T/h.sqm" \
+    "$T/t.sqr" 2>/dev/null
+  seqrec-score --device cuda -x -m "$T/h.sqm" "$T/t.sqr" | seqrec-cat > "$T/gpu"
+  SEQREC_GPU_RANKS=host seqrec-score --device cuda -x -m "$T/h.sqm" "$T/t.sqr" | seqrec-cat \
+    > "$T/host"
+  cmp "$T/gpu" "$T/host"
 }
 
 @test "device_score: sasrec and bert4rec score a user alike in any batch or shard on the simulated GPU" {

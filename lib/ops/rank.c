@@ -1,0 +1,53 @@
+/* rank.c - the CPU twin of the GPU's ranking of each row's target
+ * (formulas: rank.h). Float only (comparisons, no arithmetic): no double
+ * build, so the GPU dispatch is written out rather than through ongpu.h. */
+#include "rank.h"
+#include "gpu.h"
+
+/* Whether item is in ex[0, n) (sorted ascending). */
+static int rk_excluded(const int *ex, int n, int item)
+{
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (ex[mid] < item)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && ex[lo] == item;
+}
+
+static void rk_row(int *cnt, const float *sc, int V1, int tgt, const unsigned char *ok,
+                   const int *ex, int n_ex)
+{
+    float st = sc[tgt];
+    int above = 0, equal = 0, n = 0, nan = st != st;
+    for (int i = 1; i < V1; i++) {
+        if (i == tgt || !ok[i] || (ex && rk_excluded(ex, n_ex, i)))
+            continue;
+        float x = sc[i];
+        above += x > st;
+        equal += x == st;
+        nan |= x != x;
+        n++;
+    }
+    cnt[SQ_RANK_ABOVE] = above;
+    cnt[SQ_RANK_EQUAL] = equal;
+    cnt[SQ_RANK_N] = n;
+    cnt[SQ_RANK_NAN] = nan;
+}
+
+int sq_rank_rows(const sq_ctx *cx, int *cnt, const float *sc, int B, int V1, const int *tgt,
+                 const unsigned char *ok, const int *excl, const int *eoff, sq_err *e)
+{
+    (void)e;
+    if (cx->backend == SQ_BACKEND_CUDA) {
+        sq_gpu_rank_rows((sq_gpu *)cx->gpu, cnt, sc, B, V1, tgt, ok, excl, eoff);
+        return 0;
+    }
+    for (int b = 0; b < B; b++)
+        rk_row(cnt + (size_t)b * SQ_RANK_COUNTS, sc + (size_t)b * V1, V1, tgt[b], ok,
+               excl ? excl + eoff[b] : NULL, excl ? eoff[b + 1] - eoff[b] : 0);
+    return 0;
+}
