@@ -109,6 +109,7 @@ static int plain_alloc(sq_gpu_be *b, void **ptr, size_t bytes, sq_err *e)
     cudaError_t st = cudaMalloc(ptr, bytes);
     if (st == cudaSuccess)
         return 0;
+    cudaGetLastError(); // reported here, not again by the next launch's check
     *ptr = NULL;
     return sq_fail(e, st == cudaErrorMemoryAllocation ? SQ_EX_OSERR : SQ_EX_SOFTWARE,
                    "CUDA: cannot allocate %zu bytes of device %d: %s", bytes, b->device,

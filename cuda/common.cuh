@@ -114,6 +114,12 @@ void be_free(sq_gpu_be *b, void *ptr);
 int be_cache_open(sq_gpu_be *b);
 size_t be_cache_kept(const sq_gpu_be *b);
 void be_cache_close(sq_gpu_be *b);
+// k_topk.cu: a selection's item filter ok[V1] and rows' excluded lists
+// (excl, eoff[B + 1]: topk.h) up through be_op_upload; *dex and *doff
+// NULL when nothing is excluded. 0, or -1 (the sticky error says why).
+int be_upload_filter(sq_gpu_be *be, const unsigned char *ok, int V1, const int *excl,
+                     const int *eoff, int B, const unsigned char **dok, const int **dex,
+                     const int **doff);
 #define BE_SUM_WS ((size_t)1 << 22)
 #define BE_SUM_CNT (BE_SUM_WS / 32) // a counter per 32 partial columns
 #define BE_VALS 64

@@ -12,21 +12,9 @@
 // Budget: __launch_bounds__(256), 16 bytes of static shared memory.
 #include "common.cuh"
 #include "rank.h"
+#include "topk.h"
 
 #define RK_THREADS 256
-
-static __device__ int rk_excluded(const int *ex, int n, int item)
-{
-    int lo = 0, hi = n;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (ex[mid] < item)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < n && ex[lo] == item;
-}
 
 static __global__ __launch_bounds__(RK_THREADS) void k_rank(int *cnt, const float *sc, int V1,
                                                             const int *tgt,
@@ -47,7 +35,7 @@ static __global__ __launch_bounds__(RK_THREADS) void k_rank(int *cnt, const floa
         if (i == t || !ok[i])
             continue;
         float x = row[i];
-        if (ex && rk_excluded(ex, n_ex, i))
+        if (ex && sq_sorted_has(ex, n_ex, i))
             continue;
         above += x > st;
         equal += x == st;
@@ -83,15 +71,9 @@ void be_rank_rows(sq_gpu_be *be, int *cnt, const float *sc, int B, int V1, const
             return;
         }
     const int *dt = (const int *)be_op_upload(be, tgt, (size_t)B * sizeof *tgt);
-    const unsigned char *dok = (const unsigned char *)be_op_upload(be, ok, (size_t)V1);
-    const int *dex = NULL, *doff = NULL;
-    if (excl && eoff[B] <= 0)
-        excl = NULL; // nothing excluded in any row
-    if (excl) {
-        doff = (const int *)be_op_upload(be, eoff, (size_t)(B + 1) * sizeof *eoff);
-        dex = (const int *)be_op_upload(be, excl, (size_t)eoff[B] * sizeof *excl);
-    }
-    if (!dt || !dok || (excl && (!doff || !dex)))
+    const unsigned char *dok;
+    const int *dex, *doff;
+    if (!dt || be_upload_filter(be, ok, V1, excl, eoff, B, &dok, &dex, &doff))
         return; // the sticky error says which
     SQ_LAUNCH(be, k_rank, (unsigned)B, RK_THREADS, 0, cnt, sc, V1, dt, dok, dex, doff);
 }

@@ -31,19 +31,6 @@ static __device__ __forceinline__ int tk_better(float as, int ai, float bs, int 
     return as > bs || (as == bs && ai < bi);
 }
 
-static __device__ int tk_excluded(const int *ex, int n, int item)
-{
-    int lo = 0, hi = n;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (ex[mid] < item)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < n && ex[lo] == item;
-}
-
 // Sorts s/it[0, TK_BUF) best first (n real entries, the rest padded with
 // the worst), every thread of the block taking part.
 static __device__ void tk_sort(float *s, int *it, int n)
@@ -98,9 +85,9 @@ static __global__ __launch_bounds__(TK_THREADS) void k_topk(int *items, float *t
         if (i < V1 && ok[i]) {
             float s = row[i];
             if (s != s) {
-                if (!tk_excluded(ex, n_ex, i))
+                if (!sq_sorted_has(ex, n_ex, i))
                     atomicAdd(&bad, 1);
-            } else if ((!have_t || tk_better(s, i, ts, ti)) && !tk_excluded(ex, n_ex, i)) {
+            } else if ((!have_t || tk_better(s, i, ts, ti)) && !sq_sorted_has(ex, n_ex, i)) {
                 int at = atomicAdd(&n_buf, 1); // any slot: the sort orders them
                 bs[at] = s;
                 bi[at] = i;
@@ -130,6 +117,21 @@ static __global__ __launch_bounds__(TK_THREADS) void k_topk(int *items, float *t
     }
 }
 
+int be_upload_filter(sq_gpu_be *be, const unsigned char *ok, int V1, const int *excl,
+                     const int *eoff, int B, const unsigned char **dok, const int **dex,
+                     const int **doff)
+{
+    *dok = (const unsigned char *)be_op_upload(be, ok, (size_t)V1);
+    *dex = *doff = NULL;
+    if (excl && eoff[B] > 0) { // else nothing excluded in any row
+        *doff = (const int *)be_op_upload(be, eoff, (size_t)(B + 1) * sizeof *eoff);
+        *dex = (const int *)be_op_upload(be, excl, (size_t)eoff[B] * sizeof *excl);
+        if (!*doff || !*dex)
+            return -1;
+    }
+    return *dok ? 0 : -1;
+}
+
 void be_topk_rows(sq_gpu_be *be, int *items, float *top, int *k, int *nan, const float *sc,
                   int B, int V1, int K, const unsigned char *ok, const int *excl,
                   const int *eoff)
@@ -144,15 +146,9 @@ void be_topk_rows(sq_gpu_be *be, int *items, float *top, int *k, int *nan, const
         }
         return;
     }
-    const unsigned char *dok = (const unsigned char *)be_op_upload(be, ok, (size_t)V1);
-    const int *dex = NULL, *doff = NULL;
-    if (excl && eoff[B] <= 0)
-        excl = NULL; // nothing excluded in any row
-    if (excl) {
-        doff = (const int *)be_op_upload(be, eoff, (size_t)(B + 1) * sizeof *eoff);
-        dex = (const int *)be_op_upload(be, excl, (size_t)eoff[B] * sizeof *excl);
-    }
-    if (!dok || (excl && (!doff || !dex)))
+    const unsigned char *dok;
+    const int *dex, *doff;
+    if (be_upload_filter(be, ok, V1, excl, eoff, B, &dok, &dex, &doff))
         return; // the sticky error says which
     SQ_LAUNCH(be, k_topk, (unsigned)B, TK_THREADS, 0, items, top, k, nan, sc, V1, K, dok, dex,
               doff);

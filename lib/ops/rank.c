@@ -3,20 +3,7 @@
  * build, so the GPU dispatch is written out rather than through ongpu.h. */
 #include "rank.h"
 #include "gpu.h"
-
-/* Whether item is in ex[0, n) (sorted ascending). */
-static int rk_excluded(const int *ex, int n, int item)
-{
-    int lo = 0, hi = n;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (ex[mid] < item)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < n && ex[lo] == item;
-}
+#include "topk.h"
 
 static void rk_row(int *cnt, const float *sc, int V1, int tgt, const unsigned char *ok,
                    const int *ex, int n_ex)
@@ -24,7 +11,7 @@ static void rk_row(int *cnt, const float *sc, int V1, int tgt, const unsigned ch
     float st = sc[tgt];
     int above = 0, equal = 0, n = 0, nan = st != st;
     for (int i = 1; i < V1; i++) {
-        if (i == tgt || !ok[i] || (ex && rk_excluded(ex, n_ex, i)))
+        if (i == tgt || !ok[i] || (ex && sq_sorted_has(ex, n_ex, i)))
             continue;
         float x = sc[i];
         above += x > st;

@@ -37,19 +37,6 @@ void sq_topk_order(sq_scored *hp, uint32_t k, uint32_t K)
     }
 }
 
-static int tk_excluded(const int *ex, int n, int item)
-{
-    int lo = 0, hi = n;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (ex[mid] < item)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < n && ex[lo] == item;
-}
-
 /* One row: the heap of the K best so far, its root the worst of them. */
 static void tk_row(int *items, float *top, int *k, int *nan, sq_scored *hp, const float *sc,
                    int V1, int K, const unsigned char *ok, const int *ex, int n_ex)
@@ -57,7 +44,7 @@ static void tk_row(int *items, float *top, int *k, int *nan, sq_scored *hp, cons
     uint32_t n = 0;
     *nan = 0;
     for (int i = 1; i < V1; i++) {
-        if (!ok[i] || (ex && tk_excluded(ex, n_ex, i)))
+        if (!ok[i] || (ex && sq_sorted_has(ex, n_ex, i)))
             continue;
         if (sc[i] != sc[i])
             *nan = 1;

@@ -24,6 +24,30 @@
 
 #define SQ_TOPK_GPU_MAX 256
 
+#ifndef SQ_HD /* host and device under nvcc, as real.h's */
+#ifdef __CUDACC__
+#define SQ_HD __host__ __device__
+#else
+#define SQ_HD
+#endif
+#endif
+
+/* Whether v is in x[0, n) (sorted ascending, repeats allowed): a row's
+ * excluded list, searched by the selections here and the ranking (rank.h)
+ * on the host and the device. */
+static inline SQ_HD int sq_sorted_has(const int *x, int n, int v)
+{
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (x[mid] < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && x[lo] == v;
+}
+
 /* An item and its score. a ranks before b: the higher score, then the
  * lower item id (the order of every top-K list). */
 typedef struct {

@@ -10,6 +10,7 @@
 
 #include "cuda_check.h"
 #include "rng.h"
+#include "score_rows.h"
 #include "topk.h"
 #include "unit.h"
 
@@ -17,14 +18,6 @@ typedef struct {
     float s;
     int i;
 } cand;
-
-static int in_list(const int *x, int n, int v)
-{
-    for (int j = 0; j < n; j++)
-        if (x[j] == v)
-            return 1;
-    return 0;
-}
 
 static int worse_first(const void *a, const void *b) /* qsort: best first */
 {
@@ -41,7 +34,7 @@ static int naive_row(int *items, float *top, int *nan, const float *sc, int V1, 
     int n = 0;
     *nan = 0;
     for (int i = 1; i < V1; i++) {
-        if (!ok[i] || in_list(ex, n_ex, i))
+        if (!ok[i] || score_rows_in(ex, n_ex, i))
             continue;
         if (isnan(sc[i]))
             *nan = 1;
@@ -57,56 +50,16 @@ static int naive_row(int *items, float *top, int *nan, const float *sc, int V1, 
     return k;
 }
 
-typedef struct {
-    int B, V1, K;
-    float *sc;
-    unsigned char *ok;
-    int *ex, *eoff;
-} topk_case;
-
-/* Scores drawn from few values (ties), with -inf, -0 and +0 and a NaN in
- * rows 1 (excluded: harmless) and 2 (a candidate: flagged); every 7th item
- * filtered out; row b excludes b % 5 items (one repeated), sorted. */
-static int make_case(topk_case *c, int B, int V1, int K, sq_rng *r)
+/* score_rows.h's rows, with a NaN in rows 1 (excluded: harmless) and 2
+ * (a candidate: flagged). */
+static int make_case(score_rows *c, int B, int V1, sq_rng *r)
 {
-    c->B = B;
-    c->V1 = V1;
-    c->K = K;
-    c->sc = malloc((size_t)B * V1 * sizeof *c->sc);
-    c->ok = malloc((size_t)V1);
-    c->eoff = malloc(((size_t)B + 1) * sizeof *c->eoff);
-    c->ex = malloc((size_t)B * 6 * sizeof *c->ex);
-    if (!c->sc || !c->ok || !c->eoff || !c->ex)
+    if (score_rows_make(c, B, V1, r))
         return -1;
-    for (int i = 0; i < V1; i++)
-        c->ok[i] = i % 7 != 3;
-    for (size_t j = 0; j < (size_t)B * V1; j++)
-        c->sc[j] = (float)sq_rng_below(r, 23) * 0.25f - 2.0f;
-    int at = 0;
-    for (int b = 0; b < B; b++) {
-        float *row = c->sc + (size_t)b * V1;
-        row[1 + b % (V1 - 1)] = -INFINITY;
-        row[1 + (b + 3) % (V1 - 1)] = -0.0f;
-        row[1 + (b + 5) % (V1 - 1)] = 0.0f;
-        c->eoff[b] = at;
-        int n = b % 5;
-        for (int j = 0; j < n; j++)
-            c->ex[at + j] = 1 + (int)sq_rng_below(r, (uint64_t)(V1 - 1));
-        if (n >= 2)
-            c->ex[at + n++] = c->ex[at]; /* a repeat */
-        for (int x = 1; x < n; x++) /* insertion sort */
-            for (int y = x; y > 0 && c->ex[at + y - 1] > c->ex[at + y]; y--) {
-                int t = c->ex[at + y];
-                c->ex[at + y] = c->ex[at + y - 1];
-                c->ex[at + y - 1] = t;
-            }
-        at += n;
-    }
-    c->eoff[B] = at;
     if (B > 2) { /* row 1 excludes one item (1 % 5): a NaN there is no candidate's */
         c->sc[(size_t)1 * V1 + c->ex[c->eoff[1]]] = NAN;
         int i = 1; /* row 2's first candidate gets a NaN */
-        while (i < V1 && (!c->ok[i] || in_list(c->ex + c->eoff[2], c->eoff[3] - c->eoff[2], i)))
+        while (i < V1 && (!c->ok[i] || score_rows_in(c->ex + c->eoff[2], c->eoff[3] - c->eoff[2], i)))
             i++;
         if (i < V1)
             c->sc[(size_t)2 * V1 + i] = NAN;
@@ -114,19 +67,11 @@ static int make_case(topk_case *c, int B, int V1, int K, sq_rng *r)
     return 0;
 }
 
-static void free_case(topk_case *c)
-{
-    free(c->sc);
-    free(c->ok);
-    free(c->ex);
-    free(c->eoff);
-}
-
 static void topk_check(unit_ctx *t, int B, int V1, int K)
 {
     sq_rng r;
     sq_rng_seed(&r, 11, (uint64_t)V1 * 1000 + (uint64_t)K);
-    topk_case c;
+    score_rows c;
     memset(&c, 0, sizeof c);
     size_t nk = (size_t)B * K;
     int *ci = malloc(nk * sizeof *ci), *ck = malloc(2 * (size_t)B * sizeof *ck);
@@ -134,7 +79,7 @@ static void topk_check(unit_ctx *t, int B, int V1, int K)
     int *gk = malloc(2 * (size_t)B * sizeof *gk);
     float *ct = malloc(nk * sizeof *ct), *nt = malloc(nk * sizeof *nt), *gt = malloc(nk * sizeof *gt);
     cand *all = malloc((size_t)V1 * sizeof *all);
-    int ok = make_case(&c, B, V1, K, &r) == 0 && ci && ck && ni && gi && gk && ct && nt && gt && all;
+    int ok = make_case(&c, B, V1, &r) == 0 && ci && ck && ni && gi && gk && ct && nt && gt && all;
     CHECK(ok);
     if (!ok)
         goto out;
@@ -191,7 +136,7 @@ static void topk_check(unit_ctx *t, int B, int V1, int K)
     }
     cuda_close(&g);
 out:
-    free_case(&c);
+    score_rows_free(&c);
     free(ci); free(ck); free(ni); free(gi); free(gk); free(ct); free(nt); free(gt); free(all);
 }
 
