@@ -238,8 +238,9 @@ fi
 
 # 4. A model trained on the GPU scores on the CPU and back: the metrics of
 # both within float rounding; on the GPU a user's scores do not depend on
-# the batch (the top 10 with scores, batches of 1 and 256: the same), and
-# the device's top-K selection gives the host's lists.
+# the batch (the top 10 with scores, batches of 1 and 256: the same), the
+# device's top-K selection gives the host's lists, and its ranks (k_rank.cu)
+# the host's ranks.
 if want score; then
   data="$here/data/synth.split"
   for name in sasrec-softmax bert4rec-linrec hstu core gru4rec caser; do
@@ -282,6 +283,20 @@ if want score; then
       pass "score $name: the GPU's top-10 lists are the host selection's"
     else
       fail "score $name: the GPU's top-10 lists differ from the host selection's"
+    fi
+    # the device's ranks (k_rank.cu) against the host's from the same
+    # scores, history excluded (the ranks stream's records as text)
+    for r in gpu host; do
+      v=; [ $r = host ] && v=host
+      SEQREC_GPU_RANKS=$v timeout "$run_limit" seqrec-score --device cuda -x -m "$m" --target test \
+        "$data" 2> "$out/score-$name-ranks-$r.err" | seqrec-cat > "$out/score-$name-ranks-$r.txt" ||
+        fail "score $name ranks ($r): $(tail -qn 1 "$out/score-$name-ranks-$r.err")"
+    done
+    if [ -s "$out/score-$name-ranks-gpu.txt" ] &&
+       cmp -s "$out/score-$name-ranks-gpu.txt" "$out/score-$name-ranks-host.txt"; then
+      pass "score $name: the GPU's ranks are the host's"
+    else
+      fail "score $name: the GPU's ranks differ from the host's"
     fi
   done
 fi
