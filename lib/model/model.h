@@ -40,8 +40,10 @@
  * candidate's score is NaN; and sets done. K <= SQ_TOPK_GPU_MAX (topk.h).
  * Ranks (target set; K, items, scores, k, nan unused): for each history b,
  * counts[4 b ..] = rank.h's counts of target[b] against the same
- * candidates but the target (higher, the same, candidates, NaN); and sets
- * done. A model that does not leaves done 0 and fills the scores as ever. */
+ * candidates but the target (higher, the same, candidates, NaN), or, when
+ * cand is set, against cand[coff[b] .. coff[b+1]) (sampled candidates
+ * drawn on the host, sq_rank_lists); and sets done. A model that does not
+ * leaves done 0 and fills the scores as ever. */
 typedef struct sq_topk_req {
     uint32_t K;
     const unsigned char *ok;   /* [n_items + 1] host */
@@ -52,6 +54,8 @@ typedef struct sq_topk_req {
     int *nan;                  /* [B] */
     const uint32_t *target;    /* [B] host: a ranking request; NULL: top-K */
     uint32_t *counts;          /* [B x SQ_RANK_COUNTS] host */
+    const uint32_t *cand;      /* ranks: each history's candidates, or NULL: every item */
+    const uint32_t *coff;      /* [B + 1]: history b's are cand[coff[b] .. coff[b + 1]) */
     int done;
 } sq_topk_req;
 

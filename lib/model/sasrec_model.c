@@ -453,11 +453,14 @@ static int device_ranks(const sq_ctx *cx, const float *dsc, const sq_batch *hist
     sq_topk_req *q = hist->topk;
     int B = hist->B, *ex = NULL, *eoff = NULL, *d = NULL;
     size_t n = (size_t)B * SQ_RANK_COUNTS;
-    int rc = topk_excluded(hist, &ex, &eoff, e);
+    int rc = q->cand ? 0 : topk_excluded(hist, &ex, &eoff, e);
     if (!rc && !(d = sq_ctx_alloc(cx, n * sizeof *d, e)))
         rc = e->code;
-    /* the targets as ints (items fit: a model has fewer than 2^31) */
-    if (!rc)
+    /* the items as ints (they fit: a model has fewer than 2^31) */
+    if (!rc && q->cand)
+        rc = sq_rank_lists(cx, d, dsc, B, V1, (const int *)q->target, (const int *)q->cand,
+                           (const int *)q->coff, e);
+    else if (!rc)
         rc = sq_rank_rows(cx, d, dsc, B, V1, (const int *)q->target, q->ok, ex, eoff, e);
     if (!rc)
         rc = sq_ctx_download(cx, q->counts, d, n * sizeof *d, e);

@@ -371,6 +371,9 @@ extern "C" {
     X(void, rank_rows, (int *cnt, const float *sc, int B, int V1, const int *tgt,            \
                         const unsigned char *ok, const int *excl, const int *eoff),          \
       (cnt, sc, B, V1, tgt, ok, excl, eoff))                                                 \
+    X(void, rank_lists, (int *cnt, const float *sc, int B, int V1, const int *tgt,           \
+                         const int *cand, const int *coff),                                  \
+      (cnt, sc, B, V1, tgt, cand, coff))                                                     \
     /* data-parallel ranks (k_nccl.cu): NCCL's id, communicator, in-place sum */            \
     X(int, nccl_id, (void *id, size_t n, sq_err *e), (id, n, e))                             \
     X(int, nccl_open, (const void *id, size_t n, int ranks, int rank, sq_err *e),           \

@@ -38,3 +38,30 @@ int sq_rank_rows(const sq_ctx *cx, int *cnt, const float *sc, int B, int V1, con
                excl ? excl + eoff[b] : NULL, excl ? eoff[b + 1] - eoff[b] : 0);
     return 0;
 }
+
+int sq_rank_lists(const sq_ctx *cx, int *cnt, const float *sc, int B, int V1, const int *tgt,
+                  const int *cand, const int *coff, sq_err *e)
+{
+    (void)e;
+    if (cx->backend == SQ_BACKEND_CUDA) {
+        sq_gpu_rank_lists((sq_gpu *)cx->gpu, cnt, sc, B, V1, tgt, cand, coff);
+        return 0;
+    }
+    for (int b = 0; b < B; b++) {
+        const float *row = sc + (size_t)b * V1;
+        float st = row[tgt[b]];
+        int above = 0, equal = 0, nan = st != st;
+        for (int j = coff[b]; j < coff[b + 1]; j++) {
+            float x = row[cand[j]];
+            above += x > st;
+            equal += x == st;
+            nan |= x != x;
+        }
+        int *k = cnt + (size_t)b * SQ_RANK_COUNTS;
+        k[SQ_RANK_ABOVE] = above;
+        k[SQ_RANK_EQUAL] = equal;
+        k[SQ_RANK_N] = coff[b + 1] - coff[b];
+        k[SQ_RANK_NAN] = nan;
+    }
+    return 0;
+}

@@ -539,8 +539,18 @@ typedef struct {
     float *top_sc;     /* [B x K] scores */
     uint32_t *tgt;     /* ranks: the jobs' targets, and a GPU's counts of them */
     uint32_t *cnt;     /* [B x SQ_RANK_COUNTS] (sq_topk_req, rank.h) */
+    /* sampled candidates (uni:N, pop:N with N <= SQ_EVAL_LIST_MAX): each
+     * job's drawn before its scores, job b's cand[coff[b] .. coff[b+1]) */
+    uint32_t L;        /* the most a job draws: min(N, items) */
+    uint32_t *cand, *coff;
+    float *zero;       /* [n_items + 1] zeros: the scores the draws are given */
     scratch *s;
 } work;
+
+/* The candidates a job may draw at most for them to be listed before the
+ * scores (and counted where the scores are, rank.h); beyond, each job's are
+ * drawn and compared with its scores in one pass, on the host. */
+#define SQ_EVAL_LIST_MAX 4096
 
 static void work_free(work *w)
 {
@@ -556,6 +566,9 @@ static void work_free(work *w)
     free(w->top_sc);
     free(w->tgt);
     free(w->cnt);
+    free(w->cand);
+    free(w->coff);
+    free(w->zero);
     scratch_free(w->s, w->nt);
 }
 
@@ -581,9 +594,16 @@ static int work_new(work *w, const ctx *c, int topk, sq_err *e)
         w->tgt = malloc(B * sizeof *w->tgt);
         w->cnt = malloc(B * SQ_RANK_COUNTS * sizeof *w->cnt);
     }
+    if (!topk && o->cand != SQ_CAND_FULL && o->n_neg <= SQ_EVAL_LIST_MAX) {
+        w->L = o->n_neg < c->n ? o->n_neg : c->n;
+        w->cand = malloc((B * w->L + 1) * sizeof *w->cand);
+        w->coff = malloc((B + 1) * sizeof *w->coff);
+        w->zero = calloc(row, sizeof *w->zero);
+    }
     w->s = scratch_new(w->nt, c->n, n_keys);
     if (!w->off || !w->len || !w->user || !w->scores || !w->rank || !w->n_cand || !w->bad || !w->s ||
-        (topk && (!w->top || !w->top_sc)) || (!topk && (!w->tgt || !w->cnt))) {
+        (topk && (!w->top || !w->top_sc)) || (!topk && (!w->tgt || !w->cnt)) ||
+        (w->L && (!w->cand || !w->coff || !w->zero))) {
         work_free(w);
         memset(w, 0, sizeof *w);
         return sq_fail(e, SQ_EX_OSERR, "out of memory for a batch of %d x %u scores "
@@ -635,7 +655,14 @@ static int score_batch(sq_model *m, const ctx *c, work *w, const job *jobs, int 
  * from the scores, on the host. */
 static void rank_batch(const ctx *c, work *w, const job *jb, int B, const sq_topk_req *req)
 {
-    if (req && req->done) {
+    size_t row = (size_t)c->n + 1;
+    if (req && !req->done && w->L) { /* the drawn lists against the scores here */
+        sq_ctx cpu = sq_ctx_cpu();
+        sq_err e = {0}; /* the CPU's cannot fail */
+        sq_rank_lists(&cpu, (int *)w->cnt, w->scores, B, (int)row, (const int *)w->tgt,
+                      (const int *)w->cand, (const int *)w->coff, &e);
+    }
+    if (req && (req->done || w->L)) {
         for (int b = 0; b < B; b++) {
             const uint32_t *k = w->cnt + (size_t)b * SQ_RANK_COUNTS;
             w->bad[b] = k[SQ_RANK_NAN] != 0;
@@ -644,7 +671,6 @@ static void rank_batch(const ctx *c, work *w, const job *jb, int B, const sq_top
         }
         return;
     }
-    size_t row = (size_t)c->n + 1;
 #pragma omp parallel for schedule(dynamic, 4) num_threads(w->nt)
     for (int b = 0; b < B; b++) {
         const sq_seq *q = &c->ds->seq[jb[b].rec];
@@ -652,6 +678,29 @@ static void rank_batch(const ctx *c, work *w, const job *jb, int B, const sq_top
         w->bad[b] = rank_one(c, &w->s[omp_get_thread_num()], w->scores + (size_t)b * row,
                              q->user, jb[b].pos, it + q->hist, jb[b].pos - q->hist, w->tgt[b],
                              &w->rank[b], &w->n_cand[b], NULL);
+    }
+}
+
+/* Each job's sampled candidates drawn into w's lists (rank_one with zero
+ * scores: the draws do not read them), packed: job b's are cand[coff[b] ..
+ * coff[b+1]). The same draws as ranking with the scores, which compares
+ * each candidate as it is drawn. */
+static void draw_lists(const ctx *c, work *w, const job *jb, int B)
+{
+#pragma omp parallel for schedule(dynamic, 4) num_threads(w->nt)
+    for (int b = 0; b < B; b++) {
+        const sq_seq *q = &c->ds->seq[jb[b].rec];
+        const uint32_t *it = sq_dataset_items(c->ds, jb[b].rec);
+        uint32_t rank, n_cand;
+        rank_one(c, &w->s[omp_get_thread_num()], w->zero, q->user, jb[b].pos, it + q->hist,
+                 jb[b].pos - q->hist, w->tgt[b], &rank, &n_cand, w->cand + (size_t)b * w->L);
+        w->coff[b + 1] = n_cand - 1;
+    }
+    w->coff[0] = 0;
+    for (int b = 0; b < B; b++) { /* packed in place: each list moves down, if at all */
+        uint32_t n = w->coff[b + 1];
+        memmove(w->cand + w->coff[b], w->cand + (size_t)b * w->L, n * sizeof *w->cand);
+        w->coff[b + 1] = w->coff[b] + n;
     }
 }
 
@@ -702,10 +751,11 @@ int sq_eval_ranks(sq_model *m, const sq_dataset *ds, const sq_eval_opts *o,
     }
     if ((rc = list_jobs(m, ds, o, 0, &jobs, &n_jobs, e)) || (rc = work_new(&w, &c, 0, e)))
         goto done;
-    /* full candidates: a model on a GPU may count the ranks there */
+    /* every item, or the lists drawn first: a model on a GPU may count the
+     * ranks there (else the lists are compared with the scores here) */
     sq_topk_req req = {.ok = c.ok, .exclude_history = o->exclude_history, .target = w.tgt,
-                       .counts = w.cnt};
-    sq_topk_req *rq = o->cand == SQ_CAND_FULL && !o->ranks_host ? &req : NULL;
+                       .counts = w.cnt, .cand = w.cand, .coff = w.coff};
+    sq_topk_req *rq = (o->cand == SQ_CAND_FULL || w.L) && !o->ranks_host ? &req : NULL;
     for (uint64_t j0 = 0; j0 < n_jobs; j0 += (uint64_t)w.B) {
         int B = n_jobs - j0 < (uint64_t)w.B ? (int)(n_jobs - j0) : w.B;
         const job *jb = jobs + j0;
@@ -713,6 +763,8 @@ int sq_eval_ranks(sq_model *m, const sq_dataset *ds, const sq_eval_opts *o,
             o->progress(o->progress_ctx, j0, n_jobs);
         for (int b = 0; b < B; b++)
             w.tgt[b] = sq_dataset_items(ds, jb[b].rec)[jb[b].pos];
+        if (rq && w.L)
+            draw_lists(&c, &w, jb, B);
         if ((rc = score_batch(m, &c, &w, jb, B, rq, e)))
             goto done;
         rank_batch(&c, &w, jb, B, rq);

@@ -78,7 +78,7 @@ invariant() {
   cmp "$T/cpu-items" "$T/gpu-items"
 }
 
-@test "device_score: ranks against every item are counted on the GPU, the host's ranks (history excluded or not, ties either way, an item filter, valid and test)" {
+@test "device_score: ranks against every item or sampled ones are counted on the GPU, the host's ranks (history excluded or not, ties either way, an item filter, valid and test)" {
   seqrec-train --model sasrec --dim 16 --ffn 16 --max-len 12 --epochs 1 -o "$T/m.sqm" "$T/t.sqr" \
     2>/dev/null
   printf '%s\n' 3 5 8 13 21 34 > "$T/retired"
@@ -103,10 +103,23 @@ invariant() {
   SEQREC_GPU_RANKS=host SEQREC_GPU_PROFILE="$T/p.csv" seqrec-score --device cuda \
     -m "$T/m.sqm" "$T/t.sqr" > /dev/null
   ! grep -q '^rank_rows,' "$T/p.csv"
-  # sampled candidates: drawn and ranked on the host, as ever
-  SEQREC_GPU_PROFILE="$T/p.csv" seqrec-score --device cuda --candidates uni:20 \
+  # sampled candidates: drawn on the host first, counted on the GPU; the
+  # ranks of drawing and comparing in one pass on the host
+  for o in "--candidates uni:20" "--candidates pop:30 -x" "--candidates uni:20 -x --seed 7" \
+    "--candidates uni:100"; do # 100 > the 59 candidates: every one
+    # shellcheck disable=SC2086
+    SEQREC_GPU_PROFILE="$T/p.csv" seqrec-score --device cuda $o -m "$T/m.sqm" "$T/t.sqr" \
+      | seqrec-cat > "$T/gpu"
+    grep -q '^rank_lists,1,' "$T/p.csv"
+    # shellcheck disable=SC2086
+    SEQREC_GPU_RANKS=host seqrec-score --device cuda $o -m "$T/m.sqm" "$T/t.sqr" | seqrec-cat \
+      > "$T/host"
+    cmp "$T/gpu" "$T/host"
+  done
+  # more candidates than are listed first (4096): drawn and compared on the host
+  SEQREC_GPU_PROFILE="$T/p.csv" seqrec-score --device cuda --candidates uni:5000 \
     -m "$T/m.sqm" "$T/t.sqr" > /dev/null
-  ! grep -q '^rank_rows,' "$T/p.csv"
+  ! grep -q '^rank_' "$T/p.csv"
   # the flat, CORE and ELASTIC scorers end in the same request
   seqrec-train --model hstu --dim 16 --max-len 12 --heads 2 --epochs 1 -o "$T/h.sqm" \
     "$T/t.sqr" 2>/dev/null

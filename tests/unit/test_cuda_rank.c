@@ -138,3 +138,72 @@ UNIT_TEST(cuda_rank_rows)
     rank_check(t, 7, 3001); /* many strides of a block */
     rank_check(t, 1, 257);
 }
+
+/* Given candidates (sampled, rank.h's sq_rank_lists): row b lists every
+ * third item from b + 1 on but its target (row 0 none at all), so NaN,
+ * ties and -inf land in some lists and not in others. The twin against
+ * the definition, the GPU against the twin. */
+static void lists_check(unit_ctx *t, int B, int V1)
+{
+    sq_rng r;
+    sq_rng_seed(&r, 17, (uint64_t)V1 * 1000 + (uint64_t)B);
+    rank_case c;
+    memset(&c, 0, sizeof c);
+    size_t n = (size_t)B * SQ_RANK_COUNTS;
+    int *cand = malloc(((size_t)B * V1 + 1) * sizeof *cand), *coff = malloc((B + 1) * sizeof *coff);
+    int *cc = malloc(n * sizeof *cc), *gc = malloc(n * sizeof *gc);
+    int ok = make_case(&c, B, V1, &r) == 0 && cand && coff && cc && gc;
+    CHECK(ok);
+    if (!ok)
+        goto out;
+    coff[0] = 0;
+    for (int b = 0; b < B; b++) {
+        coff[b + 1] = coff[b];
+        for (int i = 1 + b; b > 0 && i < V1; i += 3)
+            if (i != c.tgt[b])
+                cand[coff[b + 1]++] = i;
+    }
+    sq_ctx cpu = sq_ctx_cpu();
+    sq_err e = {0};
+    CHECK_EQ(sq_rank_lists(&cpu, cc, c.r.sc, B, V1, c.tgt, cand, coff, &e), 0);
+    int bad = 0, seen_nan = 0;
+    for (int b = 0; b < B; b++) {
+        const float *row = c.r.sc + (size_t)b * V1;
+        float st = row[c.tgt[b]];
+        int want[SQ_RANK_COUNTS] = {0, 0, coff[b + 1] - coff[b], isnan(st)};
+        for (int j = coff[b]; j < coff[b + 1]; j++) {
+            want[SQ_RANK_ABOVE] += row[cand[j]] > st;
+            want[SQ_RANK_EQUAL] += row[cand[j]] == st;
+            want[SQ_RANK_NAN] |= isnan(row[cand[j]]);
+        }
+        bad += memcmp(want, cc + (size_t)b * SQ_RANK_COUNTS, sizeof want) != 0;
+        seen_nan += want[SQ_RANK_NAN];
+    }
+    CHECK_EQ(bad, 0);
+    CHECK(B < 6 || seen_nan > 0);
+    cuda_env g;
+    if (cuda_open(t, &g))
+        goto out;
+    float *dsc = cuda_up(&g, c.r.sc, (size_t)B * V1);
+    int *dc = cuda_alloc(&g, n * sizeof *dc);
+    for (int run = 0; run < 2 && dsc && dc; run++) {
+        CHECK_EQ(sq_rank_lists(&g.cx, dc, dsc, B, V1, c.tgt, cand, coff, &g.e), 0);
+        CHECK_EQ(cuda_down_bytes(&g, gc, dc, n * sizeof *gc), 0);
+        CHECK(memcmp(gc, cc, n * sizeof *gc) == 0);
+    }
+    cuda_close(&g);
+out:
+    score_rows_free(&c.r);
+    free(c.tgt);
+    free(cand);
+    free(coff);
+    free(cc);
+    free(gc);
+}
+
+UNIT_TEST(cuda_rank_lists)
+{
+    lists_check(t, 9, 40);
+    lists_check(t, 5, 3001); /* lists longer than a block */
+    lists_check(t, 2, 2);    /* one item, the target: empty lists */
+}
