@@ -84,8 +84,9 @@
  * cuBLAS workspace is fixed at open and the kernels allocate nothing. Not
  * the layer's, but inside the difference: the code of kernels and cuBLAS
  * loaded on their first launch (CUDA's lazy module loading, a few MiB
- * at most), and the driver's 2 MiB granularity; no other process should
- * share the GPU.
+ * at most), the driver's 2 MiB granularity, and each buffer's rounding up
+ * to its size class (cuda/alloc.cu: at most an eighth more; blocks kept
+ * after a free are not counted); no other process should share the GPU.
  *
  * Output: one CSV line
  *   kind,d,N,B,threads,sec_per_step,peak_rss_mib,buffers_mib,status,heads,
