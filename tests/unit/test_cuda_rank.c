@@ -78,7 +78,7 @@ static void gpu_against(unit_ctx *t, cuda_env *g, const float *dsc, int *dc, int
     }
 }
 
-static void rank_check(unit_ctx *t, int B, int V1)
+static void rank_check(unit_ctx *t, int B, int V1, int gpu)
 {
     sq_rng r;
     sq_rng_seed(&r, 13, (uint64_t)V1 * 1000 + (uint64_t)B);
@@ -113,7 +113,7 @@ static void rank_check(unit_ctx *t, int B, int V1)
     }
     /* the GPU against the twin */
     cuda_env g;
-    if (cuda_open(t, &g))
+    if (!gpu || cuda_open(t, &g))
         goto out;
     float *dsc = cuda_up(&g, c.r.sc, (size_t)B * V1);
     int *dc = cuda_alloc(&g, n * sizeof *dc);
@@ -131,19 +131,23 @@ out:
     free(cn);
 }
 
-UNIT_TEST(cuda_rank_rows)
+static void rank_cases(unit_ctx *t, int gpu)
 {
-    rank_check(t, 9, 40);   /* every special row */
-    rank_check(t, 3, 2);    /* one item: the target alone */
-    rank_check(t, 7, 3001); /* many strides of a block */
-    rank_check(t, 1, 257);
+    rank_check(t, 9, 40, gpu);   /* every special row */
+    rank_check(t, 3, 2, gpu);    /* one item: the target alone */
+    rank_check(t, 7, 3001, gpu); /* many strides of a block */
+    rank_check(t, 1, 257, gpu);
 }
+
+/* The CPU twin alone (no GPU needed), then with the GPU */
+UNIT_TEST(test_rank_rows_twin) { rank_cases(t, 0); }
+UNIT_TEST(cuda_rank_rows) { rank_cases(t, 1); }
 
 /* Given candidates (sampled, rank.h's sq_rank_lists): row b lists every
  * third item from b + 1 on but its target (row 0 none at all), so NaN,
  * ties and -inf land in some lists and not in others. The twin against
  * the definition, the GPU against the twin. */
-static void lists_check(unit_ctx *t, int B, int V1)
+static void lists_check(unit_ctx *t, int B, int V1, int gpu)
 {
     sq_rng r;
     sq_rng_seed(&r, 17, (uint64_t)V1 * 1000 + (uint64_t)B);
@@ -182,7 +186,7 @@ static void lists_check(unit_ctx *t, int B, int V1)
     CHECK_EQ(bad, 0);
     CHECK(B < 6 || seen_nan > 0);
     cuda_env g;
-    if (cuda_open(t, &g))
+    if (!gpu || cuda_open(t, &g))
         goto out;
     float *dsc = cuda_up(&g, c.r.sc, (size_t)B * V1);
     int *dc = cuda_alloc(&g, n * sizeof *dc);
@@ -201,9 +205,12 @@ out:
     free(gc);
 }
 
-UNIT_TEST(cuda_rank_lists)
+static void lists_cases(unit_ctx *t, int gpu)
 {
-    lists_check(t, 9, 40);
-    lists_check(t, 5, 3001); /* lists longer than a block */
-    lists_check(t, 2, 2);    /* one item, the target: empty lists */
+    lists_check(t, 9, 40, gpu);
+    lists_check(t, 5, 3001, gpu); /* lists longer than a block */
+    lists_check(t, 2, 2, gpu);    /* one item, the target: empty lists */
 }
+
+UNIT_TEST(test_rank_lists_twin) { lists_cases(t, 0); }
+UNIT_TEST(cuda_rank_lists) { lists_cases(t, 1); }
