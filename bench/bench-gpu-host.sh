@@ -21,7 +21,13 @@
 # host queues a step (kernels, cuBLAS and cuBLASLt calls, memsets, copies
 # to, from and within the device: what a launch-bound step pays for; a
 # --cuda-graphs replay counts its copies alone, which the simulated device
-# runs). Into OUTDIR/gpu-host.csv, after the machine lines (timing.sh):
+# runs). Then scoring, (a)'s model over Beauty's test users (the best of
+# three seqrec-score runs in epoch_seconds; a step a batch of 256 users):
+# score-full, ranks against every item counted on the device (k_rank.cu);
+# score-full-host, the same ranked on the host from the downloaded scores
+# (SEQREC_GPU_RANKS=host); score-pop100, pop:100 -x drawn on the host and
+# counted on the device. Into OUTDIR/gpu-host.csv, after the machine lines
+# (timing.sh):
 #   bench,config,epoch_seconds,steps,ms_per_step,launches_per_step,device_ops_per_step
 set -eu
 BIN=$1 SIM=$2 OUT=$3 BEAUTY=$4 ML1M=$5
@@ -75,12 +81,43 @@ run() { # NAME SPLIT BATCH OPTS...
     }' \
     "$log" | tee -a "$csv"
 }
+# score NAME SPLIT ENV OPTS...: seqrec-score --device cuda of (a)'s model
+# over SPLIT's test targets, host only, the best of three runs; a "step" is
+# a batch of 256 users, ops the device ops of one run over its batches
+score() {
+  name=$1 split=$2 env=$3
+  shift 3
+  sc() { # TRACE OPTS...: one run
+    tr=$1
+    shift
+    env $env SEQREC_SIM_HOST_ONLY=1 SEQREC_SIM_ARENA_GIB=64 SEQREC_SIM_SMS=132 \
+      SEQREC_CUDA_LIB=$SIM SEQREC_SIMULATED_DEVICE=1 SEQREC_SIM_TRACE=$tr "$BIN/seqrec-score" \
+      --device cuda -m "$OUT/gpu-host.sqm" "$@" "$split" > "$OUT/gpu-host.ranks" 2> "$OUT/gpu-host.out" ||
+      { echo "bench-gpu-host: $name failed:" >&2; tail -n 3 "$OUT/gpu-host.out" >&2; exit 1; }
+  }
+  s=$(best sc "" "$@")
+  rm -f "$OUT/gpu-host-1.trace"
+  sc "$OUT/gpu-host-1.trace" "$@"
+  users=$("$BIN/seqrec-cat" "$OUT/gpu-host.ranks" | wc -l)
+  batches=$(( (users + 255) / 256 ))
+  l=$(grep -cEv '^(memset|copy|gemm|alloc|free),' "$OUT/gpu-host-1.trace" || true)
+  o=$(grep -cEv '^(alloc|free),' "$OUT/gpu-host-1.trace" || true)
+  rm -f "$OUT/gpu-host-1.trace" "$OUT/gpu-host.ranks"
+  awk -v n="$name" -v s="$s" -v b="$batches" -v l="$l" -v o="$o" 'BEGIN {
+    printf "gpu-host,%s,%.4f,%d,%.3f,%.1f,%.1f\n", n, s, b, 1e3 * s / b, l / b, o / b }' | tee -a "$csv"
+}
 a="--max-len 50 --dim 64 --ffn 64 --layers 2 --heads 1 --dropout 0.5"
 b="--max-len 200 --dim 128 --ffn 256 --layers 2 --heads 2 --dropout 0.2"
 run a "$BEAUTY" 128 $a
+# (a)'s model scoring its test users: ranks against every item counted on
+# the device, or ranked on the host from the downloaded scores; pop:100
+# candidates drawn on the host and counted on the device
+score score-full "$BEAUTY" ""
+score score-full-host "$BEAUTY" SEQREC_GPU_RANKS=host
+score score-pop100 "$BEAUTY" "" --candidates pop:100 -x
 run a-graphs "$BEAUTY" 128 $a --cuda-graphs
 run b "$ML1M" 128 $b
 run b-graphs "$ML1M" 128 $b --cuda-graphs
 run b2048 "$ML1M" 2048 $b
 run b2048-bce "$ML1M" 2048 $b --loss bce
-rm -f "$OUT/gpu-host.sqm" "$OUT/gpu-host.out"
+rm -f "$OUT/gpu-host.sqm" "$OUT/gpu-host.sqm.ckpt" "$OUT/gpu-host.out"
