@@ -54,6 +54,8 @@ static size_t size_class(size_t n)
 {
     if (n <= 4096)
         return (n + 255) & ~(size_t)255;
+    if (n > (size_t)1 << 62) // no device has it: cudaMalloc says so, at its size
+        return n;
     int k = 0;
     while (((size_t)1 << (k + 1)) < n)
         k++;

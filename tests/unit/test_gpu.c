@@ -365,6 +365,9 @@ UNIT_TEST(test_gpu_alloc_cache)
     CHECK(sq_gpu_alloc(g, &x, room + (1u << 20), &e) != 0);
     CHECK_EQ(e.code, SQ_EX_OSERR);
     CHECK(x == NULL);
+    e.code = 0;
+    CHECK(sq_gpu_alloc(g, &x, (size_t)1 << 63, &e) != 0); /* no class: refused at its size */
+    CHECK_EQ(e.code, SQ_EX_OSERR);
     sq_err e2 = {0};
     CHECK_EQ(sq_gpu_sync(g, &e2), 0);
     sq_gpu_close(g);
