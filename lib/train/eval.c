@@ -131,12 +131,16 @@ typedef struct {
     unsigned char *ok; /* [n + 1] items that may be candidates (all 1 without filter) */
     uint32_t n_ok;     /* how many of 1..n */
     uint32_t *ok_list; /* [n_ok] those items when some are filtered, else NULL */
+    /* pop: a guide to cum (Chen and Asau's): x in [j gw, (j + 1) gw) draws
+     * an item of [guide[j], guide[j + 1]], guide[j] the one x = j gw draws */
+    uint32_t *guide;   /* [n + 1] */
+    uint64_t gw;
 } ctx;
 
 /* The context of a run: ok[] from o->item_ok, or every item. */
 static int ctx_init(ctx *c, const sq_dataset *ds, const sq_eval_opts *o, uint32_t K, sq_err *e)
 {
-    *c = (ctx){ds, o, ds->hdr.n_items, NULL, 0, K, NULL, 0, NULL};
+    *c = (ctx){ds, o, ds->hdr.n_items, NULL, 0, K, NULL, 0, NULL, NULL, 0};
     c->ok = malloc((size_t)c->n + 1);
     if (!c->ok)
         return sq_fail(e, SQ_EX_OSERR, "out of memory for %u items", c->n);
@@ -161,6 +165,7 @@ static int ctx_init(ctx *c, const sq_dataset *ds, const sq_eval_opts *o, uint32_
 static void ctx_free(ctx *c)
 {
     free(c->cum);
+    free(c->guide);
     free(c->ok);
     free(c->ok_list);
 }
@@ -335,10 +340,9 @@ static int by_key(const void *a, const void *b)
     return x->item < y->item ? -1 : x->item > y->item;
 }
 
-/* The item i with cum[i-1] <= x < cum[i]. */
-static uint32_t pop_item(const uint64_t *cum, uint32_t n, uint64_t x)
+/* The item i with cum[i-1] <= x < cum[i], known to be in [lo, hi]. */
+static uint32_t pop_search(const uint64_t *cum, uint32_t lo, uint32_t hi, uint64_t x)
 {
-    uint32_t lo = 1, hi = n;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
         if (cum[mid] > x)
@@ -365,7 +369,8 @@ static void sample_pop(tally *t, const float *sc, const ctx *c, scratch *s, sq_r
     uint64_t total = c->cum[c->n], tries = 32 * (uint64_t)need + 1024;
     uint32_t got = 0;
     while (got < need && tries--) {
-        uint32_t i = pop_item(c->cum, c->n, sq_rng_below(r, total));
+        uint64_t x = sq_rng_below(r, total);
+        uint32_t i = pop_search(c->cum, c->guide[x / c->gw], c->guide[x / c->gw + 1], x);
         if (!eligible(c, s, i, target, excl))
             continue;
         s->drawn[i] = s->stamp;
@@ -716,6 +721,17 @@ static int pop_table(ctx *c, sq_err *e)
         c->cum[i] = c->cum[i - 1] + p;
         c->n_pos += p > 0;
     }
+    /* the guide: n buckets of x, each searched over the items its ends
+     * draw (about one), not 1..n (the same items: one inverse of cum) */
+    uint64_t total = c->cum[c->n];
+    c->guide = malloc(((size_t)c->n + 1) * sizeof *c->guide);
+    if (!c->guide)
+        return sq_fail(e, SQ_EX_OSERR, "out of memory");
+    c->gw = total / (c->n ? c->n : 1) + 1; /* n gw > total: x / gw < n */
+    for (uint32_t j = 0; j <= c->n; j++)
+        c->guide[j] = (uint64_t)j * c->gw < total
+                          ? pop_search(c->cum, 1, c->n, (uint64_t)j * c->gw)
+                          : c->n;
     return 0;
 }
 
