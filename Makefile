@@ -191,9 +191,9 @@ unit-sim: $(BUILD)/unit_tests $(SIM_SO) $(BUILD)/sim/selftest
 	$(BUILD)/sim/selftest
 	SEQREC_CUDA_LIB=$(CURDIR)/$(SIM_SO) SEQREC_SIMULATED_DEVICE=1 $(BUILD)/unit_tests gpu cuda | tee $(BUILD)/unit-sim.txt
 	@grep -q ' 0 failed' $(BUILD)/unit-sim.txt
-	@# the allocation cache on a device it can fill (test_gpu_alloc_cache)
+	@# the allocation cache on a device it can fill (test_devmem_cache_small_device)
 	SEQREC_SIM_ARENA_GIB=1 SEQREC_CUDA_LIB=$(CURDIR)/$(SIM_SO) SEQREC_SIMULATED_DEVICE=1 \
-	  $(BUILD)/unit_tests gpu_alloc_cache > $(BUILD)/unit-sim-cache.txt 2>&1 || \
+	  $(BUILD)/unit_tests devmem_cache > $(BUILD)/unit-sim-cache.txt 2>&1 || \
 	  { cat $(BUILD)/unit-sim-cache.txt; exit 1; }
 	@tail -n 1 $(BUILD)/unit-sim-cache.txt
 	@grep -q '^1 passed, 0 failed' $(BUILD)/unit-sim-cache.txt || { cat $(BUILD)/unit-sim-cache.txt; exit 1; }
