@@ -379,9 +379,9 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The excluded lists of a top-K request: each history's items sorted
+/* The excluded lists of a top-K or ranking request: each history's items sorted
  * (topk.h), in CSR; *ex NULL when nothing is excluded. */
-static int topk_excluded(const sq_batch *hist, int **ex, int **eoff, sq_err *e)
+static int history_excluded(const sq_batch *hist, int **ex, int **eoff, sq_err *e)
 {
     size_t n = 0;
     *ex = NULL;
@@ -391,14 +391,14 @@ static int topk_excluded(const sq_batch *hist, int **ex, int **eoff, sq_err *e)
     for (int b = 0; b < hist->B; b++)
         n += hist->len[b];
     if (n > INT32_MAX)
-        return sq_fail(e, SQ_EX_USAGE, "top-K: the batch's histories exceed 2^31 items");
+        return sq_fail(e, SQ_EX_USAGE, "the batch's histories exceed 2^31 items");
     *ex = malloc((n ? n : 1) * sizeof **ex);
     *eoff = malloc(((size_t)hist->B + 1) * sizeof **eoff);
     if (!*ex || !*eoff) {
         free(*ex);
         free(*eoff);
         *ex = *eoff = NULL;
-        return sq_fail(e, SQ_EX_OSERR, "out of memory for the top-K's excluded items");
+        return sq_fail(e, SQ_EX_OSERR, "out of memory for the histories' excluded items");
     }
     int at = 0;
     for (int b = 0; b < hist->B; b++) {
@@ -422,7 +422,7 @@ static int device_topk(const sq_ctx *cx, const float *dsc, const sq_batch *hist,
     int B = hist->B, K = (int)q->K, *ex = NULL, *eoff = NULL;
     size_t nk = (size_t)B * K, bytes = (2 * nk + 2 * (size_t)B) * sizeof(int);
     int *d = NULL, *h = NULL;
-    int rc = topk_excluded(hist, &ex, &eoff, e);
+    int rc = history_excluded(hist, &ex, &eoff, e);
     if (!rc && !(d = sq_ctx_alloc(cx, bytes, e)))
         rc = e->code;
     if (!rc && !(h = malloc(bytes)))
@@ -453,7 +453,7 @@ static int device_ranks(const sq_ctx *cx, const float *dsc, const sq_batch *hist
     sq_topk_req *q = hist->topk;
     int B = hist->B, *ex = NULL, *eoff = NULL, *d = NULL;
     size_t n = (size_t)B * SQ_RANK_COUNTS;
-    int rc = q->cand ? 0 : topk_excluded(hist, &ex, &eoff, e);
+    int rc = q->cand ? 0 : history_excluded(hist, &ex, &eoff, e);
     if (!rc && !(d = sq_ctx_alloc(cx, n * sizeof *d, e)))
         rc = e->code;
     /* the items as ints (they fit: a model has fewer than 2^31) */

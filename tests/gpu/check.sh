@@ -241,6 +241,10 @@ fi
 # the batch (the top 10 with scores, batches of 1 and 256: the same), the
 # device's top-K selection gives the host's lists, and its ranks (k_rank.cu)
 # the host's ranks.
+# same_or_fail A B PASS FAIL: PASS when A is not empty and B has its bytes
+same_or_fail() {
+  if [ -s "$1" ] && cmp -s "$1" "$2"; then pass "$3"; else fail "$4"; fi
+}
 if want score; then
   data="$here/data/synth.split"
   for name in sasrec-softmax bert4rec-linrec hstu core gru4rec caser; do
@@ -270,20 +274,16 @@ if want score; then
         > "$out/score-$name-top-$b.txt" 2> "$out/score-$name-top-$b.err" ||
         fail "score $name --topk -b $b: $(tail -qn 1 "$out/score-$name-top-$b.err")"
     done
-    if [ -s "$out/score-$name-top-1.txt" ] &&
-       cmp -s "$out/score-$name-top-1.txt" "$out/score-$name-top-256.txt"; then
-      pass "score $name: a user's GPU scores are the same bits in batches of 1 and 256"
-    else
-      fail "score $name: GPU scores differ between batches of 1 and 256"
-    fi
+    same_or_fail "$out/score-$name-top-1.txt" "$out/score-$name-top-256.txt" \
+      "score $name: a user's GPU scores are the same bits in batches of 1 and 256" \
+      "score $name: GPU scores differ between batches of 1 and 256"
     # the device's top-K selection (k_topk.cu) against the host's
-    if SEQREC_GPU_TOPK=host timeout "$run_limit" seqrec-score --device cuda -b 256 -m "$m" \
-         --topk 10 "$data" > "$out/score-$name-top-host.txt" 2>> "$out/score-$name-top-256.err" &&
-       cmp -s "$out/score-$name-top-host.txt" "$out/score-$name-top-256.txt"; then
-      pass "score $name: the GPU's top-10 lists are the host selection's"
-    else
-      fail "score $name: the GPU's top-10 lists differ from the host selection's"
-    fi
+    SEQREC_GPU_TOPK=host timeout "$run_limit" seqrec-score --device cuda -b 256 -m "$m" \
+      --topk 10 "$data" > "$out/score-$name-top-host.txt" 2>> "$out/score-$name-top-256.err" ||
+      rm -f "$out/score-$name-top-host.txt"
+    same_or_fail "$out/score-$name-top-host.txt" "$out/score-$name-top-256.txt" \
+      "score $name: the GPU's top-10 lists are the host selection's" \
+      "score $name: the GPU's top-10 lists differ from the host selection's"
     # the device's ranks (k_rank.cu) against the host's from the same
     # scores, history excluded (the ranks stream's records as text)
     for r in gpu host; do
@@ -292,12 +292,9 @@ if want score; then
         "$data" 2> "$out/score-$name-ranks-$r.err" | seqrec-cat > "$out/score-$name-ranks-$r.txt" ||
         fail "score $name ranks ($r): $(tail -qn 1 "$out/score-$name-ranks-$r.err")"
     done
-    if [ -s "$out/score-$name-ranks-gpu.txt" ] &&
-       cmp -s "$out/score-$name-ranks-gpu.txt" "$out/score-$name-ranks-host.txt"; then
-      pass "score $name: the GPU's ranks are the host's"
-    else
-      fail "score $name: the GPU's ranks differ from the host's"
-    fi
+    same_or_fail "$out/score-$name-ranks-gpu.txt" "$out/score-$name-ranks-host.txt" \
+      "score $name: the GPU's ranks are the host's" \
+      "score $name: the GPU's ranks differ from the host's"
   done
 fi
 
