@@ -13,7 +13,8 @@
 # d 64, batch 128; (b) ml-1m-part N 200, d 128, ffn 256, 2 heads, batch 128
 # and batch 2048; (a) and (b) with --cuda-graphs; and (b) at batch 2048
 # with --loss bce (a negative a position: the batcher's draws and the
-# sampled loss's host plan, b2048-bce). epoch_seconds is the least
+# sampled loss's host plan, b2048-bce), and BERT4Rec at batch 2048
+# (b2048-bert4rec: the cloze masks, the head's rows). epoch_seconds is the least
 # train_seconds of epochs 2..EPOCHS (default 4); launches_per_step the
 # kernels a training step queues (SEQREC_SIM_TRACE over one more epoch,
 # less the same run's count without training: the final evaluation's),
@@ -38,19 +39,20 @@ csv=$OUT/gpu-host.csv
 rm -f "$csv"
 machine_lines "$csv" gpu-host >/dev/null
 echo "bench,config,epoch_seconds,steps,ms_per_step,launches_per_step,device_ops_per_step" >> "$csv"
-train() { # EPOCHS TRACE LOG SPLIT BATCH OPTS...: one host-only run
+train() { # EPOCHS TRACE LOG SPLIT BATCH OPTS...: one host-only run of $model
   ep=$1 tr=$2 lg=$3 sp=$4 bt=$5
   shift 5
   rm -f "$lg"; [ ! -f "$tr" ] || rm -f "$tr" # a regular file alone
   SEQREC_SIM_HOST_ONLY=1 SEQREC_SIM_ARENA_GIB=64 SEQREC_SIM_SMS=132 SEQREC_CUDA_LIB=$SIM \
-    SEQREC_SIMULATED_DEVICE=1 SEQREC_SIM_TRACE=$tr "$BIN/seqrec-train" --model sasrec \
+    SEQREC_SIMULATED_DEVICE=1 SEQREC_SIM_TRACE=$tr "$BIN/seqrec-train" --model "$model" \
     --attn softmax --loss ce --epochs "$ep" --eval-every 1000 --seed 1 --device cuda \
     --batch "$bt" "$@" -o "$OUT/gpu-host.sqm" --log "$lg" "$sp" > "$OUT/gpu-host.out" 2>&1 ||
     { echo "bench-gpu-host: $name failed:" >&2; tail -n 3 "$OUT/gpu-host.out" >&2; exit 1; }
 }
-run() { # NAME SPLIT BATCH OPTS...
-  name=$1 split=$2 batch=$3
+run() { # NAME SPLIT BATCH [--model M] OPTS...
+  name=$1 split=$2 batch=$3 model=sasrec
   shift 3
+  if [ "${1:-}" = --model ]; then model=$2; shift 2; fi
   log=$OUT/gpu-host-$name.log
   train "$EPOCHS" "" "$log" "$split" "$batch" "$@" # untraced: a trace line costs a write
   # launches: epochs 1 and 2 less epoch 1 (the evaluation's in both)
@@ -120,4 +122,5 @@ run b "$ML1M" 128 $b
 run b-graphs "$ML1M" 128 $b --cuda-graphs
 run b2048 "$ML1M" 2048 $b
 run b2048-bce "$ML1M" 2048 $b --loss bce
+run b2048-bert4rec "$ML1M" 2048 --model bert4rec $b
 rm -f "$OUT/gpu-host.sqm" "$OUT/gpu-host.sqm.ckpt" "$OUT/gpu-host.out"

@@ -79,17 +79,20 @@ def init_arrays(V, N, C, F_, L, rng):
     return a
 
 
-def main():
-    ap = argparse.ArgumentParser()
+def common_args(ap):
+    """The options both twins take (bert4rec_torch.py imports this file)."""
     for k, v in (("epochs", 2), ("threads", 2), ("max-len", 50), ("dim", 64), ("ffn", 64),
                  ("layers", 2), ("heads", 1), ("batch", 128), ("seed", 1), ("n-items", 0)):
         ap.add_argument("--" + k, type=int, default=v)
     ap.add_argument("--dropout", type=float, default=0.5)
-    ap.add_argument("--loss", choices=("bce", "ce"), default="bce")
     ap.add_argument("--device", default="cpu", help="cpu or cuda (bench-gpu)")
     ap.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="tf32",
                     help="on the GPU: the matrix products' precision (bf16: autocast)")
-    o = ap.parse_args()
+
+
+def setup(o):
+    """The device, the autocast context (bf16) and numpy's generator, with
+    torch's threads, seed and TF32 switches set from the options."""
     dev = torch.device(o.device)
     # bf16 autocast on a GPU only: a CPU-only torch cannot even build a
     # disabled CUDA autocast (it asks the CUDA runtime whether bf16 exists)
@@ -99,18 +102,42 @@ def main():
     torch.backends.cudnn.allow_tf32 = o.precision == "tf32"
     torch.set_num_threads(o.threads)
     torch.manual_seed(o.seed)
-    rng = np.random.default_rng(o.seed)
     torch.set_default_dtype(torch.float32)
+    return dev, amp, np.random.default_rng(o.seed)
 
-    train = []  # per user: training items (split record's first list)
-    V = o.n_items  # the C model's item count: the split header's n_items
-    for line in sys.stdin:
-        f = line.rstrip("\n").split("\t")
-        items = [int(x) for x in f[1].split()] if f[1] else []
+
+def read_train(f, n_items):
+    """The training items (a split record's first list) of every user with
+    two or more, as seqrec-train takes them; and the model's item count: the
+    split header's n_items when given, else the largest item id."""
+    train, V = [], n_items
+    for line in f:
+        fl = line.rstrip("\n").split("\t")
+        items = [int(x) for x in fl[1].split()] if fl[1] else []
         if len(items) >= 2:
             train.append(np.array(items, np.int64))
-        if o.n_items == 0:
-            V = max([V] + [int(x) for x in " ".join(f[1:4]).split()])
+        if n_items == 0:
+            V = max([V] + [int(x) for x in " ".join(fl[1:4]).split()])
+    return train, V
+
+
+def report(dev, secs, U, total, steps):
+    """An epoch's CSV lines: peak device memory (GPU), seconds, sequences a
+    second, the mean of the batch losses."""
+    if dev.type == "cuda":
+        print("torch,peak_mib,%.1f" % (torch.cuda.max_memory_allocated() / 2**20), flush=True)
+    print("torch,epoch_seconds,%.3f" % secs, flush=True)
+    print("torch,seq_per_s,%.1f" % (U / secs), flush=True)
+    print("torch,loss,%.6f" % (total / steps), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    common_args(ap)
+    ap.add_argument("--loss", choices=("bce", "ce"), default="bce")
+    o = ap.parse_args()
+    dev, amp, rng = setup(o)
+    train, V = read_train(sys.stdin, o.n_items)
     N = o.max_len
     cfg = {"layers": o.layers, "heads": o.heads, "dim": o.dim, "max_len": N, "ln_eps": 1e-8}
     model = TrainSASRec(cfg, init_arrays(V, N, o.dim, o.ffn, o.layers, rng), o.dropout)
@@ -166,12 +193,7 @@ def main():
             total += loss.item()
         if dev.type == "cuda":
             torch.cuda.synchronize()
-        secs = time.perf_counter() - t0
-        if dev.type == "cuda":
-            print("torch,peak_mib,%.1f" % (torch.cuda.max_memory_allocated() / 2**20), flush=True)
-        print("torch,epoch_seconds,%.3f" % secs, flush=True)
-        print("torch,seq_per_s,%.1f" % (U / secs), flush=True)
-        print("torch,loss,%.6f" % (total / len(batches)), flush=True)
+        report(dev, time.perf_counter() - t0, U, total, len(batches))
     return 0
 
 

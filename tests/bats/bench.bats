@@ -131,3 +131,21 @@ peak() { "${SEQREC_BIN%/bin}/bench/sgemm_peak" "$@"; }
     [[ "$output" == *"torch,loss,"* ]]
   done
 }
+
+@test "bert4rec_torch.py (bench-gpu's BERT4Rec twin) trains two epochs on a CPU-only torch; a bad --mask-prob is refused" {
+  py=""
+  for p in python3 /usr/bin/python3; do
+    if "$p" -c 'import torch' 2>/dev/null; then py=$p; break; fi
+  done
+  [ -n "$py" ] || skip "no python3 with torch"
+  "$SEQREC_BIN/seqrec-synth" --users 100 --items 50 --seed 2 --format stream |
+    "$SEQREC_BIN/seqrec-split" -o "$T/s.split"
+  run --separate-stderr sh -c "'$SEQREC_BIN/seqrec-cat' '$T/s.split' | '$py' '$SEQREC_ROOT/bench/bert4rec_torch.py' \
+    --epochs 2 --threads 1 --n-items 50 --max-len 10 --dim 8 --ffn 8 --layers 1 --heads 2 --batch 32 --mask-prob 0.3"
+  [ "$status" -eq 0 ] || { echo "$stderr"; false; }
+  [ "$(grep -c '^torch,loss,[0-9.]*$' <<< "$output")" = 2 ]
+  [ "$(grep -c '^torch,epoch_seconds,' <<< "$output")" = 2 ]
+  run --separate-stderr sh -c "'$SEQREC_BIN/seqrec-cat' '$T/s.split' | '$py' '$SEQREC_ROOT/bench/bert4rec_torch.py' --mask-prob 0"
+  [ "$status" -eq 2 ]
+  [[ "$stderr" == *"--mask-prob must be in (0, 1]"* ]]
+}

@@ -32,7 +32,7 @@ setup() {
   [[ "$output" =~ SEQREC_SIM_TRACE ]]
 }
 
-@test "sim_diag: bench-gpu-host.sh writes its six training configs and three scoring ones, the machine lines first" {
+@test "sim_diag: bench-gpu-host.sh writes its seven training configs and three scoring ones, the machine lines first" {
   mkdir "$T/out"
   EPOCHS=2 run sh "$SEQREC_ROOT/bench/bench-gpu-host.sh" "$SEQREC_BIN" "$SIM" "$T/out" \
     "$T/s.sqr" "$T/s.sqr"
@@ -40,7 +40,7 @@ setup() {
   csv="$T/out/gpu-host.csv"
   grep -q '^gpu-host,cpu,' "$csv"
   grep -q '^bench,config,epoch_seconds,steps,ms_per_step,launches_per_step,device_ops_per_step$' "$csv"
-  for c in a a-graphs b b-graphs b2048 b2048-bce score-full score-full-host score-pop100; do
+  for c in a a-graphs b b-graphs b2048 b2048-bce b2048-bert4rec score-full score-full-host score-pop100; do
     grep -Eq "^gpu-host,$c,[0-9.]+,[0-9]+,[0-9.]+,[0-9.]+,[0-9.]+$" "$csv"
   done
   # the device's ops (kernels, GEMMs, memsets, copies) outnumber the kernels
@@ -48,6 +48,8 @@ setup() {
   # eager steps launch kernels; a graph replay launches none of its own
   awk -F, '$2 == "a" && $6 > 0 { ok = 1 } END { exit !ok }' "$csv"
   awk -F, '$2 == "b2048" && $4 == 1 { ok = 1 } END { exit !ok }' "$csv"
+  # BERT4Rec's own step (its head and the output bias): not SASRec's launches
+  awk -F, '$2 == "b2048" { s = $6 } $2 == "b2048-bert4rec" { b = $6 } END { exit !(b > 0 && b != s) }' "$csv"
   # scoring: 64 test users, one batch; its ranks' op a batch
   awk -F, '$2 == "score-full" && $4 == 1 && $6 >= 1 { ok = 1 } END { exit !ok }' "$csv"
   [ ! -e "$T/out/gpu-host.sqm" ] && [ ! -e "$T/out/gpu-host.sqm.ckpt" ]

@@ -299,18 +299,21 @@ if want score; then
 fi
 
 # 5. The short form of bench-gpu: s/epoch of seqrec on the GPU, of the
-# PyTorch twin (bench/sasrec_torch.py, eager) on the same GPU in the same
-# run, and of seqrec on this machine's CPU threads. (a) Beauty N 50, d 64,
-# batch 128, full CE; (b) ml-1m-part N 200, d 128, ffn 256, 2 heads, batch
-# 128 and 2048. Epoch 2 of 2 is timed (the first pays start-up).
-bench_one() { # NAME DATA OPTS...: seqrec cuda, torch cuda, seqrec cpu
-  local name=$1 data="$here/data/$2.split"; shift 2
+# PyTorch twin (eager, on the same GPU in the same run: bench/sasrec_torch.py
+# for SASRec, bench/bert4rec_torch.py for BERT4Rec), and of seqrec on this
+# machine's CPU threads. (a) Beauty N 50, d 64, batch 128, full CE; (b)
+# ml-1m-part N 200, d 128, ffn 256, 2 heads, batch 128 and 2048; SASRec
+# and BERT4Rec (issue 37's target) at batch 2048. Epoch 2 of 2 is timed
+# (the first pays start-up).
+bench_one() { # NAME DATA [--model M] OPTS...: seqrec cuda, torch cuda, seqrec cpu
+  local name=$1 data="$here/data/$2.split" model=sasrec; shift 2
+  [ "$1" = --model ] && { model=$2; shift 2; }
   [ -f "$data" ] || { say "     bench $name: no data"; return; }
   local v; v=$(seqrec-cat -H "$data" | awk '$1 == "n_items" { print $2 }')
   local nl=$(($#)) opts=("$@")
   for d in cuda cpu; do
     [ $d = cpu ] && [ "$name" != a ] && continue # the CPU on (a) only: minutes otherwise
-    if timeout 90 seqrec-train --model sasrec --attn softmax --loss ce --epochs 2 --eval-every 100 \
+    if timeout 90 seqrec-train --model $model --attn softmax --loss ce --epochs 2 --eval-every 100 \
          --seed 1 "${opts[@]}" --device $d -o "$out/bench-$name-$d.sqm" --log "$out/bench-$name-$d.log" \
          "$data" > "$out/bench-$name-$d.out" 2>&1; then
       local s q
@@ -323,14 +326,16 @@ bench_one() { # NAME DATA OPTS...: seqrec cuda, torch cuda, seqrec cpu
   done
   case $name in *-graphs) return;; esac # seqrec's own option: the twin ran for the config
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-    # the twin takes --max-len, --dim, --ffn, --layers, --heads, --batch, --dropout
-    local t=() i=0
+    # the twins take --max-len, --dim, --ffn, --layers, --heads, --batch,
+    # --dropout, --precision; SASRec's --loss, BERT4Rec's --mask-prob
+    local t=() i=0 twin=("$here/sasrec_torch.py" --loss ce)
+    [ $model = bert4rec ] && twin=("$here/bert4rec_torch.py")
     while [ $i -lt $nl ]; do
-      case ${opts[$i]} in --max-len|--dim|--ffn|--layers|--heads|--batch|--dropout|--precision)
+      case ${opts[$i]} in --max-len|--dim|--ffn|--layers|--heads|--batch|--dropout|--precision|--mask-prob)
         t+=("${opts[$i]}" "${opts[$((i + 1))]}");; esac
       i=$((i + 1))
     done
-    if seqrec-cat "$data" | timeout 90 python3 "$here/sasrec_torch.py" --device cuda --loss ce \
+    if seqrec-cat "$data" | timeout 90 python3 "${twin[@]}" --device cuda \
          --epochs 2 --n-items "$v" "${t[@]}" > "$out/bench-$name-torch.out" 2>&1; then
       local s q pk
       s=$(grep '^torch,epoch_seconds' "$out/bench-$name-torch.out" | tail -qn 1 | cut -d, -f3)
@@ -370,6 +375,12 @@ if want bench; then
   # the issue's target: 3x PyTorch bf16 at batch 2048 (the twin under autocast)
   bench_one b2048-bf16 ml1m20 --max-len 200 --dim 128 --ffn 256 --layers 2 --heads 2 --batch 2048 \
     --dropout 0.2 --precision bf16
+  # BERT4Rec at the same shape (issue 37: 3x PyTorch bf16 too), cloze
+  # masking at its default 0.2
+  bench_one b2048-bert4rec ml1m20 --model bert4rec --max-len 200 --dim 128 --ffn 256 --layers 2 \
+    --heads 2 --batch 2048 --dropout 0.2
+  bench_one b2048-bert4rec-bf16 ml1m20 --model bert4rec --max-len 200 --dim 128 --ffn 256 \
+    --layers 2 --heads 2 --batch 2048 --dropout 0.2 --precision bf16
   say "     bench (epoch 2 of 2; seqrec-train's train_seconds, the twin's epoch_seconds):"
   sed 's/^/     /' "$bench" | tee -a "$sum"
   pass "bench ran"

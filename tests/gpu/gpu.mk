@@ -31,8 +31,8 @@ gpu-check: gpu-pack
 	fi
 gpu-check-dry: gpu-pack $(SIM_SO)
 	tests/gpu/dry.sh $(SIM_SO) $(GPU_PARTS)
-# bench-gpu: the bench part (seqrec on the GPU, the PyTorch twin on the
-# same GPU in the same run, seqrec on the CPU for (a)): bench.csv in the
+# bench-gpu: the bench part (seqrec on the GPU, the PyTorch twins of SASRec
+# and BERT4Rec on the same GPU in the same run, seqrec on the CPU for (a)): bench.csv in the
 # logs; the attn part (attn_bench on the GPU for every kind, attn_torch.py's
 # scaled_dot_product_attention): bench-attn-gpu.csv; and the models part
 # (every model's epoch on its paper's data, GPU against the CPU):

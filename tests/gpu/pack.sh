@@ -49,7 +49,7 @@ if [ -f "$mirror/ml-1m-part.zip" ]; then
     | ./build/bin/seqrec-split --leave-one-out -o "$P/data/ml1m.split" || true
 fi
 cp tests/gpu/check.sh "$P/"
-cp bench/sasrec_torch.py bench/attn_torch.py "$P/"
+cp bench/sasrec_torch.py bench/bert4rec_torch.py bench/attn_torch.py "$P/"
 mkdir -p "$P/reference" && cp tests/reference/sasrec_ref.py "$P/reference/" 2>/dev/null || true
 tar -C .gpu -cJf .gpu/pack.tar.xz pack
 ls -la .gpu/pack.tar.xz
