@@ -243,6 +243,13 @@ void *be_op_upload(sq_gpu_be *b, const void *host, size_t bytes);
 char *be_op_space(sq_gpu_be *b, size_t bytes, char **dev);
 int be_op_send(sq_gpu_be *b, const char *host, char *dev, size_t bytes);
 
+// k_rows.cu: out[host[i]] += in[i] for i < n, rows a host array of the
+// op's own (not staged: no device copy), each target's sources added in
+// increasing i (the host's buckets, uploaded through be_op_space): the
+// deterministic scatter of an op whose rows it builds itself (k_bkl.cu).
+void be_scatter_add_host(sq_gpu_be *be, float *out, const float *in, const int *host, int n,
+                         int C, const char *what);
+
 // The tiles of a packed batch for kernels that take `rows` rows of one
 // segment a block (k_attn.cu, k_silu.cu): the first row of every `rows`
 // rows of each segment, counted from its start (so a row's tile does not

@@ -5,8 +5,11 @@
 // (view a rows 0..m-1, view b rows m..2m-1), one cuBLAS GEMM for their
 // logits over every item, a block per pair for its max, its four sums and
 // its gradient in place, two GEMMs back to the states and the item table,
-// and the states' gradients added into dh in pair order (rows may be
-// shared between pairs). The sums run in double over a block's threads
+// and the states' gradients added into dh through k_rows.cu's host-built
+// buckets (be_scatter_add_host: a block a row; rows may be shared between
+// pairs), view a's rows then view b's, bkl.c's order. (A thread a column
+// walking the pairs in turn had run 512 dependent adds at Blin's batch
+// 256, on one block of the GPU.) The sums run in double over a block's threads
 // (each thread its items in order, then the block's fixed tree; the CPU:
 // one sum in item order), expf as the CPU's float exp: results equal the
 // CPU's to rounding, two runs the same bits.
@@ -14,7 +17,7 @@
 // Sampled (a support of S items a pair, --softmax sampled): chunks of m
 // pairs; a block a pair for its 2S logits (a warp a slot), its sums, its
 // coefficients in place and its states' gradients (a thread a column,
-// slots in order); dh in pair order as above; dE through loss.cuh's
+// slots in order); dh through the buckets as above; dE through loss.cuh's
 // buckets (the pairs' slots by item, host-planned, one writer a row: no
 // float atomics). The supports and the CSR go up in one be_op_upload whose
 // layout n and S fix (a CUDA graph's step).
@@ -136,20 +139,16 @@ static __global__ __launch_bounds__(32) void k_bkl_total(double *red, const floa
     red[0] = t;
 }
 
-// dh rows ra[e0 + r] += dhc[r], rb[e0 + r] += dhc[m + r], pairs in order: a
-// thread a column (rows may repeat, so the pairs cannot run side by side)
-static __global__ __launch_bounds__(BK_THREADS) void k_bkl_scatter(float *dh, const float *dhc,
-                                                                   const int *ra,
-                                                                   const int *rb, int e0, int m,
-                                                                   int C)
+// dh rows ra[e0 + r] += dhc[r], then rb[e0 + r] += dhc[m + r], r < m: the
+// chunk's 2m rows as one host list in dhc's order (view a's, then view
+// b's; rows may repeat) through k_rows.cu's buckets, each row's terms in
+// that order, as bkl.c adds them. rows: the caller's room for 2m ints.
+static void bkl_scatter(sq_gpu_be *be, float *dh, const float *dhc, const int *hra,
+                        const int *hrb, int *rows, int e0, int m, int C)
 {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C)
-        return;
-    for (int r = 0; r < m; r++) {
-        dh[(size_t)ra[e0 + r] * C + c] += dhc[(size_t)r * C + c];
-        dh[(size_t)rb[e0 + r] * C + c] += dhc[(size_t)(m + r) * C + c];
-    }
+    memcpy(rows, hra + e0, (size_t)m * sizeof(int));
+    memcpy(rows + m, hrb + e0, (size_t)m * sizeof(int));
+    be_scatter_add_host(be, dh, dhc, rows, 2 * m, C, "bkl: the states' gradients");
 }
 
 // ---------------------------------------------------------------------------
@@ -275,7 +274,8 @@ static double bkl_sampled(sq_gpu_be *be, float *dh, float *dE, float *scratch, c
     const int *hra = host_ids(be, ra, (size_t)n, &own[0]);
     const int *hrb = host_ids(be, rb, (size_t)n, &own[1]);
     int *hbuf = (int *)malloc(bkl_upload_ints(chunk < n ? chunk : n, S) * sizeof(int));
-    int bad = !hra || !hrb || !hbuf;
+    int *rows = (int *)malloc(2 * (size_t)(chunk < n ? chunk : n) * sizeof(int));
+    int bad = !hra || !hrb || !hbuf || !rows;
     for (int e0 = 0; e0 < n && !bad; e0 += chunk) {
         int m = n - e0 < chunk ? n - e0 : chunk;
         float *la = scratch, *lb = la + (size_t)m * S, *dhc = lb + (size_t)m * S;
@@ -302,19 +302,20 @@ static double bkl_sampled(sq_gpu_be *be, float *dh, float *dE, float *scratch, c
         SQ_LAUNCH(be, k_bkl_total, 1, 32, 0, be->red, (const float *)rowloss, m, e0 == 0);
         if (!grad)
             continue;
-        SQ_LAUNCH(be, k_bkl_scatter, be_blocks((size_t)C, BK_THREADS), BK_THREADS, 0, dh,
-                  (const float *)dhc, dra, drb, e0, m, C);
         int graph = be->gmode != BE_G_EAGER;
-        if (!bk.nb && !graph)
-            continue;
-        const int *d = dev + (size_t)m * S, *hb0 = hbuf + (size_t)m * S;
+        if (bk.nb || graph) {
+            const int *d = dev + (size_t)m * S, *hb0 = hbuf + (size_t)m * S;
 #define DEV(p) (d + ((p) - hb0))
-        SQ_LAUNCH(be, bucket_kernel, graph ? 2 * m * S : bk.nb, LOSS_THREADS, 0, dE,
-                  (float *)NULL, h, (const float *)la, (const float *)NULL, DEV(bk.start),
-                  DEV(bk.dest), DEV(bk.pair), DEV(bk.src), DEV(bk.src + 2 * m * S), C);
+            SQ_LAUNCH(be, bucket_kernel, graph ? 2 * m * S : bk.nb, LOSS_THREADS, 0, dE,
+                      (float *)NULL, h, (const float *)la, (const float *)NULL, DEV(bk.start),
+                      DEV(bk.dest), DEV(bk.pair), DEV(bk.src), DEV(bk.src + 2 * m * S), C);
 #undef DEV
+        }
+        // after the dE launch: its CSR's upload at dev stays where it is
+        bkl_scatter(be, dh, dhc, hra, hrb, rows, e0, m, C);
     }
     free(hbuf);
+    free(rows);
     free(own[0]);
     free(own[1]);
     if (bad) {
@@ -339,13 +340,28 @@ double be_bkl(sq_gpu_be *be, float *dh, float *dE, float *scratch, const float *
         return NAN;
     }
     float g = dloss / (float)(2 * n);
-    const int *dra = be_ints(be, ra), *drb = be_ints(be, rb);
     float *logits = scratch;                     // [2 chunk, V1]
     float *hc = logits + 2 * (size_t)chunk * V1; // [2 chunk, C]
     float *dhc = hc + 2 * (size_t)chunk * C;     // [2 chunk, C]
     float *rowloss = dhc + 2 * (size_t)chunk * C;
+    int *own[2] = {NULL, NULL}, *rows = NULL;
+    const int *hra = NULL, *hrb = NULL;
+    if (grad) { // the host's rows for dh's buckets
+        hra = host_ids(be, ra, (size_t)n, &own[0]);
+        hrb = host_ids(be, rb, (size_t)n, &own[1]);
+        rows = (int *)malloc(2 * (size_t)(chunk < n ? chunk : n) * sizeof(int));
+        if (!hra || !hrb || !rows) {
+            free(own[0]);
+            free(own[1]);
+            free(rows);
+            be_note(be, cudaErrorMemoryAllocation, "bkl: the states' rows on the host");
+            return NAN;
+        }
+    }
     for (int e0 = 0; e0 < n; e0 += chunk) {
         int m = n - e0 < chunk ? n - e0 : chunk;
+        // each chunk: the scatter's upload may have moved the staged pairs
+        const int *dra = be_ints(be, ra), *drb = be_ints(be, rb);
         SQ_LAUNCH(be, k_bkl_gather, be_blocks((size_t)2 * m * C, BK_THREADS), BK_THREADS, 0, hc,
                   h, dra, drb, e0, m, C);
         be_gemm(be, 0, 1, 2 * m, V1, C, 1, hc, C, E, C, 0, logits, V1);
@@ -355,8 +371,10 @@ double be_bkl(sq_gpu_be *be, float *dh, float *dE, float *scratch, const float *
             continue;
         be_gemm(be, 0, 0, 2 * m, C, V1, 1, logits, V1, E, C, 0, dhc, C);
         be_gemm(be, 1, 0, V1, C, 2 * m, 1, logits, V1, hc, C, 1, dE, C);
-        SQ_LAUNCH(be, k_bkl_scatter, be_blocks((size_t)C, BK_THREADS), BK_THREADS, 0, dh, dhc,
-                  dra, drb, e0, m, C);
+        bkl_scatter(be, dh, dhc, hra, hrb, rows, e0, m, C);
     }
+    free(own[0]);
+    free(own[1]);
+    free(rows);
     return be_result(be, 0, 2.0 * n); // 0.5 x / n, the same bits
 }

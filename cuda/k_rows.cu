@@ -248,28 +248,13 @@ static int scatter_csr(sq_gpu_be *be, int *csr, const int *host, int n, int skip
     return 0;
 }
 
-// out[idx[i]] += scale * in[i] for i < n (idx 0 skipped when skip0), every
-// target's sources added in increasing i.
-static void scatter(sq_gpu_be *be, float *out, const float *in, const int *idx, int n, int C,
-                    float scale, int scaled, int skip0, const char *what)
+// The CSR path of a scatter whose rows the host holds (host[i], i < n; NULL
+// row i): buckets built in the op upload's pinned space (no copy), then a
+// block a target row; a graph's step sends the CSR whatever U, an eager one
+// only when a row is left.
+static void scatter_by_csr(sq_gpu_be *be, float *out, const float *in, const int *host, int n,
+                           int C, float scale, int scaled, int skip0, const char *what)
 {
-    if (n <= 0 || C <= 0)
-        return;
-    const int *host = idx ? be_host_ints(be, idx) : NULL;
-    if (idx && !host) { // device indices: one thread a column
-        SQ_LAUNCH(be, k_scatter_cols, be_blocks((size_t)C, ROW_THREADS), ROW_THREADS, 0, out,
-                  in, idx, n, C, scale, scaled, skip0);
-        return;
-    }
-    // increasing rows (a loss's rows, an identity) need no buckets; a CUDA
-    // graph's step keeps the CSR kernel, which any batch of the bucket fits
-    if (be->gmode == BE_G_EAGER && rows_distinct(host, n)) {
-        SQ_LAUNCH(be, k_scatter_distinct, row_blocks(be, (size_t)n * C), ROW_THREADS, 0, out,
-                  in, idx ? be_ints(be, idx) : (const int *)NULL, n, C, scale, scaled, skip0);
-        return;
-    }
-    // the CSR built in the op upload's pinned space (no copy); a graph's
-    // step sends it whatever U, an eager one only when a row is left
     size_t bytes = ((size_t)3 * n + 2) * sizeof(int);
     char *dev = NULL;
     int *csr = (int *)be_op_space(be, bytes, &dev);
@@ -292,6 +277,36 @@ static void scatter(sq_gpu_be *be, float *out, const float *in, const int *idx, 
         SQ_LAUNCH(be, k_scatter_csr, graph ? n : U, ROW_THREADS, 0, out, in, d, d + 1,
                   d + 1 + n, d + 2 + 2 * (size_t)n, C, scale, scaled);
     }
+}
+
+// out[idx[i]] += scale * in[i] for i < n (idx 0 skipped when skip0), every
+// target's sources added in increasing i.
+static void scatter(sq_gpu_be *be, float *out, const float *in, const int *idx, int n, int C,
+                    float scale, int scaled, int skip0, const char *what)
+{
+    if (n <= 0 || C <= 0)
+        return;
+    const int *host = idx ? be_host_ints(be, idx) : NULL;
+    if (idx && !host) { // device indices: one thread a column
+        SQ_LAUNCH(be, k_scatter_cols, be_blocks((size_t)C, ROW_THREADS), ROW_THREADS, 0, out,
+                  in, idx, n, C, scale, scaled, skip0);
+        return;
+    }
+    // increasing rows (a loss's rows, an identity) need no buckets; a CUDA
+    // graph's step keeps the CSR kernel, which any batch of the bucket fits
+    if (be->gmode == BE_G_EAGER && rows_distinct(host, n)) {
+        SQ_LAUNCH(be, k_scatter_distinct, row_blocks(be, (size_t)n * C), ROW_THREADS, 0, out,
+                  in, idx ? be_ints(be, idx) : (const int *)NULL, n, C, scale, scaled, skip0);
+        return;
+    }
+    scatter_by_csr(be, out, in, host, n, C, scale, scaled, skip0, what);
+}
+
+void be_scatter_add_host(sq_gpu_be *be, float *out, const float *in, const int *host, int n,
+                         int C, const char *what)
+{
+    if (n > 0 && C > 0)
+        scatter_by_csr(be, out, in, host, n, C, 1.0f, 0, 0, what);
 }
 
 void be_embedding_backward(sq_gpu_be *be, float *dtable, const float *dout, const int *ids,

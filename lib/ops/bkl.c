@@ -150,11 +150,12 @@ static double R(bkl_full)(const sq_ctx *cx, real *dh, real *dE, real *scratch, c
         /* dE[V1, C] += dlogits^T[V1, 2m] hc[2m, C] */
         r_gemm(CblasRowMajor, CblasTrans, CblasNoTrans, V1, C, 2 * m,
                1, logits, V1, hc, C, 1, dE, C);
-        /* back to the rows of h, pairs in order (rows may be shared) */
-        for (int r = 0; r < m; r++) {
+        /* back to the rows of h in dhc's order, view a's rows then view
+         * b's (rows may be shared): the GPU's buckets add in that order */
+        for (int r = 0; r < m; r++)
             sq_axpy(dh + (size_t)ra[e0 + r] * C, 1, dhc + (size_t)r * C, C);
+        for (int r = 0; r < m; r++)
             sq_axpy(dh + (size_t)rb[e0 + r] * C, 1, dhc + (size_t)(m + r) * C, C);
-        }
     }
     return total;
 }

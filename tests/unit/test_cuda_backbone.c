@@ -211,7 +211,8 @@ static void nce_case(unit_ctx *t, cuda_env *g, int cosine, int labelled, double 
 static void bkl_case(unit_ctx *t, cuda_env *g, int grad, int sampled, double *worst)
 {
     enum { U = 5, T = 12, V1 = 300, CHUNK = 2, S = 6 };
-    int C = CC_C, ra[U] = {0, 3, 5, 7, 3}, rb[U] = {1, 4, 6, 8, 10};
+    /* rows shared: 0 by both views' lists in one chunk, 3 across chunks */
+    int C = CC_C, ra[U] = {0, 3, 5, 7, 3}, rb[U] = {1, 0, 6, 3, 10};
     /* supports: items shared between pairs (the buckets' order), one
      * listed twice, slots of no item */
     static const int sup[U * S] = {5, 17, 0, 250, 9, 17, 17, 5, 33, 0, 0, 299,
