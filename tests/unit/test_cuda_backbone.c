@@ -22,7 +22,9 @@
  *
  * infonce: U = 6 pairs of distinct rows of h [T = 20, C = 33], dot and
  * cosine, tau
- * 0.5, with and without labels (two pairs share one). The loss and dh
+ * 0.5, with and without labels (two pairs share one); and U = 150 (300
+ * views, more than a block's 256 threads: a thread walks two columns of
+ * its row), cosine and labels. The loss and dh
  * (added, with dloss 0.3) against the CPU: 1e-5 absolute + 1e-4 relative
  * (cuBLAS's sums, CUDA's exp and log; measured 1e-7); the loss against
  * tests/ref 1e-5 relative.
@@ -157,12 +159,15 @@ static void pool_case(unit_ctx *t, cuda_env *g, const int *len, int B, int score
     free(ho); free(ha); free(hgx); free(hds); free(po); free(pgx);
 }
 
-static void nce_case(unit_ctx *t, cuda_env *g, int cosine, int labelled, double *worst)
+static void nce_case(unit_ctx *t, cuda_env *g, int U, int T, int cosine, int labelled,
+                     double *worst)
 {
-    enum { U = 6, T = 20 };
-    int C = CC_C, rows[3 * U];
+    int C = CC_C, *rows = malloc(3 * (size_t)U * sizeof *rows);
+    CHECK(rows != NULL);
+    if (!rows)
+        return;
     int *ra = rows, *rb = rows + U, *label = rows + 2 * U;
-    for (int j = 0; j < U; j++) { /* distinct rows, out of order */
+    for (int j = 0; j < U; j++) { /* distinct rows (T prime to 7, >= 2U), out of order */
         ra[j] = (7 * j + 3) % T;
         rb[j] = (7 * (j + U) + 3) % T;
         label[j] = j == 4 ? label[1] : 100 + j; /* pairs 1 and 4 share one */
@@ -178,7 +183,7 @@ static void nce_case(unit_ctx *t, cuda_env *g, int cosine, int labelled, double 
     sq_infonce_backward(&c, gh, scr, ra, rb, U, C, &o, 0.3f);
     /* the GPU, twice: the pairs' rows staged as the model stages them */
     const void *host[1] = {rows};
-    size_t bytes[1] = {sizeof rows};
+    size_t bytes[1] = {3 * (size_t)U * sizeof *rows};
     float *dh = cuda_up(g, h, nh), *dscr = cuda_zeros(g, ns);
     float *hg = malloc(nh * sizeof *hg), *pg = malloc(nh * sizeof *pg);
     double prev = 0;
@@ -205,7 +210,7 @@ static void nce_case(unit_ctx *t, cuda_env *g, int cosine, int labelled, double 
         double d = fabs(prev - ref);
         *worst = d > *worst ? d : *worst;
     }
-    free(hd); free(h); free(gh0); free(scr); free(gh); free(hg); free(pg);
+    free(hd); free(h); free(gh0); free(scr); free(gh); free(hg); free(pg); free(rows);
 }
 
 static void bkl_case(unit_ctx *t, cuda_env *g, int grad, int sampled, double *worst)
@@ -289,7 +294,8 @@ UNIT_TEST(cuda_core)
     double wn = 0;
     for (int cosine = 0; cosine < 2; cosine++)
         for (int labelled = 0; labelled < 2; labelled++)
-            nce_case(t, &g, cosine, labelled, &wn);
+            nce_case(t, &g, 6, 20, cosine, labelled, &wn);
+    nce_case(t, &g, 150, 307, 1, 1, &wn); /* 300 views: a block's threads take two columns */
     gc_note("cuda_core", "infonce loss vs tests/ref", wn);
     gc_note("cuda_core", "l2norm out vs tests/ref", wl);
     gc_note("cuda_core", "attnpool out vs tests/ref", wp);
