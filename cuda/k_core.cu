@@ -6,8 +6,9 @@
 //     and its backward (attnpool.h).
 //
 // The CPU's sums in double, in the CPU's order: a thread per row for the
-// norms and the softmax's weights, per sequence for the pooled gradient's
-// dot products, per element for the outputs and dinp. With --fmad=false the
+// norms and the softmax's weights, per element for the outputs and dinp;
+// the pooled gradient's dot products a warp per sequence (the lanes'
+// columns, then the warp's tree). With --fmad=false the
 // norms, the pooling and every gradient but dscore are the CPU's bits
 // (double sqrt and division are correctly rounded on both); the softmax's
 // exp is CUDA's double exp (within 1 ulp of the C library's), so alpha,
@@ -138,28 +139,42 @@ static __global__ __launch_bounds__(CR_THREADS) void k_pool_dinp(float *dinp,
     dinp[id] += alpha[t] * dout[(size_t)b * C + c];
 }
 
-// thread b: g_t = inp_t . dout_b (double), dscore_t = alpha_t (g_t - sum_k
-// alpha_k g_k), with attnpool.c's roundings (g_t kept as a float first)
+// A double summed over a warp's lanes (xor butterfly: every lane gets the
+// same bits, since each step adds the same two values on both lanes)
+static __device__ inline double cr_warp_sum_d(double v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// warp b: g_t = inp_t . dout_b (double: each lane its columns in order,
+// then the warp's tree; kept as a float first, as attnpool.c), dscore_t =
+// alpha_t (g_t - sum_k alpha_k g_k). A warp a sequence, not a thread: the
+// row's loads coalesced, and B blocks' worth of warps, not B threads.
 static __global__ __launch_bounds__(CR_THREADS) void k_pool_dscore(float *dscore,
                                                                    const float *dout,
                                                                    const float *alpha,
                                                                    const float *inp,
                                                                    const int *off, int B, int C)
 {
-    int b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= B)
+    int b = (int)(((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32), lane = threadIdx.x % 32;
+    if (b >= B) // the warp's lanes alike
         return;
     const float *d = dout + (size_t)b * C;
     double mean = 0;
     for (int t = off[b]; t < off[b + 1]; t++) {
         const float *x = inp + (size_t)t * C;
         double g = 0;
-        for (int c = 0; c < C; c++)
+        for (int c = lane; c < C; c += 32)
             g += (double)x[c] * d[c];
-        dscore[t] = (float)g;
+        g = cr_warp_sum_d(g);
+        if (lane == 0)
+            dscore[t] = (float)g;
         mean += alpha[t] * g;
     }
-    for (int t = off[b]; t < off[b + 1]; t++)
+    __syncwarp(); // lane 0's g_t seen by the lanes that rescale them
+    for (int t = off[b] + lane; t < off[b + 1]; t += 32)
         dscore[t] = (float)(alpha[t] * ((double)dscore[t] - mean));
 }
 
@@ -194,6 +209,6 @@ void be_attnpool_backward(sq_gpu_be *be, float *dinp, float *dscore, const float
     SQ_LAUNCH(be, k_pool_dinp, be_blocks((size_t)T * C, CR_THREADS), CR_THREADS, 0, dinp, dout,
               alpha, doff, B, T, C);
     if (dscore)
-        SQ_LAUNCH(be, k_pool_dscore, be_blocks((size_t)B, CR_THREADS), CR_THREADS, 0, dscore,
-                  dout, alpha, inp, doff, B, C);
+        SQ_LAUNCH(be, k_pool_dscore, be_blocks((size_t)B * 32, CR_THREADS), CR_THREADS, 0,
+                  dscore, dout, alpha, inp, doff, B, C);
 }
