@@ -5,8 +5,8 @@
 # EPOCHS (default 2), C_BCE_EPOCHS (default 10: the C BCE runs) and THREADS
 # (default 2), given on the command line or in
 # the environment, reach bench/bench-sasrec.sh.
-.PHONY: bench-sasrec bench-score
-bench: bench-sasrec bench-score
+.PHONY: bench-sasrec bench-score bench-bert4rec
+bench: bench-sasrec bench-score bench-bert4rec
 BENCH_BEAUTY := data/raw/Beauty.txt.gz
 
 $(BUILD)/bench/sgemm_peak: $(BUILD)/bench/sgemm_peak.o $(BUILD)/libseqrec.a
@@ -25,6 +25,15 @@ bench-sasrec: deps $(BUILD)/bench/sgemm_peak
 	@rm -f bench/out/sasrec.csv
 	sh bench/bench-sasrec.sh $(BUILD)/bin bench/out/sasrec.csv bench/out/beauty.split $(BUILD)/bench/sgemm_peak
 	@echo "bench-sasrec: results in bench/out/sasrec.csv"
+
+# make bench-bert4rec: BERT4Rec epoch speed, C against its PyTorch twin
+# (bench/bert4rec_torch.py) on Beauty, EPOCHS (default 2) and THREADS
+# (default 2) (bench/bench-bert4rec.sh).
+bench-bert4rec: deps
+	$(BENCH_BEAUTY_SPLIT)
+	@rm -f bench/out/bert4rec.csv
+	sh bench/bench-bert4rec.sh $(BUILD)/bin bench/out/bert4rec.csv bench/out/beauty.split
+	@echo "bench-bert4rec: results in bench/out/bert4rec.csv"
 
 # make bench-score: seqrec-score over every Beauty user at 1 and THREADS
 # (default 2) threads, ranks and top-10 lists, users a minute, and the

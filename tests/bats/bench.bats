@@ -149,3 +149,29 @@ peak() { "${SEQREC_BIN%/bin}/bench/sgemm_peak" "$@"; }
   [ "$status" -eq 2 ]
   [[ "$stderr" == *"--mask-prob must be in (0, 1]"* ]]
 }
+
+@test "bench-bert4rec.sh on a small split: the machine lines, C's epoch; PyTorch's and the speedup, or a line saying why not" {
+  "$SEQREC_BIN/seqrec-synth" --users 120 --items 60 --seed 3 --format stream |
+    "$SEQREC_BIN/seqrec-split" -o "$T/s.split"
+  run env EPOCHS=1 THREADS=1 TORCH_PYTHON=/no/such/python \
+    sh "$SEQREC_ROOT/bench/bench-bert4rec.sh" "$SEQREC_BIN" "$T/a.csv" "$T/s.split"
+  [ "$status" -eq 0 ]
+  for m in cpu host_isa users items c_seq_per_s_median c_epoch_seconds_median c_loss_last; do
+    grep -q "^bert4rec,$m,." "$T/a.csv" || { echo "no $m"; cat "$T/a.csv"; false; }
+  done
+  grep -q '^bert4rec,items,60$' "$T/a.csv"
+  grep -q '^bert4rec,torch,skipped: no python3 with torch' "$T/a.csv"
+  ! grep -q '^bert4rec,speedup,' "$T/a.csv" || false
+  py=""
+  for p in python3 /usr/bin/python3; do
+    if "$p" -c 'import torch' 2>/dev/null; then py=$p; break; fi
+  done
+  [ -n "$py" ] || skip "no python3 with torch"
+  run env EPOCHS=1 THREADS=1 TORCH_PYTHON="$py" \
+    sh "$SEQREC_ROOT/bench/bench-bert4rec.sh" "$SEQREC_BIN" "$T/b.csv" "$T/s.split"
+  [ "$status" -eq 0 ]
+  for m in torch_version torch_seq_per_s_median torch_epoch_seconds_median torch_loss_last; do
+    grep -q "^bert4rec,$m,." "$T/b.csv" || { echo "no $m"; cat "$T/b.csv"; false; }
+  done
+  grep -Eq '^bert4rec,speedup,[0-9]+\.[0-9]{2}$' "$T/b.csv"
+}

@@ -603,12 +603,12 @@ if want graphs; then
 fi
 
 # 9. Where the device time goes (SEQREC_GPU_PROFILE, cuda/prof.cu): one
-# epoch of bench's configs (a), (b) and (b2048), of (a) with CUDA graphs,
-# of LinRec's SASRec (N 200, d 128, 8 heads, batch 16) and of ELASTIC (its
-# pipeline's settings: N 256, pool 16x16, top-8, batch 256) on
-# ml-1m-part, each op's device and host time; the busiest PROFILE_TOP (12)
-# ops of each into the summary, the whole CSVs in the logs. ~6 runs of
-# ~5 s. PASS when every run wrote its profile.
+# epoch of bench's configs (a), (b) and (b2048, SASRec and BERT4Rec), of
+# (a) with CUDA graphs, of LinRec's SASRec (N 200, d 128, 8 heads, batch
+# 16) and of ELASTIC (its pipeline's settings: N 256, pool 16x16, top-8,
+# batch 256) on ml-1m-part, each op's device and host time; the busiest
+# PROFILE_TOP (12) ops of each into the summary, the whole CSVs in the
+# logs. ~7 runs of ~5 s. PASS when every run wrote its profile.
 prof_case() { # NAME DATA OPTS... (--model among them)
   local name=$1 data="$here/data/$2.split" csv="$out/profile-$1.csv"
   shift 2
@@ -632,6 +632,8 @@ if want profile; then
     --layers 2 --heads 2 --batch 128 --dropout 0.2
   prof_case b2048 ml1m --model sasrec --attn softmax --loss ce --max-len 200 --dim 128 --ffn 256 \
     --layers 2 --heads 2 --batch 2048 --dropout 0.2
+  prof_case b2048-bert4rec ml1m --model bert4rec --attn softmax --loss ce --max-len 200 --dim 128 \
+    --ffn 256 --layers 2 --heads 2 --batch 2048 --dropout 0.2
   prof_case linrec-ml ml1m --model sasrec --attn linrec --block recbole --dim 128 --ffn 256 \
     --heads 8 --max-len 200 --batch 16 --target windows
   prof_case elastic-ml ml1m --model elastic --loss ce --dim 64 --ffn 256 --layers 2 --heads 2 \
