@@ -51,10 +51,7 @@ out c_seq_per_s_median "$c_sps"
 out c_epoch_seconds_median "$(field train_seconds "$tmp/c.log" | median)"
 out c_loss_last "$(field loss "$tmp/c.log" | tail -n 1)"
 
-PY=
-for p in ${TORCH_PYTHON:-python3 /usr/bin/python3}; do
-  if "$p" -c 'import torch' 2>/dev/null; then PY=$p; break; fi
-done
+PY=$(torch_python)
 if [ -z "$PY" ]; then
   out torch "skipped: no python3 with torch (apt-get install python3-torch)"
   exit 0

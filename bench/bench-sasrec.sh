@@ -210,10 +210,7 @@ for loss in ce bce; do
 done
 
 # PyTorch: the same model (tests/reference/sasrec_ref.py + dropout).
-PY=
-for p in ${TORCH_PYTHON:-python3 /usr/bin/python3}; do
-  if "$p" -c 'import torch' 2>/dev/null; then PY=$p; break; fi
-done
+PY=$(torch_python)
 if [ -z "$PY" ]; then
   out torch "skipped: no python3 with torch (apt-get install python3-torch)"
   exit 0

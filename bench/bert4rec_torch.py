@@ -25,7 +25,6 @@ torch,loss; torch,peak_mib on a GPU) for each epoch."""
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 import torch
@@ -111,28 +110,16 @@ def main():
     for u, t in enumerate(train):
         s = t[-N:]
         items[u, N - len(s):] = s
-    mask_id = V + 1
+
+    def loss_of(bi, bm, bt):  # a batch's ids, masked cells and items
+        with amp():
+            logits = model(bi, bi != 0, bm).float()
+        return F.cross_entropy(logits, bt[bm] - 1)
+
     for epoch in range(1, o.epochs + 1):
         masked = cloze(items, o.mask_prob, rng)
-        ids = np.where(masked, mask_id, items)
-        order = rng.permutation(U)
-        batches = [order[i:i + o.batch] for i in range(0, U, o.batch)]
-        model.train()
-        t0 = time.perf_counter()
-        total = 0.0
-        for b in batches:
-            bi, bm, bt = (torch.from_numpy(a[b]).to(dev, non_blocking=True)
-                          for a in (ids, masked, items))
-            with amp():
-                logits = model(bi, bi != 0, bm).float()
-            loss = F.cross_entropy(logits, bt[bm] - 1)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            total += loss.item()
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-        sasrec_torch.report(dev, time.perf_counter() - t0, U, total, len(batches))
+        ids = np.where(masked, V + 1, items)  # V + 1: the mask token
+        sasrec_torch.run_epoch(o, dev, model, opt, rng, U, (ids, masked, items), loss_of)
     return 0
 
 

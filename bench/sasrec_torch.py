@@ -131,6 +131,26 @@ def report(dev, secs, U, total, steps):
     print("torch,loss,%.6f" % (total / steps), flush=True)
 
 
+def run_epoch(o, dev, model, opt, rng, U, arrays, loss_of):
+    """One timed epoch: the U examples shuffled by rng into batches of
+    o.batch, each batch's rows of every array in `arrays` sent to dev,
+    loss_of(those tensors) its loss, then Adam's step; report's lines."""
+    order = rng.permutation(U)
+    batches = [order[i:i + o.batch] for i in range(0, U, o.batch)]
+    model.train()
+    t0 = time.perf_counter()
+    total = 0.0
+    for b in batches:
+        loss = loss_of(*(torch.from_numpy(a[b]).to(dev, non_blocking=True) for a in arrays))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        total += loss.item()
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    report(dev, time.perf_counter() - t0, U, total, len(batches))
+
+
 def main():
     ap = argparse.ArgumentParser()
     common_args(ap)
@@ -156,6 +176,22 @@ def main():
         pos[u, N - len(s) + 1:] = s[1:]
     sets = [set(t.tolist()) for t in train]
 
+    def loss_of(bi, bp, bn):  # a batch's ids, targets and negatives
+        valid = bi != 0
+        with amp():
+            h = model(bi, valid)
+        E = model.p["item_emb"]
+        keep = bp != 0
+        if o.loss == "ce":
+            # logits of items 1..V (item 0 is out of the softmax): target i -> class i-1
+            with amp():
+                logits = (h[keep] @ E[1:].t()).float()
+            return F.cross_entropy(logits, bp[keep] - 1)
+        h = h.float()
+        s_pos = (h * E[bp]).sum(-1)
+        s_neg = (h * E[bn]).sum(-1)
+        return (F.softplus(-s_pos)[keep].sum() + F.softplus(s_neg)[keep].sum()) / keep.sum()
+
     neg = np.zeros((U, N), np.int64)  # CE: unused
     for epoch in range(1, o.epochs + 1):
         if o.loss == "bce":
@@ -165,35 +201,7 @@ def main():
                 for i in bad:
                     while neg[u, i] in sets[u]:
                         neg[u, i] = rng.integers(1, V + 1)
-        order = rng.permutation(U)
-        batches = [order[i:i + o.batch] for i in range(0, U, o.batch)]
-        model.train()
-        t0 = time.perf_counter()
-        total = 0.0
-        for b in batches:
-            bi, bp, bn = (torch.from_numpy(a[b]).to(dev, non_blocking=True) for a in (ids, pos, neg))
-            valid = bi != 0
-            with amp():
-                h = model(bi, valid)
-            E = model.p["item_emb"]
-            keep = bp != 0
-            if o.loss == "ce":
-                # logits of items 1..V (item 0 is out of the softmax): target i -> class i-1
-                with amp():
-                    logits = (h[keep] @ E[1:].t()).float()
-                loss = F.cross_entropy(logits, bp[keep] - 1)
-            else:
-                h = h.float()
-                s_pos = (h * E[bp]).sum(-1)
-                s_neg = (h * E[bn]).sum(-1)
-                loss = (F.softplus(-s_pos)[keep].sum() + F.softplus(s_neg)[keep].sum()) / keep.sum()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            total += loss.item()
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-        report(dev, time.perf_counter() - t0, U, total, len(batches))
+        run_epoch(o, dev, model, opt, rng, U, (ids, pos, neg), loss_of)
     return 0
 
 

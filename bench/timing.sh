@@ -33,3 +33,11 @@ machine_lines() {
     [ -z "${OPENBLAS_CORETYPE:-}" ] || echo "$2,openblas_coretype,$OPENBLAS_CORETYPE"
   } | tee -a "$1"
 }
+# torch_python: the first of TORCH_PYTHON (default: python3, then Debian's
+# /usr/bin/python3, which a pyenv python3 earlier on PATH hides) that
+# imports torch; nothing when none does
+torch_python() {
+  for _tp in ${TORCH_PYTHON:-python3 /usr/bin/python3}; do
+    if "$_tp" -c 'import torch' 2>/dev/null; then echo "$_tp"; return; fi
+  done
+}

@@ -117,10 +117,7 @@ peak() { "${SEQREC_BIN%/bin}/bench/sgemm_peak" "$@"; }
 }
 
 @test "sasrec_torch.py (bench-sasrec's PyTorch twin) trains an epoch on a CPU-only torch, both losses" {
-  py=""
-  for p in python3 /usr/bin/python3; do
-    if "$p" -c 'import torch' 2>/dev/null; then py=$p; break; fi
-  done
+  py=$(. "$SEQREC_ROOT/bench/timing.sh" && TORCH_PYTHON= torch_python)
   [ -n "$py" ] || skip "no python3 with torch"
   "$SEQREC_BIN/seqrec-synth" --users 100 --items 50 --seed 2 --format stream |
     "$SEQREC_BIN/seqrec-split" -o "$T/s.split"
@@ -133,10 +130,7 @@ peak() { "${SEQREC_BIN%/bin}/bench/sgemm_peak" "$@"; }
 }
 
 @test "bert4rec_torch.py (bench-gpu's BERT4Rec twin) trains two epochs on a CPU-only torch; a bad --mask-prob is refused" {
-  py=""
-  for p in python3 /usr/bin/python3; do
-    if "$p" -c 'import torch' 2>/dev/null; then py=$p; break; fi
-  done
+  py=$(. "$SEQREC_ROOT/bench/timing.sh" && TORCH_PYTHON= torch_python)
   [ -n "$py" ] || skip "no python3 with torch"
   "$SEQREC_BIN/seqrec-synth" --users 100 --items 50 --seed 2 --format stream |
     "$SEQREC_BIN/seqrec-split" -o "$T/s.split"
@@ -162,10 +156,7 @@ peak() { "${SEQREC_BIN%/bin}/bench/sgemm_peak" "$@"; }
   grep -q '^bert4rec,items,60$' "$T/a.csv"
   grep -q '^bert4rec,torch,skipped: no python3 with torch' "$T/a.csv"
   ! grep -q '^bert4rec,speedup,' "$T/a.csv" || false
-  py=""
-  for p in python3 /usr/bin/python3; do
-    if "$p" -c 'import torch' 2>/dev/null; then py=$p; break; fi
-  done
+  py=$(. "$SEQREC_ROOT/bench/timing.sh" && TORCH_PYTHON= torch_python)
   [ -n "$py" ] || skip "no python3 with torch"
   run env EPOCHS=1 THREADS=1 TORCH_PYTHON="$py" \
     sh "$SEQREC_ROOT/bench/bench-bert4rec.sh" "$SEQREC_BIN" "$T/b.csv" "$T/s.split"
