@@ -546,18 +546,20 @@ static void R(postln_backward)(const R(sq_sasrec) *m, R(sq_sasrec_work) *w,
     size_t sTC = (size_t)w->cap.T * C, sTF = (size_t)w->cap.T * F, sT = (size_t)w->cap.T;
     real pd = (real)c->dropout;
 
-    R(sq_copy)(cx, w->dx, w->dout, TC); /* d x[L] */
     for (int l = L - 1; l >= 0; l--) {
         size_t lc = (size_t)l * C, lfc = (size_t)l * F * C;
         const real *x = w->x + l * sTC, *ln1 = w->ln1 + l * sTC;
         const real *xmid = w->xmid + l * sTC, *ln2 = w->ln2 + l * sTC;
         const real *h1 = w->h1 + l * sTF, *r = w->r + l * sTF;
+        /* d x[l+1]: the loss's dout for the last block (read in place, not
+         * copied into dx), then what block l+1's backward left in dx */
+        const real *dxn = l == L - 1 ? w->dout : w->dx;
 
         /* x[l+1] = LN2(s2), s2 (in ln2) = x1 + dropout(h2); d x1 starts as
          * d s2, so dy serves as both (no copy), read by the dropout before
          * the FFN's backward adds to it */
         real *dln1 = w->dy;
-        R(sq_layernorm_backward_to)(cx, w->dy, gp->ln2_w + lc, gp->ln2_b + lc, w->dx, ln2,
+        R(sq_layernorm_backward_to)(cx, w->dy, gp->ln2_w + lc, gp->ln2_b + lc, dxn, ln2,
                                     p->ln2_w + lc, w->ln2_mean + l * sT,
                                     w->ln2_rstd + l * sT, T, C);
         R(sq_dropout_backward_to)(cx, w->dh2, w->dy, w->m_ffn2 + l * sTC, TC, pd);
