@@ -26,12 +26,6 @@ SHAPE="$SHAPE --mask-prob 0.2"
 out() { echo "bert4rec,$1,$2" | tee -a "$CSV"; }
 . "$here/timing.sh"
 machine_lines "$CSV" bert4rec
-median() {
-  sort -n | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2];
-    else if (NR) printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'
-}
-field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" "$2"; }
-ratio() { echo "$1 $2" | awk '{if ($2 > 0) printf "%.2f", $1 / $2; else print "n/a"}'; }
 
 items=$("$BIN/seqrec-cat" -H "$SPLIT" | awk '$1 == "n_items" {print $2}')
 users=$("$BIN/seqrec-cat" "$SPLIT" | awk -F '\t' '{ if (split($2, a, " ") >= 2) u++ } END { print u + 0 }')

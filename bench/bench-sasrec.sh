@@ -34,14 +34,6 @@ ARGS="$ARGS --dropout 0.5 --batch 128 --seed 1"
 out() { echo "sasrec,$1,$2" | tee -a "$CSV"; }
 . "$here/timing.sh"
 machine_lines "$CSV" sasrec "$PEAK"
-# the median (of an even count: the mean of the middle two, so that with 2
-# epochs seconds and seq/s describe the same two epochs)
-median() {
-  sort -n | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2];
-    else if (NR) printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'
-}
-field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" "$2"; }
-ratio() { echo "$1 $2" | awk '{if ($2 > 0) printf "%.2f", $1 / $2; else print "n/a"}'; }
 
 # The shape of an epoch. --target all trains every position of the newest N
 # inputs of each user with at least 2 training items: a user with n training

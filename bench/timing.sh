@@ -41,3 +41,13 @@ torch_python() {
     if "$_tp" -c 'import torch' 2>/dev/null; then echo "$_tp"; return; fi
   done
 }
+# median: of the numbers on stdin (of an even count: the mean of the middle
+# two, so that with 2 epochs seconds and seq/s describe the same two epochs)
+median() {
+  sort -n | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2];
+    else if (NR) printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'
+}
+# field NAME LOG: NAME's value on each JSON line of a seqrec-train log
+field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" "$2"; }
+# ratio A B: A / B to two places, n/a when B is not positive
+ratio() { echo "$1 $2" | awk '{if ($2 > 0) printf "%.2f", $1 / $2; else print "n/a"}'; }
