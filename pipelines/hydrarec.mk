@@ -137,6 +137,11 @@ hydrarec_paper_beauty-bert4rec = uni-softmax:0.6781/0.4212 uni-hydra:0.7135/0.49
   bi-softmax:0.3498/0.3413 bi-hydra:0.7691/0.4962 bi-efficient:0.6651/0.3312 \
   bi-linear:0.6417/0.3214 bi-linrec:0.6341/0.3196
 hydrarec_paper = $(or $(hydrarec_paper_$(1)),$(hydrarec_paper_ml))
+# The paper's training budget (the tables' budget column,
+# pipelines/run_budget.sh): the epochs of the rows above (ML-1M 200, Beauty
+# 100); Table 4's "epochs ranging from 10 to 20", batch 32.
+hydrarec_budget = --epochs>=$(if $(filter beauty-bert4rec,$(1)),100,200)
+HYDRAREC_T4_BUDGET := --epochs>=20 --batch=32
 hydrarec_cands = Validation targets ranked against 100 popularity-sampled negatives outside the users \
   history (pop:100 -x)
 hydrarec_data_note = $(if $(filter ml-1m-part,$(1)),Data: ml-1m-part is NOT the paper data \
@@ -156,10 +161,10 @@ hydrarec-tables: hydrarec-tables-$(1)
 .PHONY: hydrarec-tables-$(1)
 hydrarec-tables-$(1):
 	@mkdir -p $(call hydrarec_out,$(1))
-	@{ sh pipelines/paper_table.sh --keys "hr@10 ndcg@10" "HydraRec Table 2, $(1): causal (validation; softmax = dot product, hydra = HydraRecUni, efficient = LM1, linear = LM2, linrec = LM3)" \
+	@{ sh pipelines/paper_table.sh --keys "hr@10 ndcg@10" --budget "$(call hydrarec_budget,$(1))" "HydraRec Table 2, $(1): causal (validation; softmax = dot product, hydra = HydraRecUni, efficient = LM1, linear = LM2, linrec = LM3)" \
 	  $(call hydrarec_out,$(1)) "$(call hydrarec_paper,$(1))" $(HYDRAREC_KINDS:%=uni-%); \
 	  echo '$(call hydrarec_note,$(1))'; $(call hydrarec_stats,$(1)); echo; } > $(call hydrarec_out,$(1))/table2.md
-	@{ sh pipelines/paper_table.sh --keys "hr@10 ndcg@10" "HydraRec Table 3, $(1): bidirectional (validation; softmax = BERT4Rec, hydra = HydraRecBi, efficient = LM1, linear = LM2, linrec = LM3)" \
+	@{ sh pipelines/paper_table.sh --keys "hr@10 ndcg@10" --budget "$(call hydrarec_budget,$(1))" "HydraRec Table 3, $(1): bidirectional (validation; softmax = BERT4Rec, hydra = HydraRecBi, efficient = LM1, linear = LM2, linrec = LM3)" \
 	  $(call hydrarec_out,$(1)) "$(call hydrarec_paper,$(1))" $(HYDRAREC_KINDS:%=bi-%); \
 	  echo '$(call hydrarec_note,$(1))'; $(call hydrarec_stats,$(1)); echo; } > $(call hydrarec_out,$(1))/table3.md
 	@cat $(call hydrarec_out,$(1))/table2.md $(call hydrarec_out,$(1))/table3.md
@@ -169,7 +174,7 @@ hydrarec-tables: hydrarec-table4
 .PHONY: hydrarec-table4
 hydrarec-table4:
 	@mkdir -p $(call hydrarec_out,$(HYDRAREC_ML))
-	@{ sh pipelines/paper_table.sh --keys "hr@10 ndcg@10" "HydraRec Table 4, $(HYDRAREC_ML): HydraRecBi by heads h and dimension d (validation; batch 32, N 64, at most $(HYDRAREC_T4_EPOCHS) epochs)" \
+	@{ sh pipelines/paper_table.sh --keys "hr@10 ndcg@10" --budget "$(HYDRAREC_T4_BUDGET)" "HydraRec Table 4, $(HYDRAREC_ML): HydraRecBi by heads h and dimension d (validation; batch 32, N 64, at most $(HYDRAREC_T4_EPOCHS) epochs)" \
 	  $(call hydrarec_out,$(HYDRAREC_ML)) "$(hydrarec_paper_ml)" $(HYDRAREC_RUNS_T4); \
 	  echo '$(call hydrarec_t4_note,$(HYDRAREC_ML))'; echo; } > $(call hydrarec_out,$(HYDRAREC_ML))/table4.md
 	@cat $(call hydrarec_out,$(HYDRAREC_ML))/table4.md

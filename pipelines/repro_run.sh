@@ -23,6 +23,11 @@
 #     resumes it);
 #   - with under REPRO_MIN_LEFT (60) seconds left does not start.
 # Without REPRO_DEADLINE the command runs as given (plus the device).
+# Every training run with -o MODEL records how it was made in MODEL's
+# sidecar (MODEL without .sqm, plus .run): `device: DEV` and `args: ARG...`,
+# the command's options as given; a resume sets the args' --epochs to its own
+# and adds its device (`cpu+cuda`) when it differs. pipelines/paper_table.sh
+# --budget reads it for the tables' device and budget columns.
 # Exit: the program's status, or 0 when the budget stopped it.
 set -u
 score=0
@@ -39,13 +44,13 @@ graphs=
 case ${REPRO_DEVICE:-} in
   cuda*) [ $score = 1 ] || [ "${REPRO_GRAPHS:-1}" = 0 ] || graphs=--cuda-graphs ;;
 esac
-if [ $score = 1 ] || [ -z "${REPRO_DEADLINE:-}" ]; then
+if [ $score = 1 ]; then
   # shellcheck disable=SC2086 # dev is one option and its value, or nothing
-  exec "$prog" "$@" $dev $graphs
+  exec "$prog" "$@" $dev
 fi
 
 # the options a resume keeps, and the input (the last argument)
-model= log= epochs= threads= input=
+model='' log='' epochs='' threads='' input=''
 prev=
 for a in "$@"; do
   case $prev in
@@ -57,6 +62,38 @@ for a in "$@"; do
   prev=$a
   input=$a
 done
+devname=${REPRO_DEVICE:-cpu}
+side=${model%.sqm}.run
+
+# sidecar_fresh ARG...: a fresh run's record; sidecar_resume: a resume's
+# --epochs and device added to the record it continues (none: nothing)
+sidecar_fresh() {
+  [ -n "$model" ] || return 0
+  printf 'device: %s\nargs: %s\n' "$devname" "$*" > "$side.tmp" && mv "$side.tmp" "$side" ||
+    echo "repro_run.sh: cannot write $side" >&2
+}
+sidecar_resume() {
+  [ -s "$side" ] || return 0
+  awk -v e="$epochs" -v d="$devname" '
+    /^device: / {
+      n = split(substr($0, 9), a, "+"); seen = 0
+      for (i = 1; i <= n; i++) if (a[i] == d) seen = 1
+      print seen ? $0 : $0 "+" d; next
+    }
+    /^args: / && e != "" {
+      n = split($0, w, " "); line = w[1]
+      for (i = 2; i <= n; i++) { if (w[i - 1] == "--epochs") w[i] = e; line = line " " w[i] }
+      print line; next
+    }
+    { print }' "$side" > "$side.tmp" && mv "$side.tmp" "$side" ||
+    echo "repro_run.sh: cannot update $side" >&2
+}
+
+if [ -z "${REPRO_DEADLINE:-}" ]; then
+  sidecar_fresh "$@"
+  # shellcheck disable=SC2086 # dev is one option and its value, or nothing
+  exec "$prog" "$@" $dev $graphs
+fi
 [ -n "$model" ] || { echo "repro_run.sh: no -o MODEL in the command" >&2; exit 64; }
 
 now=$(date +%s)
@@ -70,8 +107,10 @@ if [ -s "$model.ckpt" ]; then
   set -- --resume "$model.ckpt" -o "$model" ${log:+--log "$log"} ${epochs:+--epochs "$epochs"} \
     ${threads:+--threads "$threads"} "$input"
   graphs= # the checkpoint's own
+  sidecar_resume
 else
   rm -f "$model"
+  sidecar_fresh "$@"
 fi
 # shellcheck disable=SC2086
 timeout -s TERM -k 60 "$left" "$prog" "$@" $dev $graphs

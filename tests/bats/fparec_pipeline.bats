@@ -37,12 +37,12 @@ metrics() {
     'softmax:SASRec, softmax' 'linrec:SASRec, linrec' 'b4r-hydra:BERT4Rec, hydra' 'linear:SASRec, linear'
   want='### FPARec Table 3: test
 
-| model, attention | Beauty HR@10 / NDCG@10 | paper | Sports HR@10 / NDCG@10 | paper |
-| --- | --- | --- | --- | --- |
-| SASRec, softmax | 0.0828 / 0.0407 | 0.0813 / 0.0405 | 0.0487 / 0.0233 | 0.0460 / 0.0233 |
-| SASRec, linrec | 0.0815 / 0.0402 | - | 0.0462 / 0.0232 | - |
-| BERT4Rec, hydra | 0.0529 / 0.0264 | - | (not run) | - |
-| SASRec, linear | (not run) | 0.0785 / 0.0379 | (not run) | - |'
+| model, attention | Beauty HR@10 / NDCG@10 | paper | Sports HR@10 / NDCG@10 | paper | device | budget |
+| --- | --- | --- | --- | --- | --- | --- |
+| SASRec, softmax | 0.0828 / 0.0407 | 0.0813 / 0.0405 | 0.0487 / 0.0233 | 0.0460 / 0.0233 | - | - |
+| SASRec, linrec | 0.0815 / 0.0402 | - | 0.0462 / 0.0232 | - | - | - |
+| BERT4Rec, hydra | 0.0529 / 0.0264 | - | (not run) | - | - | - |
+| SASRec, linear | (not run) | 0.0785 / 0.0379 | (not run) | - | - | - |'
   [ "$output" = "$want" ] || { diff <(echo "$want") <(echo "$output"); false; }
   # the file ends with one blank line, as paper_table.sh
   sh "$P/fparec_table.sh" t "$T/r" attn- "" 'softmax:x' > "$T/t.md"
@@ -56,9 +56,27 @@ metrics() {
   metrics Sports_and_Outdoors-bce 0.040000 0.020000
   run -0 sh "$P/fparec_table.sh" "SASRec" "$T/r" '' \
     "Beauty-ce:0.0813/0.0405 Sports_and_Outdoors-ce:0.0460/0.0233" 'ce:SASRec, softmax (full CE)' 'bce:SASRec, softmax (BCE, 1 negative)'
-  [ "${lines[3]}" = "| SASRec, softmax (full CE) | 0.0828 / 0.0407 | 0.0813 / 0.0405 | 0.0487 / 0.0233 | 0.0460 / 0.0233 |" ]
-  [ "${lines[4]}" = "| SASRec, softmax (BCE, 1 negative) | 0.0700 / 0.0350 | - | 0.0400 / 0.0200 | - |" ]
+  [ "${lines[3]}" = "| SASRec, softmax (full CE) | 0.0828 / 0.0407 | 0.0813 / 0.0405 | 0.0487 / 0.0233 | 0.0460 / 0.0233 | - | - |" ]
+  [ "${lines[4]}" = "| SASRec, softmax (BCE, 1 negative) | 0.0700 / 0.0350 | - | 0.0400 / 0.0200 | - | - | - |" ]
   [ "${#lines[@]}" -eq 5 ]
+}
+
+@test "fparec: fparec_table.sh --budget: each data set's device and budget from the runs' records" {
+  metrics Beauty-ce 0.082800 0.040700
+  metrics Sports_and_Outdoors-ce 0.048690 0.023310
+  metrics Beauty-bce 0.070049 0.034951
+  printf 'device: cuda\nargs: --model sasrec --epochs 201 --batch 128 -o x.sqm x.split\n' > "$T/r/Beauty-ce.run"
+  printf 'device: cpu\nargs: --model sasrec --epochs 20 --batch 128 -o y.sqm y.split\n' > "$T/r/Sports_and_Outdoors-ce.run"
+  run -0 sh "$P/fparec_table.sh" --budget "--epochs>=201 --batch=128" "SASRec" "$T/r" '' "" \
+    'ce:SASRec, softmax (full CE)' 'bce:SASRec, softmax (BCE, 1 negative)'
+  [[ "${lines[1]}" == *" | device | budget |" ]]
+  [ "${lines[3]}" = "| SASRec, softmax (full CE) | 0.0828 / 0.0407 | - | 0.0487 / 0.0233 | - | cuda / cpu | paper / epochs 20 of 201 |" ]
+  # a run without a record: "-" on its side
+  [ "${lines[4]}" = "| SASRec, softmax (BCE, 1 negative) | 0.0700 / 0.0350 | - | (not run) | - | - | - |" ]
+  # a bad SPEC is refused before any output
+  run -65 sh "$P/fparec_table.sh" --budget "epochs>=201" "SASRec" "$T/r" '' "" 'ce:x'
+  [[ "$output" == *'bad budget word "epochs>=201"'* ]]
+  [[ "$output" != *"###"* ]]
 }
 
 @test "fparec: the report's table is the one reproduce-fparec-attn writes, row for row" {
@@ -88,6 +106,14 @@ metrics() {
 }
 
 @test "fparec: make -n reproduce-fparec-sasrec writes sasrec.md before the report's refresh" {
+  run -0 mk -n reproduce-fparec-sasrec FPAREC_OUT="$T/out"
+  # its four runs are rules of their own through repro_run.sh (DEVICE=, GPU_MINUTES=)
+  run -0 mk -n fparec-sasrec-runs FPAREC_OUT="$T/out" DEVICE=cuda
+  [ "$(grep -c 'repro_run.sh .*seqrec-train .*--batch 128 .*--epochs 200' <<< "$output")" -eq 4 ]
+  [ "$(grep -c 'repro_run.sh --score .*seqrec-score' <<< "$output")" -eq 4 ]
+  for r in Beauty-ce Beauty-bce Sports_and_Outdoors-ce Sports_and_Outdoors-bce; do
+    grep -q -- "--loss ${r##*-} --neg 1 .*-o $T/out/$r.sqm $T/out/${r%-*}.split" <<< "$output"
+  done
   run -0 mk -n reproduce-fparec-sasrec FPAREC_OUT="$T/out"
   line=$(table_cmd)
   [[ "$line" == *" $T/out '' \"Beauty-ce:0.0813/0.0405 Sports_and_Outdoors-ce:0.0460/0.0233\" 'ce:SASRec, softmax (full CE)' 'bce:SASRec, softmax (BCE, 1 negative)' > $T/out/sasrec.md.tmp"* ]]

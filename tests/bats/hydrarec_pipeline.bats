@@ -56,6 +56,9 @@ setup() {
     grep -qE "^\| $r \| 0\.[0-9]{4} \|" "$T/out/synth/table4.md"
   done
   grep -q 'pop:100 -x' "$T/out/synth/table2.md"
+  # device and budget from the runs' records: ML-1M's 200 epochs, Table 4's 20 at batch 32
+  grep -qE '^\| uni-hydra \| .* \| cpu \| epochs 1 of 200 \|$' "$T/out/synth/table2.md"
+  grep -qE '^\| t4-h2-d8 \| .* \| cpu \| epochs 1 of 20 \|$' "$T/out/synth/table4.md"
   # the cells are the validation targets' (pop:100 -x), as the paper reports
   seqrec-score -m "$T/out/synth/bi-hydra.sqm" --target valid --candidates pop:100 -x "$T/s.split" \
     | seqrec-metrics -k 10 --json | cmp - "$T/out/synth/bi-hydra.json"

@@ -90,6 +90,9 @@ logs() {
     grep -qE "^\| $r \| 0\.[0-9]{4} \| [0-9.]+ \| [0-9.]+ \|" "$T/out/table2.md"
   done
   grep -qE '^\| lt \| 0\.[0-9]{4} \|' "$T/out/table3.md"
+  # device and budget from the runs' records: CORE's random prefixes fall short
+  grep -qE '^\| sasrec \| .* \| cpu \| epochs 1 of 100 \|$' "$T/out/table2.md"
+  grep -qE '^\| core \| .* \| cpu \| epochs 1 of 100, target random \(paper last or windows\) \|$' "$T/out/table2.md"
   grep -qE '^\| sasrec \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|' "$T/out/table4.md"
   grep -qE '^\| w/o-L2 \| nol2 \| 0\.[0-9]{4} \|' "$T/out/fig4.md"
   [ "$(grep -c '^| \(8\|16\) |' "$T/f3/fig3.md")" -eq 2 ]

@@ -107,3 +107,58 @@ setup() {
   # scoring takes no --cuda-graphs
   REPRO_DEVICE=cuda run -0 $RR --score "$SEQREC_BIN/seqrec-score" -m "$T/g.sqm" "$T/t.sqr"
 }
+
+@test "repro_run: each training run leaves its record (device, options); a resume sets its epochs and adds its device" {
+  $RR "$SEQREC_BIN/seqrec-train" "${O[@]}" --epochs 1 --log /dev/null -o "$T/a.sqm" "$T/t.sqr"
+  [ "$(sed -n 1p "$T/a.run")" = "device: cpu" ]
+  [ "$(sed -n 2p "$T/a.run")" = "args: ${O[*]} --epochs 1 --log /dev/null -o $T/a.sqm $T/t.sqr" ]
+  [ "$(wc -l < "$T/a.run")" -eq 2 ]
+  # scoring leaves none, and does not touch the run's
+  cp "$T/a.run" "$T/a.run.was"
+  $RR --score "$SEQREC_BIN/seqrec-score" -m "$T/a.sqm" "$T/t.sqr" > /dev/null
+  cmp "$T/a.run" "$T/a.run.was"
+  # a budgeted fresh run records the device it was given; its resume (a
+  # later make with a larger EPOCHS) the new cap, and a second device once
+  sim_setup
+  S=(--model sasrec --dim 8 --ffn 8 --max-len 8 --layers 1 --heads 1 --batch 12 --loss ce --seed 2)
+  REPRO_DEVICE=cuda REPRO_DEADLINE=$(( $(date +%s) + 600 )) $RR "$SEQREC_BIN/seqrec-train" \
+    "${S[@]}" --epochs 1 --log /dev/null -o "$T/r.sqm" "$T/t.sqr" 2>/dev/null
+  [ "$(sed -n 1p "$T/r.run")" = "device: cuda" ]
+  grep -q -- "^args: .*--epochs 1 --log" "$T/r.run"
+  rm "$T/r.sqm"
+  REPRO_DEVICE=cpu REPRO_DEADLINE=$(( $(date +%s) + 600 )) run -0 $RR "$SEQREC_BIN/seqrec-train" \
+    "${S[@]}" --epochs 3 --log /dev/null -o "$T/r.sqm" "$T/t.sqr"
+  [[ "$output" == *"resumes from its checkpoint"* ]]
+  [ "$(sed -n 1p "$T/r.run")" = "device: cuda+cpu" ]
+  grep -q -- "^args: .*--epochs 3 --log" "$T/r.run"
+  rm "$T/r.sqm"
+  REPRO_DEVICE=cuda REPRO_DEADLINE=$(( $(date +%s) + 600 )) $RR "$SEQREC_BIN/seqrec-train" \
+    "${S[@]}" --epochs 4 --log /dev/null -o "$T/r.sqm" "$T/t.sqr" 2>/dev/null
+  [ "$(sed -n 1p "$T/r.run")" = "device: cuda+cpu" ]
+  # run_budget.sh reads it
+  run -0 sh "$SEQREC_ROOT/pipelines/run_budget.sh" "$T/r.run" "--epochs>=4 --batch=12|2048 --loss!=bce"
+  [ "$output" = "cuda+cpu	paper" ]
+  run -0 sh "$SEQREC_ROOT/pipelines/run_budget.sh" "$T/r.run" "--epochs>=500 --batch=2048 --loss!=ce --lr=1e-3"
+  [ "$output" = "cuda+cpu	epochs 4 of 500, batch 12 (paper 2048), loss ce, lr unset (paper 1e-3)" ]
+}
+
+@test "run_budget.sh: no record gives '-'; an empty SPEC '-'; bad words and usage refused" {
+  printf 'device: cpu\nargs: --epochs 20 --batch 256 --target random -o m.sqm s.split\n' > "$T/m.run"
+  run -0 sh "$SEQREC_ROOT/pipelines/run_budget.sh" "$T/none.run" "--epochs>=5"
+  [ "$output" = "-	-" ]
+  run -0 sh "$SEQREC_ROOT/pipelines/run_budget.sh" "$T/m.run" ""
+  [ "$output" = "cpu	-" ]
+  run -0 sh "$SEQREC_ROOT/pipelines/run_budget.sh" "$T/m.run" "--target!=random --target=last|windows"
+  [ "$output" = "cpu	target random, target random (paper last or windows)" ]
+  # an option not given meets != and fails = and >=
+  run -0 sh "$SEQREC_ROOT/pipelines/run_budget.sh" "$T/m.run" "--neg!=1 --neg>=2"
+  [ "$output" = "cpu	neg unset of 2" ]
+  for bad in "epochs>=5" "--epochs>5" "--epochs>=many" "--epochs=" "--Epochs=5"; do
+    run -65 sh "$SEQREC_ROOT/pipelines/run_budget.sh" "$T/m.run" "$bad"
+    [[ "$output" == *"bad budget word \"$bad\""* ]]
+  done
+  # a bad word is refused even with no record to judge
+  run -65 sh "$SEQREC_ROOT/pipelines/run_budget.sh" "$T/none.run" "--epochs>5"
+  run -64 sh "$SEQREC_ROOT/pipelines/run_budget.sh" "$T/m.run"
+  [[ "$output" == *"usage"* ]]
+}
