@@ -24,6 +24,12 @@
 // cudaFree each time): for compute-sanitizer and the simulated device's
 // guards, which cannot see an overrun into a class's slack, or a freed
 // block used again, while it is on.
+//
+// The live blocks are listed either way, so that be_mem_peak can say the
+// most bytes the context held at once (PyTorch's max_memory_allocated:
+// the blocks as allocated, a class's slack included, not the cache's or
+// the runtime's and cuBLAS's own): the device memory a training log
+// reports.
 #include <cstdlib>
 #include <cstring>
 
@@ -46,6 +52,8 @@ struct be_cache {
     struct be_blocks live; // allocated and not freed: a pointer's size at be_free
     struct be_blocks kept; // freed, not given back to CUDA
     size_t kept_bytes;
+    size_t live_bytes, peak_bytes; // held now, and the most at once
+    int keep;                      // 0: SEQREC_GPU_PLAIN=cache (nothing kept)
 };
 
 // The class of n bytes: the least multiple of 256 (to 4 KiB), or of an
@@ -127,12 +135,15 @@ int be_alloc(sq_gpu_be *b, void **ptr, size_t bytes, sq_err *e)
     if (b->gmode != BE_G_EAGER)
         return sq_fail(e, SQ_EX_SOFTWARE, "CUDA: %zu bytes allocated inside a CUDA graph's "
                        "step (graph.cu: a step allocates nothing)", bytes);
-    if (!b->cache)
-        return plain_alloc(b, ptr, bytes, e);
     struct be_cache *c = b->cache;
-    size_t want = size_class(bytes);
-    void *p = cache_take(c, want);
-    if (!p && cudaMalloc(&p, want) != cudaSuccess) {
+    if (!c)
+        return plain_alloc(b, ptr, bytes, e);
+    size_t want = c->keep ? size_class(bytes) : bytes;
+    void *p = c->keep ? cache_take(c, want) : NULL;
+    if (!c->keep) {
+        if (plain_alloc(b, &p, want, e))
+            return e->code;
+    } else if (!p && cudaMalloc(&p, want) != cudaSuccess) {
         cudaGetLastError(); // the failure is handled here: not sticky
         cache_release(c);
         p = NULL;
@@ -147,6 +158,9 @@ int be_alloc(sq_gpu_be *b, void **ptr, size_t bytes, sq_err *e)
         cudaFree(p);
         return sq_fail(e, SQ_EX_OSERR, "out of memory");
     }
+    c->live_bytes += want;
+    if (c->live_bytes > c->peak_bytes)
+        c->peak_bytes = c->live_bytes;
     *ptr = p;
     return 0;
 }
@@ -165,7 +179,8 @@ void be_free(sq_gpu_be *b, void *ptr)
     }
     size_t bytes = c->live.v[i].bytes;
     blocks_drop(&c->live, i);
-    if (bytes != size_class(bytes) || bytes > BE_CACHE_BYTES) { // exact (a last resort), or too big
+    c->live_bytes -= bytes;
+    if (!c->keep || bytes != size_class(bytes) || bytes > BE_CACHE_BYTES) { // exact, or too big
         cudaFree(ptr);
         return;
     }
@@ -182,13 +197,23 @@ void be_free(sq_gpu_be *b, void *ptr)
 
 int be_cache_open(sq_gpu_be *b)
 {
-    if (b->plain & BE_PLAIN_CACHE)
-        return 0;
     b->cache = (struct be_cache *)calloc(1, sizeof *b->cache);
-    return b->cache ? 0 : -1;
+    if (!b->cache)
+        return -1;
+    b->cache->keep = !(b->plain & BE_PLAIN_CACHE);
+    return 0;
 }
 
 size_t be_cache_kept(const sq_gpu_be *b) { return b->cache ? b->cache->kept_bytes : 0; }
+
+// The most bytes this context's allocations held at once (the table's
+// mem_peak): every block from be_alloc, as allocated
+int be_mem_peak(sq_gpu_be *b, size_t *bytes, sq_err *e)
+{
+    (void)e;
+    *bytes = b->cache ? b->cache->peak_bytes : 0;
+    return 0;
+}
 
 void be_cache_close(sq_gpu_be *b)
 {

@@ -3,8 +3,8 @@
 # grows: ELASTIC Figure 3 (elastic.txt; the defaults: ELASTIC against
 # SASRec, the paper's XLong, avg length 958.8, N in {64, 128, 256, 512,
 # 1024}, GPU memory in training and inference latency) and LinRec Figure 3
-# (linrec.mk sets the knobs). Here, on this machine's CPU and on
-# seqrec-synth sequences of about the same average length as the paper's
+# (linrec.mk sets the knobs). Here, on this machine's CPU (or its GPU: the
+# device below) and on seqrec-synth sequences of about the same average length as the paper's
 # data, one model after the other (never side by side, so that the timings
 # are alone), for every N:
 #
@@ -20,7 +20,9 @@
 #   peak memory the training process's maximum RSS, from GNU time's %M
 #               (/usr/bin/time); without it, a "...rss..." field of the
 #               training log if it has one (KiB, or MiB for a _mb key),
-#               else "-"
+#               else "-"; on a GPU the log's device_mib (the device
+#               memory the run's allocations held at once, as the papers'
+#               GPU memory)
 #   inference   seqrec-score's wall seconds (full ranking of the test
 #               targets) / users
 #
@@ -38,7 +40,8 @@
 # ELASTIC with the paper's XLong setting, pool 32x32 and top-16), FIG3_KEYS
 # (file names of A and B, "sasrec elastic"), FIG3_LABELS ("SASRec
 # ELASTIC"), FIG3_TITLE, FIG3_PAPER (the line under the table: what the
-# paper found), FIG3_LOG2 (1: N on a log2 axis).
+# paper found), FIG3_LOG2 (1: N on a log2 axis), FIG3_DEVICE (--device of
+# both programs; default REPRO_DEVICE, the Makefile's DEVICE=, else the CPU).
 set -eu
 dir=$1
 bin=${SEQREC_BIN:-build/bin}
@@ -58,6 +61,12 @@ ka=$1 kb=$2
 set -- ${FIG3_LABELS:-SASRec ELASTIC}
 la=$1 lb=$2
 title=${FIG3_TITLE:-ELASTIC Figure 3: ELASTIC against SASRec by maximum length N}
+dev=${FIG3_DEVICE:-${REPRO_DEVICE:-}}
+devopt='' where=CPU memlabel='max RSS (MiB)'
+case $dev in
+  '' | cpu) ;;
+  *) devopt="--device $dev" where=GPU memlabel='device memory (MiB)' ;;
+esac
 paper=${FIG3_PAPER:-The paper (XLong, GPU, N = 1024): about 90% less training memory (ratio ~0.10) and 2.68x faster inference (ratio ~0.37).}
 logx='set logscale x 2'
 [ "${FIG3_LOG2:-1}" = 1 ] || logx='unset logscale x' 
@@ -101,10 +110,11 @@ for n in $ns; do
     # shellcheck disable=SC2086
     measure "$dir/$m-$n.time" "$bin/seqrec-train" $args $common --max-len "$n" \
       --batch "$batch" --epochs "$epochs" --patience 0 --threads "$threads" \
-      --log "$dir/$m-$n.log" -o "$dir/$m-$n.sqm" "$split"
+      --log "$dir/$m-$n.log" -o "$dir/$m-$n.sqm" $devopt "$split"
+    # shellcheck disable=SC2086
     measure "$dir/$m-$n.score.time" "$bin/seqrec-score" -m "$dir/$m-$n.sqm" --target test \
-      --candidates full --threads "$threads" -o "$dir/$m-$n.ranks" "$split"
-    awk -v m="$m" -v n="$n" -v samples="$samples" -v batch="$batch" -v gnutime="$gnutime" \
+      --candidates full --threads "$threads" -o "$dir/$m-$n.ranks" $devopt "$split"
+    awk -v m="$m" -v n="$n" -v samples="$samples" -v batch="$batch" -v gnutime="$gnutime" -v where="$where" \
         -v tf="$dir/$m-$n.time" -v sf="$dir/$m-$n.score.time" '
       function get(s, key,   v) {
         if (match(s, "\"" key "\": *[0-9.e+-]+")) {
@@ -118,7 +128,9 @@ for n in $ns; do
         steps = int((samples + batch - 1) / batch)
         step = sps > 0 && steps > 0 ? sprintf("%.2f", 1000 * samples / sps / steps) : "-"
         mem = "-"
-        if (gnutime == 1) {
+        if (where == "GPU") {
+          d = get(last, "device_mib"); if (d >= 0) mem = sprintf("%.1f", d)
+        } else if (gnutime == 1) {
           getline tl < tf; split(tl, t, " "); mem = sprintf("%.1f", t[2] / 1024)
         } else if (match(last, "\"[a-z_]*rss[a-z_]*\": *[0-9.]+")) {
           kv = substr(last, RSTART, RLENGTH); v = kv; sub(/.*: */, "", v)
@@ -134,14 +146,14 @@ done
 md=$dir/fig3.md
 awk -v users="$samples" -v avg="$avg" -v items="$items" -v batch="$batch" -v threads="$threads" \
     -v args_a="$args_a" -v args_b="$args_b" -v common="$common" -v ka="$ka" -v kb="$kb" \
-    -v la="$la" -v lb="$lb" -v title="$title" -v paper="$paper" '
+    -v la="$la" -v lb="$lb" -v title="$title" -v paper="$paper" -v where="$where" '
   function ratio(a, b) { return (a == "-" || b == "-" || b + 0 == 0) ? "-" : sprintf("%.2f", a / b) }
   NR > 1 {
     if (!($2 in seen)) { seen[$2] = 1; order[++nn] = $2 }
     step[$1, $2] = $3; mem[$1, $2] = $4; score[$1, $2] = $5
   }
   END {
-    print "### " title " (CPU, synthetic)\n"
+    print "### " title " (" where ", synthetic)\n"
     printf "%d synthetic users (avg length %s, %d items), batch %d, %d thread(s); ", users, avg, items, batch, threads
     printf "%s `%s`, %s `%s`, both `%s`. ", la, args_a, lb, args_b, common
     print "The training samples are the options'"'"' (--target random: one random prefix a user an epoch, the same prefixes for both models; --target all: every position).\n"
@@ -167,7 +179,7 @@ done
 gnuplot <<GP
 call '$(dirname "$0")/png.gp' '1200' '420'
 set output '$dir/fig3.png'
-set multiplot layout 1,3 title '$title (CPU, synthetic, $samples users)'
+set multiplot layout 1,3 title '$title ($where, synthetic, $samples users)'
 set grid
 set datafile missing '-'
 $logx
@@ -178,7 +190,7 @@ set ylabel 'ms per step'
 plot '$dir/fig3-$ka.dat' using 1:2 with linespoints lw 2 title '$la', \
      '$dir/fig3-$kb.dat' using 1:2 with linespoints lw 2 title '$lb'
 set title 'training peak memory'
-set ylabel 'max RSS (MiB)'
+set ylabel '$memlabel'
 plot '$dir/fig3-$ka.dat' using 1:3 with linespoints lw 2 title '$la', \
      '$dir/fig3-$kb.dat' using 1:3 with linespoints lw 2 title '$lb'
 set title 'inference'

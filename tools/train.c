@@ -340,8 +340,11 @@ static int epoch_line(void *p, const sq_epoch_stats *s, sq_err *e)
                 s->loss / s->first_loss, s->first_loss);
     /* "seconds" first: tools cut the line there to drop the wall times */
     fprintf(c->log, ",\"seconds\":%.6f,\"train_seconds\":%.6f,\"eval_seconds\":%.6f"
-            ",\"seq_per_s\":%.1f,\"max_rss_mib\":%.1f}\n", s->seconds, s->train_seconds,
+            ",\"seq_per_s\":%.1f,\"max_rss_mib\":%.1f", s->seconds, s->train_seconds,
             s->eval_seconds, s->seq_per_s, s->max_rss_mib);
+    if (s->device_mib >= 0) /* a GPU run: its device memory too */
+        fprintf(c->log, ",\"device_mib\":%.1f", s->device_mib);
+    fputs("}\n", c->log);
     if (fflush(c->log) || ferror(c->log))
         return sq_fail(e, SQ_EX_IO, "%s: cannot write the log: %s", c->name, strerror(errno));
     return 0;

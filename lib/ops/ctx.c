@@ -96,6 +96,12 @@ int sq_ctx_graph_values(const sq_ctx *cx, double *out, int n, int *got, sq_err *
     return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_graph_values(cx->gpu, out, n, got, e) : 0;
 }
 
+int sq_ctx_mem_peak(const sq_ctx *cx, size_t *bytes, sq_err *e)
+{
+    *bytes = 0;
+    return cx->backend == SQ_BACKEND_CUDA ? sq_gpu_mem_peak(cx->gpu, bytes, e) : 0;
+}
+
 int sq_ctx_graph_stats(const sq_ctx *cx, int *keys, long *replays, sq_err *e)
 {
     *keys = 0;

@@ -83,6 +83,10 @@ int sq_ctx_graph_end(const sq_ctx *cx, sq_err *e);
  * reads the one before; a third drops the oldest): *got of them into out (at most n). On
  * the CPU, or with none unread, *got = 0. */
 int sq_ctx_graph_values(const sq_ctx *cx, double *out, int n, int *got, sq_err *e);
+/* CUDA: the most bytes of device memory the context's allocations held at
+ * once so far (cuda/alloc.cu: PyTorch's max_memory_allocated, not the
+ * runtime's or cuBLAS's own). The CPU: 0. */
+int sq_ctx_mem_peak(const sq_ctx *cx, size_t *bytes, sq_err *e);
 /* CUDA: the graphs' keys so far and the steps that ran as replays (the
  * CPU: 0 and 0). */
 int sq_ctx_graph_stats(const sq_ctx *cx, int *keys, long *replays, sq_err *e);

@@ -71,6 +71,8 @@ extern "C" {
     /* on: every GEMM batch-invariant (k_gemm.cu) until off: scoring's forwards */            \
     X(void, invariant, (int on), (on))                                                       \
     X(int, mem_used, (size_t *bytes, sq_err *e), (bytes, e))                                 \
+    /* mem_peak: the most bytes the context's own allocations held at once (alloc.cu) */      \
+    X(int, mem_peak, (size_t *bytes, sq_err *e), (bytes, e))                                 \
     /* CUDA graphs (graph.cu): a step bracketed, captured once a key, replayed */           \
     X(int, graph_begin, (uint64_t key, sq_err *e), (key, e))                                 \
     X(int, graph_end, (sq_err *e), (e))                                                      \

@@ -1314,6 +1314,13 @@ int sq_train(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
         s.seconds = now() - t0;
         s.eval_seconds = s.seconds - s.train_seconds;
         s.max_rss_mib = max_rss_mib();
+        s.device_mib = -1;
+        if (r.net.cx->backend != SQ_BACKEND_CPU) {
+            size_t peak = 0;
+            if ((rc = sq_ctx_mem_peak(r.net.cx, &peak, e)) != 0)
+                break;
+            s.device_mib = (double)peak / (1024.0 * 1024.0);
+        }
         stop_of(&r, &s);
         if (hooks->epoch && (rc = hooks->epoch(hooks->ctx, &s, e)) != 0)
             break;

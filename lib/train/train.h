@@ -174,6 +174,8 @@ typedef struct {
     double train_seconds;   /* of which the batches */
     double eval_seconds;    /* and the rest: validation (near 0 when not evaluated) */
     double max_rss_mib;     /* the process's peak resident memory so far */
+    double device_mib;      /* GPU: the most device memory held at once so far
+                               (sq_ctx_mem_peak); the CPU: -1 */
     double first_loss;      /* the loss of this run's first batch */
     int loss_rose;          /* loss > 10 first_loss: worth a warning */
     double seq_per_s;       /* samples / training seconds */

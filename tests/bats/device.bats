@@ -94,6 +94,27 @@ setup() {
   done
 }
 
+@test "device: a GPU run's log lines add device_mib, the most device memory its allocations held (simulated)" {
+  [ -f "$SIM" ] || skip "no simulated device built"
+  seqrec-synth --users 40 --items 30 --seed 2 --format stream | seqrec-split 2>/dev/null > "$T/t.sqr"
+  local o=(--max-len 10 --batch 16 --threads 1 --epochs 2 --loss ce --precision fp32)
+  seqrec-train "${o[@]}" --dim 16 --ffn 32 --log "$T/cpu.log" -o "$T/c.sqm" "$T/t.sqr" 2>/dev/null
+  ! grep -q device_mib "$T/cpu.log"
+  export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
+  peak() { grep -o '"device_mib":[0-9.]*}$' "$1" | tail -1 | tr -dc '0-9.'; }
+  for d in 16 64; do
+    seqrec-train "${o[@]}" --dim $d --ffn $d --device cuda --log "$T/g$d.log" -o "$T/g$d.sqm" "$T/t.sqr" 2>/dev/null
+    [ "$(grep -c '"max_rss_mib":[0-9.]*,"device_mib":[0-9]*\.[0-9]}$' "$T/g$d.log")" -eq 2 ]
+  done
+  # it measures: a wider model holds more; without the cache's size
+  # classes (exact sizes) no more than with them
+  awk -v a="$(peak "$T/g16.log")" -v b="$(peak "$T/g64.log")" 'BEGIN { exit !(a > 0 && b > a) }'
+  SEQREC_GPU_PLAIN=cache seqrec-train "${o[@]}" --dim 16 --ffn 16 --device cuda --log "$T/p.log" \
+    -o "$T/p.sqm" "$T/t.sqr" 2>/dev/null
+  cmp "$T/p.sqm" "$T/g16.sqm"
+  awk -v a="$(peak "$T/p.log")" -v b="$(peak "$T/g16.log")" 'BEGIN { exit !(a > 0 && a <= b) }'
+}
+
 @test "device: --precision bf16 on the simulated GPU: its own bytes, the same twice, near fp32's loss" {
   [ -f "$SIM" ] || skip "no simulated device built"
   export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1

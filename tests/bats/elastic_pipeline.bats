@@ -97,6 +97,22 @@ experts() {
   if command -v gnuplot > /dev/null; then [ -s "$T/f3/fig3.png" ]; fi
 }
 
+@test "elastic: len_cost.sh on the simulated device: --device to both programs, the peak is device_mib" {
+  SIM="$SEQREC_BIN/../lib/libseqrec-cuda-sim.so"
+  [ -f "$SIM" ] || skip "no simulated device built"
+  export SEQREC_CUDA_LIB="$SIM" SEQREC_SIMULATED_DEVICE=1
+  run -0 env SEQREC_BIN="$SEQREC_BIN" REPRO_DEVICE=cuda FIG3_NS="8" FIG3_USERS=12 FIG3_ITEMS=20 \
+    FIG3_MEAN_LEN=10 FIG3_MAX_SEQ=20 FIG3_BATCH=6 FIG3_COMMON="--dim 8 --ffn 8 --heads 1 --layers 1 --seed 1" \
+    FIG3_ELASTIC="--model sasrec --attn linrec" sh "$P/len_cost.sh" "$T/f3"
+  grep -q '^### ELASTIC Figure 3: .* (GPU, synthetic)$' "$T/f3/fig3.md"
+  for m in sasrec elastic; do
+    d=$(grep -o '"device_mib":[0-9.]*' "$T/f3/$m-8.log" | tail -1 | cut -d: -f2)
+    [ -n "$d" ]
+    [ "$(awk -v m="$m" '$1 == m && $2 == 8 { print $4 }' "$T/f3/fig3.tsv")" = "$d" ]
+  done
+  [ -s "$T/f3/sasrec-8.ranks" ] && [ -s "$T/f3/elastic-8.ranks" ]
+}
+
 @test "elastic: make -n reproduce-elastic lists every run with the paper's protocol" {
   run -0 mk -n reproduce-elastic ELASTIC_OUT="$T/out" ELASTIC_FIG3_OUT="$T/f3"
   trains=$(grep -c 'seqrec-train ' <<< "$output")

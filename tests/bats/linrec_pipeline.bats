@@ -33,6 +33,22 @@ logs() {
   [[ "$output" == *"| sasrec | 120.0 | 60.0 | 0.50 | 0.41 | 11.0 | 5.5 | 0.50 | 0.36 | 5.0 | 2.0 | 0.40 | 0.49 | 2, 2 |"* ]]
   [[ "$output" == *"| core | 50.0 | - | - | - | 8.0 | - | - | - | 2.0 | - | - | - | 1, 0 |"* ]]
   [[ "$output" == *"| bert4rec | (not run) |"* ]]
+  [[ "$output" == *"Ours: one CPU process each"* ]]
+  # GPU runs: the peak is device_mib, not the host's resident set
+  for r in sasrec sasrec-linrec; do
+    sed -i 's/}$/,"device_mib":'"$([ $r = sasrec ] && echo 400.0 || echo 100.0)"'}/' "$T/r/$r.log"
+  done
+  run -0 sh "$P/linrec_table4.sh" "$T/r" "sasrec:21.07/121/41 sasrec-linrec:8.72/44/20"
+  [[ "$output" == *"| sasrec | 400.0 | 100.0 | 0.25 | 0.41 | 11.0 | 5.5 | 0.50 |"* ]]
+  # CORE's pair: one on the CPU, one on the GPU: no memory ratio
+  logs core-linrec "4 1 30"
+  sed -i 's/}$/,"device_mib":20.0}/' "$T/r/core-linrec.log"
+  run -0 sh "$P/linrec_table4.sh" "$T/r" ""
+  [[ "$output" == *"| core | 50.0 | 20.0 | - | - | 8.0 | 4.0 | 0.50 |"* ]]
+  [[ "$output" == *"Ours: one process each, on the GPU or the CPU"* ]]
+  rm "$T/r/core.log" "$T/r/core-linrec.log"
+  run -0 sh "$P/linrec_table4.sh" "$T/r" ""
+  [[ "$output" == *"Ours: one process each on the GPU"* ]]
 }
 
 @test "linrec: linrec_fig4.sh tables the ablations and draws them" {
