@@ -31,24 +31,8 @@ fail() { say "FAIL $*"; fails=$((fails + 1)); }
 # parts' times, for sizing the next borrowed GPU's calls)
 want() { [[ " $parts " == *" $1 "* ]] && say "# +${SECONDS}s: part $1"; }
 
-# The CUDA libraries: wherever this image keeps them.
-cudalib=""
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64 \
-         /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib \
-         /opt/torch/.venv/lib/python3*/site-packages/nvidia/cublas/lib; do
-  [ -e "$d/libcublas.so.13" ] && cudalib="$cudalib:$d"
-done
-if [ -z "$cudalib" ]; then
-  d=$(find / -name 'libcublas.so.13' -not -path '*/proc/*' 2>/dev/null | head -1)
-  [ -n "$d" ] && cudalib=":$(dirname "$d")"
-fi
-for d in /opt/torch/.venv/lib/python3*/site-packages/nvidia/cuda_runtime/lib \
-         /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib; do
-  [ -e "$d/libcudart.so.13" ] && cudalib="$cudalib:$d"
-done
-export LD_LIBRARY_PATH="$here/lib$cudalib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export SEQREC_CUDA_LIB="$here/lib/libseqrec-cuda.so"
-export PATH="$here/bin:$PATH"
+# shellcheck source=tests/gpu/cudalibs.sh
+. "$here/cudalibs.sh" # the CUDA libraries, the pack's lib/ and bin/
 export PYTHONPATH="$here/reference${PYTHONPATH:+:$PYTHONPATH}" # the twin imports sasrec_ref
 say "# seqrec gpu-check $(date -u +%FT%TZ)"
 if [ "${GPU_CHECK_DRY:-}" = 1 ]; then # tests/gpu/dry.sh: the check's own logic

@@ -39,3 +39,15 @@ gpu-check-dry: gpu-pack $(SIM_SO)
 # bench-models.csv
 bench-gpu:
 	$(MAKE) gpu-check GPU_PARTS="bench attn models"
+
+# gpu-repro-splits: every reproduction's split made here, in its repro/
+# folder (the GPU machine has no data mirror), for tests/gpu/repro.sh: a
+# reproduction's runs on a borrowed GPU within GPU_MINUTES, carried there
+# as repro/NAME and back as $OUT/repro.tar.gz (HACKING.md, "GPU checks")
+.PHONY: gpu-repro-splits
+gpu-repro-splits: $(PROGS)
+	$(DATA_MAKE) ml-1m-part beauty sports beauty-bert4rec
+	$(MAKE) --no-print-directory $(ELASTIC_OUT)/$(ELASTIC_DATA).split $(LINREC_OUT)/data.split \
+	  $(foreach d,$(HYDRAREC_DATASETS),$(call hydrarec_out,$(d))/data.split) \
+	  $(BLIN_DATASETS:%=$(BLIN_OUT)/%.split) $(FPAREC_DATASETS:%=$(FPAREC_OUT)/%.split)
+	du -sh repro/*

@@ -27,7 +27,7 @@ make -s -j"$(nproc)" BUILD=$B CUDA=1 MPI=0 \
   LDLIBS_ALL="$static $dyn" \
   all $B/unit_tests $B/bench/attn_bench
 cp $B/bin/seqrec-train $B/bin/seqrec-score $B/bin/seqrec-metrics $B/bin/seqrec-cat \
-  $B/bin/seqrec-synth $B/bin/seqrec-split $B/bench/attn_bench "$P/bin/"
+  $B/bin/seqrec-synth $B/bin/seqrec-split $B/bin/seqrec-preprocess $B/bench/attn_bench "$P/bin/"
 cp $B/unit_tests "$P/"
 cp $B/lib/libseqrec-cuda.so "$P/lib/"
 # the shared objects the GPU machine lacks (OpenBLAS and what it needs)
@@ -48,7 +48,7 @@ if [ -f "$mirror/ml-1m-part.zip" ]; then
   ./build/bin/seqrec-preprocess "$mirror/ml-1m-part.zip" \
     | ./build/bin/seqrec-split --leave-one-out -o "$P/data/ml1m.split" || true
 fi
-cp tests/gpu/check.sh "$P/"
+cp tests/gpu/check.sh tests/gpu/cudalibs.sh "$P/"
 cp bench/sasrec_torch.py bench/bert4rec_torch.py bench/attn_torch.py "$P/"
 mkdir -p "$P/reference" && cp tests/reference/sasrec_ref.py "$P/reference/" 2>/dev/null || true
 tar -C .gpu -cJf .gpu/pack.tar.xz pack

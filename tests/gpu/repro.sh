@@ -1,0 +1,70 @@
+#!/bin/bash
+# repro.sh - a reproduction's runs on a borrowed GPU, within its minutes,
+# resumed at the next borrowed GPU from their checkpoints (issue 37: a GPU
+# is often lent for minutes, not hours).
+#
+# On the GPU machine, from the repository root (the device tool's working
+# tree), with the pack unpacked (make gpu-pack) and the reproduction's
+# folder carried, its split made here first (make gpu-repro-splits):
+#
+#   tests/gpu/repro.sh PACK MINUTES TARGET [VAR=VALUE]...
+#
+#   e.g. tests/gpu/repro.sh /tmp/g/pack 4 elastic-runs ELASTIC_RUNS=elastic \
+#          EPOCHS=500 ELASTIC_BATCH=2048 ELASTIC_TARGET=last
+#
+# runs `make TARGET BUILD=PACK DEVICE=cuda GPU_MINUTES=MINUTES VAR=VALUE...`:
+# the pack's programs (PACK/bin), every run on the GPU with --cuda-graphs
+# until the budget; a run the budget cuts keeps its checkpoint, and a run
+# with one resumes it (pipelines/repro_run.sh). Then it writes
+# $OUT/repro.txt (the card, the command, and each run's state: done, or
+# its epochs so far) and packs repro/ into $OUT/repro.tar.gz: every run's
+# log, record, model, checkpoint and metrics, not the splits (the device
+# tool brings back files of up to 16 MiB: a larger one is named here).
+#
+# Back here: `tar -xzf FILES_AT/repro.tar.gz` in the checkout, then the
+# target's tables (e.g. `make elastic-tables`) and its report
+# (`sh pipelines/repro_docs.sh doc/repro/elastic.md`); the next borrowed GPU
+# carries repro/NAME again and the same command goes on where this one
+# stopped. GPU_CHECK_DRY=1 (the bats test): on the simulated device;
+# REPRO_ROOT: the folder summarised and packed (default repro, the
+# pipelines' default outputs' folder).
+# Exit: make's status; 64 on a usage error.
+set -u
+[ $# -ge 3 ] || { echo "usage: tests/gpu/repro.sh PACK MINUTES TARGET [VAR=VALUE]..." >&2; exit 64; }
+here=$(cd "$1" && pwd) || exit 64
+minutes=$2 target=$3
+shift 3
+case $minutes in '' | *[!0-9]*) echo "repro.sh: MINUTES must be a whole number, not '$minutes'" >&2; exit 64 ;; esac
+[ -x "$here/bin/seqrec-train" ] || { echo "repro.sh: no pack at $here (bin/seqrec-train)" >&2; exit 64; }
+if [ ! -f Makefile ] || [ ! -d pipelines ]; then echo "repro.sh: run it from the repository root" >&2; exit 64; fi
+# shellcheck source=tests/gpu/cudalibs.sh
+. "$here/cudalibs.sh"
+[ "${GPU_CHECK_DRY:-}" = 1 ] || unset SEQREC_SIMULATED_DEVICE
+out=${OUT:-$here/out}
+root=${REPRO_ROOT:-repro}
+mkdir -p "$out" "$root"
+sum=$out/repro.txt
+{
+  echo "# seqrec gpu repro $(date -u +%FT%TZ)"
+  if [ "${GPU_CHECK_DRY:-}" = 1 ]; then echo "# DRY RUN on the simulated device: no GPU's numbers"
+  else nvidia-smi -L 2>/dev/null | sed 's/^/# /'; fi
+  echo "# make $target BUILD=$here DEVICE=cuda GPU_MINUTES=$minutes $*"
+} > "$sum"
+t0=$SECONDS
+make --no-print-directory "$target" BUILD="$here" DEVICE=cuda GPU_MINUTES="$minutes" "$@"
+rc=$?
+echo "# make exit $rc after $((SECONDS - t0)) s" >> "$sum"
+# each run with a record: done (its model written) or the epochs it has so far
+find "$root" -name '*.run' | sort | while read -r r; do
+  m=${r%.run}.sqm log=${r%.run}.log
+  epochs=$( { grep -c '"epoch"' "$log" 2>/dev/null || true; } | head -1)
+  if [ -s "$m" ]; then state="done"; elif [ -s "$m.ckpt" ]; then state="to resume"; else state="not started"; fi
+  printf '%s\t%s\t%s epochs logged\t%s\n' "${r%.run}" "$state" "${epochs:-0}" "$(sed -n 's/^device: //p' "$r")"
+done >> "$sum"
+tar -czf "$out/repro.tar.gz" --exclude='*.split' --exclude='*.seq' "$root"
+size=$(wc -c < "$out/repro.tar.gz")
+if [ "$size" -gt $((16 << 20)) ]; then
+  echo "# repro.tar.gz is $size bytes: over the 16 MiB that come back; carry less of repro/" >> "$sum"
+fi
+cat "$sum"
+exit $rc
