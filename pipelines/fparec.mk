@@ -14,8 +14,11 @@
 # (pipelines/repro_docs.sh: reproduce-fparec-attn's table3.md).
 FPAREC_OUT := repro/fparec
 FPAREC_BIN := $(BUILD)/bin
+# the epochs that cap each run (reproduce-fparec-attn's notes below)
+FPAREC_EPOCHS ?= 201
+FPAREC_B4R_EPOCHS ?= 201
 FPAREC_TRAIN := --model sasrec --max-len 50 --dim 64 --ffn 64 --layers 2 --heads 1 \
-  --dropout 0.5 --lr 1e-3 --beta2 0.98 --batch 128 --epochs 200 --eval-every 2 --patience 10 \
+  --dropout 0.5 --lr 1e-3 --beta2 0.98 --batch 128 --epochs $(FPAREC_EPOCHS) --eval-every 2 --patience 10 \
   --seed 1 --threads 2
 
 # Paper cells (FPARec Table 3, SASRec) of the CE runs; the rows of sasrec.md.
@@ -60,12 +63,10 @@ fparec-sasrec-runs: $(FPAREC_SASREC_JSON)
 # run). SASRec-backbone runs use the protocol above with CE; hydra keeps its
 # default heads = d. BERT4Rec runs use RecBole's defaults for the model
 # (2 heads, ffn 256, dropout 0.2, mask 0.2). FPAREC_EPOCHS caps the SASRec
-# runs (default 200 with patience 10, as the paper); FPAREC_B4R_EPOCHS the
-# BERT4Rec ones. Prints test HR@10/NDCG@10 next to the paper's cells and
+# runs, reproduce-fparec-sasrec's too (default 201, the paper code's epochs,
+# with patience 10); FPAREC_B4R_EPOCHS the BERT4Rec ones (201). Prints test HR@10/NDCG@10 next to the paper's cells and
 # writes them as doc/repro/fparec.md's table to repro/fparec/table3.md
 # (pipelines/fparec_table.sh), then refreshes the report.
-FPAREC_EPOCHS ?= 200
-FPAREC_B4R_EPOCHS ?= 200
 FPAREC_THREADS ?= 1
 FPAREC_DATASETS := Beauty Sports_and_Outdoors
 FPAREC_KINDS := softmax linear mixing positional fpositional linrec efficient hydra b4r-softmax b4r-hydra

@@ -109,7 +109,7 @@ metrics() {
   run -0 mk -n reproduce-fparec-sasrec FPAREC_OUT="$T/out"
   # its four runs are rules of their own through repro_run.sh (DEVICE=, GPU_MINUTES=)
   run -0 mk -n fparec-sasrec-runs FPAREC_OUT="$T/out" DEVICE=cuda
-  [ "$(grep -c 'repro_run.sh .*seqrec-train .*--batch 128 .*--epochs 200' <<< "$output")" -eq 4 ]
+  [ "$(grep -c 'repro_run.sh .*seqrec-train .*--batch 128 .*--epochs 201' <<< "$output")" -eq 4 ]
   [ "$(grep -c 'repro_run.sh --score .*seqrec-score' <<< "$output")" -eq 4 ]
   for r in Beauty-ce Beauty-bce Sports_and_Outdoors-ce Sports_and_Outdoors-bce; do
     grep -q -- "--loss ${r##*-} --neg 1 .*-o $T/out/$r.sqm $T/out/${r%-*}.split" <<< "$output"
