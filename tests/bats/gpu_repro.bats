@@ -25,7 +25,7 @@ setup() {
 # rr ARG...: repro.sh from the checkout's root, as on the GPU machine
 rr() { (cd "$SEQREC_ROOT" && GPU_CHECK_DRY=1 REPRO_ROOT="$T/r" OUT="$T/out" tests/gpu/repro.sh "$@"); }
 
-@test "gpu repro: the runs train on the device with the pack's programs; repro.txt says each run's state; the tarball holds no split" {
+@test "gpu repro: the runs train on the device with the pack's programs; repro.txt says each run's state; results and models come back apart" {
   mkdir -p "$T/out"
   run -0 rr "$PK" 5 linrec-runs LINREC_OUT="$T/r/linrec" LINREC_RUNS="sasrec lt" EPOCHS=1 \
     LINREC_MAXLEN=12 LINREC_NET="$NET"
@@ -41,9 +41,29 @@ rr() { (cd "$SEQREC_ROOT" && GPU_CHECK_DRY=1 REPRO_ROOT="$T/r" OUT="$T/out" test
   done
   tar -tzf "$T/out/repro.tar.gz" > "$T/list"
   grep -q 'linrec/sasrec.json$' "$T/list"
-  grep -q 'linrec/lt.sqm$' "$T/list"
+  grep -q 'linrec/sasrec.log$' "$T/list"
   grep -q 'linrec/sasrec.run$' "$T/list"
-  ! grep -q '\.split$' "$T/list"
+  # not the splits, nor a done run's model (apart) or checkpoint (nowhere)
+  ! grep -q '\.split$\|\.sqm$\|\.ckpt$' "$T/list"
+  tar -tzf "$T/out/repro-models.tar.gz" > "$T/models"
+  grep -q 'linrec/lt.sqm$' "$T/models"
+  grep -q 'linrec/sasrec.sqm$' "$T/models"
+  [ "$(wc -l < "$T/models")" -eq 2 ]
+  # unpacked elsewhere, the results and models are the runs' own bytes
+  mkdir "$T/back"
+  tar -xzf "$T/out/repro.tar.gz" -C "$T/back"
+  tar -xzf "$T/out/repro-models.tar.gz" -C "$T/back"
+  cmp "$T/back/$T/r/linrec/sasrec.json" "$T/r/linrec/sasrec.json"
+  cmp "$T/back/$T/r/linrec/lt.sqm" "$T/r/linrec/lt.sqm"
+  # parts of at most REPRO_PART_BYTES, which cat joins; models over it stay behind
+  rm -rf "$T/out" && mkdir "$T/out"
+  (cd "$SEQREC_ROOT" && GPU_CHECK_DRY=1 REPRO_ROOT="$T/r" OUT="$T/out" REPRO_PART_BYTES=300 \
+    tests/gpu/repro.sh "$PK" 5 linrec-runs LINREC_OUT="$T/r/linrec" LINREC_RUNS="sasrec lt")
+  [ ! -e "$T/out/repro.tar.gz" ] && [ -s "$T/out/repro.tar.gz.00" ] && [ -s "$T/out/repro.tar.gz.01" ]
+  grep -q "^# repro.tar.gz is [0-9]* bytes: in [0-9]* parts" "$T/out/repro.txt"
+  cat "$T/out"/repro.tar.gz.* | tar -tz | grep -q 'linrec/lt.json$'
+  [ ! -e "$T/out/repro-models.tar.gz" ]
+  grep -q "^# the done runs' models ([0-9]* bytes packed) stay on the GPU machine" "$T/out/repro.txt"
 }
 
 @test "gpu repro: a run the budget cuts is 'to resume', and the next call finishes it" {
@@ -61,6 +81,9 @@ rr() { (cd "$SEQREC_ROOT" && GPU_CHECK_DRY=1 REPRO_ROOT="$T/r" OUT="$T/out" test
   printf 'device: cuda\nargs: --epochs 1\n' > "$T/r/linrec/sasrec.run"
   run -0 rr "$PK" 0 linrec-runs LINREC_OUT="$T/r/linrec" LINREC_RUNS=sasrec EPOCHS=1
   grep -q "^$T/r/linrec/sasrec	to resume	1 epochs logged	cuda$" "$T/out/repro.txt"
+  # the checkpoint of a run not done goes back, for the next GPU to resume
+  tar -tzf "$T/out/repro.tar.gz" | grep -q 'linrec/sasrec.sqm.ckpt$'
+  [ ! -e "$T/out/repro-models.tar.gz" ]
   run -0 rr "$PK" 5 linrec-runs LINREC_OUT="$T/r/linrec" LINREC_RUNS=sasrec EPOCHS=2 \
     LINREC_MAXLEN=12 LINREC_NET="$NET"
   [[ "$output" == *"resumes from its checkpoint"* ]]

@@ -17,17 +17,24 @@
 # until the budget; a run the budget cuts keeps its checkpoint, and a run
 # with one resumes it (pipelines/repro_run.sh). Then it writes
 # $OUT/repro.txt (the card, the command, and each run's state: done, or
-# its epochs so far) and packs repro/ into $OUT/repro.tar.gz: every run's
-# log, record, model, checkpoint and metrics, not the splits (the device
-# tool brings back files of up to 16 MiB: a larger one is named here).
+# its epochs so far) and packs repro/ for the way back (the device tool
+# brings back 8 files of up to 16 MiB, 64 MiB in all):
+#   repro.tar.gz         every run's log, record and metrics, and the
+#                        checkpoints of the runs not done (the next GPU
+#                        resumes them); over 15 MiB, cut into repro.tar.gz.00,
+#                        .01, ... (at most 6: `cat repro.tar.gz* | tar -xz`);
+#                        more than that is said in repro.txt, not sent
+#   repro-models.tar.gz  the models of the runs done, when under 15 MiB
+#                        (their metrics are in repro.tar.gz either way)
+#   not the splits, nor the done runs' checkpoints.
 #
-# Back here: `tar -xzf FILES_AT/repro.tar.gz` in the checkout, then the
+# Back here: `cat FILES_AT/repro.tar.gz* | tar -xz` in the checkout, then the
 # target's tables (e.g. `make elastic-tables`) and its report
 # (`sh pipelines/repro_docs.sh doc/repro/elastic.md`); the next borrowed GPU
 # carries repro/NAME again and the same command goes on where this one
 # stopped. GPU_CHECK_DRY=1 (the bats test): on the simulated device;
 # REPRO_ROOT: the folder summarised and packed (default repro, the
-# pipelines' default outputs' folder).
+# pipelines' default outputs' folder); REPRO_PART_BYTES: the 15 MiB above.
 # Exit: make's status; 64 on a usage error.
 set -u
 [ $# -ge 3 ] || { echo "usage: tests/gpu/repro.sh PACK MINUTES TARGET [VAR=VALUE]..." >&2; exit 64; }
@@ -61,10 +68,34 @@ find "$root" -name '*.run' | sort | while read -r r; do
   if [ -s "$m" ]; then state="done"; elif [ -s "$m.ckpt" ]; then state="to resume"; else state="not started"; fi
   printf '%s\t%s\t%s epochs logged\t%s\n' "${r%.run}" "$state" "${epochs:-0}" "$(sed -n 's/^device: //p' "$r")"
 done >> "$sum"
-tar -czf "$out/repro.tar.gz" --exclude='*.split' --exclude='*.seq' "$root"
+# the done runs' models and checkpoints apart: the results and what a
+# resume needs first
+done_list=$out/repro-done.lst
+find "$root" -name '*.run' | while read -r r; do
+  m=${r%.run}.sqm
+  [ -s "$m" ] && printf '%s\n%s\n' "$m" "$m.ckpt"
+done > "$done_list"
+rm -f "$out"/repro.tar.gz* "$out/repro-models.tar.gz"
+tar -czf "$out/repro.tar.gz" --exclude='*.split' --exclude='*.seq' --exclude-from="$done_list" "$root"
+lim=${REPRO_PART_BYTES:-$((15 << 20))} # a part's bytes (the bats test's: small)
 size=$(wc -c < "$out/repro.tar.gz")
-if [ "$size" -gt $((16 << 20)) ]; then
-  echo "# repro.tar.gz is $size bytes: over the 16 MiB that come back; carry less of repro/" >> "$sum"
+if [ "$size" -gt "$lim" ]; then
+  split -b "$lim" -d -a 2 "$out/repro.tar.gz" "$out/repro.tar.gz." && rm "$out/repro.tar.gz"
+  parts=$(find "$out" -name 'repro.tar.gz.*' | wc -l)
+  if [ "$parts" -gt 6 ]; then
+    echo "# repro.tar.gz is $size bytes in $parts parts: over what comes back (6 parts of $lim bytes); carry less" >> "$sum"
+  else
+    echo "# repro.tar.gz is $size bytes: in $parts parts (cat repro.tar.gz.* | tar -xz)" >> "$sum"
+  fi
 fi
+if [ -s "$done_list" ]; then
+  grep '\.sqm$' "$done_list" | tar -czf "$out/repro-models.tar.gz" -T - 2>/dev/null
+  msize=$(wc -c < "$out/repro-models.tar.gz")
+  if [ "$msize" -gt "$lim" ]; then
+    rm "$out/repro-models.tar.gz"
+    echo "# the done runs' models ($msize bytes packed) stay on the GPU machine: over a part's $lim bytes" >> "$sum"
+  fi
+fi
+rm -f "$done_list"
 cat "$sum"
 exit $rc
