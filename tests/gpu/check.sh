@@ -300,10 +300,13 @@ bench_one() { # NAME DATA [--model M] OPTS...: seqrec cuda, torch cuda, seqrec c
     if timeout 90 seqrec-train --model $model --attn softmax --loss ce --epochs 2 --eval-every 100 \
          --seed 1 "${opts[@]}" --device $d -o "$out/bench-$name-$d.sqm" --log "$out/bench-$name-$d.log" \
          "$data" > "$out/bench-$name-$d.out" 2>&1; then
-      local s q
+      local s q pk
       s=$(grep -o '"train_seconds":[0-9.eE+-]*' "$out/bench-$name-$d.log" | tail -qn 1 | cut -d: -f2)
       q=$(grep -o '"seq_per_s":[0-9.eE+-]*' "$out/bench-$name-$d.log" | tail -qn 1 | cut -d: -f2)
-      echo "seqrec,$name,$d,$s,$q," >> "$bench"
+      # the device memory the run's allocations held (seqrec-train's
+      # device_mib), beside the twin's max_memory_allocated
+      pk=$(grep -o '"device_mib":[0-9.]*' "$out/bench-$name-$d.log" | tail -qn 1 | cut -d: -f2)
+      echo "seqrec,$name,$d,$s,$q,${pk:+peak $pk MiB}" >> "$bench"
     else
       echo "seqrec,$name,$d,fail,,$(tail -qn 1 "$out/bench-$name-$d.out" | tr , ' ')" >> "$bench"
     fi
