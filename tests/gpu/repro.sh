@@ -61,20 +61,20 @@ t0=$SECONDS
 make --no-print-directory "$target" BUILD="$here" DEVICE=cuda GPU_MINUTES="$minutes" "$@"
 rc=$?
 echo "# make exit $rc after $((SECONDS - t0)) s" >> "$sum"
-# each run with a record: done (its model written) or the epochs it has so far
+# each run with a record: done (its model written) or the epochs it has
+# so far; the done runs' models and checkpoints listed to go apart (the
+# results and what a resume needs first)
+done_list=$out/repro-done.lst
+: > "$done_list"
 find "$root" -name '*.run' | sort | while read -r r; do
-  m=${r%.run}.sqm log=${r%.run}.log
-  epochs=$( { grep -c '"epoch"' "$log" 2>/dev/null || true; } | head -1)
-  if [ -s "$m" ]; then state="done"; elif [ -s "$m.ckpt" ]; then state="to resume"; else state="not started"; fi
+  m=${r%.run}.sqm
+  epochs=$(grep -c '"epoch"' "${r%.run}.log" 2>/dev/null)
+  if [ -s "$m" ]; then
+    state="done"
+    printf '%s\n%s\n' "$m" "$m.ckpt" >> "$done_list"
+  elif [ -s "$m.ckpt" ]; then state="to resume"; else state="not started"; fi
   printf '%s\t%s\t%s epochs logged\t%s\n' "${r%.run}" "$state" "${epochs:-0}" "$(sed -n 's/^device: //p' "$r")"
 done >> "$sum"
-# the done runs' models and checkpoints apart: the results and what a
-# resume needs first
-done_list=$out/repro-done.lst
-find "$root" -name '*.run' | while read -r r; do
-  m=${r%.run}.sqm
-  [ -s "$m" ] && printf '%s\n%s\n' "$m" "$m.ckpt"
-done > "$done_list"
 rm -f "$out"/repro.tar.gz* "$out/repro-models.tar.gz"
 tar -czf "$out/repro.tar.gz" --exclude='*.split' --exclude='*.seq' --exclude-from="$done_list" "$root"
 lim=${REPRO_PART_BYTES:-$((15 << 20))} # a part's bytes (the bats test's: small)
