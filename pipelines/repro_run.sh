@@ -26,8 +26,11 @@
 # Every training run with -o MODEL records how it was made in MODEL's
 # sidecar (MODEL without .sqm, plus .run): `device: DEV` and `args: ARG...`,
 # the command's options as given; a resume sets the args' --epochs to its own
-# and adds its device (`cpu+cuda`) when it differs. pipelines/paper_table.sh
-# --budget reads it for the tables' device and budget columns.
+# and adds its device (`cpu+cuda`) when it differs. A run that ends well adds
+# `stop: WHY EPOCHS`, the model's train.stop and train.epochs_done (read with
+# the seqrec-cat beside PROGRAM; seqrec-train(1)): `stop: patience 74` says
+# that --epochs did not bind. pipelines/paper_table.sh --budget reads the
+# record for the tables' device and budget columns.
 # Exit: the program's status, or 0 when the budget stopped it.
 set -u
 score=0
@@ -89,10 +92,29 @@ sidecar_resume() {
     echo "repro_run.sh: cannot update $side" >&2
 }
 
+# sidecar_end: how a run that ended well ended (train.stop and
+# train.epochs_done of its model), replacing what an earlier end said
+sidecar_end() {
+  [ -s "$side" ] && [ -s "$model" ] || return 0
+  cat=$(dirname "$prog")/seqrec-cat
+  [ -x "$cat" ] || return 0
+  "$cat" --header "$model" > "$side.hdr" &&
+    awk -v side="$side" '
+      FILENAME != side { sub(/^config\t/, ""); if (sub(/^train\.stop=/, "")) why = $0
+                         else if (sub(/^train\.epochs_done=/, "")) done = $0; next }
+      !/^stop: / { print }
+      END { if (why != "") print "stop: " why " " done }' "$side.hdr" "$side" > "$side.tmp" &&
+    mv "$side.tmp" "$side" || echo "repro_run.sh: cannot update $side" >&2
+  rm -f "$side.hdr" "$side.tmp"
+}
+
 if [ -z "${REPRO_DEADLINE:-}" ]; then
   sidecar_fresh "$@"
   # shellcheck disable=SC2086 # dev is one option and its value, or nothing
-  exec "$prog" "$@" $dev $graphs
+  "$prog" "$@" $dev $graphs
+  rc=$?
+  [ $rc != 0 ] || sidecar_end
+  exit $rc
 fi
 [ -n "$model" ] || { echo "repro_run.sh: no -o MODEL in the command" >&2; exit 64; }
 
@@ -119,4 +141,5 @@ if [ $rc = 124 ]; then
   echo "repro_run.sh: the GPU budget ran out during $model: its checkpoint is kept for the next make" >&2
   exit 0
 fi
+[ $rc != 0 ] || sidecar_end
 exit $rc

@@ -11,7 +11,9 @@
 #   --OPT!=V     not V (an option not given meets it: --target!=random)
 # VERDICT is "paper" when the recorded options meet every word, else what
 # falls short, e.g. "epochs 200 of 500, batch 256 (paper 2048)"; "-" for
-# an empty SPEC. Without a RECORD (a run made before records, or by hand):
+# an empty SPEC. A run that --patience ended before its --epochs (the
+# record's `stop: patience N`) meets every --epochs word: a larger cap
+# trains the same model (seqrec-train(1), train.stop). Without a RECORD (a run made before records, or by hand):
 # "-<TAB>-". The options a run did not give take seqrec-train's defaults,
 # which SPEC cannot see: the pipelines give the budget's options.
 set -eu
@@ -44,7 +46,8 @@ awk -v budget="$2" '
       want = substr(w[i], RSTART + RLENGTH); v = opt(o); m = ""
       sub(/^--/, "", o)
       if (k == ">=") {
-        if (v == "" || v + 0 < want + 0) m = o " " (v == "" ? "unset" : v) " of " want
+        if (o == "epochs" && stopped == "patience") m = "" # the cap did not bind
+        else if (v == "" || v + 0 < want + 0) m = o " " (v == "" ? "unset" : v) " of " want
       } else if (k == "!=") {
         if (v == want) m = o " " v
       } else {
@@ -59,6 +62,7 @@ awk -v budget="$2" '
   }
   /^device: / { dev = substr($0, 9) }
   /^args: / { na = split(substr($0, 7), args, " ") }
+  /^stop: / { split(substr($0, 7), st, " "); stopped = st[1] }
   END {
     if (bad) exit 65
     printf "%s\t%s\n", dev == "" ? "-" : dev, (na ? verdict() : "-")

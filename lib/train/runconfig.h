@@ -15,7 +15,8 @@
  *   a model option      the keys of the model's tables (its opts and more_opts:
  *                       for the transformer models, every attention kind's)
  *   a record of the run skipped: n_items, n_users, data.*, seqrec.*,
- *                       valid.*, train.best_epoch, MODEL.train_interactions
+ *                       valid.*, train.best_epoch, train.epochs_done,
+ *                       train.stop, MODEL.train_interactions
  *                       (pop's count) (what the data, the
  *                       version and the run put in a model file; nothing a
  *                       user chooses)

@@ -604,12 +604,27 @@ static int host_commit(const run *r, float *p, float *tmp, int rc, sq_err *e)
     return rc;
 }
 
+/* How the run ended, for whoever reads the model later: the epochs it
+ * trained and why it stopped there. "patience" says that --epochs did not
+ * bind: a larger cap trains the same model (nothing depends on the cap but
+ * the loop), which is how pipelines/run_budget.sh judges a run against a
+ * paper's epoch budget. */
+static int put_end(const run *r, sq_modelfile *mf, sq_err *e)
+{
+    const char *why = r->diverged ? "diverged" : r->st[ST_STOPPED] ? "patience" : "epochs";
+    int rc = sq_modelfile_set(mf, e, "train.epochs_done", "%" PRIu64, r->st[ST_EPOCHS_DONE]) ||
+             sq_modelfile_set(mf, e, "train.stop", "%s", why);
+    return rc ? e->code : 0;
+}
+
 static int write_model(const run *r, const char *path, sq_err *e)
 {
     sq_modelfile mf = {0};
     int rc = put_config(&mf, r->o, r->ds, e);
     if (!rc && r->st[ST_HAS_BEST])
         rc = put_best(r, &mf, e);
+    if (!rc)
+        rc = put_end(r, &mf, e);
     float *tmp = NULL;
     const float *p = NULL;
     if (!rc && !(p = host_copy(r, r->st[ST_HAS_BEST] ? r->best : r->net.params, &tmp, e)))

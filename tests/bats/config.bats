@@ -118,7 +118,8 @@ refused() {
   seqrec-train "${TINY[@]}" --epochs 1 --log /dev/null -o "$T/m.sqm" "$T/s.sqr"
   keys=$(printf '%s\n' "$output" | cut -f1)
   seqrec-cat --header "$T/m.sqm" | sed -n 's/^config\t\([^=]*\)=.*/\1/p' |
-    grep -v -e '^model$' -e '^n_items$' -e '^data\.' -e '^seqrec\.' -e '^valid\.' -e '^train\.best_epoch$' |
+    grep -v -e '^model$' -e '^n_items$' -e '^data\.' -e '^seqrec\.' -e '^valid\.' -e '^train\.best_epoch$' \
+      -e '^train\.epochs_done$' -e '^train\.stop$' |
     while read -r k; do grep -qx "$k" <<< "$keys" || { echo "not listed: $k"; false; }; done
 }
 

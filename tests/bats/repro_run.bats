@@ -112,7 +112,8 @@ setup() {
   $RR "$SEQREC_BIN/seqrec-train" "${O[@]}" --epochs 1 --log /dev/null -o "$T/a.sqm" "$T/t.sqr"
   [ "$(sed -n 1p "$T/a.run")" = "device: cpu" ]
   [ "$(sed -n 2p "$T/a.run")" = "args: ${O[*]} --epochs 1 --log /dev/null -o $T/a.sqm $T/t.sqr" ]
-  [ "$(wc -l < "$T/a.run")" -eq 2 ]
+  [ "$(sed -n 3p "$T/a.run")" = "stop: epochs 1" ]
+  [ "$(wc -l < "$T/a.run")" -eq 3 ]
   # scoring leaves none, and does not touch the run's
   cp "$T/a.run" "$T/a.run.was"
   $RR --score "$SEQREC_BIN/seqrec-score" -m "$T/a.sqm" "$T/t.sqr" > /dev/null
@@ -131,6 +132,7 @@ setup() {
   [[ "$output" == *"resumes from its checkpoint"* ]]
   [ "$(sed -n 1p "$T/r.run")" = "device: cuda+cpu" ]
   grep -q -- "^args: .*--epochs 3 --log" "$T/r.run"
+  [ "$(grep '^stop: ' "$T/r.run")" = "stop: epochs 3" ]
   rm "$T/r.sqm"
   REPRO_DEVICE=cuda REPRO_DEADLINE=$(( $(date +%s) + 600 )) $RR "$SEQREC_BIN/seqrec-train" \
     "${S[@]}" --epochs 4 --log /dev/null -o "$T/r.sqm" "$T/t.sqr" 2>/dev/null
@@ -140,6 +142,31 @@ setup() {
   [ "$output" = "cuda+cpu	paper" ]
   run -0 sh "$SEQREC_ROOT/pipelines/run_budget.sh" "$T/r.run" "--epochs>=500 --batch=2048 --loss!=ce --lr=1e-3"
   [ "$output" = "cuda+cpu	epochs 4 of 500, batch 12 (paper 2048), loss ce, lr unset (paper 1e-3)" ]
+}
+
+@test "repro_run: a run --patience ended records it, and run_budget.sh credits its epochs, nothing else" {
+  # a large learning rate: validation goes up and down; seeds until one stops early
+  for seed in 1 2 3 4 5 6 7 8; do
+    $RR "$SEQREC_BIN/seqrec-train" "${O[@]}" --patience 1 --lr 0.05 --seed $seed --epochs 15 \
+      --log "$T/p.log" -o "$T/p.sqm" "$T/t.sqr"
+    grep -q '^stop: patience' "$T/p.run" && break
+  done
+  [ "$(grep '^stop: ' "$T/p.run")" = "stop: patience $(wc -l < "$T/p.log")" ]
+  [ "$(wc -l < "$T/p.log")" -lt 15 ]
+  run -0 sh "$SEQREC_ROOT/pipelines/run_budget.sh" "$T/p.run" "--epochs>=500 --batch=16"
+  [ "$output" = "cpu	paper" ]
+  run -0 sh "$SEQREC_ROOT/pipelines/run_budget.sh" "$T/p.run" "--epochs>=500 --batch=2048 --dim>=64"
+  [ "$output" = "cpu	batch 16 (paper 2048), dim 16 of 64" ]
+  # the same run with the cap reached is judged by its cap; a failed run
+  # adds nothing, and a later end replaces the earlier one
+  $RR "$SEQREC_BIN/seqrec-train" "${O[@]}" --patience 1 --lr 0.05 --seed $seed --epochs 1 \
+    --log /dev/null -o "$T/p.sqm" "$T/t.sqr"
+  [ "$(grep -c '^stop: ' "$T/p.run")" -eq 1 ]
+  grep -q '^stop: epochs 1$' "$T/p.run"
+  run -0 sh "$SEQREC_ROOT/pipelines/run_budget.sh" "$T/p.run" "--epochs>=500"
+  [ "$output" = "cpu	epochs 1 of 500" ]
+  run -66 $RR "$SEQREC_BIN/seqrec-train" "${O[@]}" --epochs 1 -o "$T/q.sqm" "$T/none.sqr"
+  [ "$(wc -l < "$T/q.run")" -eq 2 ]
 }
 
 @test "run_budget.sh: no record gives '-'; an empty SPEC '-'; bad words and usage refused" {
