@@ -34,7 +34,7 @@ rr() { (cd "$SEQREC_ROOT" && GPU_CHECK_DRY=1 REPRO_ROOT="$T/r" OUT="$T/out" test
   grep -q "^# make linrec-runs BUILD=$PK DEVICE=cuda GPU_MINUTES=5 " "$T/out/repro.txt"
   grep -q "^# make exit 0 after " "$T/out/repro.txt"
   for r in sasrec lt; do
-    grep -q "^$T/r/linrec/$r	done	1 epochs logged	cuda$" "$T/out/repro.txt"
+    grep -q "^$T/r/linrec/$r	done (epochs)	1 epochs logged	cuda$" "$T/out/repro.txt"
     [ -s "$T/r/linrec/$r.json" ]
     # the pack's programs ran it (BUILD=PACK), with --cuda-graphs on the device
     grep -q "^device: cuda$" "$T/r/linrec/$r.run"
@@ -87,7 +87,7 @@ rr() { (cd "$SEQREC_ROOT" && GPU_CHECK_DRY=1 REPRO_ROOT="$T/r" OUT="$T/out" test
   run -0 rr "$PK" 5 linrec-runs LINREC_OUT="$T/r/linrec" LINREC_RUNS=sasrec EPOCHS=2 \
     LINREC_MAXLEN=12 LINREC_NET="$NET"
   [[ "$output" == *"resumes from its checkpoint"* ]]
-  grep -q "^$T/r/linrec/sasrec	done	2 epochs logged	cuda$" "$T/out/repro.txt"
+  grep -q "^$T/r/linrec/sasrec	done (epochs)	2 epochs logged	cuda$" "$T/out/repro.txt"
   grep -q -- "--epochs 2" "$T/r/linrec/sasrec.run"
 }
 

@@ -61,7 +61,8 @@ t0=$SECONDS
 make --no-print-directory "$target" BUILD="$here" DEVICE=cuda GPU_MINUTES="$minutes" "$@"
 rc=$?
 echo "# make exit $rc after $((SECONDS - t0)) s" >> "$sum"
-# each run with a record: done (its model written) or the epochs it has
+# each run with a record: done (its model written; how it ended, from its
+# record: patience, epochs or diverged) or the epochs it has
 # so far; the done runs' models and checkpoints listed to go apart (the
 # results and what a resume needs first)
 done_list=$out/repro-done.lst
@@ -70,7 +71,7 @@ find "$root" -name '*.run' | sort | while read -r r; do
   m=${r%.run}.sqm
   epochs=$(grep -c '"epoch"' "${r%.run}.log" 2>/dev/null)
   if [ -s "$m" ]; then
-    state="done"
+    state="done$(sed -n 's/^stop: \([a-z]*\).*/ (\1)/p' "$r")" # patience, epochs or diverged
     printf '%s\n%s\n' "$m" "$m.ckpt" >> "$done_list"
   elif [ -s "$m.ckpt" ]; then state="to resume"; else state="not started"; fi
   printf '%s\t%s\t%s epochs logged\t%s\n' "${r%.run}" "$state" "${epochs:-0}" "$(sed -n 's/^device: //p' "$r")"
