@@ -14,8 +14,9 @@
 # an empty SPEC. A run that --patience ended before its --epochs (the
 # record's `stop: patience N`) meets every --epochs word: a larger cap
 # trains the same model (seqrec-train(1), train.stop). Without a RECORD (a
-# run made before records, or by hand): "-<TAB>-". The options a run did not give take seqrec-train's defaults,
-# which SPEC cannot see: the pipelines give the budget's options.
+# run made before records, or by hand): "-<TAB>-". The options a run did
+# not give take seqrec-train's defaults, which SPEC cannot see: the
+# pipelines give the budget's options.
 set -eu
 [ $# -eq 2 ] || { echo "usage: run_budget.sh RECORD SPEC" >&2; exit 64; }
 rec=$1
