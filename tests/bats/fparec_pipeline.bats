@@ -87,6 +87,13 @@ metrics() {
   [[ "$line" == *" $T/out attn- "* ]]
   [[ "$line" == *"> $T/out/table3.md.tmp && mv $T/out/table3.md.tmp $T/out/table3.md"* ]]
   [ "$(tail -n 1 <<< "$output")" = "sh pipelines/repro_docs.sh doc/repro/fparec.md" ]
+  # fparec-attn-tables alone: the same table, from the runs there are, training nothing
+  run -0 mk -n fparec-attn-tables FPAREC_OUT="$T/out"
+  [ "$(table_cmd)" = "$line" ]
+  [[ "$output" != *seqrec-train* ]]
+  run -0 mk -n fparec-sasrec-tables FPAREC_OUT="$T/out"
+  [[ "$(table_cmd)" == *"> $T/out/sasrec.md.tmp"* ]]
+  [[ "$output" != *seqrec-train* ]]
   # the command on .json files holding the report's own numbers gives the report's block
   sed -n '/^<!-- include repro\/fparec\/table3.md -->$/,/^<!-- end include -->$/p' "$doc" | sed '1d;$d' > "$T/block"
   [ -s "$T/block" ]
