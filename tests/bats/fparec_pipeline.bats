@@ -100,11 +100,25 @@ metrics() {
   mkdir "$T/out"
   kinds=(softmax linear mixing positional fpositional linrec efficient hydra b4r-softmax b4r-hydra)
   i=0
-  while IFS='|' read -r _ _ b _ s _; do
-    read -r bh _ bn <<< "$b"
-    read -r sh _ sn <<< "$s"
-    printf '{"hr@10": %s, "ndcg@10": %s}\n' "$bh" "$bn" > "$T/out/attn-Beauty-${kinds[i]}.json"
-    printf '{"hr@10": %s, "ndcg@10": %s}\n' "$sh" "$sn" > "$T/out/attn-Sports_and_Outdoors-${kinds[i]}.json"
+  # a cell's run, its .json and its record (device, and the budget's
+  # options for "paper"; "-": none): DATA CELL DEVICE BUDGET
+  cell() {
+    local f=$T/out/attn-$1-${kinds[i]} h n
+    read -r h _ n <<< "$2"
+    [ "$h" = "(not" ] || printf '{"hr@10": %s, "ndcg@10": %s}\n' "$h" "$n" > "$f.json"
+    case $3:$4 in
+      -:-) ;;
+      *:paper) printf 'device: %s\nargs: --epochs 201 --batch 128\n' "$3" > "$f.run" ;;
+      *) echo "a budget cell this test cannot make again: $3 $4"; return 1 ;;
+    esac
+  }
+  while IFS='|' read -r _ _ b _ s _ dev bud _; do
+    read -r dev <<< "$dev"
+    read -r bud <<< "$bud"
+    [ "$dev" = - ] && dev="- / -"
+    [ "$bud" = - ] && bud="- / -"
+    cell Beauty "$b" "${dev%% / *}" "${bud%% / *}"
+    cell Sports_and_Outdoors "$s" "${dev#* / }" "${bud#* / }"
     i=$((i + 1))
   done < <(sed -n '5,$p' "$T/block" | grep '^| ')
   [ "$i" -eq 10 ]
