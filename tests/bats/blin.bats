@@ -100,6 +100,11 @@ ndcg() { sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$@"; }
   grep -q '^0.5 0.100000 0.050000$' "$T/r/fig5.dat"
   grep -q '^2 0.300000 0.200000$' "$T/r/fig5.dat"
   if command -v gnuplot > /dev/null; then [ -s "$T/r/fig5.png" ]; fi
+  # blin-tables: the three tables and the figure from the runs there are, training nothing
+  run -0 mk -n blin-tables BLIN_OUT="$T/out"
+  [ "$(grep -c 'pipelines/paper_table.sh --budget "--epochs>=200 --batch=256"' <<< "$output")" -eq 3 ]
+  grep -q "pipelines/blin_fig5.sh $T/out" <<< "$output"
+  [[ "$output" != *seqrec-train* ]]
 }
 
 @test "blin: --attention-map draws the padded input the model scores" {
