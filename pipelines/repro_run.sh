@@ -96,9 +96,9 @@ sidecar_resume() {
 # train.epochs_done of its model), replacing what an earlier end said
 sidecar_end() {
   [ -s "$side" ] && [ -s "$model" ] || return 0
-  cat=$(dirname "$prog")/seqrec-cat
-  [ -x "$cat" ] || return 0
-  "$cat" --header "$model" > "$side.hdr" &&
+  seqrec_cat=$(dirname "$prog")/seqrec-cat
+  [ -x "$seqrec_cat" ] || return 0
+  "$seqrec_cat" --header "$model" > "$side.hdr" &&
     awk -v side="$side" '
       FILENAME != side { sub(/^config\t/, ""); if (sub(/^train\.stop=/, "")) why = $0
                          else if (sub(/^train\.epochs_done=/, "")) done = $0; next }

@@ -61,10 +61,10 @@ t0=$SECONDS
 make --no-print-directory "$target" BUILD="$here" DEVICE=cuda GPU_MINUTES="$minutes" "$@"
 rc=$?
 echo "# make exit $rc after $((SECONDS - t0)) s" >> "$sum"
-# each run with a record: done (its model written; how it ended, from its
-# record: patience, epochs or diverged) or the epochs it has
-# so far; the done runs' models and checkpoints listed to go apart (the
-# results and what a resume needs first)
+# each run with a record: done (its model written; how it ended, from the
+# record: patience, epochs or diverged), to resume, or not started, with the
+# epochs it has logged; the done runs' models and checkpoints listed to go
+# apart (the results and what a resume needs first)
 done_list=$out/repro-done.lst
 : > "$done_list"
 find "$root" -name '*.run' | sort | while read -r r; do
