@@ -400,15 +400,15 @@ clean:
 	rm -rf build build-san build-avx2 build-base bench/out demo-out
 
 # ---- fuzzing (issue 11): `make fuzz`, tests/fuzz/README.md ----
-# libFuzzer harnesses for the stream reader, the raw log reader and the
-# model-file reader, built with clang under ASan and UBSan from their own
+# libFuzzer harnesses for the stream reader, the raw log reader, the
+# model-file reader and the text readers, built with clang under ASan and UBSan from their own
 # objects in build-fuzz/ (never build/'s). Each runs FUZZ_SECONDS from a
 # scratch copy of its seed corpus tests/fuzz/corpus/NAME/; a crash fails
 # the target and leaves its input in build-fuzz/crashes/NAME/.
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_BUILD := build-fuzz
-FUZZ_NAMES := stream raw model
+FUZZ_NAMES := stream raw model text
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS := -std=c11 -O1 -g -Wall -Wextra -Wshadow -Wvla -Wno-pass-failed -ffp-contract=off -fno-math-errno -D_DEFAULT_SOURCE \
   -D_FILE_OFFSET_BITS=64 -DSEQREC_VERSION='"$(VERSION)"' -fopenmp $(LIB_INC) $(FUZZ_SAN)

@@ -138,9 +138,10 @@ static int write_records(const record_list *l, const sq_header *h, const char *i
     for (size_t i = 0; !rc && i < l->n; i++) {
         sq_record rec = l->recs[i];
         size_t off = (size_t)(uintptr_t)rec.items;
-        rec.items = h->kind == SQ_RANKS ? NULL : l->arr.items + off;
-        rec.ts = (h->flags & SQ_FLAG_TS) ? l->arr.ts + off : NULL;
-        rec.scores = h->kind == SQ_TOPK ? l->arr.scores + off : NULL;
+        /* the arrays are NULL when every record is empty: no offset then */
+        rec.items = h->kind != SQ_RANKS && l->arr.items ? l->arr.items + off : NULL;
+        rec.ts = (h->flags & SQ_FLAG_TS) && l->arr.ts ? l->arr.ts + off : NULL;
+        rec.scores = h->kind == SQ_TOPK && l->arr.scores ? l->arr.scores + off : NULL;
         rc = sq_write(&w, &rec, e);
         if (rc == SQ_EX_DATA)
             rc = at_line(e, in_name, l->lines[i]);

@@ -10,7 +10,7 @@ C=tests/fuzz/corpus
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 rm -rf "$C"
-mkdir -p "$C/stream" "$C/raw" "$C/model"
+mkdir -p "$C/stream" "$C/raw" "$C/model" "$C/text"
 export TZ=UTC SOURCE_DATE_EPOCH=0
 
 # ---- raw logs: 2 option bytes (see fuzz_raw.c), then the file ----
@@ -58,7 +58,7 @@ seed "$T/ml.tar.xz"   000 007 tar-xz-ratings.dat
 S=$C/stream
 $B/seqrec-synth --users 8 --items 15 --clusters 3 --min-len 3 --mean-len 5 --max-len 8 \
   --seed 3 --format stream -o "$S/sequences-ts"
-$B/seqrec-preprocess --format sasrec -o "$S/sequences" "$T/sasrec.txt"
+$B/seqrec-preprocess --format sasrec --map "$T/sasrec.map" -o "$S/sequences" "$T/sasrec.txt"
 $B/seqrec-split --leave-one-out -o "$S/split-ts" "$S/sequences-ts"
 $B/seqrec-split --leave-one-out -o "$T/split" "$S/sequences"
 cp "$T/split" "$S/split"
@@ -80,4 +80,19 @@ cp "$T/sasrec-softmax.sqm.ckpt" "$M/sasrec-softmax.ckpt"
 
 $B/seqrec-score -m "$M/sasrec-softmax.sqm" --target test -o "$S/ranks" "$T/split"
 $B/seqrec-score -m "$M/pop.sqm" --topk 3 --format stream -o "$S/topk" "$T/split"
+# ---- text: 2 option bytes (see fuzz_text.c), then the text ----
+X=$C/text
+# text B0 B1 NAME < TEXT: B0/B1 in octal
+text() { { printf "\\$1\\$2"; cat; } > "$X/$3"; }
+$B/seqrec-cat "$S/sequences-ts" | text 010 000 sequences-ts
+$B/seqrec-cat "$S/sequences" | text 000 000 sequences
+$B/seqrec-cat "$S/split-ts" | text 011 000 split-ts
+$B/seqrec-cat "$S/split" | text 021 024 split-n-items-20
+$B/seqrec-cat "$S/padded-zero" | text 042 005 padded-max-len-5
+$B/seqrec-cat "$S/padded-randompad" | text 042 005 padded-randompad
+$B/seqrec-cat "$S/ranks" | text 003 000 ranks
+$B/seqrec-cat "$S/topk" | text 004 000 topk
+text 005 000 map < "$T/sasrec.map"
+printf '3\n7\r\n15\n99\n' | text 006 017 exclude-items
+printf '1\n2\n3\n' | text 106 017 allow-items
 ls -l "$C"/*

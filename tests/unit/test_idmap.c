@@ -185,3 +185,25 @@ UNIT_TEST(test_idmap_inter)
     CHECK(strstr(e.msg, "o.map is not the id map of m.sqm") != NULL);
     sq_inter_free(&tab);
 }
+
+UNIT_TEST(test_idmap_dense_id_bound)
+{
+    /* holes are allowed up to the map's count of lines (4 here) */
+    sq_idmap m;
+    sq_err e = {0};
+    static const char holes[] = "user\t1\ta\nuser\t4\td\nitem\t3\tc\nitem\t1\tx";
+    CHECK_EQ(sq_idmap_parse(&m, holes, strlen(holes), "h.map", &e), 0);
+    CHECK_STR(sq_idmap_user(&m, 4), "d");
+    CHECK(sq_idmap_user(&m, 2) == NULL);
+    CHECK_STR(sq_idmap_item(&m, 3), "c");
+    sq_idmap_free(&m);
+    /* a dense id above it is refused, not a table of that size allocated */
+    static const char big[] = "user\t1\ta\nitem\t4000000000\tx\n";
+    CHECK_EQ(sq_idmap_parse(&m, big, strlen(big), "big.map", &e), SQ_EX_DATA);
+    CHECK_STR(e.msg, "big.map: line 2: dense item id 4000000000 is above the map's 2 lines "
+                     "(a map numbers each kind's ids 1..N, one a line)");
+    memset(&e, 0, sizeof e);
+    static const char one_over[] = "user\t1\ta\nuser\t3\tc\n";
+    CHECK_EQ(sq_idmap_parse(&m, one_over, strlen(one_over), "o.map", &e), SQ_EX_DATA);
+    CHECK(strstr(e.msg, "o.map: line 2: dense user id 3 is above the map's 2 lines") != NULL);
+}

@@ -333,6 +333,25 @@ UNIT_TEST(test_textenc_empty_input)
     sq_header_free(&d.h);
 }
 
+/* When every record is empty the item arrays are never allocated: the
+ * records still encode (no offset from a NULL array; UBSan checks). */
+UNIT_TEST(test_textenc_all_records_empty)
+{
+    sq_text_encode_opts o = {.kind = SQ_TOPK, .n_items = 5};
+    decoded d;
+    accepted(t, "1\t\n2\t\n", 6, &o, &d);
+    CHECK_EQ(d.n, 2);
+    CHECK_EQ(d.rec[0].len, 0);
+    CHECK_EQ(d.rec[1].user, 2);
+    sq_header_free(&d.h);
+    /* an empty sequence or split (with timestamps or without) is refused
+     * by the writer, named by its line */
+    o = (sq_text_encode_opts){.kind = SQ_SEQUENCES, .n_items = -1};
+    refused(t, "1\t \n", &o, "in.txt: line 1: empty record (a user with no items)");
+    o = (sq_text_encode_opts){.kind = SQ_SPLIT, .with_ts = 1, .n_items = -1};
+    refused(t, "1\t\t\t\t\n", &o, "in.txt: line 1: empty record (a user with no items)");
+}
+
 UNIT_TEST(test_textenc_ranks_topk)
 {
     /* ranks text: user rank n_cand item; n_items = the largest target */
