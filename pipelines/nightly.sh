@@ -74,8 +74,8 @@ EOF
 
 for a in "$@"; do
     case $a in
-    -h|--help) usage; exit 0 ;;
-    -V|--version) echo "$ME (seqrec) $VERSION"; exit 0 ;;
+    -h|--help) usage || exit 74; exit 0 ;; # 74: stdout refused it (a full disk)
+    -V|--version) echo "$ME (seqrec) $VERSION" || exit 74; exit 0 ;;
     NIGHTLY_*=*)
         case " $(echo $SETTINGS) " in
         *" ${a%%=*} "*) export "${a?}" ;;

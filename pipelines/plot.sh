@@ -48,8 +48,8 @@ while [ $# -gt 0 ]; do
     --metric=*) metric=${1#*=}; shift ;;
     --names=*) names=${1#*=}; shift ;;
     --title=*) title=${1#*=}; shift ;;
-    -h|--help) usage; exit 0 ;;
-    -V|--version) echo "$ME (seqrec) $VERSION"; exit 0 ;;
+    -h|--help) usage || exit 74; exit 0 ;; # 74: stdout refused it (a full disk)
+    -V|--version) echo "$ME (seqrec) $VERSION" || exit 74; exit 0 ;;
     --) shift; break ;;
     -?*) usage_error "unknown option '$1'" ;;
     *) break ;;

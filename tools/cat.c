@@ -258,5 +258,5 @@ int main(int argc, char **argv)
     if (!rc && run(&o, argv + optind, argc - optind, &e))
         rc = sq_report(PROG, &e);
     free(o.meta);
-    return rc < 0 ? 0 : rc;
+    return rc < 0 ? sq_cli_info_done(PROG) : rc;
 }

@@ -317,5 +317,5 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
     if (!rc && run(&o, &e))
         rc = sq_report(PROG, &e);
-    return rc < 0 ? 0 : rc;
+    return rc < 0 ? sq_cli_info_done(PROG) : rc;
 }

@@ -320,7 +320,7 @@ int main(int argc, char **argv)
     args a = {.k = {10, 20}, .n_k = 2, .boot = 1000, .seed = 1};
     int rc = parse_args(argc, argv, &a);
     if (rc)
-        return rc < 0 ? 0 : rc;
+        return rc < 0 ? sq_cli_info_done(prog) : rc;
     run_t r;
     memset(&r, 0, sizeof r);
     sq_err err = {0};

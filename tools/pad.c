@@ -177,7 +177,7 @@ int main(int argc, char **argv)
     pad_args a = {.copies = 1, .seed = 1, .mode = SQ_PAD_ZERO_LEFT};
     int rc = parse_args(argc, argv, &a);
     if (rc)
-        return rc < 0 ? 0 : rc;
+        return rc < 0 ? sq_cli_info_done(prog) : rc;
     sq_err err = {0};
     sq_filter f = {0};
     if (sq_filter_open(&f, a.in_path, a.out_path, &err) || pad_header(&f, &a, &err) ||

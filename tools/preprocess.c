@@ -455,7 +455,7 @@ int main(int argc, char **argv)
     o.new_items = -1;
     int rc = parse_args(argc, argv, &o);
     if (rc)
-        return rc < 0 ? 0 : rc;
+        return rc < 0 ? sq_cli_info_done(PROG) : rc;
 
     const char **inputs = (const char **)argv + optind;
     int n_inputs = argc - optind;

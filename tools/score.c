@@ -872,7 +872,7 @@ int main(int argc, char **argv)
     a.precision = SQ_PREC_TF32;
     int rc = parse_args(argc, argv, &a);
     if (rc)
-        return rc < 0 ? 0 : rc;
+        return rc < 0 ? sq_cli_info_done(prog) : rc;
     sq_err err = {0};
     /* OpenMP and OpenBLAS: -j, or every CPU; the team starts before any output */
     if (sq_threads_start(a.eo.threads, 0, &err) < 0)

@@ -41,11 +41,11 @@ int main(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 64 : 0;
+        return argc < 2 ? 64 : sq_cli_info_done("seqrec");
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
         sq_cli_version("seqrec");
-        return 0;
+        return sq_cli_info_done("seqrec");
     }
     const char *cmd = argv[1];
     if (strchr(cmd, '/') || cmd[0] == '-') {

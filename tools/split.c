@@ -180,7 +180,7 @@ int main(int argc, char **argv)
     split_args a = {.opts = {.mode = SQ_SPLIT_LOO}};
     int rc = parse_args(argc, argv, &a);
     if (rc)
-        return rc < 0 ? 0 : rc;
+        return rc < 0 ? sq_cli_info_done(prog) : rc;
     sq_err err = {0};
     sq_filter f = {0};
     uint64_t n_users = 0, n_short = 0;

@@ -133,7 +133,7 @@ int main(int argc, char **argv)
     int stream = 0;
     int rc = parse_args(argc, argv, &o, &output, &stream);
     if (rc)
-        return rc < 0 ? 0 : rc;
+        return rc < 0 ? sq_cli_info_done(prog) : rc;
     sq_err err = {0};
     sq_synth s;
     if (sq_synth_init(&s, &o, &err)) {

@@ -214,7 +214,8 @@ static void usage(const optset *s)
            "                      (seqrec-export --id-map, seqrec-preprocess --model).\n"
            "                      Without it, --init and --resume carry over their\n"
            "                      model's map when it is the stream's\n"
-           "  --log FILE          epoch lines to FILE instead of standard error\n"
+           "  --log FILE          epoch lines to FILE (- standard output) instead of\n"
+           "                      standard error\n"
            "  --config FILE       settings as key=value lines, the keys of a model\n"
            "                      file's config (a .sqm file itself is one, and so\n"
            "                      is what seqrec-cat --header prints); options given\n"
@@ -297,6 +298,28 @@ static void validating(void *p, uint64_t epoch, uint64_t done, uint64_t total)
 }
 
 /* A terminal's line for an epoch whose JSON line goes to a --log file. */
+/* The epoch log: standard error without --log, standard output for
+ * "--log -" (a model never goes there: -o - is refused), else the file. */
+static FILE *log_open(const char *path, const char *mode)
+{
+    if (!path)
+        return stderr;
+    return strcmp(path, "-") == 0 ? stdout : fopen(path, mode);
+}
+
+static const char *log_name(const char *path)
+{
+    return !path ? "<stderr>" : strcmp(path, "-") == 0 ? "<stdout>" : path;
+}
+
+/* 0, or -1 when the log's last lines could not be written. */
+static int log_close(FILE *f)
+{
+    if (f == stderr || f == stdout)
+        return fflush(f) || ferror(f) ? -1 : 0;
+    return fclose(f) ? -1 : 0;
+}
+
 static void human_line(const out_ctx *c, const sq_epoch_stats *s)
 {
     fprintf(stderr, "epoch %" PRIu64 "/%d loss %.4f", s->epoch, c->epochs, s->loss);
@@ -640,14 +663,13 @@ static int fit(args *a, const sq_dataset *ds, sq_err *e)
         return e->code;
     if (!evaluated)
         return 0;
-    FILE *lf = a->log_path ? fopen(a->log_path, "w") : stderr;
+    FILE *lf = log_open(a->log_path, "w");
     if (!lf)
         return sq_fail(e, SQ_EX_CANTCREAT, "%s: %s", a->log_path, strerror(errno));
     fprintf(lf, "{\"model\":\"%s\",\"valid\":{\"hr@10\":%.6f,\"ndcg@10\":%.6f}}\n",
             a->model->name, hr, ndcg);
-    if ((lf != stderr && fclose(lf)) || (lf == stderr && fflush(lf)))
-        return sq_fail(e, SQ_EX_IO, "%s: cannot write the log",
-                       a->log_path ? a->log_path : "<stderr>");
+    if (log_close(lf))
+        return sq_fail(e, SQ_EX_IO, "%s: cannot write the log", log_name(a->log_path));
     return 0;
 }
 
@@ -717,9 +739,9 @@ static int train(args *a, const sq_dataset *ds, sq_err *e)
     /* under a launcher rank 0 alone logs (and draws the bar) */
     int rank0 = !a->o.comm || a->o.comm->rank == 0;
     FILE *log = stderr;
-    if (rank0 && a->log_path && !(log = fopen(a->log_path, a->resume ? "a" : "w")))
+    if (rank0 && !(log = log_open(a->log_path, a->resume ? "a" : "w")))
         return sq_fail(e, SQ_EX_CANTCREAT, "%s: %s", a->log_path, strerror(errno));
-    out_ctx oc = {.log = log, .name = a->log_path ? a->log_path : "<stderr>",
+    out_ctx oc = {.log = log, .name = log_name(a->log_path),
                   .bar = rank0 && isatty(STDERR_FILENO), .epochs = a->o.epochs};
     oc.t_run = oc.t_epoch = wall_now();
     sq_train_hooks hooks = {.ctx = &oc, .progress = progress, .epoch = epoch_line,
@@ -742,8 +764,8 @@ static int train(args *a, const sq_dataset *ds, sq_err *e)
     if (!rc && rank0 && a->o.graphs && !a->o.graphs_eager && !sq_ctx_graph_stats(a->o.cx, &keys, &replays, e))
         fprintf(stderr, "seqrec-train: --cuda-graphs: %d batch sizes captured, %ld steps "
                 "replayed\n", keys, replays);
-    if (log != stderr && fclose(log) && !rc)
-        rc = sq_fail(e, SQ_EX_IO, "%s: %s", a->log_path, strerror(errno));
+    if (log_close(log) && !rc)
+        rc = sq_fail(e, SQ_EX_IO, "%s: %s", log_name(a->log_path), strerror(errno));
     return rc;
 }
 
@@ -819,5 +841,5 @@ out:
     free(a.given);
     free(a.train_given);
     free(a.o.cfg);
-    return rc < 0 ? 0 : rc;
+    return rc < 0 ? sq_cli_info_done(prog) : rc;
 }

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int sq_cli_usage_error(const char *prog, const char *fmt, ...)
 {
@@ -27,6 +28,16 @@ int sq_cli_try_help(const char *prog)
 void sq_cli_version(const char *prog)
 {
     printf("%s (seqrec) %s\n", prog, SEQREC_VERSION);
+}
+
+int sq_cli_info_done(const char *prog)
+{
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return 0;
+    int err = errno;
+    fprintf(stderr, "%s: <stdout>: write error%s%s\n", prog, err ? ": " : "",
+            err ? strerror(err) : "");
+    return SQ_EX_IO;
 }
 
 /* A whole-string decimal: digits, after one '-' where neg is allowed. */

@@ -32,6 +32,11 @@ int sq_cli_try_help(const char *prog);
  * line of every program (tests/bats/seqrec.bats checks them all). */
 void sq_cli_version(const char *prog);
 
+/* The exit status after --help or --version: 0, or 74 with "PROG: <stdout>:
+ * write error: ..." when standard output could not take the text (a full
+ * disk), as GNU programs do: a caller saving the help must hear of it. */
+int sq_cli_info_done(const char *prog);
+
 /* An integer in [lo, hi] (inclusive). */
 int sq_cli_int(const char *s, int lo, int hi, int *out);
 int sq_cli_long(const char *s, long lo, long hi, long *out);

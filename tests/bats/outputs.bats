@@ -151,3 +151,23 @@ kill_mid_write() {
   [ ! -e "$T/o/m.sqm" ]
   no_leftovers "$T/o"
 }
+
+@test "outputs: train --log - writes the epoch lines to stdout; a full stdout is 74 and no model" {
+  mkdir "$T/o"
+  run --separate-stderr seqrec-train --dim 8 --ffn 8 --max-len 10 --epochs 2 --threads 1 --log - \
+    -o "$T/o/m.sqm" "$T/want.sqr"
+  [ "$status" -eq 0 ]
+  [ "${#lines[@]}" -eq 2 ]
+  [[ "${lines[1]}" == '{"epoch":2,"loss":'* ]]
+  [ ! -e ./- ] && [ ! -e "$T/-" ]
+  [ -s "$T/o/m.sqm" ]
+  rm -f "$T/o/"*
+  if [ -c /dev/full ]; then
+    run bash -c 'seqrec-train --dim 8 --ffn 8 --max-len 10 --epochs 2 --threads 1 --log - \
+      -o "$1" "$2" > /dev/full' _ "$T/o/m.sqm" "$T/want.sqr"
+    [ "$status" -eq 74 ]
+    [[ "$output" == *"seqrec-train: <stdout>: cannot write the log"* ]]
+    [ ! -e "$T/o/m.sqm" ]
+    no_leftovers "$T/o"
+  fi
+}

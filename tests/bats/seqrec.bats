@@ -71,3 +71,16 @@ built_commands() {
     done
   done
 }
+
+@test "every program's --help and --version to a full disk: 74 and a message, not 0" {
+  [ -c /dev/full ] || skip "no /dev/full"
+  for p in "$SEQREC_BIN"/seqrec "$SEQREC_BIN"/seqrec-*; do
+    for o in --help --version; do
+      run "$p" "$o"
+      [ "$status" -eq 0 ] || { echo "${p##*/} $o: $status"; false; }
+      run bash -c '"$1" "$2" > /dev/full' _ "$p" "$o"
+      [ "$status" -eq 74 ] || { echo "${p##*/} $o > /dev/full: $status"; false; }
+      [[ "$output" == *"rror"* ]] || { echo "${p##*/} $o: no message: '$output'"; false; }
+    done
+  done
+}
