@@ -218,15 +218,13 @@ int sq_idmap_line(const char *s, size_t n, const char *path, unsigned long long 
  * CR). Messages are formed before the map is freed: they quote it.
  *
  * A map may have holes (a dense id without a line), but no dense id above
- * its count of lines: the tables are indexed by dense id, and a corrupt
- * id of 4e9 would otherwise ask for 32 GB instead of being refused. */
+ * its size in bytes (a line takes at least 9, so a map of N ids has more
+ * than N bytes): the tables are indexed by dense id, and a corrupt id of
+ * 4e9 would otherwise ask for 32 GB instead of being refused. */
 static int idmap_parse(sq_idmap *m, size_t len, const char *name, sq_err *e)
 {
     if (memchr(m->text, '\0', len))
         return sq_fail(e, SQ_EX_DATA, "%s: NUL byte in a map file", name);
-    uint64_t lines = len && m->text[len - 1] != '\n'; /* a last line without its newline */
-    for (const char *q = m->text; (q = strchr(q, '\n')) != NULL; q++)
-        lines++;
     char *p = m->text;
     for (uint64_t line = 1; *p; line++) {
         char *eol = strchr(p, '\n');
@@ -239,11 +237,11 @@ static int idmap_parse(sq_idmap *m, size_t len, const char *name, sq_err *e)
         rc = sq_idmap_line(p, n, name, (unsigned long long)line, &kind, &dense, &orig, &ol, e);
         if (rc > 1)
             return rc;
-        if (rc == 0 && dense > lines)
-            return sq_fail(e, SQ_EX_DATA, "%s: line %llu: dense %s id %u is above the map's "
-                           "%llu lines (a map numbers each kind's ids 1..N, one a line)",
-                           name, (unsigned long long)line, kind ? "item" : "user",
-                           (unsigned)dense, (unsigned long long)lines);
+        if (rc == 0 && dense > len)
+            return sq_fail(e, SQ_EX_DATA, "%s: line %llu: dense %s id %u is larger than "
+                           "the map itself (%zu bytes; a map numbers each kind's ids 1..N, "
+                           "a line each)", name, (unsigned long long)line,
+                           kind ? "item" : "user", (unsigned)dense, len);
         if (rc == 0) {
             ((char *)orig)[ol] = '\0';
             if (map_put(kind ? &m->item : &m->user, kind ? &m->n_item : &m->n_user, dense,

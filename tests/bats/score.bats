@@ -270,7 +270,7 @@ need_model() {
   # a corrupt dense id is refused by its line, not a 32 GB table allocated
   { cat "$T/map.tsv"; printf 'item\t4000000000\tx\n'; } > "$T/huge.tsv"
   run -65 seqrec-score -m "$T/m.sqm" -k 1 --map "$T/huge.tsv" "$T/split.sqr"
-  [[ "$output" == *"$T/huge.tsv: line $(wc -l < "$T/huge.tsv"): dense item id 4000000000 is above the map's"* ]]
+  [[ "$output" == *"$T/huge.tsv: line $(wc -l < "$T/huge.tsv"): dense item id 4000000000 is larger than the map itself"* ]]
 }
 
 @test "a binary stream is never written to a terminal (64); TSV is" {

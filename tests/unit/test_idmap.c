@@ -188,22 +188,27 @@ UNIT_TEST(test_idmap_inter)
 
 UNIT_TEST(test_idmap_dense_id_bound)
 {
-    /* holes are allowed up to the map's count of lines (4 here) */
+    /* holes are allowed (test_userlist has a sparse map too) */
     sq_idmap m;
     sq_err e = {0};
-    static const char holes[] = "user\t1\ta\nuser\t4\td\nitem\t3\tc\nitem\t1\tx";
+    static const char holes[] = "user\t1\ta\nuser\t9\td\nitem\t3\tc\nitem\t1\tx";
     CHECK_EQ(sq_idmap_parse(&m, holes, strlen(holes), "h.map", &e), 0);
-    CHECK_STR(sq_idmap_user(&m, 4), "d");
+    CHECK_STR(sq_idmap_user(&m, 9), "d");
     CHECK(sq_idmap_user(&m, 2) == NULL);
     CHECK_STR(sq_idmap_item(&m, 3), "c");
     sq_idmap_free(&m);
-    /* a dense id above it is refused, not a table of that size allocated */
+    /* a dense id above the map's size in bytes is refused, not a table of
+     * that size allocated */
     static const char big[] = "user\t1\ta\nitem\t4000000000\tx\n";
     CHECK_EQ(sq_idmap_parse(&m, big, strlen(big), "big.map", &e), SQ_EX_DATA);
-    CHECK_STR(e.msg, "big.map: line 2: dense item id 4000000000 is above the map's 2 lines "
-                     "(a map numbers each kind's ids 1..N, one a line)");
+    CHECK_STR(e.msg, "big.map: line 2: dense item id 4000000000 is larger than the map "
+                     "itself (27 bytes; a map numbers each kind's ids 1..N, a line each)");
     memset(&e, 0, sizeof e);
-    static const char one_over[] = "user\t1\ta\nuser\t3\tc\n";
+    static const char one_over[] = "user\t1\ta\nuser\t20\tc\n"; /* 19 bytes */
     CHECK_EQ(sq_idmap_parse(&m, one_over, strlen(one_over), "o.map", &e), SQ_EX_DATA);
-    CHECK(strstr(e.msg, "o.map: line 2: dense user id 3 is above the map's 2 lines") != NULL);
+    CHECK(strstr(e.msg, "o.map: line 2: dense user id 20 is larger than the map itself (19 "
+                        "bytes") != NULL);
+    static const char at[] = "user\t1\ta\nuser\t19\tc\n";
+    CHECK_EQ(sq_idmap_parse(&m, at, strlen(at), "at.map", &e), 0);
+    sq_idmap_free(&m);
 }
