@@ -653,24 +653,27 @@ static int resume_opts(args *a, const sq_dataset *ds, sq_err *e)
     return 0;
 }
 
-/* A one-pass model: fit, write, and log its validation. */
+/* A one-pass model: fit, write, and log its validation. The log is opened
+ * first (73 before any work, as a trained model's), and a log line that
+ * cannot be written takes the model with it: a failed run leaves no
+ * output. */
 static int fit(args *a, const sq_dataset *ds, sq_err *e)
 {
     int evaluated;
     double hr, ndcg;
-    if (sq_train_fit(a->model, ds, a->out_path, a->map_bytes, a->map_len, a->o.threads,
-                     &evaluated, &hr, &ndcg, e))
-        return e->code;
-    if (!evaluated)
-        return 0;
     FILE *lf = log_open(a->log_path, "w");
     if (!lf)
         return sq_fail(e, SQ_EX_CANTCREAT, "%s: %s", a->log_path, strerror(errno));
-    fprintf(lf, "{\"model\":\"%s\",\"valid\":{\"hr@10\":%.6f,\"ndcg@10\":%.6f}}\n",
-            a->model->name, hr, ndcg);
-    if (log_close(lf))
-        return sq_fail(e, SQ_EX_IO, "%s: cannot write the log", log_name(a->log_path));
-    return 0;
+    int rc = sq_train_fit(a->model, ds, a->out_path, a->map_bytes, a->map_len, a->o.threads,
+                          &evaluated, &hr, &ndcg, e);
+    if (!rc && evaluated)
+        fprintf(lf, "{\"model\":\"%s\",\"valid\":{\"hr@10\":%.6f,\"ndcg@10\":%.6f}}\n",
+                a->model->name, hr, ndcg);
+    if (log_close(lf) && !rc) {
+        rc = sq_fail(e, SQ_EX_IO, "%s: cannot write the log", log_name(a->log_path));
+        unlink(a->out_path);
+    }
+    return rc;
 }
 
 /* The job's ranks when a launcher started several processes (train.h

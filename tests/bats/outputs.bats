@@ -171,3 +171,18 @@ kill_mid_write() {
     no_leftovers "$T/o"
   fi
 }
+
+@test "outputs: a one-pass model (pop) whose log cannot be written or created leaves no model" {
+  mkdir "$T/o"
+  if [ -c /dev/full ]; then
+    run seqrec-train --model pop --log /dev/full -o "$T/o/p.sqm" "$T/want.sqr"
+    [ "$status" -eq 74 ]
+    [[ "$output" == *"/dev/full: cannot write the log"* ]]
+    no_leftovers "$T/o"
+  fi
+  run -73 seqrec-train --model pop --log "$T/no/such/log" -o "$T/o/p.sqm" "$T/want.sqr"
+  no_leftovers "$T/o"
+  seqrec-train --model pop --log "$T/o/log" -o "$T/o/p.sqm" "$T/want.sqr"
+  grep -q '^{"model":"pop","valid":{"hr@10":' "$T/o/log"
+  [ -s "$T/o/p.sqm" ]
+}
