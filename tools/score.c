@@ -665,7 +665,8 @@ static int write_experts(void *ctx, FILE *fp, const char *name, sq_err *e)
     fputs("expert\tcount\n", fp);
     for (uint64_t i = 0; i < x->n; i++)
         fprintf(fp, "%" PRIu64 "\t%" PRIu64 "\n", i, x->count[i]);
-    if (ferror(fp))
+    /* flushed here: a full disk must be heard of before the ranks commit */
+    if (fflush(fp) || ferror(fp))
         return sq_fail(e, SQ_EX_IO, "%s: write error: %s", name, strerror(errno));
     return 0;
 }
@@ -743,14 +744,31 @@ static int score_setup(const score_args *a, int writer, score_run *r, out_ctx *o
     return 0;
 }
 
+/* Commits the output and the --expert-stats file together: the counts
+ * are written (and flushed) before the output commits, so that a failure
+ * of either leaves neither. */
+static int commit_outputs(const score_args *a, score_run *r, const out_ctx *oc, sq_err *err)
+{
+    experts_out xo = {r->experts, r->model.n_experts};
+    sq_outfile xf = {0};
+    int rc = oc->w && sq_writer_finish(&r->wr, err);
+    if (!rc && r->experts)
+        rc = sq_out_open(&xf, a->experts_path, 0, err) ||
+             write_experts(&xo, xf.fp, sq_out_name(a->experts_path), err);
+    if (!rc)
+        rc = sq_out_commit(&r->out, err);
+    if (!rc && r->experts)
+        rc = sq_out_commit(&xf, err);
+    sq_out_abort(&xf);
+    return rc ? err->code : 0;
+}
+
 /* The writer's end: the output and --expert-stats committed, the notes. */
 static int score_finish(const score_args *a, score_run *r, const out_ctx *oc, uint64_t unknown,
                         uint64_t filtered, sq_err *err)
 {
     const char *in_name = sq_in_name(a->in_path);
-    experts_out xo = {r->experts, r->model.n_experts};
-    if ((oc->w && sq_writer_finish(&r->wr, err)) || sq_out_commit(&r->out, err) ||
-        (r->experts && sq_out_write(a->experts_path, 0, write_experts, &xo, err)))
+    if (commit_outputs(a, r, oc, err))
         return err->code;
     if (unknown)
         fprintf(stderr, "%s: note: %" PRIu64 " users of %s not in the training stream of the "

@@ -83,6 +83,12 @@ ndcg() { sed -n 's/.*"ndcg@10":\([0-9.]*\).*/\1/p' "$@"; }
   run -73 seqrec-score -m "$T/m.sqm" --expert-stats "$T/nodir/x.tsv" -o "$T/r73" "$T/s.sqr"
   [[ "$output" == *"nodir"* ]]
   [ ! -e "$T/r73" ]
+  # the counts cannot be written (a full disk): the ranks are not left either
+  if [ -c /dev/full ]; then
+    run -74 seqrec-score -m "$T/m.sqm" --expert-stats /dev/full -o "$T/r74" "$T/s.sqr"
+    [[ "$output" == *"/dev/full: write error"* ]]
+    [ ! -e "$T/r74" ]
+  fi
   run -64 seqrec-score -m "$T/m.sqm" --topk 5 --expert-stats "$T/x.tsv" "$T/s.sqr"
   [[ "$output" == *"--expert-stats"* ]]
   [ ! -e "$T/x.tsv" ]
