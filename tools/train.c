@@ -814,7 +814,8 @@ int main(int argc, char **argv)
     a.o.cx = &cx;
     if (sq_in_open(&in, a.in_path, &err) || resume_input(&a, in, &err) ||
         sq_dataset_read_as(&ds, in, sq_in_name(a.in_path),
-                           SQ_KIND_BIT(SQ_SPLIT) | SQ_KIND_BIT(SQ_PADDED), &err))
+                           SQ_KIND_BIT(SQ_SPLIT) | SQ_KIND_BIT(SQ_PADDED), &err) ||
+        sq_train_check_data(&ds, sq_in_name(a.in_path), &err))
         goto fail;
     char msg[1024];
     if (sq_train_pick_map(a.map, a.resume ? a.resume : a.init, &ds.hdr, sq_in_name(a.in_path),

@@ -1361,6 +1361,18 @@ int sq_train(const sq_train_opts *o, const sq_dataset *ds, const char *out_path,
     return rc;
 }
 
+int sq_train_check_data(const sq_dataset *ds, const char *name, sq_err *e)
+{
+    if (ds->hdr.n_items == 0 || ds->n_seq == 0)
+        return sq_fail(e, SQ_EX_DATA, "%s: an empty stream (%" PRIu64 " records, %" PRIu32
+                       " items): nothing to train on", name, ds->n_seq, ds->hdr.n_items);
+    for (uint64_t i = 0; i < ds->n_seq; i++)
+        if (ds->seq[i].n_train > 0)
+            return 0;
+    return sq_fail(e, SQ_EX_DATA, "%s: no user has a training item (every item is held "
+                   "out): nothing to train on", name);
+}
+
 int sq_train_fit(const sq_model_def *def, const sq_dataset *ds, const char *out_path,
                  const char *id_map, size_t id_map_len, int threads, int *evaluated,
                  double *hr10, double *ndcg10, sq_err *e)

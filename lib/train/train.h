@@ -228,6 +228,12 @@ int sq_train_pick_map(const char *map_path, const char *from, const sq_header *h
                       const char *stream_name, char **bytes, size_t *len, char *msg,
                       size_t msg_n, sq_err *e);
 
+/* 65 "NAME: ..." when ds has nothing any model can learn from: no items
+ * (an empty stream) or no training item at all (every user's items held
+ * out). The models ask more of it on their own (a sequence model: a user
+ * with two training items). */
+int sq_train_check_data(const sq_dataset *ds, const char *name, sq_err *e);
+
 /* Fits a one-pass model (def->fit: pop) to ds and writes it to out_path,
  * carrying the id map id_map[0, id_map_len) (NULL: none; ID MAP); when ds
  * has validation targets, *evaluated = 1 and hr10, ndcg10 are its

@@ -178,6 +178,16 @@ setup() {
   head -c 300 "$T/s.sqr" > "$T/cut.sqr"
   run seqrec-train -o "$T/m.sqm" "$T/cut.sqr"
   [ "$status" -eq 65 ]
+  # nothing to learn from: an empty split, or every item held out (every
+  # model, one-pass ones too)
+  seqrec-cat --from-text split -o "$T/empty.sqr" /dev/null
+  printf '1\t\t6\t7\n2\t\t3\t4\n' | seqrec-cat --from-text split -o "$T/held.sqr"
+  for m in sasrec pop; do
+    run -65 seqrec-train --model $m -o "$T/m.sqm" "$T/empty.sqr"
+    [[ "$output" == *"$T/empty.sqr: an empty stream (0 records, 0 items): nothing to train on"* ]]
+    run -65 seqrec-train --model $m -o "$T/m.sqm" "$T/held.sqr"
+    [[ "$output" == *"$T/held.sqr: no user has a training item (every item is held out)"* ]]
+  done
   run seqrec-train "${TINY[@]}" -o "$T/no/such/dir/m.sqm" "$T/s.sqr"
   [ "$status" -eq 73 ]
   for bad in "--dim 0" "--heads 3" "--dropout 1" "--lr -1" "--loss mse" "--model gru" \
@@ -189,7 +199,7 @@ setup() {
   run seqrec-train "$T/s.sqr"
   [ "$status" -eq 64 ]
   [[ "$output" == *"-o MODEL"* ]]
-  no_leftovers "$T" s.sqr seq.sqr cut.sqr r.txt r.sqr
+  no_leftovers "$T" s.sqr seq.sqr cut.sqr r.txt r.sqr empty.sqr held.sqr
 }
 
 @test "train: SASRec beats popularity on validation NDCG@10" {
