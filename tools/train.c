@@ -297,7 +297,6 @@ static void validating(void *p, uint64_t epoch, uint64_t done, uint64_t total)
     draw(c, &b);
 }
 
-/* A terminal's line for an epoch whose JSON line goes to a --log file. */
 /* The epoch log: standard error without --log, standard output for
  * "--log -" (a model never goes there: -o - is refused), else the file. */
 static FILE *log_open(const char *path, const char *mode)
@@ -320,6 +319,7 @@ static int log_close(FILE *f)
     return fclose(f) ? -1 : 0;
 }
 
+/* A terminal's line for an epoch whose JSON line goes to a --log file. */
 static void human_line(const out_ctx *c, const sq_epoch_stats *s)
 {
     fprintf(stderr, "epoch %" PRIu64 "/%d loss %.4f", s->epoch, c->epochs, s->loss);
