@@ -501,8 +501,10 @@ static int read_stream(sq_metrics *m, FILE *f, const char *name, sq_err *e)
         rc = sq_fail(e, SQ_EX_DATA, "%s: byte 6: a %s stream, expected ranks", name,
                      kind ? kind : "unknown");
     }
-    if (rc == SQ_OK)
+    if (rc == SQ_OK) {
+        m->n_items = r.hdr.n_items; /* the catalogue, for --corrected and --coverage */
         rc = sq_reader_each(&r, name, add_record, m, e);
+    }
     sq_reader_free(&r);
     return rc;
 }

@@ -277,6 +277,21 @@ PY
   done
 }
 
+@test "metrics: a ranks stream's header gives the catalogue (--corrected, --coverage, --compare without --items)" {
+  make_random_inputs
+  seqrec-cat --from-text ranks --n-items 5000 -o "$T/r.sqr" "$T/r.txt"
+  for o in "--corrected rank" "--corrected bv" "--coverage"; do
+    run -0 seqrec-metrics --json $o "$T/r.sqr"
+    want=$(seqrec-metrics --json $o --items 5000 "$T/r.txt")
+    [ "$output" = "$want" ] || { echo "$o: '$output' != '$want'"; false; }
+  done
+  run -0 seqrec-metrics --json --compare "$T/r.sqr" "$T/r.sqr" --corrected rank
+  [ "$output" = "$(seqrec-metrics --json --compare "$T/r.txt" "$T/r.txt" --corrected rank --items 5000)" ]
+  # --items still wins over the header
+  run -0 seqrec-metrics --json --corrected rank --items 1000 "$T/r.sqr"
+  [ "$output" = "$(seqrec-metrics --json --corrected rank --items 1000 "$T/r.txt")" ]
+}
+
 @test "metrics: refusals of the new options" {
   make_random_inputs
   # the catalogue unknown: text input without --items or --popularity
