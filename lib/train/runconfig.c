@@ -18,7 +18,7 @@ enum { MAX_CONFIG = 1 << 20 };
 int sq_runconfig_is_record(const char *key)
 {
     static const char *const exact[] = {"n_items", "n_users", "train.best_epoch",
-                                        "train.epochs_done", "train.stop"};
+                                        "train.epochs_done", "train.stop", "train.parts"};
     static const char *const prefix[] = {"data.", "seqrec.", "valid."};
     for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
         if (!strcmp(key, exact[i]))

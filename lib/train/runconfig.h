@@ -16,7 +16,7 @@
  *                       for the transformer models, every attention kind's)
  *   a record of the run skipped: n_items, n_users, data.*, seqrec.*,
  *                       valid.*, train.best_epoch, train.epochs_done,
- *                       train.stop, MODEL.train_interactions
+ *                       train.stop, train.parts, MODEL.train_interactions
  *                       (pop's count) (what the data, the
  *                       version and the run put in a model file; nothing a
  *                       user chooses)

@@ -608,12 +608,15 @@ static int host_commit(const run *r, float *p, float *tmp, int rc, sq_err *e)
  * trained and why it stopped there. "patience" says that --epochs did not
  * bind: a larger cap trains the same model (nothing depends on the cap but
  * the loop), which is how pipelines/run_budget.sh judges a run against a
- * paper's epoch budget. */
+ * paper's epoch budget. And the parts each step's batch was cut into
+ * (threads x processes): the one thing besides the settings that the bits
+ * depend on, which --config leaves to the machine. */
 static int put_end(const run *r, sq_modelfile *mf, sq_err *e)
 {
     const char *why = r->diverged ? "diverged" : r->st[ST_STOPPED] ? "patience" : "epochs";
     int rc = sq_modelfile_set(mf, e, "train.epochs_done", "%" PRIu64, r->st[ST_EPOCHS_DONE]) ||
-             sq_modelfile_set(mf, e, "train.stop", "%s", why);
+             sq_modelfile_set(mf, e, "train.stop", "%s", why) ||
+             sq_modelfile_set(mf, e, "train.parts", "%d", r->parts);
     return rc ? e->code : 0;
 }
 

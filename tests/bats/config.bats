@@ -15,10 +15,13 @@ setup() {
   seqrec-train "${TINY[@]}" --dropout 0.3 --lr 3e-3 --attn linrec --epochs 2 --threads 2 \
     --log "$T/log0" -o "$T/m.sqm" "$T/s.sqr"
   seqrec-cat --header "$T/m.sqm" > "$T/h.txt"
+  # the parts a step was cut into, recorded: the --threads that gives the bits
+  parts=$(sed -n 's/^config\ttrain\.parts=//p' "$T/h.txt")
+  [ "$parts" = 2 ]
   # the model file itself, the header's text, its config lines alone
   grep '^config' "$T/h.txt" | cut -f2 > "$T/c.conf"
   for c in "$T/m.sqm" "$T/h.txt" "$T/c.conf"; do
-    seqrec-train --config "$c" --threads 2 --log "$T/log1" -o "$T/m1.sqm" "$T/s.sqr"
+    seqrec-train --config "$c" --threads "$parts" --log "$T/log1" -o "$T/m1.sqm" "$T/s.sqr"
     cmp "$T/m.sqm" "$T/m1.sqm"
     diff <(strip_times "$T/log0") <(strip_times "$T/log1")
     rm "$T/m1.sqm"*
@@ -119,7 +122,7 @@ refused() {
   keys=$(printf '%s\n' "$output" | cut -f1)
   seqrec-cat --header "$T/m.sqm" | sed -n 's/^config\t\([^=]*\)=.*/\1/p' |
     grep -v -e '^model$' -e '^n_items$' -e '^data\.' -e '^seqrec\.' -e '^valid\.' -e '^train\.best_epoch$' \
-      -e '^train\.epochs_done$' -e '^train\.stop$' |
+      -e '^train\.epochs_done$' -e '^train\.stop$' -e '^train\.parts$' |
     while read -r k; do grep -qx "$k" <<< "$keys" || { echo "not listed: $k"; false; }; done
 }
 

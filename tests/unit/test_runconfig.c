@@ -31,6 +31,7 @@ UNIT_TEST(test_runconfig_records)
     CHECK(sq_runconfig_is_record("valid.ndcg@10"));
     CHECK(sq_runconfig_is_record("train.best_epoch"));
     CHECK(sq_runconfig_is_record("train.epochs_done"));
+    CHECK(sq_runconfig_is_record("train.parts"));
     CHECK(sq_runconfig_is_record("train.stop"));
     CHECK(sq_runconfig_is_record("pop.train_interactions"));
     CHECK(!sq_runconfig_is_record("train.epochs"));
