@@ -30,7 +30,15 @@ void sq_eval_defaults(sq_eval_opts *o)
     o->target = SQ_EVAL_TEST;
     o->cand = SQ_CAND_FULL;
     o->seed = 1;
-    o->batch = 256;
+    o->batch = 0; /* sq_eval_batch */
+}
+
+int sq_eval_batch(const sq_eval_opts *o, uint32_t n_items)
+{
+    if (o->batch > 0)
+        return o->batch;
+    size_t fit = SQ_EVAL_SCORES_MAX / ((size_t)n_items + 1);
+    return fit >= 256 ? 256 : fit < 1 ? 1 : (int)fit;
 }
 
 static int parse_u32(const char *s, uint32_t *v)
@@ -581,7 +589,7 @@ static int work_new(work *w, const ctx *c, int topk, sq_err *e)
 {
     const sq_eval_opts *o = c->o;
     memset(w, 0, sizeof *w);
-    w->B = o->batch > 0 ? o->batch : 256;
+    w->B = sq_eval_batch(o, c->n);
     w->nt = o->threads > 0 ? o->threads : omp_get_max_threads();
     size_t B = (size_t)w->B, row = (size_t)c->n + 1;
     size_t n_keys = topk ? c->K : o->cand == SQ_CAND_POP ? c->n : 0;

@@ -68,7 +68,7 @@ typedef struct {
     const unsigned char *users; /* when set: only the users u < n_users with
                                    users[u] != 0 (seqrec-score --users) */
     uint32_t n_users;
-    int batch;            /* histories per model->scores call (<= 0: 256) */
+    int batch;            /* histories per model->scores call (<= 0: sq_eval_batch's) */
     int topk_host;        /* top-K: select on the host even when the model scores
                              on a GPU (SEQREC_GPU_TOPK=host, a diagnostic) */
     int ranks_host;       /* ranks (full candidates): rank on the host even when
@@ -89,8 +89,17 @@ typedef struct {
                                      item_ok leaves them out */
 } sq_eval_opts;
 
-/* Defaults: test targets, full ranking, pessimistic ties, seed 1, batch 256. */
+/* Defaults: test targets, full ranking, pessimistic ties, seed 1, the
+ * batch sq_eval_batch picks. */
 void sq_eval_defaults(sq_eval_opts *o);
+
+/* The histories a scoring call takes: o->batch when given (> 0), else 256,
+ * fewer for a catalogue of more than 262,143 items, so that the batch's
+ * B x (n_items + 1) scores stay within SQ_EVAL_SCORES_MAX floats (256 MiB;
+ * 67 for a million items, 1 from 67 million). Nothing ranked depends on
+ * it (INVARIANCE). */
+#define SQ_EVAL_SCORES_MAX ((size_t)64 << 20)
+int sq_eval_batch(const sq_eval_opts *o, uint32_t n_items);
 
 /* "full", "uni:N", "pop:N" (N >= 1) into o; 64 otherwise. */
 int sq_eval_parse_candidates(const char *s, sq_eval_opts *o, sq_err *e);

@@ -776,3 +776,19 @@ UNIT_TEST(test_dataset_idmap_reads_preprocess_maps)
     e.code = 0;
     CHECK_EQ(sq_idmap_read(&m, path, &e), SQ_EX_NOINPUT);
 }
+
+/* The default batch: 256 histories, fewer when their scores would pass
+ * SQ_EVAL_SCORES_MAX floats; a given --batch is kept. */
+UNIT_TEST(test_eval_batch_fits_the_catalogue)
+{
+    sq_eval_opts o;
+    sq_eval_defaults(&o);
+    CHECK_EQ(sq_eval_batch(&o, 12101), 256);
+    CHECK_EQ(sq_eval_batch(&o, 262143), 256); /* 256 x 262144 floats: exactly the cap */
+    CHECK_EQ(sq_eval_batch(&o, 262144), 255);
+    CHECK_EQ(sq_eval_batch(&o, 1000000), 67);
+    CHECK_EQ(sq_eval_batch(&o, UINT32_MAX), 1);
+    CHECK((size_t)sq_eval_batch(&o, 1000000) * 1000001 <= SQ_EVAL_SCORES_MAX);
+    o.batch = 512;
+    CHECK_EQ(sq_eval_batch(&o, 1000000), 512);
+}
