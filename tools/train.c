@@ -308,7 +308,7 @@ static FILE *log_open(const char *path, const char *mode)
 
 static const char *log_name(const char *path)
 {
-    return !path ? "<stderr>" : strcmp(path, "-") == 0 ? "<stdout>" : path;
+    return path ? sq_out_name(path) : "<stderr>";
 }
 
 /* 0, or -1 when the log's last lines could not be written. */
